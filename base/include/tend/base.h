@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * tend_base: the small things every module uses.
+ *
+ *  - cleanup macros in the systemd manner (_cleanup_free_, TAKE_PTR, ...);
+ *  - the -errno convention: a fallible function returns 0 on success and a
+ *    negative errno on failure (">0 only where its comment says so");
+ *  - logging with levels, <N> priority prefixes when stderr is the journal;
+ *  - usec_t time: monotonic for logic, wall clock only for what people read;
+ *  - a bounded dynamic buffer (every buffer input can grow has a maximum);
+ *  - string and string-vector helpers.
+ *
+ * Nothing here logs except the log functions themselves, and nothing exits.
+ */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- attributes and macros ------------------------------------------------ */
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _unused_ __attribute__((unused))
+#define _pure_ __attribute__((pure))
+#define _const_ __attribute__((const))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _sentinel_ __attribute__((sentinel))
+#define _warn_unused_result_ __attribute__((warn_unused_result))
+#define _noreturn_ __attribute__((noreturn))
+#define _likely_(x) (__builtin_expect(!!(x), 1))
+#define _unlikely_(x) (__builtin_expect(!!(x), 0))
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define CLAMP(x, lo, hi) MIN(MAX((x), (lo)), (hi))
+
+/* Take the value out of a variable and leave a "nothing" behind, so a
+ * _cleanup_ handler on the old variable does nothing. */
+#define TAKE_GENERIC(var, type, nullvalue)    \
+        ({                                    \
+                type *_pvar_ = &(var);        \
+                type _var_ = *_pvar_;         \
+                type _nullvalue_ = nullvalue; \
+                *_pvar_ = _nullvalue_;        \
+                _var_;                        \
+        })
+#define TAKE_PTR(ptr) TAKE_GENERIC(ptr, typeof(ptr), NULL)
+#define TAKE_FD(fd) TAKE_GENERIC(fd, int, -EBADF)
+
+/* Wrap a libc call that returns -1 and sets errno: returns -errno instead. */
+#define RET_NERRNO(expr)                   \
+        ({                                 \
+                typeof(expr) _r_ = (expr); \
+                _r_ < 0 ? -errno : _r_;    \
+        })
+
+/* errno values are positive; make sure we have a negative one even when a
+ * broken library left errno at 0. */
+static inline int negative_errno(void) {
+        return errno > 0 ? -errno : -EIO;
+}
+
+static inline void freep(void *p) {
+        free(*(void **) p);
+}
+#define _cleanup_free_ _cleanup_(freep)
+
+int safe_close(int fd);
+static inline void closep(int *fd) {
+        safe_close(*fd);
+}
+#define _cleanup_close_ _cleanup_(closep)
+
+/* Define a NULL-tolerant "xxx_freep" for use with _cleanup_() from a
+ * destructor "xxx_free" that accepts NULL and returns NULL. */
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func) \
+        static inline void func##p(type *p) {   \
+                if (*p)                         \
+                        *p = func(*p);          \
+        }
+
+/* Allocation failure is not a condition we recover from gracefully in the
+ * middle of a parse: the helpers below return NULL and callers map it to
+ * -ENOMEM. */
+#define new0(t, n) ((t *) calloc((n) ?: 1, sizeof(t)))
+
+/* ---- strings -------------------------------------------------------------- */
+
+static inline bool streq(const char *a, const char *b) {
+        return strcmp(a, b) == 0;
+}
+static inline bool streq_ptr(const char *a, const char *b) {
+        if (!a || !b)
+                return a == b;
+        return strcmp(a, b) == 0;
+}
+static inline bool isempty(const char *s) {
+        return !s || !*s;
+}
+static inline const char *strempty(const char *s) {
+        return s ?: "";
+}
+static inline const char *strna(const char *s) {
+        return s ?: "n/a";
+}
+/* Returns a pointer just past the prefix, or NULL. */
+const char *startswith(const char *s, const char *prefix) _pure_;
+const char *endswith(const char *s, const char *suffix) _pure_;
+
+/* printf into a new string; NULL on failure. */
+char *strprintf(const char *fmt, ...) _printf_(1, 2);
+/* Replace *p with a copy of s (NULL allowed). Returns 0 or -ENOMEM. */
+int free_and_strdup(char **p, const char *s);
+
+/* NULL-terminated string vectors. */
+char **strv_free(char **l);
+DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
+#define _cleanup_strv_free_ _cleanup_(strv_freep)
+size_t strv_length(char *const *l) _pure_;
+char **strv_copy(char *const *l);
+/* Append a copy of s. Returns 0 or -ENOMEM (the vector is unchanged then). */
+int strv_extend(char ***l, const char *s);
+/* Append s itself (takes ownership on success only). */
+int strv_push(char ***l, char *s);
+bool strv_equal(char *const *a, char *const *b) _pure_;
+bool strv_contains(char *const *l, const char *s) _pure_;
+
+/* Parse a whole decimal integer (no trailing garbage, no whitespace).
+ * Returns 0, -EINVAL or -ERANGE. */
+int safe_atoi64(const char *s, int64_t *ret);
+int safe_atou64(const char *s, uint64_t *ret);
+
+/* Levenshtein distance, for "did you mean" hints. Bounded by the caller
+ * passing short strings; returns SIZE_MAX on allocation failure. */
+size_t string_distance(const char *a, const char *b);
+
+/* ---- errors --------------------------------------------------------------- */
+
+/* Like strerror() for a negative (or positive) errno; thread-unsafe buffer
+ * not used: returns a static description string. */
+const char *errno_name(int err);
+
+/* ---- time ----------------------------------------------------------------- */
+
+typedef uint64_t usec_t;
+#define USEC_INFINITY ((usec_t) UINT64_MAX)
+#define USEC_PER_SEC ((usec_t) 1000000ULL)
+#define USEC_PER_MSEC ((usec_t) 1000ULL)
+#define NSEC_PER_USEC ((uint64_t) 1000ULL)
+
+/* Monotonic time: for every decision (timeouts, back-off, probe periods). */
+usec_t now_monotonic(void);
+/* Wall clock: only for timestamps shown to people and stored in objects. */
+usec_t now_realtime(void);
+
+/* RFC 3339 in UTC, "2026-12-02T15:06:49Z", with ".uuuuuuZ" when the time has
+ * a fraction of a second. buf must hold TIMESTAMP_MAX bytes. */
+#define TIMESTAMP_MAX 32
+char *format_timestamp(char buf[static TIMESTAMP_MAX], usec_t t);
+/* Parses what format_timestamp() prints, plus numeric offsets ("+02:00") and
+ * any number of fraction digits (truncated to microseconds). Returns 0 or
+ * -EINVAL. */
+int parse_timestamp(const char *s, usec_t *ret);
+
+/* "1.5s", "250ms", "3m0s": a short human duration. */
+#define DURATION_MAX 32
+char *format_duration(char buf[static DURATION_MAX], usec_t d);
+/* Parses "30s", "1m30s", "500ms", "2h", "1.5s", or a bare number of seconds.
+ * Returns 0 or -EINVAL / -ERANGE. */
+int parse_duration(const char *s, usec_t *ret);
+
+/* ---- logging -------------------------------------------------------------- */
+
+enum {
+        LOG_LEVEL_ERR = 3,
+        LOG_LEVEL_WARNING = 4,
+        LOG_LEVEL_NOTICE = 5,
+        LOG_LEVEL_INFO = 6,
+        LOG_LEVEL_DEBUG = 7,
+};
+
+/* ident: program name for the plain (non-journal) format. Reads
+ * JOURNAL_STREAM to decide whether stderr is the journal (then lines carry
+ * "<N>" priority prefixes and no timestamp of our own). */
+void log_open(const char *ident);
+void log_set_max_level(int level);
+int log_get_max_level(void);
+/* "err", "warning", "notice", "info", "debug" (or a number 3..7). */
+int log_level_from_string(const char *s);
+
+/* Logs and returns error (negative errno, passed through), so that
+ * "return log_error_errno(r, ...)" works. %m in fmt prints strerror(-error). */
+int log_internal(int level, int error, const char *file, int line, const char *func,
+                 const char *fmt, ...) _printf_(6, 7);
+
+#define log_full_errno(level, error, ...)                                                   \
+        ({                                                                                  \
+                int _l_ = (level), _e_ = (error);                                           \
+                (log_get_max_level() >= _l_)                                                \
+                        ? log_internal(_l_, _e_, __FILE__, __LINE__, __func__, __VA_ARGS__) \
+                        : -abs(_e_);                                                        \
+        })
+#define log_full(level, ...) (void) log_full_errno(level, 0, __VA_ARGS__)
+
+#define log_debug(...) log_full(LOG_LEVEL_DEBUG, __VA_ARGS__)
+#define log_info(...) log_full(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_notice(...) log_full(LOG_LEVEL_NOTICE, __VA_ARGS__)
+#define log_warning(...) log_full(LOG_LEVEL_WARNING, __VA_ARGS__)
+#define log_error(...) log_full(LOG_LEVEL_ERR, __VA_ARGS__)
+
+#define log_debug_errno(e, ...) log_full_errno(LOG_LEVEL_DEBUG, e, __VA_ARGS__)
+#define log_info_errno(e, ...) log_full_errno(LOG_LEVEL_INFO, e, __VA_ARGS__)
+#define log_notice_errno(e, ...) log_full_errno(LOG_LEVEL_NOTICE, e, __VA_ARGS__)
+#define log_warning_errno(e, ...) log_full_errno(LOG_LEVEL_WARNING, e, __VA_ARGS__)
+#define log_error_errno(e, ...) log_full_errno(LOG_LEVEL_ERR, e, __VA_ARGS__)
+#define log_oom() log_error_errno(-ENOMEM, "Out of memory.")
+
+/* ---- bounded dynamic buffer ----------------------------------------------- */
+
+/* A growable byte buffer with a hard maximum (curl's dynbuf idea): appending
+ * beyond max fails with -E2BIG and leaves the buffer as it was. The content
+ * is always NUL-terminated (the NUL is not counted in len). */
+typedef struct tend_buf {
+        char *data;
+        size_t len;
+        size_t alloc;
+        size_t max;
+} tend_buf;
+
+#define TEND_BUF_INIT(m) ((tend_buf){ .max = (m) })
+
+void tend_buf_init(tend_buf *b, size_t max);
+void tend_buf_free(tend_buf *b);
+void tend_buf_reset(tend_buf *b); /* length 0, keeps the allocation */
+int tend_buf_add(tend_buf *b, const void *p, size_t n);
+int tend_buf_adds(tend_buf *b, const char *s);
+int tend_buf_addf(tend_buf *b, const char *fmt, ...) _printf_(2, 3);
+int tend_buf_vaddf(tend_buf *b, const char *fmt, va_list ap) _printf_(2, 0);
+/* Hands the data over (NUL-terminated, never NULL on success) and resets b.
+ * Returns NULL on allocation failure. */
+char *tend_buf_take(tend_buf *b);
+static inline const char *tend_buf_str(const tend_buf *b) {
+        return b->data ?: "";
+}
+static inline void tend_buf_freep(tend_buf *b) {
+        tend_buf_free(b);
+}
+#define _cleanup_buf_ _cleanup_(tend_buf_freep)
+
+/* ---- files ---------------------------------------------------------------- */
+
+/* Read a whole file (or stdin for "-") up to max bytes. More than max is
+ * -EFBIG (nothing returned). Returns 0 and a NUL-terminated buffer. */
+int read_full_file(const char *path, size_t max, char **ret, size_t *ret_size);

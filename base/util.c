@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+
+#include "tend/base.h"
+
+int safe_close(int fd) {
+        if (fd >= 0) {
+                int saved = errno;
+                /* close() is never retried on EINTR on Linux: the fd is gone. */
+                (void) close(fd);
+                errno = saved;
+        }
+        return -EBADF;
+}
+
+const char *startswith(const char *s, const char *prefix) {
+        size_t n = strlen(prefix);
+        return strncmp(s, prefix, n) == 0 ? s + n : NULL;
+}
+
+const char *endswith(const char *s, const char *suffix) {
+        size_t sl = strlen(s), xl = strlen(suffix);
+        if (xl > sl)
+                return NULL;
+        return memcmp(s + sl - xl, suffix, xl) == 0 ? s + sl - xl : NULL;
+}
+
+char *strprintf(const char *fmt, ...) {
+        va_list ap;
+        char *s;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        return r < 0 ? NULL : s;
+}
+
+int free_and_strdup(char **p, const char *s) {
+        char *c = NULL;
+
+        if (s) {
+                c = strdup(s);
+                if (!c)
+                        return -ENOMEM;
+        }
+        free(*p);
+        *p = c;
+        return 0;
+}
+
+char **strv_free(char **l) {
+        if (!l)
+                return NULL;
+        for (char **i = l; *i; i++)
+                free(*i);
+        free(l);
+        return NULL;
+}
+
+size_t strv_length(char *const *l) {
+        size_t n = 0;
+        if (l)
+                while (l[n])
+                        n++;
+        return n;
+}
+
+char **strv_copy(char *const *l) {
+        size_t n = strv_length(l);
+        _cleanup_strv_free_ char **c = new0(char *, n + 1);
+        if (!c)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                c[i] = strdup(l[i]);
+                if (!c[i])
+                        return NULL;
+        }
+        return TAKE_PTR(c);
+}
+
+int strv_push(char ***l, char *s) {
+        size_t n = strv_length(*l);
+        char **c = realloc(*l, sizeof(char *) * (n + 2));
+        if (!c)
+                return -ENOMEM;
+        c[n] = s;
+        c[n + 1] = NULL;
+        *l = c;
+        return 0;
+}
+
+int strv_extend(char ***l, const char *s) {
+        char *c = strdup(s);
+        if (!c)
+                return -ENOMEM;
+        int r = strv_push(l, c);
+        if (r < 0)
+                free(c);
+        return r;
+}
+
+bool strv_equal(char *const *a, char *const *b) {
+        size_t na = strv_length(a), nb = strv_length(b);
+        if (na != nb)
+                return false;
+        for (size_t i = 0; i < na; i++)
+                if (!streq(a[i], b[i]))
+                        return false;
+        return true;
+}
+
+bool strv_contains(char *const *l, const char *s) {
+        if (l)
+                for (char *const *i = l; *i; i++)
+                        if (streq(*i, s))
+                                return true;
+        return false;
+}
+
+int safe_atou64(const char *s, uint64_t *ret) {
+        char *end;
+        unsigned long long v;
+
+        if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno == ERANGE)
+                return -ERANGE;
+        if (*end)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int safe_atoi64(const char *s, int64_t *ret) {
+        char *end;
+        long long v;
+
+        if (!s || !*s || *s == ' ' || *s == '+')
+                return -EINVAL;
+        errno = 0;
+        v = strtoll(s, &end, 10);
+        if (errno == ERANGE)
+                return -ERANGE;
+        if (*end || end == s)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+size_t string_distance(const char *a, const char *b) {
+        size_t la = strlen(a), lb = strlen(b);
+        _cleanup_free_ size_t *row = new0(size_t, lb + 1);
+        if (!row)
+                return SIZE_MAX;
+        for (size_t j = 0; j <= lb; j++)
+                row[j] = j;
+        for (size_t i = 1; i <= la; i++) {
+                size_t diag = row[0];
+                row[0] = i;
+                for (size_t j = 1; j <= lb; j++) {
+                        size_t up = row[j];
+                        size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+                        row[j] = MIN(MIN(row[j] + 1, row[j - 1] + 1), diag + cost);
+                        diag = up;
+                }
+        }
+        return row[lb];
+}
+
+const char *errno_name(int err) {
+        return strerror(abs(err));
+}
+
+int read_full_file(const char *path, size_t max, char **ret, size_t *ret_size) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(max);
+        int r;
+
+        if (streq(path, "-"))
+                fd = RET_NERRNO(fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3));
+        else
+                fd = RET_NERRNO(open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY));
+        if (fd < 0)
+                return fd;
+
+        for (;;) {
+                char chunk[65536];
+                ssize_t n = read(fd, chunk, sizeof chunk);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                r = tend_buf_add(&b, chunk, (size_t) n);
+                if (r == -E2BIG)
+                        return -EFBIG;
+                if (r < 0)
+                        return r;
+        }
+
+        if (ret_size)
+                *ret_size = b.len;
+        *ret = tend_buf_take(&b);
+        return *ret ? 0 : -ENOMEM;
+}

@@ -1,0 +1,40 @@
+#!/bin/sh
+# Install what building and testing tend needs, and nothing when it is all
+# there already. Debian/Ubuntu only (apt-get); elsewhere it says what to get.
+set -eu
+
+pkgs="libuv1-dev libyaml-dev libsystemd-dev libcmocka-dev libjansson-dev \
+libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev pkg-config cmake \
+make gcc"
+modules="libuv yaml-0.1 libsystemd cmocka jansson libmicrohttpd libcurl sqlite3"
+
+have_all() {
+    command -v cmake >/dev/null 2>&1 || return 1
+    command -v cc >/dev/null 2>&1 || return 1
+    command -v pkg-config >/dev/null 2>&1 || return 1
+    pkg-config --exists $modules || return 1
+}
+
+have_all && exit 0
+
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "deps: missing build dependencies and no apt-get here." >&2
+    echo "deps: install the equivalents of: $pkgs" >&2
+    exit 1
+fi
+
+sudo=
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        sudo=sudo
+    else
+        echo "deps: need root (or sudo) to install: $pkgs" >&2
+        exit 1
+    fi
+fi
+
+echo "deps: installing $pkgs"
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends $pkgs
+
+have_all || { echo "deps: still missing after install: check pkg-config $modules" >&2; exit 1; }

@@ -1,0 +1,655 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * tend_spec: the API objects (Deployment, ReplicaSet, Pod, Event), their
+ * YAML/JSON codecs, Kubernetes defaults, validation, the pod-template hash
+ * and label selectors.
+ *
+ * Pipeline for user input:
+ *
+ *   bytes ──spec_parse()──► JSON trees (one per YAML/JSON document)
+ *         ──spec_decode()──► typed structs (strict: unknown fields, types)
+ *         ──spec_deployment_default()──► Kubernetes defaults applied
+ *         ──spec_deployment_validate()──► field-path errors, all at once
+ *
+ * spec_manifest_load_*() runs the whole pipeline over a file, a directory or
+ * stdin and validates the set as a whole (duplicates, overlapping selectors).
+ *
+ * The codecs are table driven: one field table per type gives decode,
+ * encode, copy, equality and free, so the five can never disagree.
+ *
+ * Integers: a plain int32/int64 field holds SPEC_UNSET (SPEC_UNSET64) when
+ * absent; after defaulting, every defaulted field is set. Fields commented
+ * "0 = absent" use 0 instead and are left out of the encoding when 0.
+ * Times are wall-clock usec_t (0 = absent), shown in RFC 3339.
+ * Strings are NULL when absent. Arrays are (pointer, n_count) pairs.
+ *
+ * Nothing here logs or prints: errors are collected in a spec_errors.
+ */
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "tend/base.h"
+
+#define SPEC_UNSET INT32_MIN
+#define SPEC_UNSET64 INT64_MIN
+
+/* Limits on hostile input (DESIGN §4.6). */
+#define SPEC_MAX_INPUT_SIZE (1024 * 1024) /* bytes per file */
+#define SPEC_MAX_DEPTH 64                 /* nested collections */
+#define SPEC_MAX_ITEMS 10000              /* entries of one list or mapping */
+#define SPEC_MAX_NODES 200000             /* values in one document */
+#define SPEC_MAX_DOCUMENTS 1000           /* documents in one file */
+#define SPEC_MAX_ERRORS 200               /* errors kept; more are counted */
+
+/* A deployment name must leave room for "-<hash ≤10>-<5 chars>" in a 63-char
+ * pod name (and a systemd unit name "tend-<ns>-<pod>.service"). */
+#define SPEC_DEPLOYMENT_NAME_MAX 46
+#define SPEC_DNS_LABEL_MAX 63
+
+#define SPEC_LABEL_POD_TEMPLATE_HASH "pod-template-hash"
+#define SPEC_ANN_REVISION "deployment.kubernetes.io/revision"
+#define SPEC_ANN_REVISION_HISTORY "deployment.kubernetes.io/revision-history"
+#define SPEC_ANN_DESIRED_REPLICAS "deployment.kubernetes.io/desired-replicas"
+#define SPEC_ANN_MAX_REPLICAS "deployment.kubernetes.io/max-replicas"
+#define SPEC_ANN_RESTARTED_AT "kubectl.kubernetes.io/restartedAt"
+#define SPEC_ANN_LAST_APPLIED "kubectl.kubernetes.io/last-applied-configuration"
+#define SPEC_ANN_CHANGE_CAUSE "kubernetes.io/change-cause"
+
+/* ---- errors ---------------------------------------------------------------- */
+
+typedef struct spec_error {
+        char *file;    /* source name as the user gave it; NULL if none */
+        unsigned line; /* 1-based; 0 when the error has no position */
+        unsigned column;
+        char *object;  /* `deployment "web"`, or NULL for syntax errors */
+        char *field;   /* K8s field path, "spec.replicas"; NULL if none */
+        char *message; /* "Required value", "Invalid value: -1: must be ..." */
+} spec_error;
+
+typedef struct spec_errors {
+        spec_error *items;
+        size_t n;
+        size_t dropped; /* errors beyond SPEC_MAX_ERRORS, counted only */
+        /* Context stamped on errors added from now on (borrowed). */
+        const char *file;
+        const char *object;
+} spec_errors;
+
+void spec_errors_done(spec_errors *e);
+/* Adds an error with the current file/object context. Returns -EINVAL (so
+ * "return spec_errors_add(...)" reads well) or -ENOMEM. */
+int spec_errors_add(spec_errors *e, const char *field, const char *fmt, ...) _printf_(3, 4);
+int spec_errors_add_at(spec_errors *e, unsigned line, unsigned column, const char *fmt, ...)
+        _printf_(4, 5);
+/* "FILE:LINE:COL: message" or "FILE: object: field: message". New string. */
+char *spec_error_format(const spec_error *e);
+void spec_errors_print(const spec_errors *e, FILE *f);
+
+/* ---- small value types ------------------------------------------------------ */
+
+typedef struct spec_kv {
+        char *key;
+        char *value;
+} spec_kv;
+
+/* string → string, kept sorted by key, keys unique. */
+typedef struct spec_map {
+        spec_kv *items;
+        size_t n;
+} spec_map;
+
+const char *spec_map_get(const spec_map *m, const char *key);
+int spec_map_set(spec_map *m, const char *key, const char *value);
+bool spec_map_remove(spec_map *m, const char *key);
+void spec_map_done(spec_map *m);
+bool spec_map_equal(const spec_map *a, const spec_map *b);
+
+/* Kubernetes IntOrString: str != NULL → string ("25%"), else num
+ * (SPEC_UNSET when absent). */
+typedef struct spec_intstr {
+        char *str;
+        int32_t num;
+} spec_intstr;
+
+static inline bool spec_intstr_is_set(const spec_intstr *v) {
+        return v->str || v->num != SPEC_UNSET;
+}
+/* Resolves an int or "N%" against total (round up or down, as
+ * ResolveFenceposts). Returns 0, or -EINVAL for a malformed value. */
+int spec_intstr_scaled(const spec_intstr *v, int32_t total, bool round_up, int32_t *ret);
+
+/* A resource quantity ("500m", "2", "128Mi", "1G"): the text as written and
+ * its value. text == NULL means absent. */
+typedef struct spec_quantity {
+        char *text;
+        int64_t milli; /* value × 1000, rounded up: cpu in millicores */
+        int64_t value; /* value rounded up: memory in bytes */
+} spec_quantity;
+
+/* Parses Kubernetes quantity syntax. Returns 0, -EINVAL (syntax) or -ERANGE. */
+int spec_quantity_parse(const char *s, int64_t *ret_milli, int64_t *ret_value);
+
+/* ---- metadata ----------------------------------------------------------------- */
+
+typedef struct spec_owner_ref {
+        char *api_version;
+        char *kind;
+        char *name;
+        char *uid;
+        bool controller;
+        bool block_owner_deletion;
+} spec_owner_ref;
+
+typedef struct spec_meta {
+        char *name;
+        char *namespace;
+        char *uid;
+        uint64_t resource_version; /* 0 = absent; a decimal string in JSON */
+        int64_t generation;        /* 0 = absent */
+        usec_t creation_timestamp;
+        usec_t deletion_timestamp;
+        int64_t deletion_grace_period_seconds; /* SPEC_UNSET64 = absent */
+        spec_map labels;
+        spec_map annotations;
+        spec_owner_ref *owner_references;
+        size_t n_owner_references;
+} spec_meta;
+
+/* The one ownerReference with controller: true, or NULL. */
+const spec_owner_ref *spec_meta_controller(const spec_meta *m);
+
+/* ---- label selectors ------------------------------------------------------------ */
+
+typedef enum spec_selector_op {
+        SPEC_OP_IN,
+        SPEC_OP_NOT_IN,
+        SPEC_OP_EXISTS,
+        SPEC_OP_DOES_NOT_EXIST,
+        _SPEC_OP_MAX,
+        _SPEC_OP_INVALID = -EINVAL,
+} spec_selector_op;
+
+typedef struct spec_requirement {
+        char *key;
+        int op; /* spec_selector_op */
+        char **values;
+} spec_requirement;
+
+typedef struct spec_selector {
+        spec_map match_labels;
+        spec_requirement *match_expressions;
+        size_t n_match_expressions;
+} spec_selector;
+
+/* NULL selects nothing; an empty selector selects everything. */
+bool spec_selector_matches(const spec_selector *s, const spec_map *labels);
+bool spec_selector_is_empty(const spec_selector *s);
+/* Can one label set satisfy both? (Two deployments must never overlap.) */
+bool spec_selector_overlaps(const spec_selector *a, const spec_selector *b);
+/* Parses "a=b,c!=d,e in (x,y),f notin (z),g,!h" (kubectl -l syntax). */
+int spec_selector_parse(const char *s, spec_selector *ret);
+void spec_selector_done(spec_selector *s);
+
+/* ---- pod spec ----------------------------------------------------------------- */
+
+typedef struct spec_env_var {
+        char *name;
+        char *value;
+} spec_env_var;
+
+typedef struct spec_container_port {
+        char *name;
+        int32_t container_port; /* SPEC_UNSET: tend leases a free port */
+        char *protocol;         /* "TCP" (default) or "UDP" */
+} spec_container_port;
+
+typedef struct spec_exec_action {
+        char **command;
+} spec_exec_action;
+
+typedef struct spec_http_header {
+        char *name;
+        char *value;
+} spec_http_header;
+
+typedef struct spec_http_get {
+        char *path;
+        spec_intstr port; /* number or the name of a container port */
+        char *host;       /* NULL: 127.0.0.1 */
+        char *scheme;     /* "HTTP" or "HTTPS" */
+        spec_http_header *http_headers;
+        size_t n_http_headers;
+} spec_http_get;
+
+typedef struct spec_tcp_socket {
+        spec_intstr port;
+        char *host;
+} spec_tcp_socket;
+
+typedef struct spec_probe {
+        spec_exec_action *exec;
+        spec_http_get *http_get;
+        spec_tcp_socket *tcp_socket;
+        int32_t initial_delay_seconds;
+        int32_t timeout_seconds;
+        int32_t period_seconds;
+        int32_t success_threshold;
+        int32_t failure_threshold;
+        int64_t termination_grace_period_seconds; /* SPEC_UNSET64: the pod's */
+} spec_probe;
+
+typedef struct spec_resource_list {
+        spec_quantity cpu;
+        spec_quantity memory;
+} spec_resource_list;
+
+typedef struct spec_resources {
+        spec_resource_list limits;
+} spec_resources;
+
+typedef struct spec_security_context {
+        int64_t run_as_user; /* SPEC_UNSET64 = absent */
+        int64_t run_as_group;
+} spec_security_context;
+
+typedef struct spec_container {
+        char *name;
+        char **command;
+        char **args;
+        spec_env_var *env;
+        size_t n_env;
+        char *working_dir;
+        spec_container_port *ports;
+        size_t n_ports;
+        spec_probe *readiness_probe;
+        spec_probe *liveness_probe;
+        spec_resources resources;
+        spec_security_context security_context;
+} spec_container;
+
+typedef enum spec_restart_policy {
+        SPEC_RESTART_ALWAYS,
+        SPEC_RESTART_ON_FAILURE,
+        SPEC_RESTART_NEVER,
+        _SPEC_RESTART_MAX,
+        _SPEC_RESTART_INVALID = -EINVAL,
+} spec_restart_policy;
+
+typedef enum spec_runtime_class {
+        SPEC_RUNTIME_PROCESS,
+        SPEC_RUNTIME_SYSTEMD,
+        _SPEC_RUNTIME_MAX,
+        _SPEC_RUNTIME_INVALID = -EINVAL,
+} spec_runtime_class;
+
+typedef struct spec_pod_spec {
+        spec_container *containers;
+        size_t n_containers;
+        int64_t termination_grace_period_seconds;
+        int restart_policy;     /* spec_restart_policy */
+        int runtime_class_name; /* spec_runtime_class */
+        spec_security_context security_context;
+        char *node_name; /* set on pods once the agent takes them */
+} spec_pod_spec;
+
+typedef struct spec_pod_template {
+        spec_meta metadata; /* labels and annotations only */
+        spec_pod_spec spec;
+} spec_pod_template;
+
+/* ---- conditions (Deployment, ReplicaSet, Pod) ------------------------------------- */
+
+typedef struct spec_condition {
+        char *type;
+        char *status; /* "True", "False", "Unknown" */
+        char *reason;
+        char *message;
+        usec_t last_update_time; /* deployments only */
+        usec_t last_probe_time;  /* pods only */
+        usec_t last_transition_time;
+} spec_condition;
+
+/* ---- Deployment ------------------------------------------------------------------ */
+
+typedef enum spec_strategy_type {
+        SPEC_STRATEGY_RECREATE,
+        SPEC_STRATEGY_ROLLING_UPDATE,
+        _SPEC_STRATEGY_MAX,
+        _SPEC_STRATEGY_INVALID = -EINVAL,
+} spec_strategy_type;
+
+typedef struct spec_rolling_update {
+        spec_intstr max_unavailable;
+        spec_intstr max_surge;
+} spec_rolling_update;
+
+typedef struct spec_strategy {
+        int type; /* spec_strategy_type */
+        spec_rolling_update *rolling_update;
+} spec_strategy;
+
+typedef struct spec_deployment_spec {
+        int32_t replicas;
+        spec_selector *selector;
+        spec_pod_template template;
+        spec_strategy strategy;
+        int32_t min_ready_seconds;
+        int32_t revision_history_limit;
+        int32_t progress_deadline_seconds;
+        bool paused;
+} spec_deployment_spec;
+
+typedef struct spec_deployment_status {
+        int64_t observed_generation; /* 0 = absent, like every count below */
+        int32_t replicas;
+        int32_t updated_replicas;
+        int32_t ready_replicas;
+        int32_t available_replicas;
+        int32_t unavailable_replicas;
+        int32_t terminating_replicas;
+        int32_t collision_count; /* SPEC_UNSET = absent (nil) */
+        spec_condition *conditions;
+        size_t n_conditions;
+} spec_deployment_status;
+
+typedef struct spec_deployment {
+        char *api_version;
+        char *kind;
+        spec_meta metadata;
+        spec_deployment_spec spec;
+        spec_deployment_status status;
+} spec_deployment;
+
+/* ---- ReplicaSet ------------------------------------------------------------------- */
+
+typedef struct spec_replica_set_spec {
+        int32_t replicas;
+        int32_t min_ready_seconds;
+        spec_selector *selector;
+        spec_pod_template template;
+} spec_replica_set_spec;
+
+typedef struct spec_replica_set_status {
+        int64_t observed_generation;
+        int32_t replicas;
+        int32_t fully_labeled_replicas;
+        int32_t ready_replicas;
+        int32_t available_replicas;
+        int32_t terminating_replicas;
+        spec_condition *conditions;
+        size_t n_conditions;
+} spec_replica_set_status;
+
+typedef struct spec_replica_set {
+        char *api_version;
+        char *kind;
+        spec_meta metadata;
+        spec_replica_set_spec spec;
+        spec_replica_set_status status;
+} spec_replica_set;
+
+/* ---- Pod ---------------------------------------------------------------------------- */
+
+typedef enum spec_pod_phase {
+        SPEC_POD_PENDING,
+        SPEC_POD_RUNNING,
+        SPEC_POD_SUCCEEDED,
+        SPEC_POD_FAILED,
+        SPEC_POD_UNKNOWN,
+        _SPEC_POD_PHASE_MAX,
+        _SPEC_POD_PHASE_INVALID = -EINVAL,
+} spec_pod_phase;
+
+typedef struct spec_state_waiting {
+        char *reason;
+        char *message;
+} spec_state_waiting;
+
+typedef struct spec_state_running {
+        usec_t started_at;
+} spec_state_running;
+
+typedef struct spec_state_terminated {
+        int32_t exit_code;
+        int32_t signal; /* 0 = absent */
+        char *reason;
+        char *message;
+        usec_t started_at;
+        usec_t finished_at;
+        char *container_id;
+} spec_state_terminated;
+
+typedef struct spec_container_state {
+        spec_state_waiting *waiting;
+        spec_state_running *running;
+        spec_state_terminated *terminated;
+} spec_container_state;
+
+typedef struct spec_container_status {
+        char *name;
+        spec_container_state state;
+        spec_container_state last_state;
+        bool ready;
+        bool started;
+        int32_t restart_count; /* 0 = absent, always encoded */
+        char *container_id;    /* "process://<pid>" or "systemd://<unit>" */
+} spec_container_status;
+
+typedef struct spec_pod_status {
+        int phase; /* spec_pod_phase */
+        spec_condition *conditions;
+        size_t n_conditions;
+        char *reason;
+        char *message;
+        char *host_ip;
+        char *pod_ip;
+        usec_t start_time;
+        spec_container_status *container_statuses;
+        size_t n_container_statuses;
+} spec_pod_status;
+
+typedef struct spec_pod {
+        char *api_version;
+        char *kind;
+        spec_meta metadata;
+        spec_pod_spec spec;
+        spec_pod_status status;
+} spec_pod;
+
+/* ---- Event ------------------------------------------------------------------------ */
+
+typedef struct spec_object_ref {
+        char *api_version;
+        char *kind;
+        char *namespace;
+        char *name;
+        char *uid;
+} spec_object_ref;
+
+typedef struct spec_event_source {
+        char *component;
+        char *host;
+} spec_event_source;
+
+typedef struct spec_event {
+        char *api_version;
+        char *kind;
+        spec_meta metadata;
+        spec_object_ref involved_object;
+        char *reason;
+        char *message;
+        char *type; /* "Normal" or "Warning" */
+        int32_t count;
+        usec_t first_timestamp;
+        usec_t last_timestamp;
+        spec_event_source source;
+} spec_event;
+
+/* ---- the generic, table-driven codec ------------------------------------------------ */
+
+typedef struct spec_type spec_type;
+
+extern const spec_type spec_type_deployment;
+extern const spec_type spec_type_replica_set;
+extern const spec_type spec_type_pod;
+extern const spec_type spec_type_event;
+extern const spec_type spec_type_pod_template;
+extern const spec_type spec_type_selector;
+
+/* The Go-style type name ("Deployment", "PodTemplateSpec"). */
+const char *spec_type_name(const spec_type *t);
+
+/* A new, initialised (all absent) object; NULL on OOM. */
+void *spec_new(const spec_type *t);
+/* Frees the object and everything it owns; accepts NULL, returns NULL. */
+void *spec_free(const spec_type *t, void *p);
+/* Frees what the object owns and re-initialises it in place. */
+void spec_done(const spec_type *t, void *p);
+/* Deep copy; NULL on OOM. */
+void *spec_copy(const spec_type *t, const void *p);
+bool spec_equal(const spec_type *t, const void *a, const void *b);
+
+/* Strict decode of a JSON tree (borrowed) into *out, which must be freshly
+ * initialised. Unknown fields, fields tend does not implement and wrong types
+ * are errors naming their path; decoding goes on after an error so that all
+ * of them are reported. Returns 0 or -EINVAL (errors added) or -ENOMEM. */
+int spec_decode(const spec_type *t, json_t *j, void *out, spec_errors *errs);
+/* Canonical encoding: every set field, absent ones left out. New reference,
+ * NULL on OOM. */
+json_t *spec_encode(const spec_type *t, const void *p);
+
+#define SPEC_DEFINE_HELPERS(name, type, tbl)                            \
+        static inline type *name##_new(void) {                          \
+                return spec_new(&tbl);                                  \
+        }                                                               \
+        static inline type *name##_free(type *p) {                      \
+                return spec_free(&tbl, p);                              \
+        }                                                               \
+        static inline type *name##_copy(const type *p) {                \
+                return spec_copy(&tbl, p);                              \
+        }                                                               \
+        static inline bool name##_equal(const type *a, const type *b) { \
+                return spec_equal(&tbl, a, b);                          \
+        }                                                               \
+        static inline json_t *name##_encode(const type *p) {            \
+                return spec_encode(&tbl, p);                            \
+        }                                                               \
+        static inline void name##_freep(type **p) {                     \
+                if (*p)                                                 \
+                        *p = name##_free(*p);                           \
+        }
+
+SPEC_DEFINE_HELPERS(spec_deployment, spec_deployment, spec_type_deployment)
+SPEC_DEFINE_HELPERS(spec_replica_set, spec_replica_set, spec_type_replica_set)
+SPEC_DEFINE_HELPERS(spec_pod, spec_pod, spec_type_pod)
+SPEC_DEFINE_HELPERS(spec_event, spec_event, spec_type_event)
+SPEC_DEFINE_HELPERS(spec_pod_template, spec_pod_template, spec_type_pod_template)
+
+/* Decode a JSON tree as a T, returning a new object (or NULL with errors). */
+int spec_decode_new(const spec_type *t, json_t *j, spec_errors *errs, void **ret);
+
+/* Enum names, as they appear in JSON. NULL for out-of-range values. */
+const char *spec_strategy_type_to_string(int v);
+const char *spec_restart_policy_to_string(int v);
+const char *spec_runtime_class_to_string(int v);
+int spec_runtime_class_from_string(const char *s);
+const char *spec_pod_phase_to_string(int v);
+const char *spec_selector_op_to_string(int v);
+
+/* ---- parsing documents ------------------------------------------------------------ */
+
+typedef struct spec_doc {
+        json_t *root;   /* owned */
+        unsigned line;  /* where the document starts, 1-based */
+        unsigned index; /* 1-based among the file's non-empty documents */
+} spec_doc;
+
+typedef struct spec_docs {
+        spec_doc *items;
+        size_t n;
+} spec_docs;
+
+void spec_docs_done(spec_docs *d);
+
+/* Splits YAML (one or many "---" documents) or JSON (one or more objects)
+ * into JSON trees. Empty documents are skipped; a "kind: List" is expanded
+ * into its items. YAML scalars follow the YAML 1.2 core schema. Refused:
+ * aliases, input over SPEC_MAX_INPUT_SIZE, nesting over SPEC_MAX_DEPTH, more
+ * than SPEC_MAX_ITEMS entries in one collection, duplicate keys, non-scalar
+ * keys. Errors carry file:line:column. Returns 0 or -EINVAL/-ENOMEM; on
+ * error, *ret holds nothing. */
+int spec_parse(const char *file, const char *data, size_t size, spec_errors *errs, spec_docs *ret);
+
+/* ---- Deployment: defaults, validation, updates ----------------------------------- */
+
+/* Kubernetes apps/v1 defaults (k8s-semantics §1.1) plus tend's own
+ * (runtimeClassName "process", probe and port defaults). Idempotent. */
+void spec_deployment_default(spec_deployment *d);
+
+/* Every error of the object at once; errs->file/object should be set.
+ * Returns 0 if valid, -EINVAL if errors were added, -ENOMEM. */
+int spec_deployment_validate(const spec_deployment *d, spec_errors *errs);
+
+/* Rules for replacing old by new (same namespace/name): the selector is
+ * immutable. Returns 0 or -EINVAL with errors. */
+int spec_deployment_validate_update(const spec_deployment *old_d, const spec_deployment *new_d,
+                                    spec_errors *errs);
+
+/* `deployment "web"`-style label used in messages; new string. */
+char *spec_object_label(const char *kind, const char *name, unsigned doc_index);
+
+/* Resolved maxSurge / maxUnavailable for `replicas` (ResolveFenceposts:
+ * surge rounds up, unavailable down, both 0 → unavailable 1; both 0 for
+ * Recreate). */
+void spec_deployment_fenceposts(const spec_deployment *d, int32_t replicas, int32_t *ret_surge,
+                                int32_t *ret_unavailable);
+
+/* ---- templates ------------------------------------------------------------------ */
+
+/* pod-template-hash: FNV-1a 32 over the canonical JSON of the template (the
+ * pod-template-hash label removed) plus, when collision_count >= 0, its 8
+ * bytes; printed with Kubernetes' alphabet. Writes at most 10 chars + NUL. */
+#define SPEC_HASH_MAX 11
+char *spec_template_hash(const spec_pod_template *t, int32_t collision_count,
+                         char buf[static SPEC_HASH_MAX]);
+/* Equal ignoring the pod-template-hash label (how the new RS is found). */
+bool spec_template_equal(const spec_pod_template *a, const spec_pod_template *b);
+
+/* ---- manifests: files, directories, stdin ---------------------------------------- */
+
+typedef struct spec_manifest_item {
+        spec_deployment *deployment; /* owned; defaulted and validated */
+        char *file;
+        unsigned line;
+        unsigned index;
+} spec_manifest_item;
+
+typedef struct spec_manifest {
+        spec_manifest_item *items;
+        size_t n;
+} spec_manifest;
+
+void spec_manifest_done(spec_manifest *m);
+
+/* Parse, decode, default and validate every document of one buffer and
+ * append the good ones. All errors are added; returns -EINVAL if any. The
+ * caller decides whether a partly valid input is used (apply never does). */
+int spec_manifest_add_buffer(spec_manifest *m, const char *file, const char *data, size_t size,
+                             spec_errors *errs);
+/* A file, "-" for stdin, or a directory (its *.yaml, *.yml and *.json files,
+ * sorted by name, not recursive). */
+int spec_manifest_add_path(spec_manifest *m, const char *path, spec_errors *errs);
+/* Checks the set as a whole: the same namespace/name twice, and selectors of
+ * two deployments in one namespace that could select the same pod. */
+int spec_manifest_check(const spec_manifest *m, spec_errors *errs);
+
+/* ---- encoding to text -------------------------------------------------------------- */
+
+/* YAML text of a JSON tree (block style, keys sorted, strings quoted where a
+ * plain scalar would read back as another type). New string or NULL. */
+char *spec_yaml_dump(json_t *j);
+/* Canonical JSON: sorted keys, compact. New string or NULL. */
+char *spec_json_dump_canonical(json_t *j);

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+
+/* Manifests: the whole pipeline over files, directories and stdin, and the
+ * checks that need the set as a whole. */
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include "spec-internal.h"
+
+void spec_manifest_done(spec_manifest *m) {
+        for (size_t i = 0; i < m->n; i++) {
+                spec_deployment_free(m->items[i].deployment);
+                free(m->items[i].file);
+        }
+        free(m->items);
+        *m = (spec_manifest){};
+}
+
+static int manifest_push(spec_manifest *m, spec_deployment *d, const char *file, unsigned line,
+                         unsigned index) {
+        spec_manifest_item *n = realloc(m->items, sizeof(spec_manifest_item) * (m->n + 1));
+        char *f = strdup(file);
+
+        if (!n || !f) {
+                free(f);
+                if (n)
+                        m->items = n;
+                return -ENOMEM;
+        }
+        m->items = n;
+        m->items[m->n++] = (spec_manifest_item){ d, f, line, index };
+        return 0;
+}
+
+/* One document: route by kind, decode strictly, default, validate. */
+static int add_document(spec_manifest *m, const char *file, const spec_doc *doc,
+                        spec_errors *errs) {
+        json_t *meta = json_object_get(doc->root, "metadata");
+        const char *kind = json_string_value(json_object_get(doc->root, "kind"));
+        const char *name = json_string_value(json_object_get(meta, "name"));
+        _cleanup_free_ char *label = spec_object_label(kind, name, doc->index);
+        _cleanup_(spec_deployment_freep) spec_deployment *d = NULL;
+        int r;
+
+        if (!label)
+                return -ENOMEM;
+        errs->object = label;
+        if (!kind) {
+                r = spec_errors_add(errs, "kind",
+                                    json_object_get(doc->root, "kind")
+                                            ? "Invalid value: must be a string"
+                                            : "Required value: must be \"Deployment\"");
+                goto out;
+        }
+        if (!streq(kind, "Deployment")) {
+                _cleanup_free_ char *repr = spec__repr_str(kind);
+                r = spec_errors_add(errs, "kind",
+                                    "Unsupported value: %s: supported values: \"Deployment\" "
+                                    "(tend creates ReplicaSets and Pods itself)",
+                                    strna(repr));
+                goto out;
+        }
+
+        r = spec_decode_new(&spec_type_deployment, doc->root, errs, (void **) &d);
+        if (r < 0)
+                goto out;
+        spec_deployment_default(d);
+        r = spec_deployment_validate(d, errs);
+        if (r < 0)
+                goto out;
+        r = manifest_push(m, d, file, doc->line, doc->index);
+        if (r >= 0)
+                d = NULL;
+out:
+        errs->object = NULL;
+        return r;
+}
+
+int spec_manifest_add_buffer(spec_manifest *m, const char *file, const char *data, size_t size,
+                             spec_errors *errs) {
+        spec_docs docs = {};
+        const char *saved = errs->file;
+        int r, ret = 0;
+
+        r = spec_parse(file, data, size, errs, &docs);
+        if (r < 0)
+                return r;
+        errs->file = file;
+        for (size_t i = 0; i < docs.n; i++) {
+                r = add_document(m, file, &docs.items[i], errs);
+                if (r == -ENOMEM) {
+                        ret = r;
+                        break;
+                }
+                if (r < 0)
+                        ret = r;
+        }
+        errs->file = saved;
+        spec_docs_done(&docs);
+        return ret;
+}
+
+static int add_file(spec_manifest *m, const char *path, const char *display, spec_errors *errs) {
+        _cleanup_free_ char *data = NULL;
+        size_t size;
+        int r;
+
+        r = read_full_file(path, SPEC_MAX_INPUT_SIZE, &data, &size);
+        if (r == -EFBIG) {
+                errs->file = display;
+                r = spec_errors_add(errs, NULL,
+                                    "input is larger than %d bytes: split it into several files",
+                                    SPEC_MAX_INPUT_SIZE);
+                errs->file = NULL;
+                return r;
+        }
+        if (r < 0) {
+                errs->file = display;
+                spec_errors_add(errs, NULL, "cannot read: %s", errno_name(r));
+                errs->file = NULL;
+                return -EINVAL;
+        }
+        return spec_manifest_add_buffer(m, display, data, size, errs);
+}
+
+static bool is_manifest_name(const char *n) {
+        return n[0] != '.' && (endswith(n, ".yaml") || endswith(n, ".yml") || endswith(n, ".json"));
+}
+
+static int cmp_names(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+int spec_manifest_add_path(spec_manifest *m, const char *path, spec_errors *errs) {
+        _cleanup_strv_free_ char **names = NULL;
+        struct stat st;
+        DIR *dir;
+        struct dirent *de;
+        int r, ret = 0;
+
+        if (streq(path, "-"))
+                return add_file(m, "-", "<stdin>", errs);
+        if (stat(path, &st) < 0) {
+                r = -errno;
+                errs->file = path;
+                spec_errors_add(errs, NULL, "cannot read: %s", errno_name(r));
+                errs->file = NULL;
+                return -EINVAL;
+        }
+        if (!S_ISDIR(st.st_mode))
+                return add_file(m, path, path, errs);
+
+        dir = opendir(path);
+        if (!dir) {
+                r = -errno;
+                errs->file = path;
+                spec_errors_add(errs, NULL, "cannot read directory: %s", errno_name(r));
+                errs->file = NULL;
+                return -EINVAL;
+        }
+        while ((de = readdir(dir)))
+                if (is_manifest_name(de->d_name) && strv_extend(&names, de->d_name) < 0) {
+                        closedir(dir);
+                        return -ENOMEM;
+                }
+        closedir(dir);
+        if (!names) {
+                errs->file = path;
+                spec_errors_add(errs, NULL,
+                                "no manifests (*.yaml, *.yml, *.json) in this directory");
+                errs->file = NULL;
+                return -EINVAL;
+        }
+        qsort(names, strv_length(names), sizeof(char *), cmp_names);
+        for (char **n = names; *n; n++) {
+                _cleanup_free_ char *full = strprintf("%s%s%s", path,
+                                                      endswith(path, "/") ? "" : "/", *n);
+                if (!full)
+                        return -ENOMEM;
+                r = add_file(m, full, full, errs);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0)
+                        ret = r;
+        }
+        return ret;
+}
+
+int spec_manifest_check(const spec_manifest *m, spec_errors *errs) {
+        int ret = 0;
+
+        for (size_t i = 0; i < m->n; i++) {
+                const spec_deployment *a = m->items[i].deployment;
+                _cleanup_free_ char *label = spec_object_label("Deployment", a->metadata.name, 0);
+
+                errs->file = m->items[i].file;
+                errs->object = label;
+                for (size_t k = 0; k < i; k++) {
+                        const spec_deployment *b = m->items[k].deployment;
+                        const char *bfile = m->items[k].file;
+
+                        if (!streq(a->metadata.namespace, b->metadata.namespace))
+                                continue;
+                        if (streq(a->metadata.name, b->metadata.name)) {
+                                ret = spec_errors_add(errs, "metadata.name",
+                                                      "Duplicate value: \"%s\": also defined in %s "
+                                                      "(document %u)",
+                                                      a->metadata.name, bfile, m->items[k].index);
+                                continue;
+                        }
+                        if (spec_selector_overlaps(a->spec.selector, b->spec.selector)) {
+                                _cleanup_free_ char *repr = spec__selector_repr(a->spec.selector);
+                                ret = spec_errors_add(errs, "spec.selector",
+                                                      "Invalid value: %s: overlaps the selector "
+                                                      "of deployment \"%s\" (%s): a pod could "
+                                                      "belong to both; add a label that tells "
+                                                      "them apart",
+                                                      strna(repr), b->metadata.name, bfile);
+                        }
+                }
+        }
+        errs->file = NULL;
+        errs->object = NULL;
+        return ret == -ENOMEM ? -ENOMEM : (ret < 0 ? -EINVAL : 0);
+}

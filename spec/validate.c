@@ -1,0 +1,832 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * Defaults and validation of Deployments, with Kubernetes' messages where
+ * Kubernetes has one (k8s-semantics §1) and tend's where tend is stricter.
+ * Every error of an object is reported, never only the first.
+ */
+
+#include <ctype.h>
+#include <inttypes.h>
+
+#include "spec-internal.h"
+
+/* ---- defaults ------------------------------------------------------------------------ */
+
+static void set_default_intstr(spec_intstr *v, const char *s) {
+        if (!spec_intstr_is_set(v))
+                v->str = strdup(s); /* OOM leaves it unset: validation reports it */
+}
+
+#define DEFAULT_INT(field, value)          \
+        do {                               \
+                if ((field) == SPEC_UNSET) \
+                        (field) = (value); \
+        } while (0)
+
+static void default_probe(spec_probe *p) {
+        if (!p)
+                return;
+        DEFAULT_INT(p->initial_delay_seconds, 0);
+        DEFAULT_INT(p->timeout_seconds, 1);
+        DEFAULT_INT(p->period_seconds, 10);
+        DEFAULT_INT(p->success_threshold, 1);
+        DEFAULT_INT(p->failure_threshold, 3);
+        if (p->http_get) {
+                if (!p->http_get->path)
+                        p->http_get->path = strdup("/");
+                if (!p->http_get->scheme)
+                        p->http_get->scheme = strdup("HTTP");
+        }
+}
+
+static void default_pod_spec(spec_pod_spec *s) {
+        if (s->termination_grace_period_seconds == SPEC_UNSET64)
+                s->termination_grace_period_seconds = 30;
+        if (s->restart_policy < 0)
+                s->restart_policy = SPEC_RESTART_ALWAYS;
+        if (s->runtime_class_name < 0)
+                s->runtime_class_name = SPEC_RUNTIME_PROCESS;
+        for (size_t i = 0; i < s->n_containers; i++) {
+                spec_container *c = &s->containers[i];
+                for (size_t k = 0; k < c->n_ports; k++)
+                        if (!c->ports[k].protocol)
+                                c->ports[k].protocol = strdup("TCP");
+                default_probe(c->readiness_probe);
+                default_probe(c->liveness_probe);
+        }
+}
+
+void spec_deployment_default(spec_deployment *d) {
+        spec_deployment_spec *s = &d->spec;
+
+        if (!d->metadata.namespace)
+                d->metadata.namespace = strdup("default");
+        DEFAULT_INT(s->replicas, 1);
+        DEFAULT_INT(s->min_ready_seconds, 0);
+        DEFAULT_INT(s->revision_history_limit, 10);
+        DEFAULT_INT(s->progress_deadline_seconds, 600);
+        if (s->strategy.type < 0)
+                s->strategy.type = SPEC_STRATEGY_ROLLING_UPDATE;
+        if (s->strategy.type == SPEC_STRATEGY_ROLLING_UPDATE) {
+                if (!s->strategy.rolling_update) {
+                        spec_rolling_update *ru = calloc(1, sizeof *ru);
+                        if (ru) {
+                                ru->max_surge.num = ru->max_unavailable.num = SPEC_UNSET;
+                                s->strategy.rolling_update = ru;
+                        }
+                }
+                if (s->strategy.rolling_update) {
+                        set_default_intstr(&s->strategy.rolling_update->max_unavailable, "25%");
+                        set_default_intstr(&s->strategy.rolling_update->max_surge, "25%");
+                }
+        }
+        default_pod_spec(&s->template.spec);
+}
+
+/* ---- syntax checks (Kubernetes' wording) ----------------------------------------------- */
+
+#define DNS1123_LABEL_MSG                                                                        \
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', " \
+        "and must start and end with an alphanumeric character (e.g. 'my-name',  or "            \
+        "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+#define DNS1123_SUBDOMAIN_MSG                                                                 \
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, " \
+        "'-' or '.', and must start and end with an alphanumeric character (e.g. "            \
+        "'example.com', regex used for validation is "                                        \
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+#define QUALIFIED_NAME_MSG                                                                    \
+        "name part must consist of alphanumeric characters, '-', '_' or '.', and must start " \
+        "and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "          \
+        "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+#define LABEL_VALUE_MSG                                                                        \
+        "a valid label must be an empty string or consist of alphanumeric characters, '-', "   \
+        "'_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  " \
+        "or 'my_value',  or '12345', regex used for validation is "                            \
+        "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+#define ENV_NAME_MSG                                                                        \
+        "a valid environment variable name must consist of alphabetic characters, digits, " \
+        "'_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or "       \
+        "'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is "                    \
+        "'[-._a-zA-Z][-._a-zA-Z0-9]*')"
+
+static bool is_dns1123_label(const char *s) {
+        size_t n = strlen(s);
+        if (n == 0 || n > SPEC_DNS_LABEL_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+                if (!alnum && !(c == '-' && i > 0 && i < n - 1))
+                        return false;
+        }
+        return true;
+}
+
+static bool is_dns1123_subdomain(const char *s, size_t n) {
+        if (n == 0 || n > 253)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+                bool edge = i == 0 || i == n - 1 || s[i - 1] == '.' || s[i + 1] == '.';
+                if (alnum)
+                        continue;
+                if ((c == '-' || c == '.') && !edge)
+                        continue;
+                return false;
+        }
+        return true;
+}
+
+/* ([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9] */
+static bool is_qualified_name_part(const char *s, size_t n) {
+        if (n == 0)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                if (isalnum((unsigned char) c))
+                        continue;
+                if ((c == '-' || c == '_' || c == '.') && i > 0 && i < n - 1)
+                        continue;
+                return false;
+        }
+        return true;
+}
+
+/* The messages (joined by "; ") for an invalid label key, or NULL if valid. */
+static char *label_key_problems(const char *key) {
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
+        const char *slash = strchr(key, '/'), *name = key;
+
+        if (slash) {
+                if (strchr(slash + 1, '/'))
+                        return strdup("a qualified name must consist of alphanumeric "
+                                      "characters, '-', '_' or '.', and must start and end with "
+                                      "an alphanumeric character (e.g. 'MyName',  or 'my.name', "
+                                      " or '123-abc', regex used for validation is "
+                                      "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an "
+                                      "optional DNS subdomain prefix and '/' (e.g. "
+                                      "'example.com/MyName')");
+                if (slash == key)
+                        (void) tend_buf_adds(&b, "prefix part must be non-empty");
+                else if (!is_dns1123_subdomain(key, (size_t) (slash - key)))
+                        (void) tend_buf_adds(&b, "prefix part " DNS1123_SUBDOMAIN_MSG);
+                name = slash + 1;
+        }
+        if (!*name)
+                (void) tend_buf_addf(&b, "%sname part must be non-empty", b.len ? "; " : "");
+        else if (strlen(name) > 63)
+                (void) tend_buf_addf(&b, "%sname part must be no more than 63 characters",
+                                     b.len ? "; " : "");
+        else if (!is_qualified_name_part(name, strlen(name)))
+                (void) tend_buf_addf(&b, "%s" QUALIFIED_NAME_MSG, b.len ? "; " : "");
+        return b.len ? tend_buf_take(&b) : NULL;
+}
+
+static const char *label_value_problem(const char *v) {
+        size_t n = strlen(v);
+        if (n > 63)
+                return "must be no more than 63 characters";
+        if (n > 0 && !is_qualified_name_part(v, n))
+                return LABEL_VALUE_MSG;
+        return NULL;
+}
+
+/* ---- error helpers ---------------------------------------------------------------------- */
+
+typedef struct vctx {
+        spec_errors *errs;
+        spec_path path;
+        bool oom;
+} vctx;
+
+static void verr(vctx *v, const char *fmt, ...) _printf_(2, 3);
+static void verr(vctx *v, const char *fmt, ...) {
+        _cleanup_free_ char *msg = NULL;
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(&msg, fmt, ap) < 0)
+                msg = NULL;
+        va_end(ap);
+        if (!msg || spec_errors_add(v->errs, spec__path_str(&v->path), "%s", msg) == -ENOMEM)
+                v->oom = true;
+}
+
+/* Errors on a child path without disturbing the current one. */
+#define VERR_AT(v, field, ...)                                       \
+        do {                                                         \
+                size_t _old = spec__path_field(&(v)->path, (field)); \
+                verr((v), __VA_ARGS__);                              \
+                spec__path_pop(&(v)->path, _old);                    \
+        } while (0)
+
+static void verr_invalid_str(vctx *v, const char *value, const char *detail) {
+        _cleanup_free_ char *repr = spec__repr_str(value);
+        verr(v, "Invalid value: %s: %s", strna(repr), detail);
+}
+
+static void check_min(vctx *v, const char *field, int64_t value, int64_t min) {
+        if (value != SPEC_UNSET && value != SPEC_UNSET64 && value < min)
+                VERR_AT(v, field,
+                        "Invalid value: %" PRId64 ": must be greater than or equal to %" PRId64,
+                        value, min);
+}
+
+static void check_dns_label(vctx *v, const char *field, const char *value, size_t max,
+                            const char *why) {
+        size_t old = spec__path_field(&v->path, field);
+
+        if (!value)
+                verr(v, "Required value");
+        else if (!is_dns1123_label(value) && (strlen(value) <= SPEC_DNS_LABEL_MAX || !*value))
+                verr_invalid_str(v, value, DNS1123_LABEL_MSG);
+        else if (strlen(value) > max) {
+                _cleanup_free_ char *detail = strprintf("must be no more than %zu characters%s",
+                                                        max, why ?: "");
+                verr_invalid_str(v, value, detail ?: "too long");
+        }
+        spec__path_pop(&v->path, old);
+}
+
+static void check_labels(vctx *v, const char *field, const spec_map *m) {
+        size_t old = spec__path_field(&v->path, field);
+
+        for (size_t i = 0; i < m->n; i++) {
+                _cleanup_free_ char *kp = label_key_problems(m->items[i].key);
+                const char *vp = label_value_problem(m->items[i].value);
+                if (kp)
+                        verr_invalid_str(v, m->items[i].key, kp);
+                if (vp)
+                        verr_invalid_str(v, m->items[i].value, vp);
+        }
+        spec__path_pop(&v->path, old);
+}
+
+#define ANNOTATIONS_MAX (256 * 1024)
+
+static void check_annotations(vctx *v, const char *field, const spec_map *m) {
+        size_t old = spec__path_field(&v->path, field), total = 0;
+
+        for (size_t i = 0; i < m->n; i++) {
+                _cleanup_free_ char *kp = label_key_problems(m->items[i].key);
+                if (kp)
+                        verr_invalid_str(v, m->items[i].key, kp);
+                total += strlen(m->items[i].key) + strlen(m->items[i].value);
+        }
+        if (total > ANNOTATIONS_MAX)
+                verr(v, "Too long: must have at most %d bytes", ANNOTATIONS_MAX);
+        spec__path_pop(&v->path, old);
+}
+
+/* ---- selectors -------------------------------------------------------------------------- */
+
+static void check_selector(vctx *v, const spec_selector *s) {
+        size_t old;
+
+        check_labels(v, "matchLabels", &s->match_labels);
+        old = spec__path_field(&v->path, "matchExpressions");
+        for (size_t i = 0; i < s->n_match_expressions; i++) {
+                const spec_requirement *r = &s->match_expressions[i];
+                size_t o2 = spec__path_index(&v->path, i);
+                bool has_values = strv_length(r->values) > 0;
+
+                if (!r->key)
+                        VERR_AT(v, "key", "Required value");
+                else {
+                        _cleanup_free_ char *kp = label_key_problems(r->key);
+                        if (kp) {
+                                size_t o3 = spec__path_field(&v->path, "key");
+                                verr_invalid_str(v, r->key, kp);
+                                spec__path_pop(&v->path, o3);
+                        }
+                }
+                if (r->op < 0)
+                        VERR_AT(v, "operator", "Required value");
+                else if ((r->op == SPEC_OP_IN || r->op == SPEC_OP_NOT_IN) && !has_values)
+                        VERR_AT(v, "values",
+                                "Required value: must be specified when `operator` is 'In' or "
+                                "'NotIn'");
+                else if ((r->op == SPEC_OP_EXISTS || r->op == SPEC_OP_DOES_NOT_EXIST) && has_values)
+                        VERR_AT(v, "values",
+                                "Forbidden: may not be specified when `operator` is 'Exists' or "
+                                "'DoesNotExist'");
+                for (size_t k = 0; r->values && r->values[k]; k++) {
+                        const char *vp = label_value_problem(r->values[k]);
+                        if (vp) {
+                                size_t o3 = spec__path_field(&v->path, "values");
+                                size_t o4 = spec__path_index(&v->path, k);
+                                verr_invalid_str(v, r->values[k], vp);
+                                spec__path_pop(&v->path, o4);
+                                spec__path_pop(&v->path, o3);
+                        }
+                }
+                spec__path_pop(&v->path, o2);
+        }
+        spec__path_pop(&v->path, old);
+}
+
+int spec__validate_selector(const spec_selector *s, spec_path *p, spec_errors *errs) {
+        vctx v = { .errs = errs, .path = *p };
+        size_t before = errs->n;
+
+        check_selector(&v, s);
+        if (v.oom)
+                return -ENOMEM;
+        return errs->n > before ? -EINVAL : 0;
+}
+
+char *spec__selector_repr(const spec_selector *s) {
+        json_t *j = spec_encode(&spec_type_selector, s);
+        char *r = j ? spec_json_dump_canonical(j) : NULL;
+        json_decref(j);
+        return r;
+}
+
+/* Go's %#v of a map[string]string, as Kubernetes prints template labels. */
+static char *go_map_repr(const spec_map *m) {
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(16 * 1024);
+
+        (void) tend_buf_adds(&b, "map[string]string{");
+        for (size_t i = 0; i < m->n; i++) {
+                _cleanup_free_ char *k = spec__repr_str(m->items[i].key);
+                _cleanup_free_ char *val = spec__repr_str(m->items[i].value);
+                (void) tend_buf_addf(&b, "%s%s:%s", i ? ", " : "", strna(k), strna(val));
+        }
+        (void) tend_buf_adds(&b, "}");
+        return tend_buf_take(&b);
+}
+
+/* ---- pod template ----------------------------------------------------------------------- */
+
+/* IANA_SVC_NAME: ≤15 chars, [a-z0-9-], a letter, no "--", no edge '-'. */
+static const char *port_name_problem(const char *s) {
+        size_t n = strlen(s);
+        bool letter = false;
+
+        if (n > 15)
+                return "must be no more than 15 characters";
+        for (size_t i = 0; i < n; i++) {
+                if (!(islower((unsigned char) s[i]) || isdigit((unsigned char) s[i]) ||
+                      s[i] == '-'))
+                        return "must contain only alpha-numeric characters (a-z, 0-9), and "
+                               "hyphens (-)";
+                if (islower((unsigned char) s[i]))
+                        letter = true;
+        }
+        if (strstr(s, "--"))
+                return "must not contain consecutive hyphens";
+        if (!letter)
+                return "must contain at least one letter (a-z)";
+        if (n == 0 || s[0] == '-' || s[n - 1] == '-')
+                return "must not begin or end with a hyphen";
+        return NULL;
+}
+
+static bool is_env_name(const char *s) {
+        if (!*s || isdigit((unsigned char) s[0]))
+                return false;
+        for (const char *c = s; *c; c++)
+                if (!isalnum((unsigned char) *c) && !strchr("-._", *c))
+                        return false;
+        return true;
+}
+
+/* RFC 7230 token characters. */
+static bool is_http_header_name(const char *s) {
+        if (!*s)
+                return false;
+        for (const char *c = s; *c; c++)
+                if (!isalnum((unsigned char) *c) && !strchr("!#$%&'*+-.^_`|~", *c))
+                        return false;
+        return true;
+}
+
+static void check_port_ref(vctx *v, const spec_intstr *port, const spec_container *c) {
+        size_t old = spec__path_field(&v->path, "port");
+
+        if (!spec_intstr_is_set(port))
+                verr(v, "Required value");
+        else if (!port->str) {
+                if (port->num < 1 || port->num > 65535)
+                        verr(v, "Invalid value: %d: must be between 1 and 65535, inclusive",
+                             port->num);
+        } else {
+                const char *p = port_name_problem(port->str);
+                bool found = false;
+                for (size_t i = 0; i < c->n_ports; i++)
+                        if (streq_ptr(c->ports[i].name, port->str))
+                                found = true;
+                if (p)
+                        verr_invalid_str(v, port->str, p);
+                else if (!found)
+                        verr_invalid_str(v, port->str,
+                                         "must be the name of one of the container's ports");
+        }
+        spec__path_pop(&v->path, old);
+}
+
+static void check_probe(vctx *v, const char *field, const spec_probe *p, const spec_container *c,
+                        bool liveness) {
+        size_t old;
+        int handlers;
+
+        if (!p)
+                return;
+        old = spec__path_field(&v->path, field);
+        handlers = !!p->exec + !!p->http_get + !!p->tcp_socket;
+        if (handlers == 0)
+                verr(v, "Required value: must specify a handler type (exec, httpGet or "
+                        "tcpSocket)");
+        else if (handlers > 1)
+                verr(v, "Forbidden: may not specify more than 1 handler type");
+
+        if (p->exec && strv_length(p->exec->command) == 0)
+                VERR_AT(v, "exec.command", "Required value");
+        if (p->http_get) {
+                const spec_http_get *h = p->http_get;
+                size_t o2 = spec__path_field(&v->path, "httpGet");
+
+                check_port_ref(v, &h->port, c);
+                if (h->path && h->path[0] != '/') {
+                        size_t o3 = spec__path_field(&v->path, "path");
+                        verr_invalid_str(v, h->path, "must start with \"/\"");
+                        spec__path_pop(&v->path, o3);
+                }
+                if (h->scheme && !streq(h->scheme, "HTTP") && !streq(h->scheme, "HTTPS")) {
+                        _cleanup_free_ char *repr = spec__repr_str(h->scheme);
+                        VERR_AT(v, "scheme",
+                                "Unsupported value: %s: supported values: \"HTTP\", \"HTTPS\"",
+                                strna(repr));
+                }
+                for (size_t i = 0; i < h->n_http_headers; i++) {
+                        const spec_http_header *hh = &h->http_headers[i];
+                        size_t o3 = spec__path_field(&v->path, "httpHeaders");
+                        size_t o4 = spec__path_index(&v->path, i);
+                        if (!hh->name)
+                                VERR_AT(v, "name", "Required value");
+                        else if (!is_http_header_name(hh->name)) {
+                                size_t o5 = spec__path_field(&v->path, "name");
+                                verr_invalid_str(v, hh->name,
+                                                 "a valid HTTP header must consist "
+                                                 "of alphanumeric characters or "
+                                                 "'-' (and the other RFC 7230 "
+                                                 "token characters)");
+                                spec__path_pop(&v->path, o5);
+                        }
+                        if (hh->value && strpbrk(hh->value, "\r\n")) {
+                                size_t o5 = spec__path_field(&v->path, "value");
+                                verr_invalid_str(v, hh->value, "must not contain line breaks");
+                                spec__path_pop(&v->path, o5);
+                        }
+                        spec__path_pop(&v->path, o4);
+                        spec__path_pop(&v->path, o3);
+                }
+                spec__path_pop(&v->path, o2);
+        }
+        if (p->tcp_socket) {
+                size_t o2 = spec__path_field(&v->path, "tcpSocket");
+                check_port_ref(v, &p->tcp_socket->port, c);
+                spec__path_pop(&v->path, o2);
+        }
+
+        check_min(v, "initialDelaySeconds", p->initial_delay_seconds, 0);
+        check_min(v, "timeoutSeconds", p->timeout_seconds, 1);
+        check_min(v, "periodSeconds", p->period_seconds, 1);
+        check_min(v, "successThreshold", p->success_threshold, 1);
+        check_min(v, "failureThreshold", p->failure_threshold, 1);
+        if (liveness && p->success_threshold != SPEC_UNSET && p->success_threshold != 1 &&
+            p->success_threshold >= 1)
+                VERR_AT(v, "successThreshold", "Invalid value: %d: must be 1",
+                        p->success_threshold);
+        check_min(v, "terminationGracePeriodSeconds", p->termination_grace_period_seconds, 1);
+        spec__path_pop(&v->path, old);
+}
+
+static void check_security_context(vctx *v, const spec_security_context *sc) {
+        static const char *const names[] = { "runAsUser", "runAsGroup" };
+        const int64_t vals[] = { sc->run_as_user, sc->run_as_group };
+
+        for (size_t i = 0; i < 2; i++)
+                if (vals[i] != SPEC_UNSET64 && (vals[i] < 0 || vals[i] > INT32_MAX)) {
+                        size_t o = spec__path_field(&v->path, "securityContext");
+                        VERR_AT(v, names[i],
+                                "Invalid value: %" PRId64 ": must be between 0 and 2147483647, "
+                                "inclusive",
+                                vals[i]);
+                        spec__path_pop(&v->path, o);
+                }
+}
+
+static void check_quantity(vctx *v, const char *name, const spec_quantity *q) {
+        if (!q->text)
+                return;
+        if (q->milli <= 0) {
+                size_t o = spec__path_key(&v->path, name);
+                _cleanup_free_ char *repr = spec__repr_str(q->text);
+                verr(v, "Invalid value: %s: must be greater than 0", strna(repr));
+                spec__path_pop(&v->path, o);
+        }
+}
+
+static const char *const reserved_env[] = { "POD_NAME", "POD_NAMESPACE", "POD_UID", NULL };
+
+static void check_container(vctx *v, const spec_container *c) {
+        size_t old;
+
+        check_dns_label(v, "name", c->name, SPEC_DNS_LABEL_MAX, NULL);
+
+        if (strv_length(c->command) == 0)
+                VERR_AT(v, "command",
+                        "Required value: tend runs this argv directly (no image, no shell), "
+                        "e.g. command: [\"/usr/bin/python3\", \"-m\", \"http.server\"]");
+        else if (isempty(c->command[0])) {
+                size_t o = spec__path_field(&v->path, "command");
+                size_t o2 = spec__path_index(&v->path, 0);
+                verr(v, "Invalid value: \"\": must be the path of a program");
+                spec__path_pop(&v->path, o2);
+                spec__path_pop(&v->path, o);
+        }
+
+        old = spec__path_field(&v->path, "env");
+        for (size_t i = 0; i < c->n_env; i++) {
+                const char *name = c->env[i].name;
+                size_t o = spec__path_index(&v->path, i);
+                size_t o2 = spec__path_field(&v->path, "name");
+
+                if (!name)
+                        verr(v, "Required value");
+                else if (!is_env_name(name))
+                        verr_invalid_str(v, name, ENV_NAME_MSG);
+                else if (strv_contains((char **) reserved_env, name))
+                        verr(v, "Forbidden: %s is set by tend for every pod", name);
+                else
+                        for (size_t k = 0; k < i; k++)
+                                if (streq_ptr(c->env[k].name, name)) {
+                                        _cleanup_free_ char *repr = spec__repr_str(name);
+                                        verr(v, "Duplicate value: %s", strna(repr));
+                                        break;
+                                }
+                spec__path_pop(&v->path, o2);
+                spec__path_pop(&v->path, o);
+        }
+        spec__path_pop(&v->path, old);
+
+        if (c->working_dir && c->working_dir[0] != '/') {
+                size_t o = spec__path_field(&v->path, "workingDir");
+                verr_invalid_str(v, c->working_dir, "must be an absolute path");
+                spec__path_pop(&v->path, o);
+        }
+
+        old = spec__path_field(&v->path, "ports");
+        for (size_t i = 0; i < c->n_ports; i++) {
+                const spec_container_port *p = &c->ports[i];
+                size_t o = spec__path_index(&v->path, i);
+
+                if (p->name) {
+                        const char *prob = port_name_problem(p->name);
+                        size_t o2 = spec__path_field(&v->path, "name");
+                        if (prob)
+                                verr_invalid_str(v, p->name, prob);
+                        else
+                                for (size_t k = 0; k < i; k++)
+                                        if (streq_ptr(c->ports[k].name, p->name)) {
+                                                _cleanup_free_ char *repr = spec__repr_str(p->name);
+                                                verr(v, "Duplicate value: %s", strna(repr));
+                                                break;
+                                        }
+                        spec__path_pop(&v->path, o2);
+                }
+                if (p->container_port != SPEC_UNSET &&
+                    (p->container_port < 1 || p->container_port > 65535))
+                        VERR_AT(v, "containerPort",
+                                "Invalid value: %d: must be between 1 and 65535, inclusive (or "
+                                "leave it out to have tend lease a free port)",
+                                p->container_port);
+                else if (p->container_port != SPEC_UNSET)
+                        for (size_t k = 0; k < i; k++)
+                                if (c->ports[k].container_port == p->container_port &&
+                                    streq_ptr(c->ports[k].protocol, p->protocol)) {
+                                        VERR_AT(v, "containerPort", "Duplicate value: %d/%s",
+                                                p->container_port, strna(p->protocol));
+                                        break;
+                                }
+                if (p->protocol && !streq(p->protocol, "TCP") && !streq(p->protocol, "UDP")) {
+                        _cleanup_free_ char *repr = spec__repr_str(p->protocol);
+                        VERR_AT(v, "protocol",
+                                "Unsupported value: %s: supported values: \"TCP\", \"UDP\"",
+                                strna(repr));
+                }
+                if (p->container_port == SPEC_UNSET && !p->name && i > 0)
+                        VERR_AT(v, "name",
+                                "Required value: a leased port other than the first needs a "
+                                "name (it is passed as PORT_<NAME>)");
+                spec__path_pop(&v->path, o);
+        }
+        spec__path_pop(&v->path, old);
+
+        check_probe(v, "readinessProbe", c->readiness_probe, c, false);
+        check_probe(v, "livenessProbe", c->liveness_probe, c, true);
+
+        old = spec__path_field(&v->path, "resources");
+        {
+                size_t o = spec__path_field(&v->path, "limits");
+                check_quantity(v, "cpu", &c->resources.limits.cpu);
+                check_quantity(v, "memory", &c->resources.limits.memory);
+                spec__path_pop(&v->path, o);
+        }
+        spec__path_pop(&v->path, old);
+
+        check_security_context(v, &c->security_context);
+}
+
+static void check_pod_spec(vctx *v, const spec_pod_spec *s) {
+        size_t old = spec__path_field(&v->path, "containers");
+
+        if (s->n_containers == 0)
+                verr(v, "Required value: a pod runs exactly one container (one process)");
+        else if (s->n_containers > 1)
+                verr(v,
+                     "Too many: %zu: must have at most 1 items (tend runs one process per "
+                     "pod; make a deployment per program)",
+                     s->n_containers);
+        for (size_t i = 0; i < s->n_containers; i++) {
+                size_t o = spec__path_index(&v->path, i);
+                check_container(v, &s->containers[i]);
+                spec__path_pop(&v->path, o);
+        }
+        spec__path_pop(&v->path, old);
+
+        check_min(v, "terminationGracePeriodSeconds", s->termination_grace_period_seconds, 0);
+        if (s->restart_policy >= 0 && s->restart_policy != SPEC_RESTART_ALWAYS)
+                VERR_AT(v, "restartPolicy",
+                        "Unsupported value: \"%s\": supported values: \"Always\"",
+                        spec_restart_policy_to_string(s->restart_policy));
+        if (s->node_name)
+                VERR_AT(v, "nodeName", "Forbidden: set by tend when it runs the pod; remove it");
+        check_security_context(v, &s->security_context);
+}
+
+/* ---- Deployment ---------------------------------------------------------------------- */
+
+static void check_intstr(vctx *v, const char *field, const spec_intstr *is, bool percent_cap) {
+        size_t old = spec__path_field(&v->path, field);
+
+        if (is->str) {
+                size_t n = strlen(is->str);
+                bool ok = n >= 2 && is->str[n - 1] == '%';
+                for (size_t i = 0; ok && i < n - 1; i++)
+                        ok = isdigit((unsigned char) is->str[i]);
+                if (!ok)
+                        verr_invalid_str(v, is->str,
+                                         "a valid percent string must be a numeric string "
+                                         "followed by an ending '%' (e.g. '1%',  or '93%', regex "
+                                         "used for validation is '[0-9]+%')");
+                else if (percent_cap && (n > 4 || atoi(is->str) > 100))
+                        verr_invalid_str(v, is->str, "must not be greater than 100%");
+        } else if (is->num != SPEC_UNSET && is->num < 0)
+                verr(v, "Invalid value: %d: must be greater than or equal to 0", is->num);
+        spec__path_pop(&v->path, old);
+}
+
+static bool intstr_is_zero(const spec_intstr *is) {
+        if (!is->str)
+                return is->num == 0;
+        return atoi(is->str) == 0 && isdigit((unsigned char) is->str[0]);
+}
+
+int spec_deployment_validate(const spec_deployment *d, spec_errors *errs) {
+        const spec_deployment_spec *s = &d->spec;
+        size_t before = errs->n, old, selector_errors;
+        bool selector_ok;
+        vctx v = { .errs = errs };
+
+        if (!d->api_version)
+                VERR_AT(&v, "apiVersion", "Required value: must be \"apps/v1\"");
+        else if (!streq(d->api_version, "apps/v1")) {
+                _cleanup_free_ char *repr = spec__repr_str(d->api_version);
+                VERR_AT(&v, "apiVersion", "Unsupported value: %s: supported values: \"apps/v1\"",
+                        strna(repr));
+        }
+        if (!streq_ptr(d->kind, "Deployment")) {
+                _cleanup_free_ char *repr = spec__repr_str(d->kind);
+                VERR_AT(&v, "kind", "Unsupported value: %s: supported values: \"Deployment\"",
+                        strna(repr));
+        }
+
+        /* metadata */
+        old = spec__path_field(&v.path, "metadata");
+        check_dns_label(&v, "name", d->metadata.name, SPEC_DEPLOYMENT_NAME_MAX,
+                        " (pod names are <name>-<hash>-<5 chars> and must fit in 63)");
+        if (d->metadata.namespace)
+                check_dns_label(&v, "namespace", d->metadata.namespace, SPEC_DNS_LABEL_MAX, NULL);
+        check_labels(&v, "labels", &d->metadata.labels);
+        check_annotations(&v, "annotations", &d->metadata.annotations);
+        spec__path_pop(&v.path, old);
+
+        /* spec */
+        old = spec__path_field(&v.path, "spec");
+        check_min(&v, "replicas", s->replicas, 0);
+        check_min(&v, "minReadySeconds", s->min_ready_seconds, 0);
+        check_min(&v, "revisionHistoryLimit", s->revision_history_limit, 0);
+        check_min(&v, "progressDeadlineSeconds", s->progress_deadline_seconds, 0);
+        if (s->progress_deadline_seconds != SPEC_UNSET && s->min_ready_seconds != SPEC_UNSET &&
+            s->progress_deadline_seconds >= 0 &&
+            s->progress_deadline_seconds <= s->min_ready_seconds)
+                VERR_AT(&v, "progressDeadlineSeconds",
+                        "Invalid value: %d: must be greater than minReadySeconds",
+                        s->progress_deadline_seconds);
+
+        {
+                size_t o = spec__path_field(&v.path, "selector");
+                selector_errors = errs->n;
+                if (!s->selector)
+                        verr(&v, "Required value");
+                else if (spec_selector_is_empty(s->selector))
+                        verr(&v, "Invalid value: {}: empty selector is invalid for deployment");
+                else
+                        check_selector(&v, s->selector);
+                selector_ok = errs->n == selector_errors;
+                spec__path_pop(&v.path, o);
+        }
+
+        old = spec__path_field(&v.path, "template");
+        {
+                size_t o = spec__path_field(&v.path, "metadata");
+                size_t errs_before = errs->n;
+                check_labels(&v, "labels", &s->template.metadata.labels);
+                check_annotations(&v, "annotations", &s->template.metadata.annotations);
+                if (errs->n == errs_before && selector_ok &&
+                    !spec_selector_matches(s->selector, &s->template.metadata.labels)) {
+                        _cleanup_free_ char *repr = go_map_repr(&s->template.metadata.labels);
+                        VERR_AT(&v, "labels",
+                                "Invalid value: %s: `selector` does not match template `labels`",
+                                strna(repr));
+                }
+                spec__path_pop(&v.path, o);
+        }
+        {
+                size_t o = spec__path_field(&v.path, "spec");
+                check_pod_spec(&v, &s->template.spec);
+                spec__path_pop(&v.path, o);
+        }
+        spec__path_pop(&v.path, old);
+
+        old = spec__path_field(&v.path, "strategy");
+        if (s->strategy.type == SPEC_STRATEGY_RECREATE && s->strategy.rolling_update)
+                VERR_AT(&v, "rollingUpdate",
+                        "Forbidden: may not be specified when strategy `type` is 'Recreate'");
+        else if (s->strategy.type == SPEC_STRATEGY_ROLLING_UPDATE && s->strategy.rolling_update) {
+                const spec_rolling_update *ru = s->strategy.rolling_update;
+                size_t o = spec__path_field(&v.path, "rollingUpdate");
+                size_t errs_before = errs->n;
+
+                check_intstr(&v, "maxUnavailable", &ru->max_unavailable, true);
+                check_intstr(&v, "maxSurge", &ru->max_surge, false);
+                if (errs->n == errs_before && intstr_is_zero(&ru->max_unavailable) &&
+                    intstr_is_zero(&ru->max_surge)) {
+                        _cleanup_free_ char *repr = ru->max_unavailable.str
+                                                            ? spec__repr_str(
+                                                                      ru->max_unavailable.str)
+                                                            : strdup("0");
+                        VERR_AT(&v, "maxUnavailable",
+                                "Invalid value: %s: may not be 0 when `maxSurge` is 0",
+                                strna(repr));
+                }
+                spec__path_pop(&v.path, o);
+        }
+        spec__path_pop(&v.path, old);
+        spec__path_pop(&v.path, 0);
+
+        if (v.oom)
+                return -ENOMEM;
+        return errs->n > before || errs->dropped ? -EINVAL : 0;
+}
+
+int spec_deployment_validate_update(const spec_deployment *old_d, const spec_deployment *new_d,
+                                    spec_errors *errs) {
+        _cleanup_free_ char *repr = NULL;
+
+        if (spec_equal(&spec_type_selector, old_d->spec.selector, new_d->spec.selector))
+                return 0;
+        repr = spec__selector_repr(new_d->spec.selector);
+        return spec_errors_add(errs, "spec.selector",
+                               "Invalid value: %s: field is immutable (the selector decides "
+                               "which pods the deployment owns; to change it, create a "
+                               "deployment with a new name and delete this one)",
+                               strna(repr));
+}
+
+char *spec_object_label(const char *kind, const char *name, unsigned doc_index) {
+        _cleanup_free_ char *lower = kind ? strdup(kind) : NULL;
+
+        if (lower)
+                for (char *c = lower; *c; c++)
+                        *c = (char) tolower((unsigned char) *c);
+        if (lower && name)
+                return strprintf("%s \"%s\"", lower, name);
+        if (lower)
+                return strprintf("%s (document %u)", lower, doc_index);
+        return strprintf("document %u", doc_index);
+}

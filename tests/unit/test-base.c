@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+
+/* Unit tests of tend_base: buffers, time, strings. */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include "tend/base.h"
+
+static void test_buf_bounded(void **state) {
+        tend_buf b = TEND_BUF_INIT(10);
+
+        assert_int_equal(tend_buf_adds(&b, "hello"), 0);
+        assert_int_equal(tend_buf_addf(&b, "%d", 1234), 0);
+        assert_string_equal(tend_buf_str(&b), "hello1234");
+        /* One byte left; two do not fit and change nothing. */
+        assert_int_equal(tend_buf_adds(&b, "ab"), -E2BIG);
+        assert_string_equal(tend_buf_str(&b), "hello1234");
+        assert_int_equal(tend_buf_addf(&b, "%s", "xy"), -E2BIG);
+        assert_int_equal(b.len, 9);
+        assert_int_equal(tend_buf_adds(&b, "!"), 0);
+        assert_int_equal(b.len, 10);
+        tend_buf_reset(&b);
+        assert_string_equal(tend_buf_str(&b), "");
+
+        char *s = tend_buf_take(&b);
+        assert_string_equal(s, "");
+        free(s);
+        tend_buf_free(&b);
+
+        tend_buf big = TEND_BUF_INIT(1 << 20);
+        for (int i = 0; i < 10000; i++)
+                assert_int_equal(tend_buf_adds(&big, "0123456789"), 0);
+        assert_int_equal(big.len, 100000);
+        tend_buf_free(&big);
+}
+
+static void test_timestamps(void **state) {
+        char buf[TIMESTAMP_MAX];
+        usec_t t;
+
+        assert_string_equal(format_timestamp(buf, 1764688009ULL * USEC_PER_SEC),
+                            "2025-12-02T15:06:49Z");
+        assert_string_equal(format_timestamp(buf, 1764688009ULL * USEC_PER_SEC + 5),
+                            "2025-12-02T15:06:49.000005Z");
+        assert_int_equal(parse_timestamp("2025-12-02T15:06:49Z", &t), 0);
+        assert_int_equal(t, 1764688009ULL * USEC_PER_SEC);
+        assert_int_equal(parse_timestamp("2025-12-02T17:06:49.5+02:00", &t), 0);
+        assert_int_equal(t, 1764688009ULL * USEC_PER_SEC + 500000);
+        assert_int_equal(parse_timestamp("2025-12-02T15:06:49.123456789Z", &t), 0);
+        assert_int_equal(t % USEC_PER_SEC, 123456);
+        assert_int_equal(parse_timestamp("2025-12-02 15:06:49Z", &t), 0);
+
+        static const char *const bad[] = { "",
+                                           "2025-12-02",
+                                           "2025-13-02T00:00:00Z",
+                                           "2025-12-02T15:06:49",
+                                           "2025-12-02T15:06:49Zx",
+                                           "2025-12-02T25:00:00Z",
+                                           "yesterday" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                assert_int_equal(parse_timestamp(bad[i], &t), -EINVAL);
+
+        /* Round trip of "now". */
+        usec_t now = now_realtime();
+        assert_int_equal(parse_timestamp(format_timestamp(buf, now), &t), 0);
+        assert_int_equal(t, now);
+}
+
+static void test_durations(void **state) {
+        static const struct {
+                const char *s;
+                int r;
+                usec_t v;
+        } cases[] = {
+                { "30s", 0, 30 * USEC_PER_SEC },
+                { "30", 0, 30 * USEC_PER_SEC },
+                { "1m30s", 0, 90 * USEC_PER_SEC },
+                { "500ms", 0, 500 * USEC_PER_MSEC },
+                { "1.5s", 0, 1500 * USEC_PER_MSEC },
+                { "2h", 0, 7200 * USEC_PER_SEC },
+                { "10us", 0, 10 },
+                { "", -EINVAL, 0 },
+                { "s", -EINVAL, 0 },
+                { "5x", -EINVAL, 0 },
+                { "-1s", -EINVAL, 0 },
+                { "1m30", -EINVAL, 0 },
+        };
+        char buf[DURATION_MAX];
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                usec_t v = 0;
+                int r = parse_duration(cases[i].s, &v);
+                if (r != cases[i].r || (r == 0 && v != cases[i].v))
+                        fail_msg("\"%s\": r=%d v=%llu", cases[i].s, r, (unsigned long long) v);
+        }
+        assert_string_equal(format_duration(buf, 90 * USEC_PER_SEC), "1m30s");
+        assert_string_equal(format_duration(buf, 1500 * USEC_PER_MSEC), "1.500s");
+        assert_string_equal(format_duration(buf, 250 * USEC_PER_MSEC), "250ms");
+        assert_string_equal(format_duration(buf, 3 * 3600 * USEC_PER_SEC), "3h0m");
+        assert_true(now_monotonic() > 0);
+}
+
+static void test_strings(void **state) {
+        char **l = NULL;
+        int64_t i;
+        uint64_t u;
+
+        assert_string_equal(startswith("deployment/web", "deployment/"), "web");
+        assert_null(startswith("pod/x", "deployment/"));
+        assert_string_equal(endswith("web.yaml", ".yaml"), ".yaml");
+        assert_null(endswith("a", ".yaml"));
+
+        assert_int_equal(strv_extend(&l, "a"), 0);
+        assert_int_equal(strv_extend(&l, "b"), 0);
+        assert_int_equal(strv_length(l), 2);
+        assert_true(strv_contains(l, "b"));
+        char **c = strv_copy(l);
+        assert_true(strv_equal(l, c));
+        strv_free(c);
+        strv_free(l);
+
+        assert_int_equal(safe_atoi64("-42", &i), 0);
+        assert_int_equal(i, -42);
+        assert_int_equal(safe_atoi64("42x", &i), -EINVAL);
+        assert_int_equal(safe_atoi64("", &i), -EINVAL);
+        assert_int_equal(safe_atoi64("99999999999999999999", &i), -ERANGE);
+        assert_int_equal(safe_atou64("-1", &u), -EINVAL);
+        assert_int_equal(safe_atou64("18446744073709551615", &u), 0);
+
+        assert_int_equal(string_distance("replicas", "replcas"), 1);
+        assert_int_equal(string_distance("", "abc"), 3);
+        assert_int_equal(string_distance("kitten", "sitting"), 3);
+
+        char *p = NULL;
+        assert_int_equal(free_and_strdup(&p, "x"), 0);
+        assert_int_equal(free_and_strdup(&p, NULL), 0);
+        assert_null(p);
+}
+
+static void test_log_levels(void **state) {
+        assert_int_equal(log_level_from_string("debug"), LOG_LEVEL_DEBUG);
+        assert_int_equal(log_level_from_string("warning"), LOG_LEVEL_WARNING);
+        assert_int_equal(log_level_from_string("4"), LOG_LEVEL_WARNING);
+        assert_int_equal(log_level_from_string("loud"), -EINVAL);
+        /* log_error_errno returns the error it was given, negative. */
+        log_set_max_level(LOG_LEVEL_ERR - 1);
+        assert_int_equal(log_error_errno(-ENOENT, "quiet %s", "test"), -ENOENT);
+        assert_int_equal(log_error_errno(ENOENT, "quiet"), -ENOENT);
+        log_set_max_level(LOG_LEVEL_INFO);
+}
+
+static void test_read_full_file(void **state) {
+        char path[] = "/tmp/tend-test-XXXXXX";
+        int fd = mkstemp(path);
+        char *data = NULL;
+        size_t n;
+
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "hello", 5), 5);
+        close(fd);
+        assert_int_equal(read_full_file(path, 100, &data, &n), 0);
+        assert_int_equal(n, 5);
+        assert_string_equal(data, "hello");
+        free(data);
+        assert_int_equal(read_full_file(path, 4, &data, &n), -EFBIG);
+        unlink(path);
+        assert_int_equal(read_full_file(path, 4, &data, &n), -ENOENT);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_buf_bounded), cmocka_unit_test(test_timestamps),
+                cmocka_unit_test(test_durations),   cmocka_unit_test(test_strings),
+                cmocka_unit_test(test_log_levels),  cmocka_unit_test(test_read_full_file),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,796 @@
+/* SPDX-License-Identifier: MIT */
+
+/* Unit tests of tend_spec: the manifest corpus, round trips, defaults,
+ * pinned template hashes, selectors, quantities and hostile input. */
+
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "tend/spec.h"
+
+#ifndef PIN_BASE
+#define PIN_BASE "7578b8d5f4"
+#define PIN_BASE_CC1 "757679dc95"
+#define PIN_ARGS "7cc448f58c"
+#endif
+
+static const char *source_dir(void) {
+        const char *s = getenv("TEND_SOURCE_DIR");
+        return s ?: ".";
+}
+
+static char *path_join(const char *a, const char *b) {
+        char *p = strprintf("%s/%s", a, b);
+        assert_non_null(p);
+        return p;
+}
+
+static int strcmp_p(const char *const *a, const char *const *b) {
+        return strcmp(*a, *b);
+}
+
+static char **list_dir(const char *dir, const char *const *exts) {
+        char **names = NULL;
+        DIR *d = opendir(dir);
+        struct dirent *de;
+
+        assert_non_null(d);
+        while ((de = readdir(d)))
+                for (const char *const *e = exts; *e; e++)
+                        if (endswith(de->d_name, *e) && de->d_name[0] != '.')
+                                assert_int_equal(strv_extend(&names, de->d_name), 0);
+        closedir(d);
+        if (names)
+                qsort(names, strv_length(names), sizeof(char *),
+                      (int (*)(const void *, const void *)) strcmp_p);
+        return names;
+}
+
+/* Loads a buffer as `tend validate` does and returns its error output. */
+static char *validate_output(spec_manifest *m, const char *file) {
+        spec_errors errs = {};
+        tend_buf out = TEND_BUF_INIT(1 << 20);
+        int r;
+
+        r = spec_manifest_add_path(m, file, &errs);
+        assert_true(r == 0 || r == -EINVAL);
+        if (errs.n == 0)
+                assert_int_not_equal(spec_manifest_check(m, &errs), -ENOMEM);
+        for (size_t i = 0; i < errs.n; i++) {
+                char *s = spec_error_format(&errs.items[i]);
+                assert_non_null(s);
+                assert_int_equal(tend_buf_addf(&out, "%s\n", s), 0);
+                free(s);
+        }
+        spec_errors_done(&errs);
+        return tend_buf_take(&out);
+}
+
+/* ---- corpus ------------------------------------------------------------------------ */
+
+static void test_invalid_corpus(void **state) {
+        static const char *const exts[] = { ".yaml", ".json", NULL };
+        char *dir = path_join(source_dir(), "tests/spec/invalid");
+        char cwd[4096];
+        char **names;
+        size_t n = 0;
+
+        assert_non_null(getcwd(cwd, sizeof cwd));
+        assert_int_equal(chdir(dir), 0);
+        names = list_dir(".", exts);
+        assert_non_null(names);
+        for (char **f = names; *f; f++, n++) {
+                spec_manifest m = {};
+                char *expect_name = strprintf("%.*s.expect", (int) (strrchr(*f, '.') - *f), *f);
+                char *expected = NULL, *got;
+                int r;
+
+                r = read_full_file(expect_name, 1 << 20, &expected, NULL);
+                if (r < 0)
+                        fail_msg("%s: missing %s", *f, expect_name);
+                got = validate_output(&m, *f);
+                if (!streq(expected, got))
+                        fail_msg("%s:\nexpected:\n%sgot:\n%s", *f, expected, got);
+                assert_true(strlen(got) > 0); /* an invalid case must produce an error */
+                spec_manifest_done(&m);
+                free(expect_name);
+                free(expected);
+                free(got);
+        }
+        assert_true(n >= 40);
+        strv_free(names);
+        assert_int_equal(chdir(cwd), 0);
+        free(dir);
+}
+
+/* decode(encode(x)) == x through JSON text and through YAML text. */
+static void assert_round_trips(const spec_deployment *d) {
+        json_t *j = spec_deployment_encode(d);
+        char *text = spec_json_dump_canonical(j), *yaml = spec_yaml_dump(j);
+        spec_errors errs = {};
+        spec_docs docs = {};
+        spec_deployment *back = NULL;
+
+        assert_non_null(text);
+        assert_non_null(yaml);
+
+        assert_int_equal(spec_parse("json", text, strlen(text), &errs, &docs), 0);
+        assert_int_equal(docs.n, 1);
+        assert_int_equal(
+                spec_decode_new(&spec_type_deployment, docs.items[0].root, &errs, (void **) &back),
+                0);
+        assert_true(spec_deployment_equal(d, back));
+        spec_deployment_free(back);
+        spec_docs_done(&docs);
+
+        assert_int_equal(spec_parse("yaml", yaml, strlen(yaml), &errs, &docs), 0);
+        assert_int_equal(docs.n, 1);
+        if (spec_decode_new(&spec_type_deployment, docs.items[0].root, &errs, (void **) &back) <
+            0) {
+                spec_errors_print(&errs, stderr);
+                fail_msg("YAML round trip failed:\n%s", yaml);
+        }
+        if (!spec_deployment_equal(d, back))
+                fail_msg("YAML round trip differs:\n%s", yaml);
+        spec_deployment_free(back);
+        spec_docs_done(&docs);
+
+        assert_int_equal(errs.n, 0);
+        json_decref(j);
+        free(text);
+        free(yaml);
+}
+
+static void check_valid_dir(const char *rel) {
+        static const char *const exts[] = { ".yaml", ".yml", ".json", NULL };
+        char *dir = path_join(source_dir(), rel);
+        char **names = list_dir(dir, exts);
+        size_t objects = 0;
+
+        assert_non_null(names);
+        for (char **f = names; *f; f++) {
+                char *p = path_join(dir, *f);
+                spec_manifest m = {};
+                char *out = validate_output(&m, p);
+
+                if (*out)
+                        fail_msg("%s should be valid:\n%s", p, out);
+                assert_true(m.n > 0);
+                for (size_t i = 0; i < m.n; i++) {
+                        spec_deployment *d = m.items[i].deployment, *c;
+
+                        assert_round_trips(d);
+                        c = spec_deployment_copy(d);
+                        assert_non_null(c);
+                        assert_true(spec_deployment_equal(d, c));
+                        spec_deployment_default(c); /* idempotent */
+                        assert_true(spec_deployment_equal(d, c));
+                        spec_deployment_free(c);
+                        objects++;
+                }
+                spec_manifest_done(&m);
+                free(out);
+                free(p);
+        }
+        assert_true(objects > 0);
+        strv_free(names);
+        free(dir);
+}
+
+static void test_valid_corpus(void **state) {
+        check_valid_dir("tests/spec/valid");
+}
+
+static void test_examples_valid(void **state) {
+        check_valid_dir("examples");
+}
+
+/* ---- helpers for inline manifests ----------------------------------------------------- */
+
+#define BASE_YAML                                                        \
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n" \
+        "spec:\n  selector: {matchLabels: {app: web}}\n"                 \
+        "  template:\n    metadata: {labels: {app: web}}\n"              \
+        "    spec:\n      containers:\n      - name: web\n        command: [/bin/sleep, \"60\"]\n"
+
+static spec_deployment *load_one(const char *yaml) {
+        spec_manifest m = {};
+        spec_errors errs = {};
+        spec_deployment *d;
+
+        if (spec_manifest_add_buffer(&m, "test.yaml", yaml, strlen(yaml), &errs) < 0) {
+                spec_errors_print(&errs, stderr);
+                fail_msg("manifest did not load");
+        }
+        assert_int_equal(m.n, 1);
+        d = m.items[0].deployment;
+        m.items[0].deployment = NULL;
+        spec_manifest_done(&m);
+        spec_errors_done(&errs);
+        return d;
+}
+
+static void test_defaults(void **state) {
+        spec_deployment *d = load_one(BASE_YAML);
+        const spec_container *c = &d->spec.template.spec.containers[0];
+
+        assert_string_equal(d->metadata.namespace, "default");
+        assert_int_equal(d->spec.replicas, 1);
+        assert_int_equal(d->spec.min_ready_seconds, 0);
+        assert_int_equal(d->spec.revision_history_limit, 10);
+        assert_int_equal(d->spec.progress_deadline_seconds, 600);
+        assert_false(d->spec.paused);
+        assert_int_equal(d->spec.strategy.type, SPEC_STRATEGY_ROLLING_UPDATE);
+        assert_non_null(d->spec.strategy.rolling_update);
+        assert_string_equal(d->spec.strategy.rolling_update->max_surge.str, "25%");
+        assert_string_equal(d->spec.strategy.rolling_update->max_unavailable.str, "25%");
+        assert_int_equal(d->spec.template.spec.termination_grace_period_seconds, 30);
+        assert_int_equal(d->spec.template.spec.restart_policy, SPEC_RESTART_ALWAYS);
+        assert_int_equal(d->spec.template.spec.runtime_class_name, SPEC_RUNTIME_PROCESS);
+        assert_null(c->readiness_probe);
+        spec_deployment_free(d);
+
+        d = load_one(BASE_YAML "        ports: [{name: http}]\n"
+                               "        readinessProbe: {httpGet: {port: http}}\n"
+                               "        livenessProbe: {tcpSocket: {port: http}}\n");
+        c = &d->spec.template.spec.containers[0];
+        assert_string_equal(c->ports[0].protocol, "TCP");
+        assert_int_equal(c->ports[0].container_port, SPEC_UNSET);
+        for (int i = 0; i < 2; i++) {
+                const spec_probe *p = i ? c->liveness_probe : c->readiness_probe;
+                assert_int_equal(p->initial_delay_seconds, 0);
+                assert_int_equal(p->timeout_seconds, 1);
+                assert_int_equal(p->period_seconds, 10);
+                assert_int_equal(p->success_threshold, 1);
+                assert_int_equal(p->failure_threshold, 3);
+                assert_int_equal(p->termination_grace_period_seconds, SPEC_UNSET64);
+        }
+        assert_string_equal(c->readiness_probe->http_get->path, "/");
+        assert_string_equal(c->readiness_probe->http_get->scheme, "HTTP");
+        assert_string_equal(c->readiness_probe->http_get->port.str, "http");
+        spec_deployment_free(d);
+
+        /* Recreate gets no rollingUpdate; explicit values are kept. */
+        d = load_one(BASE_YAML "  strategy: {type: Recreate}\n  replicas: 0\n"
+                               "  revisionHistoryLimit: 0\n");
+        assert_int_equal(d->spec.strategy.type, SPEC_STRATEGY_RECREATE);
+        assert_null(d->spec.strategy.rolling_update);
+        assert_int_equal(d->spec.replicas, 0);
+        assert_int_equal(d->spec.revision_history_limit, 0);
+        spec_deployment_free(d);
+}
+
+/* ---- template hash --------------------------------------------------------------------- */
+
+static void test_template_hash(void **state) {
+        spec_deployment *d = load_one(BASE_YAML);
+        spec_deployment *e = load_one(BASE_YAML "        args: [x]\n");
+        char h1[SPEC_HASH_MAX], h2[SPEC_HASH_MAX], h3[SPEC_HASH_MAX], h4[SPEC_HASH_MAX];
+
+        /* Pinned: a changed value re-rolls every deployment after an upgrade.
+         * Change these only with a migration plan. */
+        assert_string_equal(spec_template_hash(&d->spec.template, -1, h1), PIN_BASE);
+        assert_string_equal(spec_template_hash(&d->spec.template, 1, h2), PIN_BASE_CC1);
+        assert_string_equal(spec_template_hash(&e->spec.template, -1, h3), PIN_ARGS);
+        for (const char *c = h1; *c; c++)
+                assert_non_null(strchr("456789bcdf", *c));
+        assert_true(strlen(h1) >= 1 && strlen(h1) <= 10);
+
+        /* The pod-template-hash label itself is ignored. */
+        assert_int_equal(
+                spec_map_set(&d->spec.template.metadata.labels, SPEC_LABEL_POD_TEMPLATE_HASH, h1),
+                0);
+        assert_string_equal(spec_template_hash(&d->spec.template, -1, h4), h1);
+        spec_deployment_free(d);
+        spec_deployment_free(e);
+}
+
+static void test_template_equal(void **state) {
+        spec_deployment *a = load_one(BASE_YAML), *b = load_one(BASE_YAML);
+        spec_deployment *c = load_one(BASE_YAML "        env: [{name: X, value: \"1\"}]\n");
+
+        assert_true(spec_template_equal(&a->spec.template, &b->spec.template));
+        assert_int_equal(spec_map_set(&b->spec.template.metadata.labels,
+                                      SPEC_LABEL_POD_TEMPLATE_HASH, "abc"),
+                         0);
+        assert_true(spec_template_equal(&a->spec.template, &b->spec.template));
+        assert_false(spec_deployment_equal(a, b));
+        assert_false(spec_template_equal(&a->spec.template, &c->spec.template));
+        spec_deployment_free(a);
+        spec_deployment_free(b);
+        spec_deployment_free(c);
+}
+
+/* ---- selectors ------------------------------------------------------------------------- */
+
+static spec_selector *selector(const char *s) {
+        spec_selector *sel = spec_new(&spec_type_selector);
+        assert_non_null(sel);
+        if (spec_selector_parse(s, sel) < 0)
+                fail_msg("cannot parse selector \"%s\"", s);
+        return sel;
+}
+
+static void labels_from(spec_map *m, const char *s) {
+        /* "a=b,c=d" */
+        char *copy = strdup(s), *save = NULL;
+        for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+                char *eq = strchr(kv, '=');
+                assert_non_null(eq);
+                *eq = 0;
+                assert_int_equal(spec_map_set(m, kv, eq + 1), 0);
+        }
+        free(copy);
+}
+
+static void test_selector_match(void **state) {
+        static const struct {
+                const char *selector, *labels;
+                bool match;
+        } cases[] = {
+                { "app=web", "app=web", true },
+                { "app=web", "app=web,tier=front", true },
+                { "app=web", "app=api", false },
+                { "app=web", "", false },
+                { "app!=web", "", true },
+                { "app!=web", "app=api", true },
+                { "app!=web", "app=web", false },
+                { "app in (web,api)", "app=api", true },
+                { "app in (web,api)", "app=db", false },
+                { "app notin (web,api)", "app=db", true },
+                { "app notin (web,api)", "tier=x", true },
+                { "app notin (web,api)", "app=web", false },
+                { "app", "app=", true },
+                { "app", "tier=x", false },
+                { "!app", "tier=x", true },
+                { "!app", "app=x", false },
+                { "app=web,tier in (front),!legacy", "app=web,tier=front", true },
+                { "app=web,tier in (front),!legacy", "app=web,tier=front,legacy=1", false },
+                { "", "anything=here", true },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                spec_selector *s = selector(cases[i].selector);
+                spec_map m = {};
+                labels_from(&m, cases[i].labels);
+                if (spec_selector_matches(s, &m) != cases[i].match)
+                        fail_msg("selector \"%s\" on {%s}: expected %s", cases[i].selector,
+                                 cases[i].labels, cases[i].match ? "match" : "no match");
+                spec_map_done(&m);
+                spec_free(&spec_type_selector, s);
+        }
+        assert_false(spec_selector_matches(NULL, &(spec_map){}));
+}
+
+static void test_selector_overlap(void **state) {
+        static const struct {
+                const char *a, *b;
+                bool overlap;
+        } cases[] = {
+                { "app=web", "app=web", true },
+                { "app=web", "app=api", false },
+                { "app=web", "app=web,tier=front", true },
+                { "app=web", "tier=front", true },
+                { "app=web,tier=a", "app=web,tier=b", false },
+                { "app in (web,api)", "app=api", true },
+                { "app in (web,api)", "app in (db,cache)", false },
+                { "app in (web,api)", "app notin (web)", true },
+                { "app in (web)", "app notin (web)", false },
+                { "app=web", "!app", false },
+                { "app", "!app", false },
+                { "!app", "tier=x", true },
+                { "app notin (a)", "app notin (b)", true },
+                { "app=web", "app", true },
+                { "app=web,!canary", "app=web,canary=true", false },
+                { "app=web,track in (stable,canary)", "app=web,track notin (stable,canary)",
+                  false },
+                { "app=web,track in (stable,canary)", "app=web,track notin (stable)", true },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                spec_selector *a = selector(cases[i].a), *b = selector(cases[i].b);
+                if (spec_selector_overlaps(a, b) != cases[i].overlap ||
+                    spec_selector_overlaps(b, a) != cases[i].overlap)
+                        fail_msg("\"%s\" vs \"%s\": expected %s", cases[i].a, cases[i].b,
+                                 cases[i].overlap ? "overlap" : "disjoint");
+                spec_free(&spec_type_selector, a);
+                spec_free(&spec_type_selector, b);
+        }
+        assert_false(spec_selector_overlaps(NULL, NULL));
+}
+
+static void test_selector_parse_errors(void **state) {
+        static const char *const bad[] = { "app in web", "app in (web", "=web", "a=b,,", "a b" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                spec_selector s;
+                if (spec_selector_parse(bad[i], &s) != -EINVAL)
+                        fail_msg("\"%s\" should not parse", bad[i]);
+        }
+}
+
+/* ---- values ------------------------------------------------------------------------------ */
+
+static void test_quantities(void **state) {
+        static const struct {
+                const char *s;
+                int r;
+                int64_t milli, value;
+        } cases[] = {
+                { "500m", 0, 500, 1 },
+                { "2", 0, 2000, 2 },
+                { "0.5", 0, 500, 1 },
+                { ".5", 0, 500, 1 },
+                { "1.", 0, 1000, 1 },
+                { "0.0005", 0, 1, 1 },
+                { "128Mi", 0, 134217728000LL, 134217728 },
+                { "1G", 0, 1000000000000LL, 1000000000 },
+                { "1.5Gi", 0, 1610612736000LL, 1610612736 },
+                { "1Ki", 0, 1024000, 1024 },
+                { "1e3", 0, 1000000, 1000 },
+                { "1E3", 0, 1000000, 1000 },
+                { "5e-3", 0, 5, 1 },
+                { "100u", 0, 1, 1 },
+                { "0", 0, 0, 0 },
+                { "-1", 0, -1000, -1 },
+                { "+3k", 0, 3000000, 3000 },
+                { "8Ei", -ERANGE, 0, 0 },
+                { "half", -EINVAL, 0, 0 },
+                { "1.5Gb", -EINVAL, 0, 0 },
+                { "", -EINVAL, 0, 0 },
+                { ".", -EINVAL, 0, 0 },
+                { "1..2", -EINVAL, 0, 0 },
+                { "Mi", -EINVAL, 0, 0 },
+                { "1 Mi", -EINVAL, 0, 0 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                int64_t milli = -42, value = -42;
+                int r = spec_quantity_parse(cases[i].s, &milli, &value);
+                if (r != cases[i].r)
+                        fail_msg("\"%s\": r=%d, expected %d", cases[i].s, r, cases[i].r);
+                if (r == 0 && (milli != cases[i].milli || value != cases[i].value))
+                        fail_msg("\"%s\": milli=%lld value=%lld, expected %lld %lld", cases[i].s,
+                                 (long long) milli, (long long) value, (long long) cases[i].milli,
+                                 (long long) cases[i].value);
+        }
+}
+
+static void test_fenceposts(void **state) {
+        /* k8s-semantics §3.1 with the 25%/25% default, and the forced 1. */
+        static const struct {
+                const char *surge, *unav;
+                int32_t replicas, want_surge, want_unav;
+        } cases[] = {
+                { "25%", "25%", 1, 1, 0 },     { "25%", "25%", 2, 1, 0 },
+                { "25%", "25%", 3, 1, 0 },     { "25%", "25%", 4, 1, 1 },
+                { "25%", "25%", 10, 3, 2 },    { "25%", "25%", 15, 4, 3 },
+                { "25%", "25%", 100, 25, 25 }, { "0%", "1%", 2, 0, 1 },
+                { "3", "0", 10, 3, 0 },        { "0", "20", 10, 0, 10 },
+                { "25%", "25%", 0, 0, 0 },     { "100%", "100%", 4, 4, 4 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char *yaml = strprintf(BASE_YAML "  strategy: {rollingUpdate: {maxSurge: %s%s%s, "
+                                                 "maxUnavailable: %s%s%s}}\n",
+                                       strchr(cases[i].surge, '%') ? "\"" : "", cases[i].surge,
+                                       strchr(cases[i].surge, '%') ? "\"" : "",
+                                       strchr(cases[i].unav, '%') ? "\"" : "", cases[i].unav,
+                                       strchr(cases[i].unav, '%') ? "\"" : "");
+                spec_deployment *d = load_one(yaml);
+                int32_t s, u;
+
+                spec_deployment_fenceposts(d, cases[i].replicas, &s, &u);
+                if (s != cases[i].want_surge || u != cases[i].want_unav)
+                        fail_msg("surge %s unav %s D=%d: got %d/%d, expected %d/%d", cases[i].surge,
+                                 cases[i].unav, cases[i].replicas, s, u, cases[i].want_surge,
+                                 cases[i].want_unav);
+                spec_deployment_free(d);
+                free(yaml);
+        }
+
+        spec_deployment *r = load_one(BASE_YAML "  strategy: {type: Recreate}\n");
+        int32_t s, u;
+        spec_deployment_fenceposts(r, 10, &s, &u);
+        assert_int_equal(s, 0);
+        assert_int_equal(u, 0);
+        spec_deployment_free(r);
+}
+
+/* ---- updates ----------------------------------------------------------------------------- */
+
+static void test_validate_update(void **state) {
+        spec_deployment *a = load_one(BASE_YAML);
+        spec_deployment *b = load_one(BASE_YAML "        args: [x]\n");
+        spec_deployment *c = load_one(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"
+                "spec:\n  selector: {matchLabels: {app: web2}}\n"
+                "  template:\n    metadata: {labels: {app: web2}}\n"
+                "    spec:\n      containers:\n      - name: web\n"
+                "        command: [/bin/true]\n");
+        spec_errors errs = {};
+
+        assert_int_equal(spec_deployment_validate_update(a, b, &errs), 0);
+        assert_int_equal(errs.n, 0);
+        assert_int_equal(spec_deployment_validate_update(a, c, &errs), -EINVAL);
+        assert_int_equal(errs.n, 1);
+        assert_string_equal(errs.items[0].field, "spec.selector");
+        assert_non_null(strstr(errs.items[0].message, "field is immutable"));
+        assert_non_null(strstr(errs.items[0].message, "create a deployment with a new name"));
+        spec_errors_done(&errs);
+        spec_deployment_free(a);
+        spec_deployment_free(b);
+        spec_deployment_free(c);
+}
+
+/* ---- codec details ------------------------------------------------------------------------- */
+
+static void test_other_kinds_round_trip(void **state) {
+        static const char *const pod_json =
+                "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"web-5d8f-abcde\","
+                "\"namespace\":\"default\",\"uid\":\"u1\",\"resourceVersion\":\"42\",\"labels\":"
+                "{\"app\":\"web\",\"pod-template-hash\":\"5d8f\"},\"ownerReferences\":[{"
+                "\"apiVersion\":"
+                "\"apps/v1\",\"kind\":\"ReplicaSet\",\"name\":\"web-5d8f\",\"uid\":\"rs1\","
+                "\"controller\":true,\"blockOwnerDeletion\":true}],\"creationTimestamp\":"
+                "\"2026-12-02T15:06:49Z\"},\"spec\":{\"containers\":[{\"name\":\"web\",\"command\":"
+                "[\"/bin/sleep\",\"60\"]}],\"nodeName\":\"box\"},\"status\":{\"phase\":\"Failed\","
+                "\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"lastTransitionTime\":"
+                "\"2026-12-02T15:06:50.123456Z\"}],\"containerStatuses\":[{\"name\":\"web\","
+                "\"ready\":false,\"started\":false,\"restartCount\":0,\"containerID\":"
+                "\"process://1234\",\"state\":{\"terminated\":{\"exitCode\":0,\"signal\":9,"
+                "\"reason\":\"Killed\",\"startedAt\":\"2026-12-02T15:06:49Z\",\"finishedAt\":"
+                "\"2026-12-02T15:07:00Z\"}},\"lastState\":{}}]}}";
+        spec_errors errs = {};
+        spec_docs docs = {};
+        spec_pod *pod = NULL, *back = NULL;
+        json_t *j;
+        char *text;
+
+        assert_int_equal(spec_parse("pod.json", pod_json, strlen(pod_json), &errs, &docs), 0);
+        assert_int_equal(spec_decode_new(&spec_type_pod, docs.items[0].root, &errs, (void **) &pod),
+                         0);
+        assert_int_equal(pod->metadata.resource_version, 42);
+        assert_int_equal(pod->status.phase, SPEC_POD_FAILED);
+        assert_int_equal(pod->status.container_statuses[0].state.terminated->signal, 9);
+        assert_int_equal(pod->status.container_statuses[0].state.terminated->exit_code, 0);
+        assert_int_equal(pod->status.conditions[0].last_transition_time % USEC_PER_SEC, 123456);
+        assert_true(spec_meta_controller(&pod->metadata) != NULL);
+
+        j = spec_pod_encode(pod);
+        text = spec_json_dump_canonical(j);
+        /* exitCode 0 and restartCount 0 are kept; the empty lastState is not. */
+        assert_non_null(strstr(text, "\"exitCode\":0"));
+        assert_non_null(strstr(text, "\"restartCount\":0"));
+        assert_null(strstr(text, "lastState"));
+        assert_int_equal(spec_decode_new(&spec_type_pod, j, &errs, (void **) &back), 0);
+        assert_true(spec_pod_equal(pod, back));
+        json_decref(j);
+        free(text);
+        spec_pod_free(back);
+        spec_pod_free(pod);
+        spec_docs_done(&docs);
+
+        /* An event and a ReplicaSet encode and decode to themselves. */
+        spec_event *ev = spec_event_new();
+        ev->reason = strdup("ScalingReplicaSet");
+        ev->message = strdup("Scaled up replica set web-5d8f to 3");
+        ev->type = strdup("Normal");
+        ev->count = 7;
+        ev->first_timestamp = 1764688009000000ULL;
+        ev->last_timestamp = ev->first_timestamp + 5 * USEC_PER_SEC;
+        ev->involved_object.kind = strdup("Deployment");
+        ev->involved_object.name = strdup("web");
+        j = spec_event_encode(ev);
+        spec_event *ev2 = NULL;
+        assert_int_equal(spec_decode_new(&spec_type_event, j, &errs, (void **) &ev2), 0);
+        assert_true(spec_event_equal(ev, ev2));
+        json_decref(j);
+        spec_event_free(ev);
+        spec_event_free(ev2);
+
+        spec_replica_set *rs = spec_replica_set_new();
+        rs->spec.replicas = 3;
+        rs->status.replicas = 0;
+        rs->metadata.name = strdup("web-5d8f");
+        j = spec_replica_set_encode(rs);
+        text = spec_json_dump_canonical(j);
+        /* status.replicas is always shown, even at 0 (kubectl reads it). */
+        assert_non_null(strstr(text, "\"status\":{\"replicas\":0}"));
+        spec_replica_set *rs2 = NULL;
+        assert_int_equal(spec_decode_new(&spec_type_replica_set, j, &errs, (void **) &rs2), 0);
+        assert_true(spec_replica_set_equal(rs, rs2));
+        json_decref(j);
+        free(text);
+        spec_replica_set_free(rs);
+        spec_replica_set_free(rs2);
+        assert_int_equal(errs.n, 0);
+}
+
+static void test_yaml_dump_quoting(void **state) {
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:n, s:f}", "a", "8080", "b",
+                              "true", "c", "", "d", "null", "e", "plain text", "f", 7, "g", 1, "h",
+                              "i", 1.0);
+        char *yaml = spec_yaml_dump(j);
+        spec_errors errs = {};
+        spec_docs docs = {};
+
+        assert_non_null(yaml);
+        assert_int_equal(spec_parse("y", yaml, strlen(yaml), &errs, &docs), 0);
+        assert_true(json_equal(j, docs.items[0].root));
+        assert_true(json_is_real(json_object_get(docs.items[0].root, "i")));
+        spec_docs_done(&docs);
+        json_decref(j);
+        free(yaml);
+}
+
+static void test_error_cap(void **state) {
+        spec_errors errs = {};
+        for (int i = 0; i < SPEC_MAX_ERRORS + 50; i++)
+                assert_int_equal(spec_errors_add(&errs, "spec", "error %d", i), -EINVAL);
+        assert_int_equal(errs.n, SPEC_MAX_ERRORS);
+        assert_int_equal(errs.dropped, 50);
+        spec_errors_done(&errs);
+}
+
+/* ---- hostile input --------------------------------------------------------------------------- */
+
+static int parse_buffer(const char *data, size_t n, char **first_error) {
+        spec_manifest m = {};
+        spec_errors errs = {};
+        int r = spec_manifest_add_buffer(&m, "hostile", data, n, &errs);
+
+        if (first_error)
+                *first_error = errs.n ? spec_error_format(&errs.items[0]) : NULL;
+        spec_manifest_done(&m);
+        spec_errors_done(&errs);
+        return r;
+}
+
+static void test_hostile_huge(void **state) {
+        size_t n = SPEC_MAX_INPUT_SIZE + 1;
+        char *big = malloc(n), *err = NULL;
+
+        memset(big, 'a', n);
+        assert_int_equal(parse_buffer(big, n, &err), -EINVAL);
+        assert_non_null(strstr(err, "larger than"));
+        free(err);
+        free(big);
+}
+
+static void test_hostile_deep(void **state) {
+        tend_buf b = TEND_BUF_INIT(1 << 20);
+        char *err = NULL;
+
+        /* YAML flow and block, and JSON, 200 levels deep. */
+        for (int i = 0; i < 200; i++)
+                tend_buf_adds(&b, "[");
+        for (int i = 0; i < 200; i++)
+                tend_buf_adds(&b, "]");
+        assert_int_equal(parse_buffer(b.data, b.len, &err), -EINVAL);
+        assert_non_null(strstr(err, "nesting deeper than 64"));
+        free(err);
+
+        tend_buf_reset(&b);
+        tend_buf_adds(&b, "a: ");
+        for (int i = 0; i < 200; i++)
+                tend_buf_adds(&b, "[");
+        assert_int_equal(parse_buffer(b.data, b.len, &err), -EINVAL);
+        assert_non_null(strstr(err, "nesting deeper than 64"));
+        free(err);
+
+        tend_buf_reset(&b);
+        for (int i = 0; i < 100; i++)
+                tend_buf_addf(&b, "%*sk:\n", i * 2, "");
+        assert_int_equal(parse_buffer(b.data, b.len, &err), -EINVAL);
+        assert_non_null(strstr(err, "nesting deeper than 64"));
+        free(err);
+
+        tend_buf_reset(&b);
+        for (int i = 0; i < 100; i++)
+                tend_buf_adds(&b, "{\"a\":");
+        tend_buf_adds(&b, "1");
+        for (int i = 0; i < 100; i++)
+                tend_buf_adds(&b, "}");
+        assert_int_equal(parse_buffer(b.data, b.len, &err), -EINVAL);
+        assert_non_null(strstr(err, "nesting deeper than 64"));
+        free(err);
+        tend_buf_free(&b);
+}
+
+static void test_hostile_alias_bomb(void **state) {
+        static const char bomb[] = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
+                                   "b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+                                   "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+                                   "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n";
+        char *err = NULL;
+
+        assert_int_equal(parse_buffer(bomb, strlen(bomb), &err), -EINVAL);
+        assert_non_null(strstr(err, "hostile:2:"));
+        assert_non_null(strstr(err, "aliases"));
+        free(err);
+}
+
+static void test_hostile_many_items(void **state) {
+        tend_buf b = TEND_BUF_INIT(1 << 20);
+        char *err = NULL;
+
+        tend_buf_adds(&b, "a: [");
+        for (int i = 0; i < SPEC_MAX_ITEMS + 1; i++)
+                tend_buf_adds(&b, "1,");
+        tend_buf_adds(&b, "1]\n");
+        assert_int_equal(parse_buffer(b.data, b.len, &err), -EINVAL);
+        assert_non_null(strstr(err, "more than 10000 entries"));
+        free(err);
+
+        tend_buf_reset(&b);
+        for (int i = 0; i < SPEC_MAX_DOCUMENTS + 1; i++)
+                tend_buf_adds(&b, "---\na: 1\n");
+        assert_int_equal(parse_buffer(b.data, b.len, &err), -EINVAL);
+        assert_non_null(strstr(err, "more than 1000 documents"));
+        free(err);
+        tend_buf_free(&b);
+}
+
+/* Random bytes, random mutations of a valid manifest: never a crash, never
+ * a hang, always either a result or an error. */
+static void test_hostile_garbage(void **state) {
+        static const char valid[] = BASE_YAML "        ports: [{name: http}]\n";
+        uint32_t seed = 12345;
+        char buf[4096];
+
+        for (int round = 0; round < 3000; round++) {
+                size_t n;
+                int r;
+
+                if (round % 2 == 0) {
+                        n = (size_t) (seed % sizeof buf);
+                        for (size_t i = 0; i < n; i++) {
+                                seed = seed * 1103515245 + 12345;
+                                buf[i] = (char) (seed >> 16);
+                        }
+                } else {
+                        n = sizeof valid - 1;
+                        memcpy(buf, valid, n);
+                        for (int k = 0; k < 4; k++) {
+                                seed = seed * 1103515245 + 12345;
+                                buf[(seed >> 8) % n] =
+                                        "{}[]:,-&*!|>'\"#%@`\t\n \x01\xff"[(seed >> 20) % 24];
+                        }
+                }
+                seed = seed * 1103515245 + 12345;
+                r = parse_buffer(buf, n, NULL);
+                assert_true(r == 0 || r == -EINVAL);
+        }
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_invalid_corpus),
+                cmocka_unit_test(test_valid_corpus),
+                cmocka_unit_test(test_examples_valid),
+                cmocka_unit_test(test_defaults),
+                cmocka_unit_test(test_template_hash),
+                cmocka_unit_test(test_template_equal),
+                cmocka_unit_test(test_selector_match),
+                cmocka_unit_test(test_selector_overlap),
+                cmocka_unit_test(test_selector_parse_errors),
+                cmocka_unit_test(test_quantities),
+                cmocka_unit_test(test_fenceposts),
+                cmocka_unit_test(test_validate_update),
+                cmocka_unit_test(test_other_kinds_round_trip),
+                cmocka_unit_test(test_yaml_dump_quoting),
+                cmocka_unit_test(test_error_cap),
+                cmocka_unit_test(test_hostile_huge),
+                cmocka_unit_test(test_hostile_deep),
+                cmocka_unit_test(test_hostile_alias_bomb),
+                cmocka_unit_test(test_hostile_many_items),
+                cmocka_unit_test(test_hostile_garbage),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
