@@ -599,7 +599,11 @@ static int parse_json(const char *data, size_t size, spec_errors *errs, spec_doc
                                 ec = err.line == 1 ? col + (unsigned) MAX(err.column, 1) - 1
                                                    : (unsigned) MAX(err.column, 1);
                         }
-                        r = spec_errors_add_at(errs, el, ec, "%s", err.text);
+                        /* jansson names its own flag here; say what it means. */
+                        r = spec_errors_add_at(errs, el, ec, "%s",
+                                               strstr(err.text, "JSON_ALLOW_NUL")
+                                                       ? "strings may not contain NUL characters"
+                                                       : err.text);
                         spec_docs_done(&docs);
                         return r;
                 }
