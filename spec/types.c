@@ -147,17 +147,24 @@ TYPE(t_tcp, "TCPSocketAction", spec_tcp_socket,
      F_INTSTR("port", spec_tcp_socket, port),
      F_STR("host", spec_tcp_socket, host));
 
-TYPE(t_probe, "Probe", spec_probe,
-     F_PTR("exec", spec_probe, exec, t_exec),
-     F_PTR("httpGet", spec_probe, http_get, t_http_get),
-     F_PTR("tcpSocket", spec_probe, tcp_socket, t_tcp),
-     F_I32("initialDelaySeconds", spec_probe, initial_delay_seconds),
-     F_I32("timeoutSeconds", spec_probe, timeout_seconds),
-     F_I32("periodSeconds", spec_probe, period_seconds),
-     F_I32("successThreshold", spec_probe, success_threshold),
-     F_I32("failureThreshold", spec_probe, failure_threshold),
-     F_I64("terminationGracePeriodSeconds", spec_probe, termination_grace_period_seconds),
-     F_NO("grpc", "use httpGet, tcpSocket or exec"));
+static const spec_field t_probe_fields[] = {
+        F_PTR("exec", spec_probe, exec, t_exec),
+        F_PTR("httpGet", spec_probe, http_get, t_http_get),
+        F_PTR("tcpSocket", spec_probe, tcp_socket, t_tcp),
+        F_I32("initialDelaySeconds", spec_probe, initial_delay_seconds),
+        F_I32("timeoutSeconds", spec_probe, timeout_seconds),
+        F_I32("periodSeconds", spec_probe, period_seconds),
+        F_I32("successThreshold", spec_probe, success_threshold),
+        F_I32("failureThreshold", spec_probe, failure_threshold),
+        F_I64("terminationGracePeriodSeconds", spec_probe, termination_grace_period_seconds),
+        F_NO("grpc", "use httpGet, tcpSocket or exec"),
+        SPEC_FIELD_END,
+};
+const spec_type spec_type_probe = {
+        .name = "Probe",
+        .size = sizeof(spec_probe),
+        .fields = t_probe_fields,
+};
 
 static const spec_field t_resource_list_fields[] = {
         F_QTY("cpu", spec_resource_list, cpu),
@@ -206,8 +213,8 @@ TYPE(t_container, "Container", spec_container,
      F_ARR("env", spec_container, env, t_env_var),
      F_STR("workingDir", spec_container, working_dir),
      F_ARR("ports", spec_container, ports, t_port),
-     F_PTR("readinessProbe", spec_container, readiness_probe, t_probe),
-     F_PTR("livenessProbe", spec_container, liveness_probe, t_probe),
+     F_PTR("readinessProbe", spec_container, readiness_probe, spec_type_probe),
+     F_PTR("livenessProbe", spec_container, liveness_probe, spec_type_probe),
      F_STRUCT("resources", spec_container, resources, t_resources),
      F_STRUCT("securityContext", spec_container, security_context, t_security_context),
      F_NO("image", "pods are local programs, not images: put the program's path in command"),

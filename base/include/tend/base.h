@@ -38,6 +38,8 @@
 #define _unlikely_(x) (__builtin_expect(!!(x), 0))
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#undef MIN
+#undef MAX
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 #define CLAMP(x, lo, hi) MIN(MAX((x), (lo)), (hi))

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * tend_runtime: one pod = one process (or one systemd unit), started,
+ * watched, probed and stopped on a libuv loop, reporting upward through
+ * callbacks. No controller logic lives here: the runtime does what it is
+ * told and says what it sees.
+ *
+ *   rt_manager   one per agent: the loop, the state dir (pod logs), the port
+ *                range, the child-subreaper duty, log rotation.
+ *   rt_pod       one per pod instance the manager runs or watches.
+ *   rt_ops       a backend (process, systemd), chosen by runtimeClassName.
+ *
+ * Callbacks (rt_callbacks) always run from the loop, never from inside the
+ * call that caused them, and never for a call that failed.
+ *
+ * What survives an agent restart is the pod's rt_record (pid and start time
+ * or unit name, leased ports, log path): the agent persists it and hands it
+ * back to rt_pod_adopt() after a restart.
+ */
+
+#include <jansson.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "tend/base.h"
+#include "tend/spec.h"
+
+#define RT_PORT_RANGE_LO 30000
+#define RT_PORT_RANGE_HI 32767
+#define RT_LOG_MAX_BYTES (10 * 1024 * 1024)
+#define RT_MAX_PORTS 16 /* ports per pod */
+
+typedef struct rt_manager rt_manager;
+typedef struct rt_pod rt_pod;
+
+typedef enum rt_exit_kind {
+        RT_EXIT_CODE,    /* exited with a status code */
+        RT_EXIT_SIGNAL,  /* killed by a signal */
+        RT_EXIT_UNKNOWN, /* gone, status unknown (an adopted process) */
+} rt_exit_kind;
+
+typedef struct rt_exit {
+        rt_exit_kind kind;
+        int code;             /* RT_EXIT_CODE */
+        int signal;           /* RT_EXIT_SIGNAL */
+        usec_t finished_at;   /* wall clock, for display */
+        usec_t finished_mono; /* monotonic, for logic */
+        const char *reason;   /* "Completed", "Error", "Killed", "Unknown" */
+} rt_exit;
+
+typedef enum rt_probe_type {
+        RT_PROBE_READINESS,
+        RT_PROBE_LIVENESS,
+        _RT_PROBE_TYPE_MAX,
+} rt_probe_type;
+
+typedef struct rt_callbacks {
+        /* The process runs (exec succeeded) or the unit is active. */
+        void (*started)(rt_pod *pod, void *userdata);
+        /* The process is gone. Probes have stopped; the pod stays valid
+         * until rt_pod_free(). Called once per pod. */
+        void (*exited)(rt_pod *pod, const rt_exit *e, void *userdata);
+        /* A probe's published result changed (only transitions are
+         * reported). message says why on failure. */
+        void (*probe)(rt_pod *pod, rt_probe_type type, bool success, const char *message,
+                      void *userdata);
+} rt_callbacks;
+
+typedef struct rt_config {
+        uv_loop_t *loop;           /* borrowed */
+        const char *state_dir;     /* pod logs go under <state_dir>/pods/ */
+        uint16_t port_lo, port_hi; /* 0: RT_PORT_RANGE_* */
+        uint64_t log_max_bytes;    /* 0: RT_LOG_MAX_BYTES */
+        usec_t log_check_interval; /* 0: 5 s */
+        bool subreaper;            /* become a child subreaper and reap orphans */
+        const rt_callbacks *callbacks;
+        void *userdata;
+} rt_config;
+
+/* ---- the manager ----------------------------------------------------------------- */
+
+int rt_manager_new(const rt_config *c, rt_manager **ret);
+/* Detaches every pod (processes keep running), closes all handles; frees
+ * itself once libuv has closed them (run the loop until it returns). */
+void rt_manager_close(rt_manager *m);
+uv_loop_t *rt_manager_loop(rt_manager *m);
+size_t rt_manager_n_pods(rt_manager *m);
+
+/* ---- records (what adoption needs) ------------------------------------------------ */
+
+typedef struct rt_port {
+        char name[16]; /* IANA_SVC_NAME, may be empty */
+        uint16_t port;
+        bool leased; /* from the agent's range (released when the pod goes) */
+} rt_port;
+
+typedef struct rt_record {
+        char *backend;       /* "process" or "systemd" */
+        pid_t pid;           /* process backend */
+        uint64_t start_time; /* field 22 of /proc/<pid>/stat, clock ticks after boot */
+        char *unit;          /* systemd backend */
+        char *log_path;
+        rt_port ports[RT_MAX_PORTS];
+        size_t n_ports;
+        usec_t started_at; /* wall clock */
+} rt_record;
+
+void rt_record_done(rt_record *r);
+json_t *rt_record_to_json(const rt_record *r);
+int rt_record_from_json(json_t *j, rt_record *ret);
+
+/* ---- pods ----------------------------------------------------------------------- */
+
+typedef struct rt_pod_params {
+        const char *namespace;
+        const char *name;
+        const char *uid;
+        const spec_pod_spec *spec; /* borrowed for the call; containers[0] is run */
+} rt_pod_params;
+
+/* Starts a pod with the backend its runtimeClassName names. On failure
+ * returns -errno and, in *ret_error, a message naming the path and the
+ * error ("exec /usr/bin/nope: No such file or directory"); no callback is
+ * made. On success, `started` follows from the loop. */
+int rt_pod_start(rt_manager *m, const rt_pod_params *p, void *pod_userdata, rt_pod **ret,
+                 char **ret_error);
+
+/* Watches a pod the agent ran before a restart. Refuses (-ESRCH) a record
+ * whose process is gone and (-ESTALE) a pid that now belongs to another
+ * process; *ret_error says which. An adopted process's exit status is
+ * unknown (RT_EXIT_UNKNOWN). Probes restart from their initial state. */
+int rt_pod_adopt(rt_manager *m, const rt_pod_params *p, const rt_record *r, void *pod_userdata,
+                 rt_pod **ret, char **ret_error);
+
+/* SIGTERM to the pod's process group, SIGKILL after grace. `exited`
+ * follows. Stopping a stopped pod does nothing. */
+int rt_pod_stop(rt_pod *pod, usec_t grace);
+/* A signal to the pod's whole process group. */
+int rt_pod_signal(rt_pod *pod, int sig);
+/* Forgets the pod: probes stop, its ports are released, and nothing more is
+ * reported. A live process is left running (detached). Accepts NULL. */
+void rt_pod_free(rt_pod *pod);
+
+const rt_record *rt_pod_record(const rt_pod *pod);
+void *rt_pod_userdata(const rt_pod *pod);
+const char *rt_pod_name(const rt_pod *pod);
+/* "process://<pid>" or "systemd://<unit>"; borrowed. */
+const char *rt_pod_container_id(const rt_pod *pod);
+bool rt_pod_is_running(const rt_pod *pod);
+bool rt_pod_ready(const rt_pod *pod);
+/* The last failure of a probe ("HTTP probe failed with statuscode: 503"),
+ * or NULL; borrowed, valid until the next probe result. */
+const char *rt_pod_probe_message(const rt_pod *pod, rt_probe_type type);
+
+/* <state_dir>/pods/<namespace>_<pod>/<container>.log; new string. */
+char *rt_log_path(const char *state_dir, const char *namespace, const char *pod,
+                  const char *container);
+
+/* ---- pure helpers (exported for tests) --------------------------------------------- */
+
+/* Kubernetes $(VAR) expansion: $(VAR) → value if VAR is in env, else kept
+ * literally; $$ → $. env is a NULL-terminated "NAME=value" vector. New
+ * string. */
+char *rt_expand(const char *s, char *const *env);
+
+/* The environment of a pod: PATH (when the container sets none), the
+ * container's env (each value $(VAR)-expanded from the entries before it),
+ * POD_NAME, POD_NAMESPACE, POD_UID, and PORT_<NAME> / PORT for its ports. */
+int rt_build_env(const rt_pod_params *p, const rt_port *ports, size_t n_ports, char ***ret);
+
+/* Identity of a live process: field 22 of /proc/<pid>/stat. */
+int rt_process_start_time(pid_t pid, uint64_t *ret);

@@ -1,0 +1,774 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The manager and the backend-independent half of a pod: argv and
+ * environment, ports, log files, probes, callbacks, and lifetimes.
+ */
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "rt-internal.h"
+
+/* ---- lifetimes ------------------------------------------------------------------------- */
+
+void rt__manager_ref(rt_manager *m) {
+        m->refs++;
+}
+
+static void manager_free(rt_manager *m) {
+        rt__curl_close(m);
+        if (m->spawn_stack)
+                munmap(m->spawn_stack, m->spawn_stack_size);
+        safe_close(m->devnull);
+        free(m->known_pids);
+        free(m->state_dir);
+        free(m);
+}
+
+void rt__manager_unref(rt_manager *m) {
+        if (--m->refs == 0)
+                manager_free(m);
+}
+
+static void manager_handle_closed(uv_handle_t *h) {
+        rt__manager_unref(h->data);
+}
+
+rt_pod *rt__pod_ref(rt_pod *p) {
+        p->refs++;
+        return p;
+}
+
+static void pod_free_now(rt_pod *p) {
+        rt_manager *m = p->manager;
+
+        free(p->namespace);
+        free(p->name);
+        free(p->uid);
+        free(p->container);
+        free(p->container_id);
+        free(p->path);
+        strv_free(p->argv);
+        strv_free(p->envp);
+        free(p->working_dir);
+        rt_record_done(&p->record);
+        free(p);
+        rt__manager_unref(m);
+}
+
+void rt__pod_unref(rt_pod *p) {
+        if (--p->refs == 0)
+                pod_free_now(p);
+}
+
+/* ---- the pid set ------------------------------------------------------------------------- */
+
+/* Open addressing with linear probing; 0 = empty, -1 = tombstone. Pids are
+ * added at spawn and removed when reaped, so the set stays as small as the
+ * number of live pods and probes. */
+#define TOMBSTONE ((pid_t) -1)
+
+static size_t pid_slot(pid_t pid, size_t alloc) {
+        return ((size_t) pid * 2654435761u) & (alloc - 1);
+}
+
+static int pid_rehash(rt_manager *m, size_t alloc) {
+        pid_t *n = new0(pid_t, alloc), *old = m->known_pids;
+        size_t old_alloc = m->known_alloc;
+
+        if (!n)
+                return -ENOMEM;
+        m->known_pids = n;
+        m->known_alloc = alloc;
+        m->known_n = m->known_tombstones = 0;
+        for (size_t i = 0; i < old_alloc; i++)
+                if (old[i] > 0) {
+                        size_t k = pid_slot(old[i], alloc);
+                        while (n[k])
+                                k = (k + 1) & (alloc - 1);
+                        n[k] = old[i];
+                        m->known_n++;
+                }
+        free(old);
+        return 0;
+}
+
+int rt__pid_add(rt_manager *m, pid_t pid) {
+        size_t k;
+
+        if ((m->known_n + m->known_tombstones + 1) * 2 > m->known_alloc) {
+                int r = pid_rehash(m,
+                                   MAX(m->known_alloc * (m->known_n * 4 > m->known_alloc ? 2 : 1),
+                                       (size_t) 64));
+                if (r < 0)
+                        return r;
+        }
+        k = pid_slot(pid, m->known_alloc);
+        while (m->known_pids[k] > 0) {
+                if (m->known_pids[k] == pid)
+                        return 0;
+                k = (k + 1) & (m->known_alloc - 1);
+        }
+        if (m->known_pids[k] == TOMBSTONE)
+                m->known_tombstones--;
+        m->known_pids[k] = pid;
+        m->known_n++;
+        return 0;
+}
+
+static ssize_t pid_find(rt_manager *m, pid_t pid) {
+        if (m->known_alloc == 0)
+                return -1;
+        for (size_t k = pid_slot(pid, m->known_alloc), i = 0; i < m->known_alloc;
+             k = (k + 1) & (m->known_alloc - 1), i++) {
+                if (m->known_pids[k] == 0)
+                        return -1;
+                if (m->known_pids[k] == pid)
+                        return (ssize_t) k;
+        }
+        return -1;
+}
+
+bool rt__pid_known(rt_manager *m, pid_t pid) {
+        return pid_find(m, pid) >= 0;
+}
+
+void rt__pid_remove(rt_manager *m, pid_t pid) {
+        ssize_t k = pid_find(m, pid);
+        if (k < 0)
+                return;
+        m->known_pids[k] = TOMBSTONE;
+        m->known_n--;
+        m->known_tombstones++;
+}
+
+/* ---- orphans ------------------------------------------------------------------------------ */
+
+/*
+ * As a child subreaper, processes orphaned inside pods (a daemonizing
+ * grandchild) are re-parented to us and become our zombies when they die.
+ * libuv reaps only what uv_spawn() started, and a waitpid(-1) would steal the
+ * exit status of our own pods, so we list our children and reap only those
+ * we did not spawn. Children of the agent are few (its pods and probes), so
+ * this stays cheap even for a burst of SIGCHLDs.
+ */
+static void reap_orphans(rt_manager *m) {
+        _cleanup_free_ char *buf = NULL;
+        size_t n = 0;
+        char path[320];
+        DIR *d;
+        struct dirent *de;
+
+        d = opendir("/proc/self/task");
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *children = NULL;
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(path, sizeof path, "/proc/self/task/%s/children", de->d_name);
+                if (read_full_file(path, 4 * 1024 * 1024, &children, &n) < 0)
+                        continue;
+                for (char *p = children, *save = NULL, *tok; (tok = strtok_r(p, " \n", &save));
+                     p = NULL) {
+                        int64_t v;
+                        siginfo_t si = {};
+                        if (safe_atoi64(tok, &v) < 0 || v <= 0 || rt__pid_known(m, (pid_t) v))
+                                continue;
+                        /* WNOHANG: a live orphan stays; a zombie is reaped. */
+                        (void) waitid(P_PID, (id_t) v, &si, WEXITED | WNOHANG);
+                }
+        }
+        closedir(d);
+}
+
+static void on_sigchld(uv_signal_t *h, int sig) {
+        reap_orphans(h->data);
+}
+
+/* ---- deferred `started` ------------------------------------------------------------------- */
+
+/* `started`, then — for a pod without a readiness probe, which is ready
+ * as soon as it runs — the readiness transition. */
+static void report_started(rt_pod *p) {
+        rt_manager *m = p->manager;
+
+        if (p->freed)
+                return;
+        if (m->cb.started)
+                m->cb.started(p, m->userdata);
+        if (!p->freed && !p->probes[RT_PROBE_READINESS] && !p->ready) {
+                p->ready = true;
+                if (m->cb.probe)
+                        m->cb.probe(p, RT_PROBE_READINESS, true, NULL, m->userdata);
+        }
+}
+
+static void on_deferred(uv_idle_t *h) {
+        rt_manager *m = h->data;
+
+        /* Callbacks may queue more; the loop takes those too. */
+        while (m->deferred) {
+                rt_pod *p = m->deferred;
+                bool due = p->started_queued;
+
+                m->deferred = p->deferred_next;
+                p->deferred_next = NULL;
+                p->started_queued = false;
+                if (due && p->state != RT_POD_EXITED)
+                        report_started(p);
+                rt__pod_unref(p);
+        }
+        uv_idle_stop(h);
+}
+
+void rt__pod_started(rt_pod *p) {
+        rt_manager *m = p->manager;
+
+        if (p->state == RT_POD_STARTING)
+                p->state = RT_POD_RUNNING;
+        if (p->started_queued)
+                return;
+        p->started_queued = true;
+        rt__pod_ref(p);
+        /* FIFO: append at the tail. */
+        rt_pod **tail = &m->deferred;
+        while (*tail)
+                tail = &(*tail)->deferred_next;
+        *tail = p;
+        uv_idle_start(&m->deferred_idle, on_deferred);
+}
+
+void rt__pod_exited(rt_pod *p, const rt_exit *e) {
+        rt_manager *m = p->manager;
+
+        if (p->state == RT_POD_EXITED)
+                return;
+        /* A pod that dies before its `started` went out still reports it
+         * first: the agent sees started → exited, in that order. */
+        if (p->started_queued) {
+                p->started_queued = false; /* it stays queued, as a no-op */
+                report_started(p);
+        }
+        p->state = RT_POD_EXITED;
+        p->ready = false;
+        rt__probes_stop(p);
+        if (!p->freed && m->cb.exited)
+                m->cb.exited(p, e, m->userdata);
+}
+
+/* ---- logs ------------------------------------------------------------------------------------ */
+
+/* Creates the directory that will hold path. Usually only the last level
+ * is missing, so that is tried first: on some filesystems (overlayfs) each
+ * mkdir() costs ~0.1 ms even when it fails with EEXIST. */
+static int mkdir_parents(const char *path, mode_t mode) {
+        _cleanup_free_ char *p = strdup(path);
+        char *slash;
+
+        if (!p)
+                return -ENOMEM;
+        slash = strrchr(p, '/');
+        if (!slash || slash == p)
+                return 0;
+        *slash = 0;
+        if (mkdir(p, mode) == 0 || errno == EEXIST)
+                return 0;
+        if (errno != ENOENT)
+                return -errno;
+        for (char *s = p + 1; *s; s++)
+                if (*s == '/') {
+                        *s = 0;
+                        if (mkdir(p, mode) < 0 && errno != EEXIST)
+                                return -errno;
+                        *s = '/';
+                }
+        return mkdir(p, mode) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+typedef struct rotation {
+        uv_fs_t req;
+        rt_manager *m;
+        rt_pod *pod;
+        char *path;
+} rotation;
+
+/*
+ * Rotation is copy-then-truncate: the process keeps its O_APPEND fd (we
+ * cannot reopen a file behind a running process), so the log is copied to
+ * <log>.1 by libuv's thread pool and then truncated; the process's next
+ * write lands at offset 0. Lines written between the copy and the truncate
+ * are lost, and a log can overshoot the limit by what is written between
+ * two checks. Both are the price of never blocking the loop.
+ */
+static void on_rotated(uv_fs_t *req) {
+        rotation *rot = req->data;
+
+        if (req->result >= 0 && truncate(rot->path, 0) < 0)
+                rot->pod->rotating = false; /* retried at the next check */
+        uv_fs_req_cleanup(req);
+        rot->pod->rotating = false;
+        rt__pod_unref(rot->pod);
+        free(rot->path);
+        free(rot);
+}
+
+static void check_log(rt_manager *m, rt_pod *p) {
+        _cleanup_free_ char *dst = NULL;
+        struct stat st;
+        rotation *rot;
+
+        if (p->rotating || !p->record.log_path || stat(p->record.log_path, &st) < 0 ||
+            (uint64_t) st.st_size <= m->log_max_bytes)
+                return;
+        dst = strprintf("%s.1", p->record.log_path);
+        rot = new0(rotation, 1);
+        if (!dst || !rot || !(rot->path = strdup(p->record.log_path))) {
+                free(rot);
+                return;
+        }
+        rot->m = m;
+        rot->pod = rt__pod_ref(p);
+        rot->req.data = rot;
+        p->rotating = true;
+        if (uv_fs_copyfile(m->loop, &rot->req, p->record.log_path, dst, 0, on_rotated) < 0) {
+                p->rotating = false;
+                rt__pod_unref(p);
+                free(rot->path);
+                free(rot);
+        }
+}
+
+static void on_log_timer(uv_timer_t *t) {
+        rt_manager *m = t->data;
+        for (rt_pod *p = m->pods; p; p = p->next)
+                if (!p->freed && p->state != RT_POD_EXITED)
+                        check_log(m, p);
+}
+
+/* ---- the manager ------------------------------------------------------------------------------
+ */
+
+int rt_manager_new(const rt_config *c, rt_manager **ret) {
+        rt_manager *m;
+        struct rlimit rl;
+        int r;
+
+        m = new0(rt_manager, 1);
+        if (!m)
+                return -ENOMEM;
+        m->refs = 1;
+        m->loop = c->loop;
+        m->cb = *c->callbacks;
+        m->userdata = c->userdata;
+        m->port_lo = c->port_lo ?: RT_PORT_RANGE_LO;
+        m->port_hi = c->port_hi ?: RT_PORT_RANGE_HI;
+        m->port_cursor = m->port_lo;
+        m->log_max_bytes = c->log_max_bytes ?: RT_LOG_MAX_BYTES;
+        m->log_check_interval = c->log_check_interval ?: 5 * USEC_PER_SEC;
+        m->devnull = -EBADF;
+        m->state_dir = strdup(c->state_dir);
+        if (!m->state_dir || m->port_lo > m->port_hi) {
+                r = m->state_dir ? -EINVAL : -ENOMEM;
+                goto fail;
+        }
+
+        /* Children must never inherit the agent's descriptors; and the
+         * agent keeps 0-2 open so that no descriptor of ours lands there. */
+        for (int fd = 0; fd < 3; fd++)
+                if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) < 0) {
+                        r = -errno;
+                        goto fail;
+                }
+        m->devnull = RET_NERRNO(open("/dev/null", O_RDWR | O_CLOEXEC));
+        if (m->devnull < 0) {
+                r = m->devnull;
+                goto fail;
+        }
+
+        /* 1000 pods need more than the usual 1024 descriptors (a pidfd each,
+         * plus probes); children get the original limit back. */
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+                m->nofile_orig = rl;
+                rl.rlim_cur = rl.rlim_max;
+                (void) setrlimit(RLIMIT_NOFILE, &rl);
+        }
+
+        r = rt__curl_init(m);
+        if (r < 0)
+                goto fail;
+
+        uv_idle_init(m->loop, &m->deferred_idle);
+        m->deferred_idle.data = m;
+        rt__manager_ref(m);
+
+        uv_timer_init(m->loop, &m->log_timer);
+        m->log_timer.data = m;
+        rt__manager_ref(m);
+        uv_timer_start(&m->log_timer, on_log_timer, m->log_check_interval / USEC_PER_MSEC,
+                       m->log_check_interval / USEC_PER_MSEC);
+        uv_unref((uv_handle_t *) &m->log_timer);
+
+        m->subreaper = c->subreaper;
+        uv_signal_init(m->loop, &m->sigchld);
+        m->sigchld.data = m;
+        rt__manager_ref(m);
+        if (c->subreaper) {
+                if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+                        r = -errno;
+                        rt_manager_close(m);
+                        return r;
+                }
+                uv_signal_start(&m->sigchld, on_sigchld, SIGCHLD);
+                uv_unref((uv_handle_t *) &m->sigchld);
+        }
+
+        *ret = m;
+        return 0;
+
+fail:
+        manager_free(m);
+        return r;
+}
+
+static void detach_pod(rt_pod *p);
+
+void rt_manager_close(rt_manager *m) {
+        if (m->closing)
+                return;
+        m->closing = true;
+        while (m->pods)
+                rt_pod_free(m->pods);
+        uv_close((uv_handle_t *) &m->deferred_idle, manager_handle_closed);
+        uv_close((uv_handle_t *) &m->log_timer, manager_handle_closed);
+        uv_close((uv_handle_t *) &m->sigchld, manager_handle_closed);
+        if (m->curlm)
+                uv_close((uv_handle_t *) &m->curl_timer, manager_handle_closed);
+        rt__manager_unref(m);
+}
+
+uv_loop_t *rt_manager_loop(rt_manager *m) {
+        return m->loop;
+}
+
+size_t rt_manager_n_pods(rt_manager *m) {
+        return m->n_pods;
+}
+
+/* ---- pods ---------------------------------------------------------------------------------------
+ */
+
+static const rt_ops *backend_for(const spec_pod_spec *s) {
+        switch (s->runtime_class_name) {
+        case SPEC_RUNTIME_PROCESS:
+        case _SPEC_RUNTIME_INVALID:
+                return &rt_process_ops;
+        default:
+                return NULL;
+        }
+}
+
+static rt_pod *pod_new(rt_manager *m, const rt_pod_params *p, void *userdata) {
+        rt_pod *pod = new0(rt_pod, 1);
+        const char *container;
+
+        if (!pod)
+                return NULL;
+        pod->manager = m;
+        rt__manager_ref(m);
+        pod->refs = 1;
+        pod->pidfd = -EBADF;
+        pod->userdata = userdata;
+        container = p->spec->n_containers > 0 ? p->spec->containers[0].name : "main";
+        pod->namespace = strdup(p->namespace);
+        pod->name = strdup(p->name);
+        pod->uid = strdup(strempty(p->uid));
+        pod->container = strdup(container ?: "main");
+        if (!pod->namespace || !pod->name || !pod->uid || !pod->container) {
+                rt__pod_unref(pod);
+                return NULL;
+        }
+        return pod;
+}
+
+static void pod_link(rt_pod *pod) {
+        rt_manager *m = pod->manager;
+        pod->next = m->pods;
+        if (m->pods)
+                m->pods->prev = pod;
+        m->pods = pod;
+        m->n_pods++;
+}
+
+static void pod_unlink(rt_pod *pod) {
+        rt_manager *m = pod->manager;
+        if (pod->prev)
+                pod->prev->next = pod->next;
+        else if (m->pods == pod)
+                m->pods = pod->next;
+        if (pod->next)
+                pod->next->prev = pod->prev;
+        pod->prev = pod->next = NULL;
+        m->n_pods--;
+}
+
+/* uid/gid from runAsUser/runAsGroup (container over pod). */
+static int resolve_ids(rt_pod *pod, const spec_pod_spec *s, char **ret_error) {
+        const spec_container *c = &s->containers[0];
+        int64_t uid = c->security_context.run_as_user != SPEC_UNSET64
+                              ? c->security_context.run_as_user
+                              : s->security_context.run_as_user;
+        int64_t gid = c->security_context.run_as_group != SPEC_UNSET64
+                              ? c->security_context.run_as_group
+                              : s->security_context.run_as_group;
+
+        if (uid == SPEC_UNSET64 && gid == SPEC_UNSET64)
+                return 0;
+        if (uid == SPEC_UNSET64)
+                uid = geteuid();
+        if (gid == SPEC_UNSET64) {
+                struct passwd pw, *res = NULL;
+                char buf[4096];
+                /* The user's primary group; a uid with no entry needs an
+                 * explicit group, rather than silently running as gid 0. */
+                if (getpwuid_r((uid_t) uid, &pw, buf, sizeof buf, &res) != 0 || !res) {
+                        *ret_error = strprintf("runAsUser %lld has no entry in the user "
+                                               "database: set runAsGroup too",
+                                               (long long) uid);
+                        return -ESRCH;
+                }
+                gid = res->pw_gid;
+        }
+        if (geteuid() != 0 && ((uid_t) uid != geteuid() || (gid_t) gid != getegid())) {
+                *ret_error = strprintf("runAsUser %lld/runAsGroup %lld need tendd to run as "
+                                       "root (it runs as uid %u)",
+                                       (long long) uid, (long long) gid, (unsigned) geteuid());
+                return -EPERM;
+        }
+        pod->set_ids = geteuid() == 0;
+        pod->uid_n = (uid_t) uid;
+        pod->gid_n = (gid_t) gid;
+        return 0;
+}
+
+/* argv and environment, expanded; ports leased (or taken from a record). */
+static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec,
+                       char **ret_error) {
+        rt_manager *m = pod->manager;
+        const spec_container *c;
+        int r;
+
+        if (p->spec->n_containers != 1 || strv_length(p->spec->containers[0].command) == 0) {
+                *ret_error = strdup("the pod spec has no container with a command");
+                return -EINVAL;
+        }
+        c = &p->spec->containers[0];
+        if (c->n_ports > RT_MAX_PORTS) {
+                *ret_error = strprintf("more than %d ports", RT_MAX_PORTS);
+                return -E2BIG;
+        }
+
+        if (rec) {
+                memcpy(pod->record.ports, rec->ports, sizeof rec->ports);
+                pod->record.n_ports = rec->n_ports;
+                for (size_t i = 0; i < rec->n_ports; i++)
+                        if (rec->ports[i].leased)
+                                rt__port_mark(m, rec->ports[i].port);
+        } else
+                for (size_t i = 0; i < c->n_ports; i++) {
+                        rt_port *port = &pod->record.ports[pod->record.n_ports];
+                        snprintf(port->name, sizeof port->name, "%s", strempty(c->ports[i].name));
+                        if (c->ports[i].container_port != SPEC_UNSET)
+                                port->port = (uint16_t) c->ports[i].container_port;
+                        else {
+                                r = rt__port_lease(m, &port->port);
+                                if (r < 0) {
+                                        *ret_error = strprintf("no free port left in %u-%u",
+                                                               m->port_lo, m->port_hi);
+                                        return r;
+                                }
+                                port->leased = true;
+                        }
+                        pod->record.n_ports++;
+                }
+
+        r = rt_build_env(p, pod->record.ports, pod->record.n_ports, &pod->envp);
+        if (r < 0)
+                return r;
+        for (char **a = c->command; *a; a++) {
+                _cleanup_free_ char *e = rt_expand(*a, pod->envp);
+                if (!e || strv_push(&pod->argv, e) < 0)
+                        return -ENOMEM;
+                e = NULL;
+        }
+        for (char **a = c->args; a && *a; a++) {
+                _cleanup_free_ char *e = rt_expand(*a, pod->envp);
+                if (!e || strv_push(&pod->argv, e) < 0)
+                        return -ENOMEM;
+                e = NULL;
+        }
+        r = rt__resolve_path(pod->argv[0], pod->envp, &pod->path);
+        if (r == -ENOENT) {
+                *ret_error = strprintf("exec %s: not found in PATH", pod->argv[0]);
+                return r;
+        }
+        if (r < 0)
+                return r;
+        if (c->working_dir && !(pod->working_dir = strdup(c->working_dir)))
+                return -ENOMEM;
+        r = resolve_ids(pod, p->spec, ret_error);
+        if (r < 0)
+                return r;
+
+        if (!rec) {
+                pod->record.log_path = rt_log_path(m->state_dir, pod->namespace, pod->name,
+                                                   pod->container);
+                if (!pod->record.log_path)
+                        return -ENOMEM;
+                r = mkdir_parents(pod->record.log_path, 0750);
+                if (r < 0) {
+                        *ret_error = strprintf("creating the log directory for %s: %s",
+                                               pod->record.log_path, strerror(-r));
+                        return r;
+                }
+        } else if (rec->log_path && !(pod->record.log_path = strdup(rec->log_path)))
+                return -ENOMEM;
+        return 0;
+}
+
+static void release_ports(rt_pod *pod) {
+        for (size_t i = 0; i < pod->record.n_ports; i++)
+                if (pod->record.ports[i].leased) {
+                        rt__port_release(pod->manager, pod->record.ports[i].port);
+                        pod->record.ports[i].leased = false;
+                }
+}
+
+static int pod_begin(rt_manager *m, const rt_pod_params *p, const rt_record *rec, void *userdata,
+                     rt_pod **ret, char **ret_error) {
+        _cleanup_free_ char *err = NULL;
+        const rt_ops *ops;
+        rt_pod *pod;
+        int r;
+
+        *ret_error = NULL;
+        if (m->closing)
+                return -ESHUTDOWN;
+        ops = backend_for(p->spec);
+        if (!ops || (rec && rec->backend && !streq(rec->backend, ops->name))) {
+                *ret_error = strprintf(
+                        "runtimeClassName \"%s\" is not available in this agent",
+                        strna(spec_runtime_class_to_string(p->spec->runtime_class_name)));
+                return -EOPNOTSUPP;
+        }
+        pod = pod_new(m, p, userdata);
+        if (!pod)
+                return -ENOMEM;
+        pod->ops = ops;
+        pod->record.backend = strdup(ops->name);
+        if (!pod->record.backend) {
+                rt__pod_unref(pod);
+                return -ENOMEM;
+        }
+        if (rec) {
+                pod->record.pid = rec->pid;
+                pod->record.start_time = rec->start_time;
+                pod->record.started_at = rec->started_at;
+                if (rec->unit && !(pod->record.unit = strdup(rec->unit))) {
+                        rt__pod_unref(pod);
+                        return -ENOMEM;
+                }
+        }
+
+        r = pod_prepare(pod, p, rec, &err);
+        if (r >= 0)
+                r = rec ? ops->adopt(pod, &err) : ops->start(pod, &err);
+        if (r < 0) {
+                release_ports(pod);
+                rt__pod_unref(pod);
+                *ret_error = TAKE_PTR(err) ?: strdup(strerror(-r));
+                return r;
+        }
+        pod_link(pod);
+        r = rt__probes_start(pod, &p->spec->containers[0]);
+        if (r < 0) {
+                /* Without its probes the pod cannot be judged; give it up. */
+                *ret_error = strprintf("starting probes: %s", strerror(-r));
+                if (!rec)
+                        (void) ops->signal(pod, SIGKILL);
+                rt_pod_free(pod);
+                return r;
+        }
+        *ret = pod;
+        return 0;
+}
+
+int rt_pod_start(rt_manager *m, const rt_pod_params *p, void *pod_userdata, rt_pod **ret,
+                 char **ret_error) {
+        return pod_begin(m, p, NULL, pod_userdata, ret, ret_error);
+}
+
+int rt_pod_adopt(rt_manager *m, const rt_pod_params *p, const rt_record *r, void *pod_userdata,
+                 rt_pod **ret, char **ret_error) {
+        return pod_begin(m, p, r, pod_userdata, ret, ret_error);
+}
+
+int rt_pod_stop(rt_pod *pod, usec_t grace) {
+        if (pod->state == RT_POD_EXITED)
+                return 0;
+        pod->state = RT_POD_STOPPING;
+        return pod->ops->stop(pod, grace);
+}
+
+int rt_pod_signal(rt_pod *pod, int sig) {
+        if (pod->state == RT_POD_EXITED)
+                return -ESRCH;
+        return pod->ops->signal(pod, sig);
+}
+
+static void detach_pod(rt_pod *p) {
+        rt__probes_stop(p);
+        p->ops->detach(p);
+}
+
+void rt_pod_free(rt_pod *pod) {
+        if (!pod || pod->freed)
+                return;
+        pod->freed = true;
+        detach_pod(pod);
+        release_ports(pod);
+        pod_unlink(pod);
+        rt__pod_unref(pod);
+}
+
+const rt_record *rt_pod_record(const rt_pod *pod) {
+        return &pod->record;
+}
+
+void *rt_pod_userdata(const rt_pod *pod) {
+        return pod->userdata;
+}
+
+const char *rt_pod_name(const rt_pod *pod) {
+        return pod->name;
+}
+
+const char *rt_pod_container_id(const rt_pod *pod) {
+        return pod->container_id;
+}
+
+bool rt_pod_is_running(const rt_pod *pod) {
+        return pod->state == RT_POD_RUNNING || pod->state == RT_POD_STOPPING;
+}
+
+bool rt_pod_ready(const rt_pod *pod) {
+        return pod->ready;
+}

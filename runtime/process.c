@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The process backend: a pod is a child process in its own session, its
+ * stdout and stderr appended to the pod's log file, watched through a pidfd
+ * on the loop — the same way whether we spawned it or adopted it after a
+ * restart.
+ */
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "rt-internal.h"
+
+static int pidfd_signal(int pidfd, int sig) {
+        return RET_NERRNO((int) syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0));
+}
+
+/* The whole group, while the leader's pid still pins the group id (the
+ * leader is alive, or a zombie we have not reaped yet). */
+static int signal_group(rt_pod *p, int sig) {
+        int r = RET_NERRNO(kill(-p->record.pid, sig));
+        if (r == -ESRCH && p->pidfd >= 0)
+                r = pidfd_signal(p->pidfd, sig); /* not a group leader (odd adoptee) */
+        return r == -ESRCH ? 0 : r;
+}
+
+static void on_poll_closed(uv_handle_t *h) {
+        rt_pod *p = h->data;
+        safe_close(p->pidfd);
+        p->pidfd = -EBADF;
+        rt__pod_unref(p);
+}
+
+static void on_timer_closed(uv_handle_t *h) {
+        rt__pod_unref(h->data);
+}
+
+static void stop_watching(rt_pod *p) {
+        if (p->watching) {
+                p->watching = false;
+                uv_poll_stop(&p->poll);
+                /* The pidfd is closed after the poll handle (libuv rule). */
+                uv_close((uv_handle_t *) &p->poll, on_poll_closed);
+        }
+        if (p->grace_timer_init) {
+                p->grace_timer_init = false;
+                uv_close((uv_handle_t *) &p->grace_timer, on_timer_closed);
+        }
+}
+
+static void on_pidfd(uv_poll_t *h, int status, int events) {
+        rt_pod *p = h->data;
+        rt_exit e = { .kind = RT_EXIT_UNKNOWN, .reason = "Unknown" };
+        siginfo_t si = {};
+        int r;
+
+        /* The leader is gone. Whatever else runs in its group goes too, as
+         * in a container whose init died; its pid is pinned until we reap
+         * it, so the group id cannot have been reused yet. */
+        (void) kill(-p->record.pid, SIGKILL);
+
+        r = RET_NERRNO(waitid(P_PIDFD, (id_t) p->pidfd, &si, WEXITED | WNOHANG));
+        if (r == 0 && si.si_pid == 0)
+                return; /* spurious wake-up: still running */
+        rt__pid_remove(p->manager, p->record.pid);
+        e.finished_at = now_realtime();
+        e.finished_mono = now_monotonic();
+        if (r == 0 && si.si_code == CLD_EXITED) {
+                e.kind = RT_EXIT_CODE;
+                e.code = si.si_status;
+                e.reason = si.si_status == 0 ? "Completed" : "Error";
+        } else if (r == 0 && (si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED)) {
+                e.kind = RT_EXIT_SIGNAL;
+                e.signal = si.si_status;
+                e.reason = "Killed";
+        }
+        /* else ECHILD: adopted, not our child; the status went elsewhere. */
+
+        stop_watching(p);
+        rt__pod_exited(p, &e);
+}
+
+static void on_grace_timeout(uv_timer_t *t) {
+        rt_pod *p = t->data;
+        (void) signal_group(p, SIGKILL);
+}
+
+static int watch(rt_pod *p) {
+        int r;
+
+        r = uv_poll_init(p->manager->loop, &p->poll, p->pidfd);
+        if (r < 0)
+                return r;
+        p->poll.data = rt__pod_ref(p);
+        p->watching = true;
+        r = uv_poll_start(&p->poll, UV_READABLE, on_pidfd);
+        if (r < 0) {
+                stop_watching(p);
+                return r;
+        }
+        uv_timer_init(p->manager->loop, &p->grace_timer);
+        p->grace_timer.data = rt__pod_ref(p);
+        p->grace_timer_init = true;
+        p->container_id = strprintf("process://%d", (int) p->record.pid);
+        return p->container_id ? 0 : -ENOMEM;
+}
+
+static int process_start(rt_pod *p, char **ret_error) {
+        rt_manager *m = p->manager;
+        _cleanup_close_ int log_fd = -EBADF;
+        rt_spawn s;
+        int r;
+
+        log_fd = RET_NERRNO(open(p->record.log_path,
+                                 O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640));
+        if (log_fd < 0) {
+                *ret_error = strprintf("opening %s: %s", p->record.log_path, strerror(-log_fd));
+                return log_fd;
+        }
+        s = (rt_spawn){
+                .path = p->path,
+                .argv = p->argv,
+                .envp = p->envp,
+                .cwd = p->working_dir,
+                .stdin_fd = -1,
+                .stdout_fd = log_fd,
+                .stderr_fd = log_fd,
+                .set_ids = p->set_ids,
+                .uid = p->uid_n,
+                .gid = p->gid_n,
+        };
+        r = rt__spawn(m, &s, &p->record.pid, &p->pidfd, ret_error);
+        if (r < 0)
+                return r;
+        p->is_child = true;
+        p->started_mono = now_monotonic();
+        p->record.started_at = now_realtime();
+        /* Identity for adoption later: (pid, start time). The process exists
+         * (it is our unreaped child), so this cannot fail but for /proc. */
+        (void) rt_process_start_time(p->record.pid, &p->record.start_time);
+
+        r = watch(p);
+        if (r < 0) {
+                (void) signal_group(p, SIGKILL);
+                *ret_error = strprintf("watching pid %d: %s", (int) p->record.pid, strerror(-r));
+                return r;
+        }
+        rt__pod_started(p);
+        return 0;
+}
+
+static int process_adopt(rt_pod *p, char **ret_error) {
+        uint64_t st;
+        int r;
+
+        if (p->record.pid <= 0) {
+                *ret_error = strdup("the record has no pid");
+                return -EINVAL;
+        }
+        /* Check identity, open the pidfd, check again: after the second
+         * check the pidfd provably refers to the process we ran, and every
+         * signal through it reaches that process and no other. */
+        r = rt_process_start_time(p->record.pid, &st);
+        if (r == 0 && st == p->record.start_time) {
+                p->pidfd = (int) syscall(SYS_pidfd_open, p->record.pid, 0);
+                if (p->pidfd < 0)
+                        r = -errno;
+                else
+                        r = rt_process_start_time(p->record.pid, &st);
+        }
+        if (r == -ESRCH) {
+                *ret_error = strprintf("pid %d is gone", (int) p->record.pid);
+                return -ESRCH;
+        }
+        if (r < 0) {
+                *ret_error = strprintf("checking pid %d: %s", (int) p->record.pid, strerror(-r));
+                return r;
+        }
+        if (st != p->record.start_time) {
+                *ret_error = strprintf("pid %d now belongs to another process (started at "
+                                       "tick %llu, not %llu)",
+                                       (int) p->record.pid, (unsigned long long) st,
+                                       (unsigned long long) p->record.start_time);
+                return -ESTALE;
+        }
+        /* If we happen to be its parent still (same agent, no restart),
+         * waitid() will give the real status; otherwise it is unknown. */
+        p->is_child = rt__process_ppid(p->record.pid) == getpid();
+        if (p->is_child)
+                (void) rt__pid_add(p->manager, p->record.pid);
+        {
+                /* How long it has run, from the wall clock of the record. */
+                usec_t now = now_realtime(), mono = now_monotonic();
+                usec_t age = p->record.started_at && now > p->record.started_at
+                                     ? now - p->record.started_at
+                                     : 0;
+                p->started_mono = mono > age ? mono - age : 0;
+        }
+        r = watch(p);
+        if (r < 0) {
+                *ret_error = strprintf("watching pid %d: %s", (int) p->record.pid, strerror(-r));
+                return r;
+        }
+        rt__pod_started(p);
+        return 0;
+}
+
+static int process_stop(rt_pod *p, usec_t grace) {
+        int r;
+
+        if (!p->watching)
+                return 0;
+        r = signal_group(p, SIGTERM);
+        /* A stopped process would never see SIGTERM. */
+        (void) signal_group(p, SIGCONT);
+        if (grace == 0)
+                return signal_group(p, SIGKILL);
+        if (p->grace_timer_init && !uv_is_active((uv_handle_t *) &p->grace_timer))
+                uv_timer_start(&p->grace_timer, on_grace_timeout,
+                               (grace + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
+        return r;
+}
+
+static int process_signal(rt_pod *p, int sig) {
+        if (!p->watching)
+                return -ESRCH;
+        return signal_group(p, sig);
+}
+
+static void process_detach(rt_pod *p) {
+        if (p->watching && p->is_child)
+                rt__pid_remove(p->manager, p->record.pid);
+        stop_watching(p);
+}
+
+const rt_ops rt_process_ops = {
+        .name = "process",
+        .start = process_start,
+        .stop = process_stop,
+        .signal = process_signal,
+        .adopt = process_adopt,
+        .detach = process_detach,
+};

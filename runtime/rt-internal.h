@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Private to tend_runtime. */
+
+#include <curl/curl.h>
+#include <sys/resource.h>
+
+#include "tend/runtime.h"
+
+/* ---- backends --------------------------------------------------------------------- */
+
+/*
+ * A backend (DESIGN §6, STYLE "Backends"): a const table of operations, NULL
+ * where unsupported. A backend reports only through rt__pod_started() and
+ * rt__pod_exited(), always from the loop. It never touches probes, ports or
+ * callbacks; the manager does.
+ */
+typedef struct rt_ops {
+        const char *name;
+        /* Start pod->argv/envp; fill pod->record (pid/unit) on success. */
+        int (*start)(rt_pod *pod, char **ret_error);
+        /* SIGTERM now, SIGKILL after grace; exit reported as usual. */
+        int (*stop)(rt_pod *pod, usec_t grace);
+        int (*signal)(rt_pod *pod, int sig);
+        /* Watch the process/unit named by pod->record. */
+        int (*adopt)(rt_pod *pod, char **ret_error);
+        /* Stop watching (no signal); close handles. */
+        void (*detach)(rt_pod *pod);
+} rt_ops;
+
+extern const rt_ops rt_process_ops;
+
+/* ---- pods ------------------------------------------------------------------------------ */
+
+typedef enum rt_pod_state {
+        RT_POD_STARTING,
+        RT_POD_RUNNING,
+        RT_POD_STOPPING,
+        RT_POD_EXITED,
+} rt_pod_state;
+
+typedef struct rt_prober rt_prober;
+
+struct rt_pod {
+        rt_manager *manager;
+        rt_pod *prev, *next; /* manager's list */
+        const rt_ops *ops;
+        unsigned refs; /* the manager's + one per open handle or request */
+        rt_pod_state state;
+        bool freed;          /* rt_pod_free() called: report nothing more */
+        bool started_queued; /* waiting in the manager's deferred queue */
+        rt_pod *deferred_next;
+        bool rotating; /* a log rotation is in flight */
+
+        char *namespace, *name, *uid, *container;
+        char *container_id;
+        void *userdata;
+        rt_record record;
+
+        /* What the process runs, resolved at start (also used by exec
+         * probes, which run with the pod's environment and identity). */
+        char *path; /* argv[0] resolved against PATH */
+        char **argv;
+        char **envp;
+        char *working_dir;
+        bool set_ids;
+        uid_t uid_n;
+        gid_t gid_n;
+        usec_t started_mono;
+
+        rt_prober *probes[_RT_PROBE_TYPE_MAX];
+        bool ready; /* published readiness (false until a probe says so) */
+
+        /* process backend */
+        int pidfd;
+        bool is_child; /* our child: waitid() gives the exact status */
+        bool watching;
+        uv_poll_t poll;
+        uv_timer_t grace_timer;
+        bool grace_timer_init;
+};
+
+/* Reference counting keeps a pod alive while libuv still holds one of its
+ * handles; the last unref frees it (STYLE: freed only in the close cb). */
+rt_pod *rt__pod_ref(rt_pod *p);
+void rt__pod_unref(rt_pod *p);
+
+/* Up-calls from backends. */
+void rt__pod_started(rt_pod *p);
+void rt__pod_exited(rt_pod *p, const rt_exit *e);
+
+/* ---- the manager ------------------------------------------------------------------------ */
+
+#define PORT_BITMAP_SIZE (65536 / 8)
+
+struct rt_manager {
+        uv_loop_t *loop;
+        char *state_dir;
+        rt_callbacks cb;
+        void *userdata;
+        bool closing;
+        unsigned refs; /* open handles + 1 until closed */
+
+        rt_pod *pods;
+        size_t n_pods;
+        rt_pod *deferred; /* pods whose `started` is still to be reported */
+        uv_idle_t deferred_idle;
+
+        /* ports */
+        uint16_t port_lo, port_hi, port_cursor;
+        uint8_t port_leased[PORT_BITMAP_SIZE];
+
+        /* logs */
+        uint64_t log_max_bytes;
+        usec_t log_check_interval;
+        uv_timer_t log_timer;
+
+        /* orphans (child subreaper) and our own children */
+        bool subreaper;
+        uv_signal_t sigchld;
+        pid_t *known_pids; /* open-addressing set of pids we spawned */
+        size_t known_alloc, known_n, known_tombstones;
+
+        /* exec spawning */
+        void *spawn_stack;
+        size_t spawn_stack_size;
+        struct rlimit nofile_orig; /* restored in children */
+        int devnull;
+
+        /* HTTP probes */
+        CURLM *curlm;
+        uv_timer_t curl_timer;
+};
+
+void rt__manager_ref(rt_manager *m);
+void rt__manager_unref(rt_manager *m);
+
+/* Pids we spawned and reap ourselves (pods and exec probes); the orphan
+ * reaper leaves them alone. */
+int rt__pid_add(rt_manager *m, pid_t pid);
+void rt__pid_remove(rt_manager *m, pid_t pid);
+bool rt__pid_known(rt_manager *m, pid_t pid);
+
+/* ---- spawning ------------------------------------------------------------------------------ */
+
+typedef struct rt_spawn {
+        const char *path;
+        char *const *argv;
+        char *const *envp;
+        const char *cwd; /* NULL: inherit */
+        int stdin_fd;    /* -1: /dev/null */
+        int stdout_fd;   /* -1: /dev/null */
+        int stderr_fd;   /* -1: /dev/null */
+        bool set_ids;
+        uid_t uid;
+        gid_t gid;
+} rt_spawn;
+
+/*
+ * Starts a process in its own session (pgid = pid) with clean signal state
+ * and returns only once it has exec'd or failed. Exec failures come back as
+ * -errno with a message naming the step and path; then no process remains.
+ * On success *ret_pidfd is a pidfd (CLOEXEC) and the pid is in the known set.
+ */
+int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, char **ret_error);
+
+/* ---- ports ---------------------------------------------------------------------------------- */
+
+int rt__port_lease(rt_manager *m, uint16_t *ret);
+void rt__port_release(rt_manager *m, uint16_t port);
+void rt__port_mark(rt_manager *m, uint16_t port);
+
+/* ---- probes -------------------------------------------------------------------------------- */
+
+int rt__probes_start(rt_pod *p, const spec_container *c);
+void rt__probes_stop(rt_pod *p);
+
+int rt__curl_init(rt_manager *m);
+void rt__curl_close(rt_manager *m);
+/* Runs one GET on the shared multi handle; done(ok, code, error) follows
+ * from the loop. The easy handle is owned by the caller's attempt. */
+typedef void (*rt_curl_done)(void *userdata, CURLcode result, long status);
+int rt__curl_start(rt_manager *m, CURL *easy, rt_curl_done done, void *userdata);
+void rt__curl_cancel(rt_manager *m, CURL *easy);
+
+/* Field 4 of /proc/<pid>/stat, or -1. */
+pid_t rt__process_ppid(pid_t pid);
+
+/* Resolve argv[0] against PATH from envp; new string or -ENOENT. */
+int rt__resolve_path(const char *cmd, char *const *envp, char **ret);

@@ -1,0 +1,1010 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * Integration tests of the runtime: real processes on a real libuv loop.
+ * The pods run tend-testprog (tests/helpers/testprog.c).
+ */
+
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+
+#include <cmocka.h>
+
+#include "tend/runtime.h"
+
+/* ---- harness ------------------------------------------------------------------------ */
+
+#define MAX_EVENTS 4096
+
+typedef struct event {
+        enum { EV_STARTED, EV_EXITED, EV_PROBE } type;
+        rt_pod *pod;
+        rt_exit exit;
+        rt_probe_type probe;
+        bool ok;
+        char message[256];
+        usec_t at;
+} event;
+
+typedef struct harness {
+        uv_loop_t loop;
+        rt_manager *m;
+        char state_dir[64];
+        event events[MAX_EVENTS];
+        size_t n_events;
+        size_t n_exited;
+} harness;
+
+static harness *H;
+static char testprog[4096];
+
+static void on_started(rt_pod *pod, void *u) {
+        harness *h = u;
+        if (h->n_events < MAX_EVENTS)
+                h->events[h->n_events++] = (event){ .type = EV_STARTED,
+                                                    .pod = pod,
+                                                    .at = now_monotonic() };
+}
+
+static void on_exited(rt_pod *pod, const rt_exit *e, void *u) {
+        harness *h = u;
+        h->n_exited++;
+        if (h->n_events < MAX_EVENTS)
+                h->events[h->n_events++] = (event){
+                        .type = EV_EXITED, .pod = pod, .exit = *e, .at = now_monotonic()
+                };
+}
+
+static void on_probe(rt_pod *pod, rt_probe_type t, bool ok, const char *msg, void *u) {
+        harness *h = u;
+        event *e;
+        if (h->n_events >= MAX_EVENTS)
+                return;
+        e = &h->events[h->n_events++];
+        *e = (event){ .type = EV_PROBE, .pod = pod, .probe = t, .ok = ok, .at = now_monotonic() };
+        snprintf(e->message, sizeof e->message, "%s", msg ?: "");
+}
+
+static const rt_callbacks callbacks = {
+        .started = on_started,
+        .exited = on_exited,
+        .probe = on_probe,
+};
+
+static harness *harness_new(const rt_config *extra) {
+        harness *h = calloc(1, sizeof *h);
+        rt_config c = extra ? *extra : (rt_config){};
+
+        assert_non_null(h);
+        assert_int_equal(uv_loop_init(&h->loop), 0);
+        snprintf(h->state_dir, sizeof h->state_dir, "/tmp/tend-rt-XXXXXX");
+        assert_non_null(mkdtemp(h->state_dir));
+        c.loop = &h->loop;
+        c.state_dir = h->state_dir;
+        c.callbacks = &callbacks;
+        c.userdata = h;
+        c.subreaper = true;
+        assert_int_equal(rt_manager_new(&c, &h->m), 0);
+        H = h;
+        return h;
+}
+
+static void harness_free(harness *h) {
+        char cmd[128];
+
+        rt_manager_close(h->m);
+        uv_run(&h->loop, UV_RUN_DEFAULT);
+        assert_int_equal(uv_loop_close(&h->loop), 0);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", h->state_dir);
+        assert_int_equal(system(cmd), 0);
+        free(h);
+        H = NULL;
+}
+
+static void on_deadline(uv_timer_t *t) {
+        *(bool *) t->data = true;
+}
+
+static void on_poll_tick(uv_timer_t *t) {
+}
+
+/* Runs the loop until pred() holds or timeout_ms passes; returns pred().
+ * A 10 ms tick re-checks conditions the loop does not see (a log file). */
+static bool run_until(harness *h, bool (*pred)(harness *, void *), void *arg, unsigned timeout_ms) {
+        uv_timer_t t, tick;
+        bool expired = false;
+
+        uv_timer_init(&h->loop, &t);
+        uv_timer_init(&h->loop, &tick);
+        t.data = &expired;
+        uv_timer_start(&t, on_deadline, timeout_ms, 0);
+        uv_timer_start(&tick, on_poll_tick, 10, 10);
+        while (!pred(h, arg) && !expired)
+                uv_run(&h->loop, UV_RUN_ONCE);
+        uv_close((uv_handle_t *) &t, NULL);
+        uv_close((uv_handle_t *) &tick, NULL);
+        uv_run(&h->loop, UV_RUN_NOWAIT);
+        return pred(h, arg);
+}
+
+static void run_for(harness *h, unsigned ms) {
+        uv_timer_t t;
+        bool expired = false;
+
+        uv_timer_init(&h->loop, &t);
+        t.data = &expired;
+        uv_timer_start(&t, on_deadline, ms, 0);
+        while (!expired)
+                uv_run(&h->loop, UV_RUN_ONCE);
+        uv_close((uv_handle_t *) &t, NULL);
+        uv_run(&h->loop, UV_RUN_NOWAIT);
+}
+
+static event *find_event(harness *h, rt_pod *pod, int type) {
+        for (size_t i = 0; i < h->n_events; i++)
+                if (h->events[i].pod == pod && (int) h->events[i].type == type)
+                        return &h->events[i];
+        return NULL;
+}
+
+static bool pod_exited(harness *h, void *pod) {
+        return find_event(h, pod, EV_EXITED);
+}
+
+static bool pod_started(harness *h, void *pod) {
+        return find_event(h, pod, EV_STARTED);
+}
+
+/* The last probe event of a type for a pod, or NULL. */
+static event *last_probe(harness *h, rt_pod *pod, rt_probe_type t) {
+        for (size_t i = h->n_events; i > 0; i--)
+                if (h->events[i - 1].pod == pod && h->events[i - 1].type == EV_PROBE &&
+                    h->events[i - 1].probe == t)
+                        return &h->events[i - 1];
+        return NULL;
+}
+
+/* ---- building pod specs ------------------------------------------------------------------- */
+
+static spec_pod_spec *pod_spec(const char *yaml_container_extra, ...) _sentinel_;
+static spec_pod_spec *pod_spec(const char *first, ...) {
+        /* A Deployment template wrapped around one container so that the
+         * spec goes through the real decoder and defaults. */
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(1 << 16);
+        spec_manifest m = {};
+        spec_errors errs = {};
+        spec_deployment *d;
+        spec_pod_spec *s;
+        va_list ap;
+
+        tend_buf_addf(&b, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: t}\n"
+                          "spec:\n  selector: {matchLabels: {app: t}}\n  template:\n"
+                          "    metadata: {labels: {app: t}}\n    spec:\n");
+        va_start(ap, first);
+        for (const char *line = first; line; line = va_arg(ap, const char *))
+                tend_buf_addf(&b, "%s\n", line);
+        va_end(ap);
+        if (spec_manifest_add_buffer(&m, "test", b.data, b.len, &errs) < 0) {
+                spec_errors_print(&errs, stderr);
+                fail_msg("bad test spec:\n%s", b.data);
+        }
+        d = m.items[0].deployment;
+        s = malloc(sizeof *s);
+        *s = d->spec.template.spec;
+        /* steal the pod spec; free the rest */
+        memset(&d->spec.template.spec, 0, sizeof d->spec.template.spec);
+        d->spec.template.spec.restart_policy = -EINVAL;
+        d->spec.template.spec.runtime_class_name = -EINVAL;
+        d->spec.template.spec.termination_grace_period_seconds = SPEC_UNSET64;
+        spec_manifest_done(&m);
+        return s;
+}
+
+static void pod_spec_free(spec_pod_spec *s) {
+        spec_pod_template t;
+        memset(&t, 0, sizeof t);
+        t.spec = *s;
+        spec_done(&spec_type_pod_template, &t);
+        free(s);
+}
+
+/* "command: [testprog, MODE, ...]" as a YAML line */
+static char *cmd(const char *args) {
+        return strprintf("      containers:\n      - name: main\n        command: [\"%s\"%s%s]",
+                         testprog, *args ? ", " : "", args);
+}
+
+static rt_pod *start(harness *h, const char *name, spec_pod_spec *s) {
+        rt_pod_params p = { .namespace = "default", .name = name, .uid = "uid-1", .spec = s };
+        char *err = NULL;
+        rt_pod *pod = NULL;
+        int r = rt_pod_start(h->m, &p, NULL, &pod, &err);
+        if (r < 0)
+                fail_msg("start %s: %s (%s)", name, strerror(-r), err);
+        free(err);
+        return pod;
+}
+
+static char *read_log(harness *h, const char *pod) {
+        char *path = rt_log_path(h->state_dir, "default", pod, "main"), *data = NULL;
+        if (read_full_file(path, 64 << 20, &data, NULL) < 0)
+                data = strdup("");
+        free(path);
+        return data;
+}
+
+static bool log_contains(harness *h, void *arg) {
+        const char **a = arg; /* {pod, text} */
+        char *data = read_log(h, a[0]);
+        bool r = strstr(data, a[1]);
+        free(data);
+        return r;
+}
+
+static bool wait_log(harness *h, const char *pod, const char *text) {
+        const char *arg[] = { pod, text };
+        return run_until(h, log_contains, arg, 5000);
+}
+
+/* ---- exits --------------------------------------------------------------------------------- */
+
+static void test_exit_code(void **state) {
+        harness *h = harness_new(NULL);
+        char *c = cmd("\"exit\", \"3\"");
+        spec_pod_spec *s = pod_spec(c, NULL);
+        rt_pod *pod = start(h, "exit3", s);
+        event *e;
+
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        assert_non_null(find_event(h, pod, EV_STARTED));
+        assert_true(find_event(h, pod, EV_STARTED) < find_event(h, pod, EV_EXITED));
+        e = find_event(h, pod, EV_EXITED);
+        assert_int_equal(e->exit.kind, RT_EXIT_CODE);
+        assert_int_equal(e->exit.code, 3);
+        assert_string_equal(e->exit.reason, "Error");
+        assert_true(e->exit.finished_at > 0);
+        assert_false(rt_pod_is_running(pod));
+        assert_non_null(strstr(rt_pod_container_id(pod), "process://"));
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        free(c);
+        harness_free(h);
+}
+
+static void test_killed_by_signal(void **state) {
+        harness *h = harness_new(NULL);
+        char *c = cmd("\"sleep\"");
+        spec_pod_spec *s = pod_spec(c, NULL);
+        rt_pod *pod = start(h, "killme", s);
+        event *e;
+
+        assert_true(run_until(h, pod_started, pod, 5000));
+        assert_int_equal(kill(rt_pod_record(pod)->pid, SIGKILL), 0);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        e = find_event(h, pod, EV_EXITED);
+        assert_int_equal(e->exit.kind, RT_EXIT_SIGNAL);
+        assert_int_equal(e->exit.signal, 9);
+        assert_string_equal(e->exit.reason, "Killed");
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        free(c);
+        harness_free(h);
+}
+
+/* ---- exec failures -------------------------------------------------------------------------- */
+
+static void expect_start_error(harness *h, spec_pod_spec *s, int want_r, const char *want_msg) {
+        rt_pod_params p = { .namespace = "default", .name = "bad", .uid = "u", .spec = s };
+        rt_pod *pod = NULL;
+        char *err = NULL;
+        int r = rt_pod_start(h->m, &p, NULL, &pod, &err);
+
+        if (r != want_r || !err || !strstr(err, want_msg))
+                fail_msg("expected %d \"%s\", got %d \"%s\"", want_r, want_msg, r, strna(err));
+        assert_null(pod);
+        free(err);
+}
+
+static void test_exec_failures(void **state) {
+        harness *h = harness_new(NULL);
+        char noexec[128];
+        spec_pod_spec *s;
+        int fd;
+
+        s = pod_spec("      containers:\n      - name: main\n        command: [/nonexistent/prog]",
+                     NULL);
+        expect_start_error(h, s, -ENOENT, "exec /nonexistent/prog: No such file or directory");
+        pod_spec_free(s);
+
+        s = pod_spec("      containers:\n      - name: main\n        command: [no-such-prog-xyz]",
+                     NULL);
+        expect_start_error(h, s, -ENOENT, "exec no-such-prog-xyz: not found in PATH");
+        pod_spec_free(s);
+
+        snprintf(noexec, sizeof noexec, "%s/noexec", h->state_dir);
+        fd = open(noexec, O_CREAT | O_WRONLY, 0644);
+        assert_true(fd >= 0);
+        close(fd);
+        char *line = strprintf("      containers:\n      - name: main\n        command: [%s]",
+                               noexec);
+        s = pod_spec(line, NULL);
+        char *want = strprintf("exec %s: Permission denied", noexec);
+        expect_start_error(h, s, -EACCES, want);
+        pod_spec_free(s);
+        free(line);
+        free(want);
+
+        char *c = cmd("\"sleep\"");
+        s = pod_spec(c, "        workingDir: /nonexistent/dir", NULL);
+        expect_start_error(h, s, -ENOENT, "workingDir /nonexistent/dir: No such file or directory");
+        pod_spec_free(s);
+
+        s = pod_spec(c, "        securityContext: {runAsUser: 4242424}", NULL);
+        expect_start_error(h, s, -ESRCH, "runAsUser 4242424 has no entry in the user database");
+        pod_spec_free(s);
+        free(c);
+
+        /* No failed start leaves a process or a pod behind. */
+        assert_int_equal(rt_manager_n_pods(h->m), 0);
+        assert_int_equal(h->n_events, 0);
+        harness_free(h);
+}
+
+static void test_run_as_user(void **state) {
+        harness *h;
+        char *c;
+        spec_pod_spec *s;
+        rt_pod *pod;
+
+        if (geteuid() != 0)
+                skip();
+        h = harness_new(NULL);
+        c = cmd("\"ids\"");
+        s = pod_spec(c, "        securityContext: {runAsUser: 65534, runAsGroup: 65533}", NULL);
+        pod = start(h, "nobody", s);
+        assert_true(wait_log(h, "nobody", "65534 65533 0 /"));
+        rt_pod_stop(pod, 0);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        free(c);
+        harness_free(h);
+}
+
+/* ---- environment and $(VAR) --------------------------------------------------------------- */
+
+static void test_env_and_expansion(void **state) {
+        harness *h = harness_new(&(rt_config){ .port_lo = 41000, .port_hi = 41999 });
+        char *c = cmd("\"argv\", \"$(GREETING)\", \"$$(GREETING)\", \"$(UNKNOWN)\", \"p=$(PORT)\"");
+        spec_pod_spec *s = pod_spec(c, "        env:", "        - {name: GREETING, value: hello}",
+                                    "        - {name: LISTEN, value: \"127.0.0.1:$(PORT_HTTP)\"}",
+                                    "        ports: [{name: http}, {name: admin-api}]", NULL);
+        char *c2 = cmd("\"env\"");
+        spec_pod_spec *s2 = pod_spec(c2, "        env: [{name: GREETING, value: hi}]",
+                                     "        ports: [{name: http}, {name: admin-api}, "
+                                     "{name: fixed, containerPort: 8080}]",
+                                     "        workingDir: /tmp", NULL);
+        rt_pod *a = start(h, "argv", s), *b = start(h, "env", s2);
+        const rt_record *ra = rt_pod_record(a), *rb = rt_pod_record(b);
+        char expect[256];
+
+        assert_int_equal(ra->n_ports, 2);
+        assert_true(ra->ports[0].leased && ra->ports[0].port >= 41000 &&
+                    ra->ports[0].port <= 41999);
+        snprintf(expect, sizeof expect, "argv\nhello\n$(GREETING)\n$(UNKNOWN)\np=%u\n",
+                 ra->ports[0].port);
+        assert_true(wait_log(h, "argv", expect));
+
+        assert_true(wait_log(h, "env", "GREETING=hi\n"));
+        char *log = read_log(h, "env");
+        assert_non_null(strstr(log, "POD_NAME=env\n"));
+        assert_non_null(strstr(log, "POD_NAMESPACE=default\n"));
+        assert_non_null(strstr(log, "POD_UID=uid-1\n"));
+        assert_non_null(strstr(log, "PATH=/usr/local/sbin:"));
+        snprintf(expect, sizeof expect, "PORT=%u\n", rb->ports[0].port);
+        assert_non_null(strstr(log, expect));
+        snprintf(expect, sizeof expect, "PORT_HTTP=%u\n", rb->ports[0].port);
+        assert_non_null(strstr(log, expect));
+        snprintf(expect, sizeof expect, "PORT_ADMIN_API=%u\n", rb->ports[1].port);
+        assert_non_null(strstr(log, expect));
+        assert_non_null(strstr(log, "PORT_FIXED=8080\n"));
+        assert_false(rb->ports[2].leased);
+        /* Nothing of the agent's environment leaks in. */
+        assert_null(strstr(log, "TEND_SOURCE_DIR="));
+        free(log);
+
+        rt_pod_stop(a, 0);
+        rt_pod_stop(b, 0);
+        assert_true(run_until(h, pod_exited, a, 5000));
+        assert_true(run_until(h, pod_exited, b, 5000));
+        rt_pod_free(a);
+        rt_pod_free(b);
+        pod_spec_free(s);
+        pod_spec_free(s2);
+        free(c);
+        free(c2);
+        harness_free(h);
+}
+
+static void test_expand_rules(void **state) {
+        char *env[] = { "A=1", "B=two", "EMPTY=", NULL };
+        static const struct {
+                const char *in, *out;
+        } cases[] = {
+                { "$(A)", "1" },      { "x$(B)y", "xtwoy" },
+                { "$$(A)", "$(A)" },  { "$(C)", "$(C)" },
+                { "$(A", "$(A" },     { "$$", "$" },
+                { "$", "$" },         { "a$b", "a$b" },
+                { "$(EMPTY)x", "x" }, { "$$$(A)", "$1" },
+                { "", "" },           { "$()", "$()" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char *r = rt_expand(cases[i].in, env);
+                if (!streq(r, cases[i].out))
+                        fail_msg("\"%s\" → \"%s\", expected \"%s\"", cases[i].in, r, cases[i].out);
+                free(r);
+        }
+}
+
+/* ---- stopping ------------------------------------------------------------------------------- */
+
+static void test_grace_then_kill(void **state) {
+        harness *h = harness_new(NULL);
+        char *c = cmd("\"ignore-term\"");
+        spec_pod_spec *s = pod_spec(c, NULL);
+        rt_pod *pod = start(h, "stubborn", s);
+        usec_t t0;
+        event *e;
+
+        assert_true(wait_log(h, "stubborn", "ignoring SIGTERM"));
+        t0 = now_monotonic();
+        assert_int_equal(rt_pod_stop(pod, 300 * USEC_PER_MSEC), 0);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        e = find_event(h, pod, EV_EXITED);
+        assert_int_equal(e->exit.kind, RT_EXIT_SIGNAL);
+        assert_int_equal(e->exit.signal, SIGKILL);
+        assert_true(e->at - t0 >= 300 * USEC_PER_MSEC);
+        assert_true(e->at - t0 < 1500 * USEC_PER_MSEC); /* gone right after the grace */
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        free(c);
+
+        /* A process that honours SIGTERM is gone long before the grace. */
+        c = cmd("\"sleep\"");
+        s = pod_spec(c, NULL);
+        pod = start(h, "polite", s);
+        assert_true(run_until(h, pod_started, pod, 5000));
+        t0 = now_monotonic();
+        rt_pod_stop(pod, 30 * USEC_PER_SEC);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        e = find_event(h, pod, EV_EXITED);
+        assert_int_equal(e->exit.signal, SIGTERM);
+        assert_true(e->at - t0 < USEC_PER_SEC);
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        free(c);
+        harness_free(h);
+}
+
+static bool pid_gone(harness *h, void *arg) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d", *(int *) arg);
+        return access(path, F_OK) < 0;
+}
+
+static void test_grandchild_reaped(void **state) {
+        harness *h = harness_new(NULL);
+        char *c = cmd("\"grandchild\"");
+        spec_pod_spec *s = pod_spec(c, NULL);
+        rt_pod *pod = start(h, "forker", s);
+        char *log, *p;
+        int gpid;
+
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        assert_true(wait_log(h, "forker", "grandchild "));
+        log = read_log(h, "forker");
+        p = strstr(log, "grandchild ");
+        gpid = atoi(p + strlen("grandchild "));
+        assert_true(gpid > 0);
+        /* Killed with its group, re-parented to us, reaped: no zombie left. */
+        assert_true(run_until(h, pid_gone, &gpid, 5000));
+        free(log);
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        free(c);
+        harness_free(h);
+}
+
+/* ---- logs ------------------------------------------------------------------------------------ */
+
+static bool rotated(harness *h, void *arg) {
+        char *path = strprintf("%s.1", (char *) arg);
+        struct stat st;
+        bool r = stat(path, &st) == 0 && st.st_size > 0;
+        free(path);
+        return r;
+}
+
+/* The truncated log starts with a later line than the first one: the
+ * process went on writing into it after the rotation. */
+static bool written_after_truncate(harness *h, void *arg) {
+        char *data = read_log(h, arg);
+        long n = -1;
+        bool r = sscanf(data, "line %ld ", &n) == 1 && n > 0;
+        free(data);
+        return r;
+}
+
+static void test_log_rotation(void **state) {
+        harness *h = harness_new(&(rt_config){ .log_max_bytes = 256 * 1024,
+                                               .log_check_interval = 100 * USEC_PER_MSEC });
+        char *c = cmd("\"spew\"");
+        spec_pod_spec *s = pod_spec(c, NULL);
+        rt_pod *pod = start(h, "spew", s);
+        const char *path = rt_pod_record(pod)->log_path;
+        char *one = strprintf("%s.1", path);
+        struct stat st, st1;
+
+        assert_true(run_until(h, rotated, (void *) path, 10000));
+        assert_true(run_until(h, written_after_truncate, "spew", 10000));
+        /* Keep writing for a while: the log stays bounded by the limit plus
+         * what one check interval lets through, however long it runs. */
+        for (int i = 0; i < 10; i++) {
+                run_for(h, 100);
+                assert_int_equal(stat(path, &st), 0);
+                assert_true(st.st_size < 256 * 1024 + 64 * 1024 * 1024);
+        }
+        rt_pod_stop(pod, 0);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        assert_int_equal(stat(one, &st1), 0);
+        assert_true(st1.st_size >= 256 * 1024);
+        free(one);
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        free(c);
+        harness_free(h);
+}
+
+/* ---- adoption ----------------------------------------------------------------------------------
+ */
+
+static void test_adopt_refuses_reused_pid(void **state) {
+        harness *h = harness_new(NULL);
+        char *c = cmd("\"sleep\"");
+        spec_pod_spec *s = pod_spec(c, NULL);
+        rt_pod_params p = { .namespace = "default", .name = "adoptee", .uid = "u", .spec = s };
+        rt_record r = { .backend = "process" };
+        rt_pod *pod = NULL;
+        char *err = NULL;
+        uint64_t st;
+
+        /* Our own pid with a different start time: another process now. */
+        assert_int_equal(rt_process_start_time(getpid(), &st), 0);
+        r.pid = getpid();
+        r.start_time = st + 1;
+        assert_int_equal(rt_pod_adopt(h->m, &p, &r, NULL, &pod, &err), -ESTALE);
+        assert_non_null(strstr(err, "now belongs to another process"));
+        free(err);
+        err = NULL;
+
+        /* A pid that is gone. */
+        pid_t child = fork();
+        if (child == 0)
+                _exit(0);
+        assert_int_equal(waitpid(child, NULL, 0), child);
+        r.pid = child;
+        assert_int_equal(rt_pod_adopt(h->m, &p, &r, NULL, &pod, &err), -ESRCH);
+        assert_non_null(strstr(err, "is gone"));
+        free(err);
+        assert_null(pod);
+        pod_spec_free(s);
+        free(c);
+        harness_free(h);
+}
+
+/* The helper "tend-rt-agent" runs the runtime in a separate process: run
+ * once it starts a pod and exits leaving it running; run again it adopts the
+ * pod from the record and reports the exit it sees. */
+static char *run_helper(const char *args) {
+        char *cmdline = strprintf("%s/tend-rt-agent %s", getenv("TEND_TEST_BIN_DIR"), args);
+        FILE *f = popen(cmdline, "r");
+        tend_buf b = TEND_BUF_INIT(1 << 16);
+        char line[512];
+
+        assert_non_null(f);
+        while (fgets(line, sizeof line, f))
+                tend_buf_adds(&b, line);
+        pclose(f);
+        free(cmdline);
+        return tend_buf_take(&b);
+}
+
+static void test_adopt_by_second_agent(void **state) {
+        char dir[] = "/tmp/tend-adopt-XXXXXX", *out, *args;
+        int pid;
+
+        assert_non_null(mkdtemp(dir));
+        args = strprintf("start %s %s", dir, testprog);
+        out = run_helper(args);
+        assert_true(sscanf(out, "started pid %d", &pid) == 1);
+        free(out);
+        free(args);
+        /* The first agent is gone; the pod is not. */
+        assert_int_equal(kill(pid, 0), 0);
+
+        /* Second agent: adopts (same pid, same start time), kills the pod
+         * as a user would, and sees the exit with an unknown status (the
+         * process is not its child). */
+        args = strprintf("adopt-and-kill %s", dir);
+        out = run_helper(args);
+        if (!strstr(out, "adopted pid") || !strstr(out, "exit unknown"))
+                fail_msg("helper said:\n%s", out);
+        free(out);
+        free(args);
+
+        /* We are a child subreaper: the orphaned pod was ours to reap. */
+        for (int i = 0; i < 100 && waitpid(pid, NULL, WNOHANG) == 0; i++)
+                usleep(10000);
+        assert_int_equal(kill(pid, 0), -1);
+
+        /* A third attempt refuses the record: the process is gone. */
+        args = strprintf("adopt %s", dir);
+        out = run_helper(args);
+        if (!strstr(out, "refused: pid") || !strstr(out, "is gone"))
+                fail_msg("helper said:\n%s", out);
+        free(out);
+        free(args);
+        char *rm = strprintf("rm -rf %s", dir);
+        assert_int_equal(system(rm), 0);
+        free(rm);
+}
+
+/* ---- probes ------------------------------------------------------------------------------------
+ */
+
+static int free_port(void) {
+        struct sockaddr_in sa = { .sin_family = AF_INET };
+        socklen_t len = sizeof sa;
+        int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(bind(fd, (struct sockaddr *) &sa, sizeof sa), 0);
+        assert_int_equal(getsockname(fd, (struct sockaddr *) &sa, &len), 0);
+        port = ntohs(sa.sin_port);
+        close(fd);
+        return port;
+}
+
+/* The template with each "%d" replaced by the port (no printf: the
+ * templates are data). */
+static char *subst_port(const char *tmpl, int port) {
+        tend_buf b = TEND_BUF_INIT(1 << 16);
+        for (const char *p = tmpl; *p; p++) {
+                if (p[0] == '%' && p[1] == 'd') {
+                        tend_buf_addf(&b, "%d", port);
+                        p++;
+                } else
+                        tend_buf_add(&b, p, 1);
+        }
+        return tend_buf_take(&b);
+}
+
+typedef struct probe_case {
+        const char *server; /* testprog args for the server pod, %d = port */
+        const char *probe;  /* probe YAML, %d = port */
+        bool want_ready;
+        const char *want_message;
+} probe_case;
+
+static bool probe_settled(harness *h, void *arg) {
+        rt_pod **pods = arg;
+        return last_probe(h, pods[0], RT_PROBE_READINESS) != NULL;
+}
+
+static bool probe_message_is(harness *h, void *arg) {
+        const void **a = arg;
+        const char *msg = rt_pod_probe_message(a[0], RT_PROBE_READINESS);
+        return msg && strstr(msg, a[1]);
+}
+
+static void check_probe_case(const probe_case *pc) {
+        harness *h = harness_new(NULL);
+        int port = free_port();
+        char *server_args = subst_port(pc->server, port);
+        char *server_cmd = cmd(server_args);
+        spec_pod_spec *ss = pod_spec(server_cmd, NULL);
+        rt_pod *server = start(h, "server", ss);
+        char *probe_yaml = subst_port(pc->probe, port);
+        char *c = cmd("\"sleep\"");
+        spec_pod_spec *s = pod_spec(c, probe_yaml, NULL);
+        rt_pod *pod;
+        rt_pod *arg[1];
+        event *e;
+
+        assert_true(wait_log(h, "server", "listening"));
+        pod = start(h, "probed", s);
+        arg[0] = pod;
+        if (pc->want_ready) {
+                if (!run_until(h, probe_settled, arg, 8000))
+                        fail_msg("%s: never became ready", pc->probe);
+                e = last_probe(h, pod, RT_PROBE_READINESS);
+                assert_true(e->ok);
+                assert_true(rt_pod_ready(pod));
+        } else {
+                /* Readiness starts false and stays so: no transition, but the
+                 * failure is recorded with its reason. */
+                const void *want[] = { pod, pc->want_message };
+                run_until(h, probe_message_is, want, 8000);
+                run_for(h, 300);
+                assert_null(last_probe(h, pod, RT_PROBE_READINESS));
+                assert_false(rt_pod_ready(pod));
+                const char *msg = rt_pod_probe_message(pod, RT_PROBE_READINESS);
+                if (!msg || !strstr(msg, pc->want_message))
+                        fail_msg("%s: message \"%s\", expected \"%s\"", pc->probe, strna(msg),
+                                 pc->want_message);
+        }
+        rt_pod_stop(pod, 0);
+        rt_pod_stop(server, 0);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        assert_true(run_until(h, pod_exited, server, 5000));
+        rt_pod_free(pod);
+        rt_pod_free(server);
+        pod_spec_free(s);
+        pod_spec_free(ss);
+        free(c);
+        free(probe_yaml);
+        free(server_cmd);
+        free(server_args);
+        harness_free(h);
+}
+
+#define PROBE(handler)                      \
+        "        readinessProbe: {" handler \
+        ", periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 1}"
+
+static void test_probe_http(void **state) {
+        static const probe_case cases[] = {
+                { "\"http\", \"%d\", \"200\"", PROBE("httpGet: {port: %d, path: /healthz}"), true,
+                  NULL },
+                { "\"http\", \"%d\", \"302\"", PROBE("httpGet: {port: %d}"), true, NULL },
+                { "\"http\", \"%d\", \"503\"", PROBE("httpGet: {port: %d}"), false,
+                  "HTTP probe failed with statuscode: 503" },
+                { "\"http\", \"%d\", \"200\", \"3000\"", PROBE("httpGet: {port: %d}"), false,
+                  "Timeout was reached" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                check_probe_case(&cases[i]);
+}
+
+static void test_probe_tcp(void **state) {
+        static const probe_case cases[] = {
+                { "\"tcp\", \"%d\"", PROBE("tcpSocket: {port: %d}"), true, NULL },
+                { "\"tcp-full\", \"%d\"", PROBE("tcpSocket: {port: %d}"), false,
+                  "timed out after 1s" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                check_probe_case(&cases[i]);
+
+        /* Refused: nothing listens on the port. */
+        harness *h = harness_new(NULL);
+        char *probe = subst_port(PROBE("tcpSocket: {port: %d}"), free_port());
+        char *c = cmd("\"sleep\"");
+        spec_pod_spec *s = pod_spec(c, probe, NULL);
+        rt_pod *pod = start(h, "refused", s);
+        const void *want[] = { pod, "connection refused" };
+        run_until(h, probe_message_is, want, 5000);
+        assert_false(rt_pod_ready(pod));
+        assert_non_null(
+                strstr(strna(rt_pod_probe_message(pod, RT_PROBE_READINESS)), "connection refused"));
+        rt_pod_stop(pod, 0);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        free(c);
+        free(probe);
+        harness_free(h);
+}
+
+static void test_probe_exec(void **state) {
+        static const probe_case cases[] = {
+                { "\"tcp\", \"%d\"", PROBE("exec: {command: [/bin/true]}"), true, NULL },
+                { "\"tcp\", \"%d\"", PROBE("exec: {command: [/bin/sh, -c, \"exit 4\"]}"), false,
+                  "command exited with status 4" },
+                { "\"tcp\", \"%d\"", PROBE("exec: {command: [/bin/sleep, \"5\"]}"), false,
+                  "timed out after 1s" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                check_probe_case(&cases[i]);
+}
+
+static bool liveness_failed(harness *h, void *pod) {
+        event *e = last_probe(h, pod, RT_PROBE_LIVENESS);
+        return e && !e->ok;
+}
+
+static void test_probe_liveness_and_transitions(void **state) {
+        harness *h = harness_new(NULL);
+        char flag[128];
+        snprintf(flag, sizeof flag, "%s/healthy", h->state_dir);
+        int fd = open(flag, O_CREAT | O_WRONLY, 0644);
+        close(fd);
+        char *probe = strprintf("        readinessProbe: {exec: {command: [/bin/test, -e, %s]}, "
+                                "periodSeconds: 1, successThreshold: 2, failureThreshold: 2}\n"
+                                "        livenessProbe: {exec: {command: [/bin/test, -e, %s]}, "
+                                "periodSeconds: 1, failureThreshold: 3}",
+                                flag, flag);
+        char *c = cmd("\"sleep\"");
+        spec_pod_spec *s = pod_spec(c, probe, NULL);
+        rt_pod *pod = start(h, "flappy", s);
+        event *e;
+        usec_t t_ready, t_unready;
+
+        assert_true(run_until(h, probe_settled, (rt_pod *[]){ pod }, 6000));
+        e = last_probe(h, pod, RT_PROBE_READINESS);
+        assert_true(e->ok);
+        t_ready = e->at;
+        /* successThreshold 2: ready only after the second success (≥1 s). */
+        assert_true(t_ready - find_event(h, pod, EV_STARTED)->at >= 900 * USEC_PER_MSEC);
+        /* Liveness starts true and reports nothing while healthy. */
+        assert_null(last_probe(h, pod, RT_PROBE_LIVENESS));
+
+        unlink(flag);
+        t_unready = now_monotonic();
+        assert_true(run_until(h, liveness_failed, pod, 8000));
+        e = last_probe(h, pod, RT_PROBE_LIVENESS);
+        assert_false(e->ok);
+        assert_string_equal(e->message, "command exited with status 1");
+        /* failureThreshold 3 at 1 s: not before ~2 s. */
+        assert_true(e->at - t_unready >= 1500 * USEC_PER_MSEC);
+        assert_false(rt_pod_ready(pod));
+        /* The runtime only reports: the pod is still running. */
+        assert_true(rt_pod_is_running(pod));
+
+        size_t n = h->n_events;
+        rt_pod_stop(pod, 0);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        /* Probes stop with the pod. */
+        run_for(h, 1500);
+        for (size_t i = n; i < h->n_events; i++)
+                assert_int_not_equal(h->events[i].type, EV_PROBE);
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        free(c);
+        free(probe);
+        harness_free(h);
+}
+
+static bool all_exited(harness *h, void *arg) {
+        return h->n_exited >= *(size_t *) arg;
+}
+
+/* ---- ports
+ * ---------------------------------------------------------------------------------------- */
+
+static void test_port_leases(void **state) {
+        harness *h = harness_new(&(rt_config){ .port_lo = 42000, .port_hi = 42299 });
+        char *c = cmd("\"sleep\"");
+        spec_pod_spec *s = pod_spec(c, "        ports: [{name: http}]", NULL);
+        rt_pod *pods[200];
+        bool seen[300] = {};
+        int blocker = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(42005) };
+
+        /* A port someone else listens on is never leased. */
+        setsockopt(blocker, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        assert_int_equal(bind(blocker, (struct sockaddr *) &sa, sizeof sa), 0);
+        assert_int_equal(listen(blocker, 1), 0);
+
+        for (int i = 0; i < 200; i++) {
+                char name[32];
+                snprintf(name, sizeof name, "p%d", i);
+                pods[i] = start(h, name, s);
+                uint16_t port = rt_pod_record(pods[i])->ports[0].port;
+                assert_true(port >= 42000 && port <= 42299);
+                assert_int_not_equal(port, 42005);
+                assert_false(seen[port - 42000]);
+                seen[port - 42000] = true;
+        }
+        /* Release 100, lease 100 more: still unique among the live ones. */
+        for (int i = 0; i < 100; i++) {
+                seen[rt_pod_record(pods[i])->ports[0].port - 42000] = false;
+                rt_pod_stop(pods[i], 0);
+                assert_true(run_until(h, pod_exited, pods[i], 5000));
+                rt_pod_free(pods[i]);
+        }
+        for (int i = 0; i < 100; i++) {
+                char name[32];
+                snprintf(name, sizeof name, "q%d", i);
+                pods[i] = start(h, name, s);
+                uint16_t port = rt_pod_record(pods[i])->ports[0].port;
+                assert_false(seen[port - 42000]);
+                seen[port - 42000] = true;
+        }
+        for (int i = 0; i < 200; i++)
+                rt_pod_stop(pods[i], 0);
+        size_t want = 300;
+        assert_true(run_until(h, all_exited, &want, 10000));
+        for (int i = 0; i < 200; i++)
+                rt_pod_free(pods[i]);
+        close(blocker);
+        pod_spec_free(s);
+        free(c);
+        harness_free(h);
+}
+
+/* ---- many
+ * ----------------------------------------------------------------------------------------- */
+
+static void test_thousand(void **state) {
+        harness *h = harness_new(NULL);
+        char *c = cmd("\"sleep\"");
+        spec_pod_spec *s = pod_spec(c, NULL);
+        size_t n = 1000;
+        rt_pod **pods = calloc(n, sizeof *pods);
+        usec_t t0 = now_monotonic(), t1, t2;
+
+        for (size_t i = 0; i < n; i++) {
+                char name[32];
+                snprintf(name, sizeof name, "many-%zu", i);
+                pods[i] = start(h, name, s);
+        }
+        t1 = now_monotonic();
+        run_for(h, 200);
+        for (size_t i = 0; i < n; i++)
+                assert_int_equal(kill(rt_pod_record(pods[i])->pid, SIGKILL), 0);
+        t2 = now_monotonic();
+        assert_true(run_until(h, all_exited, &n, 20000));
+        fprintf(stderr, "1000 spawns: %.1f ms; all exits seen %.1f ms after the kills\n",
+                (double) (t1 - t0) / 1000.0, (double) (now_monotonic() - t2) / 1000.0);
+        for (size_t i = 0; i < n; i++) {
+                event *e = find_event(h, pods[i], EV_EXITED);
+                assert_non_null(e);
+                assert_int_equal(e->exit.signal, 9);
+                rt_pod_free(pods[i]);
+        }
+        free(pods);
+        pod_spec_free(s);
+        free(c);
+        harness_free(h);
+}
+
+int main(void) {
+        const char *bin = getenv("TEND_TEST_BIN_DIR");
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_expand_rules),
+                cmocka_unit_test(test_exit_code),
+                cmocka_unit_test(test_killed_by_signal),
+                cmocka_unit_test(test_exec_failures),
+                cmocka_unit_test(test_run_as_user),
+                cmocka_unit_test(test_env_and_expansion),
+                cmocka_unit_test(test_grace_then_kill),
+                cmocka_unit_test(test_grandchild_reaped),
+                cmocka_unit_test(test_log_rotation),
+                cmocka_unit_test(test_adopt_refuses_reused_pid),
+                cmocka_unit_test(test_adopt_by_second_agent),
+                cmocka_unit_test(test_probe_http),
+                cmocka_unit_test(test_probe_tcp),
+                cmocka_unit_test(test_probe_exec),
+                cmocka_unit_test(test_probe_liveness_and_transitions),
+                cmocka_unit_test(test_port_leases),
+                cmocka_unit_test(test_thousand),
+        };
+
+        if (!bin) {
+                fprintf(stderr, "TEND_TEST_BIN_DIR is not set\n");
+                return 77;
+        }
+        snprintf(testprog, sizeof testprog, "%s/tend-testprog", bin);
+        signal(SIGPIPE, SIG_IGN);
+        if (getenv("TEST_FILTER")) /* run some: TEST_FILTER='test_probe_*' */
+                cmocka_set_test_filter(getenv("TEST_FILTER"));
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
