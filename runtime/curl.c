@@ -6,6 +6,8 @@
  * finished transfers drained after every action. Nothing here blocks.
  */
 
+#include <sys/socket.h>
+
 #include "rt-internal.h"
 
 typedef struct curl_sock {
@@ -151,11 +153,17 @@ void rt__curl_close(rt_manager *m) {
         m->curlm = NULL;
 }
 
+/* Probe connections are opened CLOEXEC like everything of ours. */
+static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a) {
+        return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
 int rt__curl_start(rt_manager *m, CURL *easy, rt_curl_done done, void *userdata) {
         transfer *t = new0(transfer, 1);
 
         if (!t)
                 return -ENOMEM;
+        curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, open_socket);
         t->done = done;
         t->userdata = userdata;
         curl_easy_setopt(easy, CURLOPT_PRIVATE, t);

@@ -50,6 +50,7 @@ rt_pod *rt__pod_ref(rt_pod *p) {
 static void pod_free_now(rt_pod *p) {
         rt_manager *m = p->manager;
 
+        safe_close(p->pidfd); /* normally closed with the poll handle already */
         free(p->namespace);
         free(p->name);
         free(p->uid);
@@ -101,9 +102,13 @@ static int pid_rehash(rt_manager *m, size_t alloc) {
         return 0;
 }
 
+static ssize_t pid_find(rt_manager *m, pid_t pid);
+
 int rt__pid_add(rt_manager *m, pid_t pid) {
         size_t k;
 
+        if (pid_find(m, pid) >= 0)
+                return 0;
         if ((m->known_n + m->known_tombstones + 1) * 2 > m->known_alloc) {
                 int r = pid_rehash(m,
                                    MAX(m->known_alloc * (m->known_n * 4 > m->known_alloc ? 2 : 1),
@@ -112,11 +117,8 @@ int rt__pid_add(rt_manager *m, pid_t pid) {
                         return r;
         }
         k = pid_slot(pid, m->known_alloc);
-        while (m->known_pids[k] > 0) {
-                if (m->known_pids[k] == pid)
-                        return 0;
+        while (m->known_pids[k] > 0)
                 k = (k + 1) & (m->known_alloc - 1);
-        }
         if (m->known_pids[k] == TOMBSTONE)
                 m->known_tombstones--;
         m->known_pids[k] = pid;
@@ -215,6 +217,10 @@ static void report_started(rt_pod *p) {
 static void on_deferred(uv_idle_t *h) {
         rt_manager *m = h->data;
 
+        if (m->reap_pending) {
+                m->reap_pending = false;
+                reap_orphans(m);
+        }
         /* Callbacks may queue more; the loop takes those too. */
         while (m->deferred) {
                 rt_pod *p = m->deferred;
@@ -228,6 +234,13 @@ static void on_deferred(uv_idle_t *h) {
                 rt__pod_unref(p);
         }
         uv_idle_stop(h);
+}
+
+void rt__manager_reap_soon(rt_manager *m) {
+        if (m->closing)
+                return;
+        m->reap_pending = true;
+        uv_idle_start(&m->deferred_idle, on_deferred);
 }
 
 void rt__pod_started(rt_pod *p) {
@@ -312,8 +325,10 @@ typedef struct rotation {
 static void on_rotated(uv_fs_t *req) {
         rotation *rot = req->data;
 
-        if (req->result >= 0 && truncate(rot->path, 0) < 0)
-                rot->pod->rotating = false; /* retried at the next check */
+        /* A freed pod's path may already belong to its replacement (names
+         * repeat): leave that log alone. */
+        if (req->result >= 0 && !rot->pod->freed)
+                (void) !truncate(rot->path, 0);
         uv_fs_req_cleanup(req);
         rot->pod->rotating = false;
         rt__pod_unref(rot->pod);
@@ -417,18 +432,18 @@ int rt_manager_new(const rt_config *c, rt_manager **ret) {
                        m->log_check_interval / USEC_PER_MSEC);
         uv_unref((uv_handle_t *) &m->log_timer);
 
+        /* SIGCHLD is watched in any case: detached pods that were our
+         * children, and orphans when we are a subreaper, are reaped there. */
         m->subreaper = c->subreaper;
         uv_signal_init(m->loop, &m->sigchld);
         m->sigchld.data = m;
         rt__manager_ref(m);
-        if (c->subreaper) {
-                if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
-                        r = -errno;
-                        rt_manager_close(m);
-                        return r;
-                }
-                uv_signal_start(&m->sigchld, on_sigchld, SIGCHLD);
-                uv_unref((uv_handle_t *) &m->sigchld);
+        uv_signal_start(&m->sigchld, on_sigchld, SIGCHLD);
+        uv_unref((uv_handle_t *) &m->sigchld);
+        if (c->subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+                r = -errno;
+                rt_manager_close(m);
+                return r;
         }
 
         *ret = m;
@@ -447,6 +462,15 @@ void rt_manager_close(rt_manager *m) {
         m->closing = true;
         while (m->pods)
                 rt_pod_free(m->pods);
+        /* Pods still waiting for their `started` hold a reference each. */
+        while (m->deferred) {
+                rt_pod *p = m->deferred;
+                m->deferred = p->deferred_next;
+                p->deferred_next = NULL;
+                p->started_queued = false;
+                rt__pod_unref(p);
+        }
+        reap_orphans(m);
         uv_close((uv_handle_t *) &m->deferred_idle, manager_handle_closed);
         uv_close((uv_handle_t *) &m->log_timer, manager_handle_closed);
         uv_close((uv_handle_t *) &m->sigchld, manager_handle_closed);
@@ -725,6 +749,8 @@ int rt_pod_stop(rt_pod *pod, usec_t grace) {
         if (pod->state == RT_POD_EXITED)
                 return 0;
         pod->state = RT_POD_STOPPING;
+        /* As the kubelet: no liveness verdict on a pod being stopped. */
+        rt__probes_stop_one(pod, RT_PROBE_LIVENESS);
         return pod->ops->stop(pod, grace);
 }
 

@@ -30,6 +30,9 @@ struct rt_prober {
         bool result;
         int run_ok, run_fail;
         char message[256]; /* the last failure, for rt_pod_probe_message() */
+        unsigned unreaped; /* exec attempts whose process is not reaped yet */
+        char **exec_argv;  /* exec: the command, $(VAR)-expanded */
+        char *exec_path;   /* exec: argv[0] resolved against the pod's PATH */
         uv_timer_t tick;
         struct attempt *current;
 };
@@ -68,6 +71,8 @@ static void prober_unref(rt_prober *p) {
         if (--p->refs > 0)
                 return;
         spec_free(&spec_type_probe, p->spec);
+        strv_free(p->exec_argv);
+        free(p->exec_path);
         rt__pod_unref(p->pod);
         free(p);
 }
@@ -100,6 +105,13 @@ static void record(rt_prober *p, bool ok, const char *message) {
         p->run_fail++;
         if (p->result && p->run_fail >= p->spec->failure_threshold)
                 publish(p, false, p->message);
+}
+
+/* The prober itself failed (could not spawn, no such port): as the
+ * kubelet, the result is discarded, not counted; the reason is kept. */
+static void record_error(rt_prober *p, const char *message) {
+        if (!p->stopped)
+                snprintf(p->message, sizeof p->message, "probe error: %s", strna(message));
 }
 
 /* ---- attempts --------------------------------------------------------------------------- */
@@ -150,6 +162,16 @@ static void finish(attempt *a, bool ok, const char *message) {
         attempt_close(a);
 }
 
+static void finish_error(attempt *a, const char *message) {
+        if (a->done)
+                return;
+        a->done = true;
+        if (a->prober->current == a)
+                a->prober->current = NULL;
+        record_error(a->prober, message);
+        attempt_close(a);
+}
+
 static void on_attempt_timeout(uv_timer_t *t) {
         attempt *a = t->data;
         char msg[64];
@@ -162,18 +184,26 @@ static void on_attempt_timeout(uv_timer_t *t) {
 
 /* -- exec -- */
 
+static void mark_reaped(attempt *a) {
+        rt__pid_remove(a->prober->pod->manager, a->pid);
+        a->reaped = true;
+        a->prober->unreaped--;
+}
+
 static void on_exec_exit(uv_poll_t *h, int status, int events) {
         attempt *a = h->data;
         siginfo_t si = {};
         char msg[64];
+        int r;
 
-        (void) kill(-a->pid, SIGKILL); /* anything the probe left behind */
-        if (waitid(P_PIDFD, (id_t) a->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0) {
-                if (errno != ECHILD)
-                        return;
-        }
-        rt__pid_remove(a->prober->pod->manager, a->pid);
-        a->reaped = true;
+        r = RET_NERRNO(waitid(P_PIDFD, (id_t) a->pidfd, &si, WEXITED | WNOHANG | WNOWAIT));
+        if (r == 0 && si.si_pid == 0)
+                return; /* still running */
+        /* Anything the probe left behind in its group, while the zombie
+         * still pins the group id; then reap. */
+        (void) kill(-a->pid, SIGKILL);
+        (void) waitid(P_PIDFD, (id_t) a->pidfd, &(siginfo_t){}, WEXITED | WNOHANG);
+        mark_reaped(a);
         uv_poll_stop(&a->poll);
         if (si.si_code == CLD_EXITED && si.si_status == 0)
                 finish(a, true, NULL);
@@ -188,22 +218,21 @@ static void on_exec_exit(uv_poll_t *h, int status, int events) {
 }
 
 static int start_exec(attempt *a) {
-        rt_pod *pod = a->prober->pod;
+        rt_prober *p = a->prober;
+        rt_pod *pod = p->pod;
         rt_manager *m = pod->manager;
-        const spec_exec_action *x = a->prober->spec->exec;
-        _cleanup_free_ char *path = NULL, *err = NULL;
+        _cleanup_free_ char *err = NULL;
         rt_spawn s;
         int r;
 
-        r = rt__resolve_path(x->command[0], pod->envp, &path);
-        if (r < 0) {
-                _cleanup_free_ char *msg = strprintf("exec %s: not found in PATH", x->command[0]);
-                finish(a, false, msg ?: "command not found");
+        if (!p->exec_path) {
+                _cleanup_free_ char *msg = strprintf("exec %s: not found in PATH", p->exec_argv[0]);
+                finish_error(a, msg ?: "command not found");
                 return 0;
         }
         s = (rt_spawn){
-                .path = path,
-                .argv = x->command,
+                .path = p->exec_path,
+                .argv = p->exec_argv,
                 .envp = pod->envp,
                 .cwd = pod->working_dir,
                 .stdin_fd = -1,
@@ -216,22 +245,24 @@ static int start_exec(attempt *a) {
         r = rt__spawn(m, &s, &a->pid, &a->pidfd, &err);
         if (r < 0) {
                 a->reaped = true;
-                finish(a, false, err ?: "cannot run the command");
+                finish_error(a, err ?: "cannot run the command");
                 return 0;
         }
+        p->unreaped++;
         r = uv_poll_init(m->loop, &a->poll, a->pidfd);
+        if (r >= 0) {
+                a->poll_init = true;
+                a->poll.data = a;
+                a->refs++;
+                r = uv_poll_start(&a->poll, UV_READABLE, on_exec_exit);
+        }
         if (r < 0) {
                 siginfo_t si;
                 (void) kill(-a->pid, SIGKILL);
                 (void) waitid(P_PIDFD, (id_t) a->pidfd, &si, WEXITED);
-                rt__pid_remove(m, a->pid);
-                a->reaped = true;
-                return r;
+                mark_reaped(a);
         }
-        a->poll_init = true;
-        a->poll.data = a;
-        a->refs++;
-        return uv_poll_start(&a->poll, UV_READABLE, on_exec_exit);
+        return r;
 }
 
 /* -- tcp -- */
@@ -412,16 +443,14 @@ static void run_attempt(rt_prober *p) {
                 a->kind = s->http_get ? ATTEMPT_HTTP : ATTEMPT_TCP;
                 a->reaped = true;
                 if (probe_port(p->pod, port, &a->port) < 0) {
-                        finish(a, false, "the probe's port is not one of the pod's ports");
+                        finish_error(a, "the probe's port is not one of the pod's ports");
                         return;
                 }
                 r = s->http_get ? start_http(a) : start_tcp(a, s->tcp_socket->host);
         }
         if (r < 0 && !a->done) {
-                char msg[128];
-                snprintf(msg, sizeof msg, "probe error: %s", uv_strerror(r));
                 a->reaped = true;
-                finish(a, false, msg);
+                finish_error(a, uv_strerror(r));
                 return;
         }
         if (!a->done && a->kind != ATTEMPT_HTTP)
@@ -435,7 +464,10 @@ static void on_tick(uv_timer_t *t) {
         rt_prober *p = t->data;
         uint64_t period = (uint64_t) p->spec->period_seconds * 1000;
 
-        if (!p->stopped && !p->current)
+        /* Not while the last attempt runs, nor while an earlier timed-out
+         * probe process is still being reaped (one stuck in D state must
+         * not make us spawn another every period). */
+        if (!p->stopped && !p->current && p->unreaped == 0)
                 run_attempt(p);
         /* After the initial delay the timer becomes periodic (libuv re-arms
          * before calling us, so the repeat must be set by a new start). */
@@ -471,6 +503,21 @@ static rt_prober *prober_new(rt_pod *pod, rt_probe_type type, const spec_probe *
         if (p->spec->failure_threshold < 1)
                 p->spec->failure_threshold = 3;
         spec = p->spec;
+        if (spec->exec && spec->exec->command && spec->exec->command[0]) {
+                /* The kubelet expands $(VAR) in exec probe commands too. */
+                for (char **c = spec->exec->command; *c; c++) {
+                        char *e = rt_expand(*c, pod->envp);
+                        if (!e || strv_push(&p->exec_argv, e) < 0) {
+                                free(e);
+                                spec_free(&spec_type_probe, p->spec);
+                                strv_free(p->exec_argv);
+                                free(p);
+                                return NULL;
+                        }
+                }
+                /* Resolved once: a lookup per period would stat the PATH. */
+                (void) rt__resolve_path(p->exec_argv[0], pod->envp, &p->exec_path);
+        }
         p->pod = rt__pod_ref(pod);
         p->type = type;
         p->refs = 1;
@@ -516,6 +563,11 @@ int rt__probes_start(rt_pod *pod, const spec_container *c) {
                 }
         }
         return 0;
+}
+
+void rt__probes_stop_one(rt_pod *pod, rt_probe_type type) {
+        prober_stop(pod->probes[type]);
+        pod->probes[type] = NULL;
 }
 
 void rt__probes_stop(rt_pod *pod) {

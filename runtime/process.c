@@ -19,13 +19,32 @@ static int pidfd_signal(int pidfd, int sig) {
         return RET_NERRNO((int) syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0));
 }
 
-/* The whole group, while the leader's pid still pins the group id (the
- * leader is alive, or a zombie we have not reaped yet). */
+/* The whole group. Safe while the leader's pid still pins the group id:
+ * for our child until we reap it; for an adopted process (someone else
+ * reaps it) only while it is alive, which the pidfd tells without a race on
+ * the pid. */
 static int signal_group(rt_pod *p, int sig) {
-        int r = RET_NERRNO(kill(-p->record.pid, sig));
+        int r;
+
+        if (!p->is_child && (p->pidfd < 0 || pidfd_signal(p->pidfd, 0) < 0))
+                return 0; /* gone: the pid may already belong to someone else */
+        r = RET_NERRNO(kill(-p->record.pid, sig));
         if (r == -ESRCH && p->pidfd >= 0)
                 r = pidfd_signal(p->pidfd, sig); /* not a group leader (odd adoptee) */
         return r == -ESRCH ? 0 : r;
+}
+
+/* After a failure between spawn and watching: no pod may be left running
+ * unwatched, nor unreaped. Blocks for as long as SIGKILL takes. */
+static void abandon_child(rt_pod *p) {
+        siginfo_t si;
+
+        if (p->pidfd < 0 || !p->is_child)
+                return;
+        (void) kill(-p->record.pid, SIGKILL);
+        (void) waitid(P_PIDFD, (id_t) p->pidfd, &si, WEXITED);
+        rt__pid_remove(p->manager, p->record.pid);
+        p->is_child = false;
 }
 
 static void on_poll_closed(uv_handle_t *h) {
@@ -56,17 +75,23 @@ static void on_pidfd(uv_poll_t *h, int status, int events) {
         rt_pod *p = h->data;
         rt_exit e = { .kind = RT_EXIT_UNKNOWN, .reason = "Unknown" };
         siginfo_t si = {};
-        int r;
+        int r = -ECHILD;
 
-        /* The leader is gone. Whatever else runs in its group goes too, as
-         * in a container whose init died; its pid is pinned until we reap
-         * it, so the group id cannot have been reused yet. */
-        (void) kill(-p->record.pid, SIGKILL);
-
-        r = RET_NERRNO(waitid(P_PIDFD, (id_t) p->pidfd, &si, WEXITED | WNOHANG));
-        if (r == 0 && si.si_pid == 0)
-                return; /* spurious wake-up: still running */
-        rt__pid_remove(p->manager, p->record.pid);
+        if (p->is_child) {
+                /* WNOWAIT: learn the status but keep the zombie, so that the
+                 * group id stays pinned for the kill below. */
+                r = RET_NERRNO(waitid(P_PIDFD, (id_t) p->pidfd, &si, WEXITED | WNOHANG | WNOWAIT));
+                if (r == 0 && si.si_pid == 0)
+                        return; /* spurious wake-up: still running */
+                /* The leader is gone. Whatever else runs in its group goes
+                 * too, as in a container whose init died. */
+                (void) kill(-p->record.pid, SIGKILL);
+                (void) waitid(P_PIDFD, (id_t) p->pidfd, &(siginfo_t){}, WEXITED | WNOHANG);
+                rt__pid_remove(p->manager, p->record.pid);
+        }
+        /* An adopted process is not our child: its status went to its real
+         * parent (ECHILD here), and its group cannot be signalled safely
+         * once the leader has been reaped by someone else. */
         e.finished_at = now_realtime();
         e.finished_mono = now_monotonic();
         if (r == 0 && si.si_code == CLD_EXITED) {
@@ -78,7 +103,6 @@ static void on_pidfd(uv_poll_t *h, int status, int events) {
                 e.signal = si.si_status;
                 e.reason = "Killed";
         }
-        /* else ECHILD: adopted, not our child; the status went elsewhere. */
 
         stop_watching(p);
         rt__pod_exited(p, &e);
@@ -89,24 +113,22 @@ static void on_grace_timeout(uv_timer_t *t) {
         (void) signal_group(p, SIGKILL);
 }
 
+/* On failure the caller cleans up with stop_watching(). */
 static int watch(rt_pod *p) {
         int r;
 
+        p->container_id = strprintf("process://%d", (int) p->record.pid);
+        if (!p->container_id)
+                return -ENOMEM;
         r = uv_poll_init(p->manager->loop, &p->poll, p->pidfd);
         if (r < 0)
                 return r;
         p->poll.data = rt__pod_ref(p);
         p->watching = true;
-        r = uv_poll_start(&p->poll, UV_READABLE, on_pidfd);
-        if (r < 0) {
-                stop_watching(p);
-                return r;
-        }
         uv_timer_init(p->manager->loop, &p->grace_timer);
         p->grace_timer.data = rt__pod_ref(p);
         p->grace_timer_init = true;
-        p->container_id = strprintf("process://%d", (int) p->record.pid);
-        return p->container_id ? 0 : -ENOMEM;
+        return uv_poll_start(&p->poll, UV_READABLE, on_pidfd);
 }
 
 static int process_start(rt_pod *p, char **ret_error) {
@@ -145,8 +167,9 @@ static int process_start(rt_pod *p, char **ret_error) {
 
         r = watch(p);
         if (r < 0) {
-                (void) signal_group(p, SIGKILL);
                 *ret_error = strprintf("watching pid %d: %s", (int) p->record.pid, strerror(-r));
+                abandon_child(p);
+                stop_watching(p);
                 return r;
         }
         rt__pod_started(p);
@@ -172,6 +195,8 @@ static int process_adopt(rt_pod *p, char **ret_error) {
                 else
                         r = rt_process_start_time(p->record.pid, &st);
         }
+        if (r < 0 || st != p->record.start_time)
+                p->pidfd = safe_close(p->pidfd);
         if (r == -ESRCH) {
                 *ret_error = strprintf("pid %d is gone", (int) p->record.pid);
                 return -ESRCH;
@@ -203,6 +228,9 @@ static int process_adopt(rt_pod *p, char **ret_error) {
         r = watch(p);
         if (r < 0) {
                 *ret_error = strprintf("watching pid %d: %s", (int) p->record.pid, strerror(-r));
+                if (p->is_child)
+                        rt__pid_remove(p->manager, p->record.pid);
+                stop_watching(p);
                 return r;
         }
         rt__pod_started(p);
@@ -219,9 +247,14 @@ static int process_stop(rt_pod *p, usec_t grace) {
         (void) signal_group(p, SIGCONT);
         if (grace == 0)
                 return signal_group(p, SIGKILL);
-        if (p->grace_timer_init && !uv_is_active((uv_handle_t *) &p->grace_timer))
+        /* A second stop may shorten the grace period, never lengthen it. */
+        usec_t now = now_monotonic(), at = now + grace;
+        if (p->grace_timer_init &&
+            (!uv_is_active((uv_handle_t *) &p->grace_timer) || at < p->kill_at)) {
+                p->kill_at = at;
                 uv_timer_start(&p->grace_timer, on_grace_timeout,
                                (grace + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
+        }
         return r;
 }
 
@@ -232,8 +265,13 @@ static int process_signal(rt_pod *p, int sig) {
 }
 
 static void process_detach(rt_pod *p) {
-        if (p->watching && p->is_child)
+        if (p->watching && p->is_child) {
+                /* Still our child: if it exits now, the SIGCHLD handler reaps
+                 * it as any other unknown child; if it already has, do it
+                 * soon (its SIGCHLD may have come while it was still ours). */
                 rt__pid_remove(p->manager, p->record.pid);
+                rt__manager_reap_soon(p->manager);
+        }
         stop_watching(p);
 }
 

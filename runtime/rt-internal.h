@@ -79,6 +79,7 @@ struct rt_pod {
         uv_poll_t poll;
         uv_timer_t grace_timer;
         bool grace_timer_init;
+        usec_t kill_at; /* monotonic: when the grace period ends */
 };
 
 /* Reference counting keeps a pod alive while libuv still holds one of its
@@ -118,6 +119,7 @@ struct rt_manager {
 
         /* orphans (child subreaper) and our own children */
         bool subreaper;
+        bool reap_pending;
         uv_signal_t sigchld;
         pid_t *known_pids; /* open-addressing set of pids we spawned */
         size_t known_alloc, known_n, known_tombstones;
@@ -134,6 +136,8 @@ struct rt_manager {
 };
 
 void rt__manager_ref(rt_manager *m);
+/* Look for unreaped children of ours soon (after a detach). */
+void rt__manager_reap_soon(rt_manager *m);
 void rt__manager_unref(rt_manager *m);
 
 /* Pids we spawned and reap ourselves (pods and exec probes); the orphan
@@ -175,6 +179,7 @@ void rt__port_mark(rt_manager *m, uint16_t port);
 
 int rt__probes_start(rt_pod *p, const spec_container *c);
 void rt__probes_stop(rt_pod *p);
+void rt__probes_stop_one(rt_pod *p, rt_probe_type type);
 
 int rt__curl_init(rt_manager *m);
 void rt__curl_close(rt_manager *m);

@@ -89,6 +89,13 @@ NO_SANITIZE static int child_main(void *arg) {
         for (int i = 0; i < 3; i++)
                 if (syscall(SYS_dup3, c->fds[i], i, 0) < 0)
                         child_fail(c, STEP_STDIO);
+        /* Everything else goes, CLOEXEC or not: libraries (libcurl's wakeup
+         * socketpair, its probe connections) do not all set CLOEXEC, and a
+         * pod must not hold the agent's sockets. No CLONE_FILES, so this
+         * closes only the child's copies. */
+        if (syscall(SYS_close_range, 3, ~0U, 0) < 0)
+                for (int fd = 3; fd < 65536; fd++)
+                        (void) syscall(SYS_close, fd);
         if (s->cwd && syscall(SYS_chdir, s->cwd) < 0)
                 child_fail(c, STEP_CHDIR);
         if (s->set_ids) {

@@ -10,6 +10,7 @@
  *   env               print the environment, one per line, then sleep
  *   argv              print the arguments, one per line, then sleep
  *   ids               print "uid gid ngroups cwd", then sleep
+ *   fds               print the open file descriptors ("fds: 0 1 2"), then sleep
  *   spew              write numbered lines to stdout as fast as possible
  *   http PORT CODE [DELAY_MS]
  *                     serve every request with CODE after DELAY_MS
@@ -18,6 +19,7 @@
  */
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -102,6 +104,18 @@ int main(int argc, char **argv) {
                 char cwd[4096];
                 printf("%u %u %d %s\n", (unsigned) getuid(), (unsigned) getgid(),
                        getgroups(0, NULL), getcwd(cwd, sizeof cwd) ? cwd : "?");
+                sleep_forever();
+        }
+        if (!strcmp(mode, "fds")) {
+                DIR *d = opendir("/proc/self/fd");
+                struct dirent *de;
+                int self = dirfd(d);
+                printf("fds:");
+                while ((de = readdir(d)))
+                        if (de->d_name[0] != '.' && atoi(de->d_name) != self)
+                                printf(" %s", de->d_name);
+                printf("\n");
+                closedir(d);
                 sleep_forever();
         }
         if (!strcmp(mode, "spew")) {

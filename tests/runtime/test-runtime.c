@@ -523,6 +523,104 @@ static void test_grandchild_reaped(void **state) {
         harness_free(h);
 }
 
+/* Nothing of the agent's leaks into a pod: not its SQLite or log files,
+ * not libcurl's sockets (which libcurl opens without CLOEXEC), not a probe's
+ * connection. */
+static void test_no_fd_leaks(void **state) {
+        harness *h = harness_new(NULL);
+        int port = 0;
+        char *server_cmd, *probe, *c, *c2;
+        spec_pod_spec *ss, *s, *s2;
+        rt_pod *server, *probed, *pod;
+        struct sockaddr_in sa = { .sin_family = AF_INET };
+        socklen_t len = sizeof sa;
+        int fd = socket(AF_INET, SOCK_STREAM, 0), leaky;
+
+        /* a descriptor of the agent without CLOEXEC */
+        leaky = open("/dev/null", O_RDONLY);
+        assert_true(leaky >= 3);
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        bind(fd, (struct sockaddr *) &sa, sizeof sa);
+        getsockname(fd, (struct sockaddr *) &sa, &len);
+        port = ntohs(sa.sin_port);
+        close(fd);
+
+        /* An HTTP probe in flight while the next pod starts. */
+        server_cmd = strprintf("\"http\", \"%d\", \"200\", \"500\"", port);
+        c = cmd(server_cmd);
+        ss = pod_spec(c, NULL);
+        server = start(h, "server", ss);
+        assert_true(wait_log(h, "server", "listening"));
+        probe = strprintf("        readinessProbe: {httpGet: {port: %d}, periodSeconds: 1}", port);
+        c2 = cmd("\"sleep\"");
+        s = pod_spec(c2, probe, NULL);
+        probed = start(h, "probed", s);
+        run_for(h, 200); /* the probe's request is now waiting on the server */
+        free(c2);
+        c2 = cmd("\"fds\"");
+        s2 = pod_spec(c2, NULL);
+        pod = start(h, "fds", s2);
+        assert_true(wait_log(h, "fds", "fds:"));
+        char *log = read_log(h, "fds");
+        if (!strstr(log, "fds: 0 1 2\n"))
+                fail_msg("a pod inherited descriptors: %s", log);
+        free(log);
+        close(leaky);
+        rt_pod *all[] = { server, probed, pod };
+        for (int i = 0; i < 3; i++) {
+                rt_pod_stop(all[i], 0);
+                assert_true(run_until(h, pod_exited, all[i], 5000));
+                rt_pod_free(all[i]);
+        }
+        pod_spec_free(ss);
+        pod_spec_free(s);
+        pod_spec_free(s2);
+        free(c);
+        free(c2);
+        free(probe);
+        free(server_cmd);
+        harness_free(h);
+}
+
+/* Closing the manager right after a start (its `started` still queued)
+ * leaves the process running and frees everything (LeakSanitizer). */
+static void test_close_right_after_start(void **state) {
+        harness *h = harness_new(NULL);
+        char *c = cmd("\"sleep\"");
+        spec_pod_spec *s = pod_spec(c, NULL);
+        rt_pod *pod = start(h, "quick", s);
+        pid_t pid = rt_pod_record(pod)->pid;
+
+        harness_free(h); /* closes the manager: the pod is detached */
+        assert_int_equal(kill(pid, 0), 0);
+        assert_int_equal(kill(-pid, SIGKILL), 0);
+        for (int i = 0; i < 100 && waitpid(pid, NULL, WNOHANG) == 0; i++)
+                usleep(10000);
+        pod_spec_free(s);
+        free(c);
+}
+
+/* A second stop can shorten the grace period. */
+static void test_stop_shortens_grace(void **state) {
+        harness *h = harness_new(NULL);
+        char *c = cmd("\"ignore-term\"");
+        spec_pod_spec *s = pod_spec(c, NULL);
+        rt_pod *pod = start(h, "stubborn2", s);
+        usec_t t0;
+
+        assert_true(wait_log(h, "stubborn2", "ignoring SIGTERM"));
+        t0 = now_monotonic();
+        rt_pod_stop(pod, 30 * USEC_PER_SEC);
+        run_for(h, 100);
+        rt_pod_stop(pod, 200 * USEC_PER_MSEC);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        assert_true(now_monotonic() - t0 < 2 * USEC_PER_SEC);
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        free(c);
+        harness_free(h);
+}
+
 /* ---- logs ------------------------------------------------------------------------------------ */
 
 static bool rotated(harness *h, void *arg) {
@@ -987,6 +1085,9 @@ int main(void) {
                 cmocka_unit_test(test_env_and_expansion),
                 cmocka_unit_test(test_grace_then_kill),
                 cmocka_unit_test(test_grandchild_reaped),
+                cmocka_unit_test(test_no_fd_leaks),
+                cmocka_unit_test(test_close_right_after_start),
+                cmocka_unit_test(test_stop_shortens_grace),
                 cmocka_unit_test(test_log_rotation),
                 cmocka_unit_test(test_adopt_refuses_reused_pid),
                 cmocka_unit_test(test_adopt_by_second_agent),

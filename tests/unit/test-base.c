@@ -172,11 +172,56 @@ static void test_read_full_file(void **state) {
         assert_int_equal(read_full_file(path, 4, &data, &n), -ENOENT);
 }
 
+/* Against a plain array as the reference, with many removals so that the
+ * backward-shift deletion is exercised across wrap-around. */
+static void test_hashmap(void **state) {
+        tend_hashmap *h = tend_hashmap_new();
+        enum { N = 3000 };
+        static bool present[N];
+        uint32_t seed = 7;
+
+        assert_non_null(h);
+        for (int round = 0; round < 20000; round++) {
+                char key[32];
+                void *old;
+                seed = seed * 1103515245 + 12345;
+                int k = (int) ((seed >> 8) % N);
+                snprintf(key, sizeof key, "ns/pod-%d", k);
+                if ((seed >> 4) % 3 == 0) {
+                        void *v = tend_hashmap_remove(h, key);
+                        assert_true(present[k] ? v == (void *) (intptr_t) (k + 1) : v == NULL);
+                        present[k] = false;
+                } else {
+                        assert_int_equal(
+                                tend_hashmap_put(h, key, (void *) (intptr_t) (k + 1), &old), 0);
+                        assert_true(present[k] ? old == (void *) (intptr_t) (k + 1) : old == NULL);
+                        present[k] = true;
+                }
+        }
+        size_t count = 0;
+        for (int k = 0; k < N; k++) {
+                char key[32];
+                snprintf(key, sizeof key, "ns/pod-%d", k);
+                assert_true(present[k] ? tend_hashmap_get(h, key) == (void *) (intptr_t) (k + 1)
+                                       : tend_hashmap_get(h, key) == NULL);
+                count += present[k];
+        }
+        assert_int_equal(tend_hashmap_size(h), count);
+        size_t iterated = 0;
+        const char *key;
+        void *v;
+        for (size_t i = 0; tend_hashmap_next(h, &i, &key, &v);)
+                iterated++;
+        assert_int_equal(iterated, count);
+        tend_hashmap_free(h);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_buf_bounded), cmocka_unit_test(test_timestamps),
                 cmocka_unit_test(test_durations),   cmocka_unit_test(test_strings),
                 cmocka_unit_test(test_log_levels),  cmocka_unit_test(test_read_full_file),
+                cmocka_unit_test(test_hashmap),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

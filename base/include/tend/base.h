@@ -262,3 +262,24 @@ static inline void tend_buf_freep(tend_buf *b) {
 /* Read a whole file (or stdin for "-") up to max bytes. More than max is
  * -EFBIG (nothing returned). Returns 0 and a NUL-terminated buffer. */
 int read_full_file(const char *path, size_t max, char **ret, size_t *ret_size);
+
+/* ---- string-keyed hash map --------------------------------------------------- */
+
+/* Open addressing with linear probing and backward-shift deletion (no
+ * tombstones). Keys are copied; values are borrowed pointers the caller
+ * owns. */
+typedef struct tend_hashmap tend_hashmap;
+
+tend_hashmap *tend_hashmap_new(void);
+tend_hashmap *tend_hashmap_free(tend_hashmap *h);
+DEFINE_TRIVIAL_CLEANUP_FUNC(tend_hashmap *, tend_hashmap_free);
+size_t tend_hashmap_size(const tend_hashmap *h);
+void *tend_hashmap_get(const tend_hashmap *h, const char *key);
+/* Inserts or replaces; *ret_old (may be NULL) gets the replaced value.
+ * Returns 0 or -ENOMEM. */
+int tend_hashmap_put(tend_hashmap *h, const char *key, void *value, void **ret_old);
+/* Removes and returns the value, NULL if absent. */
+void *tend_hashmap_remove(tend_hashmap *h, const char *key);
+/* Iteration: for (size_t i = 0; tend_hashmap_next(h, &i, &k, &v);) — do not
+ * modify the map while iterating. */
+bool tend_hashmap_next(const tend_hashmap *h, size_t *i, const char **ret_key, void **ret_value);
