@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Planners: every decision of the controllers as a pure function (DESIGN §5,
+ * STYLE "Functional core"). Inputs in, actions out, time passed in as a
+ * number; no I/O, no clock, no globals. Table-tested in tests/unit/test-plan.c
+ * against the worked examples of k8s-semantics §3.
+ *
+ * Times are usec_t in one clock, whichever the caller uses consistently (the
+ * controllers pass wall-clock times from the objects, since those survive an
+ * agent restart).
+ */
+
+#include "tend/spec.h"
+
+/* ---- ReplicaSets as the rollout sees them ------------------------------------------ */
+
+typedef struct plan_rs {
+        const char *name;
+        usec_t created;           /* creationTimestamp: oldest first */
+        int32_t spec_replicas;    /* spec.replicas */
+        int32_t active;           /* pods not terminal and not being deleted */
+        int32_t available;        /* status.availableReplicas */
+        int32_t terminating;      /* pods being deleted whose process still runs */
+        int32_t max_replicas_ann; /* deployment.kubernetes.io/max-replicas, -1 absent */
+        int32_t desired_ann;      /* deployment.kubernetes.io/desired-replicas, -1 absent */
+        bool is_new;              /* the ReplicaSet of the current template */
+} plan_rs;
+
+/* What one RS occupies towards replicas + maxSurge. Stricter than
+ * Kubernetes (issues #95498, #107920): pods still terminating count, so the
+ * processes of a deployment never exceed the bound by the agent's doing. */
+int32_t plan_rs_occupancy(const plan_rs *rs);
+
+/* §3.2 step 2, reconcileNewReplicaSet: the new RS's next spec.replicas. */
+int32_t plan_new_rs_replicas(int32_t replicas, int32_t max_surge, const plan_rs *rss, size_t n,
+                             size_t new_index);
+
+/* §3.2 step 3, reconcileOldReplicaSets: cleanup of unhealthy old replicas
+ * first, then scale-down bounded by availability. targets[i] is set for
+ * every RS (unchanged ones keep their spec). Returns true if any changed. */
+bool plan_scale_down_old(int32_t replicas, int32_t max_unavailable, const plan_rs *rss, size_t n,
+                         int32_t *targets);
+
+/* §3.4 sync()/scale(): proportional scaling when replicas changed mid-
+ * rollout or the deployment is paused. deployment_status_replicas stands in
+ * for a missing max-replicas annotation. Returns true if any changed. */
+bool plan_proportional(int32_t replicas, int32_t max_surge, bool rolling,
+                       int32_t deployment_status_replicas, const plan_rs *rss, size_t n,
+                       int32_t *targets);
+
+/* IsScalingEvent: some active RS was sized for another replica count. */
+bool plan_is_scaling_event(int32_t replicas, const plan_rs *rss, size_t n);
+
+/* ---- pods -------------------------------------------------------------------------------- */
+
+/* §3.3: ready and ready for minReadySeconds. When ready but not yet
+ * available, *ret_next is when it will be (else USEC_INFINITY). */
+bool plan_pod_available(bool ready, usec_t ready_since, int32_t min_ready_seconds, usec_t now,
+                        usec_t *ret_next);
+
+typedef struct plan_pod {
+        const char *uid; /* last tie-break */
+        bool started;    /* has run (Kubernetes: scheduled to a node) */
+        int phase;       /* spec_pod_phase */
+        bool ready;
+        usec_t ready_since;
+        int32_t deletion_cost; /* controller.kubernetes.io/pod-deletion-cost */
+        int32_t restarts;
+        usec_t created;
+} plan_pod;
+
+/* §7.2 ActivePodsWithRanks on one host: not started < Pending < Unknown <
+ * Running < not ready < lower deletion cost < ready for less time < more
+ * restarts < newer < uid. Fills order[] with indices, deleted first. */
+void plan_deletion_order(const plan_pod *pods, size_t n, size_t *order);
+
+/* Crash-loop back-off (tend's, faster than the kubelet's): the first young
+ * death is replaced at once, then each further one waits 1 s, 2 s, 4 s, ...
+ * capped at 5 minutes. streak counts consecutive young deaths. */
+#define PLAN_BACKOFF_MAX (300 * USEC_PER_SEC)
+#define PLAN_YOUNG (10 * USEC_PER_SEC)         /* died within this of start: young */
+#define PLAN_BACKOFF_RESET (60 * USEC_PER_SEC) /* up this long: streak forgotten */
+usec_t plan_backoff_delay(unsigned streak);
+bool plan_died_young(bool was_ready, usec_t ran_for);
+
+/* ---- history and rollback -------------------------------------------------------------------- */
+
+typedef struct plan_old_rs {
+        const char *name;
+        usec_t created;
+        int32_t spec_replicas;
+        int32_t status_replicas;
+        bool settled; /* generation <= observedGeneration */
+        bool deleting;
+} plan_old_rs;
+
+/* §6: which old RSs history cleanup deletes (oldest first, only empty and
+ * settled ones, skipped ones not replaced). limit < 0: keep all. */
+size_t plan_history_prune(const plan_old_rs *old, size_t n, int32_t limit, bool *ret_delete);
+
+/* §4.1: the RS `rollout undo` returns to. revisions[i] is RS i's revision
+ * (-1 when unparsable: skipped). to_revision 0 means the previous one.
+ * Returns 0 and the index, -EINVAL for a negative revision, -ENOENT when
+ * there is no such revision (or no history). */
+int plan_undo_target(const int64_t *revisions, size_t n, int64_t to_revision, size_t *ret_index);
+
+/* The highest revision among the RSs, 0 if none. */
+int64_t plan_max_revision(const int64_t *revisions, size_t n);
+
+/* Appends rev to a revision-history annotation value, dropping the oldest
+ * entries to stay within 2000 characters. New string. */
+char *plan_revision_history_append(const char *history, int64_t rev);
+
+/* ---- status and conditions ----------------------------------------------------------------------
+ */
+
+/* Kubernetes' condition update rule (§5.2): same status and reason leaves
+ * the condition alone; same status, new reason keeps lastTransitionTime;
+ * otherwise replaced. Returns true if anything changed. now is wall clock. */
+bool plan_set_condition(spec_condition **conds, size_t *n, const char *type, const char *status,
+                        const char *reason, const char *message, usec_t now);
+/* The Progressing special case (§5.3): everything but lastTransitionTime
+ * is rewritten even when status and reason are the same. */
+bool plan_refresh_condition(spec_condition **conds, size_t *n, const char *type, const char *status,
+                            const char *reason, const char *message, usec_t now);
+const spec_condition *plan_get_condition(const spec_condition *conds, size_t n, const char *type);
+void plan_remove_condition(spec_condition **conds, size_t *n, const char *type);
+
+/* DeploymentComplete (§5.2). */
+bool plan_deployment_complete(const spec_deployment *d);
+
+typedef enum plan_rollout {
+        PLAN_ROLLOUT_WAITING,
+        PLAN_ROLLOUT_DONE,
+        PLAN_ROLLOUT_FAILED,
+} plan_rollout;
+
+/* `rollout status` (§5.5), with kubectl's messages. revision 0: any. The
+ * message is written to msg (at most size bytes). */
+plan_rollout plan_rollout_status(const spec_deployment *d, int64_t revision, char *msg,
+                                 size_t size);

@@ -1,0 +1,875 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The store (see store.h). In memory: per kind, a hash map "ns/name" →
+ * index into a dense array of objects (so listing is a plain array). On
+ * disk: one SQLite table of canonical JSON bodies, one of runtime records,
+ * and the resourceVersion counter, all written in the same transaction.
+ */
+
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "store.h"
+
+#define SCHEMA_VERSION 1
+
+static const char *const kind_names[_STORE_KIND_MAX] = {
+        [STORE_DEPLOYMENT] = "Deployment",
+        [STORE_REPLICA_SET] = "ReplicaSet",
+        [STORE_POD] = "Pod",
+        [STORE_EVENT] = "Event",
+};
+
+const char *store_kind_to_string(store_kind k) {
+        return k >= 0 && k < _STORE_KIND_MAX ? kind_names[k] : NULL;
+}
+
+const spec_type *store_kind_type(store_kind k) {
+        switch (k) {
+        case STORE_DEPLOYMENT:
+                return &spec_type_deployment;
+        case STORE_REPLICA_SET:
+                return &spec_type_replica_set;
+        case STORE_POD:
+                return &spec_type_pod;
+        case STORE_EVENT:
+                return &spec_type_event;
+        default:
+                return NULL;
+        }
+}
+
+/* Every API object starts with apiVersion, kind, metadata: the codec
+ * tables agree, so the metadata of any kind can be reached the same way. */
+typedef struct object_head {
+        char *api_version;
+        char *kind;
+        spec_meta metadata;
+} object_head;
+
+static spec_meta *meta_of(const void *obj) {
+        return &((object_head *) obj)->metadata;
+}
+
+typedef struct collection {
+        tend_hashmap *index; /* "ns/name" → (index + 1) */
+        void **items;
+        size_t n, alloc;
+} collection;
+
+typedef struct undo {
+        store_kind kind;
+        char *key;
+        void *old; /* owned; NULL if the key did not exist */
+        bool is_record;
+        json_t *old_record;
+} undo;
+
+typedef struct note {
+        store_kind kind;
+        store_change change;
+        const void *obj;
+} note;
+
+typedef struct watcher {
+        store_watch_fn fn;
+        void *userdata;
+} watcher;
+
+struct store {
+        sqlite3 *db;
+        sqlite3_stmt *put_obj, *del_obj, *put_rec, *del_rec, *set_rv;
+        bool in_txn;
+        uint64_t rv;
+        collection coll[_STORE_KIND_MAX];
+        tend_hashmap *records;    /* pod uid → json_t* */
+        tend_hashmap *event_keys; /* "uid\x1freason\x1fmessage" → event name */
+        undo *undo;
+        size_t n_undo, alloc_undo;
+        note *notes;
+        size_t n_notes, alloc_notes;
+        watcher *watchers;
+        size_t n_watchers;
+        char hostname[64];
+};
+
+/* ---- helpers -------------------------------------------------------------------------------- */
+
+static char *obj_key(const char *ns, const char *name) {
+        return strprintf("%s/%s", strempty(ns), strempty(name));
+}
+
+char *store_new_uid(char buf[static 37]) {
+        uint8_t b[16];
+
+        if (getrandom(b, sizeof b, 0) != sizeof b)
+                for (size_t i = 0; i < sizeof b; i++) /* never seen; still unique enough */
+                        b[i] = (uint8_t) (rand() ^ (int) now_monotonic());
+        b[6] = (uint8_t) ((b[6] & 0x0f) | 0x40);
+        b[8] = (uint8_t) ((b[8] & 0x3f) | 0x80);
+        snprintf(buf, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                 b[13], b[14], b[15]);
+        return buf;
+}
+
+static int sql_error(store *s, int rc) {
+        /* SQLITE_FULL and friends map to errnos a caller can name. */
+        switch (rc & 0xff) {
+        case SQLITE_FULL:
+                return -ENOSPC;
+        case SQLITE_IOERR:
+                return -EIO;
+        case SQLITE_READONLY:
+        case SQLITE_PERM:
+                return -EROFS;
+        case SQLITE_NOMEM:
+                return -ENOMEM;
+        case SQLITE_CORRUPT:
+        case SQLITE_NOTADB:
+                return -EBADMSG;
+        default:
+                return -EIO;
+        }
+}
+
+static int exec(store *s, const char *sql) {
+        int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+        return rc == SQLITE_OK ? 0 : sql_error(s, rc);
+}
+
+static int begin(store *s) {
+        int r;
+
+        if (s->in_txn)
+                return 0;
+        r = exec(s, "BEGIN IMMEDIATE");
+        if (r >= 0)
+                s->in_txn = true;
+        return r;
+}
+
+static int step_reset(store *s, sqlite3_stmt *st) {
+        int rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        return rc == SQLITE_DONE ? 0 : sql_error(s, rc);
+}
+
+/* ---- collections ---------------------------------------------------------------------------- */
+
+static void *coll_get(const collection *c, const char *key) {
+        uintptr_t i = (uintptr_t) tend_hashmap_get(c->index, key);
+        return i ? c->items[i - 1] : NULL;
+}
+
+/* Puts obj under key; returns the replaced object (owned by the caller). */
+static int coll_put(collection *c, const char *key, void *obj, void **ret_old) {
+        uintptr_t i = (uintptr_t) tend_hashmap_get(c->index, key);
+
+        if (i) {
+                *ret_old = c->items[i - 1];
+                c->items[i - 1] = obj;
+                return 0;
+        }
+        if (c->n == c->alloc) {
+                size_t na = c->alloc ? c->alloc * 2 : 16;
+                void **ni = realloc(c->items, sizeof(void *) * na);
+                if (!ni)
+                        return -ENOMEM;
+                c->items = ni;
+                c->alloc = na;
+        }
+        if (tend_hashmap_put(c->index, key, (void *) (uintptr_t) (c->n + 1), NULL) < 0)
+                return -ENOMEM;
+        c->items[c->n++] = obj;
+        *ret_old = NULL;
+        return 0;
+}
+
+/* Removes key; returns the object (owned by the caller) or NULL. Moves the
+ * last item into the hole. */
+static void *coll_remove(collection *c, const char *key, const spec_type *t) {
+        uintptr_t i = (uintptr_t) tend_hashmap_remove(c->index, key);
+        void *obj, *last;
+
+        if (!i)
+                return NULL;
+        obj = c->items[i - 1];
+        last = c->items[--c->n];
+        if (i - 1 != c->n) {
+                _cleanup_free_ char *lk = NULL;
+                spec_meta *m = meta_of(last);
+                c->items[i - 1] = last;
+                lk = obj_key(m->namespace, m->name);
+                if (lk)
+                        (void) tend_hashmap_put(c->index, lk, (void *) (uintptr_t) i, NULL);
+        }
+        (void) t;
+        return obj;
+}
+
+/* ---- undo and notifications ---------------------------------------------------------------- */
+
+static int push_undo(store *s, undo u) {
+        if (s->n_undo == s->alloc_undo) {
+                size_t na = s->alloc_undo ? s->alloc_undo * 2 : 64;
+                undo *nu = realloc(s->undo, sizeof(undo) * na);
+                if (!nu)
+                        return -ENOMEM;
+                s->undo = nu;
+                s->alloc_undo = na;
+        }
+        s->undo[s->n_undo++] = u;
+        return 0;
+}
+
+static int push_note(store *s, store_kind kind, store_change change, const void *obj) {
+        if (s->n_notes == s->alloc_notes) {
+                size_t na = s->alloc_notes ? s->alloc_notes * 2 : 64;
+                note *nn = realloc(s->notes, sizeof(note) * na);
+                if (!nn)
+                        return -ENOMEM;
+                s->notes = nn;
+                s->alloc_notes = na;
+        }
+        s->notes[s->n_notes++] = (note){ kind, change, obj };
+        return 0;
+}
+
+static void free_undo(store *s) {
+        for (size_t i = 0; i < s->n_undo; i++) {
+                undo *u = &s->undo[i];
+                if (u->is_record)
+                        json_decref(u->old_record);
+                else
+                        spec_free(store_kind_type(u->kind), u->old);
+                free(u->key);
+        }
+        s->n_undo = 0;
+}
+
+/* ---- objects -----------------------------------------------------------------------------------
+ */
+
+static void event_key_forget(store *s, const spec_event *e);
+static void event_key_learn(store *s, const spec_event *e);
+
+static int write_row(store *s, store_kind kind, const char *ns, const char *name, const void *obj) {
+        _cleanup_free_ char *body = NULL;
+        json_t *j;
+
+        if (!obj) {
+                sqlite3_bind_text(s->del_obj, 1, kind_names[kind], -1, SQLITE_STATIC);
+                sqlite3_bind_text(s->del_obj, 2, strempty(ns), -1, SQLITE_STATIC);
+                sqlite3_bind_text(s->del_obj, 3, strempty(name), -1, SQLITE_STATIC);
+                return step_reset(s, s->del_obj);
+        }
+        j = spec_encode(store_kind_type(kind), obj);
+        body = j ? spec_json_dump_canonical(j) : NULL;
+        json_decref(j);
+        if (!body)
+                return -ENOMEM;
+        sqlite3_bind_text(s->put_obj, 1, kind_names[kind], -1, SQLITE_STATIC);
+        sqlite3_bind_text(s->put_obj, 2, strempty(ns), -1, SQLITE_STATIC);
+        sqlite3_bind_text(s->put_obj, 3, strempty(name), -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s->put_obj, 4, (sqlite3_int64) meta_of(obj)->resource_version);
+        sqlite3_bind_text(s->put_obj, 5, body, -1, SQLITE_STATIC);
+        return step_reset(s, s->put_obj);
+}
+
+static int bump_rv(store *s) {
+        s->rv++;
+        sqlite3_bind_int64(s->set_rv, 1, (sqlite3_int64) s->rv);
+        return step_reset(s, s->set_rv);
+}
+
+int store_put(store *s, store_kind kind, void *obj, const void **ret_stored) {
+        const spec_type *t = store_kind_type(kind);
+        spec_meta *m = meta_of(obj);
+        _cleanup_free_ char *key = NULL;
+        void *old = NULL;
+        char uid[37];
+        int r;
+
+        if (!t || !m->name) {
+                spec_free(t, obj);
+                return -EINVAL;
+        }
+        if (!m->namespace && !(m->namespace = strdup("default"))) {
+                spec_free(t, obj);
+                return -ENOMEM;
+        }
+        key = obj_key(m->namespace, m->name);
+        if (!key || (!m->uid && !(m->uid = strdup(store_new_uid(uid))))) {
+                spec_free(t, obj);
+                return -ENOMEM;
+        }
+        if (!m->creation_timestamp)
+                m->creation_timestamp = now_realtime() / USEC_PER_SEC * USEC_PER_SEC;
+        if (!((object_head *) obj)->kind)
+                ((object_head *) obj)->kind = strdup(kind_names[kind]);
+        if (!((object_head *) obj)->api_version)
+                ((object_head *) obj)->api_version = strdup(
+                        kind == STORE_POD || kind == STORE_EVENT ? "v1" : "apps/v1");
+
+        r = begin(s);
+        if (r >= 0)
+                r = bump_rv(s);
+        if (r < 0) {
+                spec_free(t, obj);
+                return r;
+        }
+        m->resource_version = s->rv;
+        r = write_row(s, kind, m->namespace, m->name, obj);
+        if (r < 0) {
+                spec_free(t, obj);
+                return r;
+        }
+        r = coll_put(&s->coll[kind], key, obj, &old);
+        if (r < 0) {
+                spec_free(t, obj);
+                return r;
+        }
+        r = push_undo(s, (undo){ .kind = kind, .key = TAKE_PTR(key), .old = old });
+        if (r < 0)
+                return r; /* in memory; the commit will carry it */
+        if (kind == STORE_EVENT) {
+                if (old)
+                        event_key_forget(s, old);
+                event_key_learn(s, obj);
+        }
+        (void) push_note(s, kind, old ? STORE_MODIFIED : STORE_ADDED, obj);
+        if (ret_stored)
+                *ret_stored = obj;
+        return 0;
+}
+
+int store_delete(store *s, store_kind kind, const char *namespace, const char *name) {
+        _cleanup_free_ char *key = obj_key(namespace, name);
+        void *old;
+        int r;
+
+        if (!key)
+                return -ENOMEM;
+        if (!coll_get(&s->coll[kind], key))
+                return -ENOENT;
+        r = begin(s);
+        if (r >= 0)
+                r = bump_rv(s);
+        if (r >= 0)
+                r = write_row(s, kind, namespace, name, NULL);
+        if (r < 0)
+                return r;
+        old = coll_remove(&s->coll[kind], key, store_kind_type(kind));
+        meta_of(old)->resource_version = s->rv; /* the DELETED event's version */
+        if (kind == STORE_EVENT)
+                event_key_forget(s, old);
+        r = push_undo(s, (undo){ .kind = kind, .key = TAKE_PTR(key), .old = old });
+        if (r < 0)
+                return r;
+        (void) push_note(s, kind, STORE_DELETED, old);
+        return 0;
+}
+
+const void *store_get(const store *s, store_kind kind, const char *namespace, const char *name) {
+        char buf[512];
+
+        if (kind < 0 || kind >= _STORE_KIND_MAX)
+                return NULL;
+        snprintf(buf, sizeof buf, "%s/%s", strempty(namespace), strempty(name));
+        return coll_get(&s->coll[kind], buf);
+}
+
+size_t store_list(const store *s, store_kind kind, const void *const **ret) {
+        *ret = (const void *const *) s->coll[kind].items;
+        return s->coll[kind].n;
+}
+
+uint64_t store_resource_version(const store *s) {
+        return s->rv;
+}
+
+/* ---- commit and rollback -----------------------------------------------------------------------
+ */
+
+int store_commit(store *s, bool durable) {
+        int r;
+
+        if (!s->in_txn)
+                return 0;
+        if (durable)
+                (void) exec(s, "PRAGMA synchronous=FULL");
+        r = exec(s, "COMMIT");
+        if (durable)
+                (void) exec(s, "PRAGMA synchronous=NORMAL");
+        if (r < 0) {
+                store_rollback(s);
+                return r;
+        }
+        s->in_txn = false;
+
+        /* Subscribers hear of changes only once they are on disk. The objects
+         * the notes point to stay valid until free_undo() below. */
+        for (size_t i = 0; i < s->n_notes; i++)
+                for (size_t w = 0; w < s->n_watchers; w++)
+                        s->watchers[w].fn(s->notes[i].kind, s->notes[i].change, s->notes[i].obj,
+                                          s->watchers[w].userdata);
+        s->n_notes = 0;
+        free_undo(s);
+        return 0;
+}
+
+void store_rollback(store *s) {
+        if (s->in_txn)
+                (void) exec(s, "ROLLBACK");
+        s->in_txn = false;
+        /* Undo in reverse order, restoring the old objects. */
+        for (size_t i = s->n_undo; i > 0; i--) {
+                undo *u = &s->undo[i - 1];
+                if (u->is_record) {
+                        json_t *cur = NULL;
+                        if (u->old_record)
+                                (void) tend_hashmap_put(s->records, u->key, u->old_record,
+                                                        (void **) &cur);
+                        else
+                                cur = tend_hashmap_remove(s->records, u->key);
+                        json_decref(cur);
+                        u->old_record = NULL;
+                } else {
+                        const spec_type *t = store_kind_type(u->kind);
+                        void *cur = NULL;
+                        if (u->old)
+                                (void) coll_put(&s->coll[u->kind], u->key, u->old, &cur);
+                        else
+                                cur = coll_remove(&s->coll[u->kind], u->key, t);
+                        if (u->kind == STORE_EVENT) {
+                                if (cur)
+                                        event_key_forget(s, cur);
+                                if (u->old)
+                                        event_key_learn(s, u->old);
+                        }
+                        spec_free(t, cur);
+                        u->old = NULL;
+                }
+                free(u->key);
+        }
+        s->n_undo = 0;
+        s->n_notes = 0;
+        /* The counter on disk was rolled back too. */
+        {
+                sqlite3_stmt *st = NULL;
+                if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'rv'", -1, &st,
+                                       NULL) == SQLITE_OK &&
+                    sqlite3_step(st) == SQLITE_ROW)
+                        s->rv = (uint64_t) sqlite3_column_int64(st, 0);
+                sqlite3_finalize(st);
+        }
+}
+
+/* ---- records
+ * -------------------------------------------------------------------------------------- */
+
+int store_put_record(store *s, const char *pod_uid, json_t *record) {
+        _cleanup_free_ char *text = spec_json_dump_canonical(record);
+        json_t *old = NULL;
+        char *key = strdup(pod_uid);
+        int r;
+
+        if (!text || !key) {
+                free(key);
+                return -ENOMEM;
+        }
+        r = begin(s);
+        if (r < 0) {
+                free(key);
+                return r;
+        }
+        sqlite3_bind_text(s->put_rec, 1, pod_uid, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s->put_rec, 2, text, -1, SQLITE_STATIC);
+        r = step_reset(s, s->put_rec);
+        if (r >= 0)
+                r = tend_hashmap_put(s->records, pod_uid, json_incref(record), (void **) &old);
+        if (r < 0) {
+                free(key);
+                return r;
+        }
+        return push_undo(s, (undo){ .key = key, .is_record = true, .old_record = old });
+}
+
+json_t *store_get_record(const store *s, const char *pod_uid) {
+        return tend_hashmap_get(s->records, pod_uid);
+}
+
+int store_delete_record(store *s, const char *pod_uid) {
+        json_t *old;
+        char *key;
+        int r;
+
+        if (!tend_hashmap_get(s->records, pod_uid))
+                return -ENOENT;
+        key = strdup(pod_uid);
+        if (!key)
+                return -ENOMEM;
+        r = begin(s);
+        if (r >= 0) {
+                sqlite3_bind_text(s->del_rec, 1, pod_uid, -1, SQLITE_STATIC);
+                r = step_reset(s, s->del_rec);
+        }
+        if (r < 0) {
+                free(key);
+                return r;
+        }
+        old = tend_hashmap_remove(s->records, pod_uid);
+        return push_undo(s, (undo){ .key = key, .is_record = true, .old_record = old });
+}
+
+/* ---- events
+ * -------------------------------------------------------------------------------------- */
+
+static char *event_fold_key(const char *uid, const char *reason, const char *message) {
+        return strprintf("%s\x1f%s\x1f%s", strempty(uid), strempty(reason), strempty(message));
+}
+
+static void event_key_learn(store *s, const spec_event *e) {
+        _cleanup_free_ char *k = event_fold_key(e->involved_object.uid, e->reason, e->message);
+        char *v = strprintf("%s/%s", strempty(e->metadata.namespace), e->metadata.name);
+        char *old = NULL;
+
+        if (!k || !v || tend_hashmap_put(s->event_keys, k, v, (void **) &old) < 0)
+                free(v);
+        free(old);
+}
+
+static void event_key_forget(store *s, const spec_event *e) {
+        _cleanup_free_ char *k = event_fold_key(e->involved_object.uid, e->reason, e->message);
+        if (k)
+                free(tend_hashmap_remove(s->event_keys, k));
+}
+
+/* Oldest-first pruning: by age, then by count. O(events) per call, and
+ * events are capped at STORE_EVENTS_MAX. */
+static int prune_events(store *s, usec_t now) {
+        collection *c = &s->coll[STORE_EVENT];
+        int r;
+
+        for (;;) {
+                const spec_event *oldest = NULL;
+                for (size_t i = 0; i < c->n; i++) {
+                        const spec_event *e = c->items[i];
+                        if (!oldest || e->last_timestamp < oldest->last_timestamp)
+                                oldest = e;
+                }
+                if (!oldest || (c->n <= STORE_EVENTS_MAX &&
+                                oldest->last_timestamp + STORE_EVENTS_MAX_AGE >= now))
+                        return 0;
+                r = store_delete(s, STORE_EVENT, oldest->metadata.namespace, oldest->metadata.name);
+                if (r < 0)
+                        return r;
+        }
+}
+
+int store_record_event(store *s, store_kind involved_kind, const spec_meta *involved,
+                       const char *type, const char *reason, const char *message, usec_t now) {
+        _cleanup_free_ char *k = event_fold_key(involved->uid, reason, message);
+        const char *where = k ? tend_hashmap_get(s->event_keys, k) : NULL;
+        const spec_event *cur = NULL;
+        spec_event *e;
+        int r;
+
+        if (!k)
+                return -ENOMEM;
+        if (where) {
+                const char *slash = strchr(where, '/');
+                _cleanup_free_ char *ns = strndup(where, (size_t) (slash - where));
+                cur = ns ? store_get(s, STORE_EVENT, ns, slash + 1) : NULL;
+        }
+        if (cur) {
+                e = spec_event_copy(cur);
+                if (!e)
+                        return -ENOMEM;
+                e->count = MAX(e->count, 1) + 1;
+                e->last_timestamp = now;
+        } else {
+                char uid[37];
+                e = spec_event_new();
+                if (!e)
+                        return -ENOMEM;
+                e->metadata.namespace = strdup(strempty(involved->namespace));
+                e->metadata.name = strprintf("%s.%.16s", strempty(involved->name),
+                                             store_new_uid(uid) + 19);
+                e->involved_object.kind = strdup(kind_names[involved_kind]);
+                e->involved_object.api_version = strdup(
+                        involved_kind == STORE_POD || involved_kind == STORE_EVENT ? "v1"
+                                                                                   : "apps/v1");
+                e->involved_object.namespace = strdup(strempty(involved->namespace));
+                e->involved_object.name = strdup(strempty(involved->name));
+                e->involved_object.uid = strdup(strempty(involved->uid));
+                e->reason = strdup(reason);
+                e->message = strdup(message);
+                e->type = strdup(type);
+                e->count = 1;
+                e->first_timestamp = e->last_timestamp = now;
+                e->source.component = strdup("tendd");
+                e->source.host = strdup(s->hostname);
+                if (!e->metadata.namespace || !e->metadata.name || !e->reason || !e->message ||
+                    !e->type) {
+                        spec_event_free(e);
+                        return -ENOMEM;
+                }
+                /* Names are cosmetic; replace ':' and '/' a uid would not have. */
+                for (char *c = e->metadata.name; *c; c++)
+                        if (*c == '/')
+                                *c = '-';
+        }
+        r = store_put(s, STORE_EVENT, e, NULL);
+        if (r < 0)
+                return r;
+        return prune_events(s, now);
+}
+
+/* ---- open and close -------------------------------------------------------------------------- */
+
+static int subscribe(store *s, store_watch_fn fn, void *userdata) {
+        watcher *nw = realloc(s->watchers, sizeof(watcher) * (s->n_watchers + 1));
+        if (!nw)
+                return -ENOMEM;
+        s->watchers = nw;
+        s->watchers[s->n_watchers++] = (watcher){ fn, userdata };
+        return 0;
+}
+
+int store_subscribe(store *s, store_watch_fn fn, void *userdata) {
+        return subscribe(s, fn, userdata);
+}
+
+void store_unsubscribe(store *s, store_watch_fn fn, void *userdata) {
+        for (size_t i = 0; i < s->n_watchers; i++)
+                if (s->watchers[i].fn == fn && s->watchers[i].userdata == userdata) {
+                        memmove(&s->watchers[i], &s->watchers[i + 1],
+                                sizeof(watcher) * (s->n_watchers - i - 1));
+                        s->n_watchers--;
+                        return;
+                }
+}
+
+/* Schema migrations: index = version reached. Each runs in the open
+ * transaction; user_version is set after the last. */
+static const char *const migrations[] = {
+        [1] = "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+              "INSERT INTO meta (key, value) VALUES ('rv', 0);"
+              "CREATE TABLE objects (kind TEXT NOT NULL, namespace TEXT NOT NULL,"
+              "  name TEXT NOT NULL, rv INTEGER NOT NULL, body TEXT NOT NULL,"
+              "  PRIMARY KEY (kind, namespace, name)) WITHOUT ROWID;"
+              "CREATE TABLE records (pod_uid TEXT PRIMARY KEY, record TEXT NOT NULL)"
+              "  WITHOUT ROWID;",
+};
+
+static int migrate(store *s, char **ret_error) {
+        sqlite3_stmt *st = NULL;
+        int version = 0, r;
+
+        if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+                version = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+        if (version > SCHEMA_VERSION) {
+                *ret_error = strprintf("the database has schema version %d, newer than this "
+                                       "tendd understands (%d): use a newer tendd",
+                                       version, SCHEMA_VERSION);
+                return -EPROTO;
+        }
+        if (version == SCHEMA_VERSION)
+                return 0;
+        r = exec(s, "BEGIN IMMEDIATE");
+        for (int v = version + 1; r >= 0 && v <= SCHEMA_VERSION; v++)
+                r = exec(s, migrations[v]);
+        if (r >= 0) {
+                char sql[64];
+                snprintf(sql, sizeof sql, "PRAGMA user_version = %d", SCHEMA_VERSION);
+                r = exec(s, sql);
+        }
+        if (r >= 0)
+                r = exec(s, "COMMIT");
+        if (r < 0) {
+                (void) exec(s, "ROLLBACK");
+                *ret_error = strprintf("migrating the schema to version %d: %s", SCHEMA_VERSION,
+                                       sqlite3_errmsg(s->db));
+        }
+        return r;
+}
+
+static int load(store *s, char **ret_error) {
+        sqlite3_stmt *st = NULL;
+        int rc, r = 0;
+
+        if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'rv'", -1, &st, NULL) ==
+                    SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+                s->rv = (uint64_t) sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+
+        if (sqlite3_prepare_v2(s->db, "SELECT kind, namespace, name, body FROM objects", -1, &st,
+                               NULL) != SQLITE_OK)
+                return -EIO;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW && r >= 0) {
+                const char *kind = (const char *) sqlite3_column_text(st, 0);
+                const char *body = (const char *) sqlite3_column_text(st, 3);
+                store_kind k = _STORE_KIND_INVALID;
+                spec_errors errs = {};
+                json_error_t je;
+                json_t *j;
+                void *obj = NULL, *old = NULL;
+                _cleanup_free_ char *key = NULL;
+
+                for (int i = 0; i < _STORE_KIND_MAX; i++)
+                        if (streq_ptr(kind, kind_names[i]))
+                                k = (store_kind) i;
+                j = body ? json_loads(body, 0, &je) : NULL;
+                if (k < 0 || !j || spec_decode_new(store_kind_type(k), j, &errs, &obj) < 0) {
+                        _cleanup_free_ char *why = errs.n ? spec_error_format(&errs.items[0])
+                                                          : strdup(j ? "bad kind" : je.text);
+                        *ret_error = strprintf("stored %s %s/%s cannot be read: %s", strna(kind),
+                                               (const char *) sqlite3_column_text(st, 1),
+                                               (const char *) sqlite3_column_text(st, 2),
+                                               strna(why));
+                        spec_errors_done(&errs);
+                        json_decref(j);
+                        r = -EBADMSG;
+                        break;
+                }
+                json_decref(j);
+                key = obj_key(meta_of(obj)->namespace, meta_of(obj)->name);
+                r = key ? coll_put(&s->coll[k], key, obj, &old) : -ENOMEM;
+                if (r < 0)
+                        spec_free(store_kind_type(k), obj);
+                else if (k == STORE_EVENT)
+                        event_key_learn(s, obj);
+        }
+        sqlite3_finalize(st);
+        if (r < 0)
+                return r;
+
+        if (sqlite3_prepare_v2(s->db, "SELECT pod_uid, record FROM records", -1, &st, NULL) !=
+            SQLITE_OK)
+                return -EIO;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+                json_t *j = json_loads((const char *) sqlite3_column_text(st, 1), 0, NULL);
+                if (j && tend_hashmap_put(s->records, (const char *) sqlite3_column_text(st, 0), j,
+                                          NULL) < 0)
+                        json_decref(j);
+        }
+        sqlite3_finalize(st);
+        return 0;
+}
+
+int store_open(const char *path, store **ret, char **ret_error) {
+        store *s = new0(store, 1);
+        int rc, r;
+
+        *ret_error = NULL;
+        if (!s)
+                return -ENOMEM;
+        for (int k = 0; k < _STORE_KIND_MAX; k++)
+                if (!(s->coll[k].index = tend_hashmap_new()))
+                        goto oom;
+        if (!(s->records = tend_hashmap_new()) || !(s->event_keys = tend_hashmap_new()))
+                goto oom;
+        if (gethostname(s->hostname, sizeof s->hostname - 1) < 0)
+                strcpy(s->hostname, "localhost");
+
+        rc = sqlite3_open_v2(path, &s->db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                             NULL);
+        if (rc != SQLITE_OK) {
+                *ret_error = strprintf("opening %s: %s", path,
+                                       s->db ? sqlite3_errmsg(s->db) : "out of memory");
+                r = sql_error(s, rc);
+                store_close(s);
+                return r;
+        }
+        /* WAL: readers never block, commits append. NORMAL: no fsync per
+         * commit (a crash of tendd loses nothing; see store_commit() for the
+         * fsync of acknowledged writes). */
+        r = exec(s, "PRAGMA journal_mode=WAL");
+        if (r >= 0)
+                r = exec(s, "PRAGMA synchronous=NORMAL");
+        if (r >= 0)
+                r = migrate(s, ret_error);
+        if (r < 0) {
+                if (!*ret_error)
+                        *ret_error = strprintf("%s: %s", path, sqlite3_errmsg(s->db));
+                store_close(s);
+                return r;
+        }
+        if (sqlite3_prepare_v2(s->db,
+                               "INSERT OR REPLACE INTO objects (kind, namespace, name, rv, body) "
+                               "VALUES (?, ?, ?, ?, ?)",
+                               -1, &s->put_obj, NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(s->db,
+                               "DELETE FROM objects WHERE kind = ? AND namespace = ? AND name = ?",
+                               -1, &s->del_obj, NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(s->db,
+                               "INSERT OR REPLACE INTO records (pod_uid, record) VALUES (?, ?)", -1,
+                               &s->put_rec, NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(s->db, "DELETE FROM records WHERE pod_uid = ?", -1, &s->del_rec,
+                               NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(s->db, "UPDATE meta SET value = ? WHERE key = 'rv'", -1, &s->set_rv,
+                               NULL) != SQLITE_OK) {
+                *ret_error = strprintf("%s: %s", path, sqlite3_errmsg(s->db));
+                store_close(s);
+                return -EIO;
+        }
+        r = load(s, ret_error);
+        if (r < 0) {
+                store_close(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+
+oom:
+        store_close(s);
+        return -ENOMEM;
+}
+
+store *store_close(store *s) {
+        const char *key;
+        void *v;
+
+        if (!s)
+                return NULL;
+        if (s->in_txn)
+                (void) store_commit(s, true);
+        sqlite3_finalize(s->put_obj);
+        sqlite3_finalize(s->del_obj);
+        sqlite3_finalize(s->put_rec);
+        sqlite3_finalize(s->del_rec);
+        sqlite3_finalize(s->set_rv);
+        if (s->db)
+                sqlite3_close(s->db);
+        for (int k = 0; k < _STORE_KIND_MAX; k++) {
+                for (size_t i = 0; i < s->coll[k].n; i++)
+                        spec_free(store_kind_type((store_kind) k), s->coll[k].items[i]);
+                free(s->coll[k].items);
+                tend_hashmap_free(s->coll[k].index);
+        }
+        if (s->records)
+                for (size_t i = 0; tend_hashmap_next(s->records, &i, &key, &v);)
+                        json_decref(v);
+        tend_hashmap_free(s->records);
+        if (s->event_keys)
+                for (size_t i = 0; tend_hashmap_next(s->event_keys, &i, &key, &v);)
+                        free(v);
+        tend_hashmap_free(s->event_keys);
+        free_undo(s);
+        free(s->undo);
+        free(s->notes);
+        free(s->watchers);
+        free(s);
+        return NULL;
+}

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The store: every object (Deployment, ReplicaSet, Pod, Event) in memory,
+ * persisted in SQLite (<state-dir>/tend.db, WAL), with a global
+ * resourceVersion bumped by every write and subscribers notified of every
+ * change.
+ *
+ * Writes are grouped: they go into one open SQLite transaction that
+ * store_commit() ends. The controllers commit once per pass (cheap:
+ * synchronous=NORMAL, no fsync); a write acknowledged to a user is committed
+ * with store_commit(s, true), which fsyncs (synchronous=FULL) before the
+ * acknowledgement (DESIGN §4.5). In WAL mode the fsync also covers every
+ * earlier NORMAL commit, so nothing a user saw acknowledged is lost even on
+ * power failure, and a crash of the agent alone never loses a commit.
+ *
+ * Objects handed out are borrowed and immutable: a write replaces the
+ * object, so a pointer stays valid until the next write of that same key
+ * (copy what you keep across writes).
+ */
+
+#include "tend/spec.h"
+
+typedef enum store_kind {
+        STORE_DEPLOYMENT,
+        STORE_REPLICA_SET,
+        STORE_POD,
+        STORE_EVENT,
+        _STORE_KIND_MAX,
+        _STORE_KIND_INVALID = -EINVAL,
+} store_kind;
+
+const char *store_kind_to_string(store_kind k); /* "Deployment", ... */
+const spec_type *store_kind_type(store_kind k);
+
+typedef enum store_change {
+        STORE_ADDED,
+        STORE_MODIFIED,
+        STORE_DELETED,
+} store_change;
+
+typedef struct store store;
+
+/* Called for every change, after the in-memory swap. obj is the new object
+ * (the old one for DELETED), borrowed for the call. */
+typedef void (*store_watch_fn)(store_kind kind, store_change change, const void *obj,
+                               void *userdata);
+
+/* Opens (creating or migrating) the database and loads every object. On
+ * failure *ret_error says what is wrong with the file. */
+int store_open(const char *path, store **ret, char **ret_error);
+store *store_close(store *s);
+
+int store_subscribe(store *s, store_watch_fn fn, void *userdata);
+void store_unsubscribe(store *s, store_watch_fn fn, void *userdata);
+
+uint64_t store_resource_version(const store *s);
+
+/* Lookups (borrowed). */
+const void *store_get(const store *s, store_kind kind, const char *namespace, const char *name);
+/* Every object of a kind, in no particular order; *ret is borrowed until
+ * the next write. */
+size_t store_list(const store *s, store_kind kind, const void *const **ret);
+
+/* Creates or replaces an object. Takes ownership of obj (freed on error).
+ * Sets metadata.resourceVersion (and uid/creationTimestamp if unset). The
+ * caller has done all validation. Returns the stored object, borrowed. */
+int store_put(store *s, store_kind kind, void *obj, const void **ret_stored);
+/* Removes an object; -ENOENT if there is none. */
+int store_delete(store *s, store_kind kind, const char *namespace, const char *name);
+
+/* Ends the open transaction. durable: fsync before returning (for writes
+ * acknowledged to a user). No-op when nothing was written. */
+int store_commit(store *s, bool durable);
+/* Drops every write since the last commit, in memory and on disk, and
+ * tells subscribers nothing (all-or-nothing applies). */
+void store_rollback(store *s);
+
+/* ---- records: what the runtime needs to re-adopt a pod (by pod uid) --------- */
+
+int store_put_record(store *s, const char *pod_uid, json_t *record);
+json_t *store_get_record(const store *s, const char *pod_uid); /* borrowed */
+int store_delete_record(store *s, const char *pod_uid);
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+#define STORE_EVENTS_MAX 1000
+#define STORE_EVENTS_MAX_AGE (3600 * USEC_PER_SEC)
+
+/* Records an event, folded into an existing one with the same involved
+ * object, reason and message (count + 1, lastTimestamp = now). Bounded:
+ * beyond STORE_EVENTS_MAX the least recent go, and none older than an hour
+ * stays. now is wall clock. */
+int store_record_event(store *s, store_kind involved_kind, const spec_meta *involved,
+                       const char *type, const char *reason, const char *message, usec_t now);
+
+/* A new uid (RFC 4122 version 4, from getrandom). buf: 37 bytes. */
+char *store_new_uid(char buf[static 37]);

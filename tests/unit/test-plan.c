@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: MIT */
+
+/* Table tests of the planners against the worked examples of
+ * k8s-semantics.md §3-§6. */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include "plan.h"
+
+#define S USEC_PER_SEC
+
+static plan_rs rs_(const char *name, usec_t created, int32_t spec, int32_t avail, bool is_new) {
+        return (plan_rs){ .name = name,
+                          .created = created,
+                          .spec_replicas = spec,
+                          .active = spec,
+                          .available = avail,
+                          .max_replicas_ann = -1,
+                          .desired_ann = -1,
+                          .is_new = is_new };
+}
+
+/* §3.2 worked example: D=10, 25%/25% (surge 3, unavailable 2), old RS at
+ * 10 all available. The rollout proceeds pass by pass; new pods become
+ * available one pass after they are created. */
+static void test_rolling_worked_example(void **state) {
+        plan_rs rss[2] = { rs_("old", 1, 10, 10, false), rs_("new", 2, 0, 0, true) };
+        int32_t targets[2];
+
+        /* pass 1: create the new RS with min(13 - 10, 10) = 3 */
+        assert_int_equal(plan_new_rs_replicas(10, 3, rss, 2, 1), 3);
+        rss[1].spec_replicas = rss[1].active = 3;
+
+        /* pass 2: the new RS cannot grow (13); old: budget 13 - 8 - 3 = 2,
+         * available 10 > 8 → old − 2 */
+        assert_int_equal(plan_new_rs_replicas(10, 3, rss, 2, 1), 3);
+        assert_true(plan_scale_down_old(10, 2, rss, 2, targets));
+        assert_int_equal(targets[0], 8);
+        assert_int_equal(targets[1], 3);
+        rss[0].spec_replicas = rss[0].active = rss[0].available = 8;
+
+        /* pass 3: new += min(13 - 11, 7) = 2 → 5 */
+        assert_int_equal(plan_new_rs_replicas(10, 3, rss, 2, 1), 5);
+        rss[1].spec_replicas = rss[1].active = 5;
+
+        /* If the new pods never become available: 13 − 8 − 5 = 0, stalled at
+         * 8 old + 5 new. */
+        assert_int_equal(plan_new_rs_replicas(10, 3, rss, 2, 1), 5);
+        assert_false(plan_scale_down_old(10, 2, rss, 2, targets));
+
+        /* Drive it to the end with availability catching up each pass; the
+         * bounds hold throughout. */
+        for (int pass = 0; pass < 50; pass++) {
+                int32_t n = plan_new_rs_replicas(10, 3, rss, 2, 1);
+                rss[1].available = rss[1].spec_replicas; /* last pass's pods are up */
+                if (n != rss[1].spec_replicas)
+                        rss[1].spec_replicas = rss[1].active = n;
+                else if (plan_scale_down_old(10, 2, rss, 2, targets)) {
+                        rss[0].spec_replicas = rss[0].active = targets[0];
+                        rss[0].available = MIN(rss[0].available, targets[0]);
+                }
+                assert_true(rss[0].spec_replicas + rss[1].spec_replicas <= 13);
+                assert_true(rss[0].available + rss[1].available >= 8);
+        }
+        assert_int_equal(rss[0].spec_replicas, 0);
+        assert_int_equal(rss[1].spec_replicas, 10);
+}
+
+/* Unhealthy old replicas go first, without touching availability. */
+static void test_cleanup_unhealthy(void **state) {
+        /* D=10, surge 3, unav 2; old1 has 5 (2 available), old2 5 (5), new 3 (0) */
+        plan_rs rss[3] = { rs_("old1", 1, 5, 2, false), rs_("old2", 2, 5, 5, false),
+                           rs_("new", 3, 3, 0, true) };
+        int32_t t[3];
+
+        /* budget 13 − 8 − 3 = 2: old1 loses 2 unhealthy ones; then
+         * available 7 ≤ 8 stops the rest */
+        assert_true(plan_scale_down_old(10, 2, rss, 3, t));
+        assert_int_equal(t[0], 3);
+        assert_int_equal(t[1], 5);
+        assert_int_equal(t[2], 3);
+}
+
+/* Tend's rule: terminating pods occupy room under replicas + maxSurge. */
+static void test_terminating_count(void **state) {
+        plan_rs rss[2] = { rs_("old", 1, 2, 2, false), rs_("new", 2, 1, 1, true) };
+
+        /* D=3, surge 1: spec total 3 allows +1, but two old pods still
+         * terminate: 2 + 2 + 1 = 5 ≥ 4, nothing new yet. */
+        rss[0].terminating = 2;
+        assert_int_equal(plan_new_rs_replicas(3, 1, rss, 2, 1), 1);
+        rss[0].terminating = 0;
+        assert_int_equal(plan_new_rs_replicas(3, 1, rss, 2, 1), 2);
+        /* An RS whose pods outnumber its spec (being scaled down) counts
+         * its pods. */
+        rss[0].active = 3;
+        assert_int_equal(plan_new_rs_replicas(3, 1, rss, 2, 1), 1);
+}
+
+/* §3.4: D 10 → 15 with absolute surge 3, old 8 and new 5, both annotated
+ * max 13: allowed 18, add 5: old round(8·18/13) = 11, new round(5·18/13) =
+ * 7. */
+static void test_proportional_worked_example(void **state) {
+        plan_rs rss[2] = { rs_("old", 1, 8, 8, false), rs_("new", 2, 5, 0, true) };
+        int32_t t[2];
+
+        rss[0].max_replicas_ann = rss[1].max_replicas_ann = 13;
+        rss[0].desired_ann = rss[1].desired_ann = 10;
+        assert_true(plan_is_scaling_event(15, rss, 2));
+        assert_true(plan_proportional(15, 3, true, 13, rss, 2, t));
+        assert_int_equal(t[0], 11);
+        assert_int_equal(t[1], 7);
+
+        /* Scaling down 10 → 5 (surge 2 at D=5 → allowed 7, remove 6):
+         * round(8·7/13) = 4 → −4; round(5·7/13) = 3 → −2 */
+        assert_true(plan_proportional(5, 2, true, 13, rss, 2, t));
+        assert_int_equal(t[0], 4);
+        assert_int_equal(t[1], 3);
+
+        /* To zero. */
+        assert_true(plan_proportional(0, 0, true, 13, rss, 2, t));
+        assert_int_equal(t[0], 0);
+        assert_int_equal(t[1], 0);
+}
+
+static void test_proportional_simple_cases(void **state) {
+        plan_rs one[2] = { rs_("old", 1, 0, 0, false), rs_("new", 2, 3, 3, true) };
+        plan_rs none[2] = { rs_("old", 1, 0, 0, false), rs_("older", 0, 0, 0, false) };
+        plan_rs sat[2] = { rs_("old", 1, 2, 2, false), rs_("new", 2, 4, 4, true) };
+        int32_t t[2];
+
+        /* one active: it gets D (a hand-scaled RS is put back) */
+        assert_true(plan_proportional(5, 1, true, 3, one, 2, t));
+        assert_int_equal(t[1], 5);
+        assert_false(plan_proportional(3, 1, true, 3, one, 2, t));
+        /* none active, no new: the newest old one */
+        assert_true(plan_proportional(2, 1, true, 0, none, 2, t));
+        assert_int_equal(t[0], 2);
+        assert_int_equal(t[1], 0);
+        /* saturated new RS: the old ones go to 0 */
+        sat[1].desired_ann = 4;
+        assert_true(plan_proportional(4, 1, true, 6, sat, 2, t));
+        assert_int_equal(t[0], 0);
+        assert_int_equal(t[1], 4);
+}
+
+static void test_availability(void **state) {
+        usec_t next;
+
+        assert_false(plan_pod_available(false, 0, 0, 100 * S, &next));
+        assert_true(plan_pod_available(true, 90 * S, 0, 100 * S, &next));
+        assert_false(plan_pod_available(true, 90 * S, 10, 100 * S, &next));
+        assert_int_equal(next, 100 * S + 1);
+        assert_true(plan_pod_available(true, 90 * S, 10, 100 * S + 1, &next));
+        assert_true(plan_pod_available(true, 80 * S, 10, 100 * S, &next));
+        assert_int_equal(next, USEC_INFINITY);
+}
+
+static void test_deletion_order(void **state) {
+        plan_pod pods[] = {
+                /* 0 */ { "a", true, SPEC_POD_RUNNING, true, 100 * S, 0, 0, 10 * S },
+                /* 1 */ { "b", false, SPEC_POD_PENDING, false, 0, 0, 0, 50 * S },
+                /* 2 */ { "c", true, SPEC_POD_RUNNING, false, 0, 0, 0, 20 * S },
+                /* 3 */ { "d", true, SPEC_POD_RUNNING, true, 200 * S, 0, 0, 30 * S },
+                /* 4 */ { "e", true, SPEC_POD_RUNNING, true, 100 * S, 0, 3, 40 * S },
+                /* 5 */ { "f", true, SPEC_POD_RUNNING, true, 100 * S, 0, 3, 45 * S },
+                /* 6 */ { "g", true, SPEC_POD_RUNNING, true, 50 * S, 5, 0, 5 * S },
+                /* 7 */ { "h", true, SPEC_POD_PENDING, false, 0, 0, 0, 1 * S },
+        };
+        size_t order[ELEMENTSOF(pods)];
+        /* not started < pending < not ready < lower cost < ready for less
+         * time < more restarts < newer */
+        static const size_t want[] = { 1, 7, 2, 3, 5, 4, 0, 6 };
+
+        plan_deletion_order(pods, ELEMENTSOF(pods), order);
+        for (size_t i = 0; i < ELEMENTSOF(want); i++)
+                if (order[i] != want[i])
+                        fail_msg("position %zu: pod %zu, expected %zu", i, order[i], want[i]);
+}
+
+static void test_backoff(void **state) {
+        static const usec_t want[] = { 0,      0,      1 * S,   2 * S,   4 * S,   8 * S,  16 * S,
+                                       32 * S, 64 * S, 128 * S, 256 * S, 300 * S, 300 * S };
+        for (unsigned i = 0; i < ELEMENTSOF(want); i++)
+                assert_int_equal(plan_backoff_delay(i), want[i]);
+        assert_int_equal(plan_backoff_delay(1000), 300 * S);
+        assert_true(plan_died_young(false, 3600 * S));
+        assert_true(plan_died_young(true, 9 * S));
+        assert_false(plan_died_young(true, 10 * S));
+}
+
+static void test_history_prune(void **state) {
+        plan_old_rs old[] = {
+                { "r1", 1, 0, 0, true, false },
+                { "r2", 2, 0, 1, true, false }, /* pods still there: skipped */
+                { "r3", 3, 0, 0, true, false },
+                { "r4", 4, 0, 0, true, false },
+                { "r5", 5, 2, 2, true, false },
+        };
+        bool del[5];
+
+        /* limit 2: diff 3 → the oldest three are walked; r2 is skipped and
+         * not replaced */
+        assert_int_equal(plan_history_prune(old, 5, 2, del), 2);
+        assert_true(del[0]);
+        assert_false(del[1]);
+        assert_true(del[2]);
+        assert_false(del[3]);
+        assert_false(del[4]);
+        /* limit 0 removes every empty one; a negative limit keeps all */
+        assert_int_equal(plan_history_prune(old, 5, 0, del), 3);
+        assert_int_equal(plan_history_prune(old, 5, -1, del), 0);
+        assert_int_equal(plan_history_prune(old, 5, 10, del), 0);
+}
+
+static void test_undo_target(void **state) {
+        int64_t revs[] = { 3, 1, 5, -1, 4 };
+        size_t i;
+
+        assert_int_equal(plan_undo_target(revs, 5, 0, &i), 0);
+        assert_int_equal(i, 4); /* second-highest: 4 */
+        assert_int_equal(plan_undo_target(revs, 5, 1, &i), 0);
+        assert_int_equal(i, 1);
+        assert_int_equal(plan_undo_target(revs, 5, 2, &i), -ENOENT);
+        assert_int_equal(plan_undo_target(revs, 5, -1, &i), -EINVAL);
+        assert_int_equal(plan_undo_target(revs, 1, 0, &i), -ENOENT); /* no history */
+        assert_int_equal(plan_max_revision(revs, 5), 5);
+
+        char *h = plan_revision_history_append(NULL, 3);
+        assert_string_equal(h, "3");
+        char *h2 = plan_revision_history_append(h, 7);
+        assert_string_equal(h2, "3,7");
+        free(h);
+        free(h2);
+        /* bounded at 2000 characters, oldest dropped */
+        char *big = strdup("1");
+        for (int k = 0; k < 800; k++) {
+                char *n = plan_revision_history_append(big, 100000 + k);
+                free(big);
+                big = n;
+        }
+        assert_true(strlen(big) <= 2000);
+        assert_non_null(strstr(big, "100799"));
+        assert_null(strstr(big, "100000,"));
+        free(big);
+}
+
+static void test_conditions(void **state) {
+        spec_condition *c = NULL;
+        size_t n = 0;
+
+        assert_true(plan_set_condition(&c, &n, "Available", "True", "MinimumReplicasAvailable",
+                                       "Deployment has minimum availability.", 10 * S));
+        /* same status and reason: untouched */
+        assert_false(plan_set_condition(&c, &n, "Available", "True", "MinimumReplicasAvailable",
+                                        "other", 20 * S));
+        assert_int_equal(c[0].last_update_time, 10 * S);
+        /* same status, other reason: transition time kept */
+        assert_true(plan_set_condition(&c, &n, "Available", "True", "Other", "x", 30 * S));
+        assert_int_equal(c[0].last_transition_time, 10 * S);
+        assert_int_equal(c[0].last_update_time, 30 * S);
+        /* status flips: new transition time */
+        assert_true(plan_set_condition(&c, &n, "Available", "False", "MinimumReplicasUnavailable",
+                                       "y", 40 * S));
+        assert_int_equal(c[0].last_transition_time, 40 * S);
+        /* refresh rewrites the update time even with the same reason */
+        assert_true(plan_refresh_condition(&c, &n, "Available", "False",
+                                           "MinimumReplicasUnavailable", "y", 50 * S));
+        assert_int_equal(c[0].last_update_time, 50 * S);
+        assert_int_equal(c[0].last_transition_time, 40 * S);
+        assert_true(plan_set_condition(&c, &n, "Progressing", "True", "NewReplicaSetCreated", "z",
+                                       60 * S));
+        assert_int_equal(n, 2);
+        plan_remove_condition(&c, &n, "Available");
+        assert_int_equal(n, 1);
+        assert_string_equal(c[0].type, "Progressing");
+        plan_remove_condition(&c, &n, "Progressing");
+        free(c);
+}
+
+static void test_rollout_status(void **state) {
+        spec_deployment *d = spec_deployment_new();
+        char msg[256];
+
+        d->metadata.name = strdup("web");
+        d->metadata.generation = 2;
+        d->spec.replicas = 3;
+        d->status.observed_generation = 1;
+        assert_int_equal(plan_rollout_status(d, 0, msg, sizeof msg), PLAN_ROLLOUT_WAITING);
+        assert_string_equal(msg, "Waiting for deployment spec update to be observed...");
+        d->status.observed_generation = 2;
+        d->status.updated_replicas = 1;
+        d->status.replicas = 4;
+        assert_int_equal(plan_rollout_status(d, 0, msg, sizeof msg), PLAN_ROLLOUT_WAITING);
+        assert_string_equal(msg, "Waiting for deployment \"web\" rollout to finish: 1 out of 3 "
+                                 "new replicas have been updated...");
+        d->status.updated_replicas = 3;
+        assert_int_equal(plan_rollout_status(d, 0, msg, sizeof msg), PLAN_ROLLOUT_WAITING);
+        assert_string_equal(msg, "Waiting for deployment \"web\" rollout to finish: 1 old "
+                                 "replicas are pending termination...");
+        d->status.replicas = 3;
+        d->status.available_replicas = 2;
+        assert_int_equal(plan_rollout_status(d, 0, msg, sizeof msg), PLAN_ROLLOUT_WAITING);
+        assert_string_equal(msg, "Waiting for deployment \"web\" rollout to finish: 2 of 3 "
+                                 "updated replicas are available...");
+        d->status.available_replicas = 3;
+        assert_int_equal(plan_rollout_status(d, 0, msg, sizeof msg), PLAN_ROLLOUT_DONE);
+        assert_string_equal(msg, "deployment \"web\" successfully rolled out");
+        assert_true(plan_deployment_complete(d));
+
+        assert_int_equal(plan_rollout_status(d, 7, msg, sizeof msg), PLAN_ROLLOUT_FAILED);
+        assert_string_equal(msg, "desired revision (7) is different from the running revision "
+                                 "(n/a)");
+        plan_set_condition(&d->status.conditions, &d->status.n_conditions, "Progressing", "False",
+                           "ProgressDeadlineExceeded",
+                           "ReplicaSet \"web-1\" has timed out "
+                           "progressing.",
+                           S);
+        assert_int_equal(plan_rollout_status(d, 0, msg, sizeof msg), PLAN_ROLLOUT_FAILED);
+        assert_string_equal(msg, "deployment \"web\" exceeded its progress deadline");
+        spec_deployment_free(d);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_rolling_worked_example),
+                cmocka_unit_test(test_cleanup_unhealthy),
+                cmocka_unit_test(test_terminating_count),
+                cmocka_unit_test(test_proportional_worked_example),
+                cmocka_unit_test(test_proportional_simple_cases),
+                cmocka_unit_test(test_availability),
+                cmocka_unit_test(test_deletion_order),
+                cmocka_unit_test(test_backoff),
+                cmocka_unit_test(test_history_prune),
+                cmocka_unit_test(test_undo_target),
+                cmocka_unit_test(test_conditions),
+                cmocka_unit_test(test_rollout_status),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+
+/* The store against a real SQLite file. */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "store.h"
+
+static char dir[64];
+static char path[128];
+
+static int setup(void **state) {
+        snprintf(dir, sizeof dir, "/tmp/tend-store-XXXXXX");
+        if (!mkdtemp(dir))
+                return -1;
+        snprintf(path, sizeof path, "%s/tend.db", dir);
+        return 0;
+}
+
+static int teardown(void **state) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        return system(cmd);
+}
+
+static store *open_store(void) {
+        store *s = NULL;
+        char *err = NULL;
+        int r = store_open(path, &s, &err);
+        if (r < 0)
+                fail_msg("store_open: %s", err);
+        return s;
+}
+
+static spec_pod *pod(const char *name) {
+        spec_pod *p = spec_pod_new();
+        p->metadata.name = strdup(name);
+        p->metadata.namespace = strdup("default");
+        p->status.phase = SPEC_POD_PENDING;
+        return p;
+}
+
+typedef struct seen {
+        int added, modified, deleted;
+        uint64_t last_rv;
+} seen;
+
+static void on_change(store_kind kind, store_change change, const void *obj, void *u) {
+        seen *s = u;
+        const spec_pod *p = obj;
+        if (change == STORE_ADDED)
+                s->added++;
+        else if (change == STORE_MODIFIED)
+                s->modified++;
+        else
+                s->deleted++;
+        s->last_rv = p->metadata.resource_version;
+}
+
+static void test_put_commit_reopen(void **state) {
+        store *s = open_store();
+        const spec_pod *stored;
+        const void *const *list;
+        seen sn = {};
+        uint64_t rv;
+
+        assert_int_equal(store_subscribe(s, on_change, &sn), 0);
+        assert_int_equal(store_put(s, STORE_POD, pod("a"), (const void **) &stored), 0);
+        assert_non_null(stored->metadata.uid);
+        assert_int_equal(strlen(stored->metadata.uid), 36);
+        assert_true(stored->metadata.creation_timestamp > 0);
+        assert_int_equal(stored->metadata.resource_version, 1);
+        assert_int_equal(store_put(s, STORE_POD, pod("b"), NULL), 0);
+        /* Nobody hears of uncommitted writes. */
+        assert_int_equal(sn.added, 0);
+        assert_int_equal(store_commit(s, true), 0);
+        assert_int_equal(sn.added, 2);
+        assert_int_equal(sn.last_rv, 2);
+
+        /* Replace: a new version; the old pointer's replacement is visible. */
+        spec_pod *b2 = spec_pod_copy(store_get(s, STORE_POD, "default", "b"));
+        b2->status.phase = SPEC_POD_RUNNING;
+        assert_int_equal(store_put(s, STORE_POD, b2, NULL), 0);
+        assert_int_equal(store_delete(s, STORE_POD, "default", "a"), 0);
+        assert_int_equal(store_delete(s, STORE_POD, "default", "a"), -ENOENT);
+        assert_int_equal(store_commit(s, false), 0);
+        assert_int_equal(sn.modified, 1);
+        assert_int_equal(sn.deleted, 1);
+        rv = store_resource_version(s);
+        assert_int_equal(rv, 4);
+        assert_int_equal(store_list(s, STORE_POD, &list), 1);
+
+        json_t *rec = json_pack("{s:i}", "pid", 42);
+        assert_int_equal(store_put_record(s, "uid-b", rec), 0);
+        json_decref(rec);
+        assert_int_equal(store_commit(s, false), 0);
+        store_close(s);
+
+        /* Everything committed is there after a reopen, at the same version. */
+        s = open_store();
+        assert_int_equal(store_resource_version(s), rv);
+        assert_null(store_get(s, STORE_POD, "default", "a"));
+        stored = store_get(s, STORE_POD, "default", "b");
+        assert_non_null(stored);
+        assert_int_equal(stored->status.phase, SPEC_POD_RUNNING);
+        assert_int_equal(stored->metadata.resource_version, 3);
+        assert_int_equal(json_integer_value(json_object_get(store_get_record(s, "uid-b"), "pid")),
+                         42);
+        store_close(s);
+}
+
+static void test_rollback(void **state) {
+        store *s = open_store();
+        seen sn = {};
+        uint64_t rv = store_resource_version(s);
+
+        store_subscribe(s, on_change, &sn);
+        assert_int_equal(store_put(s, STORE_POD, pod("x"), NULL), 0);
+        assert_int_equal(store_delete(s, STORE_POD, "default", "b"), 0);
+        assert_int_equal(store_put(s, STORE_POD, pod("x"), NULL), 0);
+        store_rollback(s);
+        assert_null(store_get(s, STORE_POD, "default", "x"));
+        assert_non_null(store_get(s, STORE_POD, "default", "b"));
+        assert_int_equal(store_resource_version(s), rv);
+        assert_int_equal(sn.added + sn.modified + sn.deleted, 0);
+        /* and on disk */
+        store_close(s);
+        s = open_store();
+        assert_null(store_get(s, STORE_POD, "default", "x"));
+        assert_non_null(store_get(s, STORE_POD, "default", "b"));
+        store_close(s);
+}
+
+static void test_uncommitted_lost_on_crash(void **state) {
+        /* A write that was never committed is not there after a reopen (the
+         * agent commits before acknowledging). */
+        store *s = open_store();
+        assert_int_equal(store_put(s, STORE_POD, pod("never"), NULL), 0);
+        store_rollback(s);
+        store_close(s);
+        s = open_store();
+        assert_null(store_get(s, STORE_POD, "default", "never"));
+        store_close(s);
+}
+
+static void test_events_folded_and_bounded(void **state) {
+        store *s = open_store();
+        spec_meta involved = { .name = "web", .namespace = "default", .uid = "dep-uid" };
+        const void *const *list;
+        const spec_event *e;
+        usec_t t = 1764688009ULL * USEC_PER_SEC;
+        size_t n;
+
+        for (int i = 0; i < 5; i++)
+                assert_int_equal(store_record_event(s, STORE_DEPLOYMENT, &involved, "Normal",
+                                                    "ScalingReplicaSet",
+                                                    "Scaled down replica set web-1 to 3",
+                                                    t + (usec_t) i * USEC_PER_SEC),
+                                 0);
+        assert_int_equal(store_commit(s, false), 0);
+        n = store_list(s, STORE_EVENT, &list);
+        assert_int_equal(n, 1);
+        e = list[0];
+        assert_int_equal(e->count, 5);
+        assert_int_equal(e->first_timestamp, t);
+        assert_int_equal(e->last_timestamp, t + 4 * USEC_PER_SEC);
+        assert_string_equal(e->involved_object.kind, "Deployment");
+        assert_string_equal(e->reason, "ScalingReplicaSet");
+
+        /* A different message is another event. */
+        assert_int_equal(store_record_event(s, STORE_DEPLOYMENT, &involved, "Normal",
+                                            "ScalingReplicaSet", "Scaled up replica set web-2 to 1",
+                                            t + 10 * USEC_PER_SEC),
+                         0);
+        assert_int_equal(store_list(s, STORE_EVENT, &list), 2);
+
+        /* A crash loop of distinct messages cannot grow the events without
+         * limit... */
+        for (int i = 0; i < STORE_EVENTS_MAX + 200; i++) {
+                char msg[64];
+                snprintf(msg, sizeof msg, "message %d", i);
+                assert_int_equal(store_record_event(s, STORE_DEPLOYMENT, &involved, "Warning",
+                                                    "BackOff", msg,
+                                                    t + 20 * USEC_PER_SEC + (usec_t) i),
+                                 0);
+        }
+        assert_int_equal(store_commit(s, false), 0);
+        assert_int_equal(store_list(s, STORE_EVENT, &list), STORE_EVENTS_MAX);
+        /* ... and the oldest went first. */
+        for (size_t i = 0; i < STORE_EVENTS_MAX; i++)
+                assert_true(((const spec_event *) list[i])->last_timestamp >=
+                            t + 20 * USEC_PER_SEC);
+        /* Events older than an hour go too. */
+        assert_int_equal(store_record_event(s, STORE_DEPLOYMENT, &involved, "Normal", "Later",
+                                            "an hour later", t + 2 * STORE_EVENTS_MAX_AGE),
+                         0);
+        assert_int_equal(store_commit(s, false), 0);
+        assert_int_equal(store_list(s, STORE_EVENT, &list), 1);
+        store_close(s);
+
+        s = open_store();
+        assert_int_equal(store_list(s, STORE_EVENT, &list), 1);
+        /* folding still works after a reopen */
+        assert_int_equal(store_record_event(s, STORE_DEPLOYMENT, &involved, "Normal", "Later",
+                                            "an hour later", t + 2 * STORE_EVENTS_MAX_AGE + 1),
+                         0);
+        assert_int_equal(store_list(s, STORE_EVENT, &list), 1);
+        assert_int_equal(((const spec_event *) list[0])->count, 2);
+        store_close(s);
+}
+
+static void test_newer_schema_refused(void **state) {
+        store *s = open_store();
+        store_close(s);
+        sqlite3 *db;
+        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+        char *err = NULL;
+        assert_int_equal(store_open(path, &s, &err), -EPROTO);
+        assert_non_null(strstr(err, "newer than this tendd understands"));
+        free(err);
+}
+
+static void test_garbage_file(void **state) {
+        char bad[160], *err = NULL;
+        store *s = NULL;
+        FILE *f;
+
+        snprintf(bad, sizeof bad, "%s/garbage.db", dir);
+        f = fopen(bad, "w");
+        fputs("this is not a database, not at all, and long enough to have a header", f);
+        fclose(f);
+        assert_true(store_open(bad, &s, &err) < 0);
+        assert_non_null(err);
+        assert_non_null(strstr(err, "garbage.db"));
+        free(err);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_put_commit_reopen),
+                cmocka_unit_test(test_rollback),
+                cmocka_unit_test(test_uncommitted_lost_on_crash),
+                cmocka_unit_test(test_events_folded_and_bounded),
+                cmocka_unit_test(test_garbage_file),
+                cmocka_unit_test(test_newer_schema_refused),
+        };
+        return cmocka_run_group_tests(tests, setup, teardown);
+}
