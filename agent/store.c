@@ -309,8 +309,10 @@ int store_put(store *s, store_kind kind, void *obj, const void **ret_stored) {
                 spec_free(t, obj);
                 return -ENOMEM;
         }
+        /* Microseconds: objects created within one second must still sort
+         * by age (history cleanup deletes the oldest first). */
         if (!m->creation_timestamp)
-                m->creation_timestamp = now_realtime() / USEC_PER_SEC * USEC_PER_SEC;
+                m->creation_timestamp = now_realtime();
         if (!((object_head *) obj)->kind)
                 ((object_head *) obj)->kind = strdup(kind_names[kind]);
         if (!((object_head *) obj)->api_version)
@@ -614,6 +616,7 @@ int store_record_event(store *s, store_kind involved_kind, const spec_meta *invo
                 e->type = strdup(type);
                 e->count = 1;
                 e->first_timestamp = e->last_timestamp = now;
+                e->metadata.creation_timestamp = now;
                 e->source.component = strdup("tendd");
                 e->source.host = strdup(s->hostname);
                 if (!e->metadata.namespace || !e->metadata.name || !e->reason || !e->message ||

@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -197,6 +198,69 @@ int rt_process_start_time(pid_t pid, uint64_t *ret) {
 pid_t rt__process_ppid(pid_t pid) {
         unsigned long long v;
         return read_stat_field(pid, 4, &v) < 0 ? -1 : (pid_t) v;
+}
+
+int rt_find_pod_process(const char *pod_uid, rt_record *ret) {
+        _cleanup_free_ char *want = strprintf("POD_UID=%s", pod_uid);
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        int r = -ESRCH;
+
+        if (!want || !d) {
+                if (d)
+                        closedir(d);
+                return want ? -errno : -ENOMEM;
+        }
+        while ((de = readdir(d)) && r == -ESRCH) {
+                char path[300];
+                _cleanup_free_ char *env = NULL;
+                size_t n = 0;
+                int64_t pid;
+                uint64_t st;
+                unsigned long long pgid;
+
+                if (safe_atoi64(de->d_name, &pid) < 0 || pid <= 1)
+                        continue;
+                snprintf(path, sizeof path, "/proc/%s/environ", de->d_name);
+                if (read_full_file(path, 256 * 1024, &env, &n) < 0)
+                        continue;
+                for (size_t off = 0; off < n; off += strlen(env + off) + 1) {
+                        if (!streq(env + off, want))
+                                continue;
+                        /* Its ports, from PORT_<NAME>=<n> (the inverse of
+                         * port_env_name(): names are lower case, '-' for '_'). */
+                        rt_record rec = {};
+                        for (size_t o2 = 0; o2 < n && rec.n_ports < RT_MAX_PORTS;
+                             o2 += strlen(env + o2) + 1) {
+                                const char *v = startswith(env + o2, "PORT_"), *eq;
+                                int64_t port;
+                                if (!v || !(eq = strchr(v, '=')) ||
+                                    safe_atoi64(eq + 1, &port) < 0 || port < 1 || port > 65535 ||
+                                    (size_t) (eq - v) >= sizeof rec.ports[0].name)
+                                        continue;
+                                rt_port *rp = &rec.ports[rec.n_ports++];
+                                for (size_t i = 0; i < (size_t) (eq - v); i++)
+                                        rp->name[i] = v[i] == '_' ? '-'
+                                                                  : (char) tolower(
+                                                                            (unsigned char) v[i]);
+                                rp->port = (uint16_t) port;
+                                rp->leased = true;
+                        }
+                        /* The pod's main process leads its own group. */
+                        if (read_stat_field((pid_t) pid, 5, &pgid) < 0 ||
+                            pgid != (unsigned long long) pid ||
+                            rt_process_start_time((pid_t) pid, &st) < 0)
+                                break;
+                        rec.backend = strdup("process");
+                        rec.pid = (pid_t) pid;
+                        rec.start_time = st;
+                        *ret = rec;
+                        r = ret->backend ? 0 : -ENOMEM;
+                        break;
+                }
+        }
+        closedir(d);
+        return r;
 }
 
 char *rt_log_path(const char *state_dir, const char *namespace, const char *pod,

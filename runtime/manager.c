@@ -479,6 +479,10 @@ void rt_manager_close(rt_manager *m) {
         rt__manager_unref(m);
 }
 
+void rt_manager_set_userdata(rt_manager *m, void *userdata) {
+        m->userdata = userdata;
+}
+
 uv_loop_t *rt_manager_loop(rt_manager *m) {
         return m->loop;
 }
@@ -603,9 +607,17 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
         if (rec) {
                 memcpy(pod->record.ports, rec->ports, sizeof rec->ports);
                 pod->record.n_ports = rec->n_ports;
-                for (size_t i = 0; i < rec->n_ports; i++)
-                        if (rec->ports[i].leased)
-                                rt__port_mark(m, rec->ports[i].port);
+                for (size_t i = 0; i < rec->n_ports; i++) {
+                        rt_port *port = &pod->record.ports[i];
+                        /* A fixed containerPort was never leased, whatever a
+                         * reconstructed record says. */
+                        for (size_t k = 0; k < c->n_ports; k++)
+                                if (streq_ptr(c->ports[k].name, port->name) &&
+                                    c->ports[k].container_port != SPEC_UNSET)
+                                        port->leased = false;
+                        if (port->leased)
+                                rt__port_mark(m, port->port);
+                }
         } else
                 for (size_t i = 0; i < c->n_ports; i++) {
                         rt_port *port = &pod->record.ports[pod->record.n_ports];
@@ -652,7 +664,7 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
         if (r < 0)
                 return r;
 
-        if (!rec) {
+        if (!rec || !rec->log_path) {
                 pod->record.log_path = rt_log_path(m->state_dir, pod->namespace, pod->name,
                                                    pod->container);
                 if (!pod->record.log_path)
@@ -663,7 +675,7 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
                                                pod->record.log_path, strerror(-r));
                         return r;
                 }
-        } else if (rec->log_path && !(pod->record.log_path = strdup(rec->log_path)))
+        } else if (!(pod->record.log_path = strdup(rec->log_path)))
                 return -ENOMEM;
         return 0;
 }

@@ -386,15 +386,22 @@ TYPE(t_terminated, "ContainerStateTerminated", spec_state_terminated,
      F_TIME("finishedAt", spec_state_terminated, finished_at),
      F_STR("containerID", spec_state_terminated, container_id));
 
-TYPE(t_container_state, "ContainerState", spec_container_state,
-     F_PTR("waiting", spec_container_state, waiting, t_waiting),
-     F_PTR("running", spec_container_state, running, t_running),
-     F_PTR("terminated", spec_container_state, terminated, t_terminated));
+static const spec_field t_container_state_fields[] = {
+        F_PTR("waiting", spec_container_state, waiting, t_waiting),
+        F_PTR("running", spec_container_state, running, t_running),
+        F_PTR("terminated", spec_container_state, terminated, t_terminated),
+        SPEC_FIELD_END,
+};
+const spec_type spec_type_container_state = {
+        .name = "ContainerState",
+        .size = sizeof(spec_container_state),
+        .fields = t_container_state_fields,
+};
 
 TYPE(t_container_status, "ContainerStatus", spec_container_status,
      F_STR("name", spec_container_status, name),
-     F_STRUCT("state", spec_container_status, state, t_container_state),
-     F_STRUCT("lastState", spec_container_status, last_state, t_container_state),
+     F_STRUCT("state", spec_container_status, state, spec_type_container_state),
+     F_STRUCT("lastState", spec_container_status, last_state, spec_type_container_state),
      F_BOOL("ready", spec_container_status, ready),
      F_BOOL("started", spec_container_status, started),
      F_I32("restartCount", spec_container_status, restart_count, .flags = SF_ZERO),

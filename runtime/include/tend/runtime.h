@@ -86,6 +86,8 @@ int rt_manager_new(const rt_config *c, rt_manager **ret);
  * itself once libuv has closed them (run the loop until it returns). */
 void rt_manager_close(rt_manager *m);
 uv_loop_t *rt_manager_loop(rt_manager *m);
+/* The userdata passed to the callbacks (when it is known only later). */
+void rt_manager_set_userdata(rt_manager *m, void *userdata);
 size_t rt_manager_n_pods(rt_manager *m);
 
 /* ---- records (what adoption needs) ------------------------------------------------ */
@@ -169,6 +171,12 @@ char *rt_expand(const char *s, char *const *env);
  * container's env (each value $(VAR)-expanded from the entries before it),
  * POD_NAME, POD_NAMESPACE, POD_UID, and PORT_<NAME> / PORT for its ports. */
 int rt_build_env(const rt_pod_params *p, const rt_port *ports, size_t n_ports, char ***ret);
+
+/* Finds the main process of a pod by its environment (POD_UID=<uid>, a
+ * session leader): for a pod whose record was never written because the
+ * agent died right after spawning it. Fills a process record; -ESRCH if
+ * there is none. Scans /proc: use at start-up only. */
+int rt_find_pod_process(const char *pod_uid, rt_record *ret);
 
 /* Identity of a live process: field 22 of /proc/<pid>/stat. */
 int rt_process_start_time(pid_t pid, uint64_t *ret);

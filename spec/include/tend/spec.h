@@ -499,6 +499,7 @@ extern const spec_type spec_type_event;
 extern const spec_type spec_type_pod_template;
 extern const spec_type spec_type_selector;
 extern const spec_type spec_type_probe;
+extern const spec_type spec_type_container_state;
 
 /* The Go-style type name ("Deployment", "PodTemplateSpec"). */
 const char *spec_type_name(const spec_type *t);

@@ -1,0 +1,427 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * What users do: apply, delete, scale, pause, restart, roll back. Each
+ * checks everything first and writes nothing on error; what it writes is
+ * committed durably before it returns (DESIGN §4.5, §4.6).
+ */
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "agent-internal.h"
+
+/* Controller-managed annotations survive an apply of a manifest without
+ * them (as kubectl's three-way merge keeps them). */
+static const char *const kept_annotations[] = {
+        SPEC_ANN_REVISION,
+        SPEC_ANN_REVISION_HISTORY,
+        NULL,
+};
+
+/* json_equal() calls two absent values different; here they are equal. */
+static bool json_same(json_t *a, json_t *b) {
+        return a == b || (a && b && json_equal(a, b));
+}
+
+static bool spec_or_annotations_differ(const spec_deployment *a, const spec_deployment *b) {
+        json_t *ja = spec_encode(&spec_type_deployment, a),
+               *jb = spec_encode(&spec_type_deployment, b);
+        bool differ = true;
+
+        if (ja && jb) {
+                differ = !json_same(json_object_get(ja, "spec"), json_object_get(jb, "spec")) ||
+                         !json_same(
+                                 json_object_get(json_object_get(ja, "metadata"), "annotations"),
+                                 json_object_get(json_object_get(jb, "metadata"), "annotations"));
+        }
+        json_decref(ja);
+        json_decref(jb);
+        return differ;
+}
+
+static char *selector_repr(const spec_selector *s) {
+        json_t *j = spec_encode(&spec_type_selector, s);
+        char *r = j ? spec_json_dump_canonical(j) : NULL;
+        json_decref(j);
+        return r;
+}
+
+/* The selector contract (DESIGN §4.1) against what is stored and what else
+ * is in this apply. */
+static void check_one(agent *a, spec_deployment *const *ds, size_t n, size_t i, spec_errors *errs) {
+        const spec_deployment *d = ds[i];
+        const spec_deployment *old = store_get(a->store, STORE_DEPLOYMENT, d->metadata.namespace,
+                                               d->metadata.name);
+        const void *const *items;
+        size_t m = store_list(a->store, STORE_DEPLOYMENT, &items);
+
+        (void) spec_deployment_validate(d, errs);
+        if (old)
+                (void) spec_deployment_validate_update(old, d, errs);
+        for (size_t k = 0; k < m + n; k++) {
+                const spec_deployment *other = k < m ? items[k] : ds[k - m];
+                if (other == d || !streq_ptr(other->metadata.namespace, d->metadata.namespace) ||
+                    streq_ptr(other->metadata.name, d->metadata.name))
+                        continue;
+                if (k >= m && k - m > i)
+                        continue; /* pairs within the apply: reported once */
+                if (spec_selector_overlaps(d->spec.selector, other->spec.selector)) {
+                        _cleanup_free_ char *repr = selector_repr(d->spec.selector);
+                        spec_errors_add(errs, "spec.selector",
+                                        "Invalid value: %s: overlaps the selector of deployment "
+                                        "\"%s\": a pod could belong to both; add a label that "
+                                        "tells them apart",
+                                        strna(repr), other->metadata.name);
+                }
+        }
+}
+
+/* The object to store for an apply of d over old (NULL: a create): the
+ * user's metadata and spec, defaulted; the agent's identity and status.
+ * Through JSON, which keeps the ownership of every field simple. */
+static spec_deployment *prepare(const spec_deployment *d, const spec_deployment *old) {
+        json_t *j = spec_encode(&spec_type_deployment, d), *meta;
+        spec_errors errs = {};
+        spec_deployment *n = NULL;
+
+        if (!j)
+                return NULL;
+        json_object_del(j, "status");
+        meta = json_object_get(j, "metadata");
+        json_object_del(meta, "uid");
+        json_object_del(meta, "creationTimestamp");
+        json_object_del(meta, "resourceVersion");
+        json_object_del(meta, "generation");
+        json_object_del(meta, "ownerReferences");
+        json_object_del(meta, "deletionTimestamp");
+        if (old) {
+                json_t *oj = spec_encode(&spec_type_deployment, old);
+                json_t *om = json_object_get(oj, "metadata"), *ann;
+                if (!oj) {
+                        json_decref(j);
+                        return NULL;
+                }
+                json_t *st = json_object_get(oj, "status");
+                json_object_set_new(j, "status", st ? json_incref(st) : json_object());
+                json_object_set(meta, "uid", json_object_get(om, "uid"));
+                json_object_set(meta, "creationTimestamp",
+                                json_object_get(om, "creationTimestamp"));
+                ann = json_object_get(meta, "annotations");
+                for (const char *const *k = kept_annotations; *k; k++) {
+                        json_t *v = json_object_get(json_object_get(om, "annotations"), *k);
+                        if (!v || json_object_get(ann ?: json_null(), *k))
+                                continue;
+                        if (!ann) {
+                                ann = json_object();
+                                json_object_set_new(meta, "annotations", ann);
+                        }
+                        json_object_set(ann, *k, v);
+                }
+                json_decref(oj);
+        }
+        if (spec_decode_new(&spec_type_deployment, j, &errs, (void **) &n) < 0)
+                n = NULL;
+        spec_errors_done(&errs);
+        json_decref(j);
+        if (n)
+                spec_deployment_default(n);
+        return n;
+}
+
+int agent_apply(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
+                agent_apply_result *results) {
+        size_t before = errs->n;
+        int r;
+
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *label = spec_object_label("Deployment", ds[i]->metadata.name,
+                                                               0);
+                const char *saved = errs->object;
+                errs->object = label;
+                check_one(a, ds, n, i, errs);
+                errs->object = saved;
+        }
+        if (errs->n > before || errs->dropped)
+                return -EINVAL;
+
+        for (size_t i = 0; i < n; i++) {
+                const spec_deployment *old = store_get(a->store, STORE_DEPLOYMENT,
+                                                       ds[i]->metadata.namespace,
+                                                       ds[i]->metadata.name);
+                spec_deployment *d = prepare(ds[i], old);
+                agent_apply_result res;
+
+                if (!d) {
+                        store_rollback(a->store);
+                        return -ENOMEM;
+                }
+                if (!old) {
+                        d->metadata.generation = 1;
+                        d->metadata.creation_timestamp = agent_wall(a);
+                        res = AGENT_CREATED;
+                } else if (spec_or_annotations_differ(old, d) ||
+                           !spec_map_equal(&old->metadata.labels, &d->metadata.labels)) {
+                        d->metadata.generation = old->metadata.generation + 1;
+                        res = AGENT_CONFIGURED;
+                } else
+                        res = AGENT_UNCHANGED;
+                if (results)
+                        results[i] = res;
+                if (res == AGENT_UNCHANGED) {
+                        spec_deployment_free(d);
+                        continue;
+                }
+                log_info("deployment/%s: %s", d->metadata.name,
+                         res == AGENT_CREATED ? "created" : "configured");
+                r = store_put(a->store, STORE_DEPLOYMENT, d, NULL);
+                if (r < 0) {
+                        store_rollback(a->store);
+                        return r;
+                }
+        }
+        r = store_commit(a->store, true);
+        if (r < 0)
+                store_rollback(a->store);
+        return r;
+}
+
+/* Applies fn to a copy of the stored deployment and writes it durably. */
+static int update_deployment(agent *a, const char *ns, const char *name,
+                             int (*fn)(agent *a, spec_deployment *d, void *arg), void *arg) {
+        const spec_deployment *d = store_get(a->store, STORE_DEPLOYMENT, ns, name);
+        spec_deployment *n;
+        int r;
+
+        if (!d)
+                return -ENOENT;
+        n = spec_deployment_copy(d);
+        if (!n)
+                return -ENOMEM;
+        r = fn(a, n, arg);
+        if (r <= 0) { /* error, or nothing to change */
+                spec_deployment_free(n);
+                return r;
+        }
+        if (spec_or_annotations_differ(d, n))
+                n->metadata.generation++;
+        r = store_put(a->store, STORE_DEPLOYMENT, n, NULL);
+        if (r >= 0)
+                r = store_commit(a->store, true);
+        if (r < 0)
+                store_rollback(a->store);
+        return r;
+}
+
+static int do_scale(agent *a, spec_deployment *d, void *arg) {
+        int32_t replicas = *(int32_t *) arg;
+        if (d->spec.replicas == replicas)
+                return 0;
+        d->spec.replicas = replicas;
+        return 1;
+}
+
+int agent_scale_deployment(agent *a, const char *ns, const char *name, int32_t replicas) {
+        if (replicas < 0)
+                return -EINVAL;
+        return update_deployment(a, ns, name, do_scale, &replicas);
+}
+
+static int do_pause(agent *a, spec_deployment *d, void *arg) {
+        bool paused = *(bool *) arg;
+        if (d->spec.paused == paused)
+                return 0;
+        d->spec.paused = paused;
+        return 1;
+}
+
+int agent_pause(agent *a, const char *ns, const char *name, bool paused) {
+        return update_deployment(a, ns, name, do_pause, &paused);
+}
+
+static int do_restart(agent *a, spec_deployment *d, void *arg) {
+        char buf[TIMESTAMP_MAX];
+        /* Seconds, as kubectl's RFC 3339; a second restart within the same
+         * second would be a no-op, so take microseconds then. */
+        usec_t now = agent_wall(a);
+        const char *cur = spec_map_get(&d->spec.template.metadata.annotations,
+                                       SPEC_ANN_RESTARTED_AT);
+        format_timestamp(buf, now / USEC_PER_SEC * USEC_PER_SEC);
+        if (streq_ptr(cur, buf))
+                format_timestamp(buf, now);
+        return spec_map_set(&d->spec.template.metadata.annotations, SPEC_ANN_RESTARTED_AT, buf) < 0
+                       ? -ENOMEM
+                       : 1;
+}
+
+int agent_restart_rollout(agent *a, const char *ns, const char *name) {
+        const spec_deployment *d = store_get(a->store, STORE_DEPLOYMENT, ns, name);
+        if (d && d->spec.paused)
+                return -EBUSY; /* kubectl: "can't restart paused deployment (run rollout resume
+                                  first)" */
+        return update_deployment(a, ns, name, do_restart, NULL);
+}
+
+int agent_delete_deployment(agent *a, const char *ns, const char *name) {
+        int r = store_delete(a->store, STORE_DEPLOYMENT, ns, name);
+
+        if (r < 0)
+                return r;
+        log_info("deployment/%s: deleted; its replica sets and pods follow", name);
+        r = store_commit(a->store, true);
+        if (r < 0)
+                store_rollback(a->store);
+        return r;
+}
+
+int agent_scale_replica_set(agent *a, const char *ns, const char *name, int32_t replicas) {
+        const spec_replica_set *rs = store_get(a->store, STORE_REPLICA_SET, ns, name);
+        spec_replica_set *n;
+        int r;
+
+        if (!rs)
+                return -ENOENT;
+        if (replicas < 0)
+                return -EINVAL;
+        n = spec_replica_set_copy(rs);
+        if (!n)
+                return -ENOMEM;
+        n->spec.replicas = replicas;
+        r = store_put(a->store, STORE_REPLICA_SET, n, NULL);
+        if (r >= 0)
+                r = store_commit(a->store, true);
+        if (r < 0)
+                store_rollback(a->store);
+        return r;
+}
+
+int agent_delete_pod(agent *a, const char *ns, const char *name) {
+        const spec_pod *p = store_get(a->store, STORE_POD, ns, name);
+        spec_pod *n;
+        int r;
+
+        if (!p)
+                return -ENOENT;
+        if (p->metadata.deletion_timestamp)
+                return 0;
+        n = spec_pod_copy(p);
+        if (!n)
+                return -ENOMEM;
+        n->metadata.deletion_timestamp = agent_wall(a);
+        n->metadata.deletion_grace_period_seconds = n->spec.termination_grace_period_seconds;
+        r = store_put(a->store, STORE_POD, n, NULL);
+        if (r >= 0)
+                r = store_commit(a->store, true);
+        if (r < 0)
+                store_rollback(a->store);
+        return r;
+}
+
+/* ---- rollback (§4) -------------------------------------------------------------------------- */
+
+typedef struct rollback_arg {
+        const spec_replica_set *target;
+} rollback_arg;
+
+static int do_rollback(agent *a, spec_deployment *d, void *arg) {
+        const spec_replica_set *rs = ((rollback_arg *) arg)->target;
+        spec_pod_template *t = spec_pod_template_copy(&rs->spec.template);
+        spec_map ann = {};
+
+        if (!t)
+                return -ENOMEM;
+        spec_map_remove(&t->metadata.labels, SPEC_LABEL_POD_TEMPLATE_HASH);
+        spec_done(&spec_type_pod_template, &d->spec.template);
+        d->spec.template = *t;
+        free(t);
+        /* Annotations: the deployment's own controller keys, then the
+         * target's other annotations (change-cause comes back with it). */
+        for (size_t i = 0; i < d->metadata.annotations.n; i++) {
+                const char *k = d->metadata.annotations.items[i].key;
+                if (streq(k, SPEC_ANN_REVISION) || streq(k, SPEC_ANN_REVISION_HISTORY) ||
+                    streq(k, SPEC_ANN_DESIRED_REPLICAS) || streq(k, SPEC_ANN_MAX_REPLICAS) ||
+                    streq(k, SPEC_ANN_LAST_APPLIED))
+                        (void) spec_map_set(&ann, k, d->metadata.annotations.items[i].value);
+        }
+        for (size_t i = 0; i < rs->metadata.annotations.n; i++) {
+                const char *k = rs->metadata.annotations.items[i].key;
+                if (!streq(k, SPEC_ANN_REVISION) && !streq(k, SPEC_ANN_REVISION_HISTORY) &&
+                    !streq(k, SPEC_ANN_DESIRED_REPLICAS) && !streq(k, SPEC_ANN_MAX_REPLICAS) &&
+                    !streq(k, SPEC_ANN_LAST_APPLIED) &&
+                    !streq(k, "deprecated.deployment.rollback.to"))
+                        (void) spec_map_set(&ann, k, rs->metadata.annotations.items[i].value);
+        }
+        spec_map_done(&d->metadata.annotations);
+        d->metadata.annotations = ann;
+        return 1;
+}
+
+int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revision,
+                   int64_t *ret_revision, char **ret_error) {
+        const spec_deployment *d = store_get(a->store, STORE_DEPLOYMENT, ns, name);
+        const void *const *items;
+        _cleanup_free_ const spec_replica_set **rss = NULL;
+        _cleanup_free_ int64_t *revs = NULL;
+        size_t n = store_list(a->store, STORE_REPLICA_SET, &items), k = 0, idx;
+        rollback_arg arg;
+        int r;
+
+        *ret_error = NULL;
+        if (!d) {
+                *ret_error = strprintf("deployments.apps \"%s\" not found", name);
+                return -ENOENT;
+        }
+        rss = new0(const spec_replica_set *, n);
+        revs = new0(int64_t, n);
+        if ((!rss || !revs) && n)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const spec_replica_set *rs = items[i];
+                if (streq_ptr(rs->metadata.namespace, ns) &&
+                    agent__owned_by(&rs->metadata, d->metadata.uid)) {
+                        rss[k] = rs;
+                        revs[k++] = agent__revision(&rs->metadata);
+                }
+        }
+        r = plan_undo_target(revs, k, to_revision, &idx);
+        if (r == -EINVAL) {
+                *ret_error = strprintf("unable to find specified revision %" PRId64 " in history",
+                                       to_revision);
+                return r;
+        }
+        if (r == -ENOENT) {
+                *ret_error = to_revision == 0
+                                     ? strprintf("no rollout history found for deployment \"%s\"",
+                                                 name)
+                                     : strprintf("unable to find specified revision %" PRId64
+                                                 " in history",
+                                                 to_revision);
+                return r;
+        }
+        if (d->spec.paused) {
+                *ret_error = strdup("you cannot rollback a paused deployment; resume it first with "
+                                    "'tend rollout resume' and try again");
+                return -EBUSY;
+        }
+        if (ret_revision)
+                *ret_revision = revs[idx];
+        if (spec_template_equal(&rss[idx]->spec.template, &d->spec.template)) {
+                *ret_error = strprintf("skipped rollback (current template already matches "
+                                       "revision %" PRId64 ")",
+                                       revs[idx]);
+                return -EALREADY;
+        }
+        arg.target = rss[idx];
+        int64_t rev = revs[idx];
+        r = update_deployment(a, ns, name, do_rollback, &arg);
+        if (r >= 0) {
+                /* d was replaced by the commit: look it up again. */
+                d = store_get(a->store, STORE_DEPLOYMENT, ns, name);
+                log_info("deployment/%s: rolled back to revision %" PRId64, name, rev);
+                if (d)
+                        (void) agent__event(
+                                a, STORE_DEPLOYMENT, &d->metadata, "Normal", "DeploymentRollback",
+                                "Rolled back deployment \"%s\" to revision %" PRId64, name, rev);
+        }
+        return r;
+}

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Private to the agent core. */
+
+#include "agent.h"
+#include "plan.h"
+
+/* A set of "namespace/name" keys with FIFO order: adding a key that is
+ * already queued does nothing (the queue coalesces). */
+typedef struct workq {
+        tend_hashmap *set;
+        char **keys;
+        size_t head, n, alloc;
+} workq;
+
+int workq_add(workq *q, const char *key);
+char *workq_pop(workq *q); /* new string or NULL */
+bool workq_empty(const workq *q);
+void workq_done(workq *q);
+
+/* What the pod worker knows of a pod's process beyond the pod object. */
+typedef struct pod_rt {
+        agent *agent;
+        char *uid;
+        char *key;     /* "namespace/name" */
+        void *handle;  /* backend handle; NULL once freed */
+        bool started;  /* the backend said so */
+        bool ready;    /* published readiness */
+        bool stopping; /* stop requested */
+        bool exited;   /* exit seen, not yet written to the pod */
+        rt_exit exit;
+        bool liveness_failed;
+        char *liveness_message;
+        char *probe_message; /* last readiness failure, for events */
+        bool probe_dirty;    /* readiness changed: write the pod */
+        usec_t started_wall;
+} pod_rt;
+
+/* Crash-loop state of a ReplicaSet (by uid). In memory: an agent restart
+ * forgets a streak, which costs at most one faster replacement. */
+typedef struct rs_backoff {
+        unsigned streak;
+        usec_t until; /* wall clock: replacements wait until then */
+} rs_backoff;
+
+typedef struct delayed {
+        usec_t at; /* monotonic */
+        store_kind kind;
+} delayed;
+
+struct agent {
+        store *store;
+        const agent_backend *backend;
+        void *backend_data;
+        agent_clock clock;
+        char *state_dir;
+        char *node_name;
+        void (*wakeup)(void *);
+        void *wakeup_userdata;
+        bool processing;
+        bool started;
+
+        workq queues[_STORE_KIND_MAX];
+        tend_hashmap *delayed[_STORE_KIND_MAX]; /* key → delayed* */
+        tend_hashmap *pods;                     /* pod uid → pod_rt* */
+        tend_hashmap *backoff;                  /* rs uid → rs_backoff* */
+};
+
+static inline usec_t agent_now(const agent *a) {
+        return a->clock.now(a->clock.userdata);
+}
+static inline usec_t agent_wall(const agent *a) {
+        return a->clock.wall(a->clock.userdata);
+}
+
+void agent__enqueue(agent *a, store_kind kind, const char *ns, const char *name);
+/* Run the key again at `at` (monotonic), unless it runs earlier anyway. */
+void agent__enqueue_at(agent *a, store_kind kind, const char *ns, const char *name, usec_t at);
+/* The same, from a wall-clock time. */
+void agent__enqueue_at_wall(agent *a, store_kind kind, const char *ns, const char *name,
+                            usec_t wall);
+
+int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type,
+                 const char *reason, const char *fmt, ...) _printf_(6, 7);
+
+/* The controllers: one sync of one key each. */
+int ctl_deployment_sync(agent *a, const char *ns, const char *name);
+int ctl_replica_set_sync(agent *a, const char *ns, const char *name);
+int ctl_pod_sync(agent *a, const char *ns, const char *name);
+
+/* Ownership by uid (never by labels): the controller reference. */
+bool agent__owned_by(const spec_meta *m, const char *owner_uid);
+const spec_deployment *agent__deployment_by_uid(agent *a, const char *ns, const char *uid);
+const spec_replica_set *agent__replica_set_by_uid(agent *a, const char *ns, const char *uid);
+
+/* Pod facts the controllers share. */
+bool agent__pod_terminal(const spec_pod *p);
+bool agent__pod_active(const spec_pod *p);
+bool agent__pod_ready(const spec_pod *p, usec_t *ret_since);
+int64_t agent__revision(const spec_meta *m);
+
+pod_rt *agent__pod_rt(agent *a, const char *uid);
+pod_rt *agent__pod_rt_new(agent *a, const spec_pod *p);
+void agent__pod_rt_drop(agent *a, const char *uid);
+
+/* A ReplicaSet's crash-loop state (created on demand; NULL on OOM). */
+rs_backoff *agent__backoff(agent *a, const char *rs_uid);
+
+/* Deletes a pod object with its record and log directory. */
+int agent__remove_pod(agent *a, const spec_pod *p);
+
+/* containerStatuses[0], created (named after the container) if missing. */
+spec_container_status *agent__container_status(spec_pod *p);
+void agent__set_waiting(spec_container_status *cs, const char *reason, const char *message);
+void agent__set_running(spec_container_status *cs, usec_t started_at);
+void agent__set_terminated(spec_container_status *cs, int32_t exit_code, int32_t sig,
+                           const char *reason, const char *message, usec_t started_at,
+                           usec_t finished_at);

@@ -1,0 +1,639 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The agent core: the work queue, the processing pass, the backend's
+ * up-calls, adoption after a restart, and helpers the controllers share.
+ *
+ * A pass runs the three controllers over whatever is queued — deployments,
+ * then ReplicaSets, then pods — commits the store, and repeats while the
+ * commit's notifications queued more. Level-triggered: each sync recomputes
+ * from the store, so a lost notification costs latency, never correctness
+ * (the periodic resync queues everything).
+ */
+
+#include <dirent.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "agent-internal.h"
+
+/* ---- the work queue ------------------------------------------------------------------ */
+
+int workq_add(workq *q, const char *key) {
+        if (tend_hashmap_get(q->set, key))
+                return 0;
+        if (q->head + q->n == q->alloc) {
+                if (q->head > 0) {
+                        memmove(q->keys, q->keys + q->head, sizeof(char *) * q->n);
+                        q->head = 0;
+                }
+                if (q->n == q->alloc) {
+                        size_t na = q->alloc ? q->alloc * 2 : 64;
+                        char **nk = realloc(q->keys, sizeof(char *) * na);
+                        if (!nk)
+                                return -ENOMEM;
+                        q->keys = nk;
+                        q->alloc = na;
+                }
+        }
+        char *k = strdup(key);
+        if (!k || tend_hashmap_put(q->set, key, (void *) 1, NULL) < 0) {
+                free(k);
+                return -ENOMEM;
+        }
+        q->keys[q->head + q->n++] = k;
+        return 0;
+}
+
+char *workq_pop(workq *q) {
+        char *k;
+
+        if (q->n == 0)
+                return NULL;
+        k = q->keys[q->head++];
+        q->n--;
+        if (q->n == 0)
+                q->head = 0;
+        (void) tend_hashmap_remove(q->set, k);
+        return k;
+}
+
+bool workq_empty(const workq *q) {
+        return q->n == 0;
+}
+
+void workq_done(workq *q) {
+        for (size_t i = 0; i < q->n; i++)
+                free(q->keys[q->head + i]);
+        free(q->keys);
+        tend_hashmap_free(q->set);
+        *q = (workq){};
+}
+
+static int split_key(const char *key, char **ret_ns, const char **ret_name) {
+        const char *slash = strchr(key, '/');
+        if (!slash)
+                return -EINVAL;
+        *ret_ns = strndup(key, (size_t) (slash - key));
+        *ret_name = slash + 1;
+        return *ret_ns ? 0 : -ENOMEM;
+}
+
+void agent__enqueue(agent *a, store_kind kind, const char *ns, const char *name) {
+        char key[512];
+
+        snprintf(key, sizeof key, "%s/%s", ns, name);
+        if (workq_add(&a->queues[kind], key) < 0)
+                return; /* OOM: the periodic resync brings it back */
+        if (!a->processing && a->wakeup)
+                a->wakeup(a->wakeup_userdata);
+}
+
+void agent__enqueue_at(agent *a, store_kind kind, const char *ns, const char *name, usec_t at) {
+        char key[512];
+        delayed *d;
+
+        snprintf(key, sizeof key, "%s/%s", ns, name);
+        d = tend_hashmap_get(a->delayed[kind], key);
+        if (d) {
+                d->at = MIN(d->at, at);
+                return;
+        }
+        d = new0(delayed, 1);
+        if (!d)
+                return;
+        d->at = at;
+        d->kind = kind;
+        if (tend_hashmap_put(a->delayed[kind], key, d, NULL) < 0)
+                free(d);
+}
+
+void agent__enqueue_at_wall(agent *a, store_kind kind, const char *ns, const char *name,
+                            usec_t wall) {
+        usec_t now_wall = agent_wall(a), now = agent_now(a);
+        agent__enqueue_at(a, kind, ns, name, wall > now_wall ? now + (wall - now_wall) : now);
+}
+
+/* Moves due delayed keys into their queues; returns the next deadline. */
+static usec_t promote_delayed(agent *a) {
+        usec_t now = agent_now(a), next = USEC_INFINITY;
+
+        for (int k = 0; k < _STORE_KIND_MAX; k++) {
+                _cleanup_strv_free_ char **due = NULL;
+                const char *key;
+                delayed *d;
+
+                for (size_t i = 0; tend_hashmap_next(a->delayed[k], &i, &key, (void **) &d);) {
+                        if (d->at <= now)
+                                (void) strv_extend(&due, key);
+                        else
+                                next = MIN(next, d->at);
+                }
+                for (char **p = due; p && *p; p++) {
+                        free(tend_hashmap_remove(a->delayed[k], *p));
+                        (void) workq_add(&a->queues[k], *p);
+                }
+        }
+        return next;
+}
+
+/* ---- store notifications ---------------------------------------------------------------- */
+
+bool agent__owned_by(const spec_meta *m, const char *owner_uid) {
+        const spec_owner_ref *o = spec_meta_controller(m);
+        return o && owner_uid && streq_ptr(o->uid, owner_uid);
+}
+
+static const void *find_by_uid(agent *a, store_kind kind, const char *ns, const char *uid) {
+        const void *const *items;
+        size_t n = store_list(a->store, kind, &items);
+
+        if (!uid)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                const spec_meta *m = &((const spec_deployment *) items[i])->metadata;
+                if (streq_ptr(m->uid, uid) && streq_ptr(m->namespace, ns))
+                        return items[i];
+        }
+        return NULL;
+}
+
+const spec_deployment *agent__deployment_by_uid(agent *a, const char *ns, const char *uid) {
+        return find_by_uid(a, STORE_DEPLOYMENT, ns, uid);
+}
+
+const spec_replica_set *agent__replica_set_by_uid(agent *a, const char *ns, const char *uid) {
+        return find_by_uid(a, STORE_REPLICA_SET, ns, uid);
+}
+
+/* Queues the objects a given owner controls (garbage collection when the
+ * owner goes). */
+static void enqueue_owned(agent *a, store_kind kind, const char *ns, const char *owner_uid) {
+        const void *const *items;
+        size_t n = store_list(a->store, kind, &items);
+
+        for (size_t i = 0; i < n; i++) {
+                const spec_meta *m = &((const spec_deployment *) items[i])->metadata;
+                if (streq_ptr(m->namespace, ns) && agent__owned_by(m, owner_uid))
+                        agent__enqueue(a, kind, m->namespace, m->name);
+        }
+}
+
+static void on_store_change(store_kind kind, store_change change, const void *obj, void *u) {
+        agent *a = u;
+        const spec_meta *m = &((const spec_deployment *) obj)->metadata;
+        const spec_owner_ref *o = spec_meta_controller(m);
+
+        switch (kind) {
+        case STORE_DEPLOYMENT:
+                agent__enqueue(a, kind, m->namespace, m->name);
+                if (change == STORE_DELETED)
+                        enqueue_owned(a, STORE_REPLICA_SET, m->namespace, m->uid);
+                break;
+        case STORE_REPLICA_SET:
+                agent__enqueue(a, kind, m->namespace, m->name);
+                if (o) {
+                        const spec_deployment *d = agent__deployment_by_uid(a, m->namespace,
+                                                                            o->uid);
+                        if (d)
+                                agent__enqueue(a, STORE_DEPLOYMENT, m->namespace, d->metadata.name);
+                }
+                if (change == STORE_DELETED)
+                        enqueue_owned(a, STORE_POD, m->namespace, m->uid);
+                break;
+        case STORE_POD:
+                agent__enqueue(a, kind, m->namespace, m->name);
+                if (o) {
+                        const spec_replica_set *rs = agent__replica_set_by_uid(a, m->namespace,
+                                                                               o->uid);
+                        if (rs)
+                                agent__enqueue(a, STORE_REPLICA_SET, m->namespace,
+                                               rs->metadata.name);
+                }
+                break;
+        default:
+                break;
+        }
+}
+
+void agent_resync(agent *a) {
+        for (int k = 0; k < STORE_EVENT; k++) {
+                const void *const *items;
+                size_t n = store_list(a->store, (store_kind) k, &items);
+                for (size_t i = 0; i < n; i++) {
+                        const spec_meta *m = &((const spec_deployment *) items[i])->metadata;
+                        agent__enqueue(a, (store_kind) k, m->namespace, m->name);
+                }
+        }
+}
+
+/* ---- processing ---------------------------------------------------------------------------- */
+
+bool agent_has_work(const agent *a) {
+        for (int k = 0; k < _STORE_KIND_MAX; k++)
+                if (!workq_empty(&a->queues[k]))
+                        return true;
+        return false;
+}
+
+typedef int (*sync_fn)(agent *a, const char *ns, const char *name);
+
+static void drain(agent *a, store_kind kind, sync_fn fn) {
+        /* Only what is queued now: keys queued during this drain wait for
+         * the next round, after the commit, in kind order again. */
+        size_t n = a->queues[kind].n;
+
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *key = workq_pop(&a->queues[kind]), *ns = NULL;
+                const char *name;
+                int r;
+
+                if (!key)
+                        break;
+                if (split_key(key, &ns, &name) < 0)
+                        continue;
+                r = fn(a, ns, name);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to sync %s/%s: %m", store_kind_to_string(kind),
+                                          key);
+                        /* retry after a pause rather than spinning */
+                        agent__enqueue_at(a, kind, ns, name, agent_now(a) + USEC_PER_SEC);
+                }
+        }
+}
+
+usec_t agent_process(agent *a) {
+        usec_t next = USEC_INFINITY;
+        int r;
+
+        a->processing = true;
+        for (unsigned round = 0; round < 10000; round++) {
+                next = promote_delayed(a);
+                if (!agent_has_work(a))
+                        break;
+                drain(a, STORE_DEPLOYMENT, ctl_deployment_sync);
+                drain(a, STORE_REPLICA_SET, ctl_replica_set_sync);
+                drain(a, STORE_POD, ctl_pod_sync);
+                r = store_commit(a->store, false);
+                if (r < 0)
+                        log_error_errno(r, "Failed to commit to the store: %m");
+        }
+        a->processing = false;
+        return next;
+}
+
+/* ---- backend up-calls ---------------------------------------------------------------------- */
+
+static void poke(agent *a, pod_rt *pr) {
+        char *ns = NULL;
+        const char *name;
+
+        if (split_key(pr->key, &ns, &name) < 0)
+                return;
+        agent__enqueue(a, STORE_POD, ns, name);
+        free(ns);
+}
+
+void agent_pod_started(agent *a, void *pod_userdata) {
+        pod_rt *pr = pod_userdata;
+
+        pr->started = true;
+        if (!pr->started_wall)
+                pr->started_wall = agent_wall(a);
+        poke(a, pr);
+}
+
+void agent_pod_exited(agent *a, void *pod_userdata, const rt_exit *e) {
+        pod_rt *pr = pod_userdata;
+
+        pr->exited = true;
+        pr->exit = *e;
+        poke(a, pr);
+}
+
+void agent_pod_probe(agent *a, void *pod_userdata, rt_probe_type type, bool ok,
+                     const char *message) {
+        pod_rt *pr = pod_userdata;
+
+        if (type == RT_PROBE_READINESS) {
+                pr->ready = ok;
+                pr->probe_dirty = true;
+                free(pr->probe_message);
+                pr->probe_message = message ? strdup(message) : NULL;
+        } else if (!ok) {
+                pr->liveness_failed = true;
+                free(pr->liveness_message);
+                pr->liveness_message = message ? strdup(message) : NULL;
+        }
+        poke(a, pr);
+}
+
+/* ---- pods' runtime state ------------------------------------------------------------------- */
+
+pod_rt *agent__pod_rt(agent *a, const char *uid) {
+        return uid ? tend_hashmap_get(a->pods, uid) : NULL;
+}
+
+static void pod_rt_free(agent *a, pod_rt *pr) {
+        if (!pr)
+                return;
+        if (pr->handle)
+                a->backend->free(pr->handle);
+        free(pr->uid);
+        free(pr->key);
+        free(pr->liveness_message);
+        free(pr->probe_message);
+        free(pr);
+}
+
+void agent__pod_rt_drop(agent *a, const char *uid) {
+        pod_rt_free(a, tend_hashmap_remove(a->pods, uid));
+}
+
+rs_backoff *agent__backoff(agent *a, const char *rs_uid) {
+        rs_backoff *b = tend_hashmap_get(a->backoff, rs_uid);
+
+        if (b)
+                return b;
+        b = new0(rs_backoff, 1);
+        if (!b || tend_hashmap_put(a->backoff, rs_uid, b, NULL) < 0) {
+                free(b);
+                return NULL;
+        }
+        return b;
+}
+
+/* ---- shared facts ------------------------------------------------------------------------------
+ */
+
+bool agent__pod_terminal(const spec_pod *p) {
+        return p->status.phase == SPEC_POD_FAILED || p->status.phase == SPEC_POD_SUCCEEDED;
+}
+
+bool agent__pod_active(const spec_pod *p) {
+        return !agent__pod_terminal(p) && !p->metadata.deletion_timestamp;
+}
+
+bool agent__pod_ready(const spec_pod *p, usec_t *ret_since) {
+        const spec_condition *c = plan_get_condition(p->status.conditions, p->status.n_conditions,
+                                                     "Ready");
+        bool ready = c && streq_ptr(c->status, "True");
+
+        if (ret_since)
+                *ret_since = ready ? c->last_transition_time : 0;
+        return ready;
+}
+
+int64_t agent__revision(const spec_meta *m) {
+        const char *v = spec_map_get(&m->annotations, SPEC_ANN_REVISION);
+        int64_t r;
+
+        if (!v)
+                return 0;
+        return safe_atoi64(v, &r) < 0 ? -1 : r;
+}
+
+int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type,
+                 const char *reason, const char *fmt, ...) {
+        _cleanup_free_ char *msg = NULL;
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&msg, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        log_debug("%s/%s: %s: %s", store_kind_to_string(kind), m->name, reason, msg);
+        return store_record_event(a->store, kind, m, type, reason, msg, agent_wall(a));
+}
+
+static void remove_log_dir(agent *a, const spec_pod *p) {
+        _cleanup_free_ char *dir = strprintf("%s/pods/%s_%s", a->state_dir, p->metadata.namespace,
+                                             p->metadata.name);
+        DIR *d;
+        struct dirent *de;
+
+        if (!dir || !a->state_dir)
+                return;
+        d = opendir(dir);
+        if (!d)
+                return;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        (void) unlinkat(dirfd(d), de->d_name, 0);
+        closedir(d);
+        (void) rmdir(dir);
+}
+
+int agent__remove_pod(agent *a, const spec_pod *p) {
+        _cleanup_free_ char *uid = strdup(strempty(p->metadata.uid));
+        int r;
+
+        if (!uid)
+                return -ENOMEM;
+        remove_log_dir(a, p);
+        (void) store_delete_record(a->store, uid);
+        r = store_delete(a->store, STORE_POD, p->metadata.namespace, p->metadata.name);
+        agent__pod_rt_drop(a, uid);
+        return r == -ENOENT ? 0 : r;
+}
+
+/* ---- life
+ * ------------------------------------------------------------------------------------------- */
+
+static usec_t real_now(void *u) {
+        return now_monotonic();
+}
+
+static usec_t real_wall(void *u) {
+        return now_realtime();
+}
+
+static const agent_clock real_clock = { .now = real_now, .wall = real_wall };
+
+int agent_new(const agent_config *c, agent **ret) {
+        agent *a = new0(agent, 1);
+        char host[256] = "localhost";
+        int r;
+
+        if (!a)
+                return -ENOMEM;
+        a->store = c->store;
+        a->backend = c->backend;
+        a->backend_data = c->backend_data;
+        a->clock = c->clock ? *c->clock : real_clock;
+        a->wakeup = c->wakeup;
+        a->wakeup_userdata = c->wakeup_userdata;
+        if (!c->node_name)
+                (void) gethostname(host, sizeof host - 1);
+        a->node_name = strdup(c->node_name ?: host);
+        a->state_dir = c->state_dir ? strdup(c->state_dir) : NULL;
+        a->pods = tend_hashmap_new();
+        a->backoff = tend_hashmap_new();
+        if (!a->node_name || (c->state_dir && !a->state_dir) || !a->pods || !a->backoff)
+                goto oom;
+        for (int k = 0; k < _STORE_KIND_MAX; k++)
+                if (!(a->queues[k].set = tend_hashmap_new()) ||
+                    !(a->delayed[k] = tend_hashmap_new()))
+                        goto oom;
+        r = store_subscribe(a->store, on_store_change, a);
+        if (r < 0)
+                goto fail;
+        *ret = a;
+        return 0;
+oom:
+        r = -ENOMEM;
+fail:
+        agent_free(a);
+        return r;
+}
+
+agent *agent_free(agent *a) {
+        const char *key;
+        void *v;
+
+        if (!a)
+                return NULL;
+        store_unsubscribe(a->store, on_store_change, a);
+        if (a->pods)
+                for (size_t i = 0; tend_hashmap_next(a->pods, &i, &key, &v);)
+                        pod_rt_free(a, v); /* detaches: processes keep running */
+        tend_hashmap_free(a->pods);
+        if (a->backoff)
+                for (size_t i = 0; tend_hashmap_next(a->backoff, &i, &key, &v);)
+                        free(v);
+        tend_hashmap_free(a->backoff);
+        for (int k = 0; k < _STORE_KIND_MAX; k++) {
+                workq_done(&a->queues[k]);
+                if (a->delayed[k])
+                        for (size_t i = 0; tend_hashmap_next(a->delayed[k], &i, &key, &v);)
+                                free(v);
+                tend_hashmap_free(a->delayed[k]);
+        }
+        free(a->node_name);
+        free(a->state_dir);
+        free(a);
+        return NULL;
+}
+
+pod_rt *agent__pod_rt_new(agent *a, const spec_pod *p) {
+        pod_rt *pr = new0(pod_rt, 1);
+
+        if (!pr)
+                return NULL;
+        pr->agent = a;
+        pr->uid = strdup(strempty(p->metadata.uid));
+        pr->key = strprintf("%s/%s", p->metadata.namespace, p->metadata.name);
+        if (!pr->uid || !pr->key || tend_hashmap_put(a->pods, pr->uid, pr, NULL) < 0) {
+                pod_rt_free(a, pr);
+                return NULL;
+        }
+        return pr;
+}
+
+/* Marks a pod whose process cannot be found as lost. */
+static int mark_lost(agent *a, const spec_pod *p, const char *why) {
+        spec_pod *n = spec_pod_copy(p);
+        spec_container_status *cs;
+        _cleanup_free_ char *msg = strprintf("lost while the agent was down: %s", why);
+        usec_t started = 0;
+
+        if (!n || !msg) {
+                spec_pod_free(n);
+                return -ENOMEM;
+        }
+        n->status.phase = SPEC_POD_FAILED;
+        (void) free_and_strdup(&n->status.reason, "Lost");
+        (void) free_and_strdup(&n->status.message, msg);
+        cs = agent__container_status(n);
+        if (cs) {
+                if (cs->state.running)
+                        started = cs->state.running->started_at;
+                /* Kubernetes' word for a container that cannot be found. */
+                agent__set_terminated(cs, 137, 0, "ContainerStatusUnknown", msg, started,
+                                      agent_wall(a));
+        }
+        plan_set_condition(&n->status.conditions, &n->status.n_conditions, "Ready", "False",
+                           "PodFailed", NULL, agent_wall(a));
+        (void) store_delete_record(a->store, p->metadata.uid);
+        log_warning("pod/%s: %s", p->metadata.name, msg);
+        (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Lost", "%s", msg);
+        return store_put(a->store, STORE_POD, n, NULL);
+}
+
+int agent_start(agent *a) {
+        const void *const *items;
+        _cleanup_free_ const spec_pod **pods = NULL;
+        size_t n = store_list(a->store, STORE_POD, &items);
+        int r;
+
+        /* Copy the list: marking pods lost writes to the store. */
+        pods = new0(const spec_pod *, n);
+        if (!pods && n)
+                return -ENOMEM;
+        if (n)
+                memcpy(pods, items, sizeof(void *) * n);
+
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = pods[i];
+                json_t *j = store_get_record(a->store, p->metadata.uid);
+                rt_record rec = {};
+                rt_pod_params params = { .namespace = p->metadata.namespace,
+                                         .name = p->metadata.name,
+                                         .uid = p->metadata.uid,
+                                         .spec = &p->spec };
+                _cleanup_free_ char *err = NULL;
+                pod_rt *pr;
+                void *handle = NULL;
+
+                if (agent__pod_terminal(p))
+                        continue;
+                if (!j) {
+                        if (p->status.phase != SPEC_POD_PENDING)
+                                (void) mark_lost(a, p, "it has no runtime record");
+                        continue;
+                }
+                if (rt_record_from_json(j, &rec) < 0) {
+                        (void) mark_lost(a, p, "its runtime record cannot be read");
+                        continue;
+                }
+                if (rec.pid <= 0 && !rec.unit) {
+                        /* Only the intent: the agent went down between
+                         * writing it and recording the process. Did the
+                         * process start? Look for it by its POD_UID. */
+                        rt_record_done(&rec);
+                        if (!a->backend->find ||
+                            a->backend->find(a->backend_data, p->metadata.uid, &rec) < 0) {
+                                (void) store_delete_record(a->store, p->metadata.uid);
+                                continue; /* never started: the pod worker starts it */
+                        }
+                }
+                pr = agent__pod_rt_new(a, p);
+                if (!pr) {
+                        rt_record_done(&rec);
+                        return -ENOMEM;
+                }
+                r = a->backend->adopt(a->backend_data, &params, &rec, pr, &handle, &err);
+                if (r < 0) {
+                        agent__pod_rt_drop(a, p->metadata.uid);
+                        (void) mark_lost(a, p, err ?: strerror(-r));
+                } else {
+                        pr->handle = handle;
+                        pr->started_wall = rec.started_at;
+                        log_info("pod/%s: adopted %s", p->metadata.name,
+                                 strna(a->backend->container_id(handle)));
+                        json_t *nj = rt_record_to_json(a->backend->record(handle));
+                        if (nj)
+                                (void) store_put_record(a->store, p->metadata.uid, nj);
+                        json_decref(nj);
+                }
+                rt_record_done(&rec);
+        }
+        r = store_commit(a->store, true);
+        if (r < 0)
+                return r;
+        a->started = true;
+        agent_resync(a);
+        return 0;
+}

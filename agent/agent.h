@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The agent core: the store and the three control loops (deployment,
+ * ReplicaSet, pod worker), driven by a coalesced work queue. It has no event
+ * loop of its own: a driver calls agent_process() when there is work and at
+ * the deadline it returns. agent-loop.c drives it from libuv with the real
+ * runtime; the controller tests drive it in virtual time with a fake
+ * backend. Every decision is made by the planners in plan.h.
+ */
+
+#include "store.h"
+#include "tend/runtime.h"
+
+typedef struct agent agent;
+
+/* The runtime as the pod worker sees it (the real one wraps rt_pod_*). A
+ * handle is whatever the backend returns for a pod; the backend reports
+ * through agent_pod_started/exited/probe with the pod_userdata it was given. */
+typedef struct agent_backend {
+        int (*start)(void *b, const rt_pod_params *p, void *pod_userdata, void **ret_handle,
+                     char **ret_error);
+        int (*adopt)(void *b, const rt_pod_params *p, const rt_record *r, void *pod_userdata,
+                     void **ret_handle, char **ret_error);
+        /* Finds a process that a crash interrupted between spawn and record
+         * (by its POD_UID); fills a record. NULL: not supported. */
+        int (*find)(void *b, const char *pod_uid, rt_record *ret);
+        int (*stop)(void *handle, usec_t grace);
+        int (*signal)(void *handle, int sig);
+        void (*free)(void *handle);
+        const rt_record *(*record)(void *handle);
+        const char *(*container_id)(void *handle);
+} agent_backend;
+
+typedef struct agent_clock {
+        usec_t (*now)(void *userdata);  /* monotonic */
+        usec_t (*wall)(void *userdata); /* realtime */
+        void *userdata;
+} agent_clock;
+
+typedef struct agent_config {
+        store *store;                 /* borrowed; the agent subscribes to it */
+        const agent_backend *backend; /* borrowed */
+        void *backend_data;
+        const agent_clock *clock; /* NULL: the real clocks */
+        const char *state_dir;    /* pod logs are removed with their pods */
+        const char *node_name;    /* NULL: the host name */
+        /* Called when new work arrived outside agent_process() (a pod
+         * exited): the driver should call agent_process() soon. */
+        void (*wakeup)(void *userdata);
+        void *wakeup_userdata;
+} agent_config;
+
+int agent_new(const agent_config *c, agent **ret);
+/* Detaches every pod (processes keep running) and frees the agent. */
+agent *agent_free(agent *a);
+
+/* Adopts the pods of the store (after a restart): live processes are
+ * watched again, gone ones become Failed pods ("lost while the agent was
+ * down"). Call once, before the first agent_process(). */
+int agent_start(agent *a);
+
+/* Runs the controllers until there is nothing left to do now, committing
+ * the store. Returns the monotonic time of the next deadline
+ * (USEC_INFINITY: none). */
+usec_t agent_process(agent *a);
+bool agent_has_work(const agent *a);
+/* Queues every object (the periodic resync). */
+void agent_resync(agent *a);
+
+/* Backend up-calls (pod_userdata as given to start/adopt). */
+void agent_pod_started(agent *a, void *pod_userdata);
+void agent_pod_exited(agent *a, void *pod_userdata, const rt_exit *e);
+void agent_pod_probe(agent *a, void *pod_userdata, rt_probe_type type, bool ok,
+                     const char *message);
+
+/* ---- user actions (what the API and the CLI do); errs gets field errors ---- */
+
+typedef enum agent_apply_result {
+        AGENT_CREATED,
+        AGENT_CONFIGURED,
+        AGENT_UNCHANGED,
+} agent_apply_result;
+
+/* Creates or updates deployments, all or nothing: every object is checked
+ * (selector contract, immutable selector, overlap with other deployments)
+ * before any is written; then one durable commit. results[i] per object
+ * (may be NULL). Takes nothing: the objects are copied. */
+int agent_apply(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
+                agent_apply_result *results);
+/* Deletes a deployment; its ReplicaSets and pods follow (background
+ * cascade, graceful stops). -ENOENT if there is none. */
+int agent_delete_deployment(agent *a, const char *ns, const char *name);
+int agent_scale_deployment(agent *a, const char *ns, const char *name, int32_t replicas);
+/* Hand-scaling a ReplicaSet is allowed (and the deployment puts it back). */
+int agent_scale_replica_set(agent *a, const char *ns, const char *name, int32_t replicas);
+/* Deletes a pod gracefully; its ReplicaSet replaces it. */
+int agent_delete_pod(agent *a, const char *ns, const char *name);
+int agent_pause(agent *a, const char *ns, const char *name, bool paused);
+int agent_restart_rollout(agent *a, const char *ns, const char *name);
+/* Rolls back to revision to_revision (0: the previous one). On failure
+ * *ret_error says why in kubectl's words. *ret_revision: the revision
+ * rolled back to. */
+int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revision,
+                   int64_t *ret_revision, char **ret_error);
+
+/* The real backend over an rt_manager; rt_callbacks to install in it (the
+ * rt_manager's userdata must be the agent). */
+extern const agent_backend agent_rt_backend;
+extern const rt_callbacks agent_rt_callbacks;
+
+/* Labels and annotations tend adds. */
+#define AGENT_ANN_START_AFTER "tend.io/start-after"
+#define AGENT_ANN_REPLACED "tend.io/replaced"
+#define AGENT_ANN_DELETION_COST "controller.kubernetes.io/pod-deletion-cost"
+#define AGENT_FAILED_PODS_KEPT 5

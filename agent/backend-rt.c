@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+
+/* The real backend: the pod worker's view of tend_runtime. The rt_manager's
+ * userdata is the agent; each rt_pod's userdata is the agent's pod_rt. */
+
+#include "agent-internal.h"
+
+static int rt_start(void *b, const rt_pod_params *p, void *pod_userdata, void **ret_handle,
+                    char **ret_error) {
+        return rt_pod_start(b, p, pod_userdata, (rt_pod **) ret_handle, ret_error);
+}
+
+static int rt_adopt(void *b, const rt_pod_params *p, const rt_record *r, void *pod_userdata,
+                    void **ret_handle, char **ret_error) {
+        return rt_pod_adopt(b, p, r, pod_userdata, (rt_pod **) ret_handle, ret_error);
+}
+
+static int rt_find(void *b, const char *pod_uid, rt_record *ret) {
+        return rt_find_pod_process(pod_uid, ret);
+}
+
+static int rt_stop(void *handle, usec_t grace) {
+        return rt_pod_stop(handle, grace);
+}
+
+static int rt_signal(void *handle, int sig) {
+        return rt_pod_signal(handle, sig);
+}
+
+static void rt_free(void *handle) {
+        rt_pod_free(handle);
+}
+
+static const rt_record *rt_record_of(void *handle) {
+        return rt_pod_record(handle);
+}
+
+static const char *rt_container_id(void *handle) {
+        return rt_pod_container_id(handle);
+}
+
+const agent_backend agent_rt_backend = {
+        .start = rt_start,
+        .adopt = rt_adopt,
+        .find = rt_find,
+        .stop = rt_stop,
+        .signal = rt_signal,
+        .free = rt_free,
+        .record = rt_record_of,
+        .container_id = rt_container_id,
+};
+
+static void on_started(rt_pod *pod, void *userdata) {
+        agent_pod_started(userdata, rt_pod_userdata(pod));
+}
+
+static void on_exited(rt_pod *pod, const rt_exit *e, void *userdata) {
+        agent_pod_exited(userdata, rt_pod_userdata(pod), e);
+}
+
+static void on_probe(rt_pod *pod, rt_probe_type type, bool success, const char *message,
+                     void *userdata) {
+        agent_pod_probe(userdata, rt_pod_userdata(pod), type, success, message);
+}
+
+const rt_callbacks agent_rt_callbacks = {
+        .started = on_started,
+        .exited = on_exited,
+        .probe = on_probe,
+};

@@ -1,0 +1,393 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The pod worker (the kubelet's part): makes the runtime match each pod
+ * object — start it, reflect what the runtime says (started, ready, exited),
+ * stop it gracefully when it is deleted or fails its liveness probe — and
+ * writes the pod's status. A process that exits or is killed makes its pod
+ * Failed: a lost pod, which its ReplicaSet replaces.
+ */
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "agent-internal.h"
+
+/* ---- container state ---------------------------------------------------------------- */
+
+spec_container_status *agent__container_status(spec_pod *p) {
+        if (p->status.n_container_statuses == 0) {
+                spec_container_status *cs = calloc(1, sizeof *cs);
+                const char *name = p->spec.n_containers ? p->spec.containers[0].name : "main";
+                if (!cs)
+                        return NULL;
+                cs->name = strdup(strempty(name));
+                p->status.container_statuses = cs;
+                p->status.n_container_statuses = 1;
+        }
+        return &p->status.container_statuses[0];
+}
+
+static void clear_state(spec_container_state *s) {
+        spec_done(&spec_type_container_state, s);
+}
+
+void agent__set_waiting(spec_container_status *cs, const char *reason, const char *message) {
+        clear_state(&cs->state);
+        cs->state.waiting = calloc(1, sizeof *cs->state.waiting);
+        if (!cs->state.waiting)
+                return;
+        cs->state.waiting->reason = reason ? strdup(reason) : NULL;
+        cs->state.waiting->message = message ? strdup(message) : NULL;
+}
+
+void agent__set_running(spec_container_status *cs, usec_t started_at) {
+        clear_state(&cs->state);
+        cs->state.running = calloc(1, sizeof *cs->state.running);
+        if (cs->state.running)
+                cs->state.running->started_at = started_at;
+}
+
+void agent__set_terminated(spec_container_status *cs, int32_t exit_code, int32_t sig,
+                           const char *reason, const char *message, usec_t started_at,
+                           usec_t finished_at) {
+        spec_state_terminated *t;
+
+        clear_state(&cs->state);
+        t = calloc(1, sizeof *t);
+        if (!t)
+                return;
+        t->exit_code = exit_code;
+        t->signal = sig;
+        t->reason = reason ? strdup(reason) : NULL;
+        t->message = message ? strdup(message) : NULL;
+        t->started_at = started_at;
+        t->finished_at = finished_at;
+        t->container_id = cs->container_id ? strdup(cs->container_id) : NULL;
+        cs->state.terminated = t;
+        cs->ready = false;
+        cs->started = false;
+}
+
+static const char *container_name(const spec_pod *p) {
+        return p->spec.n_containers ? strempty(p->spec.containers[0].name) : "main";
+}
+
+static usec_t grace_of(const spec_pod *p) {
+        int64_t s = p->metadata.deletion_grace_period_seconds != SPEC_UNSET64
+                            ? p->metadata.deletion_grace_period_seconds
+                            : p->spec.termination_grace_period_seconds;
+        return s == SPEC_UNSET64 || s < 0 ? 30 * USEC_PER_SEC : (usec_t) s * USEC_PER_SEC;
+}
+
+/* Ready and ContainersReady follow the container's readiness; the
+ * transition time drives minReadySeconds and the deletion order. */
+static void set_ready(agent *a, spec_pod *n, bool ready) {
+        usec_t now = agent_wall(a);
+        const char *st = ready ? "True" : "False";
+        const char *reason = ready ? NULL : "ContainersNotReady";
+
+        plan_set_condition(&n->status.conditions, &n->status.n_conditions, "ContainersReady", st,
+                           reason, NULL, now);
+        plan_set_condition(&n->status.conditions, &n->status.n_conditions, "Ready", st, reason,
+                           NULL, now);
+        if (n->status.n_container_statuses)
+                n->status.container_statuses[0].ready = ready;
+}
+
+/* ---- crash-loop bookkeeping -------------------------------------------------------------- */
+
+static void note_death(agent *a, const spec_pod *p, bool was_ready, usec_t started_wall,
+                       usec_t finished_wall) {
+        const spec_owner_ref *o = spec_meta_controller(&p->metadata);
+        usec_t ran = finished_wall > started_wall && started_wall ? finished_wall - started_wall
+                                                                  : 0;
+        rs_backoff *b;
+
+        if (!o || !o->uid || !(b = agent__backoff(a, o->uid)))
+                return;
+        if (plan_died_young(was_ready, ran))
+                b->streak++;
+        else if (ran >= PLAN_BACKOFF_RESET)
+                b->streak = 0;
+        b->until = finished_wall + plan_backoff_delay(b->streak);
+}
+
+/* ---- starting ------------------------------------------------------------------------------ */
+
+static int fail_start(agent *a, const spec_pod *p, const char *error) {
+        spec_pod *n = spec_pod_copy(p);
+        spec_container_status *cs;
+        usec_t now = agent_wall(a);
+
+        if (!n)
+                return -ENOMEM;
+        log_warning("pod/%s: cannot start: %s", p->metadata.name, error);
+        (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Failed", "Error: %s", error);
+        n->status.phase = SPEC_POD_FAILED;
+        (void) free_and_strdup(&n->status.reason, "StartError");
+        (void) free_and_strdup(&n->status.message, error);
+        cs = agent__container_status(n);
+        if (cs)
+                /* 128: the container runtime's "could not run" code */
+                agent__set_terminated(cs, 128, 0, "StartError", error, 0, now);
+        set_ready(a, n, false);
+        note_death(a, p, false, now, now);
+        (void) store_delete_record(a->store, p->metadata.uid);
+        return store_put(a->store, STORE_POD, n, NULL);
+}
+
+static int start_pod(agent *a, const spec_pod *p) {
+        rt_pod_params params = { .namespace = p->metadata.namespace,
+                                 .name = p->metadata.name,
+                                 .uid = p->metadata.uid,
+                                 .spec = &p->spec };
+        _cleanup_free_ char *err = NULL;
+        json_t *intent, *rec;
+        void *handle = NULL;
+        spec_pod *n;
+        pod_rt *pr;
+        int r;
+
+        /* Write the intent and commit before the process exists: if the
+         * agent dies right after the spawn, the restart finds the process
+         * by its POD_UID instead of starting it a second time. */
+        intent = json_pack("{s:b}", "intent", 1);
+        if (!intent)
+                return -ENOMEM;
+        r = store_put_record(a->store, p->metadata.uid, intent);
+        json_decref(intent);
+        if (r >= 0)
+                r = store_commit(a->store, false);
+        if (r < 0)
+                return r;
+
+        pr = agent__pod_rt_new(a, p);
+        if (!pr)
+                return -ENOMEM;
+        r = a->backend->start(a->backend_data, &params, pr, &handle, &err);
+        if (r < 0) {
+                agent__pod_rt_drop(a, p->metadata.uid);
+                return fail_start(a, p, err ?: strerror(-r));
+        }
+        pr->handle = handle;
+
+        rec = rt_record_to_json(a->backend->record(handle));
+        if (rec)
+                (void) store_put_record(a->store, p->metadata.uid, rec);
+        json_decref(rec);
+
+        n = spec_pod_copy(p);
+        if (!n)
+                return -ENOMEM;
+        (void) free_and_strdup(&n->spec.node_name, a->node_name);
+        (void) free_and_strdup(&n->status.host_ip, "127.0.0.1");
+        (void) free_and_strdup(&n->status.pod_ip, "127.0.0.1");
+        spec_container_status *cs = agent__container_status(n);
+        if (cs) {
+                (void) free_and_strdup(&cs->container_id, a->backend->container_id(handle));
+                agent__set_waiting(cs, "ContainerCreating", NULL);
+        }
+        log_debug("pod/%s: started %s", p->metadata.name, strna(a->backend->container_id(handle)));
+        return store_put(a->store, STORE_POD, n, NULL);
+}
+
+/* ---- exits ------------------------------------------------------------------------------- */
+
+static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
+        spec_pod *n = spec_pod_copy(p);
+        const rt_exit *e = &pr->exit;
+        spec_container_status *cs;
+        const char *reason = e->reason;
+        _cleanup_free_ char *what = NULL;
+        int32_t code = 0, sig = 0;
+        bool was_ready;
+
+        if (!n)
+                return -ENOMEM;
+        switch (e->kind) {
+        case RT_EXIT_CODE:
+                code = e->code;
+                what = strprintf("exited with code %d", code);
+                break;
+        case RT_EXIT_SIGNAL:
+                sig = e->signal;
+                code = 128 + sig;
+                what = strprintf("was killed by signal %d (%s)", sig, strsignal(sig));
+                break;
+        default:
+                code = 137;
+                reason = "ContainerStatusUnknown";
+                what = strdup("exited; its status is unknown (adopted after an agent restart)");
+                break;
+        }
+        if (pr->liveness_failed)
+                reason = "Unhealthy";
+
+        n->status.phase = SPEC_POD_FAILED;
+        if (pr->liveness_failed) {
+                (void) free_and_strdup(&n->status.reason, "Unhealthy");
+                (void) free_and_strdup(&n->status.message, pr->liveness_message);
+        }
+        cs = agent__container_status(n);
+        was_ready = cs && cs->ready;
+        if (cs)
+                agent__set_terminated(cs, code, sig, reason,
+                                      pr->liveness_failed ? pr->liveness_message : NULL,
+                                      pr->started_wall, e->finished_at);
+        set_ready(a, n, false);
+        if (!p->metadata.deletion_timestamp) {
+                /* A lost pod: say so where the user looks. */
+                log_info("pod/%s: process %s %s", p->metadata.name,
+                         strna(pr->handle ? a->backend->container_id(pr->handle) : NULL),
+                         strna(what));
+                (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "ProcessExited",
+                                    "Container %s %s", container_name(p), strna(what));
+                note_death(a, p, was_ready || pr->ready, pr->started_wall, e->finished_at);
+        }
+        (void) store_delete_record(a->store, p->metadata.uid);
+        return store_put(a->store, STORE_POD, n, NULL);
+}
+
+/* ---- the sync ------------------------------------------------------------------------------ */
+
+static int mark_deleted(agent *a, const spec_pod *p) {
+        spec_pod *n = spec_pod_copy(p);
+
+        if (!n)
+                return -ENOMEM;
+        n->metadata.deletion_timestamp = agent_wall(a);
+        n->metadata.deletion_grace_period_seconds = n->spec.termination_grace_period_seconds;
+        return store_put(a->store, STORE_POD, n, NULL);
+}
+
+/* Brings the pod's status in line with the runtime's view. */
+static int reflect(agent *a, const spec_pod *p, pod_rt *pr) {
+        spec_pod *n;
+        spec_container_status *cs;
+        bool changed = false;
+        usec_t since;
+
+        if (!pr->started)
+                return 0;
+        if (p->status.phase == SPEC_POD_RUNNING &&
+            plan_get_condition(p->status.conditions, p->status.n_conditions, "Ready") &&
+            agent__pod_ready(p, &since) == pr->ready) {
+                pr->probe_dirty = false;
+                return 0; /* nothing new: no copy, no write */
+        }
+        n = spec_pod_copy(p);
+        if (!n)
+                return -ENOMEM;
+        cs = agent__container_status(n);
+        if (pr->started && n->status.phase != SPEC_POD_RUNNING) {
+                n->status.phase = SPEC_POD_RUNNING;
+                if (!n->status.start_time)
+                        n->status.start_time = pr->started_wall;
+                if (cs) {
+                        agent__set_running(cs, pr->started_wall);
+                        cs->started = true;
+                        (void) free_and_strdup(&cs->container_id,
+                                               a->backend->container_id(pr->handle));
+                }
+                plan_set_condition(&n->status.conditions, &n->status.n_conditions, "PodScheduled",
+                                   "True", NULL, NULL, pr->started_wall);
+                plan_set_condition(&n->status.conditions, &n->status.n_conditions, "Initialized",
+                                   "True", NULL, NULL, pr->started_wall);
+                (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Started",
+                                    "Started container %s", container_name(p));
+                changed = true;
+        }
+        if (pr->started && agent__pod_ready(n, &since) != pr->ready) {
+                set_ready(a, n, pr->ready);
+                if (!pr->ready && pr->probe_message)
+                        (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Unhealthy",
+                                            "Readiness probe failed: %s", pr->probe_message);
+                changed = true;
+        } else if (pr->started &&
+                   !plan_get_condition(n->status.conditions, n->status.n_conditions, "Ready")) {
+                set_ready(a, n, pr->ready);
+                changed = true;
+        }
+        pr->probe_dirty = false;
+        if (!changed) {
+                spec_pod_free(n);
+                return 0;
+        }
+        return store_put(a->store, STORE_POD, n, NULL);
+}
+
+int ctl_pod_sync(agent *a, const char *ns, const char *name) {
+        const spec_pod *p = store_get(a->store, STORE_POD, ns, name);
+        const spec_owner_ref *o;
+        pod_rt *pr;
+
+        if (!p)
+                return 0;
+        pr = agent__pod_rt(a, p->metadata.uid);
+
+        /* Garbage collection: a pod whose ReplicaSet is gone goes too. */
+        o = spec_meta_controller(&p->metadata);
+        if (o && streq_ptr(o->kind, "ReplicaSet") && !p->metadata.deletion_timestamp &&
+            !agent__replica_set_by_uid(a, ns, o->uid))
+                return agent__pod_terminal(p) ? agent__remove_pod(a, p) : mark_deleted(a, p);
+
+        if (agent__pod_terminal(p)) {
+                if (pr)
+                        agent__pod_rt_drop(a, p->metadata.uid);
+                return p->metadata.deletion_timestamp ? agent__remove_pod(a, p) : 0;
+        }
+
+        if (pr && pr->exited) {
+                /* Deleted pods simply go once their process has. */
+                if (p->metadata.deletion_timestamp)
+                        return agent__remove_pod(a, p);
+                int r = write_exit(a, p, pr);
+                agent__pod_rt_drop(a, p->metadata.uid);
+                return r;
+        }
+
+        if (p->metadata.deletion_timestamp) {
+                if (!pr || !pr->handle)
+                        return agent__remove_pod(a, p);
+                if (!pr->stopping) {
+                        pr->stopping = true;
+                        (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Killing",
+                                            "Stopping container %s", container_name(p));
+                        return a->backend->stop(pr->handle, grace_of(p));
+                }
+                return 0;
+        }
+
+        if (!pr) {
+                const char *after = spec_map_get(&p->metadata.annotations, AGENT_ANN_START_AFTER);
+                usec_t t;
+
+                if (p->status.phase != SPEC_POD_PENDING)
+                        return 0; /* agent_start() judged it; nothing to run */
+                if (after && parse_timestamp(after, &t) >= 0 && t > agent_wall(a)) {
+                        agent__enqueue_at_wall(a, STORE_POD, ns, name, t);
+                        return 0;
+                }
+                return start_pod(a, p);
+        }
+
+        if (pr->liveness_failed && !pr->stopping) {
+                const spec_probe *lp = p->spec.n_containers ? p->spec.containers[0].liveness_probe
+                                                            : NULL;
+                usec_t grace = lp && lp->termination_grace_period_seconds != SPEC_UNSET64
+                                       ? (usec_t) lp->termination_grace_period_seconds *
+                                                 USEC_PER_SEC
+                                       : grace_of(p);
+                pr->stopping = true;
+                (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Unhealthy",
+                                    "Liveness probe failed: %s", strna(pr->liveness_message));
+                (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Killing",
+                                    "Container %s failed liveness probe, will be replaced",
+                                    container_name(p));
+                log_info("pod/%s: liveness probe failed (%s); stopping it", p->metadata.name,
+                         strna(pr->liveness_message));
+                return a->backend->stop(pr->handle, grace);
+        }
+        return reflect(a, p, pr);
+}

@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The ReplicaSet controller (k8s-semantics §7): compares the active pods it
+ * owns with spec.replicas, creates or deletes the difference (deletion order
+ * from plan_deletion_order), keeps the last few Failed pods for inspection,
+ * applies the crash-loop back-off to replacements, and writes status.
+ *
+ * Replacements carry their lineage: a pod that replaces a Failed one gets
+ * its restartCount + 1 and its last termination as lastState, so `get pods`
+ * shows RESTARTS and describe shows the last exit, as for a restarting
+ * container in Kubernetes.
+ */
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/random.h>
+
+#include "agent-internal.h"
+
+#define BURST 500 /* creations or deletions per sync (burstReplicas) */
+
+typedef struct owned {
+        const spec_pod **active, **terminating, **failed;
+        size_t n_active, n_terminating, n_failed;
+} owned;
+
+static void owned_done(owned *o) {
+        free(o->active);
+        free(o->terminating);
+        free(o->failed);
+}
+
+static int collect(agent *a, const spec_replica_set *rs, owned *o) {
+        const void *const *items;
+        size_t n = store_list(a->store, STORE_POD, &items);
+
+        o->active = new0(const spec_pod *, n);
+        o->terminating = new0(const spec_pod *, n);
+        o->failed = new0(const spec_pod *, n);
+        if (!o->active || !o->terminating || !o->failed)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                if (!streq_ptr(p->metadata.namespace, rs->metadata.namespace) ||
+                    !agent__owned_by(&p->metadata, rs->metadata.uid))
+                        continue;
+                if (agent__pod_terminal(p))
+                        o->failed[o->n_failed++] = p;
+                else if (p->metadata.deletion_timestamp)
+                        o->terminating[o->n_terminating++] = p;
+                else
+                        o->active[o->n_active++] = p;
+        }
+        return 0;
+}
+
+static usec_t finished_at(const spec_pod *p) {
+        const spec_container_status *cs = p->status.n_container_statuses
+                                                  ? &p->status.container_statuses[0]
+                                                  : NULL;
+        if (cs && cs->state.terminated)
+                return cs->state.terminated->finished_at;
+        return p->metadata.creation_timestamp;
+}
+
+/* Most recent failure first. */
+static void sort_failed(const spec_pod **f, size_t n) {
+        for (size_t i = 1; i < n; i++)
+                for (size_t k = i; k > 0 && finished_at(f[k - 1]) < finished_at(f[k]); k--) {
+                        const spec_pod *t = f[k];
+                        f[k] = f[k - 1];
+                        f[k - 1] = t;
+                }
+}
+
+/* <rs-name>-<5 chars>, chars from Kubernetes' alphabet. */
+static char *pod_name(agent *a, const spec_replica_set *rs) {
+        static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+
+        for (int attempt = 0; attempt < 100; attempt++) {
+                uint8_t r[5];
+                char suffix[6];
+                if (getrandom(r, sizeof r, 0) != sizeof r)
+                        for (int i = 0; i < 5; i++)
+                                r[i] = (uint8_t) rand();
+                for (int i = 0; i < 5; i++)
+                        suffix[i] = alphabet[r[i] % 27];
+                suffix[5] = 0;
+                char *name = strprintf("%s-%s", rs->metadata.name, suffix);
+                if (!name || !store_get(a->store, STORE_POD, rs->metadata.namespace, name))
+                        return name;
+                free(name);
+        }
+        return NULL;
+}
+
+static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *predecessor,
+                      const rs_backoff *b) {
+        spec_pod_template *t = spec_pod_template_copy(&rs->spec.template);
+        spec_pod *p = spec_pod_new();
+        spec_container_status *cs;
+        usec_t now = agent_wall(a);
+        _cleanup_free_ char *name = pod_name(a, rs);
+        spec_owner_ref *ref;
+        int r;
+
+        if (!t || !p || !name) {
+                spec_pod_template_free(t);
+                spec_pod_free(p);
+                return -ENOMEM;
+        }
+        p->metadata.name = TAKE_PTR(name);
+        p->metadata.namespace = strdup(rs->metadata.namespace);
+        p->metadata.creation_timestamp = now;
+        p->metadata.labels = t->metadata.labels;
+        p->metadata.annotations = t->metadata.annotations;
+        t->metadata.labels = (spec_map){};
+        t->metadata.annotations = (spec_map){};
+        p->spec = t->spec;
+        memset(&t->spec, 0, sizeof t->spec); /* moved: nothing left to free */
+        spec_pod_template_free(t);
+
+        ref = calloc(1, sizeof *ref);
+        if (!ref || !p->metadata.namespace) {
+                free(ref);
+                spec_pod_free(p);
+                return -ENOMEM;
+        }
+        ref->api_version = strdup("apps/v1");
+        ref->kind = strdup("ReplicaSet");
+        ref->name = strdup(rs->metadata.name);
+        ref->uid = strdup(rs->metadata.uid);
+        ref->controller = ref->block_owner_deletion = true;
+        p->metadata.owner_references = ref;
+        p->metadata.n_owner_references = 1;
+
+        p->status.phase = SPEC_POD_PENDING;
+        cs = agent__container_status(p);
+        if (!cs) {
+                spec_pod_free(p);
+                return -ENOMEM;
+        }
+        if (predecessor && predecessor->status.n_container_statuses) {
+                const spec_container_status *pcs = &predecessor->status.container_statuses[0];
+                spec_container_state *copy = spec_copy(&spec_type_container_state, &pcs->state);
+                if (copy) {
+                        /* lastState = the predecessor's last state */
+                        cs->last_state = *copy;
+                        free(copy);
+                }
+                cs->restart_count = pcs->restart_count + 1;
+        }
+        if (b && b->until > now) {
+                char when[TIMESTAMP_MAX], delay[DURATION_MAX];
+                _cleanup_free_ char *msg = NULL;
+                const spec_state_terminated *last = cs->last_state.terminated;
+
+                (void) spec_map_set(&p->metadata.annotations, AGENT_ANN_START_AFTER,
+                                    format_timestamp(when, b->until));
+                format_duration(delay, plan_backoff_delay(b->streak));
+                if (last && last->signal)
+                        msg = strprintf("back-off %s restarting failed container=%s pod=%s: last "
+                                        "exit: killed by signal %d",
+                                        delay, cs->name, p->metadata.name, last->signal);
+                else if (last)
+                        msg = strprintf("back-off %s restarting failed container=%s pod=%s: last "
+                                        "exit: code %d (%s)",
+                                        delay, cs->name, p->metadata.name, last->exit_code,
+                                        strna(last->reason));
+                else
+                        msg = strprintf("back-off %s restarting failed container=%s pod=%s", delay,
+                                        cs->name, p->metadata.name);
+                agent__set_waiting(cs, "CrashLoopBackOff", msg);
+                (void) agent__event(a, STORE_REPLICA_SET, &rs->metadata, "Warning", "BackOff",
+                                    "Back-off restarting failed container %s: next start in %s",
+                                    cs->name, delay);
+        } else
+                agent__set_waiting(cs, "ContainerCreating", NULL);
+
+        (void) agent__event(a, STORE_REPLICA_SET, &rs->metadata, "Normal", "SuccessfulCreate",
+                            "Created pod: %s", p->metadata.name);
+        r = store_put(a->store, STORE_POD, p, NULL);
+        if (r < 0 || !predecessor)
+                return r;
+        /* The predecessor is replaced: it does not lend its lineage twice. */
+        spec_pod *pred = spec_pod_copy(predecessor);
+        if (!pred)
+                return -ENOMEM;
+        (void) spec_map_set(&pred->metadata.annotations, AGENT_ANN_REPLACED, "true");
+        return store_put(a->store, STORE_POD, pred, NULL);
+}
+
+static int delete_pod(agent *a, const spec_replica_set *rs, const spec_pod *p) {
+        spec_pod *n = spec_pod_copy(p);
+
+        if (!n)
+                return -ENOMEM;
+        n->metadata.deletion_timestamp = agent_wall(a);
+        n->metadata.deletion_grace_period_seconds = n->spec.termination_grace_period_seconds;
+        (void) agent__event(a, STORE_REPLICA_SET, &rs->metadata, "Normal", "SuccessfulDelete",
+                            "Deleted pod: %s", p->metadata.name);
+        return store_put(a->store, STORE_POD, n, NULL);
+}
+
+static plan_pod to_plan_pod(const spec_pod *p) {
+        const char *cost = spec_map_get(&p->metadata.annotations, AGENT_ANN_DELETION_COST);
+        int64_t c = 0;
+        usec_t since = 0;
+        bool ready = agent__pod_ready(p, &since);
+
+        if (cost && (safe_atoi64(cost, &c) < 0 || c < INT32_MIN || c > INT32_MAX))
+                c = 0;
+        return (plan_pod){
+                .uid = p->metadata.uid,
+                .started = p->spec.node_name != NULL,
+                .phase = p->status.phase,
+                .ready = ready,
+                .ready_since = since,
+                .deletion_cost = (int32_t) c,
+                .restarts = p->status.n_container_statuses
+                                    ? p->status.container_statuses[0].restart_count
+                                    : 0,
+                .created = p->metadata.creation_timestamp,
+        };
+}
+
+static int manage(agent *a, const spec_replica_set *rs, owned *o) {
+        int64_t diff = (int64_t) o->n_active - rs->spec.replicas;
+        int r;
+
+        if (diff < 0) {
+                size_t want = (size_t) MIN(-diff, BURST), k = 0;
+                rs_backoff *b = agent__backoff(a, rs->metadata.uid);
+
+                sort_failed(o->failed, o->n_failed);
+                for (size_t i = 0; i < want; i++) {
+                        const spec_pod *pred = NULL;
+                        while (k < o->n_failed && !pred) {
+                                const spec_pod *f = o->failed[k++];
+                                if (!spec_map_get(&f->metadata.annotations, AGENT_ANN_REPLACED))
+                                        pred = f;
+                        }
+                        r = create_pod(a, rs, pred, b);
+                        if (r < 0)
+                                return r;
+                }
+        } else if (diff > 0) {
+                size_t n = o->n_active, want = (size_t) MIN(diff, BURST);
+                _cleanup_free_ plan_pod *pp = new0(plan_pod, n);
+                _cleanup_free_ size_t *order = new0(size_t, n);
+
+                if (!pp || !order)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n; i++)
+                        pp[i] = to_plan_pod(o->active[i]);
+                plan_deletion_order(pp, n, order);
+                for (size_t i = 0; i < want; i++) {
+                        r = delete_pod(a, rs, o->active[order[i]]);
+                        if (r < 0)
+                                return r;
+                }
+        }
+
+        /* Keep the last few Failed pods (logs of the previous instances). */
+        if (o->n_failed > AGENT_FAILED_PODS_KEPT) {
+                sort_failed(o->failed, o->n_failed);
+                for (size_t i = AGENT_FAILED_PODS_KEPT; i < o->n_failed; i++) {
+                        r = agent__remove_pod(a, o->failed[i]);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
+/* Status from the pods seen at the start of the sync (as Kubernetes). */
+static int write_status(agent *a, const spec_replica_set *rs, const owned *o) {
+        spec_replica_set_status st = {};
+        usec_t now = agent_wall(a), next = USEC_INFINITY;
+        spec_replica_set *n;
+
+        st.replicas = (int32_t) o->n_active;
+        st.terminating_replicas = (int32_t) o->n_terminating;
+        st.observed_generation = rs->metadata.generation;
+        for (size_t i = 0; i < o->n_active; i++) {
+                const spec_pod *p = o->active[i];
+                usec_t since, when;
+                bool ready = agent__pod_ready(p, &since);
+                bool labeled = true;
+
+                for (size_t k = 0; k < rs->spec.template.metadata.labels.n; k++)
+                        if (!streq_ptr(spec_map_get(&p->metadata.labels,
+                                                    rs->spec.template.metadata.labels.items[k].key),
+                                       rs->spec.template.metadata.labels.items[k].value))
+                                labeled = false;
+                st.fully_labeled_replicas += labeled;
+                st.ready_replicas += ready;
+                if (plan_pod_available(ready, since, rs->spec.min_ready_seconds, now, &when))
+                        st.available_replicas++;
+                else
+                        next = MIN(next, when);
+        }
+        /* minReadySeconds needs a timer, not just events. */
+        if (next != USEC_INFINITY)
+                agent__enqueue_at_wall(a, STORE_REPLICA_SET, rs->metadata.namespace,
+                                       rs->metadata.name, next);
+
+        if (st.replicas == rs->status.replicas &&
+            st.fully_labeled_replicas == rs->status.fully_labeled_replicas &&
+            st.ready_replicas == rs->status.ready_replicas &&
+            st.available_replicas == rs->status.available_replicas &&
+            st.terminating_replicas == rs->status.terminating_replicas &&
+            st.observed_generation == rs->status.observed_generation)
+                return 0;
+        n = spec_replica_set_copy(rs);
+        if (!n)
+                return -ENOMEM;
+        n->status.replicas = st.replicas;
+        n->status.fully_labeled_replicas = st.fully_labeled_replicas;
+        n->status.ready_replicas = st.ready_replicas;
+        n->status.available_replicas = st.available_replicas;
+        n->status.terminating_replicas = st.terminating_replicas;
+        n->status.observed_generation = st.observed_generation;
+        return store_put(a->store, STORE_REPLICA_SET, n, NULL);
+}
+
+int ctl_replica_set_sync(agent *a, const char *ns, const char *name) {
+        const spec_replica_set *rs = store_get(a->store, STORE_REPLICA_SET, ns, name);
+        const spec_owner_ref *o;
+        owned pods = {};
+        int r;
+
+        if (!rs)
+                return 0;
+        /* Garbage collection: its deployment is gone, so is it (its pods
+         * follow, see ctl_pod_sync()). */
+        o = spec_meta_controller(&rs->metadata);
+        if (o && streq_ptr(o->kind, "Deployment") && !agent__deployment_by_uid(a, ns, o->uid)) {
+                log_debug("replicaset/%s: owner deployment/%s is gone", name, strna(o->name));
+                return store_delete(a->store, STORE_REPLICA_SET, ns, name);
+        }
+
+        r = collect(a, rs, &pods);
+        if (r >= 0)
+                r = manage(a, rs, &pods);
+        if (r >= 0)
+                r = write_status(a, rs, &pods);
+        owned_done(&pods);
+        return r;
+}

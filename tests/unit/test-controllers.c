@@ -1,0 +1,1106 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The controllers in virtual time: the real agent core and a real SQLite
+ * store, with a fake backend whose "processes" start, become ready, and die
+ * when the test says. Whole rollouts, rollbacks, pauses, crash loops and
+ * deadlines run in milliseconds of real time; after every step the
+ * invariants of DESIGN §4.3 are checked.
+ */
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include "agent-internal.h"
+
+#define MS USEC_PER_MSEC
+#define S USEC_PER_SEC
+#define MAX_PROCS 20000
+
+/* ---- the fake world ---------------------------------------------------------------- */
+
+typedef struct proc {
+        int pid;
+        char *pod; /* name */
+        char *uid;
+        void *ud;    /* the agent's pod_rt, NULL when detached */
+        bool handle; /* the agent holds a handle */
+        bool alive;
+        bool started_sent, ready_sent;
+        usec_t start_at, ready_at, exit_at;
+        int exit_signal, exit_code;
+        bool ignore_term;
+        rt_record rec;
+        char cid[32];
+        char *image; /* the template's command[0], to tell versions apart */
+} proc;
+
+typedef struct world {
+        store *store;
+        agent *agent;
+        char dir[64];
+        usec_t now;       /* virtual monotonic */
+        usec_t wall_base; /* wall = wall_base + now */
+        usec_t deadline;  /* the agent's next deadline */
+        proc *procs[MAX_PROCS];
+        size_t n_procs;
+        int next_pid;
+        /* behaviour */
+        usec_t start_latency, ready_delay, term_delay;
+        usec_t crash_after; /* processes of a command ending in "crash" die after this */
+        size_t starts;
+        usec_t start_times[4096];
+        bool check_bounds;    /* assert live <= D + surge */
+        bool check_available; /* assert available >= D - unavailable */
+} world;
+
+static world *W;
+
+static usec_t clk_now(void *u) {
+        return ((world *) u)->now;
+}
+
+static usec_t clk_wall(void *u) {
+        world *w = u;
+        return w->wall_base + w->now;
+}
+
+static proc *find_proc(world *w, int pid) {
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->pid == pid)
+                        return w->procs[i];
+        return NULL;
+}
+
+static bool ends_with_crash(const char *s) {
+        return s && endswith(s, "crash");
+}
+
+static int fb_start(void *b, const rt_pod_params *p, void *ud, void **ret, char **err) {
+        world *w = b;
+        proc *pr = calloc(1, sizeof *pr);
+        const spec_container *c = &p->spec->containers[0];
+
+        assert_non_null(pr);
+        assert_true(w->n_procs < MAX_PROCS);
+        if (streq(c->command[0], "/nonexistent")) {
+                *err = strdup("exec /nonexistent: No such file or directory");
+                free(pr);
+                return -ENOENT;
+        }
+        pr->pid = ++w->next_pid;
+        pr->pod = strdup(p->name);
+        pr->uid = strdup(p->uid);
+        pr->image = strdup(c->command[0]);
+        pr->ud = ud;
+        pr->handle = true;
+        pr->alive = true;
+        pr->start_at = w->now + w->start_latency;
+        pr->ready_at = c->readiness_probe ? (ends_with_crash(c->command[0]) ||
+                                                             streq(c->command[0], "never-ready")
+                                                     ? USEC_INFINITY
+                                                     : pr->start_at + w->ready_delay)
+                                          : pr->start_at;
+        pr->exit_at = ends_with_crash(c->command[0]) ? pr->start_at + w->crash_after
+                                                     : USEC_INFINITY;
+        pr->exit_code = 1;
+        pr->ignore_term = c->args && streq(c->args[0], "ignore-term");
+        pr->rec.backend = strdup("process");
+        pr->rec.pid = pr->pid;
+        pr->rec.start_time = (uint64_t) pr->pid * 7;
+        snprintf(pr->cid, sizeof pr->cid, "process://%d", pr->pid);
+        w->procs[w->n_procs++] = pr;
+        if (w->starts < ELEMENTSOF(w->start_times))
+                w->start_times[w->starts] = w->now;
+        w->starts++;
+        *ret = pr;
+        return 0;
+}
+
+static int fb_adopt(void *b, const rt_pod_params *p, const rt_record *r, void *ud, void **ret,
+                    char **err) {
+        world *w = b;
+        proc *pr = find_proc(w, r->pid);
+
+        if (!pr || !pr->alive || pr->rec.start_time != r->start_time) {
+                *err = strprintf("pid %d is gone", r->pid);
+                return -ESRCH;
+        }
+        pr->ud = ud;
+        pr->handle = true;
+        pr->started_sent = false; /* adoption reports started again */
+        pr->ready_sent = false;
+        pr->start_at = w->now;
+        if (pr->ready_at != USEC_INFINITY)
+                pr->ready_at = w->now; /* probes restart; it was ready */
+        *ret = pr;
+        return 0;
+}
+
+static int fb_stop(void *h, usec_t grace) {
+        proc *pr = h;
+        usec_t at = W->now + (pr->ignore_term ? grace : MIN(W->term_delay, grace));
+        if (pr->alive) {
+                pr->exit_at = MIN(pr->exit_at, at);
+                pr->exit_signal = pr->ignore_term ? SIGKILL : SIGTERM;
+        }
+        return 0;
+}
+
+static int fb_signal(void *h, int sig) {
+        proc *pr = h;
+        if (pr->alive && sig == SIGKILL) {
+                pr->exit_at = W->now;
+                pr->exit_signal = SIGKILL;
+        }
+        return 0;
+}
+
+static void fb_free(void *h) {
+        proc *pr = h;
+        pr->ud = NULL;
+        pr->handle = false;
+}
+
+static const rt_record *fb_record(void *h) {
+        return &((proc *) h)->rec;
+}
+
+static const char *fb_cid(void *h) {
+        return ((proc *) h)->cid;
+}
+
+static const agent_backend fake_backend = {
+        .start = fb_start,
+        .adopt = fb_adopt,
+        .stop = fb_stop,
+        .signal = fb_signal,
+        .free = fb_free,
+        .record = fb_record,
+        .container_id = fb_cid,
+};
+
+static agent_clock vclock;
+
+static void new_agent(world *w) {
+        vclock = (agent_clock){ .now = clk_now, .wall = clk_wall, .userdata = w };
+        assert_int_equal(agent_new(&(agent_config){ .store = w->store,
+                                                    .backend = &fake_backend,
+                                                    .backend_data = w,
+                                                    .clock = &vclock,
+                                                    .state_dir = w->dir,
+                                                    .node_name = "box" },
+                                   &w->agent),
+                         0);
+        assert_int_equal(agent_start(w->agent), 0);
+}
+
+static world *world_new(void) {
+        world *w = calloc(1, sizeof *w);
+        char *db, *err = NULL;
+
+        assert_non_null(w);
+        snprintf(w->dir, sizeof w->dir, "/tmp/tend-ctl-XXXXXX");
+        assert_non_null(mkdtemp(w->dir));
+        db = strprintf("%s/tend.db", w->dir);
+        if (store_open(db, &w->store, &err) < 0)
+                fail_msg("%s", err);
+        free(db);
+        w->wall_base = 1764688000ULL * S;
+        w->now = 1000 * S;
+        w->start_latency = 5 * MS;
+        w->ready_delay = 500 * MS;
+        w->term_delay = 100 * MS;
+        w->crash_after = 100 * MS;
+        w->deadline = USEC_INFINITY;
+        W = w;
+        new_agent(w);
+        return w;
+}
+
+static void world_free(world *w) {
+        char cmd[128];
+
+        agent_free(w->agent);
+        store_close(w->store);
+        for (size_t i = 0; i < w->n_procs; i++) {
+                rt_record_done(&w->procs[i]->rec);
+                free(w->procs[i]->pod);
+                free(w->procs[i]->uid);
+                free(w->procs[i]->image);
+                free(w->procs[i]);
+        }
+        snprintf(cmd, sizeof cmd, "rm -rf %s", w->dir);
+        assert_int_equal(system(cmd), 0);
+        free(w);
+        W = NULL;
+}
+
+/* ---- looking at the world ----------------------------------------------------------------- */
+
+static const spec_deployment *dep(world *w, const char *name) {
+        return store_get(w->store, STORE_DEPLOYMENT, "default", name);
+}
+
+static size_t count_pods(world *w, const char *image, bool alive_only) {
+        size_t n = 0;
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->alive && (!image || streq(w->procs[i]->image, image)))
+                        n++;
+        (void) alive_only;
+        return n;
+}
+
+/* Pods of a deployment's RSs by phase: available (ready for minReadySeconds
+ * — approximated by the RS status sum), live processes. */
+static void invariants(world *w) {
+        const void *const *items;
+        size_t nd = store_list(w->store, STORE_DEPLOYMENT, &items);
+
+        for (size_t i = 0; i < nd; i++) {
+                const spec_deployment *d = items[i];
+                int32_t surge, unav;
+                size_t live = 0;
+
+                spec_deployment_fenceposts(d, d->spec.replicas, &surge, &unav);
+                /* Live processes belong to pods of this deployment's RSs. */
+                for (size_t k = 0; k < w->n_procs; k++) {
+                        proc *pr = w->procs[k];
+                        const spec_pod *p;
+                        if (!pr->alive)
+                                continue;
+                        p = store_get(w->store, STORE_POD, "default", pr->pod);
+                        if (!p || !startswith(pr->pod, d->metadata.name))
+                                continue;
+                        live++;
+                }
+                if (w->check_bounds && d->spec.strategy.type == SPEC_STRATEGY_ROLLING_UPDATE &&
+                    live > (size_t) (d->spec.replicas + surge))
+                        fail_msg("t=%llu ms: deployment/%s runs %zu processes > %d + %d",
+                                 (unsigned long long) (w->now / MS), d->metadata.name, live,
+                                 d->spec.replicas, surge);
+                if (w->check_available && d->status.available_replicas < d->spec.replicas - unav)
+                        fail_msg("t=%llu ms: deployment/%s has %d available < %d - %d",
+                                 (unsigned long long) (w->now / MS), d->metadata.name,
+                                 d->status.available_replicas, d->spec.replicas, unav);
+        }
+}
+
+/* Fires every fake-process event due at w->now. */
+static bool fire(world *w) {
+        bool any = false;
+
+        for (size_t i = 0; i < w->n_procs; i++) {
+                proc *pr = w->procs[i];
+                if (!pr->alive)
+                        continue;
+                if (pr->exit_at <= w->now) {
+                        pr->alive = false;
+                        if (pr->ud) {
+                                rt_exit e = { .finished_at = clk_wall(w), .finished_mono = w->now };
+                                if (pr->exit_signal) {
+                                        e.kind = RT_EXIT_SIGNAL;
+                                        e.signal = pr->exit_signal;
+                                        e.reason = "Killed";
+                                } else {
+                                        e.kind = RT_EXIT_CODE;
+                                        e.code = pr->exit_code;
+                                        e.reason = pr->exit_code ? "Error" : "Completed";
+                                }
+                                agent_pod_exited(w->agent, pr->ud, &e);
+                        }
+                        any = true;
+                        continue;
+                }
+                if (pr->ud && !pr->started_sent && pr->start_at <= w->now) {
+                        pr->started_sent = true;
+                        agent_pod_started(w->agent, pr->ud);
+                        any = true;
+                }
+                if (pr->ud && pr->started_sent && !pr->ready_sent && pr->ready_at <= w->now) {
+                        pr->ready_sent = true;
+                        agent_pod_probe(w->agent, pr->ud, RT_PROBE_READINESS, true, NULL);
+                        any = true;
+                }
+        }
+        return any;
+}
+
+static usec_t next_event(world *w) {
+        usec_t next = w->deadline;
+        for (size_t i = 0; i < w->n_procs; i++) {
+                proc *pr = w->procs[i];
+                if (!pr->alive)
+                        continue;
+                next = MIN(next, pr->exit_at);
+                if (pr->ud && !pr->started_sent)
+                        next = MIN(next, pr->start_at);
+                if (pr->ud && pr->started_sent && !pr->ready_sent)
+                        next = MIN(next, pr->ready_at);
+        }
+        return next;
+}
+
+static void process(world *w) {
+        w->deadline = agent_process(w->agent);
+        invariants(w);
+}
+
+/* Advances virtual time by dt, firing events and running the agent at every
+ * point where something happens. */
+static void step(world *w, usec_t dt) {
+        usec_t target = w->now + dt;
+
+        process(w);
+        for (int guard = 0; guard < 1000000; guard++) {
+                usec_t next = next_event(w);
+                if (next > target)
+                        break;
+                w->now = MAX(w->now, next);
+                fire(w);
+                process(w);
+        }
+        w->now = target;
+        fire(w);
+        process(w);
+}
+
+/* Steps until pred() holds (at most `limit` of virtual time). */
+static bool step_until(world *w, bool (*pred)(world *, const char *), const char *arg,
+                       usec_t limit) {
+        usec_t end = w->now + limit;
+        while (!pred(w, arg) && w->now < end)
+                step(w, 10 * MS);
+        return pred(w, arg);
+}
+
+/* Rolled out, and the old pods' processes are gone too (status counts
+ * active pods only: terminating ones may still run for a moment). */
+static bool settled(world *w, const char *name);
+
+static bool rolled_out(world *w, const char *name) {
+        char msg[256];
+        const spec_deployment *d = dep(w, name);
+        return d && plan_rollout_status(d, 0, msg, sizeof msg) == PLAN_ROLLOUT_DONE;
+}
+
+static bool settled(world *w, const char *name) {
+        const spec_deployment *d = dep(w, name);
+        size_t live = 0;
+        if (!rolled_out(w, name))
+                return false;
+        for (size_t i = 0; i < w->n_procs; i++)
+                live += w->procs[i]->alive && startswith(w->procs[i]->pod, name);
+        return live == (size_t) d->spec.replicas;
+}
+
+/* ---- manifests ------------------------------------------------------------------------------ */
+
+static spec_deployment *manifest(const char *name, int replicas, const char *image,
+                                 const char *extra_spec, const char *extra_container) {
+        char *yaml = strprintf("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: %s}\n"
+                               "spec:\n  replicas: %d\n  selector: {matchLabels: {app: %s}}\n%s"
+                               "  template:\n    metadata: {labels: {app: %s}}\n    spec:\n"
+                               "      terminationGracePeriodSeconds: 5\n      containers:\n"
+                               "      - name: main\n        command: [\"%s\"]\n"
+                               "        readinessProbe: {exec: {command: [/bin/true]}}\n%s",
+                               name, replicas, name, extra_spec ?: "", name, image,
+                               extra_container ?: "");
+        spec_manifest m = {};
+        spec_errors errs = {};
+        spec_deployment *d;
+
+        if (spec_manifest_add_buffer(&m, "test", yaml, strlen(yaml), &errs) < 0) {
+                spec_errors_print(&errs, stderr);
+                fail_msg("bad manifest:\n%s", yaml);
+        }
+        d = m.items[0].deployment;
+        m.items[0].deployment = NULL;
+        spec_manifest_done(&m);
+        free(yaml);
+        return d;
+}
+
+static void apply(world *w, spec_deployment *d) {
+        spec_errors errs = {};
+        int r = agent_apply(w->agent, &d, 1, &errs, NULL);
+        if (r < 0) {
+                spec_errors_print(&errs, stderr);
+                fail_msg("apply failed: %d", r);
+        }
+        spec_deployment_free(d);
+        spec_errors_done(&errs);
+}
+
+static size_t count_rs(world *w, const char *deployment, bool nonzero_only) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_REPLICA_SET, &items), c = 0;
+        const spec_deployment *d = dep(w, deployment);
+        for (size_t i = 0; i < n; i++) {
+                const spec_replica_set *rs = items[i];
+                if (d && agent__owned_by(&rs->metadata, d->metadata.uid) &&
+                    (!nonzero_only || rs->spec.replicas > 0))
+                        c++;
+        }
+        return c;
+}
+
+static const spec_event *find_event(world *w, const char *reason, const char *contains) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_EVENT, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_event *e = items[i];
+                if (streq_ptr(e->reason, reason) && (!contains || strstr(e->message, contains)))
+                        return e;
+        }
+        return NULL;
+}
+
+/* ---- tests -------------------------------------------------------------------------------------
+ */
+
+static void test_first_rollout(void **state) {
+        world *w = world_new();
+        const spec_deployment *d;
+        const spec_condition *c;
+
+        apply(w, manifest("web", 3, "web-v1", NULL, NULL));
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        d = dep(w, "web");
+        assert_int_equal(d->status.replicas, 3);
+        assert_int_equal(d->status.ready_replicas, 3);
+        assert_int_equal(d->status.available_replicas, 3);
+        assert_int_equal(d->status.updated_replicas, 3);
+        assert_int_equal(d->status.observed_generation, 1);
+        assert_string_equal(spec_map_get(&d->metadata.annotations, SPEC_ANN_REVISION), "1");
+        c = plan_get_condition(d->status.conditions, d->status.n_conditions, "Available");
+        assert_string_equal(c->status, "True");
+        c = plan_get_condition(d->status.conditions, d->status.n_conditions, "Progressing");
+        assert_string_equal(c->reason, "NewReplicaSetAvailable");
+        assert_int_equal(count_pods(w, "web-v1", true), 3);
+        assert_int_equal(count_rs(w, "web", false), 1);
+        assert_non_null(find_event(w, "ScalingReplicaSet", "from 0 to 3"));
+        /* The pods: Running, Ready, named <rs>-<5>, owned by the RS. */
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_POD, &items);
+        assert_int_equal(n, 3);
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                assert_int_equal(p->status.phase, SPEC_POD_RUNNING);
+                assert_true(agent__pod_ready(p, NULL));
+                assert_string_equal(p->spec.node_name, "box");
+                assert_non_null(spec_map_get(&p->metadata.labels, SPEC_LABEL_POD_TEMPLATE_HASH));
+                assert_non_null(
+                        startswith(p->status.container_statuses[0].container_id, "process://"));
+        }
+        world_free(w);
+}
+
+static void dump(world *w) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_REPLICA_SET, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_replica_set *rs = items[i];
+                fprintf(stderr, "rs %s %s spec=%d st=%d ready=%d avail=%d term=%d rev=%s\n",
+                        rs->metadata.name, rs->spec.template.spec.containers[0].command[0],
+                        rs->spec.replicas, rs->status.replicas, rs->status.ready_replicas,
+                        rs->status.available_replicas, rs->status.terminating_replicas,
+                        strna(spec_map_get(&rs->metadata.annotations, SPEC_ANN_REVISION)));
+        }
+        n = store_list(w->store, STORE_POD, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                fprintf(stderr, "pod %s phase=%d del=%d ready=%d\n", p->metadata.name,
+                        p->status.phase, p->metadata.deletion_timestamp != 0,
+                        agent__pod_ready(p, NULL));
+        }
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->alive)
+                        fprintf(stderr, "proc %d %s %s handle=%d\n", w->procs[i]->pid,
+                                w->procs[i]->pod, w->procs[i]->image, w->procs[i]->handle);
+        const spec_deployment *d = dep(w, "web");
+        fprintf(stderr, "dep D=%d st=%d upd=%d avail=%d\n", d->spec.replicas, d->status.replicas,
+                d->status.updated_replicas, d->status.available_replicas);
+}
+
+static bool has_failed_pod(world *w, const char *unused) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_POD, &items);
+        for (size_t i = 0; i < n; i++)
+                if (((const spec_pod *) items[i])->status.phase == SPEC_POD_FAILED)
+                        return true;
+        return false;
+}
+
+static void test_kill_replaced(void **state) {
+        world *w = world_new();
+        proc *victim = NULL;
+        const spec_pod *failed = NULL;
+
+        apply(w, manifest("web", 3, "web-v1", NULL, NULL));
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->alive)
+                        victim = w->procs[i];
+        size_t before = w->n_procs;
+        fb_signal(victim, SIGKILL); /* kill -9 */
+        fire(w);
+        process(w);
+        /* Replaced in the same pass: a new process exists already. */
+        assert_int_equal(w->n_procs, before + 1);
+        failed = store_get(w->store, STORE_POD, "default", victim->pod);
+        assert_non_null(failed);
+        assert_int_equal(failed->status.phase, SPEC_POD_FAILED);
+        const spec_state_terminated *t = failed->status.container_statuses[0].state.terminated;
+        assert_non_null(t);
+        assert_int_equal(t->signal, 9);
+        assert_int_equal(t->exit_code, 137);
+        assert_string_equal(t->reason, "Killed");
+        assert_non_null(find_event(w, "ProcessExited", "killed by signal 9"));
+        /* The replacement inherits the lineage: restarts 1, lastState. */
+        proc *repl = w->procs[before];
+        const spec_pod *rp = store_get(w->store, STORE_POD, "default", repl->pod);
+        assert_int_equal(rp->status.container_statuses[0].restart_count, 1);
+        assert_non_null(rp->status.container_statuses[0].last_state.terminated);
+        /* A pod that ran a long time: replaced at once, no back-off. */
+        assert_null(spec_map_get(&rp->metadata.annotations, AGENT_ANN_START_AFTER));
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        assert_int_equal(count_pods(w, "web-v1", true), 3);
+        world_free(w);
+}
+
+static void test_rolling_update_bounds(void **state) {
+        world *w = world_new();
+        const spec_deployment *d;
+
+        apply(w, manifest("web", 10, "web-v1", NULL, NULL));
+        assert_true(step_until(w, rolled_out, "web", 20 * S));
+        w->check_bounds = true;
+        w->check_available = true;
+        apply(w, manifest("web", 10, "web-v2", NULL, NULL));
+        assert_true(step_until(w, rolled_out, "web", 60 * S));
+        d = dep(w, "web");
+        assert_string_equal(spec_map_get(&d->metadata.annotations, SPEC_ANN_REVISION), "2");
+        assert_int_equal(count_pods(w, "web-v2", true), 10);
+        assert_int_equal(count_pods(w, "web-v1", true), 0);
+        assert_int_equal(count_rs(w, "web", false), 2);
+        assert_int_equal(count_rs(w, "web", true), 1);
+        assert_int_equal(d->status.updated_replicas, 10);
+
+        /* maxSurge 0: never one process more than D, even with slow stops. */
+        w->term_delay = 2 * S;
+        apply(w, manifest("web", 10, "web-v3",
+                          "  strategy: {rollingUpdate: {maxSurge: 0, maxUnavailable: 2}}\n", NULL));
+        assert_true(step_until(w, rolled_out, "web", 120 * S));
+        assert_int_equal(count_pods(w, "web-v3", true), 10);
+        world_free(w);
+}
+
+static void test_rollback(void **state) {
+        world *w = world_new();
+        const spec_deployment *d;
+        const spec_replica_set *rs;
+        int64_t rev;
+        char *err = NULL;
+
+        apply(w, manifest("web", 3, "web-v1", NULL, NULL));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        apply(w, manifest("web", 3, "web-v2", NULL, NULL));
+        assert_true(step_until(w, settled, "web", 20 * S));
+
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 0, &rev, &err), 0);
+        assert_int_equal(rev, 1);
+        assert_true(step_until(w, settled, "web", 20 * S));
+        d = dep(w, "web");
+        assert_string_equal(d->spec.template.spec.containers[0].command[0], "web-v1");
+        assert_int_equal(count_pods(w, "web-v1", true), 3);
+        assert_int_equal(count_pods(w, "web-v2", true), 0);
+        /* Revision 1 was revived and renumbered to 3. */
+        assert_string_equal(spec_map_get(&d->metadata.annotations, SPEC_ANN_REVISION), "3");
+        assert_int_equal(count_rs(w, "web", false), 2);
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_REPLICA_SET, &items);
+        bool found = false;
+        for (size_t i = 0; i < n; i++) {
+                rs = items[i];
+                if (rs->spec.replicas == 3) {
+                        assert_string_equal(
+                                spec_map_get(&rs->metadata.annotations, SPEC_ANN_REVISION), "3");
+                        assert_string_equal(
+                                spec_map_get(&rs->metadata.annotations, SPEC_ANN_REVISION_HISTORY),
+                                "1");
+                        found = true;
+                }
+        }
+        assert_true(found);
+
+        /* Two undos flip between the same two templates. */
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 0, &rev, &err), 0);
+        assert_int_equal(rev, 2);
+        assert_true(step_until(w, settled, "web", 20 * S));
+        assert_int_equal(count_pods(w, "web-v2", true), 3);
+
+        /* Errors, in kubectl's words, and nothing changes. */
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 9, &rev, &err), -ENOENT);
+        assert_string_equal(err, "unable to find specified revision 9 in history");
+        free(err);
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 4, &rev, &err), -EALREADY);
+        assert_non_null(strstr(err, "skipped rollback"));
+        free(err);
+        assert_int_equal(agent_pause(w->agent, "default", "web", true), 0);
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 0, &rev, &err), -EBUSY);
+        assert_non_null(strstr(err, "you cannot rollback a paused deployment"));
+        free(err);
+        world_free(w);
+}
+
+static void test_history_limit(void **state) {
+        world *w = world_new();
+        char image[32];
+
+        apply(w, manifest("web", 1, "web-0", "  revisionHistoryLimit: 10\n", NULL));
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        for (int i = 1; i <= 50; i++) {
+                snprintf(image, sizeof image, "web-%d", i);
+                apply(w, manifest("web", 1, image, "  revisionHistoryLimit: 10\n", NULL));
+                assert_true(step_until(w, rolled_out, "web", 20 * S));
+        }
+        step(w, 1 * S);
+        /* Exactly 10 old ReplicaSets plus the current one. */
+        assert_int_equal(count_rs(w, "web", false), 11);
+        assert_string_equal(spec_map_get(&dep(w, "web")->metadata.annotations, SPEC_ANN_REVISION),
+                            "51");
+        /* The oldest surviving revision is 41. */
+        char *err = NULL;
+        int64_t rev;
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 40, &rev, &err), -ENOENT);
+        free(err);
+        err = NULL;
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 41, &rev, &err), 0);
+        world_free(w);
+}
+
+static void test_crash_loop_backoff(void **state) {
+        world *w = world_new();
+        const void *const *items;
+        size_t n;
+        bool saw_backoff = false;
+
+        apply(w, manifest("crashy", 1, "/bin/crash", "  progressDeadlineSeconds: 3600\n", NULL));
+        step(w, 20 * S);
+        /* Starts at t0, then +0 (first young death replaced at once), +1 s,
+         * +2 s, +4 s, +8 s: the gaps between starts grow. */
+        assert_true(w->starts >= 5);
+        for (size_t i = 2; i + 1 < MIN(w->starts, (size_t) 6); i++) {
+                usec_t gap = w->start_times[i + 1] - w->start_times[i];
+                usec_t prev = w->start_times[i] - w->start_times[i - 1];
+                if (!(gap > prev))
+                        fail_msg("start %zu: gap %llu ms not longer than %llu ms", i,
+                                 (unsigned long long) (gap / MS), (unsigned long long) (prev / MS));
+        }
+        assert_true(w->start_times[3] - w->start_times[2] >= 900 * MS);
+        /* The waiting pod shows CrashLoopBackOff with the last exit. */
+        n = store_list(w->store, STORE_POD, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                const spec_state_waiting *wt = p->status.container_statuses[0].state.waiting;
+                if (wt && streq_ptr(wt->reason, "CrashLoopBackOff")) {
+                        saw_backoff = true;
+                        assert_non_null(strstr(wt->message, "last exit: code 1"));
+                        assert_true(p->status.container_statuses[0].restart_count >= 2);
+                }
+        }
+        assert_true(saw_backoff);
+        /* At most 5 Failed pods are kept. */
+        size_t failed = 0;
+        for (size_t i = 0; i < n; i++)
+                failed += ((const spec_pod *) items[i])->status.phase == SPEC_POD_FAILED;
+        assert_true(failed <= AGENT_FAILED_PODS_KEPT);
+        assert_non_null(find_event(w, "BackOff", NULL));
+
+        /* The cap: after many deaths the delay stops at 5 minutes. */
+        step(w, 3600 * S);
+        assert_true(w->starts < 40);
+        usec_t last_gap = w->start_times[MIN(w->starts, (size_t) 4096) - 1] -
+                          w->start_times[MIN(w->starts, (size_t) 4096) - 2];
+        assert_true(last_gap <= 301 * S && last_gap >= 299 * S);
+
+        /* A fixed template that stays up: back to normal. */
+        apply(w, manifest("crashy", 1, "/bin/ok", "  progressDeadlineSeconds: 3600\n", NULL));
+        assert_true(step_until(w, rolled_out, "crashy", 400 * S));
+        world_free(w);
+}
+
+static void test_start_error(void **state) {
+        world *w = world_new();
+        const void *const *items;
+
+        apply(w, manifest("bad", 1, "/nonexistent", NULL, NULL));
+        step(w, 100 * MS);
+        assert_true(has_failed_pod(w, NULL));
+        size_t n = store_list(w->store, STORE_POD, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                if (p->status.phase != SPEC_POD_FAILED)
+                        continue;
+                assert_string_equal(p->status.reason, "StartError");
+                assert_non_null(strstr(p->status.message, "exec /nonexistent"));
+                assert_int_equal(p->status.container_statuses[0].state.terminated->exit_code, 128);
+        }
+        assert_non_null(find_event(w, "Failed", "Error: exec /nonexistent"));
+        world_free(w);
+}
+
+static bool deadline_exceeded(world *w, const char *name) {
+        const spec_deployment *d = dep(w, name);
+        const spec_condition *c = plan_get_condition(d->status.conditions, d->status.n_conditions,
+                                                     "Progressing");
+        return c && streq_ptr(c->reason, "ProgressDeadlineExceeded");
+}
+
+static void test_progress_deadline(void **state) {
+        world *w = world_new();
+        char msg[256];
+
+        apply(w, manifest("slow", 2, "never-ready", "  progressDeadlineSeconds: 30\n", NULL));
+        step(w, 20 * S);
+        assert_false(deadline_exceeded(w, "slow"));
+        assert_true(step_until(w, deadline_exceeded, "slow", 20 * S));
+        assert_int_equal(plan_rollout_status(dep(w, "slow"), 0, msg, sizeof msg),
+                         PLAN_ROLLOUT_FAILED);
+        assert_string_equal(msg, "deployment \"slow\" exceeded its progress deadline");
+        /* Nothing else changes: pods keep being managed. */
+        assert_int_equal(count_pods(w, "never-ready", true), 2);
+        world_free(w);
+}
+
+static void test_pause_and_proportional(void **state) {
+        world *w = world_new();
+        const void *const *items;
+        size_t n;
+
+        apply(w, manifest("web", 10, "web-v1",
+                          "  strategy: {rollingUpdate: {maxSurge: 3, maxUnavailable: 2}}\n", NULL));
+        assert_true(step_until(w, rolled_out, "web", 20 * S));
+        /* A rollout whose new pods never become ready stalls at 8 + 5. */
+        apply(w, manifest("web", 10, "never-ready",
+                          "  strategy: {rollingUpdate: {maxSurge: 3, maxUnavailable: 2}}\n", NULL));
+        step(w, 10 * S);
+        assert_int_equal(count_pods(w, "web-v1", true), 8);
+        assert_int_equal(count_pods(w, "never-ready", true), 5);
+        /* Scaled to 15 mid-rollout: old 8 → 11, new 5 → 7 (§3.4). */
+        apply(w, manifest("web", 15, "never-ready",
+                          "  strategy: {rollingUpdate: {maxSurge: 3, maxUnavailable: 2}}\n", NULL));
+        step(w, 1 * S);
+        n = store_list(w->store, STORE_REPLICA_SET, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_replica_set *rs = items[i];
+                const char *cmd = rs->spec.template.spec.containers[0].command[0];
+                if (streq(cmd, "web-v1"))
+                        assert_int_equal(rs->spec.replicas, 11);
+                else
+                        assert_int_equal(rs->spec.replicas, 7);
+        }
+
+        /* Paused: a template change makes no new ReplicaSet... */
+        assert_int_equal(agent_pause(w->agent, "default", "web", true), 0);
+        size_t rs_before = count_rs(w, "web", false);
+        apply(w, manifest("web", 15, "web-v3",
+                          "  paused: true\n  strategy: {rollingUpdate: {maxSurge: 3, "
+                          "maxUnavailable: 2}}\n",
+                          NULL));
+        step(w, 5 * S);
+        assert_int_equal(count_rs(w, "web", false), rs_before);
+        const spec_condition *c = plan_get_condition(dep(w, "web")->status.conditions,
+                                                     dep(w, "web")->status.n_conditions,
+                                                     "Progressing");
+        assert_string_equal(c->reason, "DeploymentPaused");
+        /* ... and resuming rolls it out. */
+        assert_int_equal(agent_pause(w->agent, "default", "web", false), 0);
+        assert_true(step_until(w, rolled_out, "web", 60 * S));
+        assert_int_equal(count_pods(w, "web-v3", true), 15);
+        world_free(w);
+}
+
+static void test_recreate(void **state) {
+        world *w = world_new();
+
+        apply(w, manifest("db", 3, "db-v1", "  strategy: {type: Recreate}\n", NULL));
+        assert_true(step_until(w, rolled_out, "db", 10 * S));
+        apply(w, manifest("db", 3, "db-v2", "  strategy: {type: Recreate}\n", NULL));
+        /* Never both versions at once. */
+        for (int i = 0; i < 300 && !rolled_out(w, "db"); i++) {
+                step(w, 10 * MS);
+                assert_false(count_pods(w, "db-v1", true) > 0 && count_pods(w, "db-v2", true) > 0);
+        }
+        assert_true(rolled_out(w, "db"));
+        assert_int_equal(count_pods(w, "db-v2", true), 3);
+        world_free(w);
+}
+
+static void test_hand_scaled_rs_reverted(void **state) {
+        world *w = world_new();
+        const void *const *items;
+        const spec_replica_set *rs;
+
+        apply(w, manifest("web", 3, "web-v1", NULL, NULL));
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        store_list(w->store, STORE_REPLICA_SET, &items);
+        rs = items[0];
+        _cleanup_free_ char *name = strdup(rs->metadata.name);
+        for (int round = 1; round <= 3; round++) {
+                assert_int_equal(agent_scale_replica_set(w->agent, "default", name, 5), 0);
+                step(w, 2 * S);
+                rs = store_get(w->store, STORE_REPLICA_SET, "default", name);
+                assert_int_equal(rs->spec.replicas, 3);
+                assert_int_equal(count_pods(w, "web-v1", true), 3);
+                /* The same fix each time: one event, counted. */
+                const spec_event *e = find_event(w, "ScalingReplicaSet", "from 5 to 3");
+                assert_non_null(e);
+                assert_int_equal(e->count, round);
+        }
+        world_free(w);
+}
+
+static bool all_available(world *w, const char *name) {
+        return dep(w, name)->status.available_replicas == dep(w, name)->spec.replicas;
+}
+
+static void test_min_ready_seconds(void **state) {
+        world *w = world_new();
+
+        apply(w, manifest("web", 2, "web-v1", "  minReadySeconds: 5\n", NULL));
+        step(w, 2 * S); /* ready after 0.5 s, available only after 5 s more */
+        assert_int_equal(dep(w, "web")->status.ready_replicas, 2);
+        assert_int_equal(dep(w, "web")->status.available_replicas, 0);
+        /* No event happens in between: a timer must bring it. */
+        assert_true(step_until(w, all_available, "web", 5 * S));
+        assert_true(w->now >= 1000 * S + 5500 * MS);
+        world_free(w);
+}
+
+static void test_restart_mid_rollout(void **state) {
+        world *w = world_new();
+        int pids[64];
+        size_t n = 0;
+
+        apply(w, manifest("web", 4, "web-v1", NULL, NULL));
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        apply(w, manifest("web", 4, "web-v2", NULL, NULL));
+        step(w, 700 * MS);
+        assert_false(rolled_out(w, "web"));
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->alive)
+                        pids[n++] = w->procs[i]->pid;
+        size_t procs_before = w->n_procs;
+
+        /* The agent goes away (pods keep running) and comes back. */
+        agent_free(w->agent);
+        store_close(w->store);
+        char *db = strprintf("%s/tend.db", w->dir), *err = NULL;
+        assert_int_equal(store_open(db, &w->store, &err), 0);
+        free(db);
+        new_agent(w);
+        /* Same processes, none started twice. */
+        for (size_t i = 0; i < n; i++) {
+                proc *pr = find_proc(w, pids[i]);
+                assert_true(pr->alive);
+                assert_true(pr->handle);
+        }
+        assert_int_equal(w->n_procs, procs_before);
+        assert_true(step_until(w, rolled_out, "web", 20 * S));
+        assert_int_equal(count_pods(w, "web-v2", true), 4);
+        world_free(w);
+}
+
+static void test_lost_while_down(void **state) {
+        world *w = world_new();
+
+        apply(w, manifest("web", 2, "web-v1", NULL, NULL));
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        agent_free(w->agent);
+        /* A pod dies while nobody watches. */
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->alive) {
+                        w->procs[i]->alive = false;
+                        break;
+                }
+        new_agent(w);
+        process(w);
+        assert_true(has_failed_pod(w, NULL));
+        assert_non_null(find_event(w, "Lost", "lost while the agent was down"));
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        assert_int_equal(count_pods(w, "web-v1", true), 2);
+        world_free(w);
+}
+
+static void test_selector_contract(void **state) {
+        world *w = world_new();
+        spec_errors errs = {};
+        spec_deployment *d;
+
+        apply(w, manifest("web", 1, "web-v1", NULL, NULL));
+        /* Overlap with another deployment: refused, naming it. */
+        d = manifest("web2", 1, "x", NULL, NULL);
+        spec_map_set(&d->spec.selector->match_labels, "app", "web");
+        spec_map_set(&d->spec.template.metadata.labels, "app", "web");
+        assert_int_equal(agent_apply(w->agent, &d, 1, &errs, NULL), -EINVAL);
+        assert_non_null(
+                strstr(errs.items[0].message, "overlaps the selector of deployment \"web\""));
+        spec_errors_done(&errs);
+        assert_null(dep(w, "web2"));
+        spec_deployment_free(d);
+        /* A changed selector: refused as immutable. */
+        d = manifest("web", 1, "web-v1", NULL, NULL);
+        spec_map_set(&d->spec.selector->match_labels, "tier", "front");
+        spec_map_set(&d->spec.template.metadata.labels, "tier", "front");
+        assert_int_equal(agent_apply(w->agent, &d, 1, &errs, NULL), -EINVAL);
+        assert_non_null(strstr(errs.items[0].message, "field is immutable"));
+        spec_errors_done(&errs);
+        spec_deployment_free(d);
+        /* All or nothing: a good one and a bad one → neither. */
+        spec_deployment *two[2] = { manifest("api", 1, "api", NULL, NULL),
+                                    manifest("api2", 1, "api", NULL, NULL) };
+        spec_map_set(&two[1]->spec.selector->match_labels, "app", "api");
+        spec_map_set(&two[1]->spec.template.metadata.labels, "app", "api");
+        assert_int_equal(agent_apply(w->agent, two, 2, &errs, NULL), -EINVAL);
+        assert_null(dep(w, "api"));
+        assert_null(dep(w, "api2"));
+        spec_errors_done(&errs);
+        spec_deployment_free(two[0]);
+        spec_deployment_free(two[1]);
+        /* Unchanged apply: no new generation. */
+        agent_apply_result res;
+        d = manifest("web", 1, "web-v1", NULL, NULL);
+        assert_int_equal(agent_apply(w->agent, &d, 1, &errs, &res), 0);
+        assert_int_equal(res, AGENT_UNCHANGED);
+        assert_int_equal(dep(w, "web")->metadata.generation, 1);
+        spec_deployment_free(d);
+        world_free(w);
+}
+
+static void test_delete_cascades(void **state) {
+        world *w = world_new();
+
+        apply(w, manifest("web", 3, "web-v1", NULL, NULL));
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        assert_int_equal(agent_delete_deployment(w->agent, "default", "web"), 0);
+        step(w, 2 * S);
+        assert_int_equal(count_pods(w, NULL, true), 0);
+        const void *const *items;
+        assert_int_equal(store_list(w->store, STORE_REPLICA_SET, &items), 0);
+        assert_int_equal(store_list(w->store, STORE_POD, &items), 0);
+        world_free(w);
+}
+
+static void test_delete_pod_replaced(void **state) {
+        world *w = world_new();
+        proc *victim = NULL;
+
+        apply(w, manifest("web", 2, "web-v1", NULL, NULL));
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        victim = w->procs[0];
+        assert_int_equal(agent_delete_pod(w->agent, "default", victim->pod), 0);
+        step(w, 50 * MS);
+        /* Replacement at once, while the old one still stops (SIGTERM). */
+        assert_int_equal(count_pods(w, "web-v1", true), 3);
+        step(w, 1 * S);
+        assert_false(victim->alive);
+        assert_int_equal(victim->exit_signal, SIGTERM);
+        assert_null(store_get(w->store, STORE_POD, "default", victim->pod));
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        assert_int_equal(count_pods(w, "web-v1", true), 2);
+        world_free(w);
+}
+
+/* Seeded random sequences of kills, template changes and scale changes:
+ * the deployment always converges, and the bounds hold throughout. */
+static void test_random_sequences(void **state) {
+        for (unsigned seed = 1;
+             seed <= (getenv("TEND_SEEDS") ? (unsigned) atoi(getenv("TEND_SEEDS")) : 12u); seed++) {
+                world *w = world_new();
+                unsigned x = seed * 2654435761u;
+                int replicas = 5, version = 1;
+                char image[32];
+
+                w->check_bounds = true;
+                apply(w, manifest("web", replicas, "v1", NULL, NULL));
+                for (int op = 0; op < 40; op++) {
+                        x = x * 1103515245u + 12345u;
+                        switch ((x >> 16) % 4) {
+                        case 0: { /* kill -9 a random live process */
+                                size_t alive = count_pods(w, NULL, true),
+                                       k = (x >> 8) % (alive + 1);
+                                for (size_t i = 0; i < w->n_procs; i++)
+                                        if (w->procs[i]->alive && k-- == 0) {
+                                                fb_signal(w->procs[i], SIGKILL);
+                                                break;
+                                        }
+                                break;
+                        }
+                        case 1: /* new template */
+                                snprintf(image, sizeof image, "v%d", ++version);
+                                apply(w, manifest("web", replicas, image, NULL, NULL));
+                                break;
+                        case 2: /* scale; the bound follows only after the
+                                 * scale-down's terminations */
+                                w->check_bounds = false;
+                                replicas = 1 + (int) ((x >> 4) % 8);
+                                apply(w, manifest("web", replicas, image[0] ? image : "v1", NULL,
+                                                  NULL));
+                                break;
+                        default:
+                                break;
+                        }
+                        step(w, (usec_t) ((x >> 10) % 800) * MS);
+                        if (!w->check_bounds && count_pods(w, NULL, true) <= (size_t) replicas)
+                                w->check_bounds = true;
+                }
+                snprintf(image, sizeof image, "v%d", version);
+                if (version == 1)
+                        strcpy(image, "v1");
+                if (!step_until(w, settled, "web", 120 * S)) {
+                        char msg[256];
+                        plan_rollout_status(dep(w, "web"), 0, msg, sizeof msg);
+                        dump(w);
+                        fail_msg("seed %u: did not converge: %s (%zu live, want %d of %s)", seed,
+                                 msg, count_pods(w, NULL, true), replicas, image);
+                }
+                step(w, 2 * S);
+                assert_int_equal(count_pods(w, NULL, true), (size_t) replicas);
+                assert_int_equal(count_pods(w, image, true), (size_t) replicas);
+                world_free(w);
+        }
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_first_rollout),
+                cmocka_unit_test(test_kill_replaced),
+                cmocka_unit_test(test_rolling_update_bounds),
+                cmocka_unit_test(test_rollback),
+                cmocka_unit_test(test_history_limit),
+                cmocka_unit_test(test_crash_loop_backoff),
+                cmocka_unit_test(test_start_error),
+                cmocka_unit_test(test_progress_deadline),
+                cmocka_unit_test(test_pause_and_proportional),
+                cmocka_unit_test(test_recreate),
+                cmocka_unit_test(test_hand_scaled_rs_reverted),
+                cmocka_unit_test(test_min_ready_seconds),
+                cmocka_unit_test(test_restart_mid_rollout),
+                cmocka_unit_test(test_lost_while_down),
+                cmocka_unit_test(test_selector_contract),
+                cmocka_unit_test(test_delete_cascades),
+                cmocka_unit_test(test_delete_pod_replaced),
+                cmocka_unit_test(test_random_sequences),
+        };
+        log_set_max_level(LOG_LEVEL_WARNING);
+        if (getenv("TEST_FILTER"))
+                cmocka_set_test_filter(getenv("TEST_FILTER"));
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
