@@ -1018,6 +1018,57 @@ static void test_delete_pod_replaced(void **state) {
         world_free(w);
 }
 
+static void test_liveness_failure(void **state) {
+        world *w = world_new();
+        proc *pr = NULL;
+        const spec_pod *p;
+
+        apply(w, manifest("web", 1, "web-v1", NULL, NULL));
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->alive)
+                        pr = w->procs[i];
+        _cleanup_free_ char *name = strdup(pr->pod);
+        agent_pod_probe(w->agent, pr->ud, RT_PROBE_LIVENESS, false,
+                        "HTTP probe failed with statuscode: 500");
+        step(w, 1 * S);
+        /* Stopped gracefully, Failed with reason Unhealthy, replaced. */
+        assert_false(pr->alive);
+        assert_int_equal(pr->exit_signal, SIGTERM);
+        p = store_get(w->store, STORE_POD, "default", name);
+        assert_int_equal(p->status.phase, SPEC_POD_FAILED);
+        assert_string_equal(p->status.reason, "Unhealthy");
+        assert_string_equal(p->status.container_statuses[0].state.terminated->reason, "Unhealthy");
+        assert_non_null(find_event(w, "Unhealthy", "Liveness probe failed: HTTP probe failed"));
+        assert_non_null(find_event(w, "Killing", "failed liveness probe, will be replaced"));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        world_free(w);
+}
+
+static void test_rollout_restart(void **state) {
+        world *w = world_new();
+        const spec_deployment *d;
+
+        apply(w, manifest("web", 2, "web-v1", NULL, NULL));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        size_t before = w->starts;
+        assert_int_equal(agent_restart_rollout(w->agent, "default", "web"), 0);
+        assert_true(step_until(w, settled, "web", 20 * S));
+        d = dep(w, "web");
+        assert_non_null(
+                spec_map_get(&d->spec.template.metadata.annotations, SPEC_ANN_RESTARTED_AT));
+        assert_string_equal(spec_map_get(&d->metadata.annotations, SPEC_ANN_REVISION), "2");
+        assert_int_equal(d->metadata.generation, 2);
+        /* Every replica was replaced by a new process. */
+        assert_int_equal(w->starts, before + 2);
+        /* A second restart right away is another revision still. */
+        assert_int_equal(agent_restart_rollout(w->agent, "default", "web"), 0);
+        assert_true(step_until(w, settled, "web", 20 * S));
+        assert_string_equal(spec_map_get(&dep(w, "web")->metadata.annotations, SPEC_ANN_REVISION),
+                            "3");
+        world_free(w);
+}
+
 /* Seeded random sequences of kills, template changes and scale changes:
  * the deployment always converges, and the bounds hold throughout. */
 static void test_random_sequences(void **state) {
@@ -1097,6 +1148,8 @@ int main(void) {
                 cmocka_unit_test(test_selector_contract),
                 cmocka_unit_test(test_delete_cascades),
                 cmocka_unit_test(test_delete_pod_replaced),
+                cmocka_unit_test(test_liveness_failure),
+                cmocka_unit_test(test_rollout_restart),
                 cmocka_unit_test(test_random_sequences),
         };
         log_set_max_level(LOG_LEVEL_WARNING);
