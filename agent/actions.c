@@ -129,8 +129,8 @@ static spec_deployment *prepare(const spec_deployment *d, const spec_deployment 
         return n;
 }
 
-int agent_apply(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
-                agent_apply_result *results) {
+int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
+                   agent_apply_result *results, bool dry_run) {
         size_t before = errs->n;
         int r;
 
@@ -160,15 +160,19 @@ int agent_apply(agent *a, spec_deployment *const *ds, size_t n, spec_errors *err
                         d->metadata.generation = 1;
                         d->metadata.creation_timestamp = agent_wall(a);
                         res = AGENT_CREATED;
-                } else if (spec_or_annotations_differ(old, d) ||
-                           !spec_map_equal(&old->metadata.labels, &d->metadata.labels)) {
+                } else if (spec_or_annotations_differ(old, d)) {
                         d->metadata.generation = old->metadata.generation + 1;
+                        res = AGENT_CONFIGURED;
+                } else if (!spec_map_equal(&old->metadata.labels, &d->metadata.labels)) {
+                        /* Labels are not the spec: no new generation (as
+                         * Kubernetes), but they are written. */
+                        d->metadata.generation = old->metadata.generation;
                         res = AGENT_CONFIGURED;
                 } else
                         res = AGENT_UNCHANGED;
                 if (results)
                         results[i] = res;
-                if (res == AGENT_UNCHANGED) {
+                if (res == AGENT_UNCHANGED || dry_run) {
                         spec_deployment_free(d);
                         continue;
                 }
@@ -180,10 +184,17 @@ int agent_apply(agent *a, spec_deployment *const *ds, size_t n, spec_errors *err
                         return r;
                 }
         }
+        if (dry_run)
+                return 0;
         r = store_commit(a->store, true);
         if (r < 0)
                 store_rollback(a->store);
         return r;
+}
+
+int agent_apply(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
+                agent_apply_result *results) {
+        return agent_apply_ex(a, ds, n, errs, results, false);
 }
 
 /* Applies fn to a copy of the stored deployment and writes it durably. */
@@ -413,15 +424,13 @@ int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revisi
         }
         arg.target = rss[idx];
         int64_t rev = revs[idx];
+        /* The event goes into the same durable commit as the rollback. */
+        (void) agent__event(a, STORE_DEPLOYMENT, &d->metadata, "Normal", "DeploymentRollback",
+                            "Rolled back deployment \"%s\" to revision %" PRId64, name, rev);
         r = update_deployment(a, ns, name, do_rollback, &arg);
-        if (r >= 0) {
-                /* d was replaced by the commit: look it up again. */
-                d = store_get(a->store, STORE_DEPLOYMENT, ns, name);
+        if (r >= 0)
                 log_info("deployment/%s: rolled back to revision %" PRId64, name, rev);
-                if (d)
-                        (void) agent__event(
-                                a, STORE_DEPLOYMENT, &d->metadata, "Normal", "DeploymentRollback",
-                                "Rolled back deployment \"%s\" to revision %" PRId64, name, rev);
-        }
+        else
+                store_rollback(a->store); /* the event too */
         return r;
 }

@@ -65,6 +65,7 @@ struct agent {
         tend_hashmap *delayed[_STORE_KIND_MAX]; /* key → delayed* */
         tend_hashmap *pods;                     /* pod uid → pod_rt* */
         tend_hashmap *backoff;                  /* rs uid → rs_backoff* */
+        agent_metrics metrics;
 };
 
 static inline usec_t agent_now(const agent *a) {
@@ -106,6 +107,9 @@ void agent__pod_rt_drop(agent *a, const char *uid);
 
 /* A ReplicaSet's crash-loop state (created on demand; NULL on OOM). */
 rs_backoff *agent__backoff(agent *a, const char *rs_uid);
+
+/* Marks a pod whose process cannot be found Failed ("Lost"). */
+int agent__mark_lost(agent *a, const spec_pod *p, const char *why);
 
 /* Deletes a pod object with its record and log directory. */
 int agent__remove_pod(agent *a, const spec_pod *p);

@@ -262,8 +262,17 @@ static void drain(agent *a, store_kind kind, sync_fn fn) {
         }
 }
 
+const agent_metrics *agent_get_metrics(const agent *a) {
+        return &a->metrics;
+}
+
+store *agent_get_store(const agent *a) {
+        return a->store;
+}
+
 usec_t agent_process(agent *a) {
-        usec_t next = USEC_INFINITY;
+        usec_t next = USEC_INFINITY, t0 = now_monotonic();
+        bool worked = false;
         int r;
 
         a->processing = true;
@@ -271,14 +280,36 @@ usec_t agent_process(agent *a) {
                 next = promote_delayed(a);
                 if (!agent_has_work(a))
                         break;
+                worked = true;
                 drain(a, STORE_DEPLOYMENT, ctl_deployment_sync);
                 drain(a, STORE_REPLICA_SET, ctl_replica_set_sync);
                 drain(a, STORE_POD, ctl_pod_sync);
                 r = store_commit(a->store, false);
-                if (r < 0)
+                if (r < 0) {
+                        /* The round is rolled back: everything is looked at
+                         * again in a second (level-triggered, so redoing is
+                         * safe). */
                         log_error_errno(r, "Failed to commit to the store: %m");
+                        agent_resync(a);
+                        for (int k = 0; k < _STORE_KIND_MAX; k++)
+                                while (!workq_empty(&a->queues[k])) {
+                                        _cleanup_free_ char *key = workq_pop(&a->queues[k]),
+                                                            *ns = NULL;
+                                        const char *name;
+                                        if (key && split_key(key, &ns, &name) >= 0)
+                                                agent__enqueue_at(a, (store_kind) k, ns, name,
+                                                                  agent_now(a) + USEC_PER_SEC);
+                                }
+                        next = MIN(next, agent_now(a) + USEC_PER_SEC);
+                        break;
+                }
         }
+        /* Still busy after many rounds: come back at once, not at a timer. */
+        if (agent_has_work(a))
+                next = agent_now(a);
         a->processing = false;
+        if (worked)
+                tend_histogram_observe(&a->metrics.pass_duration, now_monotonic() - t0);
         return next;
 }
 
@@ -533,7 +564,7 @@ pod_rt *agent__pod_rt_new(agent *a, const spec_pod *p) {
 }
 
 /* Marks a pod whose process cannot be found as lost. */
-static int mark_lost(agent *a, const spec_pod *p, const char *why) {
+int agent__mark_lost(agent *a, const spec_pod *p, const char *why) {
         spec_pod *n = spec_pod_copy(p);
         spec_container_status *cs;
         _cleanup_free_ char *msg = strprintf("lost while the agent was down: %s", why);
@@ -558,6 +589,7 @@ static int mark_lost(agent *a, const spec_pod *p, const char *why) {
                            "PodFailed", NULL, agent_wall(a));
         (void) store_delete_record(a->store, p->metadata.uid);
         log_warning("pod/%s: %s", p->metadata.name, msg);
+        a->metrics.lost_unknown++;
         (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Lost", "%s", msg);
         return store_put(a->store, STORE_POD, n, NULL);
 }
@@ -591,11 +623,11 @@ int agent_start(agent *a) {
                         continue;
                 if (!j) {
                         if (p->status.phase != SPEC_POD_PENDING)
-                                (void) mark_lost(a, p, "it has no runtime record");
+                                (void) agent__mark_lost(a, p, "it has no runtime record");
                         continue;
                 }
                 if (rt_record_from_json(j, &rec) < 0) {
-                        (void) mark_lost(a, p, "its runtime record cannot be read");
+                        (void) agent__mark_lost(a, p, "its runtime record cannot be read");
                         continue;
                 }
                 if (rec.pid <= 0 && !rec.unit) {
@@ -617,7 +649,7 @@ int agent_start(agent *a) {
                 r = a->backend->adopt(a->backend_data, &params, &rec, pr, &handle, &err);
                 if (r < 0) {
                         agent__pod_rt_drop(a, p->metadata.uid);
-                        (void) mark_lost(a, p, err ?: strerror(-r));
+                        (void) agent__mark_lost(a, p, err ?: strerror(-r));
                 } else {
                         pr->handle = handle;
                         pr->started_wall = rec.started_at;

@@ -75,6 +75,24 @@ void agent_pod_exited(agent *a, void *pod_userdata, const rt_exit *e);
 void agent_pod_probe(agent *a, void *pod_userdata, rt_probe_type type, bool ok,
                      const char *message);
 
+/* Counters for /metrics. */
+typedef struct agent_metrics {
+        uint64_t pod_starts;
+        uint64_t pod_start_errors;
+        uint64_t lost_exit;     /* exited by itself */
+        uint64_t lost_signal;   /* killed by a signal */
+        uint64_t lost_liveness; /* stopped after a failed liveness probe */
+        uint64_t lost_unknown;  /* gone while adopted, or while the agent was down */
+        uint64_t backoffs;      /* replacements delayed by the crash-loop back-off */
+        uint64_t rollouts_started;
+        uint64_t rollouts_completed;
+        uint64_t rollouts_failed;
+        tend_histogram pass_duration;
+} agent_metrics;
+
+const agent_metrics *agent_get_metrics(const agent *a);
+store *agent_get_store(const agent *a);
+
 /* ---- user actions (what the API and the CLI do); errs gets field errors ---- */
 
 typedef enum agent_apply_result {
@@ -89,6 +107,9 @@ typedef enum agent_apply_result {
  * (may be NULL). Takes nothing: the objects are copied. */
 int agent_apply(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
                 agent_apply_result *results);
+/* The same, checking everything and writing nothing when dry_run. */
+int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
+                   agent_apply_result *results, bool dry_run);
 /* Deletes a deployment; its ReplicaSets and pods follow (background
  * cascade, graceful stops). -ENOENT if there is none. */
 int agent_delete_deployment(agent *a, const char *ns, const char *name);
@@ -113,5 +134,7 @@ extern const rt_callbacks agent_rt_callbacks;
 /* Labels and annotations tend adds. */
 #define AGENT_ANN_START_AFTER "tend.io/start-after"
 #define AGENT_ANN_REPLACED "tend.io/replaced"
+#define AGENT_ANN_PREDECESSOR "tend.io/predecessor" /* the Failed pod a pod replaces */
+#define AGENT_ANN_PORTS "tend.io/ports" /* "http=30001,metrics=9100": what the pod got */
 #define AGENT_ANN_DELETION_COST "controller.kubernetes.io/pod-deletion-cost"
 #define AGENT_FAILED_PODS_KEPT 5

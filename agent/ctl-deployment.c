@@ -232,9 +232,12 @@ static ssize_t new_rs(dctx *c, bool create) {
                 if (spec_replica_set_equal(rs, n))
                         spec_replica_set_free(n);
                 else {
-                        r = store_put(c->a->store, STORE_REPLICA_SET, n, NULL);
+                        const void *stored;
+                        r = store_put(c->a->store, STORE_REPLICA_SET, n, &stored);
                         if (r < 0)
                                 return r;
+                        /* Later writes this pass start from this version. */
+                        c->rss[c->new_index] = stored;
                 }
                 return c->new_index;
         }
@@ -319,6 +322,7 @@ static ssize_t new_rs(dctx *c, bool create) {
         r = store_put(c->a->store, STORE_REPLICA_SET, n, NULL);
         if (r < 0)
                 return r;
+        c->a->metrics.rollouts_started++;
         log_info("deployment/%s: created replica set %s (revision %" PRId64 ")", d->metadata.name,
                  rs_name, want);
         if (size > 0)
@@ -407,10 +411,15 @@ static void progress(dctx *c) {
                                                     USEC_PER_SEC <
                                     c->now;
         }
-        if (complete)
+        if (complete) {
+                if (!cond || !streq_ptr(cond->reason, "NewReplicaSetAvailable")) {
+                        c->a->metrics.rollouts_completed++;
+                        log_info("deployment/%s: replica set %s has successfully progressed",
+                                 c->d->metadata.name, new_name);
+                }
                 set_progressing(c, "True", "NewReplicaSetAvailable",
                                 "ReplicaSet \"%s\" has successfully progressed.", new_name);
-        else if (progressing) {
+        } else if (progressing) {
                 _cleanup_free_ char *msg = strprintf("ReplicaSet \"%s\" is progressing.", new_name);
                 /* Progress refreshes lastUpdateTime even with the same reason;
                  * the transition time stays while the status stays True. */
@@ -420,6 +429,7 @@ static void progress(dctx *c) {
                 const spec_condition *cur = plan_get_condition(st->conditions, st->n_conditions,
                                                                "Progressing");
                 if (!cur || !streq_ptr(cur->reason, "ProgressDeadlineExceeded")) {
+                        c->a->metrics.rollouts_failed++;
                         log_warning("deployment/%s: replica set %s has timed out progressing",
                                     c->d->metadata.name, new_name);
                         (void) agent__event(c->a, STORE_DEPLOYMENT, &c->d->metadata, "Warning",
@@ -624,8 +634,11 @@ int ctl_deployment_sync(agent *a, const char *ns, const char *name) {
         /* Paused / resumed bookkeeping (§5.3). */
         cond = plan_get_condition(c.nd->status.conditions, c.nd->status.n_conditions,
                                   "Progressing");
-        if (c.has_deadline && d->spec.paused &&
-            (!cond || !streq_ptr(cond->reason, "DeploymentPaused")))
+        /* A timed-out rollout stays timed out: pausing does not hide it. */
+        if (c.has_deadline && cond && streq_ptr(cond->reason, "ProgressDeadlineExceeded"))
+                ;
+        else if (c.has_deadline && d->spec.paused &&
+                 (!cond || !streq_ptr(cond->reason, "DeploymentPaused")))
                 set_progressing(&c, "Unknown", "DeploymentPaused", "Deployment is paused");
         else if (c.has_deadline && !d->spec.paused && cond &&
                  streq_ptr(cond->reason, "DeploymentPaused"))

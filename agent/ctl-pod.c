@@ -123,6 +123,7 @@ static int fail_start(agent *a, const spec_pod *p, const char *error) {
         if (!n)
                 return -ENOMEM;
         log_warning("pod/%s: cannot start: %s", p->metadata.name, error);
+        a->metrics.pod_start_errors++;
         (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Failed", "Error: %s", error);
         n->status.phase = SPEC_POD_FAILED;
         (void) free_and_strdup(&n->status.reason, "StartError");
@@ -135,6 +136,17 @@ static int fail_start(agent *a, const spec_pod *p, const char *error) {
         note_death(a, p, false, now, now);
         (void) store_delete_record(a->store, p->metadata.uid);
         return store_put(a->store, STORE_POD, n, NULL);
+}
+
+/* The ports the pod got, for people (`get pods -o wide`, describe). */
+static void set_ports_annotation(spec_pod *n, const rt_record *rec) {
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(1024);
+
+        for (size_t i = 0; rec && i < rec->n_ports; i++)
+                (void) tend_buf_addf(&b, "%s%s%s%u", i ? "," : "", rec->ports[i].name,
+                                     rec->ports[i].name[0] ? "=" : "", rec->ports[i].port);
+        if (b.len)
+                (void) spec_map_set(&n->metadata.annotations, AGENT_ANN_PORTS, tend_buf_str(&b));
 }
 
 static int start_pod(agent *a, const spec_pod *p) {
@@ -171,6 +183,7 @@ static int start_pod(agent *a, const spec_pod *p) {
                 return fail_start(a, p, err ?: strerror(-r));
         }
         pr->handle = handle;
+        a->metrics.pod_starts++;
 
         rec = rt_record_to_json(a->backend->record(handle));
         if (rec)
@@ -180,6 +193,7 @@ static int start_pod(agent *a, const spec_pod *p) {
         n = spec_pod_copy(p);
         if (!n)
                 return -ENOMEM;
+        set_ports_annotation(n, a->backend->record(handle));
         (void) free_and_strdup(&n->spec.node_name, a->node_name);
         (void) free_and_strdup(&n->status.host_ip, "127.0.0.1");
         (void) free_and_strdup(&n->status.pod_ip, "127.0.0.1");
@@ -244,6 +258,14 @@ static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
                 (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "ProcessExited",
                                     "Container %s %s", container_name(p), strna(what));
                 note_death(a, p, was_ready || pr->ready, pr->started_wall, e->finished_at);
+                if (pr->liveness_failed)
+                        a->metrics.lost_liveness++;
+                else if (e->kind == RT_EXIT_SIGNAL)
+                        a->metrics.lost_signal++;
+                else if (e->kind == RT_EXIT_CODE)
+                        a->metrics.lost_exit++;
+                else
+                        a->metrics.lost_unknown++;
         }
         (void) store_delete_record(a->store, p->metadata.uid);
         return store_put(a->store, STORE_POD, n, NULL);
@@ -343,7 +365,10 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
                 if (p->metadata.deletion_timestamp)
                         return agent__remove_pod(a, p);
                 int r = write_exit(a, p, pr);
-                agent__pod_rt_drop(a, p->metadata.uid);
+                /* Forget the process only once its exit is written: if the
+                 * write fails, the retry writes it again. */
+                if (r >= 0)
+                        agent__pod_rt_drop(a, p->metadata.uid);
                 return r;
         }
 
@@ -351,10 +376,12 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
                 if (!pr || !pr->handle)
                         return agent__remove_pod(a, p);
                 if (!pr->stopping) {
+                        int r = a->backend->stop(pr->handle, grace_of(p));
+                        if (r < 0)
+                                return r; /* retried */
                         pr->stopping = true;
                         (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Killing",
                                             "Stopping container %s", container_name(p));
-                        return a->backend->stop(pr->handle, grace_of(p));
                 }
                 return 0;
         }
@@ -364,7 +391,10 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
                 usec_t t;
 
                 if (p->status.phase != SPEC_POD_PENDING)
-                        return 0; /* agent_start() judged it; nothing to run */
+                        /* Running, but nothing watches its process (a write
+                         * that failed, a start that was rolled back): lost. */
+                        return a->started ? agent__mark_lost(a, p, "its process is not watched")
+                                          : 0;
                 if (after && parse_timestamp(after, &t) >= 0 && t > agent_wall(a)) {
                         agent__enqueue_at_wall(a, STORE_POD, ns, name, t);
                         return 0;
@@ -379,6 +409,9 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
                                        ? (usec_t) lp->termination_grace_period_seconds *
                                                  USEC_PER_SEC
                                        : grace_of(p);
+                int r = a->backend->stop(pr->handle, grace);
+                if (r < 0)
+                        return r; /* retried */
                 pr->stopping = true;
                 (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Unhealthy",
                                     "Liveness probe failed: %s", strna(pr->liveness_message));
@@ -387,7 +420,7 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
                                     container_name(p));
                 log_info("pod/%s: liveness probe failed (%s); stopping it", p->metadata.name,
                          strna(pr->liveness_message));
-                return a->backend->stop(pr->handle, grace);
+                return 0;
         }
         return reflect(a, p, pr);
 }

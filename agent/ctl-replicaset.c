@@ -150,6 +150,9 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
                         free(copy);
                 }
                 cs->restart_count = pcs->restart_count + 1;
+                /* `logs --previous` finds the previous instance through it. */
+                (void) spec_map_set(&p->metadata.annotations, AGENT_ANN_PREDECESSOR,
+                                    predecessor->metadata.name);
         }
         if (b && b->until > now) {
                 char when[TIMESTAMP_MAX], delay[DURATION_MAX];
@@ -172,6 +175,7 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
                         msg = strprintf("back-off %s restarting failed container=%s pod=%s", delay,
                                         cs->name, p->metadata.name);
                 agent__set_waiting(cs, "CrashLoopBackOff", msg);
+                a->metrics.backoffs++;
                 (void) agent__event(a, STORE_REPLICA_SET, &rs->metadata, "Warning", "BackOff",
                                     "Back-off restarting failed container %s: next start in %s",
                                     cs->name, delay);

@@ -59,7 +59,10 @@ bool plan_scale_down_old(int32_t replicas, int32_t max_unavailable, const plan_r
         for (size_t i = 0; i < n; i++) {
                 targets[i] = rss[i].spec_replicas;
                 all_total += rss[i].spec_replicas;
-                available += rss[i].available;
+                /* Kubernetes counts the new RS and the active old ones: an old
+                 * RS already at 0 may still report pods that are going. */
+                if (rss[i].is_new || rss[i].spec_replicas > 0)
+                        available += rss[i].available;
                 if (rss[i].is_new)
                         new_unavailable = rss[i].spec_replicas - rss[i].available;
                 else
@@ -191,6 +194,14 @@ bool plan_proportional(int32_t replicas, int32_t max_surge, bool rolling,
                         if (rss[i].spec_replicas > 0)
                                 idx[k++] = i, total += rss[i].spec_replicas;
                 to_add = allowed - total;
+                /* Tend's bound: pods still terminating hold back a scale-up
+                 * until they are gone (a scale-down is not affected). */
+                if (to_add > 0) {
+                        int64_t occupied = 0;
+                        for (size_t i = 0; i < n; i++)
+                                occupied += plan_rs_occupancy(&rss[i]);
+                        to_add = MIN(to_add, MAX(allowed - occupied, 0));
+                }
                 if (to_add == 0)
                         return false;
                 /* sort the active ones */
@@ -207,8 +218,8 @@ bool plan_proportional(int32_t replicas, int32_t max_surge, bool rolling,
                 for (size_t a = 0; a < k; a++) {
                         const plan_rs *rs = &rss[idx[a]];
                         int64_t fraction, proportion, left = to_add - added;
-                        int64_t annotated = rs->max_replicas_ann >= 0 ? rs->max_replicas_ann
-                                                                      : deployment_status_replicas;
+                        int64_t annotated = rs->max_replicas_ann > 0 ? rs->max_replicas_ann
+                                                                     : deployment_status_replicas;
 
                         if (left == 0)
                                 continue;
@@ -487,51 +498,5 @@ bool plan_deployment_complete(const spec_deployment *d) {
 
 plan_rollout plan_rollout_status(const spec_deployment *d, int64_t revision, char *msg,
                                  size_t size) {
-        const spec_deployment_status *st = &d->status;
-        const char *name = strempty(d->metadata.name);
-        const spec_condition *p;
-
-        if (revision > 0) {
-                const char *cur = spec_map_get(&d->metadata.annotations, SPEC_ANN_REVISION);
-                int64_t r = 0;
-                if (!cur || safe_atoi64(cur, &r) < 0 || r != revision) {
-                        snprintf(msg, size,
-                                 "desired revision (%" PRId64 ") is different from the running "
-                                 "revision (%s)",
-                                 revision, strna(cur));
-                        return PLAN_ROLLOUT_FAILED;
-                }
-        }
-        if (d->metadata.generation > st->observed_generation) {
-                snprintf(msg, size, "Waiting for deployment spec update to be observed...");
-                return PLAN_ROLLOUT_WAITING;
-        }
-        p = plan_get_condition(st->conditions, st->n_conditions, "Progressing");
-        if (p && streq_ptr(p->reason, "ProgressDeadlineExceeded")) {
-                snprintf(msg, size, "deployment \"%s\" exceeded its progress deadline", name);
-                return PLAN_ROLLOUT_FAILED;
-        }
-        if (st->updated_replicas < d->spec.replicas) {
-                snprintf(msg, size,
-                         "Waiting for deployment \"%s\" rollout to finish: %d out of %d new "
-                         "replicas have been updated...",
-                         name, st->updated_replicas, d->spec.replicas);
-                return PLAN_ROLLOUT_WAITING;
-        }
-        if (st->replicas > st->updated_replicas) {
-                snprintf(msg, size,
-                         "Waiting for deployment \"%s\" rollout to finish: %d old replicas are "
-                         "pending termination...",
-                         name, st->replicas - st->updated_replicas);
-                return PLAN_ROLLOUT_WAITING;
-        }
-        if (st->available_replicas < st->updated_replicas) {
-                snprintf(msg, size,
-                         "Waiting for deployment \"%s\" rollout to finish: %d of %d updated "
-                         "replicas are available...",
-                         name, st->available_replicas, st->updated_replicas);
-                return PLAN_ROLLOUT_WAITING;
-        }
-        snprintf(msg, size, "deployment \"%s\" successfully rolled out", name);
-        return PLAN_ROLLOUT_DONE;
+        return (plan_rollout) spec_rollout_status(d, revision, msg, size);
 }

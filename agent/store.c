@@ -64,7 +64,8 @@ typedef struct collection {
 typedef struct undo {
         store_kind kind;
         char *key;
-        void *old; /* owned; NULL if the key did not exist */
+        void *old;       /* owned; NULL if the key did not exist */
+        uint64_t old_rv; /* a deleted object's version before the delete */
         bool is_record;
         json_t *old_record;
 } undo;
@@ -94,6 +95,7 @@ struct store {
         size_t n_notes, alloc_notes;
         watcher *watchers;
         size_t n_watchers;
+        tend_histogram commit_hist;
         char hostname[64];
 };
 
@@ -215,7 +217,9 @@ static void *coll_remove(collection *c, const char *key, const spec_type *t) {
 
 /* ---- undo and notifications ---------------------------------------------------------------- */
 
-static int push_undo(store *s, undo u) {
+/* Room for one more undo entry, reserved before a write changes anything:
+ * a write that cannot be undone must not happen. */
+static int reserve_undo(store *s) {
         if (s->n_undo == s->alloc_undo) {
                 size_t na = s->alloc_undo ? s->alloc_undo * 2 : 64;
                 undo *nu = realloc(s->undo, sizeof(undo) * na);
@@ -224,6 +228,13 @@ static int push_undo(store *s, undo u) {
                 s->undo = nu;
                 s->alloc_undo = na;
         }
+        return 0;
+}
+
+static int push_undo(store *s, undo u) {
+        int r = reserve_undo(s);
+        if (r < 0)
+                return r;
         s->undo[s->n_undo++] = u;
         return 0;
 }
@@ -319,7 +330,9 @@ int store_put(store *s, store_kind kind, void *obj, const void **ret_stored) {
                 ((object_head *) obj)->api_version = strdup(
                         kind == STORE_POD || kind == STORE_EVENT ? "v1" : "apps/v1");
 
-        r = begin(s);
+        r = reserve_undo(s);
+        if (r >= 0)
+                r = begin(s);
         if (r >= 0)
                 r = bump_rv(s);
         if (r < 0) {
@@ -360,7 +373,9 @@ int store_delete(store *s, store_kind kind, const char *namespace, const char *n
                 return -ENOMEM;
         if (!coll_get(&s->coll[kind], key))
                 return -ENOENT;
-        r = begin(s);
+        r = reserve_undo(s);
+        if (r >= 0)
+                r = begin(s);
         if (r >= 0)
                 r = bump_rv(s);
         if (r >= 0)
@@ -368,10 +383,12 @@ int store_delete(store *s, store_kind kind, const char *namespace, const char *n
         if (r < 0)
                 return r;
         old = coll_remove(&s->coll[kind], key, store_kind_type(kind));
+        uint64_t old_rv = meta_of(old)->resource_version;
         meta_of(old)->resource_version = s->rv; /* the DELETED event's version */
         if (kind == STORE_EVENT)
                 event_key_forget(s, old);
-        r = push_undo(s, (undo){ .kind = kind, .key = TAKE_PTR(key), .old = old });
+        r = push_undo(s,
+                      (undo){ .kind = kind, .key = TAKE_PTR(key), .old = old, .old_rv = old_rv });
         if (r < 0)
                 return r;
         (void) push_note(s, kind, STORE_DELETED, old);
@@ -399,30 +416,67 @@ uint64_t store_resource_version(const store *s) {
 /* ---- commit and rollback -----------------------------------------------------------------------
  */
 
+const tend_histogram *store_commit_histogram(const store *s) {
+        return &s->commit_hist;
+}
+
 int store_commit(store *s, bool durable) {
+        usec_t t0 = now_monotonic();
         int r;
 
-        if (!s->in_txn)
+        if (!s->in_txn && !durable)
                 return 0;
-        if (durable)
-                (void) exec(s, "PRAGMA synchronous=FULL");
-        r = exec(s, "COMMIT");
-        if (durable)
-                (void) exec(s, "PRAGMA synchronous=NORMAL");
-        if (r < 0) {
-                store_rollback(s);
-                return r;
+        if (s->in_txn) {
+                r = exec(s, "COMMIT");
+                if (r < 0) {
+                        tend_histogram_observe(&s->commit_hist, now_monotonic() - t0);
+                        store_rollback(s);
+                        return r;
+                }
+                s->in_txn = false;
         }
-        s->in_txn = false;
+        if (durable) {
+                /* SQLite refuses to change `synchronous` inside a transaction,
+                 * so the fsync comes after: one tiny commit at FULL, which
+                 * fsyncs the WAL and with it every frame before it. */
+                r = exec(s, "PRAGMA synchronous=FULL");
+                if (r >= 0)
+                        r = exec(s,
+                                 "BEGIN IMMEDIATE; UPDATE meta SET value = value WHERE key = 'rv'; "
+                                 "COMMIT");
+                (void) exec(s, "PRAGMA synchronous=NORMAL");
+                if (r < 0) {
+                        (void) exec(s, "ROLLBACK");
+                        tend_histogram_observe(&s->commit_hist, now_monotonic() - t0);
+                        return r; /* committed, but not known to be on disk */
+                }
+        }
+        tend_histogram_observe(&s->commit_hist, now_monotonic() - t0);
 
         /* Subscribers hear of changes only once they are on disk. The objects
-         * the notes point to stay valid until free_undo() below. */
-        for (size_t i = 0; i < s->n_notes; i++)
+         * the notes point to stay valid until the old undo log is freed
+         * below; a subscriber that writes starts a new batch. */
+        note *notes = s->notes;
+        size_t n_notes = s->n_notes;
+        undo *undos = s->undo;
+        size_t n_undo = s->n_undo;
+        s->notes = NULL;
+        s->n_notes = s->alloc_notes = 0;
+        s->undo = NULL;
+        s->n_undo = s->alloc_undo = 0;
+        for (size_t i = 0; i < n_notes; i++)
                 for (size_t w = 0; w < s->n_watchers; w++)
-                        s->watchers[w].fn(s->notes[i].kind, s->notes[i].change, s->notes[i].obj,
+                        s->watchers[w].fn(notes[i].kind, notes[i].change, notes[i].obj,
                                           s->watchers[w].userdata);
-        s->n_notes = 0;
-        free_undo(s);
+        free(notes);
+        for (size_t i = 0; i < n_undo; i++) {
+                if (undos[i].is_record)
+                        json_decref(undos[i].old_record);
+                else
+                        spec_free(store_kind_type(undos[i].kind), undos[i].old);
+                free(undos[i].key);
+        }
+        free(undos);
         return 0;
 }
 
@@ -445,6 +499,8 @@ void store_rollback(store *s) {
                 } else {
                         const spec_type *t = store_kind_type(u->kind);
                         void *cur = NULL;
+                        if (u->old && u->old_rv)
+                                meta_of(u->old)->resource_version = u->old_rv;
                         if (u->old)
                                 (void) coll_put(&s->coll[u->kind], u->key, u->old, &cur);
                         else
@@ -798,6 +854,9 @@ int store_open(const char *path, store **ret, char **ret_error) {
         /* WAL: readers never block, commits append. NORMAL: no fsync per
          * commit (a crash of tendd loses nothing; see store_commit() for the
          * fsync of acknowledged writes). */
+        /* Only tendd writes; a reader holding a lock (sqlite3 on the file)
+         * gets half a second before a write fails and is retried. */
+        sqlite3_busy_timeout(s->db, 500);
         r = exec(s, "PRAGMA journal_mode=WAL");
         if (r >= 0)
                 r = exec(s, "PRAGMA synchronous=NORMAL");

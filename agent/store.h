@@ -95,5 +95,8 @@ int store_delete_record(store *s, const char *pod_uid);
 int store_record_event(store *s, store_kind involved_kind, const spec_meta *involved,
                        const char *type, const char *reason, const char *message, usec_t now);
 
+/* Commit durations, for /metrics. */
+const tend_histogram *store_commit_histogram(const store *s);
+
 /* A new uid (RFC 4122 version 4, from getrandom). buf: 37 bytes. */
 char *store_new_uid(char buf[static 37]);

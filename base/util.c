@@ -211,3 +211,38 @@ int read_full_file(const char *path, size_t max, char **ret, size_t *ret_size) {
         *ret = tend_buf_take(&b);
         return *ret ? 0 : -ENOMEM;
 }
+
+const double tend_histogram_bounds[TEND_HISTOGRAM_BUCKETS] = {
+        0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0,
+};
+
+void tend_histogram_observe(tend_histogram *h, usec_t d) {
+        double s = (double) d / (double) USEC_PER_SEC;
+        for (size_t i = 0; i < TEND_HISTOGRAM_BUCKETS; i++)
+                if (s <= tend_histogram_bounds[i])
+                        h->buckets[i]++;
+        h->count++;
+        h->sum += s;
+}
+
+char *tend_default_state_dir(void) {
+        const char *x = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+
+        if (geteuid() == 0)
+                return strdup("/var/lib/tend");
+        if (!isempty(x))
+                return strprintf("%s/tend", x);
+        if (!isempty(home))
+                return strprintf("%s/.local/state/tend", home);
+        return strprintf("/tmp/tend-state-%u", (unsigned) geteuid());
+}
+
+char *tend_default_socket(void) {
+        const char *x = getenv("XDG_RUNTIME_DIR");
+
+        if (geteuid() == 0)
+                return strdup("/run/tend/tend.sock");
+        if (!isempty(x))
+                return strprintf("%s/tend/tend.sock", x);
+        return strprintf("/tmp/tend-%u/tend.sock", (unsigned) geteuid());
+}

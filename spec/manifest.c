@@ -29,7 +29,9 @@ static int manifest_push(spec_manifest *m, spec_deployment *d, const char *file,
                 return -ENOMEM;
         }
         m->items = n;
-        m->items[m->n++] = (spec_manifest_item){ d, f, line, index };
+        m->items[m->n++] = (spec_manifest_item){
+                .deployment = d, .file = f, .line = line, .index = index
+        };
         return 0;
 }
 
@@ -65,13 +67,16 @@ static int add_document(spec_manifest *m, const char *file, const spec_doc *doc,
         r = spec_decode_new(&spec_type_deployment, doc->root, errs, (void **) &d);
         if (r < 0)
                 goto out;
+        bool defaulted = !d->metadata.namespace;
         spec_deployment_default(d);
         r = spec_deployment_validate(d, errs);
         if (r < 0)
                 goto out;
         r = manifest_push(m, d, file, doc->line, doc->index);
-        if (r >= 0)
+        if (r >= 0) {
+                m->items[m->n - 1].namespace_defaulted = defaulted;
                 d = NULL;
+        }
 out:
         errs->object = NULL;
         return r;

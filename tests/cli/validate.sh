@@ -61,7 +61,7 @@ check emptydir 1 "$tend" validate -f "$tmp/empty"
 check help 0 "$tend" validate --help
 grep -q 'Usage: tend validate' "$tmp/out" || { echo "FAIL help"; fail=1; }
 check unknown-verb 2 "$tend" frobnicate
-check version 0 "$tend" version
+check version 0 "$tend" version --client
 
 [ "$fail" -eq 0 ] && echo "all tend validate checks passed"
 exit "$fail"

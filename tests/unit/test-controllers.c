@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "agent-internal.h"
 
@@ -142,6 +143,22 @@ static int fb_adopt(void *b, const rt_pod_params *p, const rt_record *r, void *u
         return 0;
 }
 
+/* A process that runs with this pod's uid (what a crash between spawn and
+ * the record's commit leaves behind). */
+static int fb_find(void *b, const char *uid, rt_record *ret) {
+        world *w = b;
+        for (size_t i = 0; i < w->n_procs; i++) {
+                proc *pr = w->procs[i];
+                if (pr->alive && streq(pr->uid, uid)) {
+                        *ret = (rt_record){ .backend = strdup("process"),
+                                            .pid = pr->pid,
+                                            .start_time = pr->rec.start_time };
+                        return 0;
+                }
+        }
+        return -ESRCH;
+}
+
 static int fb_stop(void *h, usec_t grace) {
         proc *pr = h;
         usec_t at = W->now + (pr->ignore_term ? grace : MIN(W->term_delay, grace));
@@ -178,6 +195,7 @@ static const char *fb_cid(void *h) {
 static const agent_backend fake_backend = {
         .start = fb_start,
         .adopt = fb_adopt,
+        .find = fb_find,
         .stop = fb_stop,
         .signal = fb_signal,
         .free = fb_free,
@@ -1069,6 +1087,135 @@ static void test_rollout_restart(void **state) {
         world_free(w);
 }
 
+/* A timed-out rollout that is then paused still says it timed out. */
+static void test_pause_keeps_deadline(void **state) {
+        world *w = world_new();
+        char msg[256];
+
+        apply(w, manifest("slow", 2, "never-ready", "  progressDeadlineSeconds: 10\n", NULL));
+        assert_true(step_until(w, deadline_exceeded, "slow", 30 * S));
+        assert_int_equal(agent_pause(w->agent, "default", "slow", true), 0);
+        step(w, 2 * S);
+        assert_true(deadline_exceeded(w, "slow"));
+        assert_int_equal(plan_rollout_status(dep(w, "slow"), 0, msg, sizeof msg),
+                         PLAN_ROLLOUT_FAILED);
+        world_free(w);
+}
+
+/* Scaling up in the middle of a rollout, while old pods are still slow to
+ * stop: the processes stay within the new replicas + maxSurge. */
+static void test_scale_up_with_terminating(void **state) {
+        world *w = world_new();
+        const char *strat = "  strategy: {rollingUpdate: {maxSurge: 3, maxUnavailable: 2}}\n";
+
+        apply(w, manifest("web", 10, "web-v1", strat, "        args: [ignore-term]\n"));
+        assert_true(step_until(w, settled, "web", 20 * S));
+        apply(w, manifest("web", 10, "never-ready", strat, "        args: [ignore-term]\n"));
+        step(w, 1 * S); /* stalled at 8 old + 5 new; 2 old still stopping (5 s) */
+        w->check_bounds = true;
+        apply(w, manifest("web", 15, "never-ready", strat, "        args: [ignore-term]\n"));
+        step(w, 20 * S); /* invariants() checks live <= 15 + 3 at every step */
+        assert_true(count_pods(w, NULL, true) <= 18);
+        world_free(w);
+}
+
+/* A rollback's revived ReplicaSet never shows its old revision again once
+ * renumbered (no stale copy overwrites it in the same pass). */
+static char revived[128];
+static int64_t revived_revs[64];
+static size_t n_revived;
+
+static void watch_rs(store_kind kind, store_change change, const void *obj, void *u) {
+        const spec_replica_set *rs = obj;
+        if (kind == STORE_REPLICA_SET && streq(rs->metadata.name, revived) &&
+            n_revived < ELEMENTSOF(revived_revs))
+                revived_revs[n_revived++] = agent__revision(&rs->metadata);
+}
+
+static void test_rollback_renumber_sticks(void **state) {
+        world *w = world_new();
+        const void *const *items;
+        char *err = NULL;
+        int64_t rev;
+
+        apply(w, manifest("web", 2, "web-v1", NULL, NULL));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        store_list(w->store, STORE_REPLICA_SET, &items);
+        snprintf(revived, sizeof revived, "%s",
+                 ((const spec_replica_set *) items[0])->metadata.name);
+        apply(w, manifest("web", 2, "web-v2", NULL, NULL));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        n_revived = 0;
+        store_subscribe(w->store, watch_rs, NULL);
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 0, &rev, &err), 0);
+        assert_true(step_until(w, settled, "web", 10 * S));
+        store_unsubscribe(w->store, watch_rs, NULL);
+        assert_true(n_revived > 0);
+        bool renumbered = false;
+        for (size_t i = 0; i < n_revived; i++) {
+                if (revived_revs[i] == 3)
+                        renumbered = true;
+                else if (renumbered)
+                        fail_msg("revision went back to %lld after 3", (long long) revived_revs[i]);
+        }
+        assert_true(renumbered);
+        world_free(w);
+}
+
+/* A commit that fails (the database is locked by someone else) loses no
+ * pod: once the store works again the lost pod is seen and replaced. */
+static void test_failed_commit_recovers(void **state) {
+        world *w = world_new();
+        sqlite3 *db;
+        char *path = strprintf("%s/tend.db", w->dir);
+        proc *victim = NULL;
+
+        apply(w, manifest("web", 2, "web-v1", NULL, NULL));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->alive)
+                        victim = w->procs[i];
+        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+        fb_signal(victim, SIGKILL);
+        fire(w);
+        process(w); /* the commit fails: the database is locked */
+        assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+        free(path);
+        assert_true(step_until(w, settled, "web", 10 * S));
+        assert_int_equal(count_pods(w, "web-v1", true), 2);
+        assert_true(has_failed_pod(w, NULL));
+        world_free(w);
+}
+
+/* The agent died between spawning a pod and committing its record: the
+ * restart finds the process by its POD_UID and adopts it; nothing starts
+ * twice. */
+static void test_crash_between_spawn_and_record(void **state) {
+        world *w = world_new();
+        proc *pr = NULL;
+
+        apply(w, manifest("web", 1, "web-v1", NULL, NULL));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->alive)
+                        pr = w->procs[i];
+        /* What the store holds in that window: only the intent. */
+        json_t *intent = json_pack("{s:b}", "intent", 1);
+        assert_int_equal(store_put_record(w->store, pr->uid, intent), 0);
+        json_decref(intent);
+        assert_int_equal(store_commit(w->store, true), 0);
+        agent_free(w->agent);
+        size_t before = w->starts;
+        new_agent(w);
+        step(w, 2 * S);
+        assert_int_equal(w->starts, before);  /* not started again */
+        assert_true(pr->alive && pr->handle); /* adopted */
+        assert_true(settled(w, "web"));
+        world_free(w);
+}
+
 /* Seeded random sequences of kills, template changes and scale changes:
  * the deployment always converges, and the bounds hold throughout. */
 static void test_random_sequences(void **state) {
@@ -1150,6 +1297,11 @@ int main(void) {
                 cmocka_unit_test(test_delete_pod_replaced),
                 cmocka_unit_test(test_liveness_failure),
                 cmocka_unit_test(test_rollout_restart),
+                cmocka_unit_test(test_pause_keeps_deadline),
+                cmocka_unit_test(test_scale_up_with_terminating),
+                cmocka_unit_test(test_rollback_renumber_sticks),
+                cmocka_unit_test(test_failed_commit_recovers),
+                cmocka_unit_test(test_crash_between_spawn_and_record),
                 cmocka_unit_test(test_random_sequences),
         };
         log_set_max_level(LOG_LEVEL_WARNING);

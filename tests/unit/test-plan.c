@@ -86,6 +86,21 @@ static void test_cleanup_unhealthy(void **state) {
         assert_int_equal(t[2], 3);
 }
 
+/* An old RS already at 0 may still report available pods (its status is a
+ * pass behind): they do not count, as in Kubernetes, or another old RS
+ * would be scaled down too far. */
+static void test_inactive_old_availability(void **state) {
+        /* D=4, maxUnavailable 1: A{0, still 1 available}, B{2/2}, new C{2/2} */
+        plan_rs rss[3] = { rs_("A", 1, 0, 1, false), rs_("B", 2, 2, 2, false),
+                           rs_("C", 3, 2, 2, true) };
+        int32_t t[3];
+
+        assert_true(plan_scale_down_old(4, 1, rss, 3, t));
+        assert_int_equal(t[0], 0);
+        assert_int_equal(t[1], 1); /* 4 available (B + C) − 3 → one goes, not two */
+        assert_int_equal(t[2], 2);
+}
+
 /* Tend's rule: terminating pods occupy room under replicas + maxSurge. */
 static void test_terminating_count(void **state) {
         plan_rs rss[2] = { rs_("old", 1, 2, 2, false), rs_("new", 2, 1, 1, true) };
@@ -331,6 +346,7 @@ int main(void) {
                 cmocka_unit_test(test_rolling_worked_example),
                 cmocka_unit_test(test_cleanup_unhealthy),
                 cmocka_unit_test(test_terminating_count),
+                cmocka_unit_test(test_inactive_old_availability),
                 cmocka_unit_test(test_proportional_worked_example),
                 cmocka_unit_test(test_proportional_simple_cases),
                 cmocka_unit_test(test_availability),

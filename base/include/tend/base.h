@@ -283,3 +283,25 @@ void *tend_hashmap_remove(tend_hashmap *h, const char *key);
 /* Iteration: for (size_t i = 0; tend_hashmap_next(h, &i, &k, &v);) — do not
  * modify the map while iterating. */
 bool tend_hashmap_next(const tend_hashmap *h, size_t *i, const char **ret_key, void **ret_value);
+
+/* ---- histograms (for /metrics) -------------------------------------------------- */
+
+/* Prometheus-style cumulative buckets, in seconds. */
+#define TEND_HISTOGRAM_BUCKETS 12
+extern const double tend_histogram_bounds[TEND_HISTOGRAM_BUCKETS];
+
+typedef struct tend_histogram {
+        uint64_t buckets[TEND_HISTOGRAM_BUCKETS]; /* count of observations <= bound */
+        uint64_t count;
+        double sum; /* seconds */
+} tend_histogram;
+
+void tend_histogram_observe(tend_histogram *h, usec_t d);
+
+/* ---- default locations (tendd and tend agree on them) --------------------------- */
+
+/* root: /var/lib/tend; others: $XDG_STATE_HOME/tend or ~/.local/state/tend. */
+char *tend_default_state_dir(void);
+/* root: /run/tend/tend.sock; others: $XDG_RUNTIME_DIR/tend/tend.sock, or
+ * /tmp/tend-<uid>/tend.sock without XDG_RUNTIME_DIR. */
+char *tend_default_socket(void);

@@ -620,10 +620,26 @@ char *spec_template_hash(const spec_pod_template *t, int32_t collision_count,
 /* Equal ignoring the pod-template-hash label (how the new RS is found). */
 bool spec_template_equal(const spec_pod_template *a, const spec_pod_template *b);
 
+/* ---- status as kubectl reads it --------------------------------------------------- */
+
+const spec_condition *spec_get_condition(const spec_condition *conds, size_t n, const char *type);
+
+typedef enum spec_rollout {
+        SPEC_ROLLOUT_WAITING,
+        SPEC_ROLLOUT_DONE,
+        SPEC_ROLLOUT_FAILED,
+} spec_rollout;
+
+/* `rollout status` (k8s-semantics §5.5), with kubectl's messages. revision
+ * 0: any. The message is written to msg (at most size bytes). */
+spec_rollout spec_rollout_status(const spec_deployment *d, int64_t revision, char *msg,
+                                 size_t size);
+
 /* ---- manifests: files, directories, stdin ---------------------------------------- */
 
 typedef struct spec_manifest_item {
         spec_deployment *deployment; /* owned; defaulted and validated */
+        bool namespace_defaulted;    /* the manifest named no namespace */
         char *file;
         unsigned line;
         unsigned index;

@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * tendd: the agent. Keeps the deployments of its store true, serves the
+ * API on a unix socket (and optionally loopback TCP), and on SIGTERM or
+ * SIGINT stops serving, commits, and exits leaving its pods running: the
+ * next tendd adopts them.
+ */
+
+#include <getopt.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+
+#include "agent-loop.h"
+#include "api.h"
+
+typedef struct args {
+        char *state_dir;
+        char *socket;
+        char *listen;
+        char *token_file;
+        char *socket_group;
+        uint16_t port_lo, port_hi;
+        usec_t resync;
+} args;
+
+static void usage(FILE *f) {
+        fprintf(f,
+                "Usage: tendd [OPTIONS]\n\n"
+                "The tend agent: runs the pods of the Deployments it is given as local\n"
+                "processes and keeps them as declared. `tend` talks to it.\n\n"
+                "Options:\n"
+                "  --state-dir DIR          database and pod logs (default: /var/lib/tend as\n"
+                "                           root, else $XDG_STATE_HOME/tend)\n"
+                "  --socket PATH            API socket (default: /run/tend/tend.sock as root,\n"
+                "                           else $XDG_RUNTIME_DIR/tend/tend.sock)\n"
+                "  --socket-group GROUP     members of GROUP may use the socket too\n"
+                "  --listen 127.0.0.1:PORT  also serve the API on loopback TCP (needs\n"
+                "                           --token-file)\n"
+                "  --token-file FILE        bearer token TCP clients must send\n"
+                "  --port-range LO-HI       leased pod ports (default %d-%d)\n"
+                "  --resync DURATION        full reconcile period (default 30s)\n"
+                "  --log-level LEVEL        err, warning, notice, info (default), debug\n"
+                "  -h, --help               this help\n"
+                "      --version            the version\n\n"
+                "Stopping tendd (SIGTERM, SIGINT) leaves the pods running; the next tendd\n"
+                "on the same state dir adopts them.\n",
+                RT_PORT_RANGE_LO, RT_PORT_RANGE_HI);
+}
+
+static int parse_args(int argc, char **argv, args *a) {
+        enum {
+                OPT_STATE = 256,
+                OPT_SOCKET,
+                OPT_LISTEN,
+                OPT_TOKEN,
+                OPT_GROUP,
+                OPT_PORTS,
+                OPT_RESYNC,
+                OPT_LOG,
+                OPT_VERSION
+        };
+        static const struct option options[] = {
+                { "state-dir", required_argument, NULL, OPT_STATE },
+                { "socket", required_argument, NULL, OPT_SOCKET },
+                { "listen", required_argument, NULL, OPT_LISTEN },
+                { "token-file", required_argument, NULL, OPT_TOKEN },
+                { "socket-group", required_argument, NULL, OPT_GROUP },
+                { "port-range", required_argument, NULL, OPT_PORTS },
+                { "resync", required_argument, NULL, OPT_RESYNC },
+                { "log-level", required_argument, NULL, OPT_LOG },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, OPT_VERSION },
+                {},
+        };
+        int c, level;
+
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
+                switch (c) {
+                case OPT_STATE:
+                        a->state_dir = optarg;
+                        break;
+                case OPT_SOCKET:
+                        a->socket = optarg;
+                        break;
+                case OPT_LISTEN:
+                        a->listen = optarg;
+                        break;
+                case OPT_TOKEN:
+                        a->token_file = optarg;
+                        break;
+                case OPT_GROUP:
+                        a->socket_group = optarg;
+                        break;
+                case OPT_PORTS: {
+                        unsigned lo, hi;
+                        char end;
+                        if (sscanf(optarg, "%u-%u%c", &lo, &hi, &end) != 2 || lo < 1 ||
+                            hi > 65535 || lo > hi) {
+                                fprintf(stderr,
+                                        "tendd: --port-range %s: expected LO-HI, e.g. "
+                                        "30000-32767\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        a->port_lo = (uint16_t) lo;
+                        a->port_hi = (uint16_t) hi;
+                        break;
+                }
+                case OPT_RESYNC:
+                        if (parse_duration(optarg, &a->resync) < 0 || a->resync < USEC_PER_SEC) {
+                                fprintf(stderr,
+                                        "tendd: --resync %s: expected a duration of at "
+                                        "least 1s, e.g. 30s or 1m\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case OPT_LOG:
+                        level = log_level_from_string(optarg);
+                        if (level < 0) {
+                                fprintf(stderr,
+                                        "tendd: --log-level %s: expected err, warning, "
+                                        "notice, info or debug\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        log_set_max_level(level);
+                        break;
+                case 'h':
+                        usage(stdout);
+                        exit(0);
+                case OPT_VERSION:
+                        printf("tendd %s\n", TEND_VERSION);
+                        exit(0);
+                default:
+                        usage(stderr);
+                        return -EINVAL;
+                }
+        if (optind < argc) {
+                fprintf(stderr, "tendd: unexpected argument \"%s\"\n", argv[optind]);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static uv_loop_t *loop;
+static agent_loop *al;
+static api_server *api;
+
+static void on_signal(uv_signal_t *h, int sig) {
+        log_info("Received %s; stopping (pods keep running).", strsignal(sig));
+        api_server_close(api);
+        api = NULL;
+        agent_loop_close(al);
+        al = NULL;
+        uv_stop(h->loop);
+}
+
+int main(int argc, char **argv) {
+        args a = {};
+        _cleanup_free_ char *state_dir = NULL, *socket = NULL, *token = NULL;
+        char *err = NULL;
+        uv_signal_t sigterm, sigint;
+        gid_t group = 0;
+        int r;
+
+        log_open("tendd");
+        if (parse_args(argc, argv, &a) < 0)
+                return 2;
+        signal(SIGPIPE, SIG_IGN);
+
+        state_dir = a.state_dir ? strdup(a.state_dir) : tend_default_state_dir();
+        socket = a.socket ? strdup(a.socket) : tend_default_socket();
+        if (!state_dir || !socket)
+                return log_oom(), 1;
+        if (a.socket_group) {
+                struct group *g = getgrnam(a.socket_group);
+                if (!g) {
+                        log_error("--socket-group %s: no such group", a.socket_group);
+                        return 1;
+                }
+                group = g->gr_gid;
+        }
+        if (a.token_file) {
+                size_t n;
+                r = read_full_file(a.token_file, 4096, &token, &n);
+                if (r < 0) {
+                        log_error_errno(r, "--token-file %s: %m", a.token_file);
+                        return 1;
+                }
+                while (n > 0 &&
+                       (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
+                        token[--n] = 0;
+                if (n < 16) {
+                        log_error("--token-file %s: the token must be at least 16 characters",
+                                  a.token_file);
+                        return 1;
+                }
+        }
+        if (a.listen && !token) {
+                log_error("--listen %s needs --token-file: TCP clients must send a bearer token",
+                          a.listen);
+                return 1;
+        }
+
+        loop = uv_default_loop();
+        r = agent_loop_new(loop,
+                           &(agent_loop_config){ .state_dir = state_dir,
+                                                 .port_lo = a.port_lo,
+                                                 .port_hi = a.port_hi,
+                                                 .resync_interval = a.resync },
+                           &al, &err);
+        if (r < 0) {
+                log_error("%s", err ?: strerror(-r));
+                return 1;
+        }
+        r = api_server_new(&(api_config){ .loop = loop,
+                                          .agent = al,
+                                          .state_dir = state_dir,
+                                          .socket_path = socket,
+                                          .has_group = a.socket_group != NULL,
+                                          .group = group,
+                                          .listen = a.listen,
+                                          .token = token },
+                           &api, &err);
+        if (r < 0) {
+                log_error("%s", err ?: strerror(-r));
+                agent_loop_close(al);
+                uv_run(loop, UV_RUN_NOWAIT);
+                return 1;
+        }
+        uv_signal_init(loop, &sigterm);
+        uv_signal_init(loop, &sigint);
+        uv_signal_start(&sigterm, on_signal, SIGTERM);
+        uv_signal_start(&sigint, on_signal, SIGINT);
+        log_info("tendd %s: state in %s, API on %s%s%s", TEND_VERSION, state_dir, socket,
+                 a.listen ? " and " : "", a.listen ?: "");
+
+        uv_run(loop, UV_RUN_DEFAULT);
+
+        /* Let the closes complete. */
+        uv_close((uv_handle_t *) &sigterm, NULL);
+        uv_close((uv_handle_t *) &sigint, NULL);
+        uv_run(loop, UV_RUN_DEFAULT);
+        (void) uv_loop_close(loop);
+        log_info("stopped");
+        return 0;
+}

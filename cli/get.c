@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: MIT */
+
+/* tend get TYPE [NAME] [-l SELECTOR] [-o wide|json|yaml|name] [-w] [-A] */
+
+#include <getopt.h>
+#include <inttypes.h>
+
+#include "cli.h"
+
+typedef enum output {
+        OUT_TABLE,
+        OUT_WIDE,
+        OUT_JSON,
+        OUT_YAML,
+        OUT_NAME,
+} output;
+
+typedef struct get_ctx {
+        const cli_resource *res;
+        output out;
+        bool all_namespaces;
+        table t;
+        bool header_printed;
+} get_ctx;
+
+static const char *cmd_of(const spec_pod_template *t) {
+        return t->spec.n_containers && t->spec.containers[0].command
+                       ? t->spec.containers[0].command[0]
+                       : NULL;
+}
+
+static char *selector_text(const spec_selector *s) {
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
+        if (!s)
+                return strdup("<none>");
+        for (size_t i = 0; i < s->match_labels.n; i++)
+                (void) tend_buf_addf(&b, "%s%s=%s", b.len ? "," : "", s->match_labels.items[i].key,
+                                     s->match_labels.items[i].value);
+        for (size_t i = 0; i < s->n_match_expressions; i++) {
+                const spec_requirement *r = &s->match_expressions[i];
+                (void) tend_buf_addf(&b, "%s%s %s", b.len ? "," : "", r->key,
+                                     strna(spec_selector_op_to_string(r->op)));
+                if (r->values) {
+                        (void) tend_buf_adds(&b, " (");
+                        for (char **v = r->values; *v; v++)
+                                (void) tend_buf_addf(&b, "%s%s", v == r->values ? "" : ",", *v);
+                        (void) tend_buf_adds(&b, ")");
+                }
+        }
+        return tend_buf_take(&b);
+}
+
+static void header(get_ctx *g) {
+        bool wide = g->out == OUT_WIDE;
+
+        switch (g->res->type == &spec_type_deployment    ? 0
+                : g->res->type == &spec_type_replica_set ? 1
+                : g->res->type == &spec_type_pod         ? 2
+                                                         : 3) {
+        case 0:
+                if (wide)
+                        table_init(&g->t, 8, "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE",
+                                   "CONTAINERS", "COMMAND", "SELECTOR");
+                else
+                        table_init(&g->t, 5, "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE");
+                break;
+        case 1:
+                if (wide)
+                        table_init(&g->t, 9, "NAME", "DESIRED", "CURRENT", "READY", "AGE",
+                                   "CONTAINERS", "COMMAND", "SELECTOR", "REVISION");
+                else
+                        table_init(&g->t, 5, "NAME", "DESIRED", "CURRENT", "READY", "AGE");
+                break;
+        case 2:
+                if (wide)
+                        table_init(&g->t, 9, "NAME", "READY", "STATUS", "RESTARTS", "AGE", "PID",
+                                   "PORTS", "REVISION", "NODE");
+                else
+                        table_init(&g->t, 5, "NAME", "READY", "STATUS", "RESTARTS", "AGE");
+                break;
+        default:
+                table_init(&g->t, 6, "LAST SEEN", "TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE");
+                break;
+        }
+}
+
+/* One row for an object (a decoded struct of the resource's type). */
+static void row(get_ctx *g, const void *obj) {
+        char age[40], a[32], b[32], c[32];
+        bool wide = g->out == OUT_WIDE;
+
+        if (g->res->type == &spec_type_deployment) {
+                const spec_deployment *d = obj;
+                _cleanup_free_ char *sel = selector_text(d->spec.selector);
+                snprintf(a, sizeof a, "%d/%d", d->status.ready_replicas, d->spec.replicas);
+                snprintf(b, sizeof b, "%d", d->status.updated_replicas);
+                snprintf(c, sizeof c, "%d", d->status.available_replicas);
+                cli_age(age, d->metadata.creation_timestamp);
+                if (wide)
+                        table_row(&g->t, d->metadata.name, a, b, c, age,
+                                  d->spec.template.spec.n_containers
+                                          ? d->spec.template.spec.containers[0].name
+                                          : NULL,
+                                  cmd_of(&d->spec.template), sel);
+                else
+                        table_row(&g->t, d->metadata.name, a, b, c, age);
+        } else if (g->res->type == &spec_type_replica_set) {
+                const spec_replica_set *rs = obj;
+                _cleanup_free_ char *sel = selector_text(rs->spec.selector);
+                snprintf(a, sizeof a, "%d", rs->spec.replicas);
+                snprintf(b, sizeof b, "%d", rs->status.replicas);
+                snprintf(c, sizeof c, "%d", rs->status.ready_replicas);
+                cli_age(age, rs->metadata.creation_timestamp);
+                if (wide)
+                        table_row(&g->t, rs->metadata.name, a, b, c, age,
+                                  rs->spec.template.spec.n_containers
+                                          ? rs->spec.template.spec.containers[0].name
+                                          : NULL,
+                                  cmd_of(&rs->spec.template), sel,
+                                  spec_map_get(&rs->metadata.annotations, SPEC_ANN_REVISION));
+                else
+                        table_row(&g->t, rs->metadata.name, a, b, c, age);
+        } else if (g->res->type == &spec_type_pod) {
+                const spec_pod *p = obj;
+                const spec_container_status *cs = p->status.n_container_statuses
+                                                          ? &p->status.container_statuses[0]
+                                                          : NULL;
+                char restarts[64];
+                snprintf(a, sizeof a, "%d/1", cli_pod_ready(p) ? 1 : 0);
+                snprintf(restarts, sizeof restarts, "%d", cs ? cs->restart_count : 0);
+                if (cs && cs->restart_count > 0 && cs->last_state.terminated &&
+                    cs->last_state.terminated->finished_at && cli.tty) {
+                        char d[32];
+                        usec_t now = now_realtime(), f = cs->last_state.terminated->finished_at;
+                        snprintf(restarts, sizeof restarts, "%d (%s ago)", cs->restart_count,
+                                 cli_human_duration(d, now > f ? now - f : 0));
+                }
+                cli_age(age, p->metadata.creation_timestamp);
+                if (wide) {
+                        const char *cid = cs ? cs->container_id : NULL;
+                        const char *pid = cid ? (startswith(cid, "process://") ?: startswith(cid, "systemd://") ?: cid) : NULL;
+                        /* The ports the pod got, leased ones included. */
+                        const char *ports = spec_map_get(&p->metadata.annotations, "tend.io/ports");
+                        table_row(&g->t, p->metadata.name, a, cli_pod_status(p), restarts, age, pid,
+                                  ports,
+                                  spec_map_get(&p->metadata.labels, SPEC_LABEL_POD_TEMPLATE_HASH),
+                                  p->spec.node_name);
+                } else
+                        table_row(&g->t, p->metadata.name, a, cli_pod_status(p), restarts, age);
+        } else {
+                const spec_event *e = obj;
+                _cleanup_free_ char *object = NULL;
+                const char *k = e->involved_object.kind;
+                object = strprintf("%s/%s",
+                                   k ? (streq(k, "Deployment")   ? "deployment"
+                                        : streq(k, "ReplicaSet") ? "replicaset"
+                                        : streq(k, "Pod")        ? "pod"
+                                                                 : k)
+                                     : "?",
+                                   strna(e->involved_object.name));
+                snprintf(a, sizeof a, "%d", MAX(e->count, 1));
+                cli_age(age, e->last_timestamp);
+                table_row(&g->t, age, e->type, e->reason, object, a, e->message);
+        }
+}
+
+static const char *name_of(json_t *j) {
+        return json_string_value(json_object_get(json_object_get(j, "metadata"), "name"));
+}
+
+static int print_one(get_ctx *g, json_t *j) {
+        void *obj;
+
+        switch (g->out) {
+        case OUT_JSON:
+                cli_print_json(j);
+                return 0;
+        case OUT_YAML:
+                if (g->header_printed)
+                        printf("---\n");
+                g->header_printed = true;
+                cli_print_yaml(j);
+                return 0;
+        case OUT_NAME: {
+                _cleanup_free_ char *ref = cli_object_ref(g->res, strna(name_of(j)));
+                printf("%s\n", strna(ref));
+                return 0;
+        }
+        default:
+                obj = cli_decode(g->res->type, j);
+                if (!obj)
+                        return -EINVAL;
+                row(g, obj);
+                spec_free(g->res->type, obj);
+                return 0;
+        }
+}
+
+static int flush_table(get_ctx *g) {
+        if (g->out == OUT_TABLE || g->out == OUT_WIDE) {
+                table_print(&g->t, stdout, !g->header_printed);
+                g->header_printed = true;
+                /* keep the header for widths, drop printed rows */
+                for (size_t i = g->t.cols; i < g->t.rows * g->t.cols; i++)
+                        free(g->t.cells[i]);
+                g->t.rows = 1;
+        }
+        fflush(stdout);
+        return 0;
+}
+
+static int on_watch_line(const char *line, size_t n, void *userdata) {
+        get_ctx *g = userdata;
+        json_error_t je;
+        json_t *ev, *obj;
+        const char *type;
+
+        if (n == 0)
+                return 0; /* heartbeat */
+        ev = json_loadb(line, n, 0, &je);
+        if (!ev)
+                return 0;
+        type = json_string_value(json_object_get(ev, "type"));
+        obj = json_object_get(ev, "object");
+        if (streq_ptr(type, "ERROR")) {
+                fprintf(stderr, "error: %s\n",
+                        strna(json_string_value(json_object_get(obj, "message"))));
+                json_decref(ev);
+                return -EIO;
+        }
+        if (g->out == OUT_JSON)
+                cli_print_json(ev);
+        else
+                (void) print_one(g, obj);
+        json_decref(ev);
+        flush_table(g);
+        return 0;
+}
+
+int cli_get(int argc, char **argv) {
+        static const struct option options[] = {
+                { "selector", required_argument, NULL, 'l' },
+                { "output", required_argument, NULL, 'o' },
+                { "watch", no_argument, NULL, 'w' },
+                { "all-namespaces", no_argument, NULL, 'A' },
+                { "namespace", required_argument, NULL, 'n' },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        _cleanup_(client_freep) client *c = NULL;
+        _cleanup_free_ char *path = NULL, *query = NULL, *esc = NULL, *wpath = NULL;
+        _cleanup_buf_ tend_buf q = TEND_BUF_INIT(4096);
+        const char *selector = NULL, *name = NULL;
+        get_ctx g = {};
+        bool watch = false;
+        json_t *resp = NULL, *item;
+        long code = 0;
+        int opt, ret = 1;
+        size_t i;
+
+        optind = 1;
+        while ((opt = getopt_long(argc, argv, "l:o:wAn:h", options, NULL)) >= 0)
+                switch (opt) {
+                case 'l':
+                        selector = optarg;
+                        break;
+                case 'o':
+                        if (streq(optarg, "wide"))
+                                g.out = OUT_WIDE;
+                        else if (streq(optarg, "json"))
+                                g.out = OUT_JSON;
+                        else if (streq(optarg, "yaml"))
+                                g.out = OUT_YAML;
+                        else if (streq(optarg, "name"))
+                                g.out = OUT_NAME;
+                        else {
+                                fprintf(stderr, "error: -o %s: expected wide, json, yaml or name\n",
+                                        optarg);
+                                return 2;
+                        }
+                        break;
+                case 'w':
+                        watch = true;
+                        break;
+                case 'A':
+                        g.all_namespaces = true;
+                        break;
+                case 'n':
+                        cli.namespace = optarg;
+                        break;
+                case 'h':
+                        printf("Usage: tend get TYPE [NAME] [-l SELECTOR] [-o wide|json|yaml|name] "
+                               "[-w] [-A]\n\n"
+                               "TYPE: deployments (deploy), replicasets (rs), pods (po), events "
+                               "(ev).\n\n"
+                               "  -l, --selector SEL     only objects whose labels match "
+                               "(a=b,c!=d,e in (x,y))\n"
+                               "  -o, --output FORMAT    wide, json, yaml or name\n"
+                               "  -w, --watch            after the list, print changes as they "
+                               "happen\n"
+                               "  -A, --all-namespaces   every namespace\n"
+                               "  -n, --namespace NS     the namespace (default: default)\n");
+                        return 0;
+                default:
+                        return 2;
+                }
+        if (optind >= argc) {
+                fprintf(stderr, "error: what to get? tend get deployments|replicasets|pods|events "
+                                "[NAME]\n");
+                return 2;
+        }
+        /* "get deploy/web" works too. */
+        if (strchr(argv[optind], '/')) {
+                if (cli_parse_ref(argv[optind], &g.res, &name) < 0)
+                        return 1;
+        } else {
+                g.res = cli_resource_find(argv[optind]);
+                if (!g.res) {
+                        fprintf(stderr,
+                                "error: the server doesn't have a resource type \"%s\" (tend "
+                                "knows deployments, replicasets, pods, events)\n",
+                                argv[optind]);
+                        return 1;
+                }
+                if (optind + 1 < argc)
+                        name = argv[optind + 1];
+        }
+
+        c = cli_connect();
+        if (!c)
+                return 1;
+        if (name && !watch) {
+                path = cli_path(g.res, cli.namespace, name);
+                if (!path || client_request(c, "GET", path, NULL, NULL, &code, &resp) < 0)
+                        return 1;
+                if (code != 200) {
+                        client_print_error(code, resp);
+                        json_decref(resp);
+                        return 1;
+                }
+                header(&g);
+                ret = print_one(&g, resp) < 0;
+                flush_table(&g);
+                table_done(&g.t);
+                json_decref(resp);
+                return ret;
+        }
+
+        path = cli_path(g.res, g.all_namespaces ? NULL : cli.namespace, NULL);
+        if (selector) {
+                esc = client_escape(selector);
+                (void) tend_buf_addf(&q, "%slabelSelector=%s", q.len ? "&" : "?", strempty(esc));
+        }
+        if (name) {
+                _cleanup_free_ char *fs = strprintf("metadata.name=%s", name),
+                                    *efs = fs ? client_escape(fs) : NULL;
+                (void) tend_buf_addf(&q, "%sfieldSelector=%s", q.len ? "&" : "?", strempty(efs));
+        }
+        query = strprintf("%s%s", path, tend_buf_str(&q));
+        if (!query || client_request(c, "GET", query, NULL, NULL, &code, &resp) < 0)
+                return 1;
+        if (code != 200) {
+                client_print_error(code, resp);
+                json_decref(resp);
+                return 1;
+        }
+        header(&g);
+        if (g.out == OUT_JSON && !watch)
+                cli_print_json(resp);
+        else {
+                json_array_foreach (json_object_get(resp, "items"), i, item)
+                        if (print_one(&g, item) < 0)
+                                goto out;
+                if ((g.out == OUT_TABLE || g.out == OUT_WIDE) && g.t.rows == 1 && !watch) {
+                        if (g.all_namespaces)
+                                fprintf(stderr, "No resources found\n");
+                        else
+                                fprintf(stderr, "No resources found in %s namespace.\n",
+                                        cli.namespace);
+                } else
+                        flush_table(&g);
+        }
+        ret = 0;
+        if (watch) {
+                const char *rv = json_string_value(
+                        json_object_get(json_object_get(resp, "metadata"), "resourceVersion"));
+                g.header_printed = g.header_printed || g.t.rows > 1;
+                wpath = strprintf("%s%swatch=true&resourceVersion=%s", query, q.len ? "&" : "?",
+                                  strempty(rv));
+                if (!wpath || client_stream(c, wpath, on_watch_line, &g, &code) < 0)
+                        ret = 1;
+        }
+out:
+        table_done(&g.t);
+        json_decref(resp);
+        return ret;
+}
+
+int cli_events(int argc, char **argv) {
+        char *args[64] = { "get", "events" };
+        int n = 2;
+        for (int i = 1; i < argc && n < 63; i++)
+                args[n++] = argv[i];
+        args[n] = NULL;
+        return cli_get(n, args);
+}

@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * tend logs POD [-f] [--previous] [--tail=N]
+ * tend logs deploy/NAME [-f] [--tail=N]: every pod of the deployment, each
+ * line prefixed with the pod's name (several streams at once with -f,
+ * through curl's multi interface).
+ */
+
+#include <getopt.h>
+#include <inttypes.h>
+
+#include "cli.h"
+
+typedef struct stream {
+        char *pod;
+        CURL *easy;
+        tend_buf partial;
+        bool prefix;
+} stream;
+
+static size_t on_data(char *p, size_t size, size_t nmemb, void *userdata) {
+        stream *s = userdata;
+        size_t n = size * nmemb;
+
+        if (!s->prefix) {
+                fwrite(p, 1, n, stdout);
+                fflush(stdout);
+                return n;
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (p[i] != '\n') {
+                        if (tend_buf_add(&s->partial, &p[i], 1) < 0)
+                                return 0;
+                        continue;
+                }
+                printf("[%s] %s\n", s->pod, tend_buf_str(&s->partial));
+                tend_buf_reset(&s->partial);
+        }
+        fflush(stdout);
+        return n;
+}
+
+static char *log_path(const char *pod, bool follow, bool previous, int64_t tail) {
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
+        _cleanup_free_ char *ens = client_escape(cli.namespace), *epod = client_escape(pod);
+
+        (void) tend_buf_addf(&b, "http://localhost/api/v1/namespaces/%s/pods/%s/log?",
+                             strempty(ens), strempty(epod));
+        if (follow)
+                (void) tend_buf_adds(&b, "follow=true&");
+        if (previous)
+                (void) tend_buf_adds(&b, "previous=true&");
+        if (tail >= 0)
+                (void) tend_buf_addf(&b, "tailLines=%" PRId64 "&", tail);
+        return tend_buf_take(&b);
+}
+
+/* Streams the logs of several pods at once; returns 0 if every request
+ * succeeded. */
+static int stream_logs(char **pods, bool prefix, bool follow, bool previous, int64_t tail) {
+        size_t n = strv_length(pods);
+        stream *ss = new0(stream, n ?: 1);
+        CURLM *m = curl_multi_init();
+        int running = 0, ret = 0;
+
+        if (!ss || !m)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *url = log_path(pods[i], follow, previous, tail);
+                ss[i].pod = pods[i];
+                ss[i].prefix = prefix;
+                ss[i].partial = TEND_BUF_INIT(1 << 20);
+                ss[i].easy = curl_easy_init();
+                curl_easy_setopt(ss[i].easy, CURLOPT_UNIX_SOCKET_PATH, cli.socket);
+                curl_easy_setopt(ss[i].easy, CURLOPT_URL, url);
+                curl_easy_setopt(ss[i].easy, CURLOPT_WRITEFUNCTION, on_data);
+                curl_easy_setopt(ss[i].easy, CURLOPT_WRITEDATA, &ss[i]);
+                curl_easy_setopt(ss[i].easy, CURLOPT_FAILONERROR, 1L);
+                curl_multi_add_handle(m, ss[i].easy);
+        }
+        do {
+                CURLMcode mc = curl_multi_perform(m, &running);
+                if (mc == CURLM_OK && running)
+                        mc = curl_multi_poll(m, NULL, 0, 1000, NULL);
+                if (mc != CURLM_OK)
+                        break;
+        } while (running);
+
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read(m, &left)))
+                if (msg->msg == CURLMSG_DONE && msg->data.result != CURLE_OK) {
+                        long code = 0;
+                        curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+                        if (code == 0)
+                                fprintf(stderr, "cannot reach tendd at %s (is tendd running?)\n",
+                                        cli.socket);
+                        ret = -EIO;
+                }
+        for (size_t i = 0; i < n; i++) {
+                if (ss[i].partial.len)
+                        printf("[%s] %s\n", ss[i].pod, tend_buf_str(&ss[i].partial));
+                curl_multi_remove_handle(m, ss[i].easy);
+                curl_easy_cleanup(ss[i].easy);
+                tend_buf_free(&ss[i].partial);
+        }
+        curl_multi_cleanup(m);
+        free(ss);
+        return ret;
+}
+
+int cli_logs(int argc, char **argv) {
+        static const struct option options[] = {
+                { "follow", no_argument, NULL, 'f' },
+                { "previous", no_argument, NULL, 'p' },
+                { "tail", required_argument, NULL, 't' },
+                { "namespace", required_argument, NULL, 'n' },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        _cleanup_(client_freep) client *c = NULL;
+        _cleanup_strv_free_ char **pods = NULL;
+        bool follow = false, previous = false, prefix = false;
+        int64_t tail = -1;
+        int opt;
+
+        optind = 1;
+        while ((opt = getopt_long(argc, argv, "fpn:h", options, NULL)) >= 0)
+                switch (opt) {
+                case 'f':
+                        follow = true;
+                        break;
+                case 'p':
+                        previous = true;
+                        break;
+                case 't':
+                        if (safe_atoi64(optarg, &tail) < 0 || tail < -1) {
+                                fprintf(stderr, "error: --tail %s: expected a number of lines\n",
+                                        optarg);
+                                return 2;
+                        }
+                        break;
+                case 'n':
+                        cli.namespace = optarg;
+                        break;
+                case 'h':
+                        printf("Usage: tend logs POD|deploy/NAME [-f] [--previous] [--tail=N]\n\n"
+                               "  -f, --follow    keep printing as the pod writes\n"
+                               "  -p, --previous  the instance this pod replaced (the last exit)\n"
+                               "      --tail N    only the last N lines\n\n"
+                               "For a deployment, every pod's lines, prefixed with its name.\n");
+                        return 0;
+                default:
+                        return 2;
+                }
+        if (optind + 1 != argc) {
+                fprintf(stderr, "error: expected tend logs POD (or deploy/NAME)\n");
+                return 2;
+        }
+        c = cli_connect();
+        if (!c)
+                return 1;
+
+        if (strchr(argv[optind], '/')) {
+                const cli_resource *r;
+                const char *name;
+                if (cli_parse_ref(argv[optind], &r, &name) < 0)
+                        return 1;
+                if (r->type == &spec_type_pod)
+                        (void) strv_extend(&pods, name);
+                else if (r->type == &spec_type_deployment) {
+                        /* Its pods: by its selector, the live ones. */
+                        spec_deployment *d = cli_fetch(c, r, name);
+                        _cleanup_buf_ tend_buf sel = TEND_BUF_INIT(4096);
+                        _cleanup_free_ char *esel = NULL, *path = NULL;
+                        json_t *resp = NULL, *item;
+                        long code;
+                        size_t i;
+                        if (!d)
+                                return 1;
+                        for (size_t k = 0; d->spec.selector && k < d->spec.selector->match_labels.n;
+                             k++)
+                                (void) tend_buf_addf(&sel, "%s%s=%s", k ? "," : "",
+                                                     d->spec.selector->match_labels.items[k].key,
+                                                     d->spec.selector->match_labels.items[k].value);
+                        spec_deployment_free(d);
+                        esel = client_escape(tend_buf_str(&sel));
+                        path = strprintf("/api/v1/namespaces/%s/pods?labelSelector=%s",
+                                         cli.namespace, strempty(esel));
+                        if (!path || client_request(c, "GET", path, NULL, NULL, &code, &resp) < 0)
+                                return 1;
+                        json_array_foreach (json_object_get(resp, "items"), i, item) {
+                                spec_pod *p = cli_decode(&spec_type_pod, item);
+                                if (p && p->status.phase == SPEC_POD_RUNNING &&
+                                    !p->metadata.deletion_timestamp)
+                                        (void) strv_extend(&pods, p->metadata.name);
+                                spec_pod_free(p);
+                        }
+                        json_decref(resp);
+                        prefix = true;
+                        if (!pods) {
+                                fprintf(stderr, "error: deployment \"%s\" has no running pods\n",
+                                        name);
+                                return 1;
+                        }
+                } else {
+                        fprintf(stderr, "error: logs are of pods or deployments\n");
+                        return 1;
+                }
+        } else {
+                /* A plain name: check it exists, for a clear error. */
+                spec_pod *p = cli_fetch(c, cli_resource_find("pods"), argv[optind]);
+                if (!p)
+                        return 1;
+                spec_pod_free(p);
+                if (previous) {
+                        /* The server says precisely what is missing. */
+                        _cleanup_free_ char *url = log_path(argv[optind], false, true, tail);
+                        json_t *resp = NULL;
+                        long code;
+                        char *text = NULL;
+                        if (client_request_text(c, url + strlen("http://localhost"), &code, &text) <
+                            0)
+                                return 1;
+                        if (code != 200) {
+                                resp = json_loads(text, 0, NULL);
+                                client_print_error(code, resp);
+                                json_decref(resp);
+                                free(text);
+                                return 1;
+                        }
+                        fputs(text, stdout);
+                        free(text);
+                        return 0;
+                }
+                (void) strv_extend(&pods, argv[optind]);
+        }
+        return stream_logs(pods, prefix, follow, previous, tail) < 0 ? 1 : 0;
+}

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: MIT */
+
+/* tend delete, tend scale. */
+
+#include <getopt.h>
+
+#include "cli.h"
+
+void *cli_fetch(client *c, const cli_resource *r, const char *name) {
+        _cleanup_free_ char *path = cli_path(r, cli.namespace, name);
+        json_t *resp = NULL;
+        void *obj;
+        long code;
+
+        if (!path || client_request(c, "GET", path, NULL, NULL, &code, &resp) < 0)
+                return NULL;
+        if (code != 200) {
+                client_print_error(code, resp);
+                json_decref(resp);
+                return NULL;
+        }
+        obj = cli_decode(r->type, resp);
+        json_decref(resp);
+        return obj;
+}
+
+static int delete_one(client *c, const cli_resource *r, const char *ns, const char *name) {
+        _cleanup_free_ char *path = cli_path(r, ns, name), *ref = cli_object_ref(r, name);
+        json_t *resp = NULL;
+        long code;
+
+        if (!path || client_request(c, "DELETE", path, NULL, NULL, &code, &resp) < 0)
+                return -EIO;
+        if (code != 200) {
+                client_print_error(code, resp);
+                json_decref(resp);
+                return -EIO;
+        }
+        json_decref(resp);
+        printf("%s deleted\n", strna(ref));
+        return 0;
+}
+
+int cli_delete(int argc, char **argv) {
+        static const struct option options[] = {
+                { "filename", required_argument, NULL, 'f' },
+                { "namespace", required_argument, NULL, 'n' },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        _cleanup_(client_freep) client *c = NULL;
+        _cleanup_strv_free_ char **files = NULL;
+        int opt, ret = 0;
+
+        optind = 1;
+        while ((opt = getopt_long(argc, argv, "f:n:h", options, NULL)) >= 0)
+                switch (opt) {
+                case 'f':
+                        (void) strv_extend(&files, optarg);
+                        break;
+                case 'n':
+                        cli.namespace = optarg;
+                        break;
+                case 'h':
+                        printf("Usage: tend delete deploy/NAME|rs/NAME|pod/NAME ... | -f "
+                               "FILE|DIR|-\n\n"
+                               "Deleting a deployment deletes its ReplicaSets and pods (each "
+                               "process\n"
+                               "stopped gracefully). A deleted pod is replaced by its ReplicaSet; "
+                               "a\n"
+                               "deleted ReplicaSet by its deployment.\n");
+                        return 0;
+                default:
+                        return 2;
+                }
+        if (optind >= argc && !files) {
+                fprintf(stderr, "error: what to delete? e.g. tend delete deploy/web, or -f FILE\n");
+                return 2;
+        }
+        c = cli_connect();
+        if (!c)
+                return 1;
+        if (files) {
+                spec_manifest m = {};
+                spec_errors errs = {};
+                for (char **f = files; *f; f++)
+                        (void) spec_manifest_add_path(&m, *f, &errs);
+                if (errs.n > 0) {
+                        spec_errors_print(&errs, stderr);
+                        ret = 1;
+                } else
+                        for (size_t i = 0; i < m.n; i++) {
+                                const spec_deployment *d = m.items[i].deployment;
+                                const char *ns = m.items[i].namespace_defaulted
+                                                         ? cli.namespace
+                                                         : d->metadata.namespace;
+                                if (delete_one(c, cli_resource_find("deployments"), ns,
+                                               d->metadata.name) < 0)
+                                        ret = 1;
+                        }
+                spec_manifest_done(&m);
+                spec_errors_done(&errs);
+        }
+        for (int i = optind; i < argc; i++) {
+                const cli_resource *r;
+                const char *name;
+                if (cli_parse_ref(argv[i], &r, &name) < 0 ||
+                    delete_one(c, r, cli.namespace, name) < 0)
+                        ret = 1;
+        }
+        return ret;
+}
+
+int cli_scale(int argc, char **argv) {
+        static const struct option options[] = {
+                { "replicas", required_argument, NULL, 'r' },
+                { "namespace", required_argument, NULL, 'n' },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        _cleanup_(client_freep) client *c = NULL;
+        _cleanup_free_ char *path = NULL, *body = NULL, *ref = NULL, *base = NULL;
+        const cli_resource *r;
+        const char *name;
+        int64_t replicas = -1;
+        json_t *resp = NULL;
+        long code;
+        int opt;
+
+        optind = 1;
+        while ((opt = getopt_long(argc, argv, "n:h", options, NULL)) >= 0)
+                switch (opt) {
+                case 'r':
+                        if (safe_atoi64(optarg, &replicas) < 0 || replicas < 0 ||
+                            replicas > INT32_MAX) {
+                                fprintf(stderr, "error: --replicas %s: expected a number >= 0\n",
+                                        optarg);
+                                return 2;
+                        }
+                        break;
+                case 'n':
+                        cli.namespace = optarg;
+                        break;
+                case 'h':
+                        printf("Usage: tend scale deploy/NAME|rs/NAME --replicas=N\n\n"
+                               "Scaling a deployment changes its declaration. Scaling one of its\n"
+                               "ReplicaSets by hand is allowed, and the deployment puts it back "
+                               "on\n"
+                               "its next pass (with an event): change the deployment instead.\n");
+                        return 0;
+                default:
+                        return 2;
+                }
+        if (optind + 1 != argc || replicas < 0) {
+                fprintf(stderr, "error: expected tend scale deploy/NAME --replicas=N\n");
+                return 2;
+        }
+        if (cli_parse_ref(argv[optind], &r, &name) < 0)
+                return 1;
+        if (r->type != &spec_type_deployment && r->type != &spec_type_replica_set) {
+                fprintf(stderr, "error: only deployments and replicasets can be scaled\n");
+                return 1;
+        }
+        c = cli_connect();
+        base = cli_path(r, cli.namespace, name);
+        path = base ? strprintf("%s/scale", base) : NULL;
+        body = strprintf("{\"spec\":{\"replicas\":%lld}}", (long long) replicas);
+        if (!c || !path || !body ||
+            client_request(c, "PATCH", path, "application/merge-patch+json", body, &code, &resp) <
+                    0)
+                return 1;
+        if (code != 200) {
+                client_print_error(code, resp);
+                json_decref(resp);
+                return 1;
+        }
+        json_decref(resp);
+        ref = cli_object_ref(r, name);
+        printf("%s scaled\n", strna(ref));
+        return 0;
+}
+
+int cli_version(int argc, char **argv) {
+        _cleanup_(client_freep) client *c = NULL;
+        json_t *resp = NULL;
+        long code;
+
+        printf("Client Version: v%s\n", TEND_VERSION);
+        for (int i = 1; i < argc; i++)
+                if (streq(argv[i], "--client"))
+                        return 0;
+        c = cli_connect();
+        if (!c || client_request(c, "GET", "/version", NULL, NULL, &code, &resp) < 0)
+                return 1;
+        printf("Server Version: %s\n",
+               strna(json_string_value(json_object_get(resp, "gitVersion"))));
+        json_decref(resp);
+        return 0;
+}

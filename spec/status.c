@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+
+/* Reading status the way kubectl does; pure. */
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "spec-internal.h"
+
+const spec_condition *spec_get_condition(const spec_condition *conds, size_t n, const char *type) {
+        for (size_t i = 0; i < n; i++)
+                if (streq_ptr(conds[i].type, type))
+                        return &conds[i];
+        return NULL;
+}
+
+spec_rollout spec_rollout_status(const spec_deployment *d, int64_t revision, char *msg,
+                                 size_t size) {
+        const spec_deployment_status *st = &d->status;
+        const char *name = strempty(d->metadata.name);
+        const spec_condition *p;
+
+        if (revision > 0) {
+                const char *cur = spec_map_get(&d->metadata.annotations, SPEC_ANN_REVISION);
+                int64_t r = 0;
+                if (!cur || safe_atoi64(cur, &r) < 0 || r != revision) {
+                        snprintf(msg, size,
+                                 "desired revision (%" PRId64 ") is different from the running "
+                                 "revision (%s)",
+                                 revision, strna(cur));
+                        return SPEC_ROLLOUT_FAILED;
+                }
+        }
+        if (d->metadata.generation > st->observed_generation) {
+                snprintf(msg, size, "Waiting for deployment spec update to be observed...");
+                return SPEC_ROLLOUT_WAITING;
+        }
+        p = spec_get_condition(st->conditions, st->n_conditions, "Progressing");
+        if (p && streq_ptr(p->reason, "ProgressDeadlineExceeded")) {
+                snprintf(msg, size, "deployment \"%s\" exceeded its progress deadline", name);
+                return SPEC_ROLLOUT_FAILED;
+        }
+        if (st->updated_replicas < d->spec.replicas) {
+                snprintf(msg, size,
+                         "Waiting for deployment \"%s\" rollout to finish: %d out of %d new "
+                         "replicas have been updated...",
+                         name, st->updated_replicas, d->spec.replicas);
+                return SPEC_ROLLOUT_WAITING;
+        }
+        if (st->replicas > st->updated_replicas) {
+                snprintf(msg, size,
+                         "Waiting for deployment \"%s\" rollout to finish: %d old replicas are "
+                         "pending termination...",
+                         name, st->replicas - st->updated_replicas);
+                return SPEC_ROLLOUT_WAITING;
+        }
+        if (st->available_replicas < st->updated_replicas) {
+                snprintf(msg, size,
+                         "Waiting for deployment \"%s\" rollout to finish: %d of %d updated "
+                         "replicas are available...",
+                         name, st->available_replicas, st->updated_replicas);
+                return SPEC_ROLLOUT_WAITING;
+        }
+        snprintf(msg, size, "deployment \"%s\" successfully rolled out", name);
+        return SPEC_ROLLOUT_DONE;
+}
