@@ -499,21 +499,29 @@ static json_t *list_json(api_server *s, const resource *res, const filter *f) {
 /* ---- bodies -------------------------------------------------------------------------------- */
 
 /* The request body as one JSON/YAML object; errors answered. */
-static json_t *body_object(req *r, enum MHD_Result *ret) {
+/* The body's documents; a List is expanded into its items. */
+static int body_docs(req *r, enum MHD_Result *ret, spec_docs *docs) {
         spec_errors errs = {};
-        spec_docs docs = {};
-        json_t *j;
 
         if (r->body.len == 0) {
                 *ret = send_status(r, 400, "BadRequest", "the request needs a body");
-                return NULL;
+                return -1;
         }
-        if (spec_parse("request", tend_buf_str(&r->body), r->body.len, &errs, &docs) < 0) {
+        if (spec_parse("request", tend_buf_str(&r->body), r->body.len, &errs, docs) < 0) {
                 _cleanup_free_ char *msg = errs.n ? spec_error_format(&errs.items[0]) : NULL;
                 *ret = send_status(r, 400, "BadRequest", "%s", msg ?: "cannot parse the body");
                 spec_errors_done(&errs);
-                return NULL;
+                return -1;
         }
+        return 0;
+}
+
+static json_t *body_object(req *r, enum MHD_Result *ret) {
+        spec_docs docs = {};
+        json_t *j;
+
+        if (body_docs(r, ret, &docs) < 0)
+                return NULL;
         if (docs.n != 1) {
                 *ret = send_status(r, 400, "BadRequest", "the body must hold exactly one object");
                 spec_docs_done(&docs);
@@ -521,6 +529,24 @@ static json_t *body_object(req *r, enum MHD_Result *ret) {
         }
         j = json_incref(docs.items[0].root);
         spec_docs_done(&docs);
+        return j;
+}
+
+/* A PATCH body: JSON as it is (a JSON patch is an array, not an object). */
+static json_t *body_patch(req *r, enum MHD_Result *ret) {
+        json_error_t e;
+        json_t *j;
+
+        if (r->body.len == 0) {
+                *ret = send_status(r, 400, "BadRequest", "the request needs a body");
+                return NULL;
+        }
+        j = json_loadb(tend_buf_str(&r->body), r->body.len, JSON_REJECT_DUPLICATES, &e);
+        if (!j) {
+                *ret = send_status(r, 400, "BadRequest", "request:%d:%d: %s", e.line, e.column,
+                                   e.text);
+                return NULL;
+        }
         return j;
 }
 
@@ -728,7 +754,7 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
                 return send_status(r, 405, NULL, "%s is not allowed on %s/scale", method,
                                    res->plural);
         }
-        body = body_object(r, &ret);
+        body = streq(method, "PATCH") ? body_patch(r, &ret) : body_object(r, &ret);
         if (!body) {
                 json_decref(cur);
                 return ret;
@@ -760,13 +786,18 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
                                    name);
         }
         json_decref(patched);
+        /* The answer is made now: obj and sel are borrowed from the store
+         * and do not outlive the commit below. */
+        cur = scale_json(ns, name, (int32_t) want, status, sel);
         rr = res->kind == STORE_DEPLOYMENT
                      ? agent_scale_deployment(s->agent, ns, name, (int32_t) want)
                      : agent_scale_replica_set(s->agent, ns, name, (int32_t) want);
-        if (rr < 0)
+        if (rr < 0) {
+                json_decref(cur);
                 return send_status(r, 500, NULL, "scaling: %s", strerror(-rr));
+        }
         agent_loop_kick(s->al);
-        return send_json(r, 200, scale_json(ns, name, (int32_t) want, status, sel));
+        return send_json(r, 200, cur);
 }
 
 static enum MHD_Result handle_rollback(req *r, const char *ns, const char *name) {
@@ -911,7 +942,7 @@ static enum MHD_Result handle_object(req *r, const resource *res, const char *ns
 
         if (streq(method, "PATCH")) {
                 const char *type = header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
-                json_t *body = body_object(r, &ret), *cur, *patched;
+                json_t *body = body_patch(r, &ret), *cur, *patched;
                 char *err = NULL;
                 spec_deployment *d;
 
@@ -1384,9 +1415,9 @@ static enum MHD_Result handle_metrics(req *r) {
                 m->pod_starts, m->pod_start_errors, m->lost_exit, m->lost_signal, m->lost_liveness,
                 m->lost_unknown, m->backoffs, m->rollouts_started, m->rollouts_completed,
                 m->rollouts_failed);
-        histogram_text(&b, "tend_reconcile_pass_seconds", "Duration of a controller pass.",
+        histogram_text(&b, "tend_reconcile_pass_duration_seconds", "Duration of a controller pass.",
                        &m->pass_duration);
-        histogram_text(&b, "tend_store_commit_seconds", "Duration of a store commit.",
+        histogram_text(&b, "tend_store_commit_duration_seconds", "Duration of a store commit.",
                        store_commit_histogram(s->store));
         (void) tend_buf_adds(&b, "# HELP tend_api_requests_total API requests by status code.\n"
                                  "# TYPE tend_api_requests_total counter\n");
@@ -1456,42 +1487,53 @@ static json_t *resource_list(const char *gv) {
 static enum MHD_Result handle_apply(req *r) {
         api_server *s = r->s;
         enum MHD_Result ret;
-        json_t *body = body_object(r, &ret), *items, *item, *results;
+        spec_docs docs = {};
+        json_t *results;
         spec_errors errs = {};
         spec_deployment **ds = NULL;
         agent_apply_result *res = NULL;
         size_t n, i;
         int rr;
 
-        if (!body)
+        /* A List's items arrive as documents of their own. */
+        if (body_docs(r, &ret, &docs) < 0)
                 return ret;
-        items = json_object_get(body, "items");
-        if (!json_is_array(items)) {
-                json_decref(body);
-                return send_status(r, 400, "BadRequest", "apply wants a List: {\"items\": [...]}");
-        }
-        n = json_array_size(items);
+        n = docs.n;
         ds = new0(spec_deployment *, n ?: 1);
         res = new0(agent_apply_result, n ?: 1);
         if (!ds || !res) {
-                json_decref(body);
+                spec_docs_done(&docs);
                 free(ds);
                 free(res);
                 return MHD_NO;
         }
-        json_array_foreach (items, i, item) {
+        for (i = 0; i < n; i++) {
+                json_t *item = docs.items[i].root;
                 const char *ns = json_field(item, "metadata.namespace");
                 ds[i] = decode_deployment(r, item, ns ?: "default", NULL, &ret);
+                if (ds[i]) {
+                        /* As kubectl apply: fields the manifest leaves out
+                         * keep their current values (replicas set by a
+                         * scale, a paused rollout), not the defaults. */
+                        const spec_deployment *cur = store_get(s->store, STORE_DEPLOYMENT,
+                                                               ds[i]->metadata.namespace,
+                                                               ds[i]->metadata.name);
+                        json_t *spec = json_object_get(item, "spec");
+                        if (cur && !json_object_get(spec, "replicas"))
+                                ds[i]->spec.replicas = cur->spec.replicas;
+                        if (cur && !json_object_get(spec, "paused"))
+                                ds[i]->spec.paused = cur->spec.paused;
+                }
                 if (!ds[i]) {
                         for (size_t k = 0; k < i; k++)
                                 spec_deployment_free(ds[k]);
                         free(ds);
                         free(res);
-                        json_decref(body);
+                        spec_docs_done(&docs);
                         return ret;
                 }
         }
-        json_decref(body);
+        spec_docs_done(&docs);
         rr = agent_apply_ex(s->agent, ds, n, &errs, res, streq_ptr(arg(r, "dryRun"), "All"));
         if (rr == -EINVAL) {
                 _cleanup_buf_ tend_buf msg = TEND_BUF_INIT(1 << 20);
@@ -1761,6 +1803,20 @@ static int bind_tcp(const char *listen_at, char **ret_error) {
         return TAKE_FD(fd);
 }
 
+/* libmicrohttpd's own messages (a client that went away mid-answer, ...)
+ * are about one connection, not tendd: debug level, in our log. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+        char line[512];
+        size_t n;
+
+        (void) cls;
+        (void) vsnprintf(line, sizeof line, fmt, ap);
+        n = strlen(line);
+        while (n > 0 && line[n - 1] == '\n')
+                line[--n] = 0;
+        log_debug("http: %s", line);
+}
+
 static int start_slot(api_server *s, int fd, bool tcp, char **ret_error) {
         slot *sl = &s->slots[s->n_slots];
         const union MHD_DaemonInfo *info;
@@ -1771,8 +1827,9 @@ static int start_slot(api_server *s, int fd, bool tcp, char **ret_error) {
         sl->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
                                  NULL, NULL, on_request, sl, MHD_OPTION_LISTEN_SOCKET, fd,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-                                 MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_CONNECTION_LIMIT,
-                                 1000, MHD_OPTION_CONNECTION_TIMEOUT, 600, MHD_OPTION_END);
+                                 MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_EXTERNAL_LOGGER,
+                                 on_mhd_log, NULL, MHD_OPTION_CONNECTION_LIMIT, 1000,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, 600, MHD_OPTION_END);
         if (!sl->d) {
                 safe_close(fd);
                 *ret_error = strdup("cannot start the HTTP server");

@@ -161,7 +161,7 @@ static void on_signal(uv_signal_t *h, int sig) {
 int main(int argc, char **argv) {
         args a = {};
         _cleanup_free_ char *state_dir = NULL, *socket = NULL, *token = NULL;
-        char *err = NULL;
+        _cleanup_free_ char *err = NULL;
         uv_signal_t sigterm, sigint;
         gid_t group = 0;
         int r;

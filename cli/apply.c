@@ -79,7 +79,14 @@ int cli_apply(int argc, char **argv) {
                 spec_deployment *d = m.items[i].deployment;
                 if (m.items[i].namespace_defaulted)
                         (void) free_and_strdup(&d->metadata.namespace, cli.namespace);
-                json_array_append_new(items, spec_deployment_encode(d));
+                json_t *j = spec_deployment_encode(d), *spec = json_object_get(j, "spec");
+                /* What the manifest leaves out, tendd keeps as it is (the
+                 * replicas set by `tend scale`, a paused rollout). */
+                if (!m.items[i].replicas_given)
+                        (void) json_object_del(spec, "replicas");
+                if (!m.items[i].paused_given)
+                        (void) json_object_del(spec, "paused");
+                json_array_append_new(items, j);
         }
         {
                 json_t *list = json_pack("{s:s, s:s, s:o}", "apiVersion", "v1", "kind", "List",

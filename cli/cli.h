@@ -82,6 +82,9 @@ typedef struct table {
 void table_init(table *t, size_t cols, ...); /* header names, NULL-terminated */
 void table_row(table *t, ...);               /* cols strings */
 void table_print(const table *t, FILE *f, bool header);
+/* With a first column (NAMESPACE for -A): lead[i] is row i+1's cell. */
+void table_print_lead(const table *t, FILE *f, bool header, const char *lead_header,
+                      char *const *lead);
 void table_print_indented(const table *t, FILE *f, const char *indent, size_t gap);
 void table_done(table *t);
 

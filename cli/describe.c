@@ -309,7 +309,10 @@ static void describe_replica_set(client *c, const spec_replica_set *rs) {
         kv("CreationTimestamp:", "%s", created);
         print_map("Labels:", &rs->metadata.labels);
         print_map("Annotations:", &rs->metadata.annotations);
-        kv("Controlled By:", "%s", o ? o->name : "<none>");
+        if (o)
+                kv("Controlled By:", "%s/%s", strna(o->kind), strna(o->name));
+        else
+                kv("Controlled By:", "<none>");
         kv("Replicas:", "%d current / %d desired", rs->status.replicas, rs->spec.replicas);
         kv("Pods Status:", "%d Ready / %d Available", rs->status.ready_replicas,
            rs->status.available_replicas);
@@ -356,7 +359,10 @@ static void describe_pod(client *c, const spec_pod *p) {
         kv("Status:", "%s", cli_pod_status(p));
         if (p->status.message)
                 kv("Message:", "%s", p->status.message);
-        kv("Controlled By:", "%s", o ? o->name : "<none>");
+        if (o)
+                kv("Controlled By:", "%s/%s", strna(o->kind), strna(o->name));
+        else
+                kv("Controlled By:", "<none>");
         printf("Containers:\n");
         if (cs) {
                 printf("  %s:\n", strempty(cs->name));

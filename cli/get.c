@@ -20,6 +20,8 @@ typedef struct get_ctx {
         output out;
         bool all_namespaces;
         table t;
+        char **ns; /* -A: each row's namespace */
+        size_t n_ns;
         bool header_printed;
 } get_ctx;
 
@@ -190,15 +192,36 @@ static int print_one(get_ctx *g, json_t *j) {
                 obj = cli_decode(g->res->type, j);
                 if (!obj)
                         return -EINVAL;
+                if (g->all_namespaces) {
+                        const char *ns = json_string_value(
+                                json_object_get(json_object_get(j, "metadata"), "namespace"));
+                        char **n = reallocarray(g->ns, g->n_ns + 1, sizeof(char *));
+                        if (!n) {
+                                spec_free(g->res->type, obj);
+                                return -ENOMEM;
+                        }
+                        g->ns = n;
+                        g->ns[g->n_ns++] = strdup(ns ?: "");
+                }
                 row(g, obj);
                 spec_free(g->res->type, obj);
                 return 0;
         }
 }
 
+static void drop_ns(get_ctx *g) {
+        for (size_t i = 0; i < g->n_ns; i++)
+                free(g->ns[i]);
+        g->n_ns = 0;
+}
+
 static int flush_table(get_ctx *g) {
         if (g->out == OUT_TABLE || g->out == OUT_WIDE) {
-                table_print(&g->t, stdout, !g->header_printed);
+                if (g->all_namespaces && g->n_ns + 1 == g->t.rows)
+                        table_print_lead(&g->t, stdout, !g->header_printed, "NAMESPACE", g->ns);
+                else
+                        table_print(&g->t, stdout, !g->header_printed);
+                drop_ns(g);
                 g->header_printed = true;
                 /* keep the header for widths, drop printed rows */
                 for (size_t i = g->t.cols; i < g->t.rows * g->t.cols; i++)
@@ -325,6 +348,10 @@ int cli_get(int argc, char **argv) {
                 if (optind + 1 < argc)
                         name = argv[optind + 1];
         }
+        if (name && !*name) {
+                fprintf(stderr, "error: resource name may not be empty\n");
+                return 1;
+        }
 
         c = cli_connect();
         if (!c)
@@ -392,6 +419,8 @@ int cli_get(int argc, char **argv) {
         }
 out:
         table_done(&g.t);
+        drop_ns(&g);
+        free(g.ns);
         json_decref(resp);
         return ret;
 }

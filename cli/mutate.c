@@ -25,7 +25,7 @@ void *cli_fetch(client *c, const cli_resource *r, const char *name) {
 }
 
 static int delete_one(client *c, const cli_resource *r, const char *ns, const char *name) {
-        _cleanup_free_ char *path = cli_path(r, ns, name), *ref = cli_object_ref(r, name);
+        _cleanup_free_ char *path = cli_path(r, ns, name);
         json_t *resp = NULL;
         long code;
 
@@ -37,7 +37,11 @@ static int delete_one(client *c, const cli_resource *r, const char *ns, const ch
                 return -EIO;
         }
         json_decref(resp);
-        printf("%s deleted\n", strna(ref));
+        /* kubectl's words: deployment.apps "web" deleted */
+        if (isempty(r->group))
+                printf("%s \"%s\" deleted\n", r->singular, name);
+        else
+                printf("%s.%s \"%s\" deleted\n", r->singular, r->group, name);
         return 0;
 }
 

@@ -178,6 +178,22 @@ void table_print(const table *t, FILE *f, bool header) {
         print_rows(t, f, header ? 0 : 1, "", 3);
 }
 
+void table_print_lead(const table *t, FILE *f, bool header, const char *lead_header,
+                      char *const *lead) {
+        table l = { .cols = t->cols + 1, .rows = t->rows };
+
+        l.cells = new0(char *, l.cols *l.rows);
+        if (!l.cells)
+                return;
+        for (size_t r = 0; r < t->rows; r++) {
+                l.cells[r * l.cols] = (char *) (r == 0 ? lead_header : lead[r - 1]);
+                for (size_t c = 0; c < t->cols; c++)
+                        l.cells[r * l.cols + c + 1] = t->cells[r * t->cols + c];
+        }
+        table_print(&l, f, header);
+        free(l.cells); /* the strings are borrowed */
+}
+
 void table_print_indented(const table *t, FILE *f, const char *indent, size_t gap) {
         print_rows(t, f, 0, indent, gap);
 }

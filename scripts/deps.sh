@@ -5,13 +5,14 @@ set -eu
 
 pkgs="libuv1-dev libyaml-dev libsystemd-dev libcmocka-dev libjansson-dev \
 libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev pkg-config cmake \
-make gcc curl strace"
+make gcc curl strace jq"
 modules="libuv yaml-0.1 libsystemd cmocka jansson libmicrohttpd libcurl sqlite3"
 
 have_all() {
     command -v cmake >/dev/null 2>&1 || return 1
     command -v curl >/dev/null 2>&1 || return 1
     command -v strace >/dev/null 2>&1 || return 1
+    command -v jq >/dev/null 2>&1 || return 1
     command -v cc >/dev/null 2>&1 || return 1
     command -v pkg-config >/dev/null 2>&1 || return 1
     pkg-config --exists $modules || return 1

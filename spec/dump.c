@@ -153,6 +153,9 @@ char *spec_yaml_dump(json_t *j) {
         if (!yaml_stream_end_event_initialize(&ev) || !yaml_emitter_emit(&e, &ev))
                 goto out;
         r = yaml_emitter_flush(&e) ? 0 : -EIO;
+        /* libyaml leaves the last line open after an implicit document end. */
+        if (r == 0 && b.len > 0 && tend_buf_str(&b)[b.len - 1] != '\n')
+                r = tend_buf_addf(&b, "\n");
 out:
         yaml_emitter_delete(&e);
         return r < 0 ? NULL : tend_buf_take(&b);

@@ -74,7 +74,10 @@ static int add_document(spec_manifest *m, const char *file, const spec_doc *doc,
                 goto out;
         r = manifest_push(m, d, file, doc->line, doc->index);
         if (r >= 0) {
+                json_t *spec = json_object_get(doc->root, "spec");
                 m->items[m->n - 1].namespace_defaulted = defaulted;
+                m->items[m->n - 1].replicas_given = json_object_get(spec, "replicas") != NULL;
+                m->items[m->n - 1].paused_given = json_object_get(spec, "paused") != NULL;
                 d = NULL;
         }
 out:

@@ -640,6 +640,8 @@ spec_rollout spec_rollout_status(const spec_deployment *d, int64_t revision, cha
 typedef struct spec_manifest_item {
         spec_deployment *deployment; /* owned; defaulted and validated */
         bool namespace_defaulted;    /* the manifest named no namespace */
+        bool replicas_given;         /* spec.replicas was in the manifest */
+        bool paused_given;           /* spec.paused was in the manifest */
         char *file;
         unsigned line;
         unsigned index;

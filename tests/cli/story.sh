@@ -1,0 +1,146 @@
+#!/bin/sh
+# The user's whole story through the real binaries: apply 3 replicas of an
+# HTTP server with a readiness probe, kill one and watch it come back, roll
+# out a new version within the bounds, roll back, hand-scale the
+# ReplicaSet and watch it put back, kill tendd and start it again.
+. "$(dirname "$0")/lib.sh"
+
+manifest() { # VERSION
+    cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 3
+  minReadySeconds: 1
+  selector:
+    matchLabels: {app: web}
+  strategy:
+    rollingUpdate: {maxSurge: 1, maxUnavailable: 1}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers:
+      - name: web
+        command: ["$tmp/web-$1", "http", "\$(PORT)", "200"]
+        env:
+        - {name: VERSION, value: "$1"}
+        - {name: TEST_MARKER, value: "$tmp"}
+        ports: [{name: http}]
+        readinessProbe:
+          httpGet: {port: http, path: /healthz}
+          periodSeconds: 1
+YAML
+}
+
+# pid of each live pod, from the wide table (PID column).
+pids() { tend get pods -o wide | awk 'NR > 1 && $3 == "Running" { print $6 }' | sort; }
+ready_count() { tend get pods | awk 'NR > 1 && $2 == "1/1" && $3 == "Running"' | wc -l; }
+
+# Two "versions" of the server: two copies of one binary, told apart by
+# /proc/PID/exe.
+cp "$testprog" "$tmp/web-1" && cp "$testprog" "$tmp/web-2" || exit 1
+# exe_of NAME: the binary the pod's process runs.
+exe_of() {
+    p=$(tend get pod "$1" -o wide | awk 'NR == 2 { print $6 }')
+    readlink "/proc/$p/exe"
+}
+running() { tend get pods | awk 'NR > 1 && $3 == "Running" { print $1 }'; }
+
+start_tendd
+
+echo "== apply 3 replicas"
+manifest 1 >"$tmp/v1.yaml"
+expect_exit 0 "apply" tend apply -f "$tmp/v1.yaml" && expect_grep "deployment.apps/web created" "$tmp/out" "apply"
+expect_exit 0 "rollout status" tend rollout status deploy/web --timeout=30s &&
+    expect_grep 'deployment "web" successfully rolled out' "$tmp/out" "rollout status"
+[ "$(ready_count)" -eq 3 ] && ok "3 pods ready" || fail "not 3 ready pods"
+
+echo "== kill -9 one replica"
+victim_pid=$(pids | head -1)
+victim=$(tend get pods -o wide | awk -v p="$victim_pid" '$6 == p { print $1 }')
+kill -9 "$victim_pid"
+start=$(date +%s%N)
+replaced() { [ "$(ready_count)" -eq 3 ] && ! pids | grep -qx "$victim_pid"; }
+# The issue asks for "within a second"; the bound here is looser so that
+# a loaded machine running the sanitizer build does not flake it (the
+# figure itself is measured in bench/).
+if wait_for 5 replaced; then
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    [ "$ms" -le 2000 ] && ok "replaced and Ready in $ms ms (polling every 100 ms)" ||
+        fail "replacement took $ms ms"
+else
+    fail "the killed replica was not replaced"
+fi
+tend get pod "$victim" -o json >"$tmp/victim.json"
+expect_grep '"signal": 9' "$tmp/victim.json" "killed pod shows signal 9"
+expect_exit 0 "get killed pod" tend get pod "$victim" && expect_grep "Killed" "$tmp/out" "STATUS Killed"
+
+echo "== roll out version 2, sampling the bounds"
+manifest 2 >"$tmp/v2.yaml"
+: >"$tmp/samples"
+( while :; do
+      tend get pods -o wide 2>/dev/null | awk 'NR > 1' >"$tmp/sample" || continue
+      live=0; ready=0
+      while read -r name rd status restarts age pid rest; do
+          [ "$pid" != "<none>" ] && kill -0 "$pid" 2>/dev/null && live=$((live + 1))
+          [ "$rd" = "1/1" ] && [ "$status" = "Running" ] && ready=$((ready + 1))
+      done <"$tmp/sample"
+      echo "$live $ready" >>"$tmp/samples"
+      sleep 0.05
+  done ) &
+sampler=$!
+expect_exit 0 "apply v2" tend apply -f "$tmp/v2.yaml" && expect_grep "configured" "$tmp/out" "apply v2"
+expect_exit 0 "rollout status v2" tend rollout status deploy/web --timeout=60s
+kill "$sampler"; wait "$sampler" 2>/dev/null
+max_live=$(awk 'BEGIN{m=0} $1>m{m=$1} END{print m}' "$tmp/samples")
+min_ready=$(awk 'BEGIN{m=99} $2<m{m=$2} END{print m}' "$tmp/samples")
+n=$(wc -l <"$tmp/samples")
+echo "   $n samples: at most $max_live live, at least $min_ready ready"
+[ "$n" -ge 5 ] || fail "too few samples ($n)"
+[ "$max_live" -le 4 ] && ok "never more than replicas + maxSurge (4) live" || fail "$max_live live > 4"
+[ "$min_ready" -ge 2 ] && ok "never fewer than replicas - maxUnavailable (2) ready" || fail "$min_ready ready < 2"
+tend get deploy web -o json | grep -q '"deployment.kubernetes.io/revision": "2"' && ok "revision 2" || fail "not revision 2"
+for p in $(running); do
+    [ "$(exe_of "$p")" = "$tmp/web-2" ] || fail "pod $p does not run version 2: $(exe_of "$p")"
+done
+[ "$(running | wc -l)" -eq 3 ] && ok "every pod runs $tmp/web-2" || fail "not 3 running pods"
+
+echo "== rollout history and undo"
+expect_exit 0 "history" tend rollout history deploy/web && expect_grep "REVISION" "$tmp/out" "history"
+expect_exit 0 "undo" tend rollout undo deploy/web && expect_grep "deployment.apps/web rolled back" "$tmp/out" "undo"
+expect_exit 0 "rollout status after undo" tend rollout status deploy/web --timeout=60s
+tend get deploy web -o json | grep -q '"deployment.kubernetes.io/revision": "3"' && ok "revision 3" || fail "not revision 3"
+tend rollout history deploy/web >"$tmp/hist"
+expect_grep "^3 " "$tmp/hist" "revision 3 listed"
+grep -q "^1 " "$tmp/hist" && fail "revision 1 still listed after renumbering"
+for p in $(running); do
+    [ "$(exe_of "$p")" = "$tmp/web-1" ] || fail "pod $p does not run version 1 after undo"
+done
+[ "$(running | wc -l)" -eq 3 ] && ok "every pod runs $tmp/web-1 again" || fail "not 3 running pods"
+
+echo "== hand-scale the ReplicaSet"
+rs=$(tend get rs | awk 'NR > 1 && $2 == 3 { print $1 }')
+expect_exit 0 "scale rs" tend scale "rs/$rs" --replicas=5
+back_to_3() { tend get rs "$rs" | awk 'NR == 2 { exit !($2 == 3) }'; }
+wait_for 10 back_to_3 && ok "ReplicaSet put back to 3" || fail "ReplicaSet not put back"
+tend scale "rs/$rs" --replicas=5 >/dev/null && wait_for 10 back_to_3
+tend get events >"$tmp/events"
+grep "Scaled down replica set $rs from 5 to 3" "$tmp/events" | awk '{ if ($5 >= 2) found=1 } END { exit !found }' &&
+    ok "one folded event, counted" || { fail "no folded event"; cat "$tmp/events"; }
+
+echo "== kill -9 tendd and start it again"
+pids >"$tmp/pids.before"
+stop_tendd KILL
+start_tendd
+wait_for 10 sh -c "[ \"\$($bin/tend get pods | awk 'NR > 1 && \$3 == \"Running\"' | wc -l)\" -eq 3 ]"
+pids >"$tmp/pids.after"
+cmp -s "$tmp/pids.before" "$tmp/pids.after" && ok "same pids after the restart" ||
+    { fail "pids changed"; diff "$tmp/pids.before" "$tmp/pids.after"; }
+expect_exit 0 "deployment still there" tend get deploy web
+expect_exit 0 "rollout status after restart" tend rollout status deploy/web --timeout=20s
+
+finish
