@@ -1,19 +1,17 @@
 #!/bin/sh
-# make run: start the agent in the foreground with the examples.
+# make run: start the agent in the foreground on ./.tend, and say what to
+# type next. The manifest directory (tendd --manifests) arrives with #7;
+# until then the examples are applied by hand.
 set -eu
 build=${1:-build}
-if [ -x "$build/bin/tendd" ]; then
-    mkdir -p .tend
-    echo "tendd: state in ./.tend, socket ./.tend/tend.sock. In another terminal:"
-    echo "  export TEND_SOCKET=$PWD/.tend/tend.sock"
-    echo "  $build/bin/tend get pods"
-    exec "$build/bin/tendd" --state-dir ./.tend --socket ./.tend/tend.sock --manifests examples
-fi
+mkdir -p .tend
 cat <<MSG
-The agent (tendd) is not built yet: it arrives with the store and controllers
-(issue #4) and the API (issue #5). What works today is the manifest checker:
+tendd: state in ./.tend, API on ./.tend/tend.sock. In another terminal:
 
-  $build/bin/tend validate -f examples/
+  export TEND_SOCKET=$PWD/.tend/tend.sock
+  $build/bin/tend apply -f examples/
+  $build/bin/tend get pods
 
+Stop it with Ctrl-C: the pods keep running and the next start adopts them.
 MSG
-exec "$build/bin/tend" validate -f examples/
+exec "$build/bin/tendd" --state-dir ./.tend --socket ./.tend/tend.sock
