@@ -30,6 +30,7 @@ typedef struct pod_rt {
         bool stopping; /* stop requested */
         bool exited;   /* exit seen, not yet written to the pod */
         rt_exit exit;
+        char *exit_message; /* exit.message points here */
         bool liveness_failed;
         char *liveness_message;
         char *probe_message; /* last readiness failure, for events */

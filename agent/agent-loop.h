@@ -13,6 +13,7 @@ typedef struct agent_loop_config {
         uint64_t log_max_bytes;    /* 0: the runtime's default */
         usec_t resync_interval;    /* 0: 30 s */
         const char *node_name;     /* NULL: the host name */
+        rt_bus systemd_bus;        /* for runtimeClassName: systemd */
 } agent_loop_config;
 
 /* Locks the state dir, opens the store, starts the runtime, adopts the

@@ -339,6 +339,9 @@ void agent_pod_exited(agent *a, void *pod_userdata, const rt_exit *e) {
 
         pr->exited = true;
         pr->exit = *e;
+        free(pr->exit_message);
+        pr->exit_message = e->message ? strdup(e->message) : NULL;
+        pr->exit.message = pr->exit_message;
         poke(a, pr);
 }
 
@@ -374,6 +377,7 @@ static void pod_rt_free(agent *a, pod_rt *pr) {
         free(pr->key);
         free(pr->liveness_message);
         free(pr->probe_message);
+        free(pr->exit_message);
         free(pr);
 }
 
@@ -594,6 +598,27 @@ int agent__mark_lost(agent *a, const spec_pod *p, const char *why) {
         return store_put(a->store, STORE_POD, n, NULL);
 }
 
+/* Units that run with no pod to answer for them (their record was lost,
+ * or the pod deleted while tendd was down) are stopped, with a Warning. */
+static void stop_orphans(agent *a) {
+        _cleanup_strv_free_ char **names = NULL;
+
+        if (!a->backend->orphans || a->backend->orphans(a->backend_data, &names) < 0)
+                return;
+        for (char **n = names; n && *n; n++) {
+                _cleanup_free_ char *ns = NULL, *pod = NULL;
+                spec_meta meta = {};
+
+                log_warning("%s: runs with no pod record; stopping it", *n);
+                if (rt_unit_parse(*n, &ns, &pod) < 0)
+                        continue;
+                meta.namespace = ns;
+                meta.name = pod;
+                (void) agent__event(a, STORE_POD, &meta, "Warning", "OrphanStopped",
+                                    "Unit %s ran with no pod record: stopped", *n);
+        }
+}
+
 int agent_start(agent *a) {
         const void *const *items;
         _cleanup_free_ const spec_pod **pods = NULL;
@@ -614,7 +639,8 @@ int agent_start(agent *a) {
                 rt_pod_params params = { .namespace = p->metadata.namespace,
                                          .name = p->metadata.name,
                                          .uid = p->metadata.uid,
-                                         .spec = &p->spec };
+                                         .spec = &p->spec,
+                                         .labels = &p->metadata.labels };
                 _cleanup_free_ char *err = NULL;
                 pod_rt *pr;
                 void *handle = NULL;
@@ -636,7 +662,7 @@ int agent_start(agent *a) {
                          * process start? Look for it by its POD_UID. */
                         rt_record_done(&rec);
                         if (!a->backend->find ||
-                            a->backend->find(a->backend_data, p->metadata.uid, &rec) < 0) {
+                            a->backend->find(a->backend_data, &params, &rec) < 0) {
                                 (void) store_delete_record(a->store, p->metadata.uid);
                                 continue; /* never started: the pod worker starts it */
                         }
@@ -662,6 +688,7 @@ int agent_start(agent *a) {
                 }
                 rt_record_done(&rec);
         }
+        stop_orphans(a);
         r = store_commit(a->store, true);
         if (r < 0)
                 return r;

@@ -23,9 +23,12 @@ typedef struct agent_backend {
                      char **ret_error);
         int (*adopt)(void *b, const rt_pod_params *p, const rt_record *r, void *pod_userdata,
                      void **ret_handle, char **ret_error);
-        /* Finds a process that a crash interrupted between spawn and record
-         * (by its POD_UID); fills a record. NULL: not supported. */
-        int (*find)(void *b, const char *pod_uid, rt_record *ret);
+        /* Finds a process (or unit) that a crash interrupted between
+         * spawn and record; fills a record. NULL: not supported. */
+        int (*find)(void *b, const rt_pod_params *p, rt_record *ret);
+        /* At the end of start-up: stops what runs without a pod (systemd
+         * units no record names) and returns their names. NULL: none. */
+        int (*orphans)(void *b, char ***ret_names);
         int (*stop)(void *handle, usec_t grace);
         int (*signal)(void *handle, int sig);
         void (*free)(void *handle);

@@ -15,8 +15,14 @@ static int rt_adopt(void *b, const rt_pod_params *p, const rt_record *r, void *p
         return rt_pod_adopt(b, p, r, pod_userdata, (rt_pod **) ret_handle, ret_error);
 }
 
-static int rt_find(void *b, const char *pod_uid, rt_record *ret) {
-        return rt_find_pod_process(pod_uid, ret);
+static int rt_find(void *b, const rt_pod_params *p, rt_record *ret) {
+        if (p->spec->runtime_class_name == SPEC_RUNTIME_SYSTEMD)
+                return rt_manager_find_unit(b, p->namespace, p->name, ret);
+        return rt_find_pod_process(p->uid, ret);
+}
+
+static int rt_orphans(void *b, char ***ret_names) {
+        return rt_manager_stop_orphan_units(b, ret_names);
 }
 
 static int rt_stop(void *handle, usec_t grace) {
@@ -43,6 +49,7 @@ const agent_backend agent_rt_backend = {
         .start = rt_start,
         .adopt = rt_adopt,
         .find = rt_find,
+        .orphans = rt_orphans,
         .stop = rt_stop,
         .signal = rt_signal,
         .free = rt_free,

@@ -153,7 +153,8 @@ static int start_pod(agent *a, const spec_pod *p) {
         rt_pod_params params = { .namespace = p->metadata.namespace,
                                  .name = p->metadata.name,
                                  .uid = p->metadata.uid,
-                                 .spec = &p->spec };
+                                 .spec = &p->spec,
+                                 .labels = &p->metadata.labels };
         _cleanup_free_ char *err = NULL;
         json_t *intent, *rec;
         void *handle = NULL;
@@ -209,7 +210,7 @@ static int start_pod(agent *a, const spec_pod *p) {
 /* ---- exits ------------------------------------------------------------------------------- */
 
 static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
-        spec_pod *n = spec_pod_copy(p);
+        spec_pod *n;
         const rt_exit *e = &pr->exit;
         spec_container_status *cs;
         const char *reason = e->reason;
@@ -217,6 +218,10 @@ static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
         int32_t code = 0, sig = 0;
         bool was_ready;
 
+        /* It never ran (a systemd start job that failed). */
+        if (e->kind == RT_EXIT_START_ERROR)
+                return fail_start(a, p, e->message ?: "the start failed");
+        n = spec_pod_copy(p);
         if (!n)
                 return -ENOMEM;
         switch (e->kind) {

@@ -23,6 +23,7 @@ typedef struct args {
         char *socket_group;
         uint16_t port_lo, port_hi;
         usec_t resync;
+        rt_bus bus;
 } args;
 
 static void usage(FILE *f) {
@@ -41,6 +42,9 @@ static void usage(FILE *f) {
                 "  --token-file FILE        bearer token TCP clients must send\n"
                 "  --port-range LO-HI       leased pod ports (default %d-%d)\n"
                 "  --resync DURATION        full reconcile period (default 30s)\n"
+                "  --systemd-bus BUS        user, system or none: where pods with\n"
+                "                           runtimeClassName: systemd run (default: system\n"
+                "                           as root on a systemd host, else user)\n"
                 "  --log-level LEVEL        err, warning, notice, info (default), debug\n"
                 "  -h, --help               this help\n"
                 "      --version            the version\n\n"
@@ -59,6 +63,7 @@ static int parse_args(int argc, char **argv, args *a) {
                 OPT_PORTS,
                 OPT_RESYNC,
                 OPT_LOG,
+                OPT_BUS,
                 OPT_VERSION
         };
         static const struct option options[] = {
@@ -70,6 +75,7 @@ static int parse_args(int argc, char **argv, args *a) {
                 { "port-range", required_argument, NULL, OPT_PORTS },
                 { "resync", required_argument, NULL, OPT_RESYNC },
                 { "log-level", required_argument, NULL, OPT_LOG },
+                { "systemd-bus", required_argument, NULL, OPT_BUS },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
@@ -127,6 +133,21 @@ static int parse_args(int argc, char **argv, args *a) {
                                 return -EINVAL;
                         }
                         log_set_max_level(level);
+                        break;
+                case OPT_BUS:
+                        if (streq(optarg, "user"))
+                                a->bus = RT_BUS_USER;
+                        else if (streq(optarg, "system"))
+                                a->bus = RT_BUS_SYSTEM;
+                        else if (streq(optarg, "none"))
+                                a->bus = RT_BUS_NONE;
+                        else {
+                                fprintf(stderr,
+                                        "tendd: --systemd-bus %s: expected user, system or "
+                                        "none\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
                         break;
                 case 'h':
                         usage(stdout);
@@ -210,7 +231,8 @@ int main(int argc, char **argv) {
                            &(agent_loop_config){ .state_dir = state_dir,
                                                  .port_lo = a.port_lo,
                                                  .port_hi = a.port_hi,
-                                                 .resync_interval = a.resync },
+                                                 .resync_interval = a.resync,
+                                                 .systemd_bus = a.bus },
                            &al, &err);
         if (r < 0) {
                 log_error("%s", err ?: strerror(-r));

@@ -1,11 +1,11 @@
 # tend_add_test(NAME SOURCES src... [LIBS lib...] [LABELS unit|integration|systemd]
-#               [TIMEOUT seconds] [ARGS arg...])
+#               [TIMEOUT seconds] [ARGS arg...] [WRAP cmd...])
 #
 # One helper for every test (as libssh's add_cmocka_test): builds the
 # executable, registers it with ctest, sets a timeout and labels. Exit code 77
 # means "skipped, the machine lacks something" and is reported as such.
 function(tend_add_test name)
-  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS;ARGS" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS;ARGS;WRAP" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 60)
   endif()
@@ -15,7 +15,8 @@ function(tend_add_test name)
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} PkgConfig::CMOCKA tend_warnings)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
-  add_test(NAME ${name} COMMAND ${name} ${T_ARGS})
+  # WRAP: a command the test runs under (tests/systemd/harness.sh)
+  add_test(NAME ${name} COMMAND ${T_WRAP} $<TARGET_FILE:${name}> ${T_ARGS})
   set_tests_properties(${name} PROPERTIES
     TIMEOUT ${T_TIMEOUT}
     LABELS "${T_LABELS}"

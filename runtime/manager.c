@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "rt-internal.h"
 
 /* ---- lifetimes ------------------------------------------------------------------------- */
@@ -60,6 +62,11 @@ static void pod_free_now(rt_pod *p) {
         strv_free(p->argv);
         strv_free(p->envp);
         free(p->working_dir);
+        free(p->description);
+        free(p->sd_path);
+        free(p->sd_job);
+        free(p->sd_active_state);
+        free(p->sd_result);
         rt_record_done(&p->record);
         free(p);
         rt__manager_unref(m);
@@ -434,6 +441,12 @@ int rt_manager_new(const rt_config *c, rt_manager **ret) {
 
         /* SIGCHLD is watched in any case: detached pods that were our
          * children, and orphans when we are a subreaper, are reaped there. */
+        /* The bus is chosen now and connected on first use: an agent that
+         * runs no systemd pods never needs one. */
+        m->bus_kind = c->systemd_bus;
+        if (m->bus_kind == RT_BUS_AUTO)
+                m->bus_kind = geteuid() == 0 && sd_booted() > 0 ? RT_BUS_SYSTEM : RT_BUS_USER;
+
         m->subreaper = c->subreaper;
         uv_signal_init(m->loop, &m->sigchld);
         m->sigchld.data = m;
@@ -471,6 +484,7 @@ void rt_manager_close(rt_manager *m) {
                 rt__pod_unref(p);
         }
         reap_orphans(m);
+        rt__systemd_close(m);
         uv_close((uv_handle_t *) &m->deferred_idle, manager_handle_closed);
         uv_close((uv_handle_t *) &m->log_timer, manager_handle_closed);
         uv_close((uv_handle_t *) &m->sigchld, manager_handle_closed);
@@ -499,6 +513,8 @@ static const rt_ops *backend_for(const spec_pod_spec *s) {
         case SPEC_RUNTIME_PROCESS:
         case _SPEC_RUNTIME_INVALID:
                 return &rt_process_ops;
+        case SPEC_RUNTIME_SYSTEMD:
+                return &rt_systemd_ops;
         default:
                 return NULL;
         }
@@ -663,6 +679,24 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
         r = resolve_ids(pod, p->spec, ret_error);
         if (r < 0)
                 return r;
+        pod->grace = (usec_t) MAX(p->spec->termination_grace_period_seconds, (int64_t) 0) *
+                     USEC_PER_SEC;
+        if (c->resources.limits.memory.text)
+                pod->memory_max = (uint64_t) MAX(c->resources.limits.memory.value, (int64_t) 0);
+        if (c->resources.limits.cpu.text)
+                pod->cpu_milli = (uint64_t) MAX(c->resources.limits.cpu.milli, (int64_t) 0);
+        {
+                _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
+                (void) tend_buf_addf(&b, "tend pod %s/%s", pod->namespace, pod->name);
+                for (size_t i = 0; p->labels && i < p->labels->n; i++)
+                        (void) tend_buf_addf(&b, "%s%s=%s", i ? "," : " (", p->labels->items[i].key,
+                                             p->labels->items[i].value);
+                if (p->labels && p->labels->n)
+                        (void) tend_buf_adds(&b, ")");
+                pod->description = tend_buf_take(&b);
+                if (!pod->description)
+                        return -ENOMEM;
+        }
 
         if (!rec || !rec->log_path) {
                 pod->record.log_path = rt_log_path(m->state_dir, pod->namespace, pod->name,

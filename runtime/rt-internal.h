@@ -30,6 +30,7 @@ typedef struct rt_ops {
 } rt_ops;
 
 extern const rt_ops rt_process_ops;
+extern const rt_ops rt_systemd_ops;
 
 /* ---- pods ------------------------------------------------------------------------------ */
 
@@ -64,6 +65,9 @@ struct rt_pod {
         char **argv;
         char **envp;
         char *working_dir;
+        char *description;              /* systemd: "tend pod NS/NAME (labels)" */
+        usec_t grace;                   /* terminationGracePeriodSeconds */
+        uint64_t memory_max, cpu_milli; /* resources.limits, 0: none */
         bool set_ids;
         uid_t uid_n;
         gid_t gid_n;
@@ -80,6 +84,18 @@ struct rt_pod {
         uv_timer_t grace_timer;
         bool grace_timer_init;
         usec_t kill_at; /* monotonic: when the grace period ends */
+
+        /* systemd backend */
+        bool sd_registered;      /* in the manager's unit map (holds a ref) */
+        bool sd_started, sd_up;  /* reached active; seen past inactive */
+        bool sd_job_done;        /* the start job finished */
+        bool sd_refreshing_unit; /* a GetAll of the Unit half is in flight */
+        char *sd_path;           /* the unit's object path */
+        char *sd_job;            /* the start job's object path */
+        struct sd_bus_slot *sd_call;
+        char *sd_active_state, *sd_result;
+        uint32_t sd_main_pid;
+        int sd_exec_code, sd_exec_status;
 };
 
 /* Reference counting keeps a pod alive while libuv still holds one of its
@@ -133,7 +149,22 @@ struct rt_manager {
         /* HTTP probes */
         CURLM *curlm;
         uv_timer_t curl_timer;
+
+        /* systemd */
+        rt_bus bus_kind; /* resolved: USER, SYSTEM or NONE */
+        struct sd_bus *bus;
+        struct sd_bus_slot *bus_match, *bus_jobs;
+        uv_poll_t *bus_poll; /* one per connection */
+        int bus_poll_events;
+        bool bus_handles;
+        uv_timer_t bus_timer, bus_retry;
+        uv_prepare_t bus_prepare;
+        tend_hashmap *sd_units;    /* object path → rt_pod */
+        tend_hashmap *sd_snapshot; /* start-up: unit name → SNAP_* */
+        usec_t sd_snapshot_at;
 };
+
+void rt__systemd_close(rt_manager *m);
 
 void rt__manager_ref(rt_manager *m);
 /* Look for unreaped children of ours soon (after a detach). */

@@ -5,7 +5,7 @@ set -eu
 
 pkgs="libuv1-dev libyaml-dev libsystemd-dev libcmocka-dev libjansson-dev \
 libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev pkg-config cmake \
-make gcc curl strace jq"
+make gcc curl strace jq systemd dbus dbus-user-session util-linux"
 modules="libuv yaml-0.1 libsystemd cmocka jansson libmicrohttpd libcurl sqlite3"
 
 have_all() {
@@ -13,6 +13,10 @@ have_all() {
     command -v curl >/dev/null 2>&1 || return 1
     command -v strace >/dev/null 2>&1 || return 1
     command -v jq >/dev/null 2>&1 || return 1
+    # the systemd tests: a user manager with its own bus
+    [ -x /usr/lib/systemd/systemd ] || return 1
+    [ -f /usr/lib/systemd/user/dbus.socket ] || return 1
+    command -v unshare >/dev/null 2>&1 || return 1
     command -v cc >/dev/null 2>&1 || return 1
     command -v pkg-config >/dev/null 2>&1 || return 1
     pkg-config --exists $modules || return 1

@@ -16,8 +16,9 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=1"
 tend() { "$bin/tend" "$@"; }
 
 start_tendd() {
+    # shellcheck disable=SC2086 # TENDD_ARGS: extra options, split on spaces
     "$bin/tendd" --state-dir "$state" --socket "$TEND_SOCKET" --port-range 44000-44999 \
-        --resync 5s "$@" >>"$tmp/tendd.log" 2>&1 &
+        --resync 5s ${TENDD_ARGS:-} "$@" >>"$tmp/tendd.log" 2>&1 &
     tendd_pid=$!
     for _ in $(seq 100); do
         [ -S "$TEND_SOCKET" ] && tend version >/dev/null 2>&1 && return 0

@@ -3,7 +3,23 @@
 # HTTP server with a readiness probe, kill one and watch it come back, roll
 # out a new version within the bounds, roll back, hand-scale the
 # ReplicaSet and watch it put back, kill tendd and start it again.
+#
+# TEND_RUNTIME=systemd tells the same story with the pods as transient
+# units (run under tests/systemd/harness.sh).
 . "$(dirname "$0")/lib.sh"
+
+runtime=${TEND_RUNTIME:-process}
+if [ "$runtime" = systemd ]; then
+    TENDD_ARGS="--systemd-bus user"
+fi
+# The PID column of `get pods -o wide` holds the pid, or the unit.
+pid_of() {
+    case $1 in
+    "<none>") echo 0 ;;
+    *.service) systemctl --user show -P MainPID "$1" 2>/dev/null || echo 0 ;;
+    *) echo "$1" ;;
+    esac
+}
 
 manifest() { # VERSION
     cat <<YAML
@@ -22,6 +38,7 @@ spec:
     metadata:
       labels: {app: web}
     spec:
+      runtimeClassName: $runtime
       terminationGracePeriodSeconds: 5
       containers:
       - name: web
@@ -37,7 +54,10 @@ YAML
 }
 
 # pid of each live pod, from the wide table (PID column).
-pids() { tend get pods -o wide | awk 'NR > 1 && $3 == "Running" { print $6 }' | sort; }
+pids() {
+    tend get pods -o wide | awk 'NR > 1 && $3 == "Running" { print $6 }' |
+        while read -r c; do pid_of "$c"; done | sort
+}
 ready_count() { tend get pods | awk 'NR > 1 && $2 == "1/1" && $3 == "Running"' | wc -l; }
 
 # Two "versions" of the server: two copies of one binary, told apart by
@@ -45,7 +65,7 @@ ready_count() { tend get pods | awk 'NR > 1 && $2 == "1/1" && $3 == "Running"' |
 cp "$testprog" "$tmp/web-1" && cp "$testprog" "$tmp/web-2" || exit 1
 # exe_of NAME: the binary the pod's process runs.
 exe_of() {
-    p=$(tend get pod "$1" -o wide | awk 'NR == 2 { print $6 }')
+    p=$(pid_of "$(tend get pod "$1" -o wide | awk 'NR == 2 { print $6 }')")
     readlink "/proc/$p/exe"
 }
 running() { tend get pods | awk 'NR > 1 && $3 == "Running" { print $1 }'; }
@@ -60,8 +80,12 @@ expect_exit 0 "rollout status" tend rollout status deploy/web --timeout=30s &&
 [ "$(ready_count)" -eq 3 ] && ok "3 pods ready" || fail "not 3 ready pods"
 
 echo "== kill -9 one replica"
-victim_pid=$(pids | head -1)
-victim=$(tend get pods -o wide | awk -v p="$victim_pid" '$6 == p { print $1 }')
+victim=$(tend get pods | awk 'NR > 1 && $3 == "Running" { print $1; exit }')
+victim_pid=$(pid_of "$(tend get pod "$victim" -o wide | awk 'NR == 2 { print $6 }')")
+[ "$runtime" = systemd ] && case $(tend get pod "$victim" -o wide) in
+    *systemd-default-*|*tend-default-*) ok "$victim runs as a unit" ;;
+    *) fail "$victim is not a unit" ;;
+esac
 kill -9 "$victim_pid"
 start=$(date +%s%N)
 replaced() { [ "$(ready_count)" -eq 3 ] && ! pids | grep -qx "$victim_pid"; }
@@ -86,7 +110,8 @@ manifest 2 >"$tmp/v2.yaml"
       tend get pods -o wide 2>/dev/null | awk 'NR > 1' >"$tmp/sample" || continue
       live=0; ready=0
       while read -r name rd status restarts age pid rest; do
-          [ "$pid" != "<none>" ] && kill -0 "$pid" 2>/dev/null && live=$((live + 1))
+          p=$(pid_of "$pid")
+          [ "${p:-0}" -gt 0 ] && kill -0 "$p" 2>/dev/null && live=$((live + 1))
           [ "$rd" = "1/1" ] && [ "$status" = "Running" ] && ready=$((ready + 1))
       done <"$tmp/sample"
       echo "$live $ready" >>"$tmp/samples"

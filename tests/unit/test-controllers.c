@@ -145,8 +145,9 @@ static int fb_adopt(void *b, const rt_pod_params *p, const rt_record *r, void *u
 
 /* A process that runs with this pod's uid (what a crash between spawn and
  * the record's commit leaves behind). */
-static int fb_find(void *b, const char *uid, rt_record *ret) {
+static int fb_find(void *b, const rt_pod_params *p, rt_record *ret) {
         world *w = b;
+        const char *uid = p->uid;
         for (size_t i = 0; i < w->n_procs; i++) {
                 proc *pr = w->procs[i];
                 if (pr->alive && streq(pr->uid, uid)) {

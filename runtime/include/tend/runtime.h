@@ -36,9 +36,11 @@ typedef struct rt_manager rt_manager;
 typedef struct rt_pod rt_pod;
 
 typedef enum rt_exit_kind {
-        RT_EXIT_CODE,    /* exited with a status code */
-        RT_EXIT_SIGNAL,  /* killed by a signal */
-        RT_EXIT_UNKNOWN, /* gone, status unknown (an adopted process) */
+        RT_EXIT_CODE,        /* exited with a status code */
+        RT_EXIT_SIGNAL,      /* killed by a signal */
+        RT_EXIT_UNKNOWN,     /* gone, status unknown (an adopted process) */
+        RT_EXIT_START_ERROR, /* never ran: the start failed after rt_pod_start()
+                              * returned (systemd: a failed start job) */
 } rt_exit_kind;
 
 typedef struct rt_exit {
@@ -47,7 +49,8 @@ typedef struct rt_exit {
         int signal;           /* RT_EXIT_SIGNAL */
         usec_t finished_at;   /* wall clock, for display */
         usec_t finished_mono; /* monotonic, for logic */
-        const char *reason;   /* "Completed", "Error", "Killed", "Unknown" */
+        const char *reason;   /* "Completed", "Error", "Killed", "Unknown", "StartError" */
+        const char *message;  /* RT_EXIT_START_ERROR: what went wrong; borrowed */
 } rt_exit;
 
 typedef enum rt_probe_type {
@@ -68,6 +71,15 @@ typedef struct rt_callbacks {
                       void *userdata);
 } rt_callbacks;
 
+/* Which bus the systemd backend talks to. AUTO: the system bus as root on
+ * a host booted with systemd, else the user bus. */
+typedef enum rt_bus {
+        RT_BUS_AUTO,
+        RT_BUS_USER,
+        RT_BUS_SYSTEM,
+        RT_BUS_NONE, /* no systemd backend */
+} rt_bus;
+
 typedef struct rt_config {
         uv_loop_t *loop;           /* borrowed */
         const char *state_dir;     /* pod logs go under <state_dir>/pods/ */
@@ -75,6 +87,7 @@ typedef struct rt_config {
         uint64_t log_max_bytes;    /* 0: RT_LOG_MAX_BYTES */
         usec_t log_check_interval; /* 0: 5 s */
         bool subreaper;            /* become a child subreaper and reap orphans */
+        rt_bus systemd_bus;        /* connected on first use, not here */
         const rt_callbacks *callbacks;
         void *userdata;
 } rt_config;
@@ -120,6 +133,7 @@ typedef struct rt_pod_params {
         const char *name;
         const char *uid;
         const spec_pod_spec *spec; /* borrowed for the call; containers[0] is run */
+        const spec_map *labels;    /* may be NULL; for the unit's Description */
 } rt_pod_params;
 
 /* Starts a pod with the backend its runtimeClassName names. On failure
@@ -155,6 +169,20 @@ bool rt_pod_ready(const rt_pod *pod);
 /* The last failure of a probe ("HTTP probe failed with statuscode: 503"),
  * or NULL; borrowed, valid until the next probe result. */
 const char *rt_pod_probe_message(const rt_pod *pod, rt_probe_type type);
+
+/* ---- systemd units ------------------------------------------------------------------ */
+
+/* tend-<namespace>-<pod>.service, the namespace's dashes escaped (\x2d) so
+ * that the name parses back; new string. */
+char *rt_unit_name(const char *namespace, const char *pod);
+int rt_unit_parse(const char *unit, char **ret_namespace, char **ret_pod);
+/* At start-up, for a pod whose record holds only the intent: its unit, if
+ * one is running (-ESRCH otherwise). */
+int rt_manager_find_unit(rt_manager *m, const char *namespace, const char *pod, rt_record *ret);
+/* At the end of start-up adoption: stops every running tend-* unit that no
+ * pod adopted, and returns their names (for the agent's events). 0 with
+ * none where there is no systemd bus. */
+int rt_manager_stop_orphan_units(rt_manager *m, char ***ret_units);
 
 /* <state_dir>/pods/<namespace>_<pod>/<container>.log; new string. */
 char *rt_log_path(const char *state_dir, const char *namespace, const char *pod,

@@ -1,0 +1,147 @@
+#!/bin/sh
+# The systemd runtime through the real binaries, under
+# tests/systemd/harness.sh: a rolling update from processes to units, an
+# exec failure, units killed from outside, a graceful stop within the grace
+# period, an orphan unit, and a bus that is not there.
+. "$(dirname "$0")/lib.sh"
+
+[ -n "${TEND_SYSTEMD_HARNESS:-}" ] || { echo "run me under tests/systemd/harness.sh"; exit 77; }
+TENDD_ARGS="--systemd-bus user"
+
+# deploy NAME RUNTIME GRACE COMMAND...
+deploy() {
+    name=$1 rt=$2 grace=$3
+    shift 3
+    args=
+    for a in "$@"; do args="$args\"$a\", "; done
+    cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $name}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: $name}}
+  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
+  template:
+    metadata: {labels: {app: $name}}
+    spec:
+      runtimeClassName: $rt
+      terminationGracePeriodSeconds: $grace
+      containers:
+      - name: main
+        command: [${args%, }]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+YAML
+}
+
+running() { tend get pods -l "app=$1" -o wide | awk 'NR > 1 && $3 == "Running" { print $1, $6 }'; }
+count_running() { [ "$(running "$1" | wc -l)" -eq "$2" ]; }
+all_units() { running "$1" | awk '$2 !~ /\.service$/ { bad=1 } END { exit bad }'; }
+main_pid() { systemctl --user show -P MainPID "$1"; }
+
+start_tendd
+
+echo "== a rolling update from processes to units"
+deploy move process 5 "$testprog" sleep >"$tmp/move.yaml"
+tend apply -f "$tmp/move.yaml" >/dev/null
+expect_exit 0 "rollout (process)" tend rollout status deploy/move --timeout=30s
+old_pids=$(running move | awk '{ print $2 }')
+[ "$(echo "$old_pids" | wc -w)" -eq 2 ] || fail "not 2 process pods: $old_pids"
+deploy move systemd 5 "$testprog" sleep >"$tmp/move.yaml"
+tend apply -f "$tmp/move.yaml" >/dev/null
+expect_exit 0 "rollout (systemd)" tend rollout status deploy/move --timeout=60s
+count_running move 2 && all_units move && ok "both pods are units now" ||
+    fail "pods: $(tend get pods -l app=move -o wide)"
+for p in $old_pids; do kill -0 "$p" 2>/dev/null && fail "old process $p still runs"; done
+for u in $(running move | awk '{ print $2 }'); do
+    [ "$(systemctl --user is-active "$u")" = active ] || fail "$u is not active"
+done
+tend rollout history deploy/move | grep -q "^2 " && ok "revision 2" || fail "no revision 2"
+
+echo "== killed from outside: systemctl kill, kill -9 of MainPID"
+set -- $(running move | head -1)
+pod=$1 unit=$2
+systemctl --user kill -s KILL "$unit"
+replaced() { count_running move 2 && ! running move | grep -q "^$pod "; }
+wait_for 10 replaced && ok "systemctl kill: $pod replaced" || fail "$pod not replaced"
+tend get pod "$pod" -o json | jq -e '.status.containerStatuses[0].state.terminated.signal == 9' \
+    >/dev/null && ok "$pod shows signal 9" || fail "$pod: $(tend get pod "$pod" -o json | jq -c .status)"
+set -- $(running move | head -1)
+pod=$1 unit=$2
+kill -9 "$(main_pid "$unit")"
+wait_for 10 replaced && ok "kill -9 MainPID: $pod replaced" || fail "$pod not replaced"
+[ -z "$(systemctl --user list-units --state=failed --plain --no-legend 'tend-*')" ] &&
+    ok "no failed units left behind" || fail "failed units: $(systemctl --user list-units --state=failed)"
+
+echo "== an exec failure is a start error, not a crash"
+: >"$tmp/not-executable"
+deploy broken systemd 5 "$tmp/not-executable" >"$tmp/broken.yaml"
+tend apply -f "$tmp/broken.yaml" >/dev/null
+start_error() { tend get pods -l app=broken -o json | jq -e '[.items[].status.reason] | index("StartError")' >/dev/null; }
+wait_for 10 start_error && ok "pod Failed with reason StartError" || fail "$(tend get pods -l app=broken)"
+tend get events >"$tmp/events"
+expect_grep "203" "$tmp/events" "the event gives systemd's exit status"
+expect_grep "$tmp/not-executable" "$tmp/events" "the event names the program"
+tend delete deploy/broken >/dev/null
+
+echo "== a graceful stop: TERM, then KILL after the grace period"
+deploy stubborn systemd 2 "$testprog" ignore-term >"$tmp/stubborn.yaml"
+tend apply -f "$tmp/stubborn.yaml" >/dev/null
+expect_exit 0 "rollout stubborn" tend rollout status deploy/stubborn --timeout=30s
+set -- $(running stubborn | head -1)
+pod=$1 unit=$2
+sleep 0.3
+t0=$(date +%s%N)
+tend delete "pod/$pod" >/dev/null
+unit_gone() { [ "$(systemctl --user is-active "$unit" 2>/dev/null)" != active ] &&
+    [ "$(systemctl --user is-active "$unit" 2>/dev/null)" != deactivating ]; }
+wait_for 10 unit_gone
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ "$ms" -ge 1800 ] && [ "$ms" -lt 6000 ] && ok "ignored TERM, killed after the 2 s grace ($ms ms)" ||
+    fail "stopped after $ms ms"
+set -- $(running move | head -1)
+t0=$(date +%s%N)
+tend delete "pod/$1" >/dev/null
+unit=$2
+wait_for 10 unit_gone
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ "$ms" -lt 1500 ] && ok "a TERM-abiding unit stops at once ($ms ms)" || fail "took $ms ms"
+tend delete deploy/stubborn >/dev/null
+
+echo "== an agent restart adopts units; a unit with no record is stopped"
+before=$(running move | awk '{ print $2 }' | while read -r u; do main_pid "$u"; done | sort)
+stop_tendd TERM
+systemd-run --user --unit tend-default-orphan-x1.service -p Type=exec "$testprog" sleep >/dev/null 2>&1 ||
+    fail "cannot start an orphan unit"
+start_tendd
+wait_for 10 count_running move 2
+after=$(running move | awk '{ print $2 }' | while read -r u; do main_pid "$u"; done | sort)
+[ "$before" = "$after" ] && ok "same MainPIDs after the restart" || fail "before: $before after: $after"
+orphan_gone() { [ "$(systemctl --user is-active tend-default-orphan-x1.service)" != active ]; }
+wait_for 10 orphan_gone && ok "the orphan unit was stopped" || fail "the orphan unit runs"
+tend get events >"$tmp/events"
+expect_grep "OrphanStopped" "$tmp/events" "a Warning event for it"
+
+echo "== no bus: systemd pods fail with the reason, process pods run"
+tend delete deploy/move >/dev/null
+no_units() { [ -z "$(systemctl --user list-units --plain --no-legend 'tend-*' | grep -v inactive)" ]; }
+wait_for 15 no_units && ok "deleting the deployment stopped its units" ||
+    fail "units left: $(systemctl --user list-units 'tend-*')"
+stop_tendd TERM
+TENDD_ARGS="--systemd-bus system"
+start_tendd
+deploy nobus systemd 5 "$testprog" sleep >"$tmp/nobus.yaml"
+deploy proc process 5 "$testprog" sleep >"$tmp/proc.yaml"
+tend apply -f "$tmp/nobus.yaml" >/dev/null
+tend apply -f "$tmp/proc.yaml" >/dev/null
+nobus_failed() { tend get pods -l app=nobus -o json |
+    jq -e '[.items[].status.message // ""] | map(select(test("system bus"))) | length > 0' >/dev/null; }
+wait_for 10 nobus_failed && ok "the pod says the system bus is unreachable" ||
+    fail "$(tend get pods -l app=nobus -o json | jq -c '[.items[].status]')"
+wait_for 10 count_running proc 2 && ok "process pods run meanwhile" || fail "process pods did not run"
+grep -q "cannot reach systemd on the system bus" "$tmp/tendd.log" && ok "tendd logs it" ||
+    fail "nothing in tendd's log"
+tend delete deploy/nobus >/dev/null
+tend delete deploy/proc >/dev/null
+
+finish
