@@ -771,6 +771,9 @@ static int systemd_start(rt_pod *p, char **ret_error) {
                 return r;
         }
         p->record.started_at = now_realtime();
+        /* Probes count their initial delay from here; `started` (the
+         * unit active) comes a few milliseconds later. */
+        p->started_mono = now_monotonic();
         return 0;
 }
 
@@ -986,6 +989,8 @@ static int systemd_stop(rt_pod *p, usec_t grace) {
                 }
                 if (!uv_is_active((uv_handle_t *) &p->grace_timer) || at < p->kill_at) {
                         p->kill_at = at;
+                        /* the loop's clock may lag: the grace is never cut short */
+                        uv_update_time(p->manager->loop);
                         uv_timer_start(&p->grace_timer, on_grace_timeout,
                                        (grace + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
                 }

@@ -91,7 +91,8 @@ static void on_tick(uv_timer_t *t) {
                 sample(((void **) t->data)[1]);
 }
 
-/* Runs the loop until pred holds; sample (if any) runs every 20 ms. */
+/* Runs the loop until pred holds; sample (if any) runs after every turn of
+ * the loop and every 20 ms. */
 static bool run_until(h_t *h, bool (*pred)(h_t *, const char *), const char *arg,
                       unsigned timeout_ms, void (*sample)(h_t *)) {
         uv_timer_t t, tick;
@@ -104,8 +105,12 @@ static bool run_until(h_t *h, bool (*pred)(h_t *, const char *), const char *arg
         tick.data = data;
         uv_timer_start(&t, on_deadline, timeout_ms, 0);
         uv_timer_start(&tick, on_tick, 20, 20);
-        while (!pred(h, arg) && !expired)
+        while (!pred(h, arg) && !expired) {
                 uv_run(&h->loop, UV_RUN_ONCE);
+                /* After every turn of the loop too: each change is seen. */
+                if (sample)
+                        sample(h);
+        }
         uv_close((uv_handle_t *) &t, NULL);
         uv_close((uv_handle_t *) &tick, NULL);
         uv_run(&h->loop, UV_RUN_NOWAIT);

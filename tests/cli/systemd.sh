@@ -47,7 +47,7 @@ tend apply -f "$tmp/move.yaml" >/dev/null
 expect_exit 0 "rollout (process)" tend rollout status deploy/move --timeout=30s
 old_pids=$(running move | awk '{ print $2 }')
 [ "$(echo "$old_pids" | wc -w)" -eq 2 ] || fail "not 2 process pods: $old_pids"
-deploy move systemd 5 "$testprog" sleep >"$tmp/move.yaml"
+deploy move systemd 5 "$testprog" argv from-a-unit >"$tmp/move.yaml"
 tend apply -f "$tmp/move.yaml" >/dev/null
 expect_exit 0 "rollout (systemd)" tend rollout status deploy/move --timeout=60s
 count_running move 2 && all_units move && ok "both pods are units now" ||
@@ -57,6 +57,9 @@ for u in $(running move | awk '{ print $2 }'); do
     [ "$(systemctl --user is-active "$u")" = active ] || fail "$u is not active"
 done
 tend rollout history deploy/move | grep -q "^2 " && ok "revision 2" || fail "no revision 2"
+pod=$(running move | awk '{ print $1; exit }')
+logged() { tend logs "$pod" | grep -qx from-a-unit; }
+wait_for 5 logged && ok "tend logs shows the unit's output" || fail "logs: $(tend logs "$pod")"
 
 echo "== killed from outside: systemctl kill, kill -9 of MainPID"
 set -- $(running move | head -1)
