@@ -306,20 +306,26 @@ int agent_scale_replica_set(agent *a, const char *ns, const char *name, int32_t 
         return r;
 }
 
-int agent_delete_pod(agent *a, const char *ns, const char *name) {
+int agent_delete_pod(agent *a, const char *ns, const char *name, int64_t grace_seconds) {
         const spec_pod *p = store_get(a->store, STORE_POD, ns, name);
+        int64_t grace;
         spec_pod *n;
         int r;
 
         if (!p)
                 return -ENOENT;
-        if (p->metadata.deletion_timestamp)
+        grace = grace_seconds >= 0 ? grace_seconds : p->spec.termination_grace_period_seconds;
+        if (p->metadata.deletion_timestamp &&
+            grace >= (p->metadata.deletion_grace_period_seconds != SPEC_UNSET64
+                              ? p->metadata.deletion_grace_period_seconds
+                              : p->spec.termination_grace_period_seconds))
                 return 0;
         n = spec_pod_copy(p);
         if (!n)
                 return -ENOMEM;
-        n->metadata.deletion_timestamp = agent_wall(a);
-        n->metadata.deletion_grace_period_seconds = n->spec.termination_grace_period_seconds;
+        if (!n->metadata.deletion_timestamp)
+                n->metadata.deletion_timestamp = agent_wall(a);
+        n->metadata.deletion_grace_period_seconds = grace;
         r = store_put(a->store, STORE_POD, n, NULL);
         if (r >= 0)
                 r = store_commit(a->store, true);

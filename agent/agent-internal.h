@@ -23,12 +23,13 @@ void workq_done(workq *q);
 typedef struct pod_rt {
         agent *agent;
         char *uid;
-        char *key;     /* "namespace/name" */
-        void *handle;  /* backend handle; NULL once freed */
-        bool started;  /* the backend said so */
-        bool ready;    /* published readiness */
-        bool stopping; /* stop requested */
-        bool exited;   /* exit seen, not yet written to the pod */
+        char *key;         /* "namespace/name" */
+        void *handle;      /* backend handle; NULL once freed */
+        bool started;      /* the backend said so */
+        bool ready;        /* published readiness */
+        bool stopping;     /* stop requested */
+        usec_t stop_grace; /* ... with this grace period */
+        bool exited;       /* exit seen, not yet written to the pod */
         rt_exit exit;
         char *exit_message; /* exit.message points here */
         bool liveness_failed;

@@ -120,7 +120,9 @@ int agent_scale_deployment(agent *a, const char *ns, const char *name, int32_t r
 /* Hand-scaling a ReplicaSet is allowed (and the deployment puts it back). */
 int agent_scale_replica_set(agent *a, const char *ns, const char *name, int32_t replicas);
 /* Deletes a pod gracefully; its ReplicaSet replaces it. */
-int agent_delete_pod(agent *a, const char *ns, const char *name);
+/* grace_seconds < 0: the pod's terminationGracePeriodSeconds. Deleting a
+ * pod that is being deleted may shorten its grace period. */
+int agent_delete_pod(agent *a, const char *ns, const char *name, int64_t grace_seconds);
 int agent_pause(agent *a, const char *ns, const char *name, bool paused);
 int agent_restart_rollout(agent *a, const char *ns, const char *name);
 /* Rolls back to revision to_revision (0: the previous one). On failure

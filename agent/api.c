@@ -29,7 +29,6 @@
 
 #define MAX_WATCH_BUFFER (8u << 20) /* a slower watcher is cut off */
 #define CHANGE_RING 1000            /* changes kept for ?resourceVersion= resumes */
-#define LOG_MAX (64u << 20)
 
 typedef struct slot {
         struct MHD_Daemon *d;
@@ -550,6 +549,28 @@ static json_t *body_patch(req *r, enum MHD_Result *ret) {
         return j;
 }
 
+/* A StatusCause: the reason from the message's kind, as Kubernetes'
+ * field.ErrorType names them. */
+static json_t *cause_json(const spec_error *e) {
+        static const struct {
+                const char *prefix, *reason;
+        } kinds[] = {
+                { "Required value", "FieldValueRequired" },
+                { "Forbidden", "FieldValueForbidden" },
+                { "Unsupported value", "FieldValueNotSupported" },
+                { "Duplicate value", "FieldValueDuplicate" },
+                { "Too long", "FieldValueTooLong" },
+                { "Too many", "FieldValueTooMany" },
+        };
+        const char *reason = "FieldValueInvalid";
+
+        for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
+                if (startswith(e->message, kinds[i].prefix))
+                        reason = kinds[i].reason;
+        return json_pack("{s:s, s:s, s:s}", "reason", reason, "message", e->message, "field",
+                         strempty(e->field));
+}
+
 /* 422 with every field error as a cause. */
 static enum MHD_Result send_invalid(req *r, const char *qualified, const char *kind,
                                     const char *name, const spec_errors *errs) {
@@ -563,12 +584,7 @@ static enum MHD_Result send_invalid(req *r, const char *qualified, const char *k
                                      : strdup(e->message);
                 (void) tend_buf_addf(&msg, "%s%s", i ? ", " : "", strna(one));
                 free(one);
-                json_array_append_new(causes, json_pack("{s:s, s:s, s:s}", "reason",
-                                                        startswith(e->message, "Unknown field")
-                                                                ? "FieldValueInvalid"
-                                                                : "FieldValueInvalid",
-                                                        "message", e->message, "field",
-                                                        strempty(e->field)));
+                json_array_append_new(causes, cause_json(e));
         }
         details = json_pack("{s:s, s:s, s:o}", "name", strempty(name), "kind", qualified, "causes",
                             causes);
@@ -825,8 +841,10 @@ static enum MHD_Result handle_rollback(req *r, const char *ns, const char *name)
                 return not_found(r, &resources[0], name);
         rr = agent_rollback(s->agent, ns, name, rev, &done, &err);
         if (rr == -EALREADY) {
+                /* kubectl: "deployment.apps/web skipped rollback (...)" */
+                _cleanup_free_ char *msg = strprintf("deployment.apps/%s %s", name, strna(err));
                 ret = send_json(r, 200,
-                                status_json(200, "", err,
+                                status_json(200, "", msg,
                                             json_pack("{s:I}", "revision", (json_int_t) done)));
                 free(err);
                 return ret;
@@ -846,6 +864,85 @@ static enum MHD_Result handle_rollback(req *r, const char *ns, const char *name)
 }
 
 static enum MHD_Result handle_logs(req *r, const char *ns, const char *name);
+
+static const spec_meta *meta_of(store_kind kind, const void *obj) {
+        switch (kind) {
+        case STORE_DEPLOYMENT:
+                return &((const spec_deployment *) obj)->metadata;
+        case STORE_REPLICA_SET:
+                return &((const spec_replica_set *) obj)->metadata;
+        case STORE_POD:
+                return &((const spec_pod *) obj)->metadata;
+        default:
+                return &((const spec_event *) obj)->metadata;
+        }
+}
+
+/*
+ * DeleteOptions, from the body or the query: preconditions (uid,
+ * resourceVersion: 409 if they do not hold), gracePeriodSeconds (pods),
+ * propagationPolicy (Background and Foreground both cascade; Orphan is
+ * refused — tend does not leave processes running unmanaged). Anything it
+ * cannot honour is an error, not ignored.
+ */
+static int delete_options(req *r, const resource *res, const void *obj, int64_t *ret_grace,
+                          enum MHD_Result *ret) {
+        const spec_meta *m = meta_of(res->kind, obj);
+        _cleanup_(json_decrefp) json_t *body = NULL;
+        const char *policy = arg(r, "propagationPolicy"), *q = arg(r, "gracePeriodSeconds");
+        json_t *pre, *g;
+        char cur[32];
+
+        if (r->body.len > 0) {
+                body = body_patch(r, ret);
+                if (!body)
+                        return -EINVAL;
+                if (json_is_string(json_object_get(body, "propagationPolicy")))
+                        policy = json_string_value(json_object_get(body, "propagationPolicy"));
+                g = json_object_get(body, "gracePeriodSeconds");
+                if (g && !json_is_integer(g)) {
+                        *ret = send_status(r, 400, "BadRequest",
+                                           "gracePeriodSeconds must be an integer");
+                        return -EINVAL;
+                }
+                if (g)
+                        *ret_grace = json_integer_value(g);
+                pre = json_object_get(body, "preconditions");
+                const char *uid = json_string_value(json_object_get(pre, "uid"));
+                const char *rv = json_string_value(json_object_get(pre, "resourceVersion"));
+                snprintf(cur, sizeof cur, "%" PRIu64, m->resource_version);
+                if ((uid && !streq_ptr(uid, m->uid)) || (rv && !streq(rv, cur))) {
+                        *ret = send_status(r, 409, "Conflict",
+                                           "Precondition failed: %s in precondition: %s, %s in "
+                                           "object meta: %s",
+                                           uid ? "UID" : "ResourceVersion", uid ?: rv,
+                                           uid ? "UID" : "ResourceVersion",
+                                           uid ? strna(m->uid) : cur);
+                        return -EINVAL;
+                }
+        }
+        if (q && (safe_atoi64(q, ret_grace) < 0 || *ret_grace < 0)) {
+                *ret = send_status(r, 400, "BadRequest",
+                                   "gracePeriodSeconds must be a non-negative integer");
+                return -EINVAL;
+        }
+        if (*ret_grace < -1 || (*ret_grace >= 0 && res->kind != STORE_POD)) {
+                *ret = send_status(r, 422, "Invalid",
+                                   *ret_grace < -1 ? "gracePeriodSeconds must not be negative"
+                                                   : "gracePeriodSeconds applies to pods only "
+                                                     "(a deployment's pods use their own)");
+                return -EINVAL;
+        }
+        if (policy && !streq(policy, "Background") && !streq(policy, "Foreground")) {
+                *ret = send_status(r, 422, "Invalid",
+                                   streq(policy, "Orphan")
+                                           ? "propagationPolicy Orphan is not supported: tend "
+                                             "does not leave processes running unmanaged"
+                                           : "propagationPolicy must be Background or Foreground");
+                return -EINVAL;
+        }
+        return 0;
+}
 
 static enum MHD_Result handle_object(req *r, const resource *res, const char *ns, const char *name,
                                      const char *sub, const char *method) {
@@ -880,14 +977,17 @@ static enum MHD_Result handle_object(req *r, const resource *res, const char *ns
                            : not_found(r, res, name);
 
         if (streq(method, "DELETE")) {
+                int64_t grace = -1;
                 if (!obj)
                         return not_found(r, res, name);
+                if (delete_options(r, res, obj, &grace, &ret) < 0)
+                        return ret;
                 switch (res->kind) {
                 case STORE_DEPLOYMENT:
                         rr = agent_delete_deployment(s->agent, ns, name);
                         break;
                 case STORE_POD:
-                        rr = agent_delete_pod(s->agent, ns, name);
+                        rr = agent_delete_pod(s->agent, ns, name, grace);
                         break;
                 case STORE_REPLICA_SET:
                         rr = store_delete(s->store, res->kind, ns, name);
@@ -969,6 +1069,20 @@ static enum MHD_Result handle_object(req *r, const resource *res, const char *ns
                         ret = send_status(r, 422, "Invalid", "%s", err ?: "cannot apply the patch");
                         free(err);
                         return ret;
+                }
+                /* A patch that names a resourceVersion is conditional on it
+                 * (optimistic concurrency, as a PUT). */
+                const char *prv = json_field(patched, "metadata.resourceVersion");
+                char now_rv[32];
+                snprintf(now_rv, sizeof now_rv, "%" PRIu64,
+                         ((const spec_deployment *) obj)->metadata.resource_version);
+                if (prv && *prv && !streq(prv, now_rv)) {
+                        json_decref(patched);
+                        return send_status(r, 409, "Conflict",
+                                           "Operation cannot be fulfilled on deployments.apps "
+                                           "\"%s\": the object has been modified; please apply "
+                                           "your changes to the latest version and try again",
+                                           name);
                 }
                 d = decode_deployment(r, patched, ns, name, &ret);
                 json_decref(patched);
@@ -1205,10 +1319,12 @@ struct follower {
         slot *slot;
         struct MHD_Connection *conn;
         char *ns, *pod;
+        char *path; /* opened when it appears, for a pod yet to write */
         int fd;
         off_t offset;
         bool suspended;
-        bool done;
+        bool gone; /* the client hung up */
+        bool done; /* tendd stops */
 };
 
 static char *pod_log_path(api_server *s, const spec_pod *p) {
@@ -1216,17 +1332,31 @@ static char *pod_log_path(api_server *s, const spec_pod *p) {
         return rt_log_path(s->state_dir, p->metadata.namespace, p->metadata.name, c);
 }
 
-/* The last n lines of data (all of it for n < 0). */
-static const char *tail_lines(const char *data, size_t len, int64_t n) {
-        const char *p = data + len;
+/* Where the last n lines of a file begin, read backwards from its end in
+ * blocks: the cost is that of the tail, not of the file. A final newline
+ * ends the last line rather than starting another. n < 0: 0. */
+static off_t tail_offset(int fd, off_t size, int64_t n) {
+        char buf[64 * 1024];
+        int64_t k = 0;
+
         if (n < 0)
-                return data;
-        if (len > 0 && p[-1] == '\n')
-                p--;
-        for (int64_t k = 0; p > data; p--)
-                if (p[-1] == '\n' && ++k == n)
-                        return p;
-        return data;
+                return 0;
+        if (n == 0)
+                return size;
+        for (off_t end = size; end > 0;) {
+                size_t len = (size_t) MIN(end, (off_t) sizeof buf);
+                off_t pos = end - (off_t) len;
+                ssize_t r = pread(fd, buf, len, pos);
+                if (r < 0)
+                        return -errno;
+                if ((size_t) r != len)
+                        return -EIO; /* truncated meanwhile (a rotation) */
+                for (size_t i = len; i > 0; i--)
+                        if (buf[i - 1] == '\n' && pos + (off_t) i != size && ++k == n)
+                                return pos + (off_t) i;
+                end = pos;
+        }
+        return 0;
 }
 
 static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -1235,19 +1365,25 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         struct stat st;
         ssize_t n;
 
-        if (f->s->closing)
+        if (f->gone)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (f->s->closing || f->done)
                 return MHD_CONTENT_READER_END_OF_STREAM;
-        /* Copy-then-truncate rotation: a file shorter than where we are was
-         * truncated; start over from its beginning. */
-        if (fstat(f->fd, &st) == 0 && st.st_size < f->offset)
-                f->offset = 0;
-        n = pread(f->fd, buf, max, f->offset);
-        if (n > 0) {
-                f->offset += n;
-                return n;
+        if (f->fd < 0)
+                f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+        if (f->fd >= 0) {
+                /* Copy-then-truncate rotation: a file shorter than where we
+                 * are was truncated; start over from its beginning. */
+                if (fstat(f->fd, &st) == 0 && st.st_size < f->offset)
+                        f->offset = 0;
+                n = pread(f->fd, buf, max, f->offset);
+                if (n > 0) {
+                        f->offset += n;
+                        return n;
+                }
         }
         p = store_get(f->s->store, STORE_POD, f->ns, f->pod);
-        if (!p || agent__pod_terminal(p) || f->done)
+        if (!p || agent__pod_terminal(p))
                 return MHD_CONTENT_READER_END_OF_STREAM;
         MHD_suspend_connection(f->conn);
         f->suspended = true;
@@ -1267,7 +1403,23 @@ static void follow_free(void *cls) {
         safe_close(f->fd);
         free(f->ns);
         free(f->pod);
+        free(f->path);
         free(f);
+}
+
+/* A follower writes only when the pod does: a client that hung up on a
+ * quiet pod would go unnoticed (and keep its descriptors) until the pod
+ * ends. Peek at the socket instead. */
+static bool client_gone(struct MHD_Connection *c) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+                c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        char byte;
+        ssize_t n;
+
+        if (!ci)
+                return false;
+        n = recv(ci->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 /* Followers poll their files: a quarter second is the latency of `logs -f`. */
@@ -1275,6 +1427,7 @@ static void on_follow_timer(uv_timer_t *t) {
         api_server *s = t->data;
         for (follower *f = s->followers; f; f = f->next)
                 if (f->suspended) {
+                        f->gone = client_gone(f->conn);
                         f->suspended = false;
                         MHD_resume_connection(f->conn);
                         kick(f->slot);
@@ -1286,9 +1439,12 @@ static enum MHD_Result handle_logs(req *r, const char *ns, const char *name) {
         const spec_pod *p = store_get(s->store, STORE_POD, ns, name);
         const char *tl = arg(r, "tailLines");
         int64_t tail = -1;
-        _cleanup_free_ char *path = NULL, *data = NULL;
-        size_t len = 0;
-        int rr;
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        struct MHD_Response *resp;
+        enum MHD_Result ret;
+        struct stat st;
+        off_t off = 0;
 
         if (!p)
                 return not_found(r, &resources[2], name);
@@ -1309,12 +1465,20 @@ static enum MHD_Result handle_logs(req *r, const char *ns, const char *name) {
         path = pod_log_path(s, p);
         if (!path)
                 return MHD_NO;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 && errno != ENOENT)
+                return send_status(r, 500, NULL, "reading %s: %s", path, strerror(errno));
+        if (fd >= 0) {
+                if (fstat(fd, &st) < 0)
+                        return send_status(r, 500, NULL, "reading %s: %s", path, strerror(errno));
+                off = tail_offset(fd, st.st_size, tail);
+                if (off < 0)
+                        return send_status(r, 500, NULL, "reading %s: %s", path,
+                                           strerror((int) -off));
+        }
 
         if (arg_true(r, "follow") && !arg_true(r, "previous")) {
                 follower *f = new0(follower, 1);
-                struct MHD_Response *resp;
-                enum MHD_Result ret;
-                struct stat st;
 
                 if (!f)
                         return MHD_NO;
@@ -1323,41 +1487,34 @@ static enum MHD_Result handle_logs(req *r, const char *ns, const char *name) {
                 f->conn = r->conn;
                 f->ns = strdup(ns);
                 f->pod = strdup(name);
-                f->fd = open(path, O_RDONLY | O_CLOEXEC);
-                if (f->fd < 0 && errno != ENOENT) {
-                        rr = -errno;
-                        follow_free(f);
-                        return send_status(r, 500, NULL, "reading %s: %s", path, strerror(-rr));
-                }
-                if (f->fd < 0) /* nothing logged yet: wait for the file */
-                        f->fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                /* Start at the requested tail. */
-                if (tail >= 0 && fstat(f->fd, &st) == 0 && st.st_size > 0 &&
-                    read_full_file(path, LOG_MAX, &data, &len) >= 0)
-                        f->offset = (off_t) (tail_lines(data, len, tail) - data);
+                f->path = TAKE_PTR(path);
+                f->fd = TAKE_FD(fd); /* -1: nothing logged yet; opened when it is */
+                f->offset = off;
                 resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, follow_reader,
                                                          f, follow_free);
                 if (!resp) {
                         follow_free(f);
                         return MHD_NO;
                 }
-                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
                 f->next = s->followers;
                 if (s->followers)
                         s->followers->prev = f;
                 s->followers = f;
-                count_code(s, 200);
-                ret = MHD_queue_response(r->conn, 200, resp);
-                MHD_destroy_response(resp);
-                return ret;
-        }
-
-        rr = read_full_file(path, LOG_MAX, &data, &len);
-        if (rr == -ENOENT)
+        } else if (fd < 0)
                 return queue(r, 200, "text/plain", strdup(""));
-        if (rr < 0)
-                return send_status(r, 500, NULL, "reading %s: %s", path, strerror(-rr));
-        return queue(r, 200, "text/plain", strdup(tail_lines(data, len, tail)));
+        else {
+                /* Straight from the file, whatever its size or content. */
+                resp = MHD_create_response_from_fd_at_offset64((uint64_t) (st.st_size - off), fd,
+                                                               (uint64_t) off);
+                if (!resp)
+                        return MHD_NO;
+                fd = -EBADF; /* the response owns it now */
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+        count_code(s, 200);
+        ret = MHD_queue_response(r->conn, 200, resp);
+        MHD_destroy_response(resp);
+        return ret;
 }
 
 /* ---- metrics --------------------------------------------------------------------------------- */
@@ -1484,6 +1641,40 @@ static json_t *resource_list(const char *gv) {
  * nothing (one agent_apply(), one durable commit). Answers with each
  * object's result, or 422 with every error.
  */
+static int apply_docs(req *r, enum MHD_Result *ret, spec_docs *docs) {
+        json_t *root, *items, *item;
+        json_error_t e;
+        size_t i, n;
+
+        root = r->body.len
+                       ? json_loadb(tend_buf_str(&r->body), r->body.len, JSON_REJECT_DUPLICATES, &e)
+                       : NULL;
+        if (!root)
+                return body_docs(r, ret, docs); /* YAML, or an error with its place */
+        items = json_object_get(root, "items");
+        if (!streq_ptr(json_string_value(json_object_get(root, "kind")), "List") ||
+            !json_is_array(items))
+                items = NULL;
+        n = items ? json_array_size(items) : 1;
+        docs->items = new0(spec_doc, n ?: 1);
+        if (!docs->items) {
+                json_decref(root);
+                *ret = MHD_NO;
+                return -ENOMEM;
+        }
+        if (!items)
+                docs->items[docs->n++] = (spec_doc){ .root = json_incref(root),
+                                                     .line = 1,
+                                                     .index = 1 };
+        else
+                json_array_foreach (items, i, item)
+                        docs->items[docs->n++] = (spec_doc){ .root = json_incref(item),
+                                                             .line = 1,
+                                                             .index = (unsigned) i + 1 };
+        json_decref(root);
+        return 0;
+}
+
 static enum MHD_Result handle_apply(req *r) {
         api_server *s = r->s;
         enum MHD_Result ret;
@@ -1495,8 +1686,10 @@ static enum MHD_Result handle_apply(req *r) {
         size_t n, i;
         int rr;
 
-        /* A List's items arrive as documents of their own. */
-        if (body_docs(r, &ret, &docs) < 0)
+        /* A List's items arrive as documents of their own. JSON (what tend
+         * sends) is read as it is, up to the body cap: the 1 MiB limit of
+         * a manifest file is per file, and a directory is many files. */
+        if (apply_docs(r, &ret, &docs) < 0)
                 return ret;
         n = docs.n;
         ds = new0(spec_deployment *, n ?: 1);
@@ -1541,10 +1734,7 @@ static enum MHD_Result handle_apply(req *r) {
                 for (size_t k = 0; k < errs.n; k++) {
                         _cleanup_free_ char *line = spec_error_format(&errs.items[k]);
                         (void) tend_buf_addf(&msg, "%s%s", k ? "\n" : "", strna(line));
-                        json_array_append_new(causes, json_pack("{s:s, s:s, s:s}", "reason",
-                                                                "FieldValueInvalid", "message",
-                                                                errs.items[k].message, "field",
-                                                                strempty(errs.items[k].field)));
+                        json_array_append_new(causes, cause_json(&errs.items[k]));
                 }
                 ret = send_json(r, 422,
                                 status_json(422, "Invalid", tend_buf_str(&msg),

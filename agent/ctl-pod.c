@@ -380,13 +380,17 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
         if (p->metadata.deletion_timestamp) {
                 if (!pr || !pr->handle)
                         return agent__remove_pod(a, p);
-                if (!pr->stopping) {
+                if (!pr->stopping || grace_of(p) < pr->stop_grace) {
+                        /* A second deletion may shorten the grace, never
+                         * lengthen it (the runtime keeps the earlier end). */
                         int r = a->backend->stop(pr->handle, grace_of(p));
                         if (r < 0)
                                 return r; /* retried */
+                        if (!pr->stopping)
+                                (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Killing",
+                                                    "Stopping container %s", container_name(p));
                         pr->stopping = true;
-                        (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Killing",
-                                            "Stopping container %s", container_name(p));
+                        pr->stop_grace = grace_of(p);
                 }
                 return 0;
         }

@@ -41,6 +41,9 @@ int client_stream(client *c, const char *path, client_line_fn on_line, void *use
                   long *ret_code);
 /* Prints a Status answer as kubectl does; returns -EIO. */
 int client_print_error(long code, json_t *j);
+/* A transfer that failed before any answer: "cannot reach tendd at PATH:
+ * connection refused (is tendd running?)", permission denied, ... */
+void client_report_failure(const char *socket, CURL *easy, CURLcode code, const char *errbuf);
 char *client_escape(const char *s);
 
 /* Opens the client for cli.socket, or prints why not. */

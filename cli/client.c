@@ -3,6 +3,7 @@
 /* HTTP to tendd over its unix socket, through libcurl: no HTTP code of our
  * own. */
 
+#include <ctype.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
@@ -74,22 +75,38 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *userdata) {
         return n;
 }
 
+void client_report_failure(const char *socket, CURL *easy, CURLcode code, const char *errbuf) {
+        long os_errno = 0;
+        struct stat st;
+        char what[128];
+
+        if (code != CURLE_COULDNT_CONNECT && code != CURLE_COULDNT_RESOLVE_HOST) {
+                fprintf(stderr, "talking to tendd at %s: %s\n", socket,
+                        errbuf && *errbuf ? errbuf : curl_easy_strerror(code));
+                return;
+        }
+        /* Why the connect failed: the socket's absence, its permissions, or
+         * nobody listening. */
+        (void) curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_errno);
+        if (stat(socket, &st) < 0)
+                os_errno = errno;
+        else if (os_errno == 0)
+                os_errno = ECONNREFUSED;
+        if (os_errno == EACCES || os_errno == EPERM) {
+                fprintf(stderr,
+                        "cannot reach tendd at %s: permission denied (the socket is for root, "
+                        "tendd's user and its --socket-group)\n",
+                        socket);
+                return;
+        }
+        snprintf(what, sizeof what, "%s", strerror((int) os_errno));
+        what[0] = (char) tolower((unsigned char) what[0]);
+        fprintf(stderr, "cannot reach tendd at %s: %s (is tendd running?)\n", socket, what);
+}
+
 /* The reason curl failed, the way a user wants to read it. */
 static int connection_error(client *c, CURLcode code) {
-        struct stat st;
-
-        if (code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST) {
-                if (stat(c->socket, &st) < 0)
-                        fprintf(stderr, "cannot reach tendd at %s: %s (is tendd running?)\n",
-                                c->socket, strerror(errno));
-                else
-                        fprintf(stderr,
-                                "cannot reach tendd at %s: connection refused (is tendd "
-                                "running?)\n",
-                                c->socket);
-        } else
-                fprintf(stderr, "talking to tendd at %s: %s\n", c->socket,
-                        *c->errbuf ? c->errbuf : curl_easy_strerror(code));
+        client_report_failure(c->socket, c->curl, code, c->errbuf);
         return -ECONNREFUSED;
 }
 

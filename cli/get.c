@@ -22,6 +22,7 @@ typedef struct get_ctx {
         table t;
         char **ns; /* -A: each row's namespace */
         size_t n_ns;
+        tend_hashmap *revisions; /* pods -o wide: "ns/rs" → revision (owned) */
         bool header_printed;
 } get_ctx;
 
@@ -143,10 +144,14 @@ static void row(get_ctx *g, const void *obj) {
                         const char *pid = cid ? (startswith(cid, "process://") ?: startswith(cid, "systemd://") ?: cid) : NULL;
                         /* The ports the pod got, leased ones included. */
                         const char *ports = spec_map_get(&p->metadata.annotations, "tend.io/ports");
+                        const spec_owner_ref *o = spec_meta_controller(&p->metadata);
+                        _cleanup_free_ char *key = o ? strprintf("%s/%s", p->metadata.namespace,
+                                                                 o->name)
+                                                     : NULL;
+                        const char *rev = key && g->revisions ? tend_hashmap_get(g->revisions, key)
+                                                              : NULL;
                         table_row(&g->t, p->metadata.name, a, cli_pod_status(p), restarts, age, pid,
-                                  ports,
-                                  spec_map_get(&p->metadata.labels, SPEC_LABEL_POD_TEMPLATE_HASH),
-                                  p->spec.node_name);
+                                  ports, rev, p->spec.node_name);
                 } else
                         table_row(&g->t, p->metadata.name, a, cli_pod_status(p), restarts, age);
         } else {
@@ -251,13 +256,49 @@ static int on_watch_line(const char *line, size_t n, void *userdata) {
                 json_decref(ev);
                 return -EIO;
         }
-        if (g->out == OUT_JSON)
-                cli_print_json(ev);
-        else
-                (void) print_one(g, obj);
+        /* The objects, as the list before them (kubectl -w -o json). */
+        (void) print_one(g, obj);
         json_decref(ev);
         flush_table(g);
         return 0;
+}
+
+/* The revision of each ReplicaSet, for the REVISION column of pods. */
+static tend_hashmap *load_revisions(client *c, bool all_namespaces) {
+        _cleanup_free_ char *path = cli_path(cli_resource_find("replicasets"),
+                                             all_namespaces ? NULL : cli.namespace, NULL);
+        tend_hashmap *h = tend_hashmap_new();
+        json_t *resp = NULL, *item;
+        long code = 0;
+        size_t i;
+
+        if (!h || !path || client_request(c, "GET", path, NULL, NULL, &code, &resp) < 0 ||
+            code != 200) {
+                json_decref(resp);
+                return h;
+        }
+        json_array_foreach (json_object_get(resp, "items"), i, item) {
+                json_t *m = json_object_get(item, "metadata");
+                const char *rev = json_string_value(
+                        json_object_get(json_object_get(m, "annotations"), SPEC_ANN_REVISION));
+                _cleanup_free_ char *key = strprintf(
+                        "%s/%s", strna(json_string_value(json_object_get(m, "namespace"))),
+                        strna(json_string_value(json_object_get(m, "name"))));
+                char *v = rev ? strdup(rev) : NULL;
+                if (!key || !v || tend_hashmap_put(h, key, v, NULL) < 0)
+                        free(v);
+        }
+        json_decref(resp);
+        return h;
+}
+
+static void free_revisions(tend_hashmap *h) {
+        const char *k;
+        void *v;
+
+        for (size_t i = 0; h && tend_hashmap_next(h, &i, &k, &v);)
+                free(v);
+        tend_hashmap_free(h);
 }
 
 int cli_get(int argc, char **argv) {
@@ -273,7 +314,8 @@ int cli_get(int argc, char **argv) {
         _cleanup_(client_freep) client *c = NULL;
         _cleanup_free_ char *path = NULL, *query = NULL, *esc = NULL, *wpath = NULL;
         _cleanup_buf_ tend_buf q = TEND_BUF_INIT(4096);
-        const char *selector = NULL, *name = NULL;
+        const char *selector = NULL, *name = NULL, *names[64];
+        size_t n_names = 0;
         get_ctx g = {};
         bool watch = false;
         json_t *resp = NULL, *item;
@@ -332,10 +374,23 @@ int cli_get(int argc, char **argv) {
                                 "[NAME]\n");
                 return 2;
         }
-        /* "get deploy/web" works too. */
+        /* "get deploy/web" works too, and several names at once (of one
+         * type: "get deploy a b" or "get deploy/a deploy/b"). */
         if (strchr(argv[optind], '/')) {
-                if (cli_parse_ref(argv[optind], &g.res, &name) < 0)
-                        return 1;
+                for (int k = optind; k < argc; k++) {
+                        const cli_resource *r;
+                        const char *n;
+                        if (cli_parse_ref(argv[k], &r, &n) < 0)
+                                return 1;
+                        if (g.res && r != g.res) {
+                                fprintf(stderr, "error: one type at a time: %s\n", argv[k]);
+                                return 1;
+                        }
+                        g.res = r;
+                        names[n_names++] = n;
+                        if (n_names == ELEMENTSOF(names))
+                                break;
+                }
         } else {
                 g.res = cli_resource_find(argv[optind]);
                 if (!g.res) {
@@ -345,31 +400,64 @@ int cli_get(int argc, char **argv) {
                                 argv[optind]);
                         return 1;
                 }
-                if (optind + 1 < argc)
-                        name = argv[optind + 1];
+                for (int k = optind + 1; k < argc && n_names < ELEMENTSOF(names); k++)
+                        names[n_names++] = argv[k];
         }
-        if (name && !*name) {
-                fprintf(stderr, "error: resource name may not be empty\n");
-                return 1;
+        for (size_t k = 0; k < n_names; k++)
+                if (!*names[k]) {
+                        fprintf(stderr, "error: resource name may not be empty\n");
+                        return 1;
+                }
+        name = n_names ? names[0] : NULL;
+        if (n_names > 1 && watch) {
+                fprintf(stderr, "error: -w watches one object or a list, not several names\n");
+                return 2;
         }
 
         c = cli_connect();
         if (!c)
                 return 1;
+        if (g.res->type == &spec_type_pod && g.out == OUT_WIDE)
+                g.revisions = load_revisions(c, g.all_namespaces);
         if (name && !watch) {
-                path = cli_path(g.res, cli.namespace, name);
-                if (!path || client_request(c, "GET", path, NULL, NULL, &code, &resp) < 0)
-                        return 1;
-                if (code != 200) {
-                        client_print_error(code, resp);
-                        json_decref(resp);
-                        return 1;
-                }
+                json_t *list = json_array();
+                ret = 0;
                 header(&g);
-                ret = print_one(&g, resp) < 0;
+                for (size_t k = 0; k < n_names; k++) {
+                        _cleanup_free_ char *p = cli_path(g.res, cli.namespace, names[k]);
+                        if (!p || client_request(c, "GET", p, NULL, NULL, &code, &resp) < 0) {
+                                ret = 1;
+                                break;
+                        }
+                        if (code != 200) {
+                                client_print_error(code, resp);
+                                json_decref(resp);
+                                ret = 1;
+                                continue;
+                        }
+                        if (n_names > 1 && (g.out == OUT_JSON || g.out == OUT_YAML))
+                                json_array_append_new(list, resp);
+                        else {
+                                if (print_one(&g, resp) < 0)
+                                        ret = 1;
+                                json_decref(resp);
+                        }
+                }
+                if (n_names > 1 && (g.out == OUT_JSON || g.out == OUT_YAML)) {
+                        json_t *l = json_pack("{s:s, s:s, s:o, s:{}}", "apiVersion", "v1", "kind",
+                                              "List", "items", list, "metadata");
+                        if (g.out == OUT_JSON)
+                                cli_print_json(l);
+                        else
+                                cli_print_yaml(l);
+                        json_decref(l);
+                } else
+                        json_decref(list);
                 flush_table(&g);
                 table_done(&g.t);
-                json_decref(resp);
+                drop_ns(&g);
+                free(g.ns);
+                free_revisions(g.revisions);
                 return ret;
         }
 
@@ -394,6 +482,8 @@ int cli_get(int argc, char **argv) {
         header(&g);
         if (g.out == OUT_JSON && !watch)
                 cli_print_json(resp);
+        else if (g.out == OUT_YAML && !watch)
+                cli_print_yaml(resp); /* the List, as kubectl */
         else {
                 json_array_foreach (json_object_get(resp, "items"), i, item)
                         if (print_one(&g, item) < 0)
@@ -421,6 +511,7 @@ out:
         table_done(&g.t);
         drop_ns(&g);
         free(g.ns);
+        free_revisions(g.revisions);
         json_decref(resp);
         return ret;
 }
@@ -428,6 +519,14 @@ out:
 int cli_events(int argc, char **argv) {
         char *args[64] = { "get", "events" };
         int n = 2;
+        for (int i = 1; i < argc; i++)
+                if (streq(argv[i], "--help") || streq(argv[i], "-h")) {
+                        printf("Usage: tend events [-l SELECTOR] [-o wide|json|yaml|name] [-w] "
+                               "[-A]\n\n"
+                               "Lists events, as `tend get events` (tend get --help for the "
+                               "options).\n");
+                        return 0;
+                }
         for (int i = 1; i < argc && n < 63; i++)
                 args[n++] = argv[i];
         args[n] = NULL;

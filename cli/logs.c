@@ -16,13 +16,19 @@ typedef struct stream {
         char *pod;
         CURL *easy;
         tend_buf partial;
+        tend_buf error; /* the body of an answer other than 200 (a Status) */
         bool prefix;
+        char errbuf[CURL_ERROR_SIZE];
 } stream;
 
 static size_t on_data(char *p, size_t size, size_t nmemb, void *userdata) {
         stream *s = userdata;
         size_t n = size * nmemb;
+        long code = 0;
 
+        (void) curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
+        if (code != 200)
+                return tend_buf_add(&s->error, p, n) < 0 ? 0 : n;
         if (!s->prefix) {
                 fwrite(p, 1, n, stdout);
                 fflush(stdout);
@@ -71,12 +77,14 @@ static int stream_logs(char **pods, bool prefix, bool follow, bool previous, int
                 ss[i].pod = pods[i];
                 ss[i].prefix = prefix;
                 ss[i].partial = TEND_BUF_INIT(1 << 20);
+                ss[i].error = TEND_BUF_INIT(1 << 20);
                 ss[i].easy = curl_easy_init();
+                curl_easy_setopt(ss[i].easy, CURLOPT_ERRORBUFFER, ss[i].errbuf);
                 curl_easy_setopt(ss[i].easy, CURLOPT_UNIX_SOCKET_PATH, cli.socket);
+                curl_easy_setopt(ss[i].easy, CURLOPT_PRIVATE, &ss[i]);
                 curl_easy_setopt(ss[i].easy, CURLOPT_URL, url);
                 curl_easy_setopt(ss[i].easy, CURLOPT_WRITEFUNCTION, on_data);
                 curl_easy_setopt(ss[i].easy, CURLOPT_WRITEDATA, &ss[i]);
-                curl_easy_setopt(ss[i].easy, CURLOPT_FAILONERROR, 1L);
                 curl_multi_add_handle(m, ss[i].easy);
         }
         do {
@@ -91,19 +99,28 @@ static int stream_logs(char **pods, bool prefix, bool follow, bool previous, int
         int left;
         while ((msg = curl_multi_info_read(m, &left)))
                 if (msg->msg == CURLMSG_DONE && msg->data.result != CURLE_OK) {
-                        long code = 0;
-                        curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
-                        if (code == 0)
-                                fprintf(stderr, "cannot reach tendd at %s (is tendd running?)\n",
-                                        cli.socket);
+                        stream *s = NULL;
+                        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **) &s);
+                        client_report_failure(cli.socket, msg->easy_handle, msg->data.result,
+                                              s ? s->errbuf : NULL);
                         ret = -EIO;
                 }
         for (size_t i = 0; i < n; i++) {
+                long code = 0;
+                curl_easy_getinfo(ss[i].easy, CURLINFO_RESPONSE_CODE, &code);
+                if (code != 0 && code != 200) {
+                        /* The server's Status, as for every other command. */
+                        json_t *j = json_loadb(ss[i].error.data ?: "", ss[i].error.len, 0, NULL);
+                        client_print_error(code, j);
+                        json_decref(j);
+                        ret = -EIO;
+                }
                 if (ss[i].partial.len)
                         printf("[%s] %s\n", ss[i].pod, tend_buf_str(&ss[i].partial));
                 curl_multi_remove_handle(m, ss[i].easy);
                 curl_easy_cleanup(ss[i].easy);
                 tend_buf_free(&ss[i].partial);
+                tend_buf_free(&ss[i].error);
         }
         curl_multi_cleanup(m);
         free(ss);
@@ -214,26 +231,6 @@ int cli_logs(int argc, char **argv) {
                 if (!p)
                         return 1;
                 spec_pod_free(p);
-                if (previous) {
-                        /* The server says precisely what is missing. */
-                        _cleanup_free_ char *url = log_path(argv[optind], false, true, tail);
-                        json_t *resp = NULL;
-                        long code;
-                        char *text = NULL;
-                        if (client_request_text(c, url + strlen("http://localhost"), &code, &text) <
-                            0)
-                                return 1;
-                        if (code != 200) {
-                                resp = json_loads(text, 0, NULL);
-                                client_print_error(code, resp);
-                                json_decref(resp);
-                                free(text);
-                                return 1;
-                        }
-                        fputs(text, stdout);
-                        free(text);
-                        return 0;
-                }
                 (void) strv_extend(&pods, argv[optind]);
         }
         return stream_logs(pods, prefix, follow, previous, tail) < 0 ? 1 : 0;

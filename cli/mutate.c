@@ -189,6 +189,18 @@ int cli_version(int argc, char **argv) {
         json_t *resp = NULL;
         long code;
 
+        for (int i = 1; i < argc; i++) {
+                if (streq(argv[i], "--help") || streq(argv[i], "-h")) {
+                        printf("Usage: tend version [--client]\n\n"
+                               "Prints tend's version and, unless --client, tendd's.\n");
+                        return 0;
+                }
+                if (!streq(argv[i], "--client")) {
+                        fprintf(stderr, "error: unknown option \"%s\" (tend version --help)\n",
+                                argv[i]);
+                        return 2;
+                }
+        }
         printf("Client Version: v%s\n", TEND_VERSION);
         for (int i = 1; i < argc; i++)
                 if (streq(argv[i], "--client"))

@@ -14,12 +14,21 @@ static const cli_resource resources[] = {
         { "events", "event", "ev", "", "/api/v1", &spec_type_event },
 };
 
+/* "deployments", "deployment", "deploy", and with the group too
+ * ("deployment.apps", what -o name prints), as kubectl. */
 const cli_resource *cli_resource_find(const char *word) {
         for (size_t i = 0; i < ELEMENTSOF(resources); i++) {
                 const cli_resource *r = &resources[i];
-                _cleanup_free_ char *qualified = strprintf("%s.%s", r->plural, r->group);
-                if (streq(word, r->plural) || streq(word, r->singular) ||
-                    streq(word, r->shortname) || (qualified && streq(word, qualified)))
+                const char *rest;
+                size_t n = strcspn(word, ".");
+                _cleanup_free_ char *base = strndup(word, n);
+
+                if (!base)
+                        return NULL;
+                rest = word[n] ? word + n + 1 : NULL;
+                if (rest && !streq(rest, r->group))
+                        continue;
+                if (streq(base, r->plural) || streq(base, r->singular) || streq(base, r->shortname))
                         return r;
         }
         return NULL;

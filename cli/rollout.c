@@ -4,13 +4,15 @@
 
 #include <getopt.h>
 #include <inttypes.h>
+#include <unistd.h>
 
 #include "cli.h"
 
 typedef struct status_ctx {
         int64_t revision;
         char last[512];
-        int result; /* -1 running, 0 done, 1 failed */
+        int result;   /* -1 running, 0 done, 1 failed */
+        bool expired; /* the watch answered 410 */
 } status_ctx;
 
 /* Prints the message when it changes; sets result when it is final. */
@@ -34,64 +36,114 @@ static void judge(status_ctx *s, const spec_deployment *d) {
 
 static int on_status_line(const char *line, size_t n, void *userdata) {
         status_ctx *s = userdata;
-        json_t *ev = n ? json_loadb(line, n, 0, NULL) : NULL;
+        json_t *ev = n ? json_loadb(line, n, 0, NULL) : NULL, *obj;
         const char *type;
         spec_deployment *d;
 
         if (!ev)
                 return 0;
         type = json_string_value(json_object_get(ev, "type"));
+        obj = json_object_get(ev, "object");
         if (streq_ptr(type, "DELETED")) {
                 fprintf(stderr, "error: object has been deleted\n");
                 s->result = 1;
         } else if (streq_ptr(type, "ERROR")) {
-                fprintf(stderr, "error: %s\n",
-                        strna(json_string_value(
-                                json_object_get(json_object_get(ev, "object"), "message"))));
-                s->result = 1;
-        } else if ((d = cli_decode(&spec_type_deployment, json_object_get(ev, "object")))) {
+                /* 410: the version is too old to resume from; list again. */
+                if (json_integer_value(json_object_get(obj, "code")) == 410)
+                        s->expired = true;
+                else {
+                        fprintf(stderr, "error: %s\n",
+                                strna(json_string_value(json_object_get(obj, "message"))));
+                        s->result = 1;
+                }
+        } else if ((d = cli_decode(&spec_type_deployment, obj))) {
                 judge(s, d);
                 spec_deployment_free(d);
         }
         json_decref(ev);
-        return s->result >= 0 ? -1 : 0; /* stop streaming once decided */
+        return s->result >= 0 || s->expired ? -1 : 0; /* stop streaming once decided */
 }
 
+/* As kubectl: list, then watch from that version; a watch that ends
+ * before the rollout does (tendd restarted, a slow reader cut off, a
+ * version too old) lists and watches again. Only a --timeout ends it
+ * undecided. */
 static int rollout_status(client *c, const char *name, usec_t timeout, bool watch,
                           int64_t revision) {
         status_ctx s = { .revision = revision, .result = -1 };
-        spec_deployment *d = cli_fetch(c, cli_resource_find("deployments"), name);
-        _cleanup_free_ char *path = NULL, *fs = NULL, *efs = NULL;
+        usec_t deadline = timeout ? now_monotonic() + timeout : USEC_INFINITY;
         long code;
 
-        if (!d)
-                return 1;
-        judge(&s, d);
-        if (s.result >= 0 || !watch) {
+        for (;;) {
+                spec_deployment *d = cli_fetch(c, cli_resource_find("deployments"), name);
+                _cleanup_free_ char *path = NULL, *fs = NULL, *efs = NULL;
+                usec_t now = now_monotonic();
+
+                if (!d)
+                        return 1;
+                judge(&s, d);
+                if (s.result >= 0 || !watch) {
+                        spec_deployment_free(d);
+                        return s.result > 0 ? 1 : 0;
+                }
+                if (now >= deadline) {
+                        spec_deployment_free(d);
+                        break;
+                }
+                fs = strprintf("metadata.name=%s", name);
+                efs = fs ? client_escape(fs) : NULL;
+                path = strprintf("/apis/apps/v1/namespaces/%s/deployments?watch=true&"
+                                 "fieldSelector=%s&resourceVersion=%" PRIu64,
+                                 cli.namespace, strempty(efs), d->metadata.resource_version);
                 spec_deployment_free(d);
-                return s.result > 0 ? 1 : 0;
+                if (path && timeout) {
+                        char *with = strprintf(
+                                "%s&timeoutSeconds=%" PRIu64, path,
+                                (uint64_t) ((deadline - now + USEC_PER_SEC - 1) / USEC_PER_SEC));
+                        free(path);
+                        path = with;
+                }
+                if (!path)
+                        return 1;
+                s.expired = false;
+                if (client_stream(c, path, on_status_line, &s, &code) < 0)
+                        return 1;
+                if (s.result >= 0)
+                        return s.result;
+                /* never spin on a stream that keeps ending at once */
+                if (now_monotonic() - now < USEC_PER_SEC)
+                        (void) usleep(200 * 1000);
         }
-        fs = strprintf("metadata.name=%s", name);
-        efs = fs ? client_escape(fs) : NULL;
-        path = strprintf("/apis/apps/v1/namespaces/%s/deployments?watch=true&fieldSelector=%s"
-                         "&resourceVersion=%" PRIu64,
-                         cli.namespace, strempty(efs), d->metadata.resource_version);
-        spec_deployment_free(d);
-        if (path && timeout) {
-                char *with = strprintf("%s&timeoutSeconds=%" PRIu64, path,
-                                       (uint64_t) ((timeout + USEC_PER_SEC - 1) / USEC_PER_SEC));
-                free(path);
-                path = with;
-        }
-        if (!path)
-                return 1;
-        if (client_stream(c, path, on_status_line, &s, &code) < 0)
-                return 1;
-        if (s.result < 0) {
-                fprintf(stderr, "error: timed out waiting for the condition\n");
-                return 1;
-        }
-        return s.result;
+        fprintf(stderr, "error: timed out waiting for the condition\n");
+        return 1;
+}
+
+static void rollout_help(const char *sub) {
+        static const struct {
+                const char *sub, *what, *options;
+        } helps[] = {
+                { "status",
+                  "Waits until the rollout is done (exit 0) or has failed: the progress\n"
+                  "deadline exceeded, or the timeout reached (exit 1).",
+                  "      --timeout=DURATION  give up after this long (e.g. 60s, 5m)\n"
+                  "      --watch=false       print the state once and exit 0\n"
+                  "      --revision=N        fail unless N is the running revision\n" },
+                { "history", "Lists the revisions.",
+                  "      --revision=N        the pod template of revision N\n" },
+                { "undo", "Goes back to the previous revision (which becomes the newest).",
+                  "      --to-revision=N     to revision N instead\n" },
+                { "pause", "Stops rolling out template changes; scaling still works.", "" },
+                { "resume", "Carries on rolling out.", "" },
+                { "restart", "Replaces every pod, replica by replica, as a rollout does.", "" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(helps); i++)
+                if (streq(sub, helps[i].sub)) {
+                        printf("Usage: tend rollout %s deploy/NAME [OPTIONS]\n\n%s\n\n"
+                               "Options:\n%s  -n, --namespace NS      the namespace\n",
+                               sub, helps[i].what, helps[i].options);
+                        return;
+                }
+        printf("Usage: tend rollout status|history|undo|pause|resume|restart deploy/NAME\n");
 }
 
 static int cmp_rev(const void *a, const void *b) {
@@ -238,7 +290,7 @@ int cli_rollout(int argc, char **argv) {
                         cli.namespace = optarg;
                         break;
                 case 'h':
-                        printf("Usage: tend rollout %s deploy/NAME\n", sub);
+                        rollout_help(sub);
                         return 0;
                 default:
                         return 2;
@@ -271,8 +323,13 @@ int cli_rollout(int argc, char **argv) {
                     client_request(c, "POST", path, "application/json", body, &code, &resp) < 0)
                         return 1;
                 if (code != 200) {
+                        /* NotFound and the like as everywhere; a refused
+                         * rollback (paused, no such revision) as kubectl. */
                         const char *msg = json_string_value(json_object_get(resp, "message"));
-                        fprintf(stderr, "error: %s\n", strna(msg));
+                        if (code == 404)
+                                client_print_error(code, resp);
+                        else
+                                fprintf(stderr, "error: %s\n", strna(msg));
                         json_decref(resp);
                         return 1;
                 }

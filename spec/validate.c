@@ -49,9 +49,14 @@ static void default_pod_spec(spec_pod_spec *s) {
                 s->runtime_class_name = SPEC_RUNTIME_PROCESS;
         for (size_t i = 0; i < s->n_containers; i++) {
                 spec_container *c = &s->containers[i];
-                for (size_t k = 0; k < c->n_ports; k++)
+                for (size_t k = 0; k < c->n_ports; k++) {
                         if (!c->ports[k].protocol)
                                 c->ports[k].protocol = strdup("TCP");
+                        /* 0 is what a typed client (kubectl's Go structs)
+                         * sends for "no containerPort": a leased port. */
+                        if (c->ports[k].container_port == 0)
+                                c->ports[k].container_port = SPEC_UNSET;
+                }
                 default_probe(c->readiness_probe);
                 default_probe(c->liveness_probe);
         }

@@ -75,6 +75,15 @@ expect_exit 1 "a short token" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/
     --listen 127.0.0.1:44321 --token-file "$tmp/short-token"
 expect_grep "$tmp/short-token: the token must be at least 16 characters" "$tmp/err" "short token"
 
+echo "== --help tells the options"
+for v in "rollout status" "rollout history" "rollout undo" version events get logs scale delete apply \
+    describe; do
+    # shellcheck disable=SC2086
+    expect_exit 0 "tend $v --help" "$bin/tend" $v --help && expect_grep "^Usage: tend" "$tmp/out" "$v usage"
+done
+"$bin/tend" rollout status --help | grep -q -- "--timeout" || fail "rollout status --help lacks --timeout"
+"$bin/tend" rollout undo --help | grep -q -- "--to-revision" || fail "rollout undo --help lacks --to-revision"
+
 echo "== tend without tendd"
 TEND_SOCKET="$tmp/nobody.sock" expect_exit 1 "no tendd" "$bin/tend" get pods
 expect_grep "cannot reach tendd at $tmp/nobody.sock: .*(is tendd running?)" "$tmp/err" \
@@ -137,6 +146,19 @@ expect_exit 0 "apply --dry-run" tend apply --dry-run -f "$tmp/echo.yaml"
 tend get deploy echo -o json | jq -e '.spec.template.spec.containers[0].command[-1] == "there"' \
     >/dev/null && ok "dry run changed nothing" || fail "dry run changed the deployment"
 
+# A directory larger than a single manifest may be (1 MiB): files are
+# capped one by one, the request as a whole only by the 2 MiB body cap.
+mkdir "$tmp/bigdir"
+head -c 150000 /dev/zero | tr '\0' x >"$tmp/filler"
+for i in 1 2 3 4 5 6 7 8; do
+    deploy "big$i" 0 "$testprog" sleep | awk -v f="$tmp/filler" '
+        /^  labels: \{tier: test\}/ { print "  labels: {tier: big}"; getline x < f; print "  annotations: {filler: " x "}"; next }
+        { print }' >"$tmp/bigdir/$i.yaml"
+done
+expect_exit 0 "apply 1.2 MB of manifests" tend apply -f "$tmp/bigdir" &&
+    [ "$(grep -c created "$tmp/out")" -eq 8 ] || fail "big dir: $(head -c 300 "$tmp/err")"
+for i in 1 2 3 4 5 6 7 8; do tend delete "deploy/big$i" >/dev/null; done
+
 echo "== API: invalid object is 422 with every cause, and changes nothing"
 rv_before=$(tend get deploy -o json | jq -r .metadata.resourceVersion)
 cat >"$tmp/invalid.json" <<'JSON'
@@ -189,6 +211,27 @@ expect_api 422 "patch to an invalid object" PATCH /apis/apps/v1/namespaces/defau
     -H 'Content-Type: application/merge-patch+json' --data-binary '{"spec": {"replicas": -1}}'
 tend get deploy echo -o json | jq -e '.spec.replicas == 2' >/dev/null ||
     fail "a rejected patch changed the deployment"
+stale_rv=$(jq -r .metadata.resourceVersion "$tmp/echo.json")
+expect_api 409 "merge patch on a stale resourceVersion" PATCH \
+    /apis/apps/v1/namespaces/default/deployments/echo -H 'Content-Type: application/merge-patch+json' \
+    --data-binary "{\"metadata\": {\"resourceVersion\": \"$stale_rv\"}, \"spec\": {\"replicas\": 5}}" &&
+    [ "$(jq_body .reason)" = Conflict ] || fail "stale patch not a Conflict"
+# What kubectl's typed round trip sends for a leased port: containerPort 0.
+expect_api 200 "containerPort 0 means leased" PATCH /apis/apps/v1/namespaces/default/deployments/echo \
+    -H 'Content-Type: application/json-patch+json' --data-binary \
+    '[{"op": "add", "path": "/spec/template/spec/containers/0/ports", "value": [{"name": "http", "containerPort": 0}]}]' &&
+    [ "$(jq_body '.spec.template.spec.containers[0].ports[0] | has("containerPort")')" = false ] ||
+    fail "containerPort 0: $(jq_body -c '.spec.template.spec.containers[0].ports')"
+expect_api 200 "and back" PATCH /apis/apps/v1/namespaces/default/deployments/echo \
+    -H 'Content-Type: application/json-patch+json' --data-binary \
+    '[{"op": "remove", "path": "/spec/template/spec/containers/0/ports"}]'
+expect_api 422 "DELETE with propagationPolicy Orphan" DELETE \
+    /apis/apps/v1/namespaces/default/deployments/echo -H 'Content-Type: application/json' \
+    --data-binary '{"propagationPolicy": "Orphan"}' && expect_grep "Orphan" "$tmp/body" "Orphan named"
+expect_api 409 "DELETE with a wrong uid precondition" DELETE \
+    /apis/apps/v1/namespaces/default/deployments/echo -H 'Content-Type: application/json' \
+    --data-binary '{"preconditions": {"uid": "not-its-uid"}}'
+expect_exit 0 "still there after refused deletes" tend get deploy echo
 head -c $((3 * 1024 * 1024)) /dev/zero | tr '\0' ' ' >"$tmp/big"
 expect_api 413 "3 MiB body" POST /apis/apps/v1/namespaces/default/deployments \
     -H 'Content-Type: application/json' --data-binary @"$tmp/big" &&
@@ -223,6 +266,18 @@ expect_exit 0 "get po -o wide" tend get po -o wide &&
     expect_grep "PID *PORTS *REVISION" "$tmp/out" "wide columns"
 pid=$(awk 'NR > 1 && $1 ~ /^echo-/ { print $6; exit }' "$tmp/out")
 [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && ok "wide PID is a live process" || fail "PID $pid"
+rev=$(awk 'NR > 1 && $1 ~ /^echo-/ { print $8; exit }' "$tmp/out")
+[ "$rev" = "$(tend get deploy echo -o json | jq -r '.metadata.annotations["deployment.kubernetes.io/revision"]')" ] &&
+    ok "REVISION is the deployment's revision ($rev)" || fail "REVISION column: $rev"
+expect_exit 0 "get two by name" tend get deploy echo good -o name
+[ "$(cat "$tmp/out")" = "$(printf 'deployment.apps/echo\ndeployment.apps/good')" ] &&
+    ok "both listed" || fail "two names: $(cat "$tmp/out")"
+expect_exit 1 "get a known and an unknown" tend get deploy echo nosuch
+expect_grep "^echo " "$tmp/out" "the known one printed" && expect_grep '"nosuch" not found' "$tmp/err" \
+    "the unknown one named"
+expect_exit 0 "-o name fed back" tend get "$(tend get deploy echo -o name)"
+expect_exit 0 "-o yaml of a list" tend get deploy -o yaml && expect_grep "^kind: DeploymentList$" \
+    "$tmp/out" "a list in YAML is one List"
 expect_exit 0 "-o json" tend get deploy -o json && [ "$(jq -r .kind "$tmp/out")" = DeploymentList ] ||
     fail "not a DeploymentList"
 expect_exit 0 "-o yaml" tend get deploy echo -o yaml && expect_grep "^kind: Deployment$" "$tmp/out" "yaml"
@@ -292,6 +347,55 @@ timeout 1 "$bin/tend" logs -f "$pod" >"$tmp/follow" 2>&1
 [ $? -eq 124 ] && ok "logs -f keeps following" || fail "logs -f returned"
 grep -q "^there$" "$tmp/follow" || fail "logs -f printed: $(cat "$tmp/follow")"
 expect_exit 1 "logs of an unknown pod" tend logs nosuch && expect_grep "not found" "$tmp/err" "logs NotFound"
+expect_exit 0 "logs --tail=0" tend logs "$pod" --tail=0
+[ -s "$tmp/out" ] && fail "--tail=0 printed: $(cat "$tmp/out")"
+expect_exit 1 "logs pod/NAME of an unknown pod" tend logs pod/nosuch &&
+    expect_grep 'pods "nosuch" not found' "$tmp/err" "the server's Status is printed"
+expect_exit 1 "logs --previous with no previous instance" tend logs "$pod" --previous &&
+    expect_grep "previous terminated container" "$tmp/err" "says there is no previous one"
+# A follower whose client hangs up on a quiet pod is let go (its
+# descriptors with it).
+fds() { ls "/proc/$tendd_pid/fd" | wc -l; }
+fd_before=$(fds)
+followers=
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+    timeout 0.3 "$bin/tend" logs -f "$pod" >/dev/null 2>&1 &
+    followers="$followers $!"
+done
+# shellcheck disable=SC2086 # not a bare wait: tendd is a job of ours too
+wait $followers
+fds_back() { [ "$(fds)" -le $((fd_before + 2)) ]; }
+wait_for 5 fds_back && ok "interrupted logs -f release their descriptors" ||
+    fail "descriptors: $fd_before before, $(fds) after"
+cat >"$tmp/odd.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: odd}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: odd}}
+  template:
+    metadata: {labels: {app: odd}}
+    spec:
+      containers:
+      - name: main
+        command: ["/bin/sh", "-c", "sleep 1; printf 'late\\\\n'; printf 'a\\\\000b\\\\n'; seq 1 200000; sleep 1000"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+YAML
+tend apply -f "$tmp/odd.yaml" >/dev/null
+odd_pod() { tend get pods -l app=odd | awk 'NR == 2 { print $1 }'; }
+wait_for 5 sh -c "[ -n \"\$('$bin/tend' get pods -l app=odd | awk 'NR == 2')\" ]"
+opod=$(odd_pod)
+timeout 4 "$bin/tend" logs -f "$opod" >"$tmp/late" 2>&1
+grep -qx late "$tmp/late" && ok "logs -f before the first line waits for it" ||
+    fail "logs -f of a pod that had not written: $(head -3 "$tmp/late")"
+expect_exit 0 "logs with a NUL byte" tend logs "$opod"
+[ "$(sed -n 2p "$tmp/out" | od -An -c | tr -s ' ')" = " a \\0 b \\n" ] && ok "the NUL and what follows it" ||
+    fail "line 2: $(sed -n 2p "$tmp/out" | od -An -c)"
+expect_exit 0 "tail of a long log" tend logs "$opod" --tail=2
+[ "$(cat "$tmp/out")" = "$(printf '199999\n200000')" ] && ok "--tail=2 of 200000 lines" ||
+    fail "--tail=2: $(cat "$tmp/out")"
+tend delete deploy/odd >/dev/null
 cat >"$tmp/crash.yaml" <<YAML
 apiVersion: apps/v1
 kind: Deployment
@@ -372,6 +476,9 @@ tend get deploy good -o json | jq -e '.spec.template.spec.containers[0].command 
     >/dev/null && ok "template of revision 1" || fail "not revision 1's template"
 expect_exit 1 "undo to a missing revision" tend rollout undo deploy/good --to-revision=42 &&
     expect_grep "42" "$tmp/err" "missing revision named"
+expect_exit 1 "undo of an unknown deployment" tend rollout undo deploy/nosuch &&
+    expect_grep '^Error from server (NotFound): deployments.apps "nosuch" not found' "$tmp/err" \
+    "undo NotFound as kubectl"
 expect_api 200 "rollback subresource" POST /apis/apps/v1/namespaces/default/deployments/good/rollback \
     -H 'Content-Type: application/json' --data-binary '{"toRevision": 3}'
 
@@ -423,7 +530,27 @@ jq -e 'select(.type == "ERROR") | .object.code == 410' "$tmp/body" >/dev/null &&
     ok "ERROR 410 Expired for version 1" || fail "stream: $(head -c 300 "$tmp/body")"
 : "$old_rv"
 
+echo "== rollout status outlives a tendd restart"
+sed 's/unready/never-ready/g; s/progressDeadlineSeconds: 4/progressDeadlineSeconds: 600/' \
+    "$tmp/unready.yaml" >"$tmp/never.yaml"
+tend apply -f "$tmp/never.yaml" >/dev/null
+tend rollout status deploy/never-ready >"$tmp/rs.out" 2>&1 &
+waiter=$!
+sleep 0.5
+stop_tendd TERM
+start_tendd
+sleep 1.5
+kill -0 "$waiter" 2>/dev/null && ok "still waiting after the restart" ||
+    fail "rollout status ended: $(cat "$tmp/rs.out")"
+kill "$waiter" 2>/dev/null; wait "$waiter" 2>/dev/null
+grep -q "timed out" "$tmp/rs.out" && fail "said timed out without --timeout"
+tend delete deploy/never-ready >/dev/null
+
 echo "== the socket: peers other than root and the agent's uid are Forbidden"
+chmod 755 "$tmp"
+setpriv --reuid=65534 --regid=65534 --clear-groups "$bin/tend" get pods >"$tmp/nb" 2>&1
+expect_grep "cannot reach tendd at $TEND_SOCKET: permission denied" "$tmp/nb" \
+    "a 0660 socket: permission denied, not connection refused"
 # As if the socket's mode had been opened up by hand: the peer check still
 # refuses.
 chmod 755 "$tmp"

@@ -1024,7 +1024,7 @@ static void test_delete_pod_replaced(void **state) {
         apply(w, manifest("web", 2, "web-v1", NULL, NULL));
         assert_true(step_until(w, rolled_out, "web", 10 * S));
         victim = w->procs[0];
-        assert_int_equal(agent_delete_pod(w->agent, "default", victim->pod), 0);
+        assert_int_equal(agent_delete_pod(w->agent, "default", victim->pod, -1), 0);
         step(w, 50 * MS);
         /* Replacement at once, while the old one still stops (SIGTERM). */
         assert_int_equal(count_pods(w, "web-v1", true), 3);
