@@ -16,6 +16,7 @@
 static const char *const kept_annotations[] = {
         SPEC_ANN_REVISION,
         SPEC_ANN_REVISION_HISTORY,
+        AGENT_ANN_SOURCE, /* an apply by hand does not take a file's object over */
         NULL,
 };
 

@@ -62,6 +62,7 @@ struct agent {
         void *wakeup_userdata;
         bool processing;
         bool started;
+        bool draining; /* stopping every pod before exit: create and start none */
 
         workq queues[_STORE_KIND_MAX];
         tend_hashmap *delayed[_STORE_KIND_MAX]; /* key → delayed* */

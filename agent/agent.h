@@ -122,6 +122,12 @@ int agent_scale_replica_set(agent *a, const char *ns, const char *name, int32_t 
 /* Deletes a pod gracefully; its ReplicaSet replaces it. */
 /* grace_seconds < 0: the pod's terminationGracePeriodSeconds. Deleting a
  * pod that is being deleted may shorten its grace period. */
+/* tendd --stop-pods-on-exit: stops every pod gracefully (its grace
+ * period) and replaces none; agent_live_pods() counts down to 0. */
+int agent_drain(agent *a, usec_t *ret_max_grace);
+size_t agent_live_pods(agent *a);
+/* Pods by phase, for sd_notify STATUS=. */
+void agent_pod_counts(agent *a, size_t *ret_running, size_t *ret_total);
 int agent_delete_pod(agent *a, const char *ns, const char *name, int64_t grace_seconds);
 int agent_pause(agent *a, const char *ns, const char *name, bool paused);
 int agent_restart_rollout(agent *a, const char *ns, const char *name);
@@ -138,6 +144,10 @@ extern const rt_callbacks agent_rt_callbacks;
 
 /* Labels and annotations tend adds. */
 #define AGENT_ANN_START_AFTER "tend.io/start-after"
+/* The manifest file a deployment comes from (tendd --manifests): the file
+ * is its declaration, and a change made through the API is reverted at
+ * the next sync of the directory. */
+#define AGENT_ANN_SOURCE "tend.io/source"
 #define AGENT_ANN_REPLACED "tend.io/replaced"
 #define AGENT_ANN_PREDECESSOR "tend.io/predecessor" /* the Failed pod a pod replaces */
 #define AGENT_ANN_PORTS "tend.io/ports" /* "http=30001,metrics=9100": what the pod got */

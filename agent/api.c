@@ -139,6 +139,7 @@ typedef struct req {
         bool too_large;
         unsigned deny; /* 0, 401 or 403 */
         char *deny_message;
+        char *warning; /* a Warning: header for the answer (kubectl prints it) */
 } req;
 
 static void req_free(req *r) {
@@ -146,6 +147,7 @@ static void req_free(req *r) {
                 return;
         tend_buf_free(&r->body);
         free(r->deny_message);
+        free(r->warning);
         free(r);
 }
 
@@ -247,6 +249,8 @@ static enum MHD_Result queue(req *r, unsigned code, const char *type, char *body
                 return MHD_NO;
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+        if (r->warning && code < 300)
+                MHD_add_response_header(resp, "Warning", r->warning);
         count_code(r->s, code);
         ret = MHD_queue_response(r->conn, code, resp);
         MHD_destroy_response(resp);
@@ -864,6 +868,19 @@ static enum MHD_Result handle_rollback(req *r, const char *ns, const char *name)
 }
 
 static enum MHD_Result handle_logs(req *r, const char *ns, const char *name);
+/* A change through the API to a deployment that a manifest file declares
+ * is reverted at the next sync of the directory: say so (299, as
+ * kube-apiserver's warnings, which kubectl prints). */
+static void warn_file_owned(req *r, const char *ns, const char *name) {
+        const spec_deployment *d = store_get(r->s->store, STORE_DEPLOYMENT, ns, name);
+        const char *src = d ? spec_map_get(&d->metadata.annotations, AGENT_ANN_SOURCE) : NULL;
+
+        if (!src || r->warning)
+                return;
+        r->warning = strprintf("299 - \"deployment %s comes from %s: tendd puts it back as "
+                               "the file says at the next sync; change the file instead\"",
+                               name, src);
+}
 
 static const spec_meta *meta_of(store_kind kind, const void *obj) {
         switch (kind) {
@@ -1704,6 +1721,8 @@ static enum MHD_Result handle_apply(req *r) {
                 json_t *item = docs.items[i].root;
                 const char *ns = json_field(item, "metadata.namespace");
                 ds[i] = decode_deployment(r, item, ns ?: "default", NULL, &ret);
+                if (ds[i])
+                        warn_file_owned(r, ds[i]->metadata.namespace, ds[i]->metadata.name);
                 if (ds[i]) {
                         /* As kubectl apply: fields the manifest leaves out
                          * keep their current values (replicas set by a
@@ -1836,6 +1855,8 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
                         return send_status(r, 404, "NotFound",
                                            "name a namespace: /%s/namespaces/NS/%s/NAME", prefix,
                                            res->plural);
+                if (res->kind == STORE_DEPLOYMENT && !streq(method, "GET"))
+                        warn_file_owned(r, ns, seg[i + 1]);
                 return handle_object(r, res, ns, seg[i + 1], i + 2 < n ? seg[i + 2] : NULL, method);
         }
         return send_status(r, 404, "NotFound", "the server could not find the requested resource");

@@ -408,7 +408,7 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
                         agent__enqueue_at_wall(a, STORE_POD, ns, name, t);
                         return 0;
                 }
-                return start_pod(a, p);
+                return a->draining ? 0 : start_pod(a, p);
         }
 
         if (pr->liveness_failed && !pr->stopping) {
@@ -432,4 +432,60 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
                 return 0;
         }
         return reflect(a, p, pr);
+}
+
+/* ---- draining (tendd --stop-pods-on-exit) ---------------------------------------------------- */
+
+int agent_drain(agent *a, usec_t *ret_max_grace) {
+        const void *const *items;
+        size_t n = store_list(a->store, STORE_POD, &items);
+        int ret = 0;
+
+        a->draining = true;
+        *ret_max_grace = 0;
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                pod_rt *pr = agent__pod_rt(a, p->metadata.uid);
+                int r;
+
+                if (!pr || !pr->handle || pr->stopping || pr->exited)
+                        continue;
+                r = a->backend->stop(pr->handle, grace_of(p));
+                if (r < 0) {
+                        ret = r;
+                        continue;
+                }
+                pr->stopping = true;
+                pr->stop_grace = grace_of(p);
+                *ret_max_grace = MAX(*ret_max_grace, pr->stop_grace);
+                (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Killing",
+                                    "Stopping container %s: tendd stops its pods to exit",
+                                    container_name(p));
+        }
+        (void) store_commit(a->store, false);
+        return ret;
+}
+
+size_t agent_live_pods(agent *a) {
+        const char *k;
+        void *v;
+        size_t n = 0;
+
+        for (size_t i = 0; tend_hashmap_next(a->pods, &i, &k, &v);) {
+                const pod_rt *pr = v;
+                if (pr->handle && !pr->exited)
+                        n++;
+        }
+        return n;
+}
+
+void agent_pod_counts(agent *a, size_t *ret_running, size_t *ret_total) {
+        const void *const *items;
+        size_t n = store_list(a->store, STORE_POD, &items), running = 0;
+
+        for (size_t i = 0; i < n; i++)
+                if (((const spec_pod *) items[i])->status.phase == SPEC_POD_RUNNING)
+                        running++;
+        *ret_running = running;
+        *ret_total = n;
 }

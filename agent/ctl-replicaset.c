@@ -233,6 +233,8 @@ static int manage(agent *a, const spec_replica_set *rs, owned *o) {
         int64_t diff = (int64_t) o->n_active - rs->spec.replicas;
         int r;
 
+        if (diff < 0 && a->draining)
+                return 0; /* tendd is stopping its pods to exit: no replacements */
         if (diff < 0) {
                 size_t want = (size_t) MIN(-diff, BURST), k = 0;
                 rs_backoff *b = agent__backoff(a, rs->metadata.uid);

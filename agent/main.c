@@ -12,8 +12,13 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "agent-loop.h"
 #include "api.h"
+#include "manifests.h"
+
+static bool stop_pods_on_exit; /* --stop-pods-on-exit */
 
 typedef struct args {
         char *state_dir;
@@ -21,6 +26,7 @@ typedef struct args {
         char *listen;
         char *token_file;
         char *socket_group;
+        char *manifests;
         uint16_t port_lo, port_hi;
         usec_t resync;
         rt_bus bus;
@@ -40,16 +46,24 @@ static void usage(FILE *f) {
                 "  --listen 127.0.0.1:PORT  also serve the API on loopback TCP (needs\n"
                 "                           --token-file)\n"
                 "  --token-file FILE        bearer token TCP clients must send\n"
+                "  --manifests DIR          keep DIR's *.yaml, *.yml, *.json applied: on\n"
+                "                           start, on change, on SIGHUP and every resync;\n"
+                "                           the files are the declaration\n"
                 "  --port-range LO-HI       leased pod ports (default %d-%d)\n"
                 "  --resync DURATION        full reconcile period (default 30s)\n"
                 "  --systemd-bus BUS        user, system or none: where pods with\n"
                 "                           runtimeClassName: systemd run (default: system\n"
                 "                           as root on a systemd host, else user)\n"
+                "  --stop-pods-on-exit      on SIGTERM, stop every pod (each with its grace\n"
+                "                           period) before exiting, instead of leaving them\n"
+                "                           running for the next tendd to adopt\n"
                 "  --log-level LEVEL        err, warning, notice, info (default), debug\n"
                 "  -h, --help               this help\n"
                 "      --version            the version\n\n"
                 "Stopping tendd (SIGTERM, SIGINT) leaves the pods running; the next tendd\n"
-                "on the same state dir adopts them.\n",
+                "on the same state dir adopts them. Under systemd (Type=notify) it reports\n"
+                "READY=1 once the pods are adopted and the API listens, and pets the\n"
+                "watchdog from its loop.\n",
                 RT_PORT_RANGE_LO, RT_PORT_RANGE_HI);
 }
 
@@ -64,6 +78,8 @@ static int parse_args(int argc, char **argv, args *a) {
                 OPT_RESYNC,
                 OPT_LOG,
                 OPT_BUS,
+                OPT_STOP_PODS,
+                OPT_MANIFESTS,
                 OPT_VERSION
         };
         static const struct option options[] = {
@@ -76,6 +92,8 @@ static int parse_args(int argc, char **argv, args *a) {
                 { "resync", required_argument, NULL, OPT_RESYNC },
                 { "log-level", required_argument, NULL, OPT_LOG },
                 { "systemd-bus", required_argument, NULL, OPT_BUS },
+                { "stop-pods-on-exit", no_argument, NULL, OPT_STOP_PODS },
+                { "manifests", required_argument, NULL, OPT_MANIFESTS },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
@@ -149,6 +167,12 @@ static int parse_args(int argc, char **argv, args *a) {
                                 return -EINVAL;
                         }
                         break;
+                case OPT_MANIFESTS:
+                        a->manifests = optarg;
+                        break;
+                case OPT_STOP_PODS:
+                        stop_pods_on_exit = true;
+                        break;
                 case 'h':
                         usage(stdout);
                         exit(0);
@@ -169,21 +193,100 @@ static int parse_args(int argc, char **argv, args *a) {
 static uv_loop_t *loop;
 static agent_loop *al;
 static api_server *api;
+static manifests *mf;
+static uv_signal_t sighup;
+static bool stopping;
+static uv_timer_t tick;  /* sd_notify WATCHDOG=1 and STATUS= */
+static uv_timer_t drain; /* --stop-pods-on-exit: until the pods are gone */
+static usec_t drain_until;
+static uv_signal_t sigterm, sigint;
 
-static void on_signal(uv_signal_t *h, int sig) {
-        log_info("Received %s; stopping (pods keep running).", strsignal(sig));
+static void notify_status(void) {
+        size_t running, total;
+
+        if (!al)
+                return;
+        agent_pod_counts(agent_loop_agent(al), &running, &total);
+        (void) sd_notifyf(0, "STATUS=%zu pod%s running (%zu in the store)", running,
+                          running == 1 ? "" : "s", total);
+}
+
+/* From the loop itself: a wedged loop stops these, and systemd restarts
+ * tendd (WatchdogSec=); the pods are adopted by the next one. */
+static void on_tick(uv_timer_t *t) {
+        (void) sd_notify(0, "WATCHDOG=1");
+        notify_status();
+}
+
+static void finish(void) {
+        manifests_close(mf);
+        mf = NULL;
         api_server_close(api);
         api = NULL;
         agent_loop_close(al);
         al = NULL;
-        uv_stop(h->loop);
+        uv_close((uv_handle_t *) &tick, NULL);
+        uv_close((uv_handle_t *) &drain, NULL);
+        uv_close((uv_handle_t *) &sigterm, NULL);
+        uv_close((uv_handle_t *) &sigint, NULL);
+        uv_close((uv_handle_t *) &sighup, NULL);
+}
+
+static void on_sighup(uv_signal_t *h, int sig) {
+        if (mf) {
+                log_info("Received SIGHUP; reading the manifests again.");
+                manifests_sync(mf);
+        } else
+                log_info("Received SIGHUP; no --manifests to read.");
+}
+
+static void on_drain(uv_timer_t *t) {
+        size_t left = agent_live_pods(agent_loop_agent(al));
+
+        if (left > 0 && now_monotonic() < drain_until) {
+                (void) sd_notifyf(0, "STATUS=stopping: %zu pod%s left", left, left == 1 ? "" : "s");
+                return;
+        }
+        if (left > 0)
+                log_warning("%zu pods still running after their grace periods; exiting anyway",
+                            left);
+        else
+                log_info("every pod stopped");
+        finish();
+}
+
+static void on_signal(uv_signal_t *h, int sig) {
+        usec_t grace = 0;
+
+        if (stopping) {
+                log_info("Received %s again; exiting now.", strsignal(sig));
+                finish();
+                return;
+        }
+        stopping = true;
+        (void) sd_notify(0, "STOPPING=1");
+        if (!stop_pods_on_exit) {
+                log_info("Received %s; stopping (pods keep running).", strsignal(sig));
+                finish();
+                return;
+        }
+        /* The API goes first (nothing new is asked of us), then every pod
+         * is stopped with its grace period, none replaced. */
+        log_info("Received %s; stopping every pod, then exiting.", strsignal(sig));
+        manifests_close(mf);
+        mf = NULL;
+        api_server_close(api);
+        api = NULL;
+        (void) agent_drain(agent_loop_agent(al), &grace);
+        agent_loop_kick(al);
+        drain_until = now_monotonic() + grace + 5 * USEC_PER_SEC;
+        uv_timer_start(&drain, on_drain, 100, 100);
 }
 
 int main(int argc, char **argv) {
         args a = {};
         _cleanup_free_ char *state_dir = NULL, *socket = NULL, *token = NULL;
         _cleanup_free_ char *err = NULL;
-        uv_signal_t sigterm, sigint;
         gid_t group = 0;
         int r;
 
@@ -257,14 +360,37 @@ int main(int argc, char **argv) {
         uv_signal_init(loop, &sigint);
         uv_signal_start(&sigterm, on_signal, SIGTERM);
         uv_signal_start(&sigint, on_signal, SIGINT);
+        uv_signal_init(loop, &sighup);
+        uv_signal_start(&sighup, on_sighup, SIGHUP);
+        uv_unref((uv_handle_t *) &sighup);
+        uv_timer_init(loop, &drain);
+        uv_timer_init(loop, &tick);
+        {
+                /* Half the watchdog period, or a STATUS= every 5 s. */
+                uint64_t wd = 0;
+                uint64_t every = sd_watchdog_enabled(0, &wd) > 0 && wd > 0
+                                         ? MAX(wd / 2 / USEC_PER_MSEC, (uint64_t) 1)
+                                         : 5000;
+                uv_timer_start(&tick, on_tick, every, every);
+                uv_unref((uv_handle_t *) &tick);
+        }
         log_info("tendd %s: state in %s, API on %s%s%s", TEND_VERSION, state_dir, socket,
                  a.listen ? " and " : "", a.listen ?: "");
+        if (a.manifests) {
+                r = manifests_new(loop, al, a.manifests, a.resync, &mf, &err);
+                if (r < 0) {
+                        log_error("%s", err ?: strerror(-r));
+                        finish();
+                        uv_run(loop, UV_RUN_DEFAULT);
+                        (void) uv_loop_close(loop);
+                        return 1;
+                }
+        }
+        /* Only now: the store is loaded, the pods adopted, the socket
+         * listens (and the manifests are applied). */
+        (void) sd_notify(0, "READY=1");
+        notify_status();
 
-        uv_run(loop, UV_RUN_DEFAULT);
-
-        /* Let the closes complete. */
-        uv_close((uv_handle_t *) &sigterm, NULL);
-        uv_close((uv_handle_t *) &sigint, NULL);
         uv_run(loop, UV_RUN_DEFAULT);
         (void) uv_loop_close(loop);
         log_info("stopped");

@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "cli.h"
@@ -110,6 +111,21 @@ static int connection_error(client *c, CURLcode code) {
         return -ECONNREFUSED;
 }
 
+/* "Warning: 299 - \"text\"" → "Warning: text" on stderr, as kubectl. */
+static size_t on_header(char *p, size_t size, size_t nmemb, void *userdata) {
+        size_t n = size * nmemb;
+        const char *v, *q, *end;
+
+        if (n > 8 && strncasecmp(p, "Warning:", 8) == 0) {
+                v = p + 8;
+                q = memchr(v, '"', (size_t) (p + n - v));
+                end = q ? memchr(q + 1, '"', (size_t) (p + n - q - 1)) : NULL;
+                if (q && end)
+                        fprintf(stderr, "Warning: %.*s\n", (int) (end - q - 1), q + 1);
+        }
+        return n;
+}
+
 static int perform(client *c, const char *method, const char *path, const char *content_type,
                    const char *body, sink *k, long *ret_code) {
         _cleanup_free_ char *url = strprintf("http://localhost%s", path);
@@ -125,6 +141,7 @@ static int perform(client *c, const char *method, const char *path, const char *
         curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
         curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->errbuf);
         curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_write);
+        curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, k);
         curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
         headers = curl_slist_append(headers, "Accept: application/json");

@@ -133,7 +133,15 @@ static void test_run_as_user(void **state) {
         if (geteuid() != 0)
                 skip();
         h = harness_new(NULL);
-        c = cmd("\"ids\"");
+        /* A copy that uid 65534 can reach: the build tree may sit under a
+         * directory only root may enter (a fresh clone in mktemp -d). */
+        char copy[256];
+        snprintf(copy, sizeof copy, "%s/testprog", h->state_dir);
+        _cleanup_free_ char *sh = strprintf("cp '%s' '%s' && chmod 755 '%s' '%s'", testprog, copy,
+                                            h->state_dir, copy);
+        assert_int_equal(system(sh), 0);
+        c = strprintf("      containers:\n      - name: main\n        command: [\"%s\", ids]",
+                      copy);
         s = pod_spec(c, "        securityContext: {runAsUser: 65534, runAsGroup: 65533}", NULL);
         pod = start(h, "nobody", s);
         assert_true(wait_log(h, "nobody", "65534 65533 0 /"));

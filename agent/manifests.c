@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+
+/* tendd --manifests DIR (see manifests.h). */
+
+#include <dirent.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "agent-internal.h"
+#include "manifests.h"
+
+#define DEBOUNCE_MS 200 /* editors write, rename and touch: one sync for all */
+
+struct manifests {
+        uv_loop_t *loop;
+        agent_loop *al;
+        char *dir; /* absolute, resolved */
+        uv_fs_event_t watch;
+        uv_timer_t debounce, resync;
+        unsigned open_handles;
+        bool closing;
+        tend_hashmap *reported; /* path → the errors last reported (owned) */
+};
+
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* The directory's manifest files, sorted: *.yaml, *.yml, *.json, not
+ * hidden (editors' swap files), regular files only. */
+static char **list_files(const char *dir) {
+        _cleanup_strv_free_ char **files = NULL;
+        DIR *d = opendir(dir);
+        struct dirent *e;
+
+        if (!d) {
+                log_warning("manifests: cannot read %s: %m", dir);
+                return NULL;
+        }
+        while ((e = readdir(d))) {
+                _cleanup_free_ char *path = NULL;
+                struct stat st;
+
+                if (e->d_name[0] == '.' ||
+                    !(endswith(e->d_name, ".yaml") || endswith(e->d_name, ".yml") ||
+                      endswith(e->d_name, ".json")))
+                        continue;
+                path = strprintf("%s/%s", dir, e->d_name);
+                if (!path || stat(path, &st) < 0 || !S_ISREG(st.st_mode))
+                        continue;
+                if (strv_push(&files, path) < 0)
+                        break;
+                path = NULL;
+        }
+        closedir(d);
+        if (files)
+                qsort(files, strv_length(files), sizeof(char *), cmp_str);
+        return TAKE_PTR(files);
+}
+
+/* Is this deployment one of the directory's? */
+static const char *source_in(const manifests *m, const spec_deployment *d) {
+        const char *src = spec_map_get(&d->metadata.annotations, AGENT_ANN_SOURCE);
+        const char *rest = src ? startswith(src, m->dir) : NULL;
+
+        return rest && rest[0] == '/' && !strchr(rest + 1, '/') ? src : NULL;
+}
+
+/* An invalid file: say so once per distinct set of errors (a resync every
+ * 30 s must not repeat it), in the log and as a Warning event on what the
+ * file declared before (or, if nothing, on a name after the file). */
+static void report(manifests *m, const char *file, const spec_errors *errs) {
+        agent *a = agent_loop_agent(m->al);
+        _cleanup_buf_ tend_buf text = TEND_BUF_INIT(1 << 20);
+        _cleanup_free_ char *first = NULL;
+        const void *const *items;
+        size_t n, hits = 0;
+        char *old;
+
+        for (size_t i = 0; i < errs->n; i++) {
+                _cleanup_free_ char *line = spec_error_format(&errs->items[i]);
+                if (i == 0)
+                        first = strdup(strna(line));
+                (void) tend_buf_addf(&text, "%s\n", strna(line));
+        }
+        old = tend_hashmap_get(m->reported, file);
+        if (old && streq(old, tend_buf_str(&text)))
+                return;
+        for (size_t i = 0; i < errs->n; i++) {
+                _cleanup_free_ char *line = spec_error_format(&errs->items[i]);
+                log_warning("manifests: %s", strna(line));
+        }
+        log_warning("manifests: %s is not applied; what it declared before keeps running", file);
+        old = NULL;
+        if (tend_hashmap_put(m->reported, file, tend_buf_take(&text), (void **) &old) < 0)
+                return;
+        free(old);
+
+        n = store_list(agent_loop_store(m->al), STORE_DEPLOYMENT, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_deployment *d = items[i];
+                if (!streq_ptr(source_in(m, d), file))
+                        continue;
+                hits++;
+                (void) agent__event(a, STORE_DEPLOYMENT, &d->metadata, "Warning", "InvalidManifest",
+                                    "%s%s; the last good version keeps running", strna(first),
+                                    errs->n > 1 ? " (and more: see tendd's log)" : "");
+        }
+        if (hits == 0) {
+                const char *base = strrchr(file, '/');
+                _cleanup_free_ char *name = strdup(base ? base + 1 : file);
+                spec_meta meta = { .namespace = (char *) "default", .name = name };
+                if (name)
+                        name[strcspn(name, ".")] = 0;
+                (void) agent__event(a, STORE_DEPLOYMENT, &meta, "Warning", "InvalidManifest",
+                                    "%s%s; nothing applied", strna(first),
+                                    errs->n > 1 ? " (and more: see tendd's log)" : "");
+        }
+        (void) store_commit(agent_loop_store(m->al), false);
+}
+
+/* One file, all or nothing. Adds the "namespace/name" of what it declares
+ * to *declared; returns -EINVAL if it is not applied. */
+static int sync_file(manifests *m, const char *file, char ***declared) {
+        agent *a = agent_loop_agent(m->al);
+        spec_manifest mf = {};
+        spec_errors errs = {};
+        _cleanup_free_ spec_deployment **ds = NULL;
+        _cleanup_free_ agent_apply_result *res = NULL;
+        int r = 0;
+
+        (void) spec_manifest_add_path(&mf, file, &errs);
+        if (errs.n == 0 && !errs.dropped)
+                (void) spec_manifest_check(&mf, &errs);
+        if (errs.n == 0 && !errs.dropped && mf.n > 0) {
+                ds = new0(spec_deployment *, mf.n);
+                res = new0(agent_apply_result, mf.n);
+                if (!ds || !res) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                for (size_t i = 0; i < mf.n; i++) {
+                        ds[i] = mf.items[i].deployment;
+                        r = spec_map_set(&ds[i]->metadata.annotations, AGENT_ANN_SOURCE, file);
+                        if (r < 0)
+                                goto out;
+                }
+                errs.file = file;
+                r = agent_apply(a, ds, mf.n, &errs, res);
+                errs.file = NULL;
+                if (r < 0 && r != -EINVAL)
+                        goto out;
+        }
+        if (errs.n > 0 || errs.dropped) {
+                report(m, file, &errs);
+                r = -EINVAL;
+                goto out;
+        }
+        free(tend_hashmap_remove(m->reported, file));
+        for (size_t i = 0; i < mf.n; i++) {
+                const spec_deployment *d = mf.items[i].deployment;
+                _cleanup_free_ char *key = strprintf("%s/%s", d->metadata.namespace,
+                                                     d->metadata.name);
+                if (!key || strv_extend(declared, key) < 0) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                if (res[i] == AGENT_CONFIGURED)
+                        log_info("deployment/%s: now as %s declares", d->metadata.name, file);
+        }
+        r = 0;
+out:
+        spec_errors_done(&errs);
+        spec_manifest_done(&mf);
+        return r;
+}
+
+void manifests_sync(manifests *m) {
+        agent *a = agent_loop_agent(m->al);
+        _cleanup_strv_free_ char **files = NULL, **declared = NULL, **invalid = NULL,
+                                 **doomed = NULL;
+        const void *const *items;
+        size_t n;
+
+        if (m->closing)
+                return;
+        files = list_files(m->dir);
+        for (char **f = files; f && *f; f++)
+                if (sync_file(m, *f, &declared) < 0)
+                        (void) strv_extend(&invalid, *f);
+
+        /* What came from a file that is gone, or that no longer declares
+         * it, goes. An invalid file keeps what it declared before. */
+        n = store_list(agent_loop_store(m->al), STORE_DEPLOYMENT, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_deployment *d = items[i];
+                const char *src = source_in(m, d);
+                _cleanup_free_ char *key = NULL;
+
+                if (!src || strv_contains(invalid, src) || d->metadata.deletion_timestamp)
+                        continue;
+                key = strprintf("%s/%s", d->metadata.namespace, d->metadata.name);
+                if (key && !strv_contains(declared, key))
+                        (void) strv_extend(&doomed, key);
+        }
+        for (char **k = doomed; k && *k; k++) {
+                char *slash = strchr(*k, '/');
+                *slash = 0;
+                log_info("deployment/%s: its manifest is gone from %s; deleting it", slash + 1,
+                         m->dir);
+                (void) agent_delete_deployment(a, *k, slash + 1);
+        }
+        agent_loop_kick(m->al);
+}
+
+static void on_debounce(uv_timer_t *t) {
+        manifests_sync(t->data);
+}
+
+static void on_fs_event(uv_fs_event_t *h, const char *name, int events, int status) {
+        manifests *m = h->data;
+
+        if (status < 0)
+                log_warning("manifests: watching %s: %s", m->dir, uv_strerror(status));
+        uv_timer_start(&m->debounce, on_debounce, DEBOUNCE_MS, 0);
+}
+
+static void on_resync(uv_timer_t *t) {
+        manifests_sync(t->data);
+}
+
+int manifests_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resync, manifests **ret,
+                  char **ret_error) {
+        manifests *m;
+        char real[PATH_MAX];
+        struct stat st;
+        int r;
+
+        if (!realpath(dir, real) || stat(real, &st) < 0) {
+                r = -errno;
+                *ret_error = strprintf("--manifests %s: %s", dir, strerror(-r));
+                return r;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+                *ret_error = strprintf("--manifests %s: not a directory", dir);
+                return -ENOTDIR;
+        }
+        m = new0(manifests, 1);
+        if (!m)
+                return -ENOMEM;
+        m->loop = loop;
+        m->al = al;
+        m->dir = strdup(real);
+        m->reported = tend_hashmap_new();
+        if (!m->dir || !m->reported) {
+                free(m->dir);
+                tend_hashmap_free(m->reported);
+                free(m);
+                return -ENOMEM;
+        }
+        uv_timer_init(loop, &m->debounce);
+        m->debounce.data = m;
+        uv_timer_init(loop, &m->resync);
+        m->resync.data = m;
+        uv_fs_event_init(loop, &m->watch);
+        m->watch.data = m;
+        m->open_handles = 3;
+        r = uv_fs_event_start(&m->watch, on_fs_event, m->dir, 0);
+        if (r < 0) {
+                *ret_error = strprintf("--manifests %s: cannot watch it: %s", dir, uv_strerror(r));
+                manifests_close(m);
+                return r;
+        }
+        resync = resync ?: 30 * USEC_PER_SEC;
+        uv_timer_start(&m->resync, on_resync, resync / USEC_PER_MSEC, resync / USEC_PER_MSEC);
+        uv_unref((uv_handle_t *) &m->resync);
+        log_info("manifests: applying %s, and again whenever it changes", m->dir);
+        manifests_sync(m);
+        *ret = m;
+        return 0;
+}
+
+static void on_closed(uv_handle_t *h) {
+        manifests *m = h->data;
+        const char *k;
+        void *v;
+
+        if (--m->open_handles > 0)
+                return;
+        for (size_t i = 0; tend_hashmap_next(m->reported, &i, &k, &v);)
+                free(v);
+        tend_hashmap_free(m->reported);
+        free(m->dir);
+        free(m);
+}
+
+void manifests_close(manifests *m) {
+        if (!m || m->closing)
+                return;
+        m->closing = true;
+        uv_close((uv_handle_t *) &m->watch, on_closed);
+        uv_close((uv_handle_t *) &m->debounce, on_closed);
+        uv_close((uv_handle_t *) &m->resync, on_closed);
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * tendd --manifests DIR: a directory whose *.yaml, *.yml and *.json files
+ * are the declaration (GitOps-style). Each file is applied all or nothing;
+ * its deployments carry the annotation tend.io/source (its path). A file
+ * that disappears takes its deployments with it; a deployment that leaves
+ * a file goes too. An invalid file changes nothing (the last good version
+ * keeps running) and says why: a Warning event and a log line with
+ * file:line:col. The directory is synced at start, on change (inotify
+ * through libuv, debounced), on SIGHUP, and every resync period — which is
+ * also when a change made to one of its deployments through the API is
+ * reverted.
+ */
+
+#include <uv.h>
+
+#include "agent-loop.h"
+
+typedef struct manifests manifests;
+
+/* dir must exist. The first sync runs before this returns. */
+int manifests_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resync, manifests **ret,
+                  char **ret_error);
+/* Reads the directory again now (SIGHUP). */
+void manifests_sync(manifests *m);
+/* Frees itself once libuv has closed its handles. Accepts NULL. */
+void manifests_close(manifests *m);

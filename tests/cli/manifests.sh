@@ -1,0 +1,108 @@
+#!/bin/sh
+# tendd --manifests DIR: the files are the declaration. And tendd
+# --stop-pods-on-exit, the other lifecycle.
+. "$(dirname "$0")/lib.sh"
+
+mdir="$tmp/manifests"
+mkdir "$mdir"
+
+# deployment NAME REPLICAS [ARG]: one document.
+deployment() {
+    cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1}
+spec:
+  replicas: $2
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+      terminationGracePeriodSeconds: 3
+      containers:
+      - name: main
+        command: ["$testprog", "argv", "${3:-v1}"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+YAML
+}
+
+replicas() { tend get deploy "$1" -o json 2>/dev/null | jq -r .spec.replicas; }
+running() { tend get pods -l "app=$1" | awk 'NR > 1 && $3 == "Running"' | wc -l; }
+has_running() { [ "$(running "$1")" -eq "$2" ]; }
+gone() { ! tend get deploy "$1" >/dev/null 2>&1; }
+pids() { tend get pods -l "app=$1" -o wide | awk 'NR > 1 && $3 == "Running" { print $6 }' | sort; }
+hup() { kill -HUP "$tendd_pid"; }
+
+echo "== errors at start"
+expect_exit 1 "a missing directory" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
+    --manifests "$tmp/nope"
+expect_grep "manifests $tmp/nope: No such file or directory" "$tmp/err" "names the directory"
+
+echo "== applied at start, with their source"
+{ deployment web 2; echo ---; deployment worker 1; } >"$mdir/app.yaml"
+echo "not a manifest" >"$mdir/README.txt"
+echo "garbage: [" >"$mdir/.app.yaml.swp"
+start_tendd --manifests "$mdir" --resync 60s
+wait_for 10 has_running web 2 && wait_for 10 has_running worker 1 && ok "both deployments run" ||
+    fail "$(tend get pods)"
+[ "$(tend get deploy web -o json | jq -r '.metadata.annotations["tend.io/source"]')" = "$mdir/app.yaml" ] &&
+    ok "tend.io/source names the file" || fail "no source annotation"
+
+echo "== a change by hand is reverted at the next sync, and tend says so"
+expect_exit 0 "scale a file's deployment" tend scale deploy/web --replicas=4
+expect_grep "Warning: deployment web comes from $mdir/app.yaml" "$tmp/err" "tend warns"
+hup
+back() { [ "$(replicas web)" = 2 ]; }
+wait_for 10 back && ok "replicas back to 2 (the file)" || fail "replicas $(replicas web)"
+
+echo "== an invalid file changes nothing and says where"
+before=$(pids web)
+{ deployment web 2 v2 | sed 's/replicas: 2/replicas: [2/'; echo ---; deployment worker 1; } >"$mdir/app.yaml"
+warned() { tend get events | grep -q "InvalidManifest.*app.yaml:[0-9]*:[0-9]*:"; }
+wait_for 10 warned && ok "a Warning event with file:line:col" || fail "$(tend get events)"
+grep -q "manifests: $mdir/app.yaml:[0-9]*:[0-9]*:" "$tmp/tendd.log" && ok "and a log line" ||
+    fail "no log line"
+sleep 0.5
+[ "$(pids web)" = "$before" ] && ok "the last good version keeps running" || fail "pods changed"
+has_running worker 1 || fail "worker stopped"
+
+echo "== a fixed file rolls out; what leaves the file goes"
+deployment web 2 v2 >"$mdir/app.yaml"
+rolled() { tend get deploy web -o json | jq -e '.metadata.annotations["deployment.kubernetes.io/revision"] == "2"' >/dev/null; }
+wait_for 10 rolled && ok "web at revision 2" || fail "no rollout"
+wait_for 10 gone worker && ok "worker, no longer in the file, deleted" || fail "worker still there"
+expect_exit 0 "rollout status" tend rollout status deploy/web --timeout=20s
+
+echo "== a new file, then the file removed"
+deployment extra 1 >"$mdir/extra.json.tmp"
+mv "$mdir/extra.json.tmp" "$mdir/extra.yaml"
+wait_for 10 has_running extra 1 && ok "a new file is applied" || fail "extra not running"
+rm "$mdir/app.yaml"
+wait_for 10 gone web && ok "a removed file takes its deployment" || fail "web still there"
+tend get deploy extra >/dev/null || fail "extra went too"
+tend get events >"$tmp/events"
+grep -q "app.yaml" "$tmp/events" || true
+
+echo "== --stop-pods-on-exit: every pod stopped, gracefully, before tendd exits"
+stop_tendd TERM
+start_tendd --manifests "$mdir" --stop-pods-on-exit
+wait_for 10 has_running extra 1
+p=$(pids extra)
+[ -n "$p" ] || fail "no pid for extra"
+t0=$(date +%s%N)
+kill -TERM "$tendd_pid"
+wait "$tendd_pid"
+rc=$?
+tendd_pid=
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ "$rc" -eq 0 ] && ok "tendd exited 0 after $ms ms" || fail "tendd exited $rc"
+# (a zombie counts as gone: its parent was the previous tendd, and what
+# reaps orphans here is up to the machine's init)
+alive() { [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat")" != Z ]; }
+alive "$p" && fail "pid $p still runs" || ok "its pod's process is gone"
+grep -q "every pod stopped" "$tmp/tendd.log" && ok "it says so" || fail "no log line"
+start_tendd --manifests "$mdir"
+wait_for 10 has_running extra 1 && ok "the next tendd starts them again" || fail "not started again"
+[ "$(pids extra)" != "$p" ] || fail "same pid as before?"
+
+finish

@@ -1,0 +1,83 @@
+#!/bin/sh
+# The units of units/, under tests/systemd/harness.sh: systemd-analyze
+# verify passes on both; tendd as a user unit is active only once it said
+# READY (its API answers the moment `systemctl start` returns), keeps the
+# watchdog fed, applies its manifest directory, and a restart of the unit
+# keeps the pods' pids.
+. "$(dirname "$0")/../cli/lib.sh"
+
+[ -n "${TEND_SYSTEMD_HARNESS:-}" ] || { echo "run me under tests/systemd/harness.sh"; exit 77; }
+units="$TEND_SOURCE_DIR/units"
+: >"$tmp/tendd.log" # tendd logs to the manager here, not to a file of ours
+
+echo "== systemd-analyze verify"
+sed "s|@TENDD@|$bin/tendd|" "$units/tendd.service.in" >"$tmp/tendd.service"
+expect_exit 0 "verify the system unit" systemd-analyze verify "$tmp/tendd.service"
+mkdir -p "$XDG_CONFIG_HOME/systemd/user/tendd.service.d"
+sed "s|@TENDD@|$bin/tendd|" "$units/tendd-user.service.in" >"$XDG_CONFIG_HOME/systemd/user/tendd.service"
+expect_exit 0 "verify the user unit" systemd-analyze --user verify \
+    "$XDG_CONFIG_HOME/systemd/user/tendd.service"
+# A short watchdog, to see it fed; the sanitizer build's leak report has
+# nowhere to go under systemd.
+cat >"$XDG_CONFIG_HOME/systemd/user/tendd.service.d/test.conf" <<EOF
+[Service]
+WatchdogSec=2s
+Environment=ASAN_OPTIONS=detect_leaks=0 TEST_MARKER=$tmp
+EOF
+systemctl --user daemon-reload
+
+echo "== start: active only after READY"
+export TEND_SOCKET="$XDG_RUNTIME_DIR/tend/tend.sock"
+mdir="$XDG_CONFIG_HOME/tend/manifests"
+mkdir -p "$mdir"
+cat >"$mdir/web.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: main
+        command: ["$testprog", "sleep"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+YAML
+expect_exit 0 "systemctl --user start tendd" systemctl --user start tendd
+expect_exit 0 "the API answers at once" tend version
+[ "$(systemctl --user is-active tendd)" = active ] && ok "active" || fail "not active"
+running() { [ "$(tend get pods | awk 'NR > 1 && $3 == "Running"' | wc -l)" -eq 2 ]; }
+wait_for 10 running && ok "the manifest directory's pods run" || fail "$(tend get pods)"
+systemctl --user show -P StatusText tendd | grep -q "pods* running" && ok "STATUS= with pod counts" ||
+    fail "status: $(systemctl --user show -P StatusText tendd)"
+
+echo "== the watchdog is fed from the loop"
+sleep 5
+[ "$(systemctl --user is-active tendd)" = active ] &&
+    [ "$(systemctl --user show -P NRestarts tendd)" = 0 ] && ok "still active after 5 s of WatchdogSec=2s" ||
+    fail "$(systemctl --user status tendd 2>&1 | head -5)"
+
+echo "== a restart of the unit keeps the pods"
+pids() { tend get pods -o wide | awk 'NR > 1 && $3 == "Running" { print $6 }' | sort; }
+before=$(pids)
+old_main=$(systemctl --user show -P MainPID tendd)
+expect_exit 0 "systemctl --user restart tendd" systemctl --user restart tendd
+expect_exit 0 "the API answers at once" tend get pods
+[ "$(systemctl --user show -P MainPID tendd)" != "$old_main" ] && ok "a new tendd" || fail "same tendd"
+wait_for 10 running
+[ "$(pids)" = "$before" ] && ok "same pids: $(echo $before)" || fail "before: $before, after: $(pids)"
+
+echo "== reload re-reads the manifests"
+sed -i 's/replicas: 2/replicas: 3/' "$mdir/web.yaml"
+expect_exit 0 "systemctl --user reload tendd" systemctl --user reload tendd
+three() { [ "$(tend get deploy web -o json | jq .spec.replicas)" = 3 ]; }
+wait_for 10 three && ok "3 replicas after the reload" || fail "replicas: $(tend get deploy web)"
+
+echo "== stop leaves the pods running (KillMode=process)"
+p=$(pids | head -1)
+expect_exit 0 "systemctl --user stop tendd" systemctl --user stop tendd
+kill -0 "$p" 2>/dev/null && ok "pid $p runs on" || fail "pid $p was stopped"
+
+finish
