@@ -244,6 +244,10 @@ static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
                 reason = "Unhealthy";
 
         n->status.phase = SPEC_POD_FAILED;
+        /* A process that exits at once may never have been written as
+         * Running: it did start, and when. */
+        if (!n->status.start_time && pr->started)
+                n->status.start_time = pr->started_wall;
         if (pr->liveness_failed) {
                 (void) free_and_strdup(&n->status.reason, "Unhealthy");
                 (void) free_and_strdup(&n->status.message, pr->liveness_message);

@@ -267,6 +267,16 @@ void rt__pod_started(rt_pod *p) {
         uv_idle_start(&m->deferred_idle, on_deferred);
 }
 
+bool rt__grace_not_yet(rt_pod *p, uv_timer_cb cb) {
+        usec_t now = now_monotonic();
+
+        if (now >= p->kill_at)
+                return false;
+        uv_timer_start(&p->grace_timer, cb,
+                       (p->kill_at - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC + 1, 0);
+        return true;
+}
+
 void rt__pod_exited(rt_pod *p, const rt_exit *e) {
         rt_manager *m = p->manager;
 

@@ -110,6 +110,8 @@ static void on_pidfd(uv_poll_t *h, int status, int events) {
 
 static void on_grace_timeout(uv_timer_t *t) {
         rt_pod *p = t->data;
+        if (rt__grace_not_yet(p, on_grace_timeout))
+                return;
         (void) signal_group(p, SIGKILL);
 }
 

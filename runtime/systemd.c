@@ -966,6 +966,8 @@ int rt_manager_stop_orphan_units(rt_manager *m, char ***ret_units) {
 static int systemd_signal(rt_pod *p, int sig);
 
 static void on_grace_timeout(uv_timer_t *t) {
+        if (rt__grace_not_yet(t->data, on_grace_timeout))
+                return;
         (void) systemd_signal(t->data, SIGKILL);
 }
 
