@@ -217,7 +217,7 @@ int rt_find_pod_process(const char *pod_uid, rt_record *ret) {
                 size_t n = 0;
                 int64_t pid;
                 uint64_t st;
-                unsigned long long pgid;
+                unsigned long long pgid = 0;
 
                 if (safe_atoi64(de->d_name, &pid) < 0 || pid <= 1)
                         continue;

@@ -189,6 +189,7 @@ static void test_valid_corpus(void **state) {
 
 static void test_examples_valid(void **state) {
         check_valid_dir("examples");
+        check_valid_dir("examples/run");
 }
 
 /* ---- helpers for inline manifests ----------------------------------------------------- */

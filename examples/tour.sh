@@ -1,0 +1,139 @@
+#!/bin/sh
+# The tour: tend's whole story in a terminal, each command shown before it
+# runs. It starts an agent of its own (a temporary state dir and socket),
+# so it does not touch one you run. Exits non-zero as soon as a step does
+# not do what it says.
+#
+#   examples/tour.sh            after `make build` (or make run)
+#   TOUR_PAUSE=2 examples/tour.sh   to read along: seconds between steps
+#
+# TEND_BIN_DIR chooses the binaries (default: build/bin).
+set -u
+cd "$(dirname "$0")/.." || exit 1
+repo=$PWD
+bin=$(cd "${TEND_BIN_DIR:-build/bin}" 2>/dev/null && pwd) || {
+    echo "tour: no ${TEND_BIN_DIR:-build/bin}: run make build first"
+    exit 1
+}
+for b in tendd tend tend-example-web; do
+    [ -x "$bin/$b" ] || { echo "tour: no $bin/$b: run make build first"; exit 1; }
+done
+
+tmp=$(mktemp -d /tmp/tend-tour-XXXXXX) || exit 1
+export TEND_SOCKET="$tmp/tend.sock"
+tendd_pid=
+bold=$(printf '\033[1m') plain=$(printf '\033[0m')
+[ -t 1 ] || bold= plain=
+
+cleanup() {
+    [ -n "$tendd_pid" ] && kill "$tendd_pid" 2>/dev/null && wait "$tendd_pid" 2>/dev/null
+    # The tour's pods carry TOUR=$tmp (see web-v*.yaml below): stop them.
+    for e in /proc/[0-9]*/environ; do
+        if { tr '\0' '\n' <"$e"; } 2>/dev/null | grep -qx "TOUR=$tmp"; then
+            p=${e#/proc/}
+            kill -TERM "${p%/environ}" 2>/dev/null
+        fi
+    done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+step() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; sleep "${TOUR_PAUSE:-0}"; }
+say() { printf '%s\n' "$*"; }
+# show COMMAND...: prints it as typed, then runs it.
+show() { printf '%s$ %s%s\n' "$bold" "$*" "$plain"; "$@"; }
+die() { printf 'tour: FAILED: %s\n' "$*"; exit 1; }
+tend() { "$bin/tend" "$@"; }
+# until SECONDS COMMAND...: polls every 0.1 s
+until_ok() {
+    n=$(($1 * 10))
+    shift
+    for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+    return 1
+}
+ready_pods() { tend get pods | awk 'NR > 1 && $2 == "1/1" && $3 == "Running"' | wc -l; }
+three_ready() { [ "$(ready_pods)" -eq 3 ]; }
+# What one of the pods serves: its leased port from -o wide, then curl.
+served() {
+    port=$(tend get pods -o wide | awk 'NR > 1 && $3 == "Running" { split($7, a, "="); print a[2]; exit }')
+    curl -s "http://127.0.0.1:$port/"
+}
+
+# The examples run build/bin/tend-example-web relative to tendd's working
+# directory; the tour's tendd works in a directory where that is $bin.
+mkdir -p "$tmp/root/build"
+ln -s "$bin" "$tmp/root/build/bin"
+# Mark the tour's pods, so that they can be stopped at the end.
+for v in v1 v2; do
+    sed "s|^      - name: web$|      - name: web\n        env: [{name: TOUR, value: \"$tmp\"}]|" \
+        "$repo/examples/web-$v.yaml" >"$tmp/web-$v.yaml"
+done
+
+step "Start an agent"
+say "tendd keeps its state (a SQLite file, the pods' logs) in a directory and"
+say "serves its API on a unix socket. Here, a temporary one:"
+printf '%s$ tendd --state-dir %s/state --socket %s &%s\n' "$bold" "$tmp" "$TEND_SOCKET" "$plain"
+(cd "$tmp/root" && exec "$bin/tendd" --state-dir "$tmp/state" --socket "$TEND_SOCKET" \
+    >"$tmp/tendd.log" 2>&1) &
+tendd_pid=$!
+until_ok 5 tend version || die "tendd did not start: $(cat "$tmp/tendd.log")"
+show tend version
+
+step "Apply web v1: three replicas of a small HTTP server"
+say "A Deployment in Kubernetes' own shape (examples/web-v1.yaml): each"
+say "replica gets a leased port, and counts as ready once /healthz answers."
+show tend apply -f "$tmp/web-v1.yaml" || die "apply"
+show tend rollout status deploy/web --timeout=60s || die "the rollout did not finish"
+show tend get pods -o wide
+three_ready || die "not 3 ready pods"
+say "One of them answers:"
+served | grep -q "tend-example-web v1" || die "no v1 answer"
+served
+
+step "kill -9 one replica, and watch it come back"
+victim=$(tend get pods | awk 'NR > 1 && $3 == "Running" { print $1; exit }')
+pid=$(tend get pod "$victim" -o wide | awk 'NR == 2 { print $6 }')
+show kill -9 "$pid"
+say "(tend get pods -w: every change as it happens; 3 seconds of it)"
+printf '%s$ tend get pods -w%s\n' "$bold" "$plain"
+timeout 3 "$bin/tend" get pods -w
+until_ok 10 three_ready || die "the killed replica was not replaced"
+tend get pod "$victim" -o json | grep -q '"signal": 9' || die "$victim does not show signal 9"
+say "A new pod took its place; the killed one stays listed, Killed (signal 9)."
+
+step "Roll out web v2, one replica at a time"
+show tend apply -f "$tmp/web-v2.yaml" || die "apply v2"
+show tend rollout status deploy/web --timeout=60s || die "the v2 rollout did not finish"
+served | grep -q "tend-example-web v2" || die "no v2 answer"
+served
+show tend rollout history deploy/web
+tend rollout history deploy/web | grep -q "^2 " || die "no revision 2"
+
+step "Roll back"
+show tend rollout undo deploy/web || die "undo"
+show tend rollout status deploy/web --timeout=60s || die "the rollback did not finish"
+served | grep -q "tend-example-web v1" || die "not v1 after the rollback"
+served
+say "Revision 1's template is back, renumbered as revision 3 (as Kubernetes does):"
+show tend rollout history deploy/web
+tend rollout history deploy/web | grep -q "^3 " || die "no revision 3"
+show tend get events
+
+step "Scale the ReplicaSet by hand, and watch the deployment put it back"
+rs=$(tend get rs | awk 'NR > 1 && $2 == 3 { print $1 }')
+[ -n "$rs" ] || die "no ReplicaSet with 3 replicas"
+show tend scale "rs/$rs" --replicas=5
+back() { tend get rs "$rs" | awk 'NR == 2 { exit !($2 == 3) }'; }
+until_ok 10 back || die "the ReplicaSet was not put back"
+show tend get rs
+tend get events | grep -q "Scaled down replica set $rs from 5 to 3" || die "no event for it"
+show tend describe "deploy/web"
+
+step "Stop"
+say "tendd stops and leaves the pods running: the next tendd adopts them."
+say "(The tour stops them too, on its way out.)"
+show kill "$tendd_pid"
+wait "$tendd_pid"
+tendd_pid=
+say "The tour is over."
