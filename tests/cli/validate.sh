@@ -39,7 +39,13 @@ check dir 0 "$tend" validate -f .
 [ "$(wc -l <"$tmp/out")" -eq 7 ] || { echo "FAIL dir: expected 7 objects"; cat "$tmp/out"; fail=1; }
 check stdin 0 sh -c "\"$tend\" validate -f - < minimal.yaml"
 grep -qx 'deployment "hello" is valid' "$tmp/out" || { echo "FAIL stdin"; fail=1; }
-check examples 0 "$tend" validate -f "$src/examples"
+# Each example on its own (web-v1 and web-v2 are two versions of one
+# deployment: together they are refused, as an apply of both would be).
+for f in "$src"/examples/*.yaml "$src"/examples/run/*.yaml; do
+    check "$(basename "$f")" 0 "$tend" validate -f "$f"
+done
+check examples-together 1 "$tend" validate -f "$src/examples"
+grep -q 'Duplicate value: "web"' "$tmp/err" || { echo "FAIL: examples-together"; fail=1; }
 
 # A bad file among good ones fails the whole input, naming the bad one.
 check mixed 1 "$tend" validate -f minimal.yaml -f "$src/tests/spec/invalid/replicas-negative.yaml"
