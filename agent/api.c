@@ -42,8 +42,8 @@ typedef struct slot {
 typedef struct change {
         uint64_t rv;
         store_kind kind;
-        json_t *object; /* the object as it was */
-        char *line;     /* {"type":..., "object":...}\n */
+        char *line; /* {"type":..., "object":...}\n — parsed again only to filter a
+                     * resumed watch (a tree per change would cost ~10 kB each) */
 } change;
 
 typedef struct watch watch;
@@ -1264,9 +1264,13 @@ static enum MHD_Result start_watch(req *r, const resource *res, filter *f) {
                 } else
                         for (size_t k = 0; k < s->ring_n; k++) {
                                 change *c = &s->ring[(s->ring_head + k) % CHANGE_RING];
-                                if (c->rv > since && c->kind == res->kind &&
-                                    filter_match(&w->f, c->object))
+                                json_t *ev;
+                                if (c->rv <= since || c->kind != res->kind)
+                                        continue;
+                                ev = json_loads(c->line, 0, NULL);
+                                if (ev && filter_match(&w->f, json_object_get(ev, "object")))
                                         (void) tend_buf_adds(&w->out, c->line);
+                                json_decref(ev);
                         }
         }
 
@@ -1301,7 +1305,6 @@ static void on_store_change(store_kind kind, store_change change_type, const voi
         /* Into the ring (the oldest goes when it is full). */
         if (s->ring_n == CHANGE_RING) {
                 c = &s->ring[s->ring_head];
-                json_decref(c->object);
                 free(c->line);
                 s->ring_head = (s->ring_head + 1) % CHANGE_RING;
                 s->ring_n--;
@@ -1309,11 +1312,11 @@ static void on_store_change(store_kind kind, store_change change_type, const voi
         c = &s->ring[(s->ring_head + s->ring_n++) % CHANGE_RING];
         *c = (change){ .rv = ((const spec_deployment *) obj)->metadata.resource_version,
                        .kind = kind,
-                       .object = j,
                        .line = line };
         for (watch *w = s->watches; w; w = w->next)
                 if (w->res->kind == kind && filter_match(&w->f, j))
                         watch_append(w, line);
+        json_decref(j);
 }
 
 static void on_heartbeat(uv_timer_t *t) {
@@ -1918,7 +1921,6 @@ static void on_handle_closed(uv_handle_t *h) {
                 return;
         for (size_t k = 0; k < s->ring_n; k++) {
                 change *c = &s->ring[(s->ring_head + k) % CHANGE_RING];
-                json_decref(c->object);
                 free(c->line);
         }
         free(s->state_dir);

@@ -1,13 +1,24 @@
 #!/bin/sh
-# make bench: run every benchmark program under <build>/bench and print its
-# table. Benchmarks print figures (median, p95); they are not pass/fail tests.
-set -eu
+# make bench: every benchmark under <build>/bench, each printing its table,
+# then the systemd one under tests/systemd/harness.sh where the machine
+# allows it. Figures (min, median, p95), not pass/fail tests.
+#   BENCH_QUICK=1 make bench   fewer trials, a shorter idle window
+set -u
 build=${1:-build}
-found=0
-for b in "$build"/bench/*; do
-    [ -x "$b" ] && [ -f "$b" ] || continue
-    found=1
-    echo "== $(basename "$b")"
-    "$b"
-done
-[ "$found" -eq 1 ] || echo "no benchmarks built yet (the first arrives with the runtime, issue #3)"
+quick=${BENCH_QUICK:+--quick}
+cd "$(dirname "$0")/.." || exit 1
+
+echo "machine: $(nproc) cores, $(awk '/model name/ { sub(/.*: /, ""); print; exit }' /proc/cpuinfo)," \
+    "$(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), Linux $(uname -r)," \
+    "$(df -T "${TMPDIR:-/tmp}" | awk 'NR == 2 { print $2 }') /tmp"
+echo
+echo "== bench-runtime: spawning and watching processes"
+"$build/bench/bench-runtime" || exit 1
+echo
+echo "== bench-agent: the agent at work (runtimeClassName: process)"
+# shellcheck disable=SC2086
+"$build/bench/bench-agent" $quick || exit 1
+echo
+echo "== bench-agent under a real systemd user manager (runtimeClassName: systemd)"
+# shellcheck disable=SC2086
+tests/systemd/harness.sh "$PWD/$build/bench/bench-agent" --runtime systemd $quick 2>&1 | grep -v '^<'
