@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "agent-internal.h"
+#include "bench.h"
 #include "rt-internal.h"
 #include "agent-loop.h"
 #include "api.h"
@@ -42,13 +43,8 @@ static char dir[64], sock[128];
 
 /* ---- figures --------------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b) {
-        double x = *(const double *) a, y = *(const double *) b;
-        return x < y ? -1 : x > y;
-}
-
 static void row_trials(const char *what, double *v, size_t n, const char *unit) {
-        qsort(v, n, sizeof *v, cmp_double);
+        qsort(v, n, sizeof *v, bench_cmp_double);
         printf("%-58s %9.1f %9.1f %9.1f  %s (n=%zu)\n", what, v[0], v[n / 2],
                v[(size_t) (0.95 * (double) (n - 1) + 0.5)], unit, n);
         fflush(stdout);
@@ -61,19 +57,6 @@ static void row(const char *what, double v, const char *unit) {
 
 static double ms_since(usec_t t0) {
         return (double) (now_monotonic() - t0) / USEC_PER_MSEC;
-}
-
-static long rss_kb(void) {
-        FILE *f = fopen("/proc/self/status", "r");
-        char line[256];
-        long kb = -1;
-
-        while (f && fgets(line, sizeof line, f))
-                if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-                        break;
-        if (f)
-                fclose(f);
-        return kb;
 }
 
 /* ---- the agent ------------------------------------------------------------------------- */
@@ -381,7 +364,7 @@ static void bench_mass(void) {
                 fprintf(stderr, "bench-agent: only %zu of 1000 running\n", count(app, false));
         row("scale 0 → 1000 running", ms_since(t0), "ms");
 
-        rss1 = rss_kb();
+        rss1 = bench_rss_kb();
         row("agent RSS with 1000 pods (in this bench)", (double) rss1 / 1024.0, "MiB");
         row("agent RSS per pod (1000 pods vs at start)", (double) (rss1 - rss0) / 1000.0, "KiB");
 
@@ -603,7 +586,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         store_subscribe(S(), on_change, NULL);
-        rss_start = rss_kb();
+        rss_start = bench_rss_kb();
 
         printf("%-58s %9s %9s %9s\n",
                on_systemd ? "measure (runtimeClassName: systemd)" : "measure", "min", "median",

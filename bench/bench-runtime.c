@@ -17,6 +17,7 @@
 #include <malloc.h>
 #include <sys/wait.h>
 
+#include "bench.h"
 #include "rt-internal.h"
 
 static int cmp_u64(const void *a, const void *b) {
@@ -24,27 +25,10 @@ static int cmp_u64(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
-static int cmp_double(const double *a, const double *b) {
-        return *a < *b ? -1 : *a > *b;
-}
-
 static double pct(usec_t *v, size_t n, double p) {
         qsort(v, n, sizeof *v, cmp_u64);
         size_t i = (size_t) (p * (double) (n - 1) + 0.5);
         return (double) v[i];
-}
-
-static long rss_kb(void) {
-        FILE *f = fopen("/proc/self/status", "r");
-        char line[256];
-        long kb = -1;
-
-        while (f && fgets(line, sizeof line, f))
-                if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-                        break;
-        if (f)
-                fclose(f);
-        return kb;
 }
 
 /* ---- 1. spawn paths ------------------------------------------------------------------ */
@@ -129,10 +113,10 @@ static void bench_spawn_paths(void) {
                         ;
                 for (int i = 0; i < N; i++)
                         t_vf[i] = spawn_vfork(m);
-                printf("%-34s %8.0f %10.0f %10.0f\n", "uv_spawn (fork)", rss_kb() / 1024.0,
+                printf("%-34s %8.0f %10.0f %10.0f\n", "uv_spawn (fork)", bench_rss_kb() / 1024.0,
                        pct(t_uv, N, 0.5), pct(t_uv, N, 0.95));
                 printf("%-34s %8.0f %10.0f %10.0f\n", "tend clone(CLONE_VM|CLONE_VFORK)",
-                       rss_kb() / 1024.0, pct(t_vf, N, 0.5), pct(t_vf, N, 0.95));
+                       bench_rss_kb() / 1024.0, pct(t_vf, N, 0.5), pct(t_vf, N, 0.95));
         }
         free(ballast);
         rt_manager_close(m);
@@ -196,7 +180,7 @@ static void bench_thousand(int runs) {
                                              .subreaper = true },
                                &m);
                 uv_run(&loop, UV_RUN_NOWAIT);
-                rss0 = rss_kb();
+                rss0 = bench_rss_kb();
                 heap0 = mallinfo2().uordblks;
                 exited = 0;
                 t0 = now_monotonic();
@@ -211,7 +195,7 @@ static void bench_thousand(int runs) {
                 }
                 t_spawn[run] = now_monotonic() - t0;
                 uv_run(&loop, UV_RUN_NOWAIT);
-                rss1 = rss_kb();
+                rss1 = bench_rss_kb();
                 heap1 = mallinfo2().uordblks;
                 per_pod_kb[run] = (double) (heap1 - heap0) / 1024.0 / N;
                 if (run == 0)
@@ -235,8 +219,7 @@ static void bench_thousand(int runs) {
                         fprintf(stderr, "could not remove %s\n", dir);
         }
 
-        qsort(per_pod_kb, (size_t) runs, sizeof(double),
-              (int (*)(const void *, const void *)) cmp_double);
+        qsort(per_pod_kb, (size_t) runs, sizeof(double), bench_cmp_double);
         printf("\n%-44s %10s %10s   (%d runs)\n", "1000 pods", "median", "p95", runs);
         printf("%-44s %10.1f %10.1f\n", "spawn 1000 pods (ms)",
                pct(t_spawn, (size_t) runs, 0.5) / 1000, pct(t_spawn, (size_t) runs, 0.95) / 1000);

@@ -267,6 +267,17 @@ void rt__pod_started(rt_pod *p) {
         uv_idle_start(&m->deferred_idle, on_deferred);
 }
 
+void rt__grace_arm(rt_pod *p, usec_t grace, uv_timer_cb cb) {
+        usec_t at = now_monotonic() + grace;
+
+        if (uv_is_active((uv_handle_t *) &p->grace_timer) && at >= p->kill_at)
+                return;
+        p->kill_at = at;
+        /* the loop's clock may lag: the grace is never cut short */
+        uv_update_time(p->manager->loop);
+        uv_timer_start(&p->grace_timer, cb, (grace + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
+}
+
 bool rt__grace_not_yet(rt_pod *p, uv_timer_cb cb) {
         usec_t now = now_monotonic();
 

@@ -250,15 +250,8 @@ static int process_stop(rt_pod *p, usec_t grace) {
         if (grace == 0)
                 return signal_group(p, SIGKILL);
         /* A second stop may shorten the grace period, never lengthen it. */
-        usec_t now = now_monotonic(), at = now + grace;
-        if (p->grace_timer_init &&
-            (!uv_is_active((uv_handle_t *) &p->grace_timer) || at < p->kill_at)) {
-                p->kill_at = at;
-                /* the loop's clock may lag: the grace is never cut short */
-                uv_update_time(p->manager->loop);
-                uv_timer_start(&p->grace_timer, on_grace_timeout,
-                               (grace + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
-        }
+        if (p->grace_timer_init)
+                rt__grace_arm(p, grace, on_grace_timeout);
         return r;
 }
 

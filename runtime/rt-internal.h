@@ -107,6 +107,10 @@ void rt__pod_unref(rt_pod *p);
 void rt__pod_started(rt_pod *p);
 void rt__pod_exited(rt_pod *p, const rt_exit *e);
 
+/* Arms p->grace_timer (initialized) to fire after grace — unless it is
+ * already set to fire sooner: a second stop may shorten the grace period,
+ * never lengthen it. */
+void rt__grace_arm(rt_pod *p, usec_t grace, uv_timer_cb cb);
 /* For a grace timer's callback: libuv's clock is coarse (a jiffy) and may
  * fire a few ms before p->kill_at; then re-arm for the rest and say so. */
 bool rt__grace_not_yet(rt_pod *p, uv_timer_cb cb);

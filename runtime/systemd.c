@@ -973,7 +973,6 @@ static void on_grace_timeout(uv_timer_t *t) {
 
 static int systemd_stop(rt_pod *p, usec_t grace) {
         sd_bus *bus = p->manager->bus;
-        usec_t now = now_monotonic(), at = now + grace;
         int r;
 
         if (!p->sd_registered)
@@ -989,13 +988,7 @@ static int systemd_stop(rt_pod *p, usec_t grace) {
                         p->grace_timer.data = rt__pod_ref(p);
                         p->grace_timer_init = true;
                 }
-                if (!uv_is_active((uv_handle_t *) &p->grace_timer) || at < p->kill_at) {
-                        p->kill_at = at;
-                        /* the loop's clock may lag: the grace is never cut short */
-                        uv_update_time(p->manager->loop);
-                        uv_timer_start(&p->grace_timer, on_grace_timeout,
-                                       (grace + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
-                }
+                rt__grace_arm(p, grace, on_grace_timeout);
         }
         r = sd_bus_call_method_async(bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "StopUnit",
                                      on_stop_reply, NULL, "ss", p->record.unit, "replace");
