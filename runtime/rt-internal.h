@@ -53,6 +53,7 @@ struct rt_pod {
         bool started_queued; /* waiting in the manager's deferred queue */
         rt_pod *deferred_next;
         bool rotating; /* a log rotation is in flight */
+        int log_fd;    /* read-only, for fstat(): no path walk per check */
 
         char *namespace, *name, *uid, *container;
         char *container_id;
