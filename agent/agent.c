@@ -598,25 +598,30 @@ int agent__mark_lost(agent *a, const spec_pod *p, const char *why) {
         return store_put(a->store, STORE_POD, n, NULL);
 }
 
-/* Units that run with no pod to answer for them (their record was lost,
- * or the pod deleted while tendd was down) are stopped, with a Warning. */
+/* A unit that ran with no pod to answer for it (its record was lost, or
+ * the pod deleted while tendd was down) was stopped: a Warning says so. */
+void agent_orphan_stopped(agent *a, const char *unit) {
+        _cleanup_free_ char *ns = NULL, *pod = NULL;
+        spec_meta meta = {};
+
+        if (rt_unit_parse(unit, &ns, &pod) < 0)
+                return;
+        meta.namespace = ns;
+        meta.name = pod;
+        (void) agent__event(a, STORE_POD, &meta, "Warning", "OrphanStopped",
+                            "Unit %s ran with no pod record: stopped", unit);
+        /* From a later sweep (the bus was back): nothing else commits it. */
+        if (a->started && !a->processing)
+                (void) store_commit(a->store, false);
+}
+
 static void stop_orphans(agent *a) {
         _cleanup_strv_free_ char **names = NULL;
 
         if (!a->backend->orphans || a->backend->orphans(a->backend_data, &names) < 0)
                 return;
-        for (char **n = names; n && *n; n++) {
-                _cleanup_free_ char *ns = NULL, *pod = NULL;
-                spec_meta meta = {};
-
-                log_warning("%s: runs with no pod record; stopping it", *n);
-                if (rt_unit_parse(*n, &ns, &pod) < 0)
-                        continue;
-                meta.namespace = ns;
-                meta.name = pod;
-                (void) agent__event(a, STORE_POD, &meta, "Warning", "OrphanStopped",
-                                    "Unit %s ran with no pod record: stopped", *n);
-        }
+        for (char **n = names; n && *n; n++)
+                agent_orphan_stopped(a, *n);
 }
 
 int agent_start(agent *a) {

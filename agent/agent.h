@@ -77,6 +77,8 @@ void agent_pod_started(agent *a, void *pod_userdata);
 void agent_pod_exited(agent *a, void *pod_userdata, const rt_exit *e);
 void agent_pod_probe(agent *a, void *pod_userdata, rt_probe_type type, bool ok,
                      const char *message);
+/* The runtime stopped a unit that had no pod (an event says so). */
+void agent_orphan_stopped(agent *a, const char *unit);
 
 /* Counters for /metrics. */
 typedef struct agent_metrics {

@@ -70,8 +70,13 @@ static void on_probe(rt_pod *pod, rt_probe_type type, bool success, const char *
         agent_pod_probe(userdata, rt_pod_userdata(pod), type, success, message);
 }
 
+static void on_orphan_stopped(const char *unit, void *userdata) {
+        agent_orphan_stopped(userdata, unit);
+}
+
 const rt_callbacks agent_rt_callbacks = {
         .started = on_started,
         .exited = on_exited,
         .probe = on_probe,
+        .orphan_stopped = on_orphan_stopped,
 };

@@ -162,7 +162,7 @@ struct rt_manager {
         /* systemd */
         rt_bus bus_kind; /* resolved: USER, SYSTEM or NONE */
         struct sd_bus *bus;
-        struct sd_bus_slot *bus_match, *bus_jobs;
+        struct sd_bus_slot *bus_match, *bus_jobs, *bus_owner;
         uv_poll_t *bus_poll; /* one per connection */
         int bus_poll_events;
         bool bus_handles;
@@ -171,6 +171,9 @@ struct rt_manager {
         tend_hashmap *sd_units;    /* object path → rt_pod */
         tend_hashmap *sd_snapshot; /* start-up: unit name → SNAP_* */
         usec_t sd_snapshot_at;
+        bool sd_stale;         /* the bus was lost (or never reached): re-read on connect */
+        bool sd_sweep_pending; /* the orphan sweep of start-up could not run yet */
+        struct sd_bus_slot *sd_sweep;
 };
 
 void rt__systemd_close(rt_manager *m);

@@ -217,10 +217,16 @@ static void bus_poll_close(rt_manager *m) {
                 uv_timer_stop(&m->bus_timer);
 }
 
-static void bus_close(rt_manager *m) {
-        bus_poll_close(m);
+static void bus_slots_free(rt_manager *m) {
+        m->sd_sweep = sd_bus_slot_unref(m->sd_sweep);
         m->bus_match = sd_bus_slot_unref(m->bus_match);
         m->bus_jobs = sd_bus_slot_unref(m->bus_jobs);
+        m->bus_owner = sd_bus_slot_unref(m->bus_owner);
+}
+
+static void bus_close(rt_manager *m) {
+        bus_poll_close(m);
+        bus_slots_free(m);
         if (m->bus) {
                 sd_bus_flush(m->bus);
                 m->bus = sd_bus_close_unref(m->bus);
@@ -233,24 +239,69 @@ static const char *bus_kind_name(const rt_manager *m) {
 
 static void on_bus_retry(uv_timer_t *t);
 
+/* Whatever was missed while there was no bus is read again on connect. */
+static void bus_retry_later(rt_manager *m) {
+        m->sd_stale = true;
+        if (m->closing)
+                return;
+        bus_handles_init(m);
+        if (!uv_is_active((uv_handle_t *) &m->bus_retry))
+                uv_timer_start(&m->bus_retry, on_bus_retry, SD_RECONNECT_USEC / USEC_PER_MSEC, 0);
+}
+
 /* The bus went away (systemd or dbus restarted): the units keep running.
  * Reconnect, then read every watched unit's state again. */
 static void bus_lost(rt_manager *m, int error) {
         log_error_errno(error, "systemd: lost the %s bus: %m; reconnecting", bus_kind_name(m));
         bus_close(m);
-        if (!m->closing && m->bus_handles)
-                uv_timer_start(&m->bus_retry, on_bus_retry, SD_RECONNECT_USEC / USEC_PER_MSEC, 0);
+        bus_retry_later(m);
 }
 
 static int on_properties_changed(sd_bus_message *msg, void *userdata, sd_bus_error *error);
 static int on_job_removed(sd_bus_message *msg, void *userdata, sd_bus_error *error);
 
 static int on_subscribed(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        rt_manager *m = userdata;
         const sd_bus_error *e = sd_bus_message_get_error(reply);
-        if (e)
-                log_error("systemd: Subscribe failed: %s", e->message ?: e->name);
+
+        /* Both a call queued for systemd while it joined the bus and the
+         * one sent when it did arrive: the second says so. */
+        if (e && !sd_bus_error_has_name(e, "org.freedesktop.systemd1.AlreadySubscribed")) {
+                /* Not on the bus yet (it restarted, and systemd has not
+                 * joined it again): NameOwnerChanged says when. */
+                log_warning("systemd: Subscribe failed: %s; waiting for systemd on the %s bus",
+                            e->message ?: e->name, bus_kind_name(m));
+                m->sd_stale = true;
+        }
         return 0;
 }
+
+static void bus_caught_up(rt_manager *m);
+
+static int on_owner_changed(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        rt_manager *m = userdata;
+        const char *name, *old_owner, *new_owner;
+
+        if (sd_bus_message_read(msg, "sss", &name, &old_owner, &new_owner) < 0 ||
+            !streq(name, SD_DEST))
+                return 0;
+        if (isempty(new_owner)) {
+                log_warning("systemd: systemd left the %s bus; its units keep running",
+                            bus_kind_name(m));
+                m->sd_stale = true;
+                return 0;
+        }
+        log_info("systemd: systemd is on the %s bus again; subscribing", bus_kind_name(m));
+        if (sd_bus_call_method_async(m->bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "Subscribe",
+                                     on_subscribed, m, "") < 0)
+                log_warning("systemd: cannot subscribe to systemd's signals");
+        m->sd_stale = true;
+        bus_caught_up(m);
+        return 0;
+}
+
+static void bus_connected(rt_manager *m);
+static int on_owner_changed(sd_bus_message *msg, void *userdata, sd_bus_error *error);
 
 static int bus_connect(rt_manager *m, char **ret_error) {
         _cleanup_(sd_bus_close_unrefp) sd_bus *bus = NULL;
@@ -269,6 +320,7 @@ static int bus_connect(rt_manager *m, char **ret_error) {
         }
         r = m->bus_kind == RT_BUS_SYSTEM ? sd_bus_open_system(&bus) : sd_bus_open_user(&bus);
         if (r < 0) {
+                bus_retry_later(m);
                 if (ret_error)
                         *ret_error = strprintf("cannot reach systemd on the %s bus: %s (tendd "
                                                "--systemd-bus user|system chooses the bus)",
@@ -290,10 +342,17 @@ static int bus_connect(rt_manager *m, char **ret_error) {
         if (r >= 0)
                 r = sd_bus_call_method_async(bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "Subscribe",
                                              on_subscribed, m, "");
+        /* systemd leaving the bus and coming back (the bus restarted
+         * under it) ends and needs a subscription, like a reconnect. */
+        if (r >= 0)
+                r = sd_bus_add_match_async(bus, &m->bus_owner,
+                                           "type='signal',sender='org.freedesktop.DBus',"
+                                           "interface='org.freedesktop.DBus',"
+                                           "member='NameOwnerChanged',arg0='" SD_DEST "'",
+                                           on_owner_changed, NULL, m);
         fd = r >= 0 ? sd_bus_get_fd(bus) : r;
         if (fd < 0) {
-                m->bus_match = sd_bus_slot_unref(m->bus_match);
-                m->bus_jobs = sd_bus_slot_unref(m->bus_jobs);
+                bus_slots_free(m);
                 if (ret_error)
                         *ret_error = strprintf("setting up the systemd %s bus: %s", kind,
                                                strerror(-fd));
@@ -305,17 +364,42 @@ static int bus_connect(rt_manager *m, char **ret_error) {
         if (r < 0) {
                 free(m->bus_poll);
                 m->bus_poll = NULL;
-                m->bus_match = sd_bus_slot_unref(m->bus_match);
-                m->bus_jobs = sd_bus_slot_unref(m->bus_jobs);
+                bus_slots_free(m);
                 return r;
         }
         m->bus_poll->data = m;
         rt__manager_ref(m);
         m->bus_poll_events = 0;
         m->bus = TAKE_PTR(bus);
-        bus_rearm(m);
         log_debug("systemd: connected to the %s bus", kind);
+        bus_connected(m);
+        bus_rearm(m);
         return 0;
+}
+
+static void sweep_orphans(rt_manager *m);
+
+/* What happened while nobody listened is read now. */
+static void bus_caught_up(rt_manager *m) {
+        if (m->sd_stale) {
+                m->sd_stale = false;
+                log_info("systemd: reached the %s bus; reading the state of the units",
+                         bus_kind_name(m));
+                for (rt_pod *p = m->pods; p; p = p->next)
+                        if (p->ops == &rt_systemd_ops && p->sd_registered &&
+                            p->state != RT_POD_EXITED)
+                                refresh_pod(p);
+        }
+        if (m->sd_sweep_pending)
+                sweep_orphans(m);
+}
+
+/* Whichever call brings the bus back (the retry timer, a pod's start, a
+ * stop). */
+static void bus_connected(rt_manager *m) {
+        if (m->bus_handles)
+                uv_timer_stop(&m->bus_retry);
+        bus_caught_up(m);
 }
 
 static void on_bus_retry(uv_timer_t *t) {
@@ -324,15 +408,8 @@ static void on_bus_retry(uv_timer_t *t) {
 
         if (m->closing || m->bus)
                 return;
-        if (bus_connect(m, &err) < 0) {
+        if (bus_connect(m, &err) < 0)
                 log_debug("systemd: %s", strna(err));
-                uv_timer_start(&m->bus_retry, on_bus_retry, SD_RECONNECT_USEC / USEC_PER_MSEC, 0);
-                return;
-        }
-        log_info("systemd: reconnected to the %s bus", bus_kind_name(m));
-        for (rt_pod *p = m->pods; p; p = p->next)
-                if (p->ops == &rt_systemd_ops && p->sd_registered && p->state != RT_POD_EXITED)
-                        refresh_pod(p);
 }
 
 void rt__systemd_close(rt_manager *m) {
@@ -789,6 +866,13 @@ static int load_snapshot(rt_manager *m, char **ret_error) {
 
         if (m->sd_snapshot && now_monotonic() < m->sd_snapshot_at + 5 * USEC_PER_SEC)
                 return 0;
+        if (!m->bus && m->sd_stale && m->bus_kind != RT_BUS_NONE) {
+                /* Tried already: the retry timer tries again. */
+                if (ret_error)
+                        *ret_error = strprintf("the systemd %s bus is not reachable",
+                                               bus_kind_name(m));
+                return -ENOTCONN;
+        }
         r = bus_connect(m, ret_error);
         if (r < 0)
                 return r;
@@ -827,9 +911,15 @@ static int on_unit_props(sd_bus_message *reply, void *userdata, sd_bus_error *er
         if (p->state == RT_POD_EXITED || !p->sd_registered)
                 return 0;
         if (sd_bus_message_is_method_error(reply, NULL)) {
-                p->sd_exec_code = 0;
-                p->sd_up = true;
-                (void) free_and_strdup(&p->sd_active_state, "inactive");
+                /* systemd answers for a unit that is gone (not-found,
+                 * inactive); an error means systemd did not answer at all
+                 * (it is not on the bus): nothing is known, so nothing
+                 * changes until it is back. */
+                log_debug("systemd: %s: cannot read its state: %s", p->record.unit,
+                          sd_bus_message_get_error(reply)->message);
+                p->sd_refreshing_unit = false;
+                p->manager->sd_stale = true;
+                return 0;
         } else
                 (void) read_properties(p, reply);
         if (!p->sd_refreshing_unit) {
@@ -849,6 +939,10 @@ static int on_unit_props(sd_bus_message *reply, void *userdata, sd_bus_error *er
 static void refresh_pod(rt_pod *p) {
         p->sd_call = sd_bus_slot_unref(p->sd_call);
         p->sd_refreshing_unit = false;
+        if (!p->manager->bus) {
+                p->manager->sd_stale = true; /* read on connect */
+                return;
+        }
         if (sd_bus_call_method_async(p->manager->bus, &p->sd_call, SD_DEST, p->sd_path,
                                      "org.freedesktop.DBus.Properties", "GetAll", on_unit_props, p,
                                      "s", SD_SERVICE_IFACE) < 0)
@@ -865,9 +959,22 @@ static int systemd_adopt(rt_pod *p, char **ret_error) {
                 return -EINVAL;
         }
         r = load_snapshot(m, ret_error);
-        if (r < 0)
+        if (r == -ENOMEM || r == -EOPNOTSUPP)
                 return r;
-        state = tend_hashmap_get(m->sd_snapshot, p->record.unit);
+        if (r < 0) {
+                /* Not knowing is not knowing it is gone: a unit outlives
+                 * the bus. The pod is kept and its unit read once the bus
+                 * is back (a unit gone by then makes it a lost pod) —
+                 * marking it lost now would run a second copy of it. */
+                log_warning("systemd: %s: cannot be checked now (%s); kept, and checked once the "
+                            "bus is back",
+                            p->record.unit, strna(*ret_error));
+                free(*ret_error);
+                *ret_error = NULL;
+                bus_retry_later(m);
+                state = SNAP_UP;
+        } else
+                state = tend_hashmap_get(m->sd_snapshot, p->record.unit);
         if (!state) {
                 *ret_error = strprintf("unit %s is gone", p->record.unit);
                 return -ESRCH;
@@ -902,12 +1009,16 @@ static int systemd_adopt(rt_pod *p, char **ret_error) {
 
 int rt_manager_find_unit(rt_manager *m, const char *namespace, const char *pod, rt_record *ret) {
         _cleanup_free_ char *unit = rt_unit_name(namespace, pod);
+        int r;
 
         if (!unit)
                 return -ENOMEM;
-        if (load_snapshot(m, NULL) < 0)
-                return -ESRCH;
-        if (tend_hashmap_get(m->sd_snapshot, unit) != SNAP_UP)
+        r = load_snapshot(m, NULL);
+        if (r == -ENOMEM)
+                return r;
+        /* Unknown (no bus): the unit may run; adopting it by name is
+         * checked later, while starting a second one could not be undone. */
+        if (r == -EOPNOTSUPP || (r >= 0 && tend_hashmap_get(m->sd_snapshot, unit) != SNAP_UP))
                 return -ESRCH;
         *ret = (rt_record){ .backend = strdup("systemd"), .unit = TAKE_PTR(unit) };
         if (!ret->backend) {
@@ -926,6 +1037,57 @@ static int on_stop_reply(sd_bus_message *reply, void *userdata, sd_bus_error *er
         return 0;
 }
 
+/* A unit that runs (or is coming up) with no pod to answer for it. */
+static bool is_orphan(rt_manager *m, const char *name, const char *active) {
+        _cleanup_free_ char *path = NULL;
+
+        if (!streq(active, "active") && !streq(active, "activating") && !streq(active, "reloading"))
+                return false;
+        if (sd_bus_path_encode(SD_UNIT_PATH, name, &path) < 0)
+                return false;
+        return !m->sd_units || !tend_hashmap_get(m->sd_units, path);
+}
+
+static int stop_orphan(rt_manager *m, const char *name) {
+        log_warning("systemd: %s runs with no pod record; stopping it", name);
+        return sd_bus_call_method_async(m->bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "StopUnit",
+                                        on_stop_reply, NULL, "ss", name, "replace");
+}
+
+static int on_sweep_listed(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        rt_manager *m = userdata;
+        const sd_bus_error *e = sd_bus_message_get_error(reply);
+        const char *name, *active;
+        int r;
+
+        m->sd_sweep = sd_bus_slot_unref(m->sd_sweep);
+        if (e) {
+                log_warning("systemd: listing the tend-* units: %s; units with no pod are not "
+                            "stopped",
+                            e->message ?: e->name);
+                return 0;
+        }
+        m->sd_sweep_pending = false;
+        r = sd_bus_message_enter_container(reply, 'a', "(ssssssouso)");
+        while (r >= 0 && (r = sd_bus_message_read(reply, "(ssssssouso)", &name, NULL, NULL, &active,
+                                                  NULL, NULL, NULL, NULL, NULL, NULL)) > 0)
+                if (is_orphan(m, name, active) && stop_orphan(m, name) >= 0 && m->cb.orphan_stopped)
+                        m->cb.orphan_stopped(name, m->userdata);
+        return 0;
+}
+
+/* Deferred from start-up: the bus is back, and every pod it had is
+ * registered (adopted ones as well as those started since). */
+static void sweep_orphans(rt_manager *m) {
+        if (m->sd_sweep || !m->bus)
+                return;
+        if (sd_bus_call_method_async(m->bus, &m->sd_sweep, SD_DEST, SD_PATH, SD_MANAGER,
+                                     "ListUnitsByPatterns", on_sweep_listed, m, "asas", 0, 1,
+                                     SD_UNIT_PREFIX "*") < 0)
+                log_warning("systemd: cannot list the tend-* units; units with no pod are not "
+                            "stopped");
+}
+
 int rt_manager_stop_orphan_units(rt_manager *m, char ***ret_units) {
         _cleanup_strv_free_ char **units = NULL;
         const char *name;
@@ -935,19 +1097,22 @@ int rt_manager_stop_orphan_units(rt_manager *m, char ***ret_units) {
         *ret_units = NULL;
         if (m->bus_kind == RT_BUS_NONE)
                 return 0;
-        /* Where the bus is not there, there are no units either. */
-        if (load_snapshot(m, NULL) < 0)
+        r = load_snapshot(m, NULL);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                /* Later, when the bus is back. */
+                log_warning("systemd: the %s bus is not reachable; tend-* units with no pod will "
+                            "be stopped once it is",
+                            bus_kind_name(m));
+                m->sd_sweep_pending = true;
+                bus_retry_later(m);
                 return 0;
+        }
         for (size_t i = 0; tend_hashmap_next(m->sd_snapshot, &i, &name, &state);) {
-                _cleanup_free_ char *path = NULL;
-                if (state != SNAP_UP)
+                if (!is_orphan(m, name, state == SNAP_UP ? "active" : "inactive"))
                         continue;
-                if (sd_bus_path_encode(SD_UNIT_PATH, name, &path) < 0)
-                        return -ENOMEM;
-                if (m->sd_units && tend_hashmap_get(m->sd_units, path))
-                        continue;
-                r = sd_bus_call_method_async(m->bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "StopUnit",
-                                             on_stop_reply, NULL, "ss", name, "replace");
+                r = stop_orphan(m, name);
                 if (r < 0)
                         return r;
                 r = strv_extend(&units, name);

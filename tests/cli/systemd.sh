@@ -2,7 +2,8 @@
 # The systemd runtime through the real binaries, under
 # tests/systemd/harness.sh: a rolling update from processes to units, an
 # exec failure, units killed from outside, a graceful stop within the grace
-# period, an orphan unit, and a bus that is not there.
+# period, an orphan unit, a bus that goes away and comes back (with tendd
+# running, and with tendd starting meanwhile), and a bus that is not there.
 . "$(dirname "$0")/lib.sh"
 
 [ -n "${TEND_SYSTEMD_HARNESS:-}" ] || { echo "run me under tests/systemd/harness.sh"; exit 77; }
@@ -124,6 +125,58 @@ orphan_gone() { [ "$(systemctl --user is-active tend-default-orphan-x1.service)"
 wait_for 10 orphan_gone && ok "the orphan unit was stopped" || fail "the orphan unit runs"
 tend get events >"$tmp/events"
 expect_grep "OrphanStopped" "$tmp/events" "a Warning event for it"
+
+echo "== the bus goes away and comes back: nothing missed, nothing doubled"
+set -- $(running move | sort | head -1)
+pod_a=$1 unit_a=$2
+set -- $(running move | sort | tail -1)
+pod_b=$1 unit_b=$2
+pid_b=$(main_pid "$unit_b")
+systemctl --user stop dbus.socket dbus.service
+bus_gone() { grep -q "lost the user bus" "$tmp/tendd.log"; }
+wait_for 5 bus_gone && ok "tendd sees the bus go" || fail "tendd did not notice"
+kill -9 "$(main_pid "$unit_a")"
+systemctl --user start dbus.socket
+replaced_a() { count_running move 2 && ! running move | grep -q "^$pod_a "; }
+wait_for 15 replaced_a && ok "a unit killed while the bus was away: its pod is replaced" ||
+    fail "pods: $(tend get pods -l app=move -o wide)"
+tend get pod "$pod_a" -o json | jq -e '.status.containerStatuses[0].state.terminated.signal == 9' \
+    >/dev/null && ok "$pod_a shows signal 9" || fail "$pod_a: $(tend get pod "$pod_a" -o json | jq -c .status)"
+[ "$(main_pid "$unit_b")" = "$pid_b" ] && ok "the other unit kept its process" || fail "$unit_b changed"
+set -- $(running move | grep -v "^$pod_b " | head -1)
+pod=$1
+kill -9 "$(main_pid "$2")"
+wait_for 10 replaced && ok "signals flow again: a kill after the bus came back is seen" ||
+    fail "$pod not replaced"
+
+echo "== tendd starts while the bus is away: pods kept, checked once it is back"
+set -- $(running move | sort | head -1)
+pod_a=$1 unit_a=$2
+set -- $(running move | sort | tail -1)
+pod_b=$1 unit_b=$2
+pid_b=$(main_pid "$unit_b")
+stop_tendd TERM
+systemd-run --user --unit tend-default-orphan-x2.service -p Type=exec "$testprog" sleep >/dev/null 2>&1 ||
+    fail "cannot start an orphan unit"
+systemctl --user stop dbus.socket dbus.service
+kill -9 "$(main_pid "$unit_a")"
+start_tendd
+sleep 1
+live_pods() { tend get pods -l app=move -o json |
+    jq '[.items[] | select(.status.phase == "Running" or .status.phase == "Pending")] | length'; }
+[ "$(live_pods)" -eq 2 ] && count_running move 2 &&
+    ok "both pods kept, none started beside them, while nothing can be checked" ||
+    fail "pods: $(tend get pods -l app=move -o wide)"
+orphan2_runs() { [ "$(systemctl --user is-active tend-default-orphan-x2.service)" = active ]; }
+orphan2_runs && ok "the orphan unit is left alone while its pod cannot be known" || fail "orphan stopped blind"
+systemctl --user start dbus.socket
+wait_for 15 replaced_a && ok "the unit that died meanwhile: its pod is replaced once the bus is back" ||
+    fail "pods: $(tend get pods -l app=move -o wide)"
+[ "$(main_pid "$unit_b")" = "$pid_b" ] && ok "the live unit kept its process" || fail "$unit_b changed"
+orphan2_gone() { ! orphan2_runs; }
+wait_for 10 orphan2_gone && ok "the orphan unit is stopped once the bus is back" || fail "the orphan runs"
+orphan2_event() { tend get events | grep -q "orphan-x2"; }
+wait_for 5 orphan2_event && ok "a Warning event for it" || fail "no event: $(tend get events)"
 
 echo "== no bus: systemd pods fail with the reason, process pods run"
 tend delete deploy/move >/dev/null

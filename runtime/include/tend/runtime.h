@@ -69,6 +69,9 @@ typedef struct rt_callbacks {
          * reported). message says why on failure. */
         void (*probe)(rt_pod *pod, rt_probe_type type, bool success, const char *message,
                       void *userdata);
+        /* A tend-* unit that ran with no pod was stopped by the sweep that
+         * start-up deferred because the systemd bus was not reachable. */
+        void (*orphan_stopped)(const char *unit, void *userdata);
 } rt_callbacks;
 
 /* Which bus the systemd backend talks to. AUTO: the system bus as root on
@@ -177,11 +180,14 @@ const char *rt_pod_probe_message(const rt_pod *pod, rt_probe_type type);
 char *rt_unit_name(const char *namespace, const char *pod);
 int rt_unit_parse(const char *unit, char **ret_namespace, char **ret_pod);
 /* At start-up, for a pod whose record holds only the intent: its unit, if
- * one is running (-ESRCH otherwise). */
+ * one is running (-ESRCH otherwise). Where the bus cannot be reached, the
+ * unit cannot be ruled out: its name is returned, for an adoption that
+ * is verified once the bus is back. */
 int rt_manager_find_unit(rt_manager *m, const char *namespace, const char *pod, rt_record *ret);
 /* At the end of start-up adoption: stops every running tend-* unit that no
- * pod adopted, and returns their names (for the agent's events). 0 with
- * none where there is no systemd bus. */
+ * pod adopted, and returns their names (for the agent's events). Where the
+ * bus cannot be reached, the sweep runs when it connects, and reports
+ * through the orphan_stopped callback. */
 int rt_manager_stop_orphan_units(rt_manager *m, char ***ret_units);
 
 /* <state_dir>/pods/<namespace>_<pod>/<container>.log; new string. */
