@@ -16,11 +16,19 @@
 struct manifests {
         uv_loop_t *loop;
         agent_loop *al;
-        char *dir; /* absolute, resolved */
-        uv_fs_event_t watch;
+        /* Absolute, its parents resolved, itself not: a symlink swapped to
+         * a new checkout (as git-sync does) is followed to the new one. */
+        char *dir;
+        char *parent, *base;
+        uv_fs_event_t watch;        /* the directory (its current target) */
+        uv_fs_event_t parent_watch; /* its parent: the directory replaced or created */
+        dev_t watched_dev;          /* what `watch` watches: re-armed when it changes */
+        ino_t watched_ino;
+        bool watching;
         uv_timer_t debounce, resync;
         unsigned open_handles;
         bool closing;
+        char *unreadable;       /* the error last said about reading the directory */
         tend_hashmap *reported; /* path → the errors last reported (owned) */
 };
 
@@ -29,16 +37,16 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 /* The directory's manifest files, sorted: *.yaml, *.yml, *.json, not
- * hidden (editors' swap files), regular files only. */
-static char **list_files(const char *dir) {
+ * hidden (editors' swap files), regular files only. -errno when the
+ * directory cannot be read. */
+static int list_files(const char *dir, char ***ret) {
         _cleanup_strv_free_ char **files = NULL;
         DIR *d = opendir(dir);
         struct dirent *e;
 
-        if (!d) {
-                log_warning("manifests: cannot read %s: %m", dir);
-                return NULL;
-        }
+        *ret = NULL;
+        if (!d)
+                return -errno;
         while ((e = readdir(d))) {
                 _cleanup_free_ char *path = NULL;
                 struct stat st;
@@ -50,14 +58,17 @@ static char **list_files(const char *dir) {
                 path = strprintf("%s/%s", dir, e->d_name);
                 if (!path || stat(path, &st) < 0 || !S_ISREG(st.st_mode))
                         continue;
-                if (strv_push(&files, path) < 0)
-                        break;
+                if (strv_push(&files, path) < 0) {
+                        closedir(d);
+                        return -ENOMEM;
+                }
                 path = NULL;
         }
         closedir(d);
         if (files)
                 qsort(files, strv_length(files), sizeof(char *), cmp_str);
-        return TAKE_PTR(files);
+        *ret = TAKE_PTR(files);
+        return 0;
 }
 
 /* Is this deployment one of the directory's? */
@@ -122,8 +133,10 @@ static void report(manifests *m, const char *file, const spec_errors *errs) {
 }
 
 /* One file, all or nothing. Adds the "namespace/name" of what it declares
- * to *declared; returns -EINVAL if it is not applied. */
-static int sync_file(manifests *m, const char *file, char ***declared) {
+ * to *declared, and the file that declares it to claims (the first file,
+ * in name order, wins a deployment two declare); returns -EINVAL if it is
+ * not applied. */
+static int sync_file(manifests *m, const char *file, char ***declared, tend_hashmap *claims) {
         agent *a = agent_loop_agent(m->al);
         spec_manifest mf = {};
         spec_errors errs = {};
@@ -134,6 +147,26 @@ static int sync_file(manifests *m, const char *file, char ***declared) {
         (void) spec_manifest_add_path(&mf, file, &errs);
         if (errs.n == 0 && !errs.dropped)
                 (void) spec_manifest_check(&mf, &errs);
+        errs.file = file;
+        /* Most often a file caught between an editor's truncate and write:
+         * deleting what it declared, to create it again a moment later,
+         * would restart every pod. Deleting the file deletes them. */
+        if (errs.n == 0 && !errs.dropped && mf.n == 0)
+                (void) spec_errors_add(&errs, NULL,
+                                       "declares no deployment (taken as a file being written; "
+                                       "delete the file to delete what it declared)");
+        for (size_t i = 0; i < mf.n && errs.n == 0; i++) {
+                const spec_deployment *d = mf.items[i].deployment;
+                _cleanup_free_ char *key = strprintf("%s/%s", d->metadata.namespace,
+                                                     d->metadata.name);
+                const char *other = key ? tend_hashmap_get(claims, key) : NULL;
+                if (other)
+                        (void) spec_errors_add_at(&errs, mf.items[i].line, 1,
+                                                  "deployment %s is declared by %s already; one "
+                                                  "file per deployment (this file is not applied)",
+                                                  key, other);
+        }
+        errs.file = NULL;
         if (errs.n == 0 && !errs.dropped && mf.n > 0) {
                 ds = new0(spec_deployment *, mf.n);
                 res = new0(agent_apply_result, mf.n);
@@ -163,7 +196,8 @@ static int sync_file(manifests *m, const char *file, char ***declared) {
                 const spec_deployment *d = mf.items[i].deployment;
                 _cleanup_free_ char *key = strprintf("%s/%s", d->metadata.namespace,
                                                      d->metadata.name);
-                if (!key || strv_extend(declared, key) < 0) {
+                if (!key || strv_extend(declared, key) < 0 ||
+                    tend_hashmap_put(claims, key, (void *) file, NULL) < 0) {
                         r = -ENOMEM;
                         goto out;
                 }
@@ -177,18 +211,71 @@ out:
         return r;
 }
 
+static void on_fs_event(uv_fs_event_t *h, const char *name, int events, int status);
+
+/* The directory a watch follows is the one the path names now: after a
+ * symlink swap, or the directory removed and made again, the watch moves
+ * to the new one. */
+static void rearm_watch(manifests *m) {
+        struct stat st;
+        int r;
+
+        if (stat(m->dir, &st) < 0 || !S_ISDIR(st.st_mode))
+                return;
+        if (m->watching && st.st_dev == m->watched_dev && st.st_ino == m->watched_ino)
+                return;
+        if (m->watching)
+                uv_fs_event_stop(&m->watch);
+        m->watching = false;
+        r = uv_fs_event_start(&m->watch, on_fs_event, m->dir, 0);
+        if (r < 0) {
+                log_warning("manifests: cannot watch %s: %s; it is read every resync period",
+                            m->dir, uv_strerror(r));
+                return;
+        }
+        if (m->watched_ino)
+                log_info("manifests: %s is a new directory now; watching it", m->dir);
+        m->watching = true;
+        m->watched_dev = st.st_dev;
+        m->watched_ino = st.st_ino;
+}
+
 void manifests_sync(manifests *m) {
         agent *a = agent_loop_agent(m->al);
         _cleanup_strv_free_ char **files = NULL, **declared = NULL, **invalid = NULL,
                                  **doomed = NULL;
+        _cleanup_(tend_hashmap_freep) tend_hashmap *claims = NULL;
         const void *const *items;
         size_t n;
+        int r;
 
         if (m->closing)
                 return;
-        files = list_files(m->dir);
+        rearm_watch(m);
+        r = list_files(m->dir, &files);
+        if (r < 0) {
+                /* Not the same as empty: a directory that went away (an
+                 * unmounted share, a checkout being replaced) deletes
+                 * nothing. Emptying it, or removing its files, does. */
+                _cleanup_free_ char *why = strdup(strerror(-r));
+                if (!streq_ptr(why, m->unreadable))
+                        log_warning("manifests: cannot read %s: %s; its deployments keep running "
+                                    "as they are",
+                                    m->dir, strerror(-r));
+                free(m->unreadable);
+                m->unreadable = TAKE_PTR(why);
+                return;
+        }
+        if (m->unreadable) {
+                log_info("manifests: %s can be read again", m->dir);
+                free(m->unreadable);
+                m->unreadable = NULL;
+        }
+        claims = tend_hashmap_new();
+        if (!claims)
+                return;
         for (char **f = files; f && *f; f++)
-                if (sync_file(m, *f, &declared) < 0)
+                if (sync_file(m, *f, &declared, claims) < 0)
                         (void) strv_extend(&invalid, *f);
 
         /* What came from a file that is gone, or that no longer declares
@@ -222,24 +309,93 @@ static void on_debounce(uv_timer_t *t) {
 static void on_fs_event(uv_fs_event_t *h, const char *name, int events, int status) {
         manifests *m = h->data;
 
-        if (status < 0)
+        if (status < 0) {
+                /* The watch is gone with its directory: the next sync
+                 * watches whatever the path names by then. */
                 log_warning("manifests: watching %s: %s", m->dir, uv_strerror(status));
+                m->watching = false;
+                uv_fs_event_stop(h);
+        }
         uv_timer_start(&m->debounce, on_debounce, DEBOUNCE_MS, 0);
+}
+
+/* In the parent, only the directory's own name matters (created, renamed
+ * over, a symlink replaced). */
+static void on_parent_event(uv_fs_event_t *h, const char *name, int events, int status) {
+        manifests *m = h->data;
+
+        if (status < 0 || !name || streq(name, m->base))
+                uv_timer_start(&m->debounce, on_debounce, DEBOUNCE_MS, 0);
 }
 
 static void on_resync(uv_timer_t *t) {
         manifests_sync(t->data);
 }
 
+/* dir made absolute with its parents resolved; the last part kept as it
+ * is (it may be a symlink to follow as it changes). */
+static int absolute_dir(const char *dir, char **ret_dir, char **ret_parent, char **ret_base) {
+        _cleanup_free_ char *copy = strdup(dir), *parent = NULL, *base = NULL;
+        char real[PATH_MAX], *slash;
+        size_t len;
+
+        if (!copy)
+                return -ENOMEM;
+        len = strlen(copy);
+        while (len > 1 && copy[len - 1] == '/')
+                copy[--len] = 0;
+        slash = strrchr(copy, '/');
+        base = strdup(slash ? slash + 1 : copy);
+        if (!base)
+                return -ENOMEM;
+        if (slash == copy)
+                parent = strdup("/");
+        else if (slash) {
+                *slash = 0;
+                parent = strdup(copy);
+        } else
+                parent = strdup(".");
+        if (!parent)
+                return -ENOMEM;
+        if (!realpath(parent, real))
+                return -errno;
+        if (isempty(base) || streq(base, ".") || streq(base, "..")) {
+                /* "/", "." or "..": no name of its own to follow. */
+                _cleanup_free_ char *full = strprintf("%s/%s", real, base);
+                if (!full || !realpath(full, real))
+                        return full ? -errno : -ENOMEM;
+                slash = strrchr(real, '/');
+                free(base);
+                base = strdup(slash && slash[1] ? slash + 1 : "");
+                *ret_dir = strdup(real);
+                *ret_parent = slash && slash != real ? strndup(real, (size_t) (slash - real))
+                                                     : strdup("/");
+        } else {
+                *ret_dir = streq(real, "/") ? strprintf("/%s", base)
+                                            : strprintf("%s/%s", real, base);
+                *ret_parent = strdup(real);
+        }
+        *ret_base = TAKE_PTR(base);
+        if (!*ret_dir || !*ret_parent || !*ret_base) {
+                free(*ret_dir);
+                free(*ret_parent);
+                free(*ret_base);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 int manifests_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resync, manifests **ret,
                   char **ret_error) {
+        _cleanup_free_ char *absdir = NULL, *parent = NULL, *base = NULL;
         manifests *m;
-        char real[PATH_MAX];
         struct stat st;
         int r;
 
-        if (!realpath(dir, real) || stat(real, &st) < 0) {
+        r = absolute_dir(dir, &absdir, &parent, &base);
+        if (r >= 0 && stat(absdir, &st) < 0)
                 r = -errno;
+        if (r < 0) {
                 *ret_error = strprintf("--manifests %s: %s", dir, strerror(-r));
                 return r;
         }
@@ -252,11 +408,14 @@ int manifests_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resyn
                 return -ENOMEM;
         m->loop = loop;
         m->al = al;
-        m->dir = strdup(real);
+        m->dir = TAKE_PTR(absdir);
+        m->parent = TAKE_PTR(parent);
+        m->base = TAKE_PTR(base);
         m->reported = tend_hashmap_new();
-        if (!m->dir || !m->reported) {
+        if (!m->reported) {
                 free(m->dir);
-                tend_hashmap_free(m->reported);
+                free(m->parent);
+                free(m->base);
                 free(m);
                 return -ENOMEM;
         }
@@ -266,13 +425,20 @@ int manifests_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resyn
         m->resync.data = m;
         uv_fs_event_init(loop, &m->watch);
         m->watch.data = m;
-        m->open_handles = 3;
-        r = uv_fs_event_start(&m->watch, on_fs_event, m->dir, 0);
-        if (r < 0) {
-                *ret_error = strprintf("--manifests %s: cannot watch it: %s", dir, uv_strerror(r));
+        uv_fs_event_init(loop, &m->parent_watch);
+        m->parent_watch.data = m;
+        m->open_handles = 4;
+        rearm_watch(m);
+        if (!m->watching) {
+                *ret_error = strprintf("--manifests %s: cannot watch it", dir);
                 manifests_close(m);
-                return r;
+                return -EIO;
         }
+        r = uv_fs_event_start(&m->parent_watch, on_parent_event, m->parent, 0);
+        if (r < 0)
+                log_warning("manifests: cannot watch %s: %s; %s replaced is seen at the next "
+                            "resync",
+                            m->parent, uv_strerror(r), m->dir);
         resync = resync ?: 30 * USEC_PER_SEC;
         uv_timer_start(&m->resync, on_resync, resync / USEC_PER_MSEC, resync / USEC_PER_MSEC);
         uv_unref((uv_handle_t *) &m->resync);
@@ -292,7 +458,10 @@ static void on_closed(uv_handle_t *h) {
         for (size_t i = 0; tend_hashmap_next(m->reported, &i, &k, &v);)
                 free(v);
         tend_hashmap_free(m->reported);
+        free(m->unreadable);
         free(m->dir);
+        free(m->parent);
+        free(m->base);
         free(m);
 }
 
@@ -301,6 +470,7 @@ void manifests_close(manifests *m) {
                 return;
         m->closing = true;
         uv_close((uv_handle_t *) &m->watch, on_closed);
+        uv_close((uv_handle_t *) &m->parent_watch, on_closed);
         uv_close((uv_handle_t *) &m->debounce, on_closed);
         uv_close((uv_handle_t *) &m->resync, on_closed);
 }

@@ -8,7 +8,11 @@
  * that disappears takes its deployments with it; a deployment that leaves
  * a file goes too. An invalid file changes nothing (the last good version
  * keeps running) and says why: a Warning event and a log line with
- * file:line:col. The directory is synced at start, on change (inotify
+ * file:line:col. An empty file, or one declaring what an earlier file
+ * (by name) declares, is refused the same way; a directory that cannot be
+ * read deletes nothing. The path is followed, not resolved once: a symlink
+ * swapped to another directory, or the directory made anew, is watched
+ * again. The directory is synced at start, on change (inotify
  * through libuv, debounced), on SIGHUP, and every resync period — which is
  * also when a change made to one of its deployments through the API is
  * reverted.

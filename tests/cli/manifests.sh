@@ -83,6 +83,39 @@ tend get deploy extra >/dev/null || fail "extra went too"
 tend get events >"$tmp/events"
 grep -q "app.yaml" "$tmp/events" || true
 
+echo "== an empty file, and a deployment two files declare: neither changes anything"
+p=$(pids extra)
+: >"$mdir/extra.yaml"
+said() { tend get events | grep -q "$1"; }
+wait_for 10 said "declares no deployment" && ok "an empty file is not applied, and tend says why" ||
+    fail "$(tend get events)"
+[ "$(pids extra)" = "$p" ] && tend get deploy extra >/dev/null && ok "extra keeps running" ||
+    fail "extra changed: $(tend get pods -l app=extra)"
+deployment extra 1 >"$mdir/extra.yaml"
+deployment extra 1 other >"$mdir/zz-extra.yaml"
+wait_for 10 said "zz-extra.yaml.*extra.yaml already" && ok "the second file is refused, naming the first" ||
+    fail "$(tend get events)"
+gen=$(tend get deploy extra -o json | jq .metadata.generation)
+hup
+sleep 1
+[ "$(tend get deploy extra -o json | jq .metadata.generation)" = "$gen" ] && [ "$(pids extra)" = "$p" ] &&
+    ok "nothing flips between the two" || fail "extra changed: generation $gen → $(tend get deploy extra -o json | jq .metadata.generation)"
+rm "$mdir/zz-extra.yaml"
+
+echo "== the directory goes away: nothing is deleted; it comes back: it is watched again"
+mv "$mdir" "$tmp/moved"
+hup
+unreadable() { grep -q "cannot read $mdir: No such file or directory" "$tmp/tendd.log"; }
+wait_for 5 unreadable && ok "tendd says it cannot read it" || fail "no log line"
+sleep 0.5
+[ "$(pids extra)" = "$p" ] && ok "its deployments keep running" || fail "extra: $(tend get pods -l app=extra)"
+cp -a "$tmp/moved" "$tmp/copy" # a new directory (inode) in its place
+mv "$tmp/copy" "$mdir"
+sleep 0.5
+deployment late 1 >"$mdir/late.yaml"
+wait_for 10 has_running late 1 && ok "a file added to the directory back in place is applied" ||
+    fail "late not running"
+
 echo "== --stop-pods-on-exit: every pod stopped, gracefully, before tendd exits"
 stop_tendd TERM
 start_tendd --manifests "$mdir" --stop-pods-on-exit
@@ -104,5 +137,23 @@ grep -q "every pod stopped" "$tmp/tendd.log" && ok "it says so" || fail "no log 
 start_tendd --manifests "$mdir"
 wait_for 10 has_running extra 1 && ok "the next tendd starts them again" || fail "not started again"
 [ "$(pids extra)" != "$p" ] || fail "same pid as before?"
+
+echo "== a symlink swapped to a new checkout (as git-sync does) is followed"
+stop_tendd TERM
+mkdir "$tmp/rev1" "$tmp/rev2"
+deployment sym 1 v1 >"$tmp/rev1/sym.yaml"
+deployment sym 1 v2 >"$tmp/rev2/sym.yaml"
+ln -s rev1 "$tmp/current"
+start_tendd --manifests "$tmp/current" --resync 60s
+wait_for 10 has_running sym 1 && ok "applied through the symlink" || fail "sym not running"
+[ "$(tend get deploy sym -o json | jq -r '.metadata.annotations["tend.io/source"]')" = "$tmp/current/sym.yaml" ] &&
+    ok "the source names the path given, not its target" || fail "source: $(tend get deploy sym -o json | jq .metadata.annotations)"
+ln -s rev2 "$tmp/current.new"
+mv -T "$tmp/current.new" "$tmp/current"
+rm -rf "$tmp/rev1"
+sym_v2() { tend get deploy sym -o json | jq -e '.metadata.annotations["deployment.kubernetes.io/revision"] == "2"' >/dev/null; }
+wait_for 10 sym_v2 && ok "the swap rolls out the new checkout" || fail "sym: $(tend get deploy sym -o json | jq -c .metadata)"
+deployment sym2 1 >"$tmp/rev2/sym2.yaml"
+wait_for 10 has_running sym2 1 && ok "and the new checkout is watched" || fail "sym2 not running"
 
 finish
