@@ -13,6 +13,10 @@ units="$TEND_SOURCE_DIR/units"
 echo "== systemd-analyze verify"
 sed "s|@TENDD@|$bin/tendd|" "$units/tendd.service.in" >"$tmp/tendd.service"
 expect_exit 0 "verify the system unit" systemd-analyze verify "$tmp/tendd.service"
+# Pods are tendd's children and inherit its sandbox: none of it may be set.
+sandbox=$(grep -hE '^(Protect|Private|NoNewPrivileges|LockPersonality|Restrict|SystemCall|MemoryDeny|DeviceAllow|CapabilityBoundingSet)' \
+    "$units/tendd.service.in" "$units/tendd-user.service.in")
+[ -z "$sandbox" ] && ok "no sandboxing that every pod would inherit" || fail "inherited by the pods: $sandbox"
 mkdir -p "$XDG_CONFIG_HOME/systemd/user/tendd.service.d"
 sed "s|@TENDD@|$bin/tendd|" "$units/tendd-user.service.in" >"$XDG_CONFIG_HOME/systemd/user/tendd.service"
 expect_exit 0 "verify the user unit" systemd-analyze --user verify \
