@@ -31,6 +31,7 @@ static void manager_free(rt_manager *m) {
                 munmap(m->spawn_stack, m->spawn_stack_size);
         safe_close(m->devnull);
         free(m->known_pids);
+        tend_hashmap_free(m->detached);
         free(m->state_dir);
         free(m);
 }
@@ -162,13 +163,59 @@ void rt__pid_remove(rt_manager *m, pid_t pid) {
 
 /* ---- orphans ------------------------------------------------------------------------------ */
 
+/* The POD_UID in a process's environment, which its descendants inherit. */
+static char *pod_uid_of(pid_t pid) {
+        _cleanup_free_ char *env = NULL;
+        char path[64];
+        size_t n = 0;
+
+        snprintf(path, sizeof path, "/proc/%d/environ", (int) pid);
+        if (read_full_file(path, 256 * 1024, &env, &n) < 0)
+                return NULL;
+        for (size_t off = 0; off < n; off += strlen(env + off) + 1) {
+                const char *v = startswith(env + off, "POD_UID=");
+                if (v)
+                        return strdup(v);
+        }
+        return NULL;
+}
+
+static bool pod_lives(rt_manager *m, const char *uid) {
+        /* Detached (rt_pod_free() of a running pod): left to run, for the
+         * next agent to adopt, with whatever belongs to it. */
+        if (m->closing || (m->detached && tend_hashmap_get(m->detached, uid)))
+                return true;
+        for (rt_pod *p = m->pods; p; p = p->next)
+                if (p->state != RT_POD_EXITED && streq_ptr(p->uid, uid))
+                        return true;
+        return false;
+}
+
+/* A live child we did not spawn is a pod's escapee: it left the pod's
+ * session (setsid(), a daemon's double fork) and, its parent dead, came to
+ * us. While its pod lives it may; once its pod is gone it goes too, as
+ * everything in a container goes with it. It is our child and not reaped,
+ * so its pid (and the group it may lead) cannot be anyone else's. */
+static void kill_escapee(rt_manager *m, pid_t pid) {
+        _cleanup_free_ char *uid = pod_uid_of(pid);
+
+        if (!uid || pod_lives(m, uid))
+                return;
+        log_info("pid %d outlived its pod (POD_UID=%s), outside the pod's process group; "
+                 "killing it",
+                 (int) pid, uid);
+        (void) kill(-pid, SIGKILL); /* its own group, if it leads one */
+        (void) kill(pid, SIGKILL);
+}
+
 /*
  * As a child subreaper, processes orphaned inside pods (a daemonizing
  * grandchild) are re-parented to us and become our zombies when they die.
  * libuv reaps only what uv_spawn() started, and a waitpid(-1) would steal the
  * exit status of our own pods, so we list our children and reap only those
  * we did not spawn. Children of the agent are few (its pods and probes), so
- * this stays cheap even for a burst of SIGCHLDs.
+ * this stays cheap even for a burst of SIGCHLDs. Those that still run are
+ * escapees (kill_escapee()).
  */
 static void reap_orphans(rt_manager *m) {
         _cleanup_free_ char *buf = NULL;
@@ -194,7 +241,8 @@ static void reap_orphans(rt_manager *m) {
                         if (safe_atoi64(tok, &v) < 0 || v <= 0 || rt__pid_known(m, (pid_t) v))
                                 continue;
                         /* WNOHANG: a live orphan stays; a zombie is reaped. */
-                        (void) waitid(P_PID, (id_t) v, &si, WEXITED | WNOHANG);
+                        if (waitid(P_PID, (id_t) v, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0)
+                                kill_escapee(m, (pid_t) v);
                 }
         }
         closedir(d);
@@ -845,6 +893,9 @@ void rt_pod_free(rt_pod *pod) {
         if (!pod || pod->freed)
                 return;
         pod->freed = true;
+        if (pod->state != RT_POD_EXITED && pod->uid && !pod->manager->closing &&
+            (pod->manager->detached || (pod->manager->detached = tend_hashmap_new())))
+                (void) tend_hashmap_put(pod->manager->detached, pod->uid, (void *) 1, NULL);
         detach_pod(pod);
         release_ports(pod);
         pod_unlink(pod);

@@ -88,10 +88,14 @@ static void on_pidfd(uv_poll_t *h, int status, int events) {
                 (void) kill(-p->record.pid, SIGKILL);
                 (void) waitid(P_PIDFD, (id_t) p->pidfd, &(siginfo_t){}, WEXITED | WNOHANG);
                 rt__pid_remove(p->manager, p->record.pid);
-        }
-        /* An adopted process is not our child: its status went to its real
-         * parent (ECHILD here), and its group cannot be signalled safely
-         * once the leader has been reaped by someone else. */
+        } else
+                /* Adopted: not our child, its status went to its real
+                 * parent (ECHILD above), which may have reaped it already.
+                 * The group id stays taken while any member lives, and
+                 * once none does, it could only be reused after the pid
+                 * counter wraps (pid_max, 4194304 by default) — not in the
+                 * moment since the leader died. */
+                (void) kill(-p->record.pid, SIGKILL);
         e.finished_at = now_realtime();
         e.finished_mono = now_monotonic();
         if (r == 0 && si.si_code == CLD_EXITED) {
@@ -106,6 +110,8 @@ static void on_pidfd(uv_poll_t *h, int status, int events) {
 
         stop_watching(p);
         rt__pod_exited(p, &e);
+        /* Its escapees, once they are ours (kill_escapee()). */
+        rt__manager_reap_soon(p->manager);
 }
 
 static void on_grace_timeout(uv_timer_t *t) {

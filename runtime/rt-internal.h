@@ -146,7 +146,8 @@ struct rt_manager {
         bool subreaper;
         bool reap_pending;
         uv_signal_t sigchld;
-        pid_t *known_pids; /* open-addressing set of pids we spawned */
+        pid_t *known_pids;      /* open-addressing set of pids we spawned */
+        tend_hashmap *detached; /* uids of pods left running by rt_pod_free() */
         size_t known_alloc, known_n, known_tombstones;
 
         /* exec spawning */

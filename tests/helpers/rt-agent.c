@@ -4,7 +4,8 @@
  * tend-rt-agent: the runtime in a process of its own, to test adoption by a
  * second agent instance after the first is gone.
  *
- *   tend-rt-agent start DIR PROG   start PROG sleep as a pod, write
+ *   tend-rt-agent start DIR PROG [MODE]
+ *                                  start PROG MODE (sleep) as a pod, write
  *                                  DIR/record.json, print "started pid N",
  *                                  exit leaving the pod running
  *   tend-rt-agent adopt-and-kill DIR
@@ -32,12 +33,12 @@ static void on_exited(rt_pod *pod, const rt_exit *e, void *u) {
 
 static const rt_callbacks cbs = { .started = on_started, .exited = on_exited };
 
-static spec_pod_spec *make_spec(const char *prog) {
+static spec_pod_spec *make_spec(const char *prog, const char *mode) {
         char *yaml = strprintf("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\n"
                                "spec:\n  selector: {matchLabels: {app: a}}\n  template:\n"
                                "    metadata: {labels: {app: a}}\n    spec:\n      containers:\n"
-                               "      - {name: main, command: [\"%s\", sleep]}\n",
-                               prog);
+                               "      - {name: main, command: [\"%s\", %s]}\n",
+                               prog, mode);
         spec_manifest m = {};
         spec_errors errs = {};
         spec_pod_spec *s = malloc(sizeof *s);
@@ -69,7 +70,7 @@ int main(int argc, char **argv) {
         if (rt_manager_new(&c, &m) < 0)
                 return 2;
         path = strprintf("%s/record.json", argv[2]);
-        p.spec = make_spec(argc > 3 ? argv[3] : "/bin/sleep");
+        p.spec = make_spec(argc > 3 ? argv[3] : "/bin/sleep", argc > 4 ? argv[4] : "sleep");
 
         if (streq(argv[1], "start")) {
                 r = rt_pod_start(m, &p, NULL, &pod, &err);

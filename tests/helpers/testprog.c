@@ -7,6 +7,9 @@
  *   sleep             sleep until killed
  *   ignore-term       ignore SIGTERM, sleep until killed
  *   grandchild        fork a child that sleeps, print its pid, exit 0
+ *   group             fork a child that sleeps (in our group), print its pid, sleep
+ *   escapee           fork a child that forks a daemon (setsid(), so out of our
+ *                     group) and exits; print "escapee PID", sleep
  *   env               print the environment, one per line, then sleep
  *   argv              print the arguments, one per line, then sleep
  *   ids               print "uid gid ngroups cwd", then sleep
@@ -27,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -81,6 +85,34 @@ int main(int argc, char **argv) {
         if (!strcmp(mode, "ignore-term")) {
                 signal(SIGTERM, SIG_IGN);
                 printf("ignoring SIGTERM\n");
+                sleep_forever();
+        }
+        if (!strcmp(mode, "group")) {
+                pid_t pid = fork();
+                if (pid == 0)
+                        sleep_forever();
+                printf("member %d\n", (int) pid);
+                sleep_forever();
+        }
+        if (!strcmp(mode, "escapee")) {
+                int fds[2];
+                pid_t mid, d = 0;
+                if (pipe(fds) < 0)
+                        return 1;
+                mid = fork();
+                if (mid == 0) {
+                        d = fork();
+                        if (d == 0) {
+                                setsid();
+                                sleep_forever();
+                        }
+                        (void) !write(fds[1], &d, sizeof d);
+                        _exit(0);
+                }
+                if (read(fds[0], &d, sizeof d) != sizeof d)
+                        return 1;
+                waitpid(mid, NULL, 0);
+                printf("escapee %d\n", (int) d);
                 sleep_forever();
         }
         if (!strcmp(mode, "grandchild")) {

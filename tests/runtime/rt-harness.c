@@ -191,10 +191,14 @@ char *cmd(const char *args) {
 }
 
 rt_pod *start(harness *h, const char *name, spec_pod_spec *s) {
-        rt_pod_params p = { .namespace = "default", .name = name, .uid = "uid-1", .spec = s };
+        char uid[128];
+        rt_pod_params p = { .namespace = "default", .name = name, .uid = uid, .spec = s };
         char *err = NULL;
         rt_pod *pod = NULL;
-        int r = rt_pod_start(h->m, &p, NULL, &pod, &err);
+        int r;
+
+        snprintf(uid, sizeof uid, "uid-%s", name); /* one per pod, as in the agent */
+        r = rt_pod_start(h->m, &p, NULL, &pod, &err);
         if (r < 0)
                 fail_msg("start %s: %s (%s)", name, strerror(-r), err);
         free(err);

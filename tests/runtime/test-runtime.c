@@ -181,7 +181,7 @@ static void test_env_and_expansion(void **state) {
         char *log = read_log(h, "env");
         assert_non_null(strstr(log, "POD_NAME=env\n"));
         assert_non_null(strstr(log, "POD_NAMESPACE=default\n"));
-        assert_non_null(strstr(log, "POD_UID=uid-1\n"));
+        assert_non_null(strstr(log, "POD_UID=uid-env\n"));
         assert_non_null(strstr(log, "PATH=/usr/local/sbin:"));
         snprintf(expect, sizeof expect, "PORT=%u\n", rb->ports[0].port);
         assert_non_null(strstr(log, expect));
@@ -294,6 +294,54 @@ static void test_grandchild_reaped(void **state) {
         rt_pod_free(pod);
         pod_spec_free(s);
         free(c);
+        harness_free(h);
+}
+
+static bool pid_alive(int pid) {
+        char path[64], buf[512], *p;
+        FILE *f;
+        bool alive = false;
+
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        if (!(f = fopen(path, "r")))
+                return false;
+        if (fgets(buf, sizeof buf, f) && (p = strrchr(buf, ')')))
+                alive = p[2] != 'Z' && p[2] != 'X';
+        fclose(f);
+        return alive;
+}
+
+/* A process that left the pod's group (setsid) and whose parent died is
+ * the agent's child: it may stay while its pod lives, and goes with it. */
+static void test_escapee_goes_with_its_pod(void **state) {
+        harness *h = harness_new(NULL);
+        char *c = cmd("\"escapee\""), *c2 = cmd("\"exit\", \"0\"");
+        spec_pod_spec *s = pod_spec(c, "      terminationGracePeriodSeconds: 1", NULL),
+                      *s2 = pod_spec(c2, NULL);
+        rt_pod *pod = start(h, "escaper", s), *other;
+        char *log, *p;
+        int epid;
+
+        assert_true(wait_log(h, "escaper", "escapee "));
+        log = read_log(h, "escaper");
+        p = strstr(log, "escapee ");
+        epid = atoi(p + strlen("escapee "));
+        assert_true(epid > 0);
+        /* Another pod's exit makes the agent look at its children. */
+        other = start(h, "other", s2);
+        assert_true(run_until(h, pod_exited, other, 5000));
+        run_for(h, 100);
+        assert_true(pid_alive(epid));
+        assert_int_equal(rt_pod_stop(pod, USEC_PER_SEC), 0);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        assert_true(run_until(h, pid_gone, &epid, 5000));
+        free(log);
+        rt_pod_free(other);
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        pod_spec_free(s2);
+        free(c);
+        free(c2);
         harness_free(h);
 }
 
@@ -499,18 +547,46 @@ static char *run_helper(const char *args) {
         return tend_buf_take(&b);
 }
 
+/* Another member of the group that pid leads, or 0. */
+static int other_in_group(int leader) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        int found = 0;
+
+        assert_non_null(d);
+        while (!found && (de = readdir(d))) {
+                char path[300], buf[512], *p;
+                int pid = atoi(de->d_name), pgrp = 0;
+                FILE *f;
+                if (pid <= 0 || pid == leader)
+                        continue;
+                snprintf(path, sizeof path, "/proc/%d/stat", pid);
+                if (!(f = fopen(path, "r")))
+                        continue;
+                if (fgets(buf, sizeof buf, f) && (p = strrchr(buf, ')')) &&
+                    sscanf(p + 2, "%*c %*d %d", &pgrp) == 1 && pgrp == leader)
+                        found = pid;
+                fclose(f);
+        }
+        closedir(d);
+        return found;
+}
+
 static void test_adopt_by_second_agent(void **state) {
         char dir[] = "/tmp/tend-adopt-XXXXXX", *out, *args;
-        int pid;
+        int pid, member = 0;
 
         assert_non_null(mkdtemp(dir));
-        args = strprintf("start %s %s", dir, testprog);
+        args = strprintf("start %s %s group", dir, testprog);
         out = run_helper(args);
         assert_true(sscanf(out, "started pid %d", &pid) == 1);
         free(out);
         free(args);
         /* The first agent is gone; the pod is not. */
         assert_int_equal(kill(pid, 0), 0);
+        for (int i = 0; i < 100 && !(member = other_in_group(pid)); i++)
+                usleep(10000);
+        assert_true(member > 0);
 
         /* Second agent: adopts (same pid, same start time), kills the pod
          * as a user would, and sees the exit with an unknown status (the
@@ -522,10 +598,15 @@ static void test_adopt_by_second_agent(void **state) {
         free(out);
         free(args);
 
-        /* We are a child subreaper: the orphaned pod was ours to reap. */
+        /* We are a child subreaper: the orphaned pod was ours to reap. And
+         * the rest of its group went with its leader, though the agent
+         * that saw it die was not its parent. */
         for (int i = 0; i < 100 && waitpid(pid, NULL, WNOHANG) == 0; i++)
                 usleep(10000);
         assert_int_equal(kill(pid, 0), -1);
+        for (int i = 0; i < 100 && waitpid(member, NULL, WNOHANG) == 0; i++)
+                usleep(10000);
+        assert_int_equal(kill(member, 0), -1);
 
         /* A third attempt refuses the record: the process is gone. */
         args = strprintf("adopt %s", dir);
@@ -865,6 +946,7 @@ int main(void) {
                 cmocka_unit_test(test_close_right_after_start),
                 cmocka_unit_test(test_stop_shortens_grace),
                 cmocka_unit_test(test_log_rotation),
+                cmocka_unit_test(test_escapee_goes_with_its_pod),
                 cmocka_unit_test(test_adopt_refuses_reused_pid),
                 cmocka_unit_test(test_adopt_by_second_agent),
                 cmocka_unit_test(test_probe_http),
