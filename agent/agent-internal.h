@@ -36,6 +36,7 @@ typedef struct pod_rt {
         char *liveness_message;
         char *probe_message; /* last readiness failure, for events */
         bool probe_dirty;    /* readiness changed: write the pod */
+        bool probe_failed;   /* a readiness failure to tell (an event) */
         usec_t started_wall;
 } pod_rt;
 

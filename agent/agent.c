@@ -352,6 +352,7 @@ void agent_pod_probe(agent *a, void *pod_userdata, rt_probe_type type, bool ok,
         if (type == RT_PROBE_READINESS) {
                 pr->ready = ok;
                 pr->probe_dirty = true;
+                pr->probe_failed = !ok;
                 free(pr->probe_message);
                 pr->probe_message = message ? strdup(message) : NULL;
         } else if (!ok) {

@@ -301,6 +301,10 @@ static int reflect(agent *a, const spec_pod *p, pod_rt *pr) {
 
         if (!pr->started)
                 return 0;
+        if (pr->probe_failed && pr->probe_message)
+                (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Unhealthy",
+                                    "Readiness probe failed: %s", pr->probe_message);
+        pr->probe_failed = false;
         if (p->status.phase == SPEC_POD_RUNNING &&
             plan_get_condition(p->status.conditions, p->status.n_conditions, "Ready") &&
             agent__pod_ready(p, &since) == pr->ready) {
@@ -331,9 +335,6 @@ static int reflect(agent *a, const spec_pod *p, pod_rt *pr) {
         }
         if (pr->started && agent__pod_ready(n, &since) != pr->ready) {
                 set_ready(a, n, pr->ready);
-                if (!pr->ready && pr->probe_message)
-                        (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Unhealthy",
-                                            "Readiness probe failed: %s", pr->probe_message);
                 changed = true;
         } else if (pr->started &&
                    !plan_get_condition(n->status.conditions, n->status.n_conditions, "Ready")) {

@@ -31,10 +31,11 @@ struct rt_prober {
         bool ever_ready; /* readiness: published success at least once */
         uint64_t hurry_ms;
         int run_ok, run_fail;
-        char message[256]; /* the last failure, for rt_pod_probe_message() */
-        unsigned unreaped; /* exec attempts whose process is not reaped yet */
-        char **exec_argv;  /* exec: the command, $(VAR)-expanded */
-        char *exec_path;   /* exec: argv[0] resolved against the pod's PATH */
+        usec_t last_reminder; /* readiness: the last failure reported while not ready */
+        char message[256];    /* the last failure, for rt_pod_probe_message() */
+        unsigned unreaped;    /* exec attempts whose process is not reaped yet */
+        char **exec_argv;     /* exec: the command, $(VAR)-expanded */
+        char *exec_path;      /* exec: argv[0] resolved against the pod's PATH */
         uv_timer_t tick;
         struct attempt *current;
 };
@@ -95,6 +96,29 @@ static void publish(rt_prober *p, bool ok, const char *message) {
 static void on_tick(uv_timer_t *t);
 
 /*
+ * A pod that does not become ready must say why, as the kubelet's
+ * "Readiness probe failed" events do: failures of a readiness probe that
+ * is not passing are reported too (not a transition: the same false
+ * again, with its message), at most once a period, and not within the
+ * pod's first initialDelaySeconds + periodSeconds — the hurried attempts
+ * of a starting pod fail as a matter of course, and a pod that is ready
+ * within its first period has nothing to explain.
+ */
+static void remind(rt_prober *p) {
+        rt_pod *pod = p->pod;
+        rt_manager *m = pod->manager;
+        usec_t now = now_monotonic(), period = (usec_t) p->spec->period_seconds * USEC_PER_SEC,
+               quiet = (usec_t) p->spec->initial_delay_seconds * USEC_PER_SEC + period;
+
+        if (now < pod->started_mono + quiet ||
+            (p->last_reminder && now < p->last_reminder + period))
+                return;
+        p->last_reminder = now;
+        if (!pod->freed && m->cb.probe)
+                m->cb.probe(pod, p->type, false, p->message, m->userdata);
+}
+
+/*
  * Until a readiness probe first succeeds, the next attempt comes sooner
  * than the period: 25 ms, then doubling, until it reaches the period. The
  * kubelet waits a whole period, so a replacement that listens 5 ms after
@@ -132,6 +156,8 @@ static void record(rt_prober *p, bool ok, const char *message) {
         p->run_fail++;
         if (p->result && p->run_fail >= p->spec->failure_threshold)
                 publish(p, false, p->message);
+        else if (!p->result && p->type == RT_PROBE_READINESS)
+                remind(p);
         hurry(p);
 }
 

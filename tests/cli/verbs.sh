@@ -449,6 +449,9 @@ expect_exit 1 "status --timeout" tend rollout status deploy/unready --timeout=1s
 expect_grep "timed out waiting for the condition" "$tmp/err" "timeout message"
 expect_exit 1 "status past the deadline" tend rollout status deploy/unready --timeout=30s
 expect_grep 'deployment "unready" exceeded its progress deadline' "$tmp/err" "deadline message"
+unhealthy() { tend get events | grep -q "Unhealthy.*Readiness probe failed: command exited with status 1"; }
+wait_for 5 unhealthy && ok "a pod that never becomes ready says why (Unhealthy event)" ||
+    fail "$(tend get events)"
 expect_exit 0 "status of a rolled-out deployment" tend rollout status deploy/good
 expect_grep 'deployment "good" successfully rolled out' "$tmp/out" "rolled out message"
 

@@ -668,6 +668,10 @@ static bool probe_message_is(harness *h, void *arg) {
         return msg && strstr(msg, a[1]);
 }
 
+static bool reminded(harness *h, void *pod) {
+        return last_probe(h, pod, RT_PROBE_READINESS) != NULL;
+}
+
 static void check_probe_case(const probe_case *pc) {
         harness *h = harness_new(NULL);
         int port = free_port();
@@ -693,11 +697,23 @@ static void check_probe_case(const probe_case *pc) {
                 assert_true(rt_pod_ready(pod));
         } else {
                 /* Readiness starts false and stays so: no transition, but the
-                 * failure is recorded with its reason. */
+                 * failure is recorded with its reason, and reported — not
+                 * within the first period (1 s), then once a period. */
                 const void *want[] = { pod, pc->want_message };
                 run_until(h, probe_message_is, want, 8000);
-                run_for(h, 300);
-                assert_null(last_probe(h, pod, RT_PROBE_READINESS));
+                run_until(h, reminded, pod, 4000);
+                e = last_probe(h, pod, RT_PROBE_READINESS);
+                assert_non_null(e);
+                assert_false(e->ok);
+                if (!strstr(e->message, pc->want_message))
+                        fail_msg("%s: reported \"%s\"", pc->probe, e->message);
+                assert_true(e->at - find_event(h, pod, EV_STARTED)->at >= USEC_PER_SEC);
+                size_t before = h->n_events;
+                run_for(h, 500);
+                for (size_t i = before; i < h->n_events; i++)
+                        if (h->events[i].type == EV_PROBE && h->events[i].pod == pod &&
+                            h->events[i].at - e->at < 900 * USEC_PER_MSEC)
+                                fail_msg("%s: reported twice within a period", pc->probe);
                 assert_false(rt_pod_ready(pod));
                 const char *msg = rt_pod_probe_message(pod, RT_PROBE_READINESS);
                 if (!msg || !strstr(msg, pc->want_message))

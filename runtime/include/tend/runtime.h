@@ -66,7 +66,9 @@ typedef struct rt_callbacks {
          * until rt_pod_free(). Called once per pod. */
         void (*exited)(rt_pod *pod, const rt_exit *e, void *userdata);
         /* A probe's published result changed (only transitions are
-         * reported). message says why on failure. */
+         * reported) — and, for readiness, failures while it is not
+         * passing, at most once a period (the same false again, with its
+         * message). message says why on failure. */
         void (*probe)(rt_pod *pod, rt_probe_type type, bool success, const char *message,
                       void *userdata);
         /* A tend-* unit that ran with no pod was stopped by the sweep that
