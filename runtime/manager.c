@@ -180,6 +180,26 @@ static char *pod_uid_of(pid_t pid) {
         return NULL;
 }
 
+/* A SIGKILL already pending (its group was killed a moment ago, and it is
+ * still on its way out): nothing to do, nothing to say. */
+static bool being_killed(pid_t pid) {
+        _cleanup_free_ char *status = NULL;
+        char path[64];
+
+        snprintf(path, sizeof path, "/proc/%d/status", (int) pid);
+        if (read_full_file(path, 16 * 1024, &status, NULL) < 0)
+                return true; /* gone */
+        for (const char *key = "\nShdPnd:"; key;
+             key = streq(key, "\nShdPnd:") ? "\nSigPnd:" : NULL) {
+                const char *v = strstr(status, key);
+                unsigned long long mask;
+                if (v && sscanf(v + strlen(key), "%llx", &mask) == 1 &&
+                    (mask & (1ULL << (SIGKILL - 1))))
+                        return true;
+        }
+        return false;
+}
+
 static bool pod_lives(rt_manager *m, const char *uid) {
         /* Detached (rt_pod_free() of a running pod): left to run, for the
          * next agent to adopt, with whatever belongs to it. */
@@ -199,11 +219,18 @@ static bool pod_lives(rt_manager *m, const char *uid) {
 static void kill_escapee(rt_manager *m, pid_t pid) {
         _cleanup_free_ char *uid = pod_uid_of(pid);
 
-        if (!uid || pod_lives(m, uid))
+        _cleanup_free_ char *comm = NULL;
+        char path[64];
+
+        if (!uid || pod_lives(m, uid) || being_killed(pid))
                 return;
-        log_info("pid %d outlived its pod (POD_UID=%s), outside the pod's process group; "
+        snprintf(path, sizeof path, "/proc/%d/comm", (int) pid);
+        (void) read_full_file(path, 64, &comm, NULL);
+        if (comm)
+                comm[strcspn(comm, "\n")] = 0;
+        log_info("pid %d (%s) outlived its pod (POD_UID=%s), outside the pod's process group; "
                  "killing it",
-                 (int) pid, uid);
+                 (int) pid, strna(comm), uid);
         (void) kill(-pid, SIGKILL); /* its own group, if it leads one */
         (void) kill(pid, SIGKILL);
 }
@@ -398,7 +425,17 @@ typedef struct rotation {
  * write lands at offset 0. Lines written between the copy and the truncate
  * are lost, and a log can overshoot the limit by what is written between
  * two checks. Both are the price of never blocking the loop.
+ *
+ * How often: each log is checked again when, at the rate it grew since
+ * its last check, it would reach the limit — every check interval (5 s)
+ * for a quiet pod, down to LOG_CHECK_MIN for one that spews, so a log
+ * that fills at hundreds of MB/s overshoots by a few MB, not by five
+ * seconds' worth.
  */
+#define LOG_CHECK_MIN (10 * USEC_PER_MSEC)
+#define LOG_CHECK_FIRST                                                          \
+        (100 * USEC_PER_MSEC) /* a new log (or one just rotated): learn its rate \
+                               */
 static void on_rotated(uv_fs_t *req) {
         rotation *rot = req->data;
 
@@ -413,21 +450,49 @@ static void on_rotated(uv_fs_t *req) {
         free(rot);
 }
 
-static void check_log(rt_manager *m, rt_pod *p) {
+/* When to look at this log again, from how fast it grew. */
+static void plan_next_check(rt_manager *m, rt_pod *p, uint64_t size, usec_t now) {
+        usec_t next = p->log_checked ? m->log_check_interval : LOG_CHECK_FIRST;
+
+        if (p->log_checked && size > p->log_size && now > p->log_checked) {
+                double rate = (double) (size - p->log_size) / (double) (now - p->log_checked);
+                double left = size < m->log_max_bytes ? (double) (m->log_max_bytes - size) : 0;
+                double until = left / rate;
+                if (until < (double) next)
+                        next = MAX((usec_t) until, LOG_CHECK_MIN);
+        }
+        p->log_size = size;
+        p->log_checked = now;
+        p->log_next_check = now + next;
+}
+
+static void check_log(rt_manager *m, rt_pod *p, usec_t now) {
         _cleanup_free_ char *dst = NULL;
         struct stat st;
         rotation *rot;
 
-        if (p->rotating || !p->record.log_path)
+        if (p->rotating) {
+                p->log_next_check = now + LOG_CHECK_MIN;
                 return;
+        }
+        if (!p->record.log_path) {
+                p->log_next_check = USEC_INFINITY;
+                return;
+        }
         /* A descriptor of the file, kept: with a thousand pods, a stat() of
          * each path every few seconds was most of an idle agent's work.
          * Copy-then-truncate keeps the inode, so the descriptor stays right. */
         if (p->log_fd < 0)
                 p->log_fd = open(p->record.log_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-        if ((p->log_fd >= 0 ? fstat(p->log_fd, &st) : stat(p->record.log_path, &st)) < 0 ||
-            (uint64_t) st.st_size <= m->log_max_bytes)
+        if ((p->log_fd >= 0 ? fstat(p->log_fd, &st) : stat(p->record.log_path, &st)) < 0) {
+                p->log_next_check = now + m->log_check_interval;
                 return;
+        }
+        plan_next_check(m, p, (uint64_t) st.st_size, now);
+        if ((uint64_t) st.st_size <= m->log_max_bytes)
+                return;
+        /* After the truncate it starts again from 0: no rate across it. */
+        p->log_checked = 0;
         dst = strprintf("%s.1", p->record.log_path);
         rot = new0(rotation, 1);
         if (!dst || !rot || !(rot->path = strdup(p->record.log_path))) {
@@ -446,11 +511,21 @@ static void check_log(rt_manager *m, rt_pod *p) {
         }
 }
 
+/* One timer for every log, set for the earliest next check. */
 static void on_log_timer(uv_timer_t *t) {
         rt_manager *m = t->data;
-        for (rt_pod *p = m->pods; p; p = p->next)
-                if (!p->freed && p->state != RT_POD_EXITED)
-                        check_log(m, p);
+        usec_t now = now_monotonic(), next = now + m->log_check_interval;
+
+        for (rt_pod *p = m->pods; p; p = p->next) {
+                if (p->freed || p->state == RT_POD_EXITED)
+                        continue;
+                if (p->log_next_check <= now)
+                        check_log(m, p, now);
+                next = MIN(next, p->log_next_check);
+        }
+        uv_timer_start(&m->log_timer, on_log_timer,
+                       (MAX(next, now + LOG_CHECK_MIN) - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC,
+                       0);
 }
 
 /* ---- the manager ------------------------------------------------------------------------------
@@ -512,8 +587,7 @@ int rt_manager_new(const rt_config *c, rt_manager **ret) {
         uv_timer_init(m->loop, &m->log_timer);
         m->log_timer.data = m;
         rt__manager_ref(m);
-        uv_timer_start(&m->log_timer, on_log_timer, m->log_check_interval / USEC_PER_MSEC,
-                       m->log_check_interval / USEC_PER_MSEC);
+        uv_timer_start(&m->log_timer, on_log_timer, m->log_check_interval / USEC_PER_MSEC, 0);
         uv_unref((uv_handle_t *) &m->log_timer);
 
         /* SIGCHLD is watched in any case: detached pods that were our
@@ -621,8 +695,15 @@ static rt_pod *pod_new(rt_manager *m, const rt_pod_params *p, void *userdata) {
         return pod;
 }
 
+static void on_log_timer(uv_timer_t *t);
+
 static void pod_link(rt_pod *pod) {
         rt_manager *m = pod->manager;
+
+        /* Its log's first check, soon: a pod may spew from its start. */
+        pod->log_next_check = now_monotonic() + LOG_CHECK_FIRST;
+        if (uv_timer_get_due_in(&m->log_timer) > LOG_CHECK_FIRST / USEC_PER_MSEC)
+                uv_timer_start(&m->log_timer, on_log_timer, LOG_CHECK_FIRST / USEC_PER_MSEC, 0);
         pod->next = m->pods;
         if (m->pods)
                 m->pods->prev = pod;

@@ -52,8 +52,10 @@ struct rt_pod {
         bool freed;          /* rt_pod_free() called: report nothing more */
         bool started_queued; /* waiting in the manager's deferred queue */
         rt_pod *deferred_next;
-        bool rotating; /* a log rotation is in flight */
-        int log_fd;    /* read-only, for fstat(): no path walk per check */
+        bool rotating;                      /* a log rotation is in flight */
+        int log_fd;                         /* read-only, for fstat(): no path walk per check */
+        uint64_t log_size;                  /* at the last check */
+        usec_t log_checked, log_next_check; /* monotonic */
 
         char *namespace, *name, *uid, *container;
         char *container_id;
