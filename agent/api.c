@@ -2004,6 +2004,16 @@ static int bind_tcp(const char *listen_at, char **ret_error) {
                 *ret_error = strprintf("--listen %s: %s is not an IPv4 address", listen_at, host);
                 return -EINVAL;
         }
+        /* Plain HTTP: a bearer token sent over a network is anyone's who
+         * sees the traffic. Loopback only; a TLS proxy for anything else. */
+        if ((ntohl(sa.sin_addr.s_addr) >> 24) != 127) {
+                *ret_error = strprintf("--listen %s: only loopback addresses (127.0.0.0/8) are "
+                                       "served — the API is plain HTTP and its token would cross "
+                                       "the network in clear; put a TLS proxy in front of "
+                                       "127.0.0.1:%d instead",
+                                       listen_at, (int) port);
+                return -EINVAL;
+        }
         fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return -errno;

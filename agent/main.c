@@ -9,6 +9,7 @@
 
 #include <getopt.h>
 #include <grp.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
 
@@ -43,8 +44,8 @@ static void usage(FILE *f) {
                 "  --socket PATH            API socket (default: /run/tend/tend.sock as root,\n"
                 "                           else $XDG_RUNTIME_DIR/tend/tend.sock)\n"
                 "  --socket-group GROUP     members of GROUP may use the socket too\n"
-                "  --listen 127.0.0.1:PORT  also serve the API on loopback TCP (needs\n"
-                "                           --token-file)\n"
+                "  --listen 127.0.0.1:PORT  also serve the API on loopback TCP (127.0.0.0/8\n"
+                "                           only; needs --token-file)\n"
                 "  --token-file FILE        bearer token TCP clients must send\n"
                 "  --manifests DIR          keep DIR's *.yaml, *.yml, *.json applied: on\n"
                 "                           start, on change, on SIGHUP and every resync;\n"
@@ -308,7 +309,14 @@ int main(int argc, char **argv) {
                 group = g->gr_gid;
         }
         if (a.token_file) {
+                struct stat st;
                 size_t n;
+                if (stat(a.token_file, &st) == 0 && (st.st_mode & S_IROTH)) {
+                        log_error("--token-file %s can be read by every user (mode %04o): chmod "
+                                  "o-r %s",
+                                  a.token_file, (unsigned) (st.st_mode & 07777), a.token_file);
+                        return 1;
+                }
                 r = read_full_file(a.token_file, 4096, &token, &n);
                 if (r < 0) {
                         log_error_errno(r, "--token-file %s: %m", a.token_file);

@@ -71,9 +71,19 @@ expect_exit 1 "--listen without a token" "$bin/tendd" --state-dir "$tmp/s2" --so
     --listen 127.0.0.1:44321
 expect_grep "token" "$tmp/err" "--listen needs --token-file"
 printf 'short\n' >"$tmp/short-token"
+chmod 600 "$tmp/short-token"
 expect_exit 1 "a short token" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
     --listen 127.0.0.1:44321 --token-file "$tmp/short-token"
 expect_grep "$tmp/short-token: the token must be at least 16 characters" "$tmp/err" "short token"
+printf 'a-token-of-32-characters-or-so.\n' >"$tmp/open-token"
+chmod 644 "$tmp/open-token"
+expect_exit 1 "a token every user can read" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
+    --listen 127.0.0.1:44321 --token-file "$tmp/open-token"
+expect_grep "$tmp/open-token can be read by every user (mode 0644): chmod o-r" "$tmp/err" "world-readable token"
+chmod 600 "$tmp/open-token"
+expect_exit 1 "--listen on a network address" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
+    --listen 0.0.0.0:44321 --token-file "$tmp/open-token"
+expect_grep "only loopback addresses" "$tmp/err" "a non-loopback --listen is refused"
 
 echo "== --help tells the options"
 for v in "rollout status" "rollout history" "rollout undo" version events get logs scale delete apply \
