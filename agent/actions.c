@@ -20,6 +20,32 @@ static const char *const kept_annotations[] = {
         NULL,
 };
 
+/* And in the pod template: `tend rollout restart` sets this; an apply of
+ * the manifest as it was must not take it away — that would be a change
+ * of template, so a second rollout (kubectl's merge keeps it too, as it
+ * was never in the applied configuration). */
+static const char *const kept_template_annotations[] = {
+        SPEC_ANN_RESTARTED_AT,
+        NULL,
+};
+
+/* Copies into `to` (an object's metadata) the annotations of keys that
+ * `from` (the stored object's metadata) has and `to` does not. */
+static void keep_annotations(json_t *to, json_t *from, const char *const *keys) {
+        json_t *ann = json_object_get(to, "annotations");
+
+        for (const char *const *k = keys; *k; k++) {
+                json_t *v = json_object_get(json_object_get(from, "annotations"), *k);
+                if (!v || json_object_get(ann ?: json_null(), *k))
+                        continue;
+                if (!ann) {
+                        ann = json_object();
+                        json_object_set_new(to, "annotations", ann);
+                }
+                json_object_set(ann, *k, v);
+        }
+}
+
 /* json_equal() calls two absent values different; here they are equal. */
 static bool json_same(json_t *a, json_t *b) {
         return a == b || (a && b && json_equal(a, b));
@@ -98,7 +124,7 @@ static spec_deployment *prepare(const spec_deployment *d, const spec_deployment 
         json_object_del(meta, "deletionTimestamp");
         if (old) {
                 json_t *oj = spec_encode(&spec_type_deployment, old);
-                json_t *om = json_object_get(oj, "metadata"), *ann;
+                json_t *om = json_object_get(oj, "metadata");
                 if (!oj) {
                         json_decref(j);
                         return NULL;
@@ -108,17 +134,14 @@ static spec_deployment *prepare(const spec_deployment *d, const spec_deployment 
                 json_object_set(meta, "uid", json_object_get(om, "uid"));
                 json_object_set(meta, "creationTimestamp",
                                 json_object_get(om, "creationTimestamp"));
-                ann = json_object_get(meta, "annotations");
-                for (const char *const *k = kept_annotations; *k; k++) {
-                        json_t *v = json_object_get(json_object_get(om, "annotations"), *k);
-                        if (!v || json_object_get(ann ?: json_null(), *k))
-                                continue;
-                        if (!ann) {
-                                ann = json_object();
-                                json_object_set_new(meta, "annotations", ann);
-                        }
-                        json_object_set(ann, *k, v);
-                }
+                keep_annotations(meta, om, kept_annotations);
+                json_t *tm = json_object_get(
+                               json_object_get(json_object_get(j, "spec"), "template"), "metadata"),
+                       *otm = json_object_get(
+                               json_object_get(json_object_get(oj, "spec"), "template"),
+                               "metadata");
+                if (tm && otm)
+                        keep_annotations(tm, otm, kept_template_annotations);
                 json_decref(oj);
         }
         if (spec_decode_new(&spec_type_deployment, j, &errs, (void **) &n) < 0)

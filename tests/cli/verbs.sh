@@ -477,6 +477,8 @@ expect_exit 0 "resume" tend rollout resume deploy/good && expect_grep "resumed" 
 expect_exit 0 "status after resume" tend rollout status deploy/good --timeout=30s
 expect_exit 0 "restart" tend rollout restart deploy/good && expect_grep "restarted" "$tmp/out" "restarted"
 expect_exit 0 "status after restart" tend rollout status deploy/good --timeout=30s
+expect_exit 0 "apply the same manifest after a restart" tend apply -f "$tmp/good2.yaml" &&
+    expect_grep "deployment.apps/good unchanged" "$tmp/out" "the restart is kept: unchanged, no new rollout"
 expect_exit 0 "history" tend rollout history deploy/good
 for r in 1 2 3; do expect_grep "^$r " "$tmp/out" "revision $r in history"; done
 expect_exit 0 "history --revision=2" tend rollout history deploy/good --revision=2 &&
