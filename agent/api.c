@@ -730,20 +730,54 @@ static enum MHD_Result handle_collection(req *r, const resource *res, const char
         return send_status(r, 405, NULL, "%s is not allowed on %s", method, res->plural);
 }
 
-static json_t *scale_json(const char *ns, const char *name, int32_t spec, int32_t status,
-                          const spec_selector *sel) {
-        json_t *j;
-        _cleanup_free_ char *selector = NULL;
+static const spec_meta *meta_of(store_kind kind, const void *obj) {
+        switch (kind) {
+        case STORE_DEPLOYMENT:
+                return &((const spec_deployment *) obj)->metadata;
+        case STORE_REPLICA_SET:
+                return &((const spec_replica_set *) obj)->metadata;
+        case STORE_POD:
+                return &((const spec_pod *) obj)->metadata;
+        default:
+                return &((const spec_event *) obj)->metadata;
+        }
+}
+
+/* The Scale view of a Deployment or ReplicaSet, with the object's uid and
+ * resourceVersion (a PUT of it is conditional on that version). */
+static json_t *scale_json(store_kind kind, const void *obj) {
+        const spec_meta *m;
+        const spec_selector *sel;
+        int32_t spec, status;
+        char rv[32];
         _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
 
+        if (kind == STORE_DEPLOYMENT) {
+                const spec_deployment *d = obj;
+                m = &d->metadata, spec = d->spec.replicas, status = d->status.replicas;
+                sel = d->spec.selector;
+        } else {
+                const spec_replica_set *rs = obj;
+                m = &rs->metadata, spec = rs->spec.replicas, status = rs->status.replicas;
+                sel = rs->spec.selector;
+        }
+        snprintf(rv, sizeof rv, "%" PRIu64, m->resource_version);
         for (size_t i = 0; sel && i < sel->match_labels.n; i++)
                 (void) tend_buf_addf(&b, "%s%s=%s", i ? "," : "", sel->match_labels.items[i].key,
                                      sel->match_labels.items[i].value);
-        j = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:i}, s:{s:i, s:s}}", "kind", "Scale",
-                      "apiVersion", "autoscaling/v1", "metadata", "name", name, "namespace", ns,
-                      "spec", "replicas", spec, "status", "replicas", status, "selector",
-                      tend_buf_str(&b));
-        return j;
+        return json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:{s:i}, s:{s:i, s:s}}", "kind",
+                         "Scale", "apiVersion", "autoscaling/v1", "metadata", "name", m->name,
+                         "namespace", m->namespace, "uid", strempty(m->uid), "resourceVersion", rv,
+                         "spec", "replicas", spec, "status", "replicas", status, "selector",
+                         tend_buf_str(&b));
+}
+
+static enum MHD_Result send_conflict(req *r, const resource *res, const char *name) {
+        return send_status(r, 409, "Conflict",
+                           "Operation cannot be fulfilled on %s \"%s\": the object has been "
+                           "modified; please apply your changes to the latest version and try "
+                           "again",
+                           res->qualified, name);
 }
 
 static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns, const char *name,
@@ -752,21 +786,14 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
         const void *obj = store_get(s->store, res->kind, ns, name);
         enum MHD_Result ret;
         json_t *cur, *patched = NULL, *body;
-        int32_t spec, status;
-        const spec_selector *sel;
+        const char *prv;
+        char now_rv[32];
         int64_t want;
         int rr;
 
         if (!obj)
                 return not_found(r, res, name);
-        if (res->kind == STORE_DEPLOYMENT) {
-                const spec_deployment *d = obj;
-                spec = d->spec.replicas, status = d->status.replicas, sel = d->spec.selector;
-        } else {
-                const spec_replica_set *rs = obj;
-                spec = rs->spec.replicas, status = rs->status.replicas, sel = rs->spec.selector;
-        }
-        cur = scale_json(ns, name, spec, status, sel);
+        cur = scale_json(res->kind, obj);
         if (streq(method, "GET"))
                 return send_json(r, 200, cur);
         if (!streq(method, "PUT") && !streq(method, "PATCH")) {
@@ -797,27 +824,41 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
                 patched = json_incref(body);
         json_decref(body);
         json_decref(cur);
+        /* Conditional on the version it names, as a PUT of the object. */
+        prv = json_field(patched, "metadata.resourceVersion");
+        snprintf(now_rv, sizeof now_rv, "%" PRIu64, meta_of(res->kind, obj)->resource_version);
+        if (prv && *prv && !streq(prv, now_rv)) {
+                json_decref(patched);
+                return send_conflict(r, res, name);
+        }
         json_t *rj = json_object_get(json_object_get(patched, "spec"), "replicas");
         if (!json_is_integer(rj) || (want = json_integer_value(rj)) < 0 || want > INT32_MAX) {
+                spec_errors errs = {};
+                _cleanup_free_ char *given = rj ? json_dumps(rj, JSON_ENCODE_ANY) : NULL;
+                if (!rj)
+                        (void) spec_errors_add(&errs, "spec.replicas", "Required value");
+                else
+                        (void) spec_errors_add(&errs, "spec.replicas",
+                                               "Invalid value: %s: must be an integer from 0 to "
+                                               "2147483647",
+                                               strna(given));
                 json_decref(patched);
-                return send_status(r, 422, "Invalid",
-                                   "Scale.autoscaling \"%s\" is invalid: spec.replicas: Invalid "
-                                   "value: must be a non-negative integer",
-                                   name);
+                ret = send_invalid(r, "autoscaling", "Scale.autoscaling", name, &errs);
+                spec_errors_done(&errs);
+                return ret;
         }
         json_decref(patched);
-        /* The answer is made now: obj and sel are borrowed from the store
-         * and do not outlive the commit below. */
-        cur = scale_json(ns, name, (int32_t) want, status, sel);
         rr = res->kind == STORE_DEPLOYMENT
                      ? agent_scale_deployment(s->agent, ns, name, (int32_t) want)
                      : agent_scale_replica_set(s->agent, ns, name, (int32_t) want);
-        if (rr < 0) {
-                json_decref(cur);
+        if (rr < 0)
                 return send_status(r, 500, NULL, "scaling: %s", strerror(-rr));
-        }
         agent_loop_kick(s->al);
-        return send_json(r, 200, cur);
+        /* As stored now: the new resourceVersion. */
+        obj = store_get(s->store, res->kind, ns, name);
+        if (!obj)
+                return not_found(r, res, name);
+        return send_json(r, 200, scale_json(res->kind, obj));
 }
 
 static enum MHD_Result handle_rollback(req *r, const char *ns, const char *name) {
@@ -880,19 +921,6 @@ static void warn_file_owned(req *r, const char *ns, const char *name) {
         r->warning = strprintf("299 - \"deployment %s comes from %s: tendd puts it back as "
                                "the file says at the next sync; change the file instead\"",
                                name, src);
-}
-
-static const spec_meta *meta_of(store_kind kind, const void *obj) {
-        switch (kind) {
-        case STORE_DEPLOYMENT:
-                return &((const spec_deployment *) obj)->metadata;
-        case STORE_REPLICA_SET:
-                return &((const spec_replica_set *) obj)->metadata;
-        case STORE_POD:
-                return &((const spec_pod *) obj)->metadata;
-        default:
-                return &((const spec_event *) obj)->metadata;
-        }
 }
 
 /*
@@ -1044,12 +1072,7 @@ static enum MHD_Result handle_object(req *r, const resource *res, const char *ns
                                  ((const spec_deployment *) obj)->metadata.resource_version);
                         if (!streq(rv, cur)) {
                                 json_decref(j);
-                                return send_status(r, 409, "Conflict",
-                                                   "Operation cannot be fulfilled on "
-                                                   "deployments.apps \"%s\": the object has been "
-                                                   "modified; please apply your changes to the "
-                                                   "latest version and try again",
-                                                   name);
+                                return send_conflict(r, res, name);
                         }
                 }
                 d = decode_deployment(r, j, ns, name, &ret);
@@ -1095,11 +1118,7 @@ static enum MHD_Result handle_object(req *r, const resource *res, const char *ns
                          ((const spec_deployment *) obj)->metadata.resource_version);
                 if (prv && *prv && !streq(prv, now_rv)) {
                         json_decref(patched);
-                        return send_status(r, 409, "Conflict",
-                                           "Operation cannot be fulfilled on deployments.apps "
-                                           "\"%s\": the object has been modified; please apply "
-                                           "your changes to the latest version and try again",
-                                           name);
+                        return send_conflict(r, res, name);
                 }
                 d = decode_deployment(r, patched, ns, name, &ret);
                 json_decref(patched);

@@ -502,6 +502,29 @@ expect_exit 0 "scale echo" tend scale deploy/echo --replicas=3
 wait_for 10 has_pods echo 3 && ok "3 echo pods" || fail "not 3 echo pods"
 expect_exit 2 "scale without --replicas" tend scale deploy/echo
 expect_exit 2 "scale to -1" tend scale deploy/echo --replicas=-1
+# The /scale subresource: a Scale with the object's uid and version; a PUT
+# conditional on it; every cause of a 422.
+S=/apis/apps/v1/namespaces/default/deployments/echo/scale
+expect_api 200 "GET scale" GET $S &&
+    [ "$(jq_body .metadata.uid)" = "$(tend get deploy echo -o json | jq -r .metadata.uid)" ] &&
+    [ "$(jq_body .metadata.resourceVersion)" = "$(tend get deploy echo -o json | jq -r .metadata.resourceVersion)" ] &&
+    ok "a Scale carries the object's uid and resourceVersion" || fail "scale: $(cat "$tmp/body")"
+jq '.spec.replicas = 2' "$tmp/body" >"$tmp/scale.json"
+expect_api 200 "PUT scale at its version" PUT $S -H 'Content-Type: application/json' \
+    --data-binary @"$tmp/scale.json" &&
+    [ "$(jq_body .metadata.resourceVersion)" != "$(jq -r .metadata.resourceVersion "$tmp/scale.json")" ] &&
+    ok "the answer has the new resourceVersion" || fail "after PUT: $(cat "$tmp/body")"
+jq '.spec.replicas = 3' "$tmp/scale.json" >"$tmp/scale3.json"
+expect_api 409 "PUT scale at a stale version" PUT $S -H 'Content-Type: application/json' \
+    --data-binary @"$tmp/scale3.json" && [ "$(tend get deploy echo -o json | jq .spec.replicas)" = 2 ] &&
+    ok "a stale Scale is a Conflict, and changes nothing"
+expect_api 200 "scale back to 3" PATCH $S -H 'Content-Type: application/merge-patch+json' \
+    --data-binary '{"spec": {"replicas": 3}}'
+expect_api 422 "scale to -5" PATCH $S -H 'Content-Type: application/merge-patch+json' \
+    --data-binary '{"spec": {"replicas": -5}}' &&
+    [ "$(jq_body '.details.causes[0].field')" = spec.replicas ] &&
+    jq_body '.details.causes[0].message' | grep -q -- "-5" && ok "422 names the field and the value" ||
+    fail "422: $(cat "$tmp/body")"
 # A manifest without spec.replicas leaves a hand-set count alone (as
 # kubectl apply); one that names it sets it.
 deploy echo 1 "$testprog" argv hello there | sed '/^  replicas:/d' >"$tmp/echo-norep.yaml"
