@@ -321,7 +321,9 @@ static void describe_replica_set(client *c, const spec_replica_set *rs) {
         print_events(c, "ReplicaSet", rs->metadata.name, rs->metadata.uid);
 }
 
-static void print_state(const char *key, const spec_container_state *s) {
+/* start_after: when a pod waiting out its crash-loop back-off will start
+ * (tend.io/start-after), or NULL. */
+static void print_state(const char *key, const spec_container_state *s, const char *start_after) {
         if (s->running) {
                 _cleanup_free_ char *t = time_text(s->running->started_at);
                 printf("    %-15sRunning\n      Started:      %s\n", key, t);
@@ -330,6 +332,16 @@ static void print_state(const char *key, const spec_container_state *s) {
                        strna(s->waiting->reason));
                 if (s->waiting->message)
                         printf("      Message:      %s\n", s->waiting->message);
+                usec_t at, now = now_realtime();
+                if (start_after && parse_timestamp(start_after, &at) >= 0) {
+                        char left[40];
+                        if (at > now)
+                                printf("      Next Start:   in %s (%s)\n",
+                                       cli_human_duration(left, at - now), start_after);
+                        else
+                                printf("      Next Start:   now (the back-off ended at %s)\n",
+                                       start_after);
+                }
         } else if (s->terminated) {
                 const spec_state_terminated *t = s->terminated;
                 _cleanup_free_ char *st = time_text(t->started_at), *fi = time_text(t->finished_at);
@@ -367,9 +379,10 @@ static void describe_pod(client *c, const spec_pod *p) {
         if (cs) {
                 printf("  %s:\n", strempty(cs->name));
                 printf("    Container ID:  %s\n", cs->container_id ?: "<none>");
-                print_state("State:", &cs->state);
+                print_state("State:", &cs->state,
+                            spec_map_get(&p->metadata.annotations, "tend.io/start-after"));
                 if (cs->last_state.running || cs->last_state.waiting || cs->last_state.terminated)
-                        print_state("Last State:", &cs->last_state);
+                        print_state("Last State:", &cs->last_state, NULL);
                 printf("    Ready:         %s\n    Restart Count: %d\n",
                        cs->ready ? "True" : "False", cs->restart_count);
         }

@@ -430,6 +430,9 @@ expect_exit 0 "logs --previous" tend logs "$cur" --previous && expect_grep "^run
     "the previous instance's output"
 crashing() { tend get pods -l app=crash | grep -q CrashLoopBackOff; }
 wait_for 15 crashing && ok "STATUS CrashLoopBackOff" || fail "no CrashLoopBackOff"
+waiting=$(tend get pods -l app=crash | awk '$3 == "CrashLoopBackOff" { print $1; exit }')
+expect_exit 0 "describe a pod in back-off" tend describe "pod/$waiting" &&
+    expect_grep "Next Start: *in [0-9]*s (" "$tmp/out" "describe says how long the back-off has left"
 expect_exit 0 "get failed pods" tend get pods -l app=crash && expect_grep " Error " "$tmp/out" "STATUS Error"
 
 echo "== rollout status: timeout and progress deadline"
