@@ -126,7 +126,8 @@ static void rollout_help(const char *sub) {
                   "Waits until the rollout is done (exit 0) or has failed: the progress\n"
                   "deadline exceeded, or the timeout reached (exit 1).",
                   "      --timeout=DURATION  give up after this long (e.g. 60s, 5m)\n"
-                  "      --watch=false       print the state once and exit 0\n"
+                  "      --watch=false       print the state once and exit: 1 if the rollout\n"
+                  "                          has failed, else 0 (done or still going)\n"
                   "      --revision=N        fail unless N is the running revision\n" },
                 { "history", "Lists the revisions.",
                   "      --revision=N        the pod template of revision N\n" },

@@ -462,6 +462,7 @@ expect_exit 1 "status --timeout" tend rollout status deploy/unready --timeout=1s
 expect_grep "timed out waiting for the condition" "$tmp/err" "timeout message"
 expect_exit 1 "status past the deadline" tend rollout status deploy/unready --timeout=30s
 expect_grep 'deployment "unready" exceeded its progress deadline' "$tmp/err" "deadline message"
+expect_exit 1 "--watch=false of a failed rollout" tend rollout status deploy/unready --watch=false
 unhealthy() { tend get events | grep -q "Unhealthy.*Readiness probe failed: command exited with status 1"; }
 wait_for 5 unhealthy && ok "a pod that never becomes ready says why (Unhealthy event)" ||
     fail "$(tend get events)"
