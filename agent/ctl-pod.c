@@ -77,7 +77,7 @@ static usec_t grace_of(const spec_pod *p) {
         int64_t s = p->metadata.deletion_grace_period_seconds != SPEC_UNSET64
                             ? p->metadata.deletion_grace_period_seconds
                             : p->spec.termination_grace_period_seconds;
-        return s == SPEC_UNSET64 || s < 0 ? 30 * USEC_PER_SEC : (usec_t) s * USEC_PER_SEC;
+        return s == SPEC_UNSET64 || s < 0 ? 30 * USEC_PER_SEC : usec_from_sec(s);
 }
 
 /* Ready and ContainersReady follow the container's readiness; the

@@ -838,8 +838,7 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
         r = resolve_ids(pod, p->spec, ret_error);
         if (r < 0)
                 return r;
-        pod->grace = (usec_t) MAX(p->spec->termination_grace_period_seconds, (int64_t) 0) *
-                     USEC_PER_SEC;
+        pod->grace = usec_from_sec(p->spec->termination_grace_period_seconds);
         if (c->resources.limits.memory.text)
                 pod->memory_max = (uint64_t) MAX(c->resources.limits.memory.value, (int64_t) 0);
         if (c->resources.limits.cpu.text)

@@ -105,6 +105,17 @@ static void test_durations(void **state) {
         assert_true(now_monotonic() > 0);
 }
 
+static void test_usec_from_sec(void **state) {
+        assert_int_equal(usec_from_sec(-5), 0);
+        assert_int_equal(usec_from_sec(0), 0);
+        assert_int_equal(usec_from_sec(30), 30 * USEC_PER_SEC);
+        /* terminationGracePeriodSeconds: 9223372036854775807 must not wrap
+         * to a short grace, nor overflow a deadline added to the clock. */
+        usec_t huge = usec_from_sec(INT64_MAX);
+        assert_true(huge >= usec_from_sec(1LL << 39));
+        assert_true(huge + now_monotonic() > huge);
+}
+
 static void test_strings(void **state) {
         char **l = NULL;
         int64_t i;
@@ -221,7 +232,7 @@ int main(void) {
                 cmocka_unit_test(test_buf_bounded), cmocka_unit_test(test_timestamps),
                 cmocka_unit_test(test_durations),   cmocka_unit_test(test_strings),
                 cmocka_unit_test(test_log_levels),  cmocka_unit_test(test_read_full_file),
-                cmocka_unit_test(test_hashmap),
+                cmocka_unit_test(test_hashmap),     cmocka_unit_test(test_usec_from_sec),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -158,6 +158,16 @@ typedef uint64_t usec_t;
 #define USEC_PER_MSEC ((usec_t) 1000ULL)
 #define NSEC_PER_USEC ((uint64_t) 1000ULL)
 
+/* Seconds from a manifest (an int64 there, as in Kubernetes) as usec_t:
+ * negative is 0, and a value too large to add to a clock saturates at
+ * ~34,000 years rather than wrapping to a short time. */
+static inline usec_t usec_from_sec(int64_t s) {
+        if (s <= 0)
+                return 0;
+        return (uint64_t) s >= (1ULL << 40) ? (usec_t) (1ULL << 40) * USEC_PER_SEC
+                                            : (usec_t) s * USEC_PER_SEC;
+}
+
 /* Monotonic time: for every decision (timeouts, back-off, probe periods). */
 usec_t now_monotonic(void);
 /* Wall clock: only for timestamps shown to people and stored in objects. */
