@@ -51,6 +51,7 @@ typedef struct attempt {
         attempt_kind kind;
         unsigned refs; /* the attempt itself + each open handle */
         bool done;     /* result recorded */
+        size_t body;   /* http: bytes of the body read so far */
         bool closing;
         uv_timer_t timeout;
         /* exec */
@@ -398,14 +399,25 @@ static int start_tcp(attempt *a, const char *host) {
 
 /* -- http -- */
 
+/* As the kubelet, at most 10 KiB of the body is read: the status decides,
+ * and an endpoint that streams (or a huge page) must not keep the probe
+ * reading until its timeout. Returning short makes libcurl stop with
+ * CURLE_WRITE_ERROR, the status already known. */
+#define HTTP_BODY_MAX (10 * 1024)
+
 static size_t discard(char *p, size_t size, size_t n, void *userdata) {
-        return size * n;
+        attempt *a = userdata;
+
+        a->body += size * n;
+        return a->body > HTTP_BODY_MAX ? 0 : size * n;
 }
 
 static void on_http_done(void *userdata, CURLcode result, long status) {
         attempt *a = userdata;
         char msg[256];
 
+        if (result == CURLE_WRITE_ERROR && a->body > HTTP_BODY_MAX && status > 0)
+                result = CURLE_OK;
         if (result != CURLE_OK) {
                 snprintf(msg, sizeof msg, "HTTP probe failed: %s", curl_easy_strerror(result));
                 finish(a, false, msg);
@@ -444,6 +456,7 @@ static int start_http(attempt *a) {
                          (long) a->prober->spec->timeout_seconds * 1000L);
         curl_easy_setopt(a->easy, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(a->easy, CURLOPT_WRITEFUNCTION, discard);
+        curl_easy_setopt(a->easy, CURLOPT_WRITEDATA, a);
         curl_easy_setopt(a->easy, CURLOPT_FORBID_REUSE, 1L);
         curl_easy_setopt(a->easy, CURLOPT_FRESH_CONNECT, 1L);
         curl_easy_setopt(a->easy, CURLOPT_NOPROXY, "*");

@@ -16,7 +16,8 @@
  *   fds               print the open file descriptors ("fds: 0 1 2"), then sleep
  *   spew              write numbered lines to stdout as fast as possible
  *   http PORT CODE [DELAY_MS]
- *                     serve every request with CODE after DELAY_MS
+ *                     serve every request with CODE after DELAY_MS (and, at
+ *                     /stream, a body that never ends)
  *   tcp PORT          listen and accept, never answer
  *   tcp-full PORT     listen with a full accept queue (connects hang)
  */
@@ -55,6 +56,11 @@ static int listen_on(int port, int backlog) {
 
 static unsigned http_code, http_delay_ms;
 
+static ssize_t endless(void *cls, uint64_t pos, char *buf, size_t max) {
+        memset(buf, 'x', max);
+        return (ssize_t) max;
+}
+
 static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **con_cls) {
@@ -68,7 +74,11 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
         }
         if (http_delay_ms)
                 usleep(http_delay_ms * 1000);
-        r = MHD_create_response_from_buffer(sizeof body - 1, (void *) body, MHD_RESPMEM_PERSISTENT);
+        if (!strcmp(url, "/stream"))
+                r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, endless, NULL, NULL);
+        else
+                r = MHD_create_response_from_buffer(sizeof body - 1, (void *) body,
+                                                    MHD_RESPMEM_PERSISTENT);
         ret = MHD_queue_response(c, http_code, r);
         MHD_destroy_response(r);
         return ret;

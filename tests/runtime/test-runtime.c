@@ -750,6 +750,10 @@ static void test_probe_http(void **state) {
                 { "\"http\", \"%d\", \"200\"", PROBE("httpGet: {port: %d, path: /healthz}"), true,
                   NULL },
                 { "\"http\", \"%d\", \"302\"", PROBE("httpGet: {port: %d}"), true, NULL },
+                /* A body that never ends: the status decides, as soon as
+                 * 10 KiB are read, not a timeout. */
+                { "\"http\", \"%d\", \"200\"", PROBE("httpGet: {port: %d, path: /stream}"), true,
+                  NULL },
                 { "\"http\", \"%d\", \"503\"", PROBE("httpGet: {port: %d}"), false,
                   "HTTP probe failed with statuscode: 503" },
                 { "\"http\", \"%d\", \"200\", \"3000\"", PROBE("httpGet: {port: %d}"), false,
