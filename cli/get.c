@@ -453,7 +453,9 @@ int cli_get(int argc, char **argv) {
                         json_decref(l);
                 } else
                         json_decref(list);
-                flush_table(&g);
+                /* No header over nothing: every name was an error. */
+                if (g.t.rows > 1)
+                        flush_table(&g);
                 table_done(&g.t);
                 drop_ns(&g);
                 free(g.ns);

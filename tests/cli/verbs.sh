@@ -198,6 +198,7 @@ expect_api 404 "unknown pod" GET /api/v1/namespaces/default/pods/nosuch
     ok "NotFound names the pod" || fail "bad NotFound: $(cat "$tmp/body")"
 expect_exit 1 "tend get unknown pod" tend get pod nosuch
 expect_grep 'pods "nosuch" not found' "$tmp/err" "CLI says not found"
+[ ! -s "$tmp/out" ] && ok "and prints no table header over nothing" || fail "stdout: $(cat "$tmp/out")"
 api GET /apis/apps/v1/namespaces/default/deployments/echo >/dev/null
 cp "$tmp/body" "$tmp/echo.json"
 jq '.spec.replicas = 3' "$tmp/echo.json" >"$tmp/echo3.json"
