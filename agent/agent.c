@@ -590,8 +590,12 @@ int agent__mark_lost(agent *a, const spec_pod *p, const char *why) {
                 agent__set_terminated(cs, 137, 0, "ContainerStatusUnknown", msg, started,
                                       agent_wall(a));
         }
+        plan_set_condition(&n->status.conditions, &n->status.n_conditions, "ContainersReady",
+                           "False", "PodFailed", NULL, agent_wall(a));
         plan_set_condition(&n->status.conditions, &n->status.n_conditions, "Ready", "False",
                            "PodFailed", NULL, agent_wall(a));
+        if (cs)
+                cs->ready = false;
         (void) store_delete_record(a->store, p->metadata.uid);
         log_warning("pod/%s: %s", p->metadata.name, msg);
         a->metrics.lost_unknown++;

@@ -953,6 +953,24 @@ static void test_lost_while_down(void **state) {
         process(w);
         assert_true(has_failed_pod(w, NULL));
         assert_non_null(find_event(w, "Lost", "lost while the agent was down"));
+        {
+                /* Failed: neither ready nor with ready containers. */
+                const void *const *items;
+                size_t n = store_list(w->store, STORE_POD, &items);
+                for (size_t i = 0; i < n; i++) {
+                        const spec_pod *p = items[i];
+                        if (p->status.phase != SPEC_POD_FAILED)
+                                continue;
+                        for (const char *const *t =
+                                     (const char *const[]){ "Ready", "ContainersReady", NULL };
+                             *t; t++) {
+                                const spec_condition *c = plan_get_condition(
+                                        p->status.conditions, p->status.n_conditions, *t);
+                                assert_non_null(c);
+                                assert_string_equal(c->status, "False");
+                        }
+                }
+        }
         assert_true(step_until(w, rolled_out, "web", 10 * S));
         assert_int_equal(count_pods(w, "web-v1", true), 2);
         world_free(w);
