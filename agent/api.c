@@ -1979,11 +1979,21 @@ static int bind_unix(const char *path, gid_t group, bool has_group, char **ret_e
         if (access(path, F_OK) == 0) {
                 int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
                 bool live = probe >= 0 && connect(probe, (struct sockaddr *) &sa, sizeof sa) == 0;
+                struct ucred peer = {};
+                socklen_t len = sizeof peer;
+                if (live)
+                        (void) getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &peer, &len);
                 safe_close(probe);
                 if (live) {
-                        *ret_error = strprintf("socket %s is in use by a running tendd; stop it "
-                                               "first or choose another --socket",
-                                               path);
+                        _cleanup_free_ char *comm = NULL;
+                        char cpath[64];
+                        snprintf(cpath, sizeof cpath, "/proc/%d/comm", (int) peer.pid);
+                        if (peer.pid > 0 && read_full_file(cpath, 64, &comm, NULL) >= 0)
+                                comm[strcspn(comm, "\n")] = 0;
+                        *ret_error = strprintf("socket %s is in use by %s (pid %d); stop it first "
+                                               "or choose another --socket",
+                                               path, comm ?: "a running process",
+                                               (int) peer.pid);
                         return -EADDRINUSE;
                 }
                 (void) unlink(path);

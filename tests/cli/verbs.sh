@@ -108,6 +108,7 @@ expect_exit 1 "same state dir" "$bin/tendd" --state-dir "$state" --socket "$tmp/
 expect_grep "pid $tendd_pid" "$tmp/err" "lock error names the holder's pid"
 expect_exit 1 "same socket" "$bin/tendd" --state-dir "$tmp/state2" --socket "$TEND_SOCKET"
 expect_grep "$TEND_SOCKET" "$tmp/err" "socket error names the socket"
+expect_grep "in use by tendd (pid $tendd_pid)" "$tmp/err" "and the pid that holds it"
 expect_exit 0 "first tendd still serves" tend get pods
 
 echo "== version, health, discovery"
