@@ -780,14 +780,37 @@ static enum MHD_Result send_conflict(req *r, const resource *res, const char *na
                            res->qualified, name);
 }
 
+/* A write that names a resourceVersion is conditional on it (optimistic
+ * concurrency), and one that names a uid, on being about the same object
+ * (not one deleted and created again under its name). false: answered. */
+static bool preconditions_hold(req *r, const resource *res, const void *obj, json_t *j,
+                               const char *name, enum MHD_Result *ret) {
+        const spec_meta *m = meta_of(res->kind, obj);
+        const char *rv = json_field(j, "metadata.resourceVersion"),
+                   *uid = json_field(j, "metadata.uid");
+        char now_rv[32];
+
+        snprintf(now_rv, sizeof now_rv, "%" PRIu64, m->resource_version);
+        if (uid && *uid && !streq_ptr(uid, m->uid)) {
+                *ret = send_status(r, 409, "Conflict",
+                                   "Operation cannot be fulfilled on %s \"%s\": Precondition "
+                                   "failed: UID in precondition: %s, UID in object meta: %s",
+                                   res->qualified, name, uid, strempty(m->uid));
+                return false;
+        }
+        if (rv && *rv && !streq(rv, now_rv)) {
+                *ret = send_conflict(r, res, name);
+                return false;
+        }
+        return true;
+}
+
 static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns, const char *name,
                                     const char *method) {
         api_server *s = r->s;
         const void *obj = store_get(s->store, res->kind, ns, name);
         enum MHD_Result ret;
         json_t *cur, *patched = NULL, *body;
-        const char *prv;
-        char now_rv[32];
         int64_t want;
         int rr;
 
@@ -825,11 +848,9 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
         json_decref(body);
         json_decref(cur);
         /* Conditional on the version it names, as a PUT of the object. */
-        prv = json_field(patched, "metadata.resourceVersion");
-        snprintf(now_rv, sizeof now_rv, "%" PRIu64, meta_of(res->kind, obj)->resource_version);
-        if (prv && *prv && !streq(prv, now_rv)) {
+        if (!preconditions_hold(r, res, obj, patched, name, &ret)) {
                 json_decref(patched);
-                return send_conflict(r, res, name);
+                return ret;
         }
         json_t *rj = json_object_get(json_object_get(patched, "spec"), "replicas");
         if (!json_is_integer(rj) || (want = json_integer_value(rj)) < 0 || want > INT32_MAX) {
@@ -1061,19 +1082,12 @@ static enum MHD_Result handle_object(req *r, const resource *res, const char *ns
 
         if (streq(method, "PUT")) {
                 json_t *j = body_object(r, &ret);
-                const char *rv;
                 spec_deployment *d;
                 if (!j)
                         return ret;
-                rv = json_field(j, "metadata.resourceVersion");
-                if (rv && *rv) {
-                        char cur[32];
-                        snprintf(cur, sizeof cur, "%" PRIu64,
-                                 ((const spec_deployment *) obj)->metadata.resource_version);
-                        if (!streq(rv, cur)) {
-                                json_decref(j);
-                                return send_conflict(r, res, name);
-                        }
+                if (!preconditions_hold(r, res, obj, j, name, &ret)) {
+                        json_decref(j);
+                        return ret;
                 }
                 d = decode_deployment(r, j, ns, name, &ret);
                 json_decref(j);
@@ -1112,13 +1126,9 @@ static enum MHD_Result handle_object(req *r, const resource *res, const char *ns
                 }
                 /* A patch that names a resourceVersion is conditional on it
                  * (optimistic concurrency, as a PUT). */
-                const char *prv = json_field(patched, "metadata.resourceVersion");
-                char now_rv[32];
-                snprintf(now_rv, sizeof now_rv, "%" PRIu64,
-                         ((const spec_deployment *) obj)->metadata.resource_version);
-                if (prv && *prv && !streq(prv, now_rv)) {
+                if (!preconditions_hold(r, res, obj, patched, name, &ret)) {
                         json_decref(patched);
-                        return send_conflict(r, res, name);
+                        return ret;
                 }
                 d = decode_deployment(r, patched, ns, name, &ret);
                 json_decref(patched);
@@ -1992,8 +2002,7 @@ static int bind_unix(const char *path, gid_t group, bool has_group, char **ret_e
                                 comm[strcspn(comm, "\n")] = 0;
                         *ret_error = strprintf("socket %s is in use by %s (pid %d); stop it first "
                                                "or choose another --socket",
-                                               path, comm ?: "a running process",
-                                               (int) peer.pid);
+                                               path, comm ?: "a running process", (int) peer.pid);
                         return -EADDRINUSE;
                 }
                 (void) unlink(path);

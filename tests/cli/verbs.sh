@@ -228,6 +228,12 @@ expect_api 409 "merge patch on a stale resourceVersion" PATCH \
     /apis/apps/v1/namespaces/default/deployments/echo -H 'Content-Type: application/merge-patch+json' \
     --data-binary "{\"metadata\": {\"resourceVersion\": \"$stale_rv\"}, \"spec\": {\"replicas\": 5}}" &&
     [ "$(jq_body .reason)" = Conflict ] || fail "stale patch not a Conflict"
+expect_api 409 "merge patch naming another uid" PATCH \
+    /apis/apps/v1/namespaces/default/deployments/echo -H 'Content-Type: application/merge-patch+json' \
+    --data-binary '{"metadata": {"uid": "00000000-0000-0000-0000-000000000000"}, "spec": {"replicas": 5}}' &&
+    jq_body .message | grep -q "UID in precondition: 00000000-0000-0000-0000-000000000000" &&
+    ok "a write naming another object's uid is a Conflict" || fail "uid: $(cat "$tmp/body")"
+tend get deploy echo -o json | jq -e '.spec.replicas == 2' >/dev/null || fail "a refused patch changed replicas"
 # What kubectl's typed round trip sends for a leased port: containerPort 0.
 expect_api 200 "containerPort 0 means leased" PATCH /apis/apps/v1/namespaces/default/deployments/echo \
     -H 'Content-Type: application/json-patch+json' --data-binary \
