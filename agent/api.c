@@ -1106,16 +1106,25 @@ static enum MHD_Result handle_object(req *r, const resource *res, const char *ns
                 if (type && startswith(type, "application/json-patch+json"))
                         patched = patch_json(cur, body, &err);
                 else if (type && (startswith(type, "application/merge-patch+json") ||
-                                  startswith(type, "application/strategic-merge-patch+json")))
+                                  startswith(type, "application/strategic-merge-patch+json"))) {
                         /* strategic merge patches are taken as merge patches: lists
                          * are replaced, not merged by key */
+                        if (!json_is_object(body)) {
+                                json_decref(body);
+                                json_decref(cur);
+                                return send_status(r, 400, "BadRequest",
+                                                   "a merge patch must be a JSON object (the "
+                                                   "fields to change); a list of operations is "
+                                                   "application/json-patch+json");
+                        }
                         patched = patch_merge(cur, body);
-                else {
+                } else {
                         json_decref(body);
                         json_decref(cur);
                         return send_status(r, 415, NULL,
-                                           "the PATCH body must be application/merge-patch+json "
-                                           "or application/json-patch+json");
+                                           "the PATCH body must be application/merge-patch+json, "
+                                           "application/strategic-merge-patch+json (taken as a "
+                                           "merge patch) or application/json-patch+json");
                 }
                 json_decref(body);
                 json_decref(cur);

@@ -233,6 +233,14 @@ expect_api 409 "merge patch naming another uid" PATCH \
     --data-binary '{"metadata": {"uid": "00000000-0000-0000-0000-000000000000"}, "spec": {"replicas": 5}}' &&
     jq_body .message | grep -q "UID in precondition: 00000000-0000-0000-0000-000000000000" &&
     ok "a write naming another object's uid is a Conflict" || fail "uid: $(cat "$tmp/body")"
+expect_api 400 "a merge patch that is not an object" PATCH \
+    /apis/apps/v1/namespaces/default/deployments/echo -H 'Content-Type: application/merge-patch+json' \
+    --data-binary '[1, 2]' && jq_body .message | grep -q "must be a JSON object" &&
+    ok "a list as merge patch: told what a merge patch is" || fail "list patch: $(cat "$tmp/body")"
+expect_api 415 "an unknown patch type" PATCH /apis/apps/v1/namespaces/default/deployments/echo \
+    -H 'Content-Type: text/plain' --data-binary '{}' &&
+    jq_body .message | grep -q "strategic-merge-patch" && ok "415 names every patch type taken" ||
+    fail "415: $(cat "$tmp/body")"
 tend get deploy echo -o json | jq -e '.spec.replicas == 2' >/dev/null || fail "a refused patch changed replicas"
 # What kubectl's typed round trip sends for a leased port: containerPort 0.
 expect_api 200 "containerPort 0 means leased" PATCH /apis/apps/v1/namespaces/default/deployments/echo \
