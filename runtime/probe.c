@@ -124,7 +124,9 @@ static void remind(rt_prober *p) {
  * than the period: 25 ms, then doubling, until it reaches the period. The
  * kubelet waits a whole period, so a replacement that listens 5 ms after
  * its start is seen ready up to periodSeconds later; here, within a few
- * milliseconds. Nothing else changes: the thresholds count as before, and
+ * milliseconds. Only failures hurry: a success short of successThreshold
+ * is followed by the next attempt a period later, as the kubelet does —
+ * the threshold asks for successes spread over periods, not a burst. And
  * once the pod has been ready the period is the period.
  */
 #define PROBE_HURRY_FIRST_MS 25
@@ -148,8 +150,7 @@ static void record(rt_prober *p, bool ok, const char *message) {
                 if (!p->result && p->run_ok >= p->spec->success_threshold) {
                         p->ever_ready = p->type == RT_PROBE_READINESS;
                         publish(p, true, NULL);
-                } else
-                        hurry(p);
+                }
                 return;
         }
         snprintf(p->message, sizeof p->message, "%s", strna(message));
