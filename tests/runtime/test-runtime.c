@@ -879,10 +879,26 @@ static void test_port_leases(void **state) {
         int blocker = socket(AF_INET, SOCK_STREAM, 0), one = 1;
         struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(42005) };
 
-        /* A port someone else listens on is never leased. */
+        /* A port someone else listens on is never leased: over IPv4, over
+         * IPv6 only, or for UDP. Nor a port a live pod declares as its
+         * fixed containerPort, though it does not listen (yet). */
         setsockopt(blocker, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         assert_int_equal(bind(blocker, (struct sockaddr *) &sa, sizeof sa), 0);
         assert_int_equal(listen(blocker, 1), 0);
+        int blocker6 = socket(AF_INET6, SOCK_STREAM, 0), udp = socket(AF_INET, SOCK_DGRAM, 0);
+        struct sockaddr_in6 sa6 = { .sin6_family = AF_INET6, .sin6_port = htons(42006) };
+        struct sockaddr_in sau = { .sin_family = AF_INET, .sin_port = htons(42007) };
+        bool have6 = blocker6 >= 0;
+        if (have6) {
+                setsockopt(blocker6, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+                have6 = bind(blocker6, (struct sockaddr *) &sa6, sizeof sa6) == 0 &&
+                        listen(blocker6, 1) == 0;
+        }
+        assert_int_equal(bind(udp, (struct sockaddr *) &sau, sizeof sau), 0);
+        char *cf = cmd("\"sleep\"");
+        spec_pod_spec *sf = pod_spec(cf, "        ports: [{name: fixed, containerPort: 42008}]",
+                                     NULL);
+        rt_pod *fixed = start(h, "fixed", sf);
 
         for (int i = 0; i < 200; i++) {
                 char name[32];
@@ -891,6 +907,10 @@ static void test_port_leases(void **state) {
                 uint16_t port = rt_pod_record(pods[i])->ports[0].port;
                 assert_true(port >= 42000 && port <= 42299);
                 assert_int_not_equal(port, 42005);
+                if (have6)
+                        assert_int_not_equal(port, 42006);
+                assert_int_not_equal(port, 42007);
+                assert_int_not_equal(port, 42008);
                 assert_false(seen[port - 42000]);
                 seen[port - 42000] = true;
         }
@@ -911,11 +931,18 @@ static void test_port_leases(void **state) {
         }
         for (int i = 0; i < 200; i++)
                 rt_pod_stop(pods[i], 0);
-        size_t want = 300;
+        rt_pod_stop(fixed, 0);
+        size_t want = 301;
         assert_true(run_until(h, all_exited, &want, 10000));
         for (int i = 0; i < 200; i++)
                 rt_pod_free(pods[i]);
+        rt_pod_free(fixed);
+        pod_spec_free(sf);
+        free(cf);
         close(blocker);
+        if (blocker6 >= 0)
+                close(blocker6);
+        close(udp);
         pod_spec_free(s);
         free(c);
         harness_free(h);
