@@ -814,17 +814,21 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
         r = rt_build_env(p, pod->record.ports, pod->record.n_ports, &pod->envp);
         if (r < 0)
                 return r;
-        for (char **a = c->command; *a; a++) {
-                _cleanup_free_ char *e = rt_expand(*a, pod->envp);
-                if (!e || strv_push(&pod->argv, e) < 0)
-                        return -ENOMEM;
-                e = NULL;
-        }
-        for (char **a = c->args; a && *a; a++) {
-                _cleanup_free_ char *e = rt_expand(*a, pod->envp);
-                if (!e || strv_push(&pod->argv, e) < 0)
-                        return -ENOMEM;
-                e = NULL;
+        for (int part = 0; part < 2; part++) {
+                char **list = part == 0 ? c->command : c->args;
+                for (size_t i = 0; list && list[i]; i++) {
+                        _cleanup_free_ char *e = rt_expand(list[i], pod->envp);
+                        if (!e) {
+                                /* rt_expand() is bounded: not the machine's memory. */
+                                *ret_error = strprintf("%s[%zu]: with $(VAR) expanded it is "
+                                                       "longer than 1 MiB",
+                                                       part == 0 ? "command" : "args", i);
+                                return -E2BIG;
+                        }
+                        if (strv_push(&pod->argv, e) < 0)
+                                return -ENOMEM;
+                        e = NULL;
+                }
         }
         r = rt__resolve_path(pod->argv[0], pod->envp, &pod->path);
         if (r == -ENOENT) {

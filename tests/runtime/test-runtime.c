@@ -226,6 +226,30 @@ static void test_expand_rules(void **state) {
                         fail_msg("\"%s\" → \"%s\", expected \"%s\"", cases[i].in, r, cases[i].out);
                 free(r);
         }
+
+        /* An expansion that grows past 1 MiB is refused with the reason,
+         * naming the argument (not an out-of-memory). */
+        tend_buf yaml = TEND_BUF_INIT(1 << 20);
+        tend_buf_adds(&yaml, "      containers:\n      - name: main\n        command: [/bin/true]\n"
+                             "        args: [\"");
+        for (int i = 0; i < 1100; i++)
+                tend_buf_adds(&yaml, "$(K)");
+        tend_buf_adds(&yaml, "\"]\n        env: [{name: K, value: \"");
+        for (int i = 0; i < 1000; i++)
+                tend_buf_adds(&yaml, "k");
+        tend_buf_adds(&yaml, "\"}]");
+        harness *h = harness_new(NULL);
+        spec_pod_spec *s = pod_spec(tend_buf_str(&yaml), NULL);
+        rt_pod_params p = { .namespace = "default", .name = "big", .uid = "u", .spec = s };
+        rt_pod *pod = NULL;
+        char *err = NULL;
+        assert_int_equal(rt_pod_start(h->m, &p, NULL, &pod, &err), -E2BIG);
+        assert_non_null(
+                strstr(strna(err), "args[0]: with $(VAR) expanded it is longer than 1 MiB"));
+        free(err);
+        pod_spec_free(s);
+        tend_buf_free(&yaml);
+        harness_free(h);
 }
 
 /* ---- stopping ------------------------------------------------------------------------------- */
