@@ -149,6 +149,12 @@ json_t *spec__yaml_resolve_plain(const char *s, size_t n, int *ret_err) {
                         }
                         return NULL; /* a string */
                 }
+                /* 010: octal (8) in YAML 1.1, which kubectl reads, decimal
+                 * (10) in YAML 1.2. Neither guess is safe. */
+                if (n - off > 1 && s[off] == '0') {
+                        *ret_err = -EDOM;
+                        return NULL;
+                }
         }
         if (nd >= sizeof buf) {
                 *ret_err = -ERANGE;
@@ -283,6 +289,14 @@ static json_t *scalar_to_json(yreader *y, yaml_event_t *ev) {
                 yerror(y, &ev->start_mark,
                        "integer out of range: %.*s (quote it if it is meant as a string)",
                        (int) MIN(n, 40), v);
+                return NULL;
+        }
+        if (err == -EDOM) {
+                yerror(y, &ev->start_mark,
+                       "%.*s: a leading zero is octal in YAML 1.1 (as kubectl reads it) and "
+                       "decimal in YAML 1.2; write the number without it (or 0o%.*s for octal), "
+                       "or quote it for a string",
+                       (int) MIN(n, 40), v, (int) MIN(n, 40), v + strspn(v, "+-0"));
                 return NULL;
         }
         return j ?: json_stringn(v, n);
