@@ -7,16 +7,23 @@
 #   examples/tour.sh            after `make build` (or make run)
 #   TOUR_PAUSE=2 examples/tour.sh   to read along: seconds between steps
 #
-# TEND_BIN_DIR chooses the binaries (default: build/bin).
+# TEND_BIN_DIR chooses the binaries (default: build/bin, or where an
+# installed copy finds them).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 repo=$PWD
-bin=$(cd "${TEND_BIN_DIR:-build/bin}" 2>/dev/null && pwd) || {
-    echo "tour: no ${TEND_BIN_DIR:-build/bin}: run make build first"
+# In a source tree, build/bin; installed (PREFIX/share/tend/examples),
+# PREFIX/bin with tendd in PREFIX/sbin.
+default_bin=build/bin
+[ ! -d build/bin ] && [ -x ../../bin/tend ] && default_bin=../../bin
+bin=$(cd "${TEND_BIN_DIR:-$default_bin}" 2>/dev/null && pwd) || {
+    echo "tour: no ${TEND_BIN_DIR:-$default_bin}: run make build first"
     exit 1
 }
-for b in tendd tend tend-example-web; do
-    [ -x "$bin/$b" ] || { echo "tour: no $bin/$b: run make build first"; exit 1; }
+tendd_bin=$bin/tendd
+[ -x "$tendd_bin" ] || tendd_bin=$bin/../sbin/tendd
+for b in "$tendd_bin" "$bin/tend" "$bin/tend-example-web"; do
+    [ -x "$b" ] || { echo "tour: no $b: run make build first"; exit 1; }
 done
 
 tmp=$(mktemp -d /tmp/tend-tour-XXXXXX) || exit 1
@@ -74,7 +81,7 @@ step "Start an agent"
 say "tendd keeps its state (a SQLite file, the pods' logs) in a directory and"
 say "serves its API on a unix socket. Here, a temporary one:"
 printf '%s$ tendd --state-dir %s/state --socket %s &%s\n' "$bold" "$tmp" "$TEND_SOCKET" "$plain"
-(cd "$tmp/root" && exec "$bin/tendd" --state-dir "$tmp/state" --socket "$TEND_SOCKET" \
+(cd "$tmp/root" && exec "$tendd_bin" --state-dir "$tmp/state" --socket "$TEND_SOCKET" \
     >"$tmp/tendd.log" 2>&1) &
 tendd_pid=$!
 until_ok 5 tend version || die "tendd did not start: $(cat "$tmp/tendd.log")"
