@@ -449,6 +449,8 @@ wait_for 15 crashing && ok "STATUS CrashLoopBackOff" || fail "no CrashLoopBackOf
 waiting=$(tend get pods -l app=crash | awk '$3 == "CrashLoopBackOff" { print $1; exit }')
 expect_exit 0 "describe a pod in back-off" tend describe "pod/$waiting" &&
     expect_grep "Next Start: *in [0-9]*s (" "$tmp/out" "describe says how long the back-off has left"
+expect_exit 0 "logs deploy/crash --previous in back-off" tend logs deploy/crash --previous &&
+    expect_grep "run [0-9]*$" "$tmp/out" "a deployment waiting out its back-off: the last run's output"
 expect_exit 0 "get failed pods" tend get pods -l app=crash && expect_grep " Error " "$tmp/out" "STATUS Error"
 
 echo "== rollout status: timeout and progress deadline"
