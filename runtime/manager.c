@@ -310,6 +310,8 @@ static void on_deferred(uv_idle_t *h) {
                 bool due = p->started_queued;
 
                 m->deferred = p->deferred_next;
+                if (!m->deferred)
+                        m->deferred_tail = NULL;
                 p->deferred_next = NULL;
                 p->started_queued = false;
                 if (due && p->state != RT_POD_EXITED)
@@ -335,11 +337,13 @@ void rt__pod_started(rt_pod *p) {
                 return;
         p->started_queued = true;
         rt__pod_ref(p);
-        /* FIFO: append at the tail. */
-        rt_pod **tail = &m->deferred;
-        while (*tail)
-                tail = &(*tail)->deferred_next;
-        *tail = p;
+        /* FIFO: append at the tail (kept: a thousand starts in a row must
+         * not walk the queue each). */
+        if (m->deferred_tail)
+                m->deferred_tail->deferred_next = p;
+        else
+                m->deferred = p;
+        m->deferred_tail = p;
         uv_idle_start(&m->deferred_idle, on_deferred);
 }
 
@@ -630,6 +634,8 @@ void rt_manager_close(rt_manager *m) {
         while (m->deferred) {
                 rt_pod *p = m->deferred;
                 m->deferred = p->deferred_next;
+                if (!m->deferred)
+                        m->deferred_tail = NULL;
                 p->deferred_next = NULL;
                 p->started_queued = false;
                 rt__pod_unref(p);

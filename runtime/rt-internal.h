@@ -133,6 +133,7 @@ struct rt_manager {
         rt_pod *pods;
         size_t n_pods;
         rt_pod *deferred; /* pods whose `started` is still to be reported */
+        rt_pod *deferred_tail;
         uv_idle_t deferred_idle;
 
         /* ports */

@@ -1101,10 +1101,14 @@ int rt_manager_stop_orphan_units(rt_manager *m, char ***ret_units) {
         if (r == -ENOMEM)
                 return r;
         if (r < 0) {
-                /* Later, when the bus is back. */
-                log_warning("systemd: the %s bus is not reachable; tend-* units with no pod will "
-                            "be stopped once it is",
-                            bus_kind_name(m));
+                /* Later, when the bus is back. Said out loud only where
+                 * there were units to adopt: on a host without systemd it
+                 * is the normal state, not news. */
+                log_full(m->sd_units && tend_hashmap_size(m->sd_units) > 0 ? LOG_LEVEL_WARNING
+                                                                           : LOG_LEVEL_DEBUG,
+                         "systemd: the %s bus is not reachable; tend-* units with no pod will be "
+                         "stopped once it is",
+                         bus_kind_name(m));
                 m->sd_sweep_pending = true;
                 bus_retry_later(m);
                 return 0;
