@@ -982,8 +982,12 @@ static int systemd_adopt(rt_pod *p, char **ret_error) {
         if (state != SNAP_UP) {
                 *ret_error = strprintf("unit %s stopped (%s) while tendd was down", p->record.unit,
                                        state == SNAP_FAILED ? "failed" : "inactive");
-                if (state == SNAP_FAILED)
+                if (state == SNAP_FAILED) {
                         collect_unit(m, p->record.unit);
+                        /* reported here, as the pod's: not again as no one's */
+                        (void) tend_hashmap_put(m->sd_snapshot, p->record.unit, SNAP_INACTIVE,
+                                                NULL);
+                }
                 return -ESRCH;
         }
         r = register_pod(p);
@@ -1037,15 +1041,27 @@ static int on_stop_reply(sd_bus_message *reply, void *userdata, sd_bus_error *er
         return 0;
 }
 
-/* A unit that runs (or is coming up) with no pod to answer for it. */
-static bool is_orphan(rt_manager *m, const char *name, const char *active) {
+static bool unowned(rt_manager *m, const char *name) {
         _cleanup_free_ char *path = NULL;
 
-        if (!streq(active, "active") && !streq(active, "activating") && !streq(active, "reloading"))
-                return false;
         if (sd_bus_path_encode(SD_UNIT_PATH, name, &path) < 0)
                 return false;
         return !m->sd_units || !tend_hashmap_get(m->sd_units, path);
+}
+
+/* A unit that runs (or is coming up) with no pod to answer for it. A
+ * failed one with no pod (it failed while no tendd watched, say one that
+ * ignored SIGTERM after tendd --stop-pods-on-exit was told twice to go)
+ * is only reset, so that failed units do not pile up. */
+static bool is_orphan(rt_manager *m, const char *name, const char *active) {
+        if (streq(active, "failed") && unowned(m, name)) {
+                log_info("systemd: %s failed with no pod to report it; resetting it", name);
+                collect_unit(m, name);
+                return false;
+        }
+        if (!streq(active, "active") && !streq(active, "activating") && !streq(active, "reloading"))
+                return false;
+        return unowned(m, name);
 }
 
 static int stop_orphan(rt_manager *m, const char *name) {
@@ -1114,7 +1130,10 @@ int rt_manager_stop_orphan_units(rt_manager *m, char ***ret_units) {
                 return 0;
         }
         for (size_t i = 0; tend_hashmap_next(m->sd_snapshot, &i, &name, &state);) {
-                if (!is_orphan(m, name, state == SNAP_UP ? "active" : "inactive"))
+                if (!is_orphan(m, name,
+                               state == SNAP_UP       ? "active"
+                               : state == SNAP_FAILED ? "failed"
+                                                      : "inactive"))
                         continue;
                 r = stop_orphan(m, name);
                 if (r < 0)

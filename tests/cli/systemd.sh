@@ -117,6 +117,9 @@ before=$(running move | awk '{ print $2 }' | while read -r u; do main_pid "$u"; 
 stop_tendd TERM
 systemd-run --user --unit tend-default-orphan-x1.service -p Type=exec "$testprog" sleep >/dev/null 2>&1 ||
     fail "cannot start an orphan unit"
+systemd-run --user --unit tend-default-failed-x3.service -p Type=exec /bin/false >/dev/null 2>&1
+failed_x3() { systemctl --user is-failed --quiet tend-default-failed-x3.service; }
+wait_for 5 failed_x3 || fail "the unit meant to fail did not"
 start_tendd
 wait_for 10 count_running move 2
 after=$(running move | awk '{ print $2 }' | while read -r u; do main_pid "$u"; done | sort)
@@ -125,6 +128,8 @@ orphan_gone() { [ "$(systemctl --user is-active tend-default-orphan-x1.service)"
 wait_for 10 orphan_gone && ok "the orphan unit was stopped" || fail "the orphan unit runs"
 tend get events >"$tmp/events"
 expect_grep "OrphanStopped" "$tmp/events" "a Warning event for it"
+reset_x3() { ! failed_x3; }
+wait_for 10 reset_x3 && ok "a failed unit with no pod is reset" || fail "tend-default-failed-x3 still failed"
 
 echo "== the bus goes away and comes back: nothing missed, nothing doubled"
 set -- $(running move | sort | head -1)
