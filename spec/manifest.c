@@ -43,6 +43,7 @@ static int add_document(spec_manifest *m, const char *file, const spec_doc *doc,
         const char *name = json_string_value(json_object_get(meta, "name"));
         _cleanup_free_ char *label = spec_object_label(kind, name, doc->index);
         _cleanup_(spec_deployment_freep) spec_deployment *d = NULL;
+        size_t before = errs->n;
         int r;
 
         if (!label)
@@ -81,6 +82,17 @@ static int add_document(spec_manifest *m, const char *file, const spec_doc *doc,
                 d = NULL;
         }
 out:
+        /* Field errors get the line and column of the field (or of the
+         * nearest enclosing one, for a field left out). */
+        for (size_t i = before; i < errs->n; i++) {
+                spec_error *e = &errs->items[i];
+                if (e->line == 0 && e->field &&
+                    !spec_doc_position(doc, e->field, &e->line, &e->column) && doc->positions) {
+                        /* a top-level field left out: the document */
+                        e->line = doc->line;
+                        e->column = 1;
+                }
+        }
         errs->object = NULL;
         return r;
 }

@@ -19,43 +19,117 @@
 #include "spec-internal.h"
 
 void spec_docs_done(spec_docs *d) {
-        for (size_t i = 0; i < d->n; i++)
+        for (size_t i = 0; i < d->n; i++) {
                 json_decref(d->items[i].root);
+                tend_hashmap_free(d->items[i].positions);
+        }
         free(d->items);
         *d = (spec_docs){};
 }
 
-static int docs_push(spec_docs *d, json_t *root, unsigned line) {
+static int docs_push(spec_docs *d, json_t *root, unsigned line, tend_hashmap *positions) {
         spec_doc *n = realloc(d->items, sizeof(spec_doc) * (d->n + 1));
         if (!n) {
+                tend_hashmap_free(positions);
                 json_decref(root);
                 return -ENOMEM;
         }
         d->items = n;
-        d->items[d->n] = (spec_doc){ .root = root, .line = line, .index = (unsigned) d->n + 1 };
+        d->items[d->n] = (spec_doc){
+                .root = root, .line = line, .index = (unsigned) d->n + 1, .positions = positions
+        };
         d->n++;
         return 0;
 }
 
+/* Positions are kept packed in the map's values. */
+#define POS_PACK(line, col) ((void *) (((uintptr_t) (line) << 20) | ((uintptr_t) (col) &0xfffff)))
+#define POS_LINE(v) ((unsigned) ((uintptr_t) (v) >> 20))
+#define POS_COL(v) ((unsigned) ((uintptr_t) (v) &0xfffff))
+
+/* The positions under prefix, with it taken off (a List's items[i]). */
+static tend_hashmap *positions_under(const tend_hashmap *pos, const char *prefix) {
+        tend_hashmap *sub = pos ? tend_hashmap_new() : NULL;
+        const char *k, *rest;
+        void *v;
+
+        if (!sub)
+                return NULL;
+        for (size_t i = 0; tend_hashmap_next(pos, &i, &k, &v);)
+                if ((rest = startswith(k, prefix)) && rest[0] == '.' &&
+                    tend_hashmap_put(sub, rest + 1, v, NULL) < 0)
+                        return tend_hashmap_free(sub);
+        return sub;
+}
+
 /* A document that is a List ({"kind":"List","items":[...]}, what
  * `kubectl get -o yaml` prints) stands for its items. */
-static int docs_push_expanded(spec_docs *d, json_t *root, unsigned line) {
+static int docs_push_expanded(spec_docs *d, json_t *root, unsigned line, tend_hashmap *positions) {
         json_t *items = json_object_get(root, "items");
         const char *kind = json_string_value(json_object_get(root, "kind"));
         size_t i;
         json_t *e;
 
         if (!kind || !streq(kind, "List") || !json_is_array(items))
-                return docs_push(d, root, line);
+                return docs_push(d, root, line, positions);
         json_array_foreach (items, i, e) {
-                int r = docs_push(d, json_incref(e), line);
+                char prefix[64];
+                void *at;
+                snprintf(prefix, sizeof prefix, "items[%zu]", i);
+                at = positions ? tend_hashmap_get(positions, prefix) : NULL;
+                int r = docs_push(d, json_incref(e), at ? POS_LINE(at) : line,
+                                  positions_under(positions, prefix));
                 if (r < 0) {
+                        tend_hashmap_free(positions);
                         json_decref(root);
                         return r;
                 }
         }
+        tend_hashmap_free(positions);
         json_decref(root);
         return 0;
+}
+
+bool spec_doc_position(const spec_doc *doc, const char *field, unsigned *ret_line,
+                       unsigned *ret_column) {
+        char path[1024];
+        size_t n = 0;
+
+        if (!doc->positions || !field)
+                return false;
+        /* "[key]" of a map as ".key"; "[0]" of a list stays. */
+        for (const char *f = field; *f && n < sizeof path - 2; f++) {
+                if (*f == '[' && !isdigit((unsigned char) f[1])) {
+                        const char *end = strchr(f, ']');
+                        if (end) {
+                                size_t k = MIN((size_t) (end - f - 1), sizeof path - 2 - n);
+                                path[n++] = '.';
+                                memcpy(path + n, f + 1, k);
+                                n += k;
+                                f = end;
+                                continue;
+                        }
+                }
+                path[n++] = *f;
+        }
+        path[n] = 0;
+        /* The field itself, or the nearest enclosing one written. */
+        for (;;) {
+                void *v = tend_hashmap_get(doc->positions, path);
+                char *cut;
+                if (v) {
+                        *ret_line = POS_LINE(v);
+                        *ret_column = POS_COL(v);
+                        return true;
+                }
+                cut = strrchr(path, '.');
+                char *br = strrchr(path, '[');
+                if (br && (!cut || br > cut))
+                        cut = br;
+                if (!cut)
+                        return false;
+                *cut = 0;
+        }
 }
 
 /* ---- YAML 1.2 core schema ---------------------------------------------------------- */
@@ -181,7 +255,18 @@ typedef struct yreader {
         size_t nodes;
         bool failed;
         bool oom;
+        spec_path path;          /* of the node being read */
+        tend_hashmap *positions; /* the document's: path → where it is */
 } yreader;
+
+/* Where the node at the current path is written: the key that introduces
+ * it, or for a list item its entry. */
+static void note_position(yreader *y, const yaml_mark_t *m) {
+        if (y->positions && y->path.len > 0 &&
+            tend_hashmap_put(y->positions, spec__path_str(&y->path),
+                             POS_PACK(m->line + 1, m->column + 1), NULL) < 0)
+                y->oom = true;
+}
 
 static void yerror(yreader *y, const yaml_mark_t *m, const char *fmt, ...) _printf_(3, 4);
 static void yerror(yreader *y, const yaml_mark_t *m, const char *fmt, ...) {
@@ -327,7 +412,10 @@ static json_t *read_sequence(yreader *y, yaml_event_t *start, unsigned depth) {
                         yaml_event_delete(&ev);
                         break;
                 }
+                size_t old = spec__path_index(&y->path, count - 1);
+                note_position(y, &ev.start_mark);
                 item = read_node(y, &ev, depth);
+                spec__path_pop(&y->path, old);
                 yaml_event_delete(&ev);
                 if (!item)
                         break;
@@ -404,7 +492,10 @@ static json_t *read_mapping(yreader *y, yaml_event_t *start, unsigned depth) {
                 }
                 if (ynext(y, &vev) < 0)
                         break;
+                size_t old = spec__path_field(&y->path, key);
+                note_position(y, &kmark);
                 val = read_node(y, &vev, depth);
+                spec__path_pop(&y->path, old);
                 yaml_event_delete(&vev);
                 if (!val)
                         break;
@@ -480,6 +571,8 @@ static int parse_yaml(const char *data, size_t size, spec_errors *errs, spec_doc
                         json_t *root;
 
                         y.nodes = 0;
+                        y.path = (spec_path){};
+                        y.positions = tend_hashmap_free(y.positions);
                         if (docs.n >= SPEC_MAX_DOCUMENTS) {
                                 yerror(&y, &ev.start_mark, "more than %d documents",
                                        SPEC_MAX_DOCUMENTS);
@@ -492,6 +585,12 @@ static int parse_yaml(const char *data, size_t size, spec_errors *errs, spec_doc
                         }
                         /* The line of the first content, not of "---". */
                         line = (unsigned) node.start_mark.line + 1;
+                        y.positions = tend_hashmap_new();
+                        if (!y.positions) {
+                                yaml_event_delete(&node);
+                                r = -ENOMEM;
+                                break;
+                        }
                         root = read_node(&y, &node, 0);
                         if (root && !json_is_object(root) && !json_is_null(root)) {
                                 yerror(&y, &node.start_mark,
@@ -508,8 +607,10 @@ static int parse_yaml(const char *data, size_t size, spec_errors *errs, spec_doc
                         }
                         if (json_is_null(root))
                                 json_decref(root); /* an empty document */
-                        else
-                                r = docs_push_expanded(&docs, root, line);
+                        else {
+                                r = docs_push_expanded(&docs, root, line, y.positions);
+                                y.positions = NULL;
+                        }
                         break;
                 }
                 default:
@@ -519,6 +620,7 @@ static int parse_yaml(const char *data, size_t size, spec_errors *errs, spec_doc
                 yaml_event_delete(&ev);
         }
         yaml_parser_delete(&y.parser);
+        tend_hashmap_free(y.positions);
         if (y.oom)
                 r = -ENOMEM;
         if (r < 0) {
@@ -635,7 +737,7 @@ static int parse_json(const char *data, size_t size, spec_errors *errs, spec_doc
                         spec_docs_done(&docs);
                         return r;
                 }
-                r = docs_push_expanded(&docs, root, line);
+                r = docs_push_expanded(&docs, root, line, NULL);
                 if (r < 0) {
                         spec_docs_done(&docs);
                         return r;

@@ -49,7 +49,7 @@ grep -q 'Duplicate value: "web"' "$tmp/err" || { echo "FAIL: examples-together";
 
 # A bad file among good ones fails the whole input, naming the bad one.
 check mixed 1 "$tend" validate -f minimal.yaml -f "$src/tests/spec/invalid/replicas-negative.yaml"
-grep -q 'replicas-negative.yaml: deployment "web": spec.replicas' "$tmp/err" || { echo "FAIL mixed"; fail=1; }
+grep -q 'replicas-negative.yaml:6:3: deployment "web": spec.replicas' "$tmp/err" || { echo "FAIL mixed"; fail=1; }
 [ -s "$tmp/out" ] && { echo "FAIL mixed: printed valid objects of an invalid input"; fail=1; }
 
 # The same name twice across files.

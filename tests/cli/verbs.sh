@@ -145,7 +145,7 @@ spec:
       containers: [{name: c}]
 YAML
 expect_exit 1 "apply a directory with a bad file" tend apply -f "$tmp/dir"
-expect_grep "b.yaml: deployment \"bad\": spec.replicas: Invalid value: -1" "$tmp/err" \
+expect_grep "b.yaml:[0-9]*:[0-9]*: deployment \"bad\": spec.replicas: Invalid value: -1" "$tmp/err" \
     "error names the file, the object and the field"
 expect_grep "spec.template.metadata.labels" "$tmp/err" "second error listed too"
 expect_grep "nothing was applied" "$tmp/err" "nothing applied"

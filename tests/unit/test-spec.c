@@ -74,6 +74,46 @@ static char *validate_output(spec_manifest *m, const char *file) {
 
 /* ---- corpus ------------------------------------------------------------------------ */
 
+/* Where a field path is written in its YAML document. */
+static void test_positions(void **state) {
+        static const char yaml[] = "kind: List\n"
+                                   "items:\n"
+                                   "- metadata:\n"
+                                   "    labels:\n"
+                                   "      app.kubernetes.io/name: web\n"
+                                   "  spec:\n"
+                                   "    containers:\n"
+                                   "    - name: a\n"
+                                   "    - name: b\n"
+                                   "      args: [x, y]\n";
+        spec_errors errs = {};
+        spec_docs docs = {};
+        unsigned line = 0, col = 0;
+
+        assert_int_equal(spec_parse("t.yaml", yaml, strlen(yaml), &errs, &docs), 0);
+        assert_int_equal(docs.n, 1);
+        const spec_doc *d = &docs.items[0];
+        assert_int_equal(d->line, 3); /* the List's item, not the List */
+        assert_true(spec_doc_position(d, "metadata.labels[app.kubernetes.io/name]", &line, &col));
+        assert_int_equal(line, 5);
+        assert_int_equal(col, 7);
+        assert_true(spec_doc_position(d, "spec.containers[1].args[1]", &line, &col));
+        assert_int_equal(line, 10);
+        /* Not written: the nearest enclosing field that is. */
+        assert_true(spec_doc_position(d, "spec.containers[0].workingDir", &line, &col));
+        assert_int_equal(line, 8);
+        assert_int_equal(col, 7);
+        assert_false(spec_doc_position(d, "apiVersion", &line, &col));
+        spec_docs_done(&docs);
+
+        /* JSON has none. */
+        static const char json[] = "{\"kind\": \"x\"}";
+        assert_int_equal(spec_parse("t.json", json, strlen(json), &errs, &docs), 0);
+        assert_false(spec_doc_position(&docs.items[0], "kind", &line, &col));
+        spec_docs_done(&docs);
+        spec_errors_done(&errs);
+}
+
 static void test_invalid_corpus(void **state) {
         static const char *const exts[] = { ".yaml", ".json", NULL };
         char *dir = path_join(source_dir(), "tests/spec/invalid");
@@ -772,6 +812,7 @@ static void test_hostile_garbage(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_positions),
                 cmocka_unit_test(test_invalid_corpus),
                 cmocka_unit_test(test_valid_corpus),
                 cmocka_unit_test(test_examples_valid),

@@ -567,7 +567,16 @@ typedef struct spec_doc {
         json_t *root;   /* owned */
         unsigned line;  /* where the document starts, 1-based */
         unsigned index; /* 1-based among the file's non-empty documents */
+        /* YAML only: field path ("spec.replicas", "spec.template.spec.
+         * containers[0]") → where it is written; NULL for JSON. Owned. */
+        tend_hashmap *positions;
 } spec_doc;
+
+/* Where in its document a field path is written (or, for a field not
+ * written, the nearest enclosing one that is): false if unknown. Map keys
+ * may be given as "[key]" or ".key". */
+bool spec_doc_position(const spec_doc *doc, const char *field, unsigned *ret_line,
+                       unsigned *ret_column);
 
 typedef struct spec_docs {
         spec_doc *items;
