@@ -132,83 +132,137 @@ static void report(manifests *m, const char *file, const spec_errors *errs) {
         (void) store_commit(agent_loop_store(m->al), false);
 }
 
-/* One file, all or nothing. Adds the "namespace/name" of what it declares
- * to *declared, and the file that declares it to claims (the first file,
- * in name order, wins a deployment two declare); returns -EINVAL if it is
- * not applied. */
-static int sync_file(manifests *m, const char *file, char ***declared, tend_hashmap *claims) {
-        agent *a = agent_loop_agent(m->al);
-        spec_manifest mf = {};
-        spec_errors errs = {};
-        _cleanup_free_ spec_deployment **ds = NULL;
-        _cleanup_free_ agent_apply_result *res = NULL;
-        int r = 0;
+/* A file read and checked, not applied yet. */
+typedef struct parsed {
+        const char *file;
+        spec_manifest mf;
+        spec_errors errs;
+} parsed;
 
-        (void) spec_manifest_add_path(&mf, file, &errs);
-        if (errs.n == 0 && !errs.dropped)
-                (void) spec_manifest_check(&mf, &errs);
-        errs.file = file;
+static bool parsed_ok(const parsed *p) {
+        return p->errs.n == 0 && !p->errs.dropped;
+}
+
+static char *key_of(const spec_deployment *d) {
+        return strprintf("%s/%s", d->metadata.namespace, d->metadata.name);
+}
+
+static bool parsed_declares(const parsed *p, const char *key) {
+        for (size_t i = 0; i < p->mf.n; i++) {
+                _cleanup_free_ char *k = key_of(p->mf.items[i].deployment);
+                if (streq_ptr(k, key))
+                        return true;
+        }
+        return false;
+}
+
+static void parse_file(parsed *p) {
+        (void) spec_manifest_add_path(&p->mf, p->file, &p->errs);
+        if (parsed_ok(p))
+                (void) spec_manifest_check(&p->mf, &p->errs);
         /* Most often a file caught between an editor's truncate and write:
          * deleting what it declared, to create it again a moment later,
          * would restart every pod. Deleting the file deletes them. */
-        if (errs.n == 0 && !errs.dropped && mf.n == 0)
-                (void) spec_errors_add(&errs, NULL,
+        if (parsed_ok(p) && p->mf.n == 0) {
+                p->errs.file = p->file;
+                (void) spec_errors_add(&p->errs, NULL,
                                        "declares no deployment (taken as a file being written; "
                                        "delete the file to delete what it declared)");
-        for (size_t i = 0; i < mf.n && errs.n == 0; i++) {
-                const spec_deployment *d = mf.items[i].deployment;
-                _cleanup_free_ char *key = strprintf("%s/%s", d->metadata.namespace,
-                                                     d->metadata.name);
-                const char *other = key ? tend_hashmap_get(claims, key) : NULL;
-                if (other)
-                        (void) spec_errors_add_at(&errs, mf.items[i].line, 1,
+                p->errs.file = NULL;
+        }
+}
+
+/* Which file declares each deployment ("ns/name" → file): the one it came
+ * from, while that file is there and has not dropped it — an invalid or
+ * empty file has not, it is being written — else the first by name. So a
+ * second file declaring it never takes it over by a moment's accident. */
+static tend_hashmap *owners(manifests *m, parsed *ps, size_t n) {
+        _cleanup_(tend_hashmap_freep) tend_hashmap *own = tend_hashmap_new();
+        const void *const *items;
+        size_t k;
+
+        if (!own)
+                return NULL;
+        k = store_list(agent_loop_store(m->al), STORE_DEPLOYMENT, &items);
+        for (size_t i = 0; i < k; i++) {
+                const spec_deployment *d = items[i];
+                const char *src = source_in(m, d);
+                _cleanup_free_ char *key = NULL;
+                for (size_t f = 0; src && f < n; f++) {
+                        if (!streq(ps[f].file, src))
+                                continue;
+                        key = key_of(d);
+                        if (!key)
+                                return NULL;
+                        if ((!parsed_ok(&ps[f]) || parsed_declares(&ps[f], key)) &&
+                            tend_hashmap_put(own, key, (void *) ps[f].file, NULL) < 0)
+                                return NULL;
+                        break;
+                }
+        }
+        for (size_t f = 0; f < n; f++)
+                for (size_t i = 0; parsed_ok(&ps[f]) && i < ps[f].mf.n; i++) {
+                        _cleanup_free_ char *key = key_of(ps[f].mf.items[i].deployment);
+                        if (!key)
+                                return NULL;
+                        if (!tend_hashmap_get(own, key) &&
+                            tend_hashmap_put(own, key, (void *) ps[f].file, NULL) < 0)
+                                return NULL;
+                }
+        return TAKE_PTR(own);
+}
+
+/* One file, all or nothing. Adds the "namespace/name" of what it declares
+ * to *declared; returns -EINVAL if it is not applied. */
+static int apply_file(manifests *m, parsed *p, tend_hashmap *own, char ***declared) {
+        agent *a = agent_loop_agent(m->al);
+        _cleanup_free_ spec_deployment **ds = NULL;
+        _cleanup_free_ agent_apply_result *res = NULL;
+        spec_manifest *mf = &p->mf;
+        int r;
+
+        p->errs.file = p->file;
+        for (size_t i = 0; i < mf->n && parsed_ok(p); i++) {
+                _cleanup_free_ char *key = key_of(mf->items[i].deployment);
+                const char *owner = key ? tend_hashmap_get(own, key) : NULL;
+                if (owner && !streq(owner, p->file))
+                        (void) spec_errors_add_at(&p->errs, mf->items[i].line, 1,
                                                   "deployment %s is declared by %s already; one "
                                                   "file per deployment (this file is not applied)",
-                                                  key, other);
+                                                  key, owner);
         }
-        errs.file = NULL;
-        if (errs.n == 0 && !errs.dropped && mf.n > 0) {
-                ds = new0(spec_deployment *, mf.n);
-                res = new0(agent_apply_result, mf.n);
-                if (!ds || !res) {
-                        r = -ENOMEM;
-                        goto out;
-                }
-                for (size_t i = 0; i < mf.n; i++) {
-                        ds[i] = mf.items[i].deployment;
-                        r = spec_map_set(&ds[i]->metadata.annotations, AGENT_ANN_SOURCE, file);
+        p->errs.file = NULL;
+        if (parsed_ok(p)) {
+                ds = new0(spec_deployment *, mf->n);
+                res = new0(agent_apply_result, mf->n);
+                if (!ds || !res)
+                        return -ENOMEM;
+                for (size_t i = 0; i < mf->n; i++) {
+                        ds[i] = mf->items[i].deployment;
+                        r = spec_map_set(&ds[i]->metadata.annotations, AGENT_ANN_SOURCE, p->file);
                         if (r < 0)
-                                goto out;
+                                return r;
                 }
-                errs.file = file;
-                r = agent_apply(a, ds, mf.n, &errs, res);
-                errs.file = NULL;
+                p->errs.file = p->file;
+                r = agent_apply(a, ds, mf->n, &p->errs, res);
+                p->errs.file = NULL;
                 if (r < 0 && r != -EINVAL)
-                        goto out;
+                        return r;
         }
-        if (errs.n > 0 || errs.dropped) {
-                report(m, file, &errs);
-                r = -EINVAL;
-                goto out;
+        if (!parsed_ok(p)) {
+                report(m, p->file, &p->errs);
+                return -EINVAL;
         }
-        free(tend_hashmap_remove(m->reported, file));
-        for (size_t i = 0; i < mf.n; i++) {
-                const spec_deployment *d = mf.items[i].deployment;
-                _cleanup_free_ char *key = strprintf("%s/%s", d->metadata.namespace,
-                                                     d->metadata.name);
-                if (!key || strv_extend(declared, key) < 0 ||
-                    tend_hashmap_put(claims, key, (void *) file, NULL) < 0) {
-                        r = -ENOMEM;
-                        goto out;
-                }
+        free(tend_hashmap_remove(m->reported, p->file));
+        for (size_t i = 0; i < mf->n; i++) {
+                const spec_deployment *d = mf->items[i].deployment;
+                _cleanup_free_ char *key = key_of(d);
+                if (!key || strv_extend(declared, key) < 0)
+                        return -ENOMEM;
                 if (res[i] == AGENT_CONFIGURED)
-                        log_info("deployment/%s: now as %s declares", d->metadata.name, file);
+                        log_info("deployment/%s: now as %s declares", d->metadata.name, p->file);
         }
-        r = 0;
-out:
-        spec_errors_done(&errs);
-        spec_manifest_done(&mf);
-        return r;
+        return 0;
 }
 
 static void on_fs_event(uv_fs_event_t *h, const char *name, int events, int status);
@@ -244,7 +298,8 @@ void manifests_sync(manifests *m) {
         agent *a = agent_loop_agent(m->al);
         _cleanup_strv_free_ char **files = NULL, **declared = NULL, **invalid = NULL,
                                  **doomed = NULL;
-        _cleanup_(tend_hashmap_freep) tend_hashmap *claims = NULL;
+        _cleanup_(tend_hashmap_freep) tend_hashmap *own = NULL;
+        _cleanup_free_ parsed *ps = NULL;
         const void *const *items;
         size_t n;
         int r;
@@ -271,12 +326,21 @@ void manifests_sync(manifests *m) {
                 free(m->unreadable);
                 m->unreadable = NULL;
         }
-        claims = tend_hashmap_new();
-        if (!claims)
+        n = strv_length(files);
+        ps = new0(parsed, MAX(n, (size_t) 1));
+        if (!ps)
                 return;
-        for (char **f = files; f && *f; f++)
-                if (sync_file(m, *f, &declared, claims) < 0)
-                        (void) strv_extend(&invalid, *f);
+        for (size_t f = 0; f < n; f++) {
+                ps[f].file = files[f];
+                parse_file(&ps[f]);
+        }
+        own = owners(m, ps, n);
+        for (size_t f = 0; f < n; f++) {
+                if (!own || apply_file(m, &ps[f], own, &declared) < 0)
+                        (void) strv_extend(&invalid, files[f]);
+                spec_errors_done(&ps[f].errs);
+                spec_manifest_done(&ps[f].mf);
+        }
 
         /* What came from a file that is gone, or that no longer declares
          * it, goes. An invalid file keeps what it declared before. */
@@ -324,8 +388,16 @@ static void on_fs_event(uv_fs_event_t *h, const char *name, int events, int stat
 static void on_parent_event(uv_fs_event_t *h, const char *name, int events, int status) {
         manifests *m = h->data;
 
-        if (status < 0 || !name || streq(name, m->base))
-                uv_timer_start(&m->debounce, on_debounce, DEBOUNCE_MS, 0);
+        if (status >= 0 && name && !streq(name, m->base))
+                return;
+        /* The directory was removed, replaced or made: whatever the watch
+         * followed may be gone, even where the new one got the same inode
+         * number (ext4 hands a freed one out again) — watch anew. */
+        if (m->watching) {
+                uv_fs_event_stop(&m->watch);
+                m->watching = false;
+        }
+        uv_timer_start(&m->debounce, on_debounce, DEBOUNCE_MS, 0);
 }
 
 static void on_resync(uv_timer_t *t) {

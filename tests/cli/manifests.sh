@@ -100,6 +100,21 @@ hup
 sleep 1
 [ "$(tend get deploy extra -o json | jq .metadata.generation)" = "$gen" ] && [ "$(pids extra)" = "$p" ] &&
     ok "nothing flips between the two" || fail "extra changed: generation $gen → $(tend get deploy extra -o json | jq .metadata.generation)"
+# The first file emptied (being written) or broken: the second does not
+# take over meanwhile.
+src() { tend get deploy extra -o json | jq -r '.metadata.annotations["tend.io/source"]'; }
+: >"$mdir/extra.yaml"
+hup
+sleep 1
+[ "$(src)" = "$mdir/extra.yaml" ] && [ "$(tend get deploy extra -o json | jq .metadata.generation)" = "$gen" ] &&
+    [ "$(pids extra)" = "$p" ] && ok "the first file emptied: the second still does not take over" ||
+    fail "extra: source $(src), generation $(tend get deploy extra -o json | jq .metadata.generation)"
+echo "garbage: [" >"$mdir/extra.yaml"
+hup
+sleep 1
+[ "$(src)" = "$mdir/extra.yaml" ] && [ "$(pids extra)" = "$p" ] &&
+    ok "the first file broken: nor then" || fail "extra: source $(src)"
+deployment extra 1 >"$mdir/extra.yaml"
 rm "$mdir/zz-extra.yaml"
 
 echo "== the directory goes away: nothing is deleted; it comes back: it is watched again"
@@ -115,6 +130,13 @@ sleep 0.5
 deployment late 1 >"$mdir/late.yaml"
 wait_for 10 has_running late 1 && ok "a file added to the directory back in place is applied" ||
     fail "late not running"
+cp -a "$mdir" "$tmp/save"
+rm -rf "$mdir" && mkdir "$mdir" && cp "$tmp/save"/*.yaml "$mdir"/ # (ext4 may give it the same inode)
+sleep 0.5
+deployment later 1 >"$mdir/later.yaml"
+wait_for 10 has_running later 1 && ok "removed and made again in place: still watched" ||
+    fail "later not running"
+[ "$(pids extra)" = "$p" ] || fail "extra changed when its directory was made again"
 
 echo "== --stop-pods-on-exit: every pod stopped, gracefully, before tendd exits"
 stop_tendd TERM
