@@ -176,6 +176,7 @@ struct rt_manager {
         tend_hashmap *sd_snapshot; /* start-up: unit name → SNAP_* */
         usec_t sd_snapshot_at;
         bool sd_stale;         /* the bus was lost (or never reached): re-read on connect */
+        bool sd_subscribed;    /* Subscribe answered on this connection */
         bool sd_sweep_pending; /* the orphan sweep of start-up could not run yet */
         struct sd_bus_slot *sd_sweep;
 };

@@ -239,7 +239,8 @@ static const char *bus_kind_name(const rt_manager *m) {
 
 static void on_bus_retry(uv_timer_t *t);
 
-/* Whatever was missed while there was no bus is read again on connect. */
+/* Whatever was missed (no bus, or systemd not answering) is read again:
+ * on connect, or — the bus up — when the timer fires. */
 static void bus_retry_later(rt_manager *m) {
         m->sd_stale = true;
         if (m->closing)
@@ -267,13 +268,24 @@ static int on_subscribed(sd_bus_message *reply, void *userdata, sd_bus_error *er
         /* Both a call queued for systemd while it joined the bus and the
          * one sent when it did arrive: the second says so. */
         if (e && !sd_bus_error_has_name(e, "org.freedesktop.systemd1.AlreadySubscribed")) {
-                /* Not on the bus yet (it restarted, and systemd has not
-                 * joined it again): NameOwnerChanged says when. */
-                log_warning("systemd: Subscribe failed: %s; waiting for systemd on the %s bus",
-                            e->message ?: e->name, bus_kind_name(m));
-                m->sd_stale = true;
+                /* Not on the bus yet (NameOwnerChanged says when it is),
+                 * or busy: try again, and read what was missed. */
+                log_warning("systemd: Subscribe failed: %s; trying again", e->message ?: e->name);
+                bus_retry_later(m);
+                return 0;
         }
+        m->sd_subscribed = true;
         return 0;
+}
+
+/* Without Subscribe systemd emits no unit signals at all. */
+static void subscribe(rt_manager *m) {
+        m->sd_subscribed = false;
+        if (!m->bus || sd_bus_call_method_async(m->bus, NULL, SD_DEST, SD_PATH, SD_MANAGER,
+                                                "Subscribe", on_subscribed, m, "") < 0) {
+                log_warning("systemd: cannot subscribe to systemd's signals; trying again");
+                bus_retry_later(m);
+        }
 }
 
 static void bus_caught_up(rt_manager *m);
@@ -292,9 +304,7 @@ static int on_owner_changed(sd_bus_message *msg, void *userdata, sd_bus_error *e
                 return 0;
         }
         log_info("systemd: systemd is on the %s bus again; subscribing", bus_kind_name(m));
-        if (sd_bus_call_method_async(m->bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "Subscribe",
-                                     on_subscribed, m, "") < 0)
-                log_warning("systemd: cannot subscribe to systemd's signals");
+        subscribe(m);
         m->sd_stale = true;
         bus_caught_up(m);
         return 0;
@@ -320,7 +330,6 @@ static int bus_connect(rt_manager *m, char **ret_error) {
         }
         r = m->bus_kind == RT_BUS_SYSTEM ? sd_bus_open_system(&bus) : sd_bus_open_user(&bus);
         if (r < 0) {
-                bus_retry_later(m);
                 if (ret_error)
                         *ret_error = strprintf("cannot reach systemd on the %s bus: %s (tendd "
                                                "--systemd-bus user|system chooses the bus)",
@@ -338,10 +347,6 @@ static int bus_connect(rt_manager *m, char **ret_error) {
                                            "interface='" SD_MANAGER "',member='JobRemoved',"
                                            "path='" SD_PATH "'",
                                            on_job_removed, NULL, m);
-        /* Without Subscribe systemd emits no unit signals at all. */
-        if (r >= 0)
-                r = sd_bus_call_method_async(bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "Subscribe",
-                                             on_subscribed, m, "");
         /* systemd leaving the bus and coming back (the bus restarted
          * under it) ends and needs a subscription, like a reconnect. */
         if (r >= 0)
@@ -372,6 +377,7 @@ static int bus_connect(rt_manager *m, char **ret_error) {
         m->bus_poll_events = 0;
         m->bus = TAKE_PTR(bus);
         log_debug("systemd: connected to the %s bus", kind);
+        subscribe(m);
         bus_connected(m);
         bus_rearm(m);
         return 0;
@@ -379,7 +385,8 @@ static int bus_connect(rt_manager *m, char **ret_error) {
 
 static void sweep_orphans(rt_manager *m);
 
-/* What happened while nobody listened is read now. */
+/* What happened while nobody listened is read now. Not for a pod whose
+ * start is still in flight: its reply (the job) is what it waits for. */
 static void bus_caught_up(rt_manager *m) {
         if (m->sd_stale) {
                 m->sd_stale = false;
@@ -387,15 +394,14 @@ static void bus_caught_up(rt_manager *m) {
                          bus_kind_name(m));
                 for (rt_pod *p = m->pods; p; p = p->next)
                         if (p->ops == &rt_systemd_ops && p->sd_registered &&
-                            p->state != RT_POD_EXITED)
+                            p->state != RT_POD_EXITED && !(p->sd_call && !p->sd_started))
                                 refresh_pod(p);
         }
         if (m->sd_sweep_pending)
                 sweep_orphans(m);
 }
 
-/* Whichever call brings the bus back (the retry timer, a pod's start, a
- * stop). */
+/* Whichever call brings the bus back (the retry timer, or a pod's start). */
 static void bus_connected(rt_manager *m) {
         if (m->bus_handles)
                 uv_timer_stop(&m->bus_retry);
@@ -406,10 +412,19 @@ static void on_bus_retry(uv_timer_t *t) {
         rt_manager *m = t->data;
         _cleanup_free_ char *err = NULL;
 
-        if (m->closing || m->bus)
+        if (m->closing)
                 return;
-        if (bus_connect(m, &err) < 0)
+        if (m->bus) {
+                /* Up, but something went unanswered: ask again. */
+                if (!m->sd_subscribed)
+                        subscribe(m);
+                bus_caught_up(m);
+                return;
+        }
+        if (bus_connect(m, &err) < 0) {
                 log_debug("systemd: %s", strna(err));
+                uv_timer_start(&m->bus_retry, on_bus_retry, SD_RECONNECT_USEC / USEC_PER_MSEC, 0);
+        }
 }
 
 void rt__systemd_close(rt_manager *m) {
@@ -918,7 +933,7 @@ static int on_unit_props(sd_bus_message *reply, void *userdata, sd_bus_error *er
                 log_debug("systemd: %s: cannot read its state: %s", p->record.unit,
                           sd_bus_message_get_error(reply)->message);
                 p->sd_refreshing_unit = false;
-                p->manager->sd_stale = true;
+                bus_retry_later(p->manager);
                 return 0;
         } else
                 (void) read_properties(p, reply);
@@ -1078,9 +1093,9 @@ static int on_sweep_listed(sd_bus_message *reply, void *userdata, sd_bus_error *
 
         m->sd_sweep = sd_bus_slot_unref(m->sd_sweep);
         if (e) {
-                log_warning("systemd: listing the tend-* units: %s; units with no pod are not "
-                            "stopped",
+                log_warning("systemd: listing the tend-* units: %s; trying again",
                             e->message ?: e->name);
+                bus_retry_later(m);
                 return 0;
         }
         m->sd_sweep_pending = false;
@@ -1117,14 +1132,14 @@ int rt_manager_stop_orphan_units(rt_manager *m, char ***ret_units) {
         if (r == -ENOMEM)
                 return r;
         if (r < 0) {
-                /* Later, when the bus is back. Said out loud only where
-                 * there were units to adopt: on a host without systemd it
-                 * is the normal state, not news. */
-                log_full(m->sd_units && tend_hashmap_size(m->sd_units) > 0 ? LOG_LEVEL_WARNING
-                                                                           : LOG_LEVEL_DEBUG,
-                         "systemd: the %s bus is not reachable; tend-* units with no pod will be "
-                         "stopped once it is",
-                         bus_kind_name(m));
+                /* Later, when the bus is back — where there were units
+                 * to adopt. Where there were none, it is most likely a
+                 * host without systemd, and no unit is ours to sweep. */
+                if (!m->sd_units || tend_hashmap_size(m->sd_units) == 0)
+                        return 0; /* as on a host without systemd: no units, no news */
+                log_warning("systemd: the %s bus is not reachable; tend-* units with no pod will "
+                            "be stopped once it is",
+                            bus_kind_name(m));
                 m->sd_sweep_pending = true;
                 bus_retry_later(m);
                 return 0;
