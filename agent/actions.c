@@ -107,7 +107,8 @@ static void check_one(agent *a, spec_deployment *const *ds, size_t n, size_t i, 
 /* The object to store for an apply of d over old (NULL: a create): the
  * user's metadata and spec, defaulted; the agent's identity and status.
  * Through JSON, which keeps the ownership of every field simple. */
-static spec_deployment *prepare(const spec_deployment *d, const spec_deployment *old) {
+static spec_deployment *prepare(const spec_deployment *d, const spec_deployment *old,
+                                bool replace) {
         json_t *j = spec_encode(&spec_type_deployment, d), *meta;
         spec_errors errs = {};
         spec_deployment *n = NULL;
@@ -140,7 +141,7 @@ static spec_deployment *prepare(const spec_deployment *d, const spec_deployment 
                        *otm = json_object_get(
                                json_object_get(json_object_get(oj, "spec"), "template"),
                                "metadata");
-                if (tm && otm)
+                if (tm && otm && !replace)
                         keep_annotations(tm, otm, kept_template_annotations);
                 json_decref(oj);
         }
@@ -154,7 +155,8 @@ static spec_deployment *prepare(const spec_deployment *d, const spec_deployment 
 }
 
 int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
-                   agent_apply_result *results, bool dry_run) {
+                   agent_apply_result *results, unsigned flags) {
+        bool dry_run = flags & AGENT_APPLY_DRY_RUN;
         size_t before = errs->n;
         int r;
 
@@ -173,7 +175,7 @@ int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *
                 const spec_deployment *old = store_get(a->store, STORE_DEPLOYMENT,
                                                        ds[i]->metadata.namespace,
                                                        ds[i]->metadata.name);
-                spec_deployment *d = prepare(ds[i], old);
+                spec_deployment *d = prepare(ds[i], old, flags & AGENT_APPLY_REPLACE);
                 agent_apply_result res;
 
                 if (!d) {
@@ -218,7 +220,7 @@ int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *
 
 int agent_apply(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
                 agent_apply_result *results) {
-        return agent_apply_ex(a, ds, n, errs, results, false);
+        return agent_apply_ex(a, ds, n, errs, results, 0);
 }
 
 /* Applies fn to a copy of the stored deployment and writes it durably. */

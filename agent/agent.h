@@ -112,9 +112,15 @@ typedef enum agent_apply_result {
  * (may be NULL). Takes nothing: the objects are copied. */
 int agent_apply(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
                 agent_apply_result *results);
-/* The same, checking everything and writing nothing when dry_run. */
+/* The same, with flags: */
+enum {
+        AGENT_APPLY_DRY_RUN = 1 << 0, /* check everything, write nothing */
+        /* A replace (PUT, PATCH), not an apply: the template's restartedAt
+         * (of `tend rollout restart`) goes if the object leaves it out. */
+        AGENT_APPLY_REPLACE = 1 << 1,
+};
 int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
-                   agent_apply_result *results, bool dry_run);
+                   agent_apply_result *results, unsigned flags);
 /* Deletes a deployment; its ReplicaSets and pods follow (background
  * cascade, graceful stops). -ENOENT if there is none. */
 int agent_delete_deployment(agent *a, const char *ns, const char *name);

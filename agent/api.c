@@ -655,7 +655,7 @@ static enum MHD_Result write_deployment(req *r, spec_deployment *d, unsigned ok_
                 spec_deployment_free(d);
                 return send_json(r, ok_code, j);
         }
-        rr = agent_apply(s->agent, &d, 1, &errs, &res);
+        rr = agent_apply_ex(s->agent, &d, 1, &errs, &res, AGENT_APPLY_REPLACE);
         if (rr == -EINVAL) {
                 enum MHD_Result ret = send_invalid(r, "deployments.apps", "Deployment",
                                                    d->metadata.name, &errs);
@@ -1787,7 +1787,8 @@ static enum MHD_Result handle_apply(req *r) {
                 }
         }
         spec_docs_done(&docs);
-        rr = agent_apply_ex(s->agent, ds, n, &errs, res, streq_ptr(arg(r, "dryRun"), "All"));
+        rr = agent_apply_ex(s->agent, ds, n, &errs, res,
+                            streq_ptr(arg(r, "dryRun"), "All") ? AGENT_APPLY_DRY_RUN : 0);
         if (rr == -EINVAL) {
                 _cleanup_buf_ tend_buf msg = TEND_BUF_INIT(1 << 20);
                 json_t *causes = json_array();
@@ -2009,9 +2010,13 @@ static int bind_unix(const char *path, gid_t group, bool has_group, char **ret_e
                         snprintf(cpath, sizeof cpath, "/proc/%d/comm", (int) peer.pid);
                         if (peer.pid > 0 && read_full_file(cpath, 64, &comm, NULL) >= 0)
                                 comm[strcspn(comm, "\n")] = 0;
-                        *ret_error = strprintf("socket %s is in use by %s (pid %d); stop it first "
-                                               "or choose another --socket",
-                                               path, comm ?: "a running process", (int) peer.pid);
+                        char who[64] = "another process";
+                        if (peer.pid > 0)
+                                snprintf(who, sizeof who, "%s (pid %d)", comm ?: "a process",
+                                         (int) peer.pid);
+                        *ret_error = strprintf("socket %s is in use by %s; stop it first or "
+                                               "choose another --socket",
+                                               path, who);
                         return -EADDRINUSE;
                 }
                 (void) unlink(path);

@@ -518,6 +518,15 @@ expect_exit 1 "undo of an unknown deployment" tend rollout undo deploy/nosuch &&
     "undo NotFound as kubectl"
 expect_api 200 "rollback subresource" POST /apis/apps/v1/namespaces/default/deployments/good/rollback \
     -H 'Content-Type: application/json' --data-binary '{"toRevision": 3}'
+expect_exit 0 "status after the rollback" tend rollout status deploy/good --timeout=30s
+expect_api 200 "a JSON patch removing restartedAt" PATCH /apis/apps/v1/namespaces/default/deployments/good \
+    -H 'Content-Type: application/json-patch+json' --data-binary \
+    '[{"op": "remove", "path": "/spec/template/metadata/annotations/kubectl.kubernetes.io~1restartedAt"}]' &&
+    tend get deploy good -o json |
+    jq -e '.spec.template.metadata.annotations["kubectl.kubernetes.io/restartedAt"] == null' >/dev/null &&
+    ok "a patch (not an apply) that removes restartedAt removes it" ||
+    fail "restartedAt: $(tend get deploy good -o json | jq -c .spec.template.metadata)"
+expect_exit 0 "status after the patch" tend rollout status deploy/good --timeout=30s
 
 echo "== scale and delete"
 expect_exit 0 "scale echo" tend scale deploy/echo --replicas=3
