@@ -121,10 +121,10 @@ static void remind(rt_prober *p) {
 
 /*
  * Until a readiness probe first succeeds, the next attempt comes sooner
- * than the period: 25 ms, then 1.5 times longer each time, until it
+ * than the period: 5 ms, then 1.5 times longer each time, until it
  * reaches the period — a pod is seen ready at most half again as late as
  * it became ready (doubling allowed twice as late: 775 ms for a pod ready
- * at 500), for six attempts more over a 10 s period (15, not 9). The
+ * at 500), for some twenty attempts over a 10 s period. The
  * kubelet waits a whole period, so a replacement that listens 5 ms after
  * its start is seen ready up to periodSeconds later; here, within a few
  * milliseconds. Only failures hurry: a success short of successThreshold
@@ -132,7 +132,7 @@ static void remind(rt_prober *p) {
  * the threshold asks for successes spread over periods, not a burst. And
  * once the pod has been ready the period is the period.
  */
-#define PROBE_HURRY_FIRST_MS 25
+#define PROBE_HURRY_FIRST_MS 5
 
 static void hurry(rt_prober *p) {
         uint64_t period = (uint64_t) p->spec->period_seconds * 1000;

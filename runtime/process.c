@@ -93,8 +93,9 @@ static void on_pidfd(uv_poll_t *h, int status, int events) {
                  * parent (ECHILD above), which may have reaped it already.
                  * The group id stays taken while any member lives, and
                  * once none does, it could only be reused after the pid
-                 * counter wraps (pid_max, 4194304 by default) — not in the
-                 * moment since the leader died. */
+                 * counter wraps (pid_max: 32768 in the kernel's default,
+                 * 4194304 as systemd sets it) — not in the moment since
+                 * the leader died. */
                 (void) kill(-p->record.pid, SIGKILL);
         e.finished_at = now_realtime();
         e.finished_mono = now_monotonic();
