@@ -79,6 +79,10 @@ static int add_document(spec_manifest *m, const char *file, const spec_doc *doc,
                 m->items[m->n - 1].namespace_defaulted = defaulted;
                 m->items[m->n - 1].replicas_given = json_object_get(spec, "replicas") != NULL;
                 m->items[m->n - 1].paused_given = json_object_get(spec, "paused") != NULL;
+                spec_manifest_item *it = &m->items[m->n - 1];
+                (void) spec_doc_position(doc, "metadata.name", &it->name_line, &it->name_column);
+                (void) spec_doc_position(doc, "spec.selector", &it->selector_line,
+                                         &it->selector_column);
                 d = NULL;
         }
 out:
@@ -207,6 +211,14 @@ int spec_manifest_add_path(spec_manifest *m, const char *path, spec_errors *errs
         return ret;
 }
 
+/* The error just added gets this position, if known. */
+static void at(spec_errors *errs, unsigned line, unsigned column) {
+        if (errs->n > 0 && line > 0 && errs->items[errs->n - 1].line == 0) {
+                errs->items[errs->n - 1].line = line;
+                errs->items[errs->n - 1].column = column;
+        }
+}
+
 int spec_manifest_check(const spec_manifest *m, spec_errors *errs) {
         int ret = 0;
 
@@ -223,10 +235,19 @@ int spec_manifest_check(const spec_manifest *m, spec_errors *errs) {
                         if (!streq(a->metadata.namespace, b->metadata.namespace))
                                 continue;
                         if (streq(a->metadata.name, b->metadata.name)) {
-                                ret = spec_errors_add(errs, "metadata.name",
-                                                      "Duplicate value: \"%s\": also defined in %s "
-                                                      "(document %u)",
-                                                      a->metadata.name, bfile, m->items[k].index);
+                                if (m->items[k].name_line)
+                                        ret = spec_errors_add(errs, "metadata.name",
+                                                              "Duplicate value: \"%s\": also "
+                                                              "defined in %s:%u",
+                                                              a->metadata.name, bfile,
+                                                              m->items[k].name_line);
+                                else
+                                        ret = spec_errors_add(errs, "metadata.name",
+                                                              "Duplicate value: \"%s\": also "
+                                                              "defined in %s (document %u)",
+                                                              a->metadata.name, bfile,
+                                                              m->items[k].index);
+                                at(errs, m->items[i].name_line, m->items[i].name_column);
                                 continue;
                         }
                         if (spec_selector_overlaps(a->spec.selector, b->spec.selector)) {
@@ -237,6 +258,7 @@ int spec_manifest_check(const spec_manifest *m, spec_errors *errs) {
                                                       "belong to both; add a label that tells "
                                                       "them apart",
                                                       strna(repr), b->metadata.name, bfile);
+                                at(errs, m->items[i].selector_line, m->items[i].selector_column);
                         }
                 }
         }

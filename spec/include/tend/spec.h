@@ -654,6 +654,8 @@ typedef struct spec_manifest_item {
         char *file;
         unsigned line;
         unsigned index;
+        /* where metadata.name and spec.selector are written (YAML; else 0) */
+        unsigned name_line, name_column, selector_line, selector_column;
 } spec_manifest_item;
 
 typedef struct spec_manifest {
