@@ -1526,6 +1526,22 @@ static enum MHD_Result handle_logs(req *r, const char *ns, const char *name) {
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0 && errno != ENOENT)
                 return send_status(r, 500, NULL, "reading %s: %s", path, strerror(errno));
+        if (fd < 0 && !arg_true(r, "previous") && !arg_true(r, "follow") &&
+            p->status.phase == SPEC_POD_PENDING) {
+                /* Nothing ran yet: say what it waits for, as Kubernetes
+                 * (a follower waits for the first line instead). */
+                const spec_container_status *cs = p->status.n_container_statuses
+                                                          ? &p->status.container_statuses[0]
+                                                          : NULL;
+                const char *why = cs && cs->state.waiting ? cs->state.waiting->reason : NULL;
+                return send_status(r, 400, "BadRequest",
+                                   "container \"%s\" in pod \"%s\" is waiting to start: %s%s",
+                                   p->spec.n_containers ? p->spec.containers[0].name : "main", name,
+                                   why ?: "ContainerCreating",
+                                   why && streq(why, "CrashLoopBackOff")
+                                           ? " (--previous shows the last run)"
+                                           : "");
+        }
         if (fd >= 0) {
                 if (fstat(fd, &st) < 0)
                         return send_status(r, 500, NULL, "reading %s: %s", path, strerror(errno));

@@ -451,6 +451,13 @@ expect_exit 0 "describe a pod in back-off" tend describe "pod/$waiting" &&
     expect_grep "Next Start: *in [0-9]*s (" "$tmp/out" "describe says how long the back-off has left"
 expect_exit 0 "logs deploy/crash --previous in back-off" tend logs deploy/crash --previous &&
     expect_grep "run [0-9]*$" "$tmp/out" "a deployment waiting out its back-off: the last run's output"
+waiting_said() {
+    w=$(tend get pods -l app=crash | awk '$3 == "CrashLoopBackOff" { print $1; exit }')
+    [ -n "$w" ] && ! tend logs "$w" >/dev/null 2>"$tmp/err" &&
+        grep -q "container \"main\" in pod \"$w\" is waiting to start: CrashLoopBackOff" "$tmp/err"
+}
+wait_for 10 waiting_said && ok "logs of a pod that has not run yet: what it waits for" ||
+    fail "logs of a waiting pod: $(cat "$tmp/err")"
 expect_exit 0 "get failed pods" tend get pods -l app=crash && expect_grep " Error " "$tmp/out" "STATUS Error"
 
 echo "== rollout status: timeout and progress deadline"
