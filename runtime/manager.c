@@ -32,6 +32,13 @@ static void manager_free(rt_manager *m) {
         safe_close(m->devnull);
         free(m->known_pids);
         tend_hashmap_free(m->detached);
+        if (m->escapees) {
+                const char *k;
+                void *v;
+                for (size_t i = 0; tend_hashmap_next(m->escapees, &i, &k, &v);)
+                        free(v);
+                tend_hashmap_free(m->escapees);
+        }
         free(m->state_dir);
         free(m);
 }
@@ -216,13 +223,31 @@ static bool pod_lives(rt_manager *m, const char *uid) {
  * us. While its pod lives it may; once its pod is gone it goes too, as
  * everything in a container goes with it. It is our child and not reaped,
  * so its pid (and the group it may lead) cannot be anyone else's. */
-static void kill_escapee(rt_manager *m, pid_t pid) {
-        _cleanup_free_ char *uid = pod_uid_of(pid);
-
+static void kill_escapee(rt_manager *m, pid_t pid, bool pods_ended) {
+        char key[24], path[64];
+        const char *uid;
         _cleanup_free_ char *comm = NULL;
-        char path[64];
 
-        if (!uid || pod_lives(m, uid) || being_killed(pid))
+        /* Its POD_UID is read once (it is our child and unreaped: the pid
+         * is its own until we reap it); then only a pod's end can change
+         * the verdict. */
+        snprintf(key, sizeof key, "%d", (int) pid);
+        uid = m->escapees ? tend_hashmap_get(m->escapees, key) : NULL;
+        if (uid && !pods_ended)
+                return;
+        if (!uid) {
+                char *u = pod_uid_of(pid);
+                if (!m->escapees && !(m->escapees = tend_hashmap_new())) {
+                        free(u);
+                        return;
+                }
+                if (tend_hashmap_put(m->escapees, key, u ?: strdup(""), NULL) < 0) {
+                        free(u);
+                        return;
+                }
+                uid = tend_hashmap_get(m->escapees, key);
+        }
+        if (isempty(uid) || pod_lives(m, uid) || being_killed(pid))
                 return;
         snprintf(path, sizeof path, "/proc/%d/comm", (int) pid);
         (void) read_full_file(path, 64, &comm, NULL);
@@ -250,7 +275,9 @@ static void reap_orphans(rt_manager *m) {
         char path[320];
         DIR *d;
         struct dirent *de;
+        bool pods_ended = m->pods_ended;
 
+        m->pods_ended = false;
         d = opendir("/proc/self/task");
         if (!d)
                 return;
@@ -268,8 +295,12 @@ static void reap_orphans(rt_manager *m) {
                         if (safe_atoi64(tok, &v) < 0 || v <= 0 || rt__pid_known(m, (pid_t) v))
                                 continue;
                         /* WNOHANG: a live orphan stays; a zombie is reaped. */
-                        if (waitid(P_PID, (id_t) v, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0)
-                                kill_escapee(m, (pid_t) v);
+                        if (waitid(P_PID, (id_t) v, &si, WEXITED | WNOHANG) < 0)
+                                continue;
+                        if (si.si_pid == 0)
+                                kill_escapee(m, (pid_t) v, pods_ended);
+                        else if (m->escapees)
+                                free(tend_hashmap_remove(m->escapees, tok));
                 }
         }
         closedir(d);
@@ -381,6 +412,7 @@ void rt__pod_exited(rt_pod *p, const rt_exit *e) {
         }
         p->state = RT_POD_EXITED;
         p->ready = false;
+        m->pods_ended = true; /* escapees of it may have to go */
         rt__probes_stop(p);
         if (!p->freed && m->cb.exited)
                 m->cb.exited(p, e, m->userdata);

@@ -151,6 +151,8 @@ struct rt_manager {
         uv_signal_t sigchld;
         pid_t *known_pids;      /* open-addressing set of pids we spawned */
         tend_hashmap *detached; /* uids of pods left running by rt_pod_free() */
+        tend_hashmap *escapees; /* live children we did not spawn: pid → POD_UID ("": none) */
+        bool pods_ended;        /* a pod ended since the children were last looked at */
         size_t known_alloc, known_n, known_tombstones;
 
         /* exec spawning */
