@@ -154,6 +154,51 @@ static spec_deployment *prepare(const spec_deployment *d, const spec_deployment 
         return n;
 }
 
+/* The object an apply of d would store, and whether that is a change. */
+static spec_deployment *to_store(agent *a, const spec_deployment *d, unsigned flags,
+                                 agent_apply_result *ret) {
+        const spec_deployment *old = store_get(a->store, STORE_DEPLOYMENT, d->metadata.namespace,
+                                               d->metadata.name);
+        spec_deployment *n = prepare(d, old, flags & AGENT_APPLY_REPLACE);
+
+        if (!n)
+                return NULL;
+        if (!old) {
+                n->metadata.generation = 1;
+                n->metadata.creation_timestamp = agent_wall(a);
+                *ret = AGENT_CREATED;
+        } else if (spec_or_annotations_differ(old, n)) {
+                n->metadata.generation = old->metadata.generation + 1;
+                *ret = AGENT_CONFIGURED;
+        } else if (!spec_map_equal(&old->metadata.labels, &n->metadata.labels)) {
+                /* Labels are not the spec: no new generation (as
+                 * Kubernetes), but they are written. */
+                n->metadata.generation = old->metadata.generation;
+                *ret = AGENT_CONFIGURED;
+        } else {
+                n->metadata.generation = old->metadata.generation;
+                *ret = AGENT_UNCHANGED;
+        }
+        return n;
+}
+
+int agent_apply_preview(agent *a, const spec_deployment *d, unsigned flags, spec_errors *errs,
+                        spec_deployment **ret) {
+        _cleanup_free_ char *label = spec_object_label("Deployment", d->metadata.name, 0);
+        spec_deployment *const ds[] = { (spec_deployment *) d };
+        const char *saved = errs->object;
+        size_t before = errs->n;
+        agent_apply_result res;
+
+        errs->object = label;
+        check_one(a, ds, 1, 0, errs);
+        errs->object = saved;
+        if (errs->n > before || errs->dropped)
+                return -EINVAL;
+        *ret = to_store(a, d, flags, &res);
+        return *ret ? 0 : -ENOMEM;
+}
+
 int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
                    agent_apply_result *results, unsigned flags) {
         bool dry_run = flags & AGENT_APPLY_DRY_RUN;
@@ -172,30 +217,13 @@ int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *
                 return -EINVAL;
 
         for (size_t i = 0; i < n; i++) {
-                const spec_deployment *old = store_get(a->store, STORE_DEPLOYMENT,
-                                                       ds[i]->metadata.namespace,
-                                                       ds[i]->metadata.name);
-                spec_deployment *d = prepare(ds[i], old, flags & AGENT_APPLY_REPLACE);
                 agent_apply_result res;
+                spec_deployment *d = to_store(a, ds[i], flags, &res);
 
                 if (!d) {
                         store_rollback(a->store);
                         return -ENOMEM;
                 }
-                if (!old) {
-                        d->metadata.generation = 1;
-                        d->metadata.creation_timestamp = agent_wall(a);
-                        res = AGENT_CREATED;
-                } else if (spec_or_annotations_differ(old, d)) {
-                        d->metadata.generation = old->metadata.generation + 1;
-                        res = AGENT_CONFIGURED;
-                } else if (!spec_map_equal(&old->metadata.labels, &d->metadata.labels)) {
-                        /* Labels are not the spec: no new generation (as
-                         * Kubernetes), but they are written. */
-                        d->metadata.generation = old->metadata.generation;
-                        res = AGENT_CONFIGURED;
-                } else
-                        res = AGENT_UNCHANGED;
                 if (results)
                         results[i] = res;
                 if (res == AGENT_UNCHANGED || dry_run) {

@@ -121,6 +121,10 @@ enum {
 };
 int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
                    agent_apply_result *results, unsigned flags);
+/* What an apply of d would store (a dry run that shows its result): the
+ * same checks, nothing written; *ret is new. */
+int agent_apply_preview(agent *a, const spec_deployment *d, unsigned flags, spec_errors *errs,
+                        spec_deployment **ret);
 /* Deletes a deployment; its ReplicaSets and pods follow (background
  * cascade, graceful stops). -ENOENT if there is none. */
 int agent_delete_deployment(agent *a, const char *ns, const char *name);

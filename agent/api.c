@@ -651,8 +651,22 @@ static enum MHD_Result write_deployment(req *r, spec_deployment *d, unsigned ok_
         int rr;
 
         if (streq_ptr(arg(r, "dryRun"), "All")) {
-                json_t *j = encode_obj(STORE_DEPLOYMENT, d);
+                /* What would be stored (what kubectl diff compares). */
+                spec_deployment *n = NULL;
+                rr = agent_apply_preview(s->agent, d, AGENT_APPLY_REPLACE, &errs, &n);
+                if (rr == -EINVAL) {
+                        enum MHD_Result ret = send_invalid(r, "deployments.apps", "Deployment",
+                                                           d->metadata.name, &errs);
+                        spec_errors_done(&errs);
+                        spec_deployment_free(d);
+                        return ret;
+                }
+                spec_errors_done(&errs);
                 spec_deployment_free(d);
+                if (rr < 0)
+                        return send_status(r, 500, NULL, "%s", strerror(-rr));
+                json_t *j = encode_obj(STORE_DEPLOYMENT, n);
+                spec_deployment_free(n);
                 return send_json(r, ok_code, j);
         }
         rr = agent_apply_ex(s->agent, &d, 1, &errs, &res, AGENT_APPLY_REPLACE);

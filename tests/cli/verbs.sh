@@ -242,6 +242,19 @@ expect_api 415 "an unknown patch type" PATCH /apis/apps/v1/namespaces/default/de
     jq_body .message | grep -q "strategic-merge-patch" && ok "415 names every patch type taken" ||
     fail "415: $(cat "$tmp/body")"
 tend get deploy echo -o json | jq -e '.spec.replicas == 2' >/dev/null || fail "a refused patch changed replicas"
+live=$(tend get deploy echo -o json)
+expect_api 200 "a dry-run patch" PATCH '/apis/apps/v1/namespaces/default/deployments/echo?dryRun=All' \
+    -H 'Content-Type: application/merge-patch+json' --data-binary '{"spec": {"replicas": 7}}' &&
+    [ "$(jq_body .spec.replicas)" = 7 ] &&
+    [ "$(jq_body .metadata.uid)" = "$(echo "$live" | jq -r .metadata.uid)" ] &&
+    [ "$(jq_body .metadata.generation)" = "$(( $(echo "$live" | jq .metadata.generation) + 1 ))" ] &&
+    tend get deploy echo -o json | jq -e '.spec.replicas == 2' >/dev/null &&
+    ok "dryRun=All answers what would be stored (uid, next generation) and stores nothing" ||
+    fail "dry run: $(head -c 300 "$tmp/body")"
+expect_api 422 "a dry-run patch to an invalid object" PATCH \
+    '/apis/apps/v1/namespaces/default/deployments/echo?dryRun=All' \
+    -H 'Content-Type: application/merge-patch+json' --data-binary '{"spec": {"replicas": -3}}' &&
+    ok "a dry run is validated as a real one"
 # What kubectl's typed round trip sends for a leased port: containerPort 0.
 expect_api 200 "containerPort 0 means leased" PATCH /apis/apps/v1/namespaces/default/deployments/echo \
     -H 'Content-Type: application/json-patch+json' --data-binary \
