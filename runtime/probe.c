@@ -49,9 +49,11 @@ typedef enum attempt_kind {
 typedef struct attempt {
         rt_prober *prober;
         attempt_kind kind;
-        unsigned refs; /* the attempt itself + each open handle */
-        bool done;     /* result recorded */
-        size_t body;   /* http: bytes of the body read so far */
+        unsigned refs;        /* the attempt itself + each open handle */
+        bool done;            /* result recorded */
+        size_t body;          /* http: bytes of the body read so far */
+        unsigned redirects;   /* http: followed so far */
+        usec_t http_deadline; /* http: monotonic, over all redirects */
         bool closing;
         uv_timer_t timeout;
         /* exec */
@@ -416,12 +418,66 @@ static size_t discard(char *p, size_t size, size_t n, void *userdata) {
         return a->body > HTTP_BODY_MAX ? 0 : size * n;
 }
 
+static void on_http_done(void *userdata, CURLcode result, long status);
+
+static char *url_host(const char *url) {
+        CURLU *u = curl_url();
+        char *host = NULL, *r = NULL;
+
+        if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+            curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK)
+                r = strdup(host);
+        curl_free(host);
+        curl_url_cleanup(u);
+        return r;
+}
+
+/*
+ * Redirects as the kubelet takes them: to the same host, followed (at most
+ * 10, then a failure); to another host, not followed, and the 3xx itself
+ * counts (a success). Returns true if the attempt goes on to the target.
+ */
+static bool follow_redirect(attempt *a, long status) {
+        char *target = NULL, *from = NULL;
+        _cleanup_free_ char *h1 = NULL, *h2 = NULL;
+        usec_t now = now_monotonic();
+        char msg[256];
+
+        if (status < 300 || status >= 400 ||
+            curl_easy_getinfo(a->easy, CURLINFO_REDIRECT_URL, &target) != CURLE_OK || !target ||
+            curl_easy_getinfo(a->easy, CURLINFO_EFFECTIVE_URL, &from) != CURLE_OK || !from)
+                return false;
+        h1 = url_host(from);
+        h2 = url_host(target);
+        if (!h1 || !h2 || !streq(h1, h2))
+                return false;
+        if (a->redirects >= 10) {
+                snprintf(msg, sizeof msg, "HTTP probe failed: stopped after 10 redirects");
+                finish(a, false, msg);
+                return true;
+        }
+        if (now >= a->http_deadline) {
+                finish(a, false, "HTTP probe failed: Timeout was reached");
+                return true;
+        }
+        a->redirects++;
+        a->body = 0;
+        curl_easy_setopt(a->easy, CURLOPT_URL, target);
+        curl_easy_setopt(a->easy, CURLOPT_TIMEOUT_MS,
+                         (long) MAX((a->http_deadline - now) / USEC_PER_MSEC, (usec_t) 1));
+        if (rt__curl_start(a->prober->pod->manager, a->easy, on_http_done, a) < 0)
+                finish(a, false, "HTTP probe failed: cannot follow the redirect");
+        return true;
+}
+
 static void on_http_done(void *userdata, CURLcode result, long status) {
         attempt *a = userdata;
         char msg[256];
 
         if (result == CURLE_WRITE_ERROR && a->body > HTTP_BODY_MAX && status > 0)
                 result = CURLE_OK;
+        if (result == CURLE_OK && !a->done && follow_redirect(a, status))
+                return;
         if (result != CURLE_OK) {
                 snprintf(msg, sizeof msg, "HTTP probe failed: %s", curl_easy_strerror(result));
                 finish(a, false, msg);
@@ -456,6 +512,8 @@ static int start_http(attempt *a) {
         }
         curl_easy_setopt(a->easy, CURLOPT_URL, url);
         curl_easy_setopt(a->easy, CURLOPT_HTTPHEADER, a->headers);
+        a->http_deadline = now_monotonic() +
+                           (usec_t) a->prober->spec->timeout_seconds * USEC_PER_SEC;
         curl_easy_setopt(a->easy, CURLOPT_TIMEOUT_MS,
                          (long) a->prober->spec->timeout_seconds * 1000L);
         curl_easy_setopt(a->easy, CURLOPT_NOSIGNAL, 1L);

@@ -17,7 +17,9 @@
  *   spew              write numbered lines to stdout as fast as possible
  *   http PORT CODE [DELAY_MS]
  *                     serve every request with CODE after DELAY_MS (and, at
- *                     /stream, a body that never ends)
+ *                     /stream, a body that never ends; /fail: 500;
+ *                     /redirect-self → /healthz, /redirect-fail → /fail,
+ *                     /redirect-loop → itself, /redirect-away → another host)
  *   tcp PORT          listen and accept, never answer
  *   tcp-full PORT     listen with a full accept queue (connects hang)
  */
@@ -74,6 +76,23 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
         }
         if (http_delay_ms)
                 usleep(http_delay_ms * 1000);
+        if (!strncmp(url, "/redirect-", 10)) {
+                const char *to = !strcmp(url, "/redirect-self")   ? "/healthz"
+                                 : !strcmp(url, "/redirect-fail") ? "/fail"
+                                 : !strcmp(url, "/redirect-loop") ? "/redirect-loop"
+                                                                  : "http://192.0.2.1:9/";
+                r = MHD_create_response_from_buffer(0, (void *) "", MHD_RESPMEM_PERSISTENT);
+                MHD_add_response_header(r, "Location", to);
+                ret = MHD_queue_response(c, 302, r);
+                MHD_destroy_response(r);
+                return ret;
+        }
+        if (!strcmp(url, "/fail")) {
+                r = MHD_create_response_from_buffer(0, (void *) "", MHD_RESPMEM_PERSISTENT);
+                ret = MHD_queue_response(c, 500, r);
+                MHD_destroy_response(r);
+                return ret;
+        }
         if (!strcmp(url, "/stream"))
                 r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, endless, NULL, NULL);
         else

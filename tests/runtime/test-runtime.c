@@ -778,6 +778,17 @@ static void test_probe_http(void **state) {
                  * 10 KiB are read, not a timeout. */
                 { "\"http\", \"%d\", \"200\"", PROBE("httpGet: {port: %d, path: /stream}"), true,
                   NULL },
+                /* Redirects as the kubelet: followed on the same host (and
+                 * the target decides), not to another host (the 3xx is a
+                 * success), at most 10. */
+                { "\"http\", \"%d\", \"200\"", PROBE("httpGet: {port: %d, path: /redirect-self}"),
+                  true, NULL },
+                { "\"http\", \"%d\", \"200\"", PROBE("httpGet: {port: %d, path: /redirect-fail}"),
+                  false, "HTTP probe failed with statuscode: 500" },
+                { "\"http\", \"%d\", \"200\"", PROBE("httpGet: {port: %d, path: /redirect-loop}"),
+                  false, "stopped after 10 redirects" },
+                { "\"http\", \"%d\", \"200\"", PROBE("httpGet: {port: %d, path: /redirect-away}"),
+                  true, NULL },
                 { "\"http\", \"%d\", \"503\"", PROBE("httpGet: {port: %d}"), false,
                   "HTTP probe failed with statuscode: 503" },
                 { "\"http\", \"%d\", \"200\", \"3000\"", PROBE("httpGet: {port: %d}"), false,
