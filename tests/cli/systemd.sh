@@ -154,6 +154,13 @@ kill -9 "$(main_pid "$2")"
 wait_for 10 replaced && ok "signals flow again: a kill after the bus came back is seen" ||
     fail "$pod not replaced"
 
+echo "== systemd re-executes itself (a package upgrade): tendd keeps seeing its units"
+set -- $(running move | sort | head -1)
+pod=$1
+systemctl --user daemon-reexec
+kill -9 "$(main_pid "$2")"
+wait_for 15 replaced && ok "a kill right after daemon-reexec is seen" || fail "$pod not replaced"
+
 echo "== tendd starts while the bus is away: pods kept, checked once it is back"
 set -- $(running move | sort | head -1)
 pod_a=$1 unit_a=$2
