@@ -463,40 +463,89 @@ static bool filter_match(const filter *f, json_t *obj) {
 
 /* ---- lists --------------------------------------------------------------------------------- */
 
-static int cmp_items(const void *a, const void *b) {
-        json_t *x = *(json_t *const *) a, *y = *(json_t *const *) b;
-        const char *nx = json_field(x, "metadata.namespace"),
-                   *ny = json_field(y, "metadata.namespace");
-        int c = strcmp(strempty(nx), strempty(ny));
-        return c ? c
-                 : strcmp(strempty(json_field(x, "metadata.name")),
-                          strempty(json_field(y, "metadata.name")));
+static const spec_meta *meta_of(store_kind kind, const void *obj) {
+        switch (kind) {
+        case STORE_DEPLOYMENT:
+                return &((const spec_deployment *) obj)->metadata;
+        case STORE_REPLICA_SET:
+                return &((const spec_replica_set *) obj)->metadata;
+        case STORE_POD:
+                return &((const spec_pod *) obj)->metadata;
+        default:
+                return &((const spec_event *) obj)->metadata;
+        }
 }
 
-static json_t *list_json(api_server *s, const resource *res, const filter *f) {
-        const void *const *items;
-        size_t n = store_list(s->store, res->kind, &items), k = 0;
-        _cleanup_free_ json_t **arr = new0(json_t *, n ?: 1);
-        json_t *list, *a;
-        char rv[32];
+typedef struct list_ref {
+        const char *ns, *name;
+        const void *obj;
+} list_ref;
 
-        if (!arr)
+static int cmp_refs(const void *a, const void *b) {
+        const list_ref *x = a, *y = b;
+        int c = strcmp(strempty(x->ns), strempty(y->ns));
+        return c ? c : strcmp(strempty(x->name), strempty(y->name));
+}
+
+/*
+ * A list's body, item by item: each object is encoded, dumped and freed
+ * before the next, so a list of a thousand pods never exists as one tree
+ * (building and freeing that tree was most of the time a list took, in
+ * malloc's consolidation). The items' texts go between the brackets of
+ * the "items" of the list's own encoding: jansson writes every value.
+ */
+/* The stored objects of a kind, by namespace and name (new array). */
+static list_ref *sorted_refs(api_server *s, const resource *res, size_t *ret_n) {
+        const void *const *items;
+        size_t n = store_list(s->store, res->kind, &items);
+        list_ref *refs = new0(list_ref, n ?: 1);
+
+        if (!refs)
                 return NULL;
         for (size_t i = 0; i < n; i++) {
-                json_t *j = encode_obj(res->kind, items[i]);
-                if (j && filter_match(f, j))
-                        arr[k++] = j;
-                else
-                        json_decref(j);
+                const spec_meta *m = meta_of(res->kind, items[i]);
+                refs[i] = (list_ref){ m->namespace, m->name, items[i] };
         }
-        qsort(arr, k, sizeof(json_t *), cmp_items);
-        a = json_array();
-        for (size_t i = 0; i < k; i++)
-                json_array_append_new(a, arr[i]);
+        qsort(refs, n, sizeof *refs, cmp_refs);
+        *ret_n = n;
+        return refs;
+}
+
+static char *list_body(api_server *s, const resource *res, const filter *f) {
+        size_t n = 0, k = 0;
+        _cleanup_free_ list_ref *refs = sorted_refs(s, res, &n);
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT((size_t) 1 << 30);
+        _cleanup_free_ char *head = NULL;
+        json_t *list;
+        char rv[32];
+        size_t cut;
+
+        if (!refs)
+                return NULL;
         snprintf(rv, sizeof rv, "%" PRIu64, store_resource_version(s->store));
-        list = json_pack("{s:s, s:s, s:{s:s}, s:o}", "kind", res->list_kind, "apiVersion",
-                         res->api_version, "metadata", "resourceVersion", rv, "items", a);
-        return list;
+        list = json_pack("{s:s, s:s, s:{s:s}, s:[]}", "kind", res->list_kind, "apiVersion",
+                         res->api_version, "metadata", "resourceVersion", rv, "items");
+        head = list ? json_dumps(list, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(list);
+        /* ...,"items":[]} — the items go before its last two characters. */
+        if (!head || (cut = strlen(head)) < 3 || !streq(head + cut - 3, "[]}"))
+                return NULL;
+        if (tend_buf_add(&b, head, cut - 2) < 0)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                json_t *j = encode_obj(res->kind, refs[i].obj);
+                char *text = j && filter_match(f, j) ? json_dumps(j, JSON_COMPACT) : NULL;
+                json_decref(j);
+                if (text &&
+                    (tend_buf_adds(&b, k++ ? "," : "") < 0 || tend_buf_adds(&b, text) < 0)) {
+                        free(text);
+                        return NULL;
+                }
+                free(text);
+        }
+        if (tend_buf_adds(&b, "]}\n") < 0)
+                return NULL;
+        return tend_buf_take(&b);
 }
 
 /* ---- bodies -------------------------------------------------------------------------------- */
@@ -708,9 +757,11 @@ static enum MHD_Result handle_collection(req *r, const resource *res, const char
                 }
                 if (arg_true(r, "watch"))
                         return start_watch(r, res, &f); /* takes f */
-                ret = send_json(r, 200, list_json(r->s, res, &f));
+                char *body = list_body(r->s, res, &f);
                 filter_done(&f);
-                return ret;
+                if (!body)
+                        return send_status(r, 500, NULL, "out of memory");
+                return queue(r, 200, "application/json", body);
         }
         if (streq(method, "POST")) {
                 json_t *j;
@@ -742,19 +793,6 @@ static enum MHD_Result handle_collection(req *r, const resource *res, const char
                 return write_deployment(r, d, 201);
         }
         return send_status(r, 405, NULL, "%s is not allowed on %s", method, res->plural);
-}
-
-static const spec_meta *meta_of(store_kind kind, const void *obj) {
-        switch (kind) {
-        case STORE_DEPLOYMENT:
-                return &((const spec_deployment *) obj)->metadata;
-        case STORE_REPLICA_SET:
-                return &((const spec_replica_set *) obj)->metadata;
-        case STORE_POD:
-                return &((const spec_pod *) obj)->metadata;
-        default:
-                return &((const spec_event *) obj)->metadata;
-        }
 }
 
 /* The Scale view of a Deployment or ReplicaSet, with the object's uid and
@@ -1290,14 +1328,17 @@ static enum MHD_Result start_watch(req *r, const resource *res, filter *f) {
 
         if (since == 0) {
                 /* No version: the current state as ADDED events first. */
-                json_t *list = list_json(s, res, &w->f), *item;
-                size_t i;
-                json_array_foreach (json_object_get(list, "items"), i, item) {
-                        _cleanup_free_ char *line = event_line("ADDED", item);
+                size_t n = 0;
+                _cleanup_free_ list_ref *refs = sorted_refs(s, res, &n);
+                for (size_t i = 0; refs && i < n; i++) {
+                        json_t *item = encode_obj(res->kind, refs[i].obj);
+                        _cleanup_free_ char *line = item && filter_match(&w->f, item)
+                                                            ? event_line("ADDED", item)
+                                                            : NULL;
+                        json_decref(item);
                         if (line)
                                 (void) tend_buf_adds(&w->out, line);
                 }
-                json_decref(list);
         } else {
                 /* From the ring: every change after `since`, or 410 if the
                  * ring no longer reaches back that far. */
