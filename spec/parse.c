@@ -47,19 +47,33 @@ static int docs_push(spec_docs *d, json_t *root, unsigned line, tend_hashmap *po
 #define POS_LINE(v) ((unsigned) ((uintptr_t) (v) >> 20))
 #define POS_COL(v) ((unsigned) ((uintptr_t) (v) &0xfffff))
 
-/* The positions under prefix, with it taken off (a List's items[i]). */
-static tend_hashmap *positions_under(const tend_hashmap *pos, const char *prefix) {
-        tend_hashmap *sub = pos ? tend_hashmap_new() : NULL;
-        const char *k, *rest;
+/* A List's positions split by item, in one pass: "items[i].rest" goes to
+ * maps[i] as "rest", "items[i]" itself to lines[i]. NULLs where there are
+ * none (or no memory: positions are a help, not a need). */
+static void positions_split(tend_hashmap *pos, size_t n, tend_hashmap **maps, unsigned *lines) {
+        const char *k;
         void *v;
 
-        if (!sub)
-                return NULL;
-        for (size_t i = 0; tend_hashmap_next(pos, &i, &k, &v);)
-                if ((rest = startswith(k, prefix)) && rest[0] == '.' &&
-                    tend_hashmap_put(sub, rest + 1, v, NULL) < 0)
-                        return tend_hashmap_free(sub);
-        return sub;
+        for (size_t i = 0; pos && tend_hashmap_next(pos, &i, &k, &v);) {
+                const char *p = startswith(k, "items[");
+                char *end;
+                unsigned long idx;
+
+                if (!p || !isdigit((unsigned char) *p))
+                        continue;
+                idx = strtoul(p, &end, 10);
+                if (*end != ']' || idx >= n)
+                        continue;
+                if (end[1] == 0) {
+                        lines[idx] = POS_LINE(v);
+                        continue;
+                }
+                if (end[1] != '.')
+                        continue;
+                if (!maps[idx] && !(maps[idx] = tend_hashmap_new()))
+                        continue;
+                (void) tend_hashmap_put(maps[idx], end + 2, v, NULL);
+        }
 }
 
 /* A document that is a List ({"kind":"List","items":[...]}, what
@@ -72,22 +86,23 @@ static int docs_push_expanded(spec_docs *d, json_t *root, unsigned line, tend_ha
 
         if (!kind || !streq(kind, "List") || !json_is_array(items))
                 return docs_push(d, root, line, positions);
-        json_array_foreach (items, i, e) {
-                char prefix[64];
-                void *at;
-                snprintf(prefix, sizeof prefix, "items[%zu]", i);
-                at = positions ? tend_hashmap_get(positions, prefix) : NULL;
-                int r = docs_push(d, json_incref(e), at ? POS_LINE(at) : line,
-                                  positions_under(positions, prefix));
-                if (r < 0) {
-                        tend_hashmap_free(positions);
-                        json_decref(root);
-                        return r;
-                }
-        }
+        size_t n = json_array_size(items);
+        _cleanup_free_ tend_hashmap **maps = new0(tend_hashmap *, n ?: 1);
+        _cleanup_free_ unsigned *lines = new0(unsigned, n ?: 1);
+        int r = 0;
+        if (maps && lines)
+                positions_split(positions, n, maps, lines);
         tend_hashmap_free(positions);
+        json_array_foreach (items, i, e) {
+                tend_hashmap *pm = maps ? TAKE_PTR(maps[i]) : NULL;
+                r = docs_push(d, json_incref(e), lines && lines[i] ? lines[i] : line, pm);
+                if (r < 0)
+                        break;
+        }
+        for (size_t k = 0; maps && k < n; k++)
+                tend_hashmap_free(maps[k]);
         json_decref(root);
-        return 0;
+        return r;
 }
 
 bool spec_doc_position(const spec_doc *doc, const char *field, unsigned *ret_line,
