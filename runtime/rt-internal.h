@@ -89,12 +89,13 @@ struct rt_pod {
         usec_t kill_at; /* monotonic: when the grace period ends */
 
         /* systemd backend */
-        bool sd_registered;      /* in the manager's unit map (holds a ref) */
-        bool sd_started, sd_up;  /* reached active; seen past inactive */
-        bool sd_job_done;        /* the start job finished */
-        bool sd_refreshing_unit; /* a GetAll of the Unit half is in flight */
-        char *sd_path;           /* the unit's object path */
-        char *sd_job;            /* the start job's object path */
+        bool sd_registered;          /* in the manager's unit map (holds a ref) */
+        bool sd_started, sd_up;      /* reached active; seen past inactive */
+        bool sd_job_done;            /* the start job finished */
+        bool sd_refreshing_unit;     /* a GetAll of the Unit half is in flight */
+        bool sd_refresh_after_start; /* a catch-up skipped it while its start was in flight */
+        char *sd_path;               /* the unit's object path */
+        char *sd_job;                /* the start job's object path */
         struct sd_bus_slot *sd_call;
         char *sd_active_state, *sd_result;
         uint32_t sd_main_pid;

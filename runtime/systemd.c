@@ -261,15 +261,26 @@ static void bus_lost(rt_manager *m, int error) {
 static int on_properties_changed(sd_bus_message *msg, void *userdata, sd_bus_error *error);
 static int on_job_removed(sd_bus_message *msg, void *userdata, sd_bus_error *error);
 
+/* The error says systemd is not on the bus (a bus without systemd, or one
+ * that restarted before systemd joined it again): nothing to retry until
+ * NameOwnerChanged says it is there. */
+static bool systemd_absent(const sd_bus_error *e) {
+        return sd_bus_error_has_name(e, "org.freedesktop.DBus.Error.ServiceUnknown") ||
+               sd_bus_error_has_name(e, "org.freedesktop.DBus.Error.NameHasNoOwner") ||
+               (e->name && startswith(e->name, "org.freedesktop.DBus.Error.Spawn."));
+}
+
 static int on_subscribed(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         rt_manager *m = userdata;
         const sd_bus_error *e = sd_bus_message_get_error(reply);
 
-        /* Both a call queued for systemd while it joined the bus and the
-         * one sent when it did arrive: the second says so. */
+        if (e && systemd_absent(e)) {
+                log_info("systemd: not on the %s bus; waiting for it to join", bus_kind_name(m));
+                m->sd_stale = true;
+                return 0;
+        }
+        /* Busy, refused: try again, and read what was missed. */
         if (e && !sd_bus_error_has_name(e, "org.freedesktop.systemd1.AlreadySubscribed")) {
-                /* Not on the bus yet (NameOwnerChanged says when it is),
-                 * or busy: try again, and read what was missed. */
                 log_warning("systemd: Subscribe failed: %s; trying again", e->message ?: e->name);
                 bus_retry_later(m);
                 return 0;
@@ -278,11 +289,18 @@ static int on_subscribed(sd_bus_message *reply, void *userdata, sd_bus_error *er
         return 0;
 }
 
-/* Without Subscribe systemd emits no unit signals at all. */
+/* Without Subscribe systemd emits no unit signals at all. Not auto-started:
+ * where systemd is not on the bus, D-Bus activation would hold the call
+ * (or fail it, again and again); NameOwnerChanged tells when it joins. */
 static void subscribe(rt_manager *m) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
+
         m->sd_subscribed = false;
-        if (!m->bus || sd_bus_call_method_async(m->bus, NULL, SD_DEST, SD_PATH, SD_MANAGER,
-                                                "Subscribe", on_subscribed, m, "") < 0) {
+        if (!m->bus ||
+            sd_bus_message_new_method_call(m->bus, &msg, SD_DEST, SD_PATH, SD_MANAGER,
+                                           "Subscribe") < 0 ||
+            sd_bus_message_set_auto_start(msg, false) < 0 ||
+            sd_bus_call_async(m->bus, NULL, msg, on_subscribed, m, 0) < 0) {
                 log_warning("systemd: cannot subscribe to systemd's signals; trying again");
                 bus_retry_later(m);
         }
@@ -377,8 +395,8 @@ static int bus_connect(rt_manager *m, char **ret_error) {
         m->bus_poll_events = 0;
         m->bus = TAKE_PTR(bus);
         log_debug("systemd: connected to the %s bus", kind);
-        subscribe(m);
         bus_connected(m);
+        subscribe(m);
         bus_rearm(m);
         return 0;
 }
@@ -392,10 +410,17 @@ static void bus_caught_up(rt_manager *m) {
                 m->sd_stale = false;
                 log_info("systemd: reached the %s bus; reading the state of the units",
                          bus_kind_name(m));
-                for (rt_pod *p = m->pods; p; p = p->next)
-                        if (p->ops == &rt_systemd_ops && p->sd_registered &&
-                            p->state != RT_POD_EXITED && !(p->sd_call && !p->sd_started))
-                                refresh_pod(p);
+                for (rt_pod *p = m->pods; p; p = p->next) {
+                        if (p->ops != &rt_systemd_ops || !p->sd_registered ||
+                            p->state == RT_POD_EXITED)
+                                continue;
+                        if (p->sd_call && !p->sd_started &&
+                            sd_bus_slot_get_bus(p->sd_call) == m->bus) {
+                                p->sd_refresh_after_start = true; /* on_start_reply */
+                                continue;
+                        }
+                        refresh_pod(p);
+                }
         }
         if (m->sd_sweep_pending)
                 sweep_orphans(m);
@@ -838,6 +863,11 @@ static int on_start_reply(sd_bus_message *reply, void *userdata, sd_bus_error *e
         }
         if (sd_bus_message_read(reply, "o", &job) >= 0)
                 (void) free_and_strdup(&p->sd_job, job);
+        if (p->sd_refresh_after_start) {
+                /* A catch-up came while the start was in flight. */
+                p->sd_refresh_after_start = false;
+                refresh_pod(p);
+        }
         return 0;
 }
 
@@ -930,10 +960,14 @@ static int on_unit_props(sd_bus_message *reply, void *userdata, sd_bus_error *er
                  * inactive); an error means systemd did not answer at all
                  * (it is not on the bus): nothing is known, so nothing
                  * changes until it is back. */
+                const sd_bus_error *e = sd_bus_message_get_error(reply);
                 log_debug("systemd: %s: cannot read its state: %s", p->record.unit,
-                          sd_bus_message_get_error(reply)->message);
+                          e->message ?: e->name);
                 p->sd_refreshing_unit = false;
-                bus_retry_later(p->manager);
+                if (systemd_absent(e))
+                        p->manager->sd_stale = true; /* NameOwnerChanged brings the re-read */
+                else
+                        bus_retry_later(p->manager);
                 return 0;
         } else
                 (void) read_properties(p, reply);
