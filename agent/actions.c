@@ -196,7 +196,20 @@ int agent_apply_preview(agent *a, const spec_deployment *d, unsigned flags, spec
         if (errs->n > before || errs->dropped)
                 return -EINVAL;
         *ret = to_store(a, d, flags, &res);
-        return *ret ? 0 : -ENOMEM;
+        if (!*ret)
+                return -ENOMEM;
+        /* As a real write would answer: the live version (a dry run bumps
+         * nothing), and a uid for what would be created. */
+        const spec_deployment *old = store_get(a->store, STORE_DEPLOYMENT, d->metadata.namespace,
+                                               d->metadata.name);
+        char uid[37];
+        if (old)
+                (*ret)->metadata.resource_version = old->metadata.resource_version;
+        else if (!(*ret)->metadata.uid && !((*ret)->metadata.uid = strdup(store_new_uid(uid)))) {
+                *ret = spec_deployment_free(*ret);
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,

@@ -487,13 +487,6 @@ static int cmp_refs(const void *a, const void *b) {
         return c ? c : strcmp(strempty(x->name), strempty(y->name));
 }
 
-/*
- * A list's body, item by item: each object is encoded, dumped and freed
- * before the next, so a list of a thousand pods never exists as one tree
- * (building and freeing that tree was most of the time a list took, in
- * malloc's consolidation). The items' texts go between the brackets of
- * the "items" of the list's own encoding: jansson writes every value.
- */
 /* The stored objects of a kind, by namespace and name (new array). */
 static list_ref *sorted_refs(api_server *s, const resource *res, size_t *ret_n) {
         const void *const *items;
@@ -511,6 +504,13 @@ static list_ref *sorted_refs(api_server *s, const resource *res, size_t *ret_n) 
         return refs;
 }
 
+/*
+ * A list's body, item by item: each object is encoded, dumped and freed
+ * before the next, so a list of a thousand pods never exists as one tree
+ * (building and freeing that tree was most of the time a list took, in
+ * malloc's consolidation). The items' texts go between the brackets of
+ * the "items" of the list's own encoding: jansson writes every value.
+ */
 static char *list_body(api_server *s, const resource *res, const filter *f) {
         size_t n = 0, k = 0;
         _cleanup_free_ list_ref *refs = sorted_refs(s, res, &n);

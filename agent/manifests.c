@@ -287,7 +287,7 @@ static void rearm_watch(manifests *m) {
                             m->dir, uv_strerror(r));
                 return;
         }
-        if (m->watched_ino)
+        if (m->watched_ino && (st.st_ino != m->watched_ino || st.st_dev != m->watched_dev))
                 log_info("manifests: %s is a new directory now; watching it", m->dir);
         m->watching = true;
         m->watched_dev = st.st_dev;

@@ -11,7 +11,7 @@
  * Handlers: exec (the pod's environment, directory and identity, killed at
  * timeoutSeconds), tcpSocket (a non-blocking connect on the loop) and
  * httpGet (libcurl multi on the loop, a fresh connection each time, 200-399
- * is success; redirects are not followed, so a 3xx counts as success).
+ * is success; redirects to the same host followed, as the kubelet does).
  */
 
 #include <signal.h>

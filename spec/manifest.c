@@ -252,12 +252,16 @@ int spec_manifest_check(const spec_manifest *m, spec_errors *errs) {
                         }
                         if (spec_selector_overlaps(a->spec.selector, b->spec.selector)) {
                                 _cleanup_free_ char *repr = spec__selector_repr(a->spec.selector);
+                                char where[32] = "";
+                                if (m->items[k].selector_line)
+                                        snprintf(where, sizeof where, ":%u",
+                                                 m->items[k].selector_line);
                                 ret = spec_errors_add(errs, "spec.selector",
                                                       "Invalid value: %s: overlaps the selector "
-                                                      "of deployment \"%s\" (%s): a pod could "
+                                                      "of deployment \"%s\" (%s%s): a pod could "
                                                       "belong to both; add a label that tells "
                                                       "them apart",
-                                                      strna(repr), b->metadata.name, bfile);
+                                                      strna(repr), b->metadata.name, bfile, where);
                                 at(errs, m->items[i].selector_line, m->items[i].selector_column);
                         }
                 }

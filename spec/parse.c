@@ -114,16 +114,14 @@ bool spec_doc_position(const spec_doc *doc, const char *field, unsigned *ret_lin
                 return false;
         /* "[key]" of a map as ".key"; "[0]" of a list stays. */
         for (const char *f = field; *f && n < sizeof path - 2; f++) {
-                if (*f == '[' && !isdigit((unsigned char) f[1])) {
-                        const char *end = strchr(f, ']');
-                        if (end) {
-                                size_t k = MIN((size_t) (end - f - 1), sizeof path - 2 - n);
-                                path[n++] = '.';
-                                memcpy(path + n, f + 1, k);
-                                n += k;
-                                f = end;
-                                continue;
-                        }
+                const char *end = *f == '[' ? strchr(f, ']') : NULL;
+                if (end && strspn(f + 1, "0123456789") != (size_t) (end - f - 1)) {
+                        size_t k = MIN((size_t) (end - f - 1), sizeof path - 2 - n);
+                        path[n++] = '.';
+                        memcpy(path + n, f + 1, k);
+                        n += k;
+                        f = end;
+                        continue;
                 }
                 path[n++] = *f;
         }

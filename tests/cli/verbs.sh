@@ -248,6 +248,7 @@ expect_api 200 "a dry-run patch" PATCH '/apis/apps/v1/namespaces/default/deploym
     [ "$(jq_body .spec.replicas)" = 7 ] &&
     [ "$(jq_body .metadata.uid)" = "$(echo "$live" | jq -r .metadata.uid)" ] &&
     [ "$(jq_body .metadata.generation)" = "$(( $(echo "$live" | jq .metadata.generation) + 1 ))" ] &&
+    [ "$(jq_body .metadata.resourceVersion)" = "$(echo "$live" | jq -r .metadata.resourceVersion)" ] &&
     tend get deploy echo -o json | jq -e '.spec.replicas == 2' >/dev/null &&
     ok "dryRun=All answers what would be stored (uid, next generation) and stores nothing" ||
     fail "dry run: $(head -c 300 "$tmp/body")"
@@ -255,6 +256,11 @@ expect_api 422 "a dry-run patch to an invalid object" PATCH \
     '/apis/apps/v1/namespaces/default/deployments/echo?dryRun=All' \
     -H 'Content-Type: application/merge-patch+json' --data-binary '{"spec": {"replicas": -3}}' &&
     ok "a dry run is validated as a real one"
+deploy drycreate 1 "$testprog" sleep >"$tmp/drycreate.yaml"
+expect_api 201 "a dry-run create" POST '/apis/apps/v1/namespaces/default/deployments?dryRun=All' \
+    -H 'Content-Type: application/yaml' --data-binary @"$tmp/drycreate.yaml" &&
+    [ -n "$(jq_body '.metadata.uid // empty')" ] && ! tend get deploy drycreate >/dev/null 2>&1 &&
+    ok "a dry-run create answers with a uid, and creates nothing" || fail "dry create: $(head -c 300 "$tmp/body")"
 # What kubectl's typed round trip sends for a leased port: containerPort 0.
 expect_api 200 "containerPort 0 means leased" PATCH /apis/apps/v1/namespaces/default/deployments/echo \
     -H 'Content-Type: application/json-patch+json' --data-binary \

@@ -81,6 +81,7 @@ static void test_positions(void **state) {
                                    "- metadata:\n"
                                    "    labels:\n"
                                    "      app.kubernetes.io/name: web\n"
+                                   "      1abc: x\n"
                                    "  spec:\n"
                                    "    containers:\n"
                                    "    - name: a\n"
@@ -97,11 +98,13 @@ static void test_positions(void **state) {
         assert_true(spec_doc_position(d, "metadata.labels[app.kubernetes.io/name]", &line, &col));
         assert_int_equal(line, 5);
         assert_int_equal(col, 7);
+        assert_true(spec_doc_position(d, "metadata.labels[1abc]", &line, &col));
+        assert_int_equal(line, 6); /* a key that starts with a digit is a key */
         assert_true(spec_doc_position(d, "spec.containers[1].args[1]", &line, &col));
-        assert_int_equal(line, 10);
+        assert_int_equal(line, 11);
         /* Not written: the nearest enclosing field that is. */
         assert_true(spec_doc_position(d, "spec.containers[0].workingDir", &line, &col));
-        assert_int_equal(line, 8);
+        assert_int_equal(line, 9);
         assert_int_equal(col, 7);
         assert_false(spec_doc_position(d, "apiVersion", &line, &col));
         spec_docs_done(&docs);
