@@ -737,7 +737,7 @@ static void check_probe_case(const probe_case *pc) {
                 if (!strstr(e->message, pc->want_message))
                         fail_msg("%s: reported \"%s\"", pc->probe, e->message);
                 /* (EV_STARTED is taken a moment after the spawn) */
-                assert_true(e->at - find_event(h, pod, EV_STARTED)->at >= 900 * USEC_PER_MSEC);
+                assert_true(e->at - find_event(h, pod, EV_STARTED)->at >= 700 * USEC_PER_MSEC);
                 size_t before = h->n_events;
                 run_for(h, 500);
                 for (size_t i = before; i < h->n_events; i++)
