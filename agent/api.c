@@ -691,50 +691,39 @@ static spec_deployment *decode_deployment(req *r, json_t *j, const char *ns, con
         return d;
 }
 
-/* Writes through agent_apply(); answers with the stored object. */
+/* Writes through agent_apply(); answers with the stored object — or, for
+ * dryRun=All, with the object as it would be stored (what kubectl diff
+ * compares), after the same checks. */
 static enum MHD_Result write_deployment(req *r, spec_deployment *d, unsigned ok_code) {
         api_server *s = r->s;
         spec_errors errs = {};
         agent_apply_result res;
-        const spec_deployment *stored;
+        spec_deployment *preview = NULL;
+        json_t *answer = NULL;
+        enum MHD_Result ret;
+        bool dry_run = streq_ptr(arg(r, "dryRun"), "All");
         int rr;
 
-        if (streq_ptr(arg(r, "dryRun"), "All")) {
-                /* What would be stored (what kubectl diff compares). */
-                spec_deployment *n = NULL;
-                rr = agent_apply_preview(s->agent, d, AGENT_APPLY_REPLACE, &errs, &n);
-                if (rr == -EINVAL) {
-                        enum MHD_Result ret = send_invalid(r, "deployments.apps", "Deployment",
-                                                           d->metadata.name, &errs);
-                        spec_errors_done(&errs);
-                        spec_deployment_free(d);
-                        return ret;
-                }
-                spec_errors_done(&errs);
-                spec_deployment_free(d);
-                if (rr < 0)
-                        return send_status(r, 500, NULL, "%s", strerror(-rr));
-                json_t *j = encode_obj(STORE_DEPLOYMENT, n);
-                spec_deployment_free(n);
-                return send_json(r, ok_code, j);
-        }
-        rr = agent_apply_ex(s->agent, &d, 1, &errs, &res, AGENT_APPLY_REPLACE);
-        if (rr == -EINVAL) {
-                enum MHD_Result ret = send_invalid(r, "deployments.apps", "Deployment",
-                                                   d->metadata.name, &errs);
-                spec_errors_done(&errs);
-                spec_deployment_free(d);
-                return ret;
+        rr = dry_run ? agent_apply_preview(s->agent, d, AGENT_APPLY_REPLACE, &errs, &preview)
+                     : agent_apply_ex(s->agent, &d, 1, &errs, &res, AGENT_APPLY_REPLACE);
+        if (rr == -EINVAL)
+                ret = send_invalid(r, "deployments.apps", "Deployment", d->metadata.name, &errs);
+        else if (rr < 0)
+                ret = send_status(r, 500, NULL, "writing to the store: %s", strerror(-rr));
+        else {
+                if (!dry_run)
+                        agent_loop_kick(s->al);
+                const spec_deployment *o = dry_run ? preview
+                                                   : store_get(s->store, STORE_DEPLOYMENT,
+                                                               d->metadata.namespace,
+                                                               d->metadata.name);
+                answer = o ? encode_obj(STORE_DEPLOYMENT, o) : json_object();
+                ret = send_json(r, ok_code, answer);
         }
         spec_errors_done(&errs);
-        if (rr < 0) {
-                spec_deployment_free(d);
-                return send_status(r, 500, NULL, "writing to the store: %s", strerror(-rr));
-        }
-        agent_loop_kick(s->al);
-        stored = store_get(s->store, STORE_DEPLOYMENT, d->metadata.namespace, d->metadata.name);
+        spec_deployment_free(preview);
         spec_deployment_free(d);
-        return send_json(r, ok_code, stored ? encode_obj(STORE_DEPLOYMENT, stored) : json_object());
+        return ret;
 }
 
 /* ---- handlers ---------------------------------------------------------------------------- */
@@ -832,14 +821,15 @@ static enum MHD_Result send_conflict(req *r, const resource *res, const char *na
                            res->qualified, name);
 }
 
-/* A write that names a resourceVersion is conditional on it (optimistic
- * concurrency), and one that names a uid, on being about the same object
- * (not one deleted and created again under its name). false: answered. */
-static bool preconditions_hold(req *r, const resource *res, const void *obj, json_t *j,
-                               const char *name, enum MHD_Result *ret) {
+/* A uid and a resourceVersion a request is conditional on: the uid, on
+ * being about the same object (not one deleted and created again under
+ * its name); the version, on nothing having changed since (optimistic
+ * concurrency). Stated ones (DeleteOptions.preconditions) are reported as
+ * such; those of an object written back, as Kubernetes does, as the
+ * object having been modified. false: answered. */
+static bool preconditions_hold(req *r, const resource *res, const void *obj, const char *uid,
+                               const char *rv, bool stated, enum MHD_Result *ret) {
         const spec_meta *m = meta_of(res->kind, obj);
-        const char *rv = json_field(j, "metadata.resourceVersion"),
-                   *uid = json_field(j, "metadata.uid");
         char now_rv[32];
 
         snprintf(now_rv, sizeof now_rv, "%" PRIu64, m->resource_version);
@@ -847,14 +837,26 @@ static bool preconditions_hold(req *r, const resource *res, const void *obj, jso
                 *ret = send_status(r, 409, "Conflict",
                                    "Operation cannot be fulfilled on %s \"%s\": Precondition "
                                    "failed: UID in precondition: %s, UID in object meta: %s",
-                                   res->qualified, name, uid, strempty(m->uid));
+                                   res->qualified, m->name, uid, strempty(m->uid));
                 return false;
         }
         if (rv && *rv && !streq(rv, now_rv)) {
-                *ret = send_conflict(r, res, name);
+                *ret = stated ? send_status(r, 409, "Conflict",
+                                            "Operation cannot be fulfilled on %s \"%s\": "
+                                            "Precondition failed: ResourceVersion in "
+                                            "precondition: %s, ResourceVersion in object meta: %s",
+                                            res->qualified, m->name, rv, now_rv)
+                              : send_conflict(r, res, m->name);
                 return false;
         }
         return true;
+}
+
+/* Those of an object written back (PUT, PATCH, a Scale). */
+static bool object_preconditions_hold(req *r, const resource *res, const void *obj, json_t *j,
+                                      enum MHD_Result *ret) {
+        return preconditions_hold(r, res, obj, json_field(j, "metadata.uid"),
+                                  json_field(j, "metadata.resourceVersion"), false, ret);
 }
 
 static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns, const char *name,
@@ -900,7 +902,7 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
         json_decref(body);
         json_decref(cur);
         /* Conditional on the version it names, as a PUT of the object. */
-        if (!preconditions_hold(r, res, obj, patched, name, &ret)) {
+        if (!object_preconditions_hold(r, res, obj, patched, &ret)) {
                 json_decref(patched);
                 return ret;
         }
@@ -1005,11 +1007,9 @@ static void warn_file_owned(req *r, const char *ns, const char *name) {
  */
 static int delete_options(req *r, const resource *res, const void *obj, int64_t *ret_grace,
                           enum MHD_Result *ret) {
-        const spec_meta *m = meta_of(res->kind, obj);
         _cleanup_(json_decrefp) json_t *body = NULL;
         const char *policy = arg(r, "propagationPolicy"), *q = arg(r, "gracePeriodSeconds");
         json_t *pre, *g;
-        char cur[32];
 
         if (r->body.len > 0) {
                 body = body_patch(r, ret);
@@ -1026,18 +1026,10 @@ static int delete_options(req *r, const resource *res, const void *obj, int64_t 
                 if (g)
                         *ret_grace = json_integer_value(g);
                 pre = json_object_get(body, "preconditions");
-                const char *uid = json_string_value(json_object_get(pre, "uid"));
-                const char *rv = json_string_value(json_object_get(pre, "resourceVersion"));
-                snprintf(cur, sizeof cur, "%" PRIu64, m->resource_version);
-                if ((uid && !streq_ptr(uid, m->uid)) || (rv && !streq(rv, cur))) {
-                        *ret = send_status(r, 409, "Conflict",
-                                           "Precondition failed: %s in precondition: %s, %s in "
-                                           "object meta: %s",
-                                           uid ? "UID" : "ResourceVersion", uid ?: rv,
-                                           uid ? "UID" : "ResourceVersion",
-                                           uid ? strna(m->uid) : cur);
+                if (!preconditions_hold(r, res, obj, json_string_value(json_object_get(pre, "uid")),
+                                        json_string_value(json_object_get(pre, "resourceVersion")),
+                                        true, ret))
                         return -EINVAL;
-                }
         }
         if (q && (safe_atoi64(q, ret_grace) < 0 || *ret_grace < 0)) {
                 *ret = send_status(r, 400, "BadRequest",
@@ -1137,7 +1129,7 @@ static enum MHD_Result handle_object(req *r, const resource *res, const char *ns
                 spec_deployment *d;
                 if (!j)
                         return ret;
-                if (!preconditions_hold(r, res, obj, j, name, &ret)) {
+                if (!object_preconditions_hold(r, res, obj, j, &ret)) {
                         json_decref(j);
                         return ret;
                 }
@@ -1187,7 +1179,7 @@ static enum MHD_Result handle_object(req *r, const resource *res, const char *ns
                 }
                 /* A patch that names a resourceVersion is conditional on it
                  * (optimistic concurrency, as a PUT). */
-                if (!preconditions_hold(r, res, obj, patched, name, &ret)) {
+                if (!object_preconditions_hold(r, res, obj, patched, &ret)) {
                         json_decref(patched);
                         return ret;
                 }
