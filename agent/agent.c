@@ -615,18 +615,10 @@ void agent_orphan_stopped(agent *a, const char *unit) {
         meta.name = pod;
         (void) agent__event(a, STORE_POD, &meta, "Warning", "OrphanStopped",
                             "Unit %s ran with no pod record: stopped", unit);
-        /* From a later sweep (the bus was back): nothing else commits it. */
-        if (a->started && !a->processing)
+        /* From the runtime's bus, not a controller pass: nothing else
+         * commits it. */
+        if (!a->processing)
                 (void) store_commit(a->store, false);
-}
-
-static void stop_orphans(agent *a) {
-        _cleanup_strv_free_ char **names = NULL;
-
-        if (!a->backend->orphans || a->backend->orphans(a->backend_data, &names) < 0)
-                return;
-        for (char **n = names; n && *n; n++)
-                agent_orphan_stopped(a, *n);
 }
 
 int agent_start(agent *a) {
@@ -698,7 +690,8 @@ int agent_start(agent *a) {
                 }
                 rt_record_done(&rec);
         }
-        stop_orphans(a);
+        if (a->backend->sweep_orphans)
+                a->backend->sweep_orphans(a->backend_data);
         r = store_commit(a->store, true);
         if (r < 0)
                 return r;

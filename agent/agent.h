@@ -27,8 +27,9 @@ typedef struct agent_backend {
          * spawn and record; fills a record. NULL: not supported. */
         int (*find)(void *b, const rt_pod_params *p, rt_record *ret);
         /* At the end of start-up: stops what runs without a pod (systemd
-         * units no record names) and returns their names. NULL: none. */
-        int (*orphans)(void *b, char ***ret_names);
+         * units no record names), each told through agent_orphan_stopped()
+         * as it happens. NULL: none. */
+        void (*sweep_orphans)(void *b);
         int (*stop)(void *handle, usec_t grace);
         int (*signal)(void *handle, int sig);
         void (*free)(void *handle);

@@ -21,8 +21,8 @@ static int rt_find(void *b, const rt_pod_params *p, rt_record *ret) {
         return rt_find_pod_process(p->uid, ret);
 }
 
-static int rt_orphans(void *b, char ***ret_names) {
-        return rt_manager_stop_orphan_units(b, ret_names);
+static void rt_sweep_orphans(void *b) {
+        rt_manager_sweep_orphan_units(b);
 }
 
 static int rt_stop(void *handle, usec_t grace) {
@@ -49,7 +49,7 @@ const agent_backend agent_rt_backend = {
         .start = rt_start,
         .adopt = rt_adopt,
         .find = rt_find,
-        .orphans = rt_orphans,
+        .sweep_orphans = rt_sweep_orphans,
         .stop = rt_stop,
         .signal = rt_signal,
         .free = rt_free,

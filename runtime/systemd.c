@@ -329,7 +329,6 @@ static int on_owner_changed(sd_bus_message *msg, void *userdata, sd_bus_error *e
 }
 
 static void bus_connected(rt_manager *m);
-static int on_owner_changed(sd_bus_message *msg, void *userdata, sd_bus_error *error);
 
 static int bus_connect(rt_manager *m, char **ret_error) {
         _cleanup_(sd_bus_close_unrefp) sd_bus *bus = NULL;
@@ -1031,12 +1030,8 @@ static int systemd_adopt(rt_pod *p, char **ret_error) {
         if (state != SNAP_UP) {
                 *ret_error = strprintf("unit %s stopped (%s) while tendd was down", p->record.unit,
                                        state == SNAP_FAILED ? "failed" : "inactive");
-                if (state == SNAP_FAILED) {
+                if (state == SNAP_FAILED) /* reset before the sweep lists the units */
                         collect_unit(m, p->record.unit);
-                        /* reported here, as the pod's: not again as no one's */
-                        (void) tend_hashmap_put(m->sd_snapshot, p->record.unit, SNAP_INACTIVE,
-                                                NULL);
-                }
                 return -ESRCH;
         }
         r = register_pod(p);
@@ -1126,6 +1121,8 @@ static int on_sweep_listed(sd_bus_message *reply, void *userdata, sd_bus_error *
         int r;
 
         m->sd_sweep = sd_bus_slot_unref(m->sd_sweep);
+        if (e && systemd_absent(e))
+                return 0; /* still pending: NameOwnerChanged brings it */
         if (e) {
                 log_warning("systemd: listing the tend-* units: %s; trying again",
                             e->message ?: e->name);
@@ -1141,8 +1138,9 @@ static int on_sweep_listed(sd_bus_message *reply, void *userdata, sd_bus_error *
         return 0;
 }
 
-/* Deferred from start-up: the bus is back, and every pod it had is
- * registered (adopted ones as well as those started since). */
+/* After start-up adoption (or, where the bus was away, once it is back):
+ * every pod is registered by then, adopted ones as well as those started
+ * since, which register before their start is sent. */
 static void sweep_orphans(rt_manager *m) {
         if (m->sd_sweep || !m->bus)
                 return;
@@ -1153,49 +1151,27 @@ static void sweep_orphans(rt_manager *m) {
                             "stopped");
 }
 
-int rt_manager_stop_orphan_units(rt_manager *m, char ***ret_units) {
-        _cleanup_strv_free_ char **units = NULL;
-        const char *name;
-        void *state;
-        int r;
-
-        *ret_units = NULL;
+void rt_manager_sweep_orphan_units(rt_manager *m) {
         if (m->bus_kind == RT_BUS_NONE)
-                return 0;
-        r = load_snapshot(m, NULL);
-        if (r == -ENOMEM)
-                return r;
-        if (r < 0) {
-                /* Later, when the bus is back — where there were units
-                 * to adopt. Where there were none, it is most likely a
-                 * host without systemd, and no unit is ours to sweep. */
-                if (!m->sd_units || tend_hashmap_size(m->sd_units) == 0)
-                        return 0; /* as on a host without systemd: no units, no news */
-                log_warning("systemd: the %s bus is not reachable; tend-* units with no pod will "
-                            "be stopped once it is",
-                            bus_kind_name(m));
-                m->sd_sweep_pending = true;
-                bus_retry_later(m);
-                return 0;
-        }
-        for (size_t i = 0; tend_hashmap_next(m->sd_snapshot, &i, &name, &state);) {
-                if (!is_orphan(m, name,
-                               state == SNAP_UP       ? "active"
-                               : state == SNAP_FAILED ? "failed"
-                                                      : "inactive"))
-                        continue;
-                r = stop_orphan(m, name);
-                if (r < 0)
-                        return r;
-                r = strv_extend(&units, name);
-                if (r < 0)
-                        return r;
-        }
+                return;
         /* Start-up is over: later adoptions (there are none) would list again. */
         m->sd_snapshot = tend_hashmap_free(m->sd_snapshot);
-        bus_rearm(m);
-        *ret_units = TAKE_PTR(units);
-        return 0;
+        m->sd_sweep_pending = true;
+        if (m->bus || (!m->sd_stale && bus_connect(m, NULL) >= 0)) {
+                sweep_orphans(m);
+                return;
+        }
+        /* Later, when the bus is back — where there were units to adopt.
+         * Where there were none, it is most likely a host without
+         * systemd, and no unit is ours to sweep. */
+        if (!m->sd_units || tend_hashmap_size(m->sd_units) == 0) {
+                m->sd_sweep_pending = false;
+                return;
+        }
+        log_warning("systemd: the %s bus is not reachable; tend-* units with no pod will be "
+                    "stopped once it is",
+                    bus_kind_name(m));
+        bus_retry_later(m);
 }
 
 /* ---- stop, signal, detach -------------------------------------------------------------------- */

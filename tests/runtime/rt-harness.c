@@ -42,10 +42,17 @@ static void on_probe(rt_pod *pod, rt_probe_type t, bool ok, const char *msg, voi
         snprintf(e->message, sizeof e->message, "%s", msg ?: "");
 }
 
+static void on_orphan_stopped(const char *unit, void *u) {
+        harness *h = u;
+        if (h->n_orphans < ELEMENTSOF(h->orphans))
+                snprintf(h->orphans[h->n_orphans++], sizeof h->orphans[0], "%s", unit);
+}
+
 static const rt_callbacks callbacks = {
         .started = on_started,
         .exited = on_exited,
         .probe = on_probe,
+        .orphan_stopped = on_orphan_stopped,
 };
 
 harness *harness_new(const rt_config *extra) {

@@ -34,6 +34,8 @@ typedef struct harness {
         event events[MAX_EVENTS];
         size_t n_events;
         size_t n_exited;
+        char orphans[8][128]; /* orphan_stopped: the units */
+        size_t n_orphans;
 } harness;
 
 extern harness *H;

@@ -71,8 +71,8 @@ typedef struct rt_callbacks {
          * message). message says why on failure. */
         void (*probe)(rt_pod *pod, rt_probe_type type, bool success, const char *message,
                       void *userdata);
-        /* A tend-* unit that ran with no pod was stopped by the sweep that
-         * start-up deferred because the systemd bus was not reachable. */
+        /* A tend-* unit that ran with no pod was stopped by the orphan
+         * sweep (rt_manager_sweep_orphan_units()). */
         void (*orphan_stopped)(const char *unit, void *userdata);
 } rt_callbacks;
 
@@ -187,10 +187,10 @@ int rt_unit_parse(const char *unit, char **ret_namespace, char **ret_pod);
  * is verified once the bus is back. */
 int rt_manager_find_unit(rt_manager *m, const char *namespace, const char *pod, rt_record *ret);
 /* At the end of start-up adoption: stops every running tend-* unit that no
- * pod adopted, and returns their names (for the agent's events). Where the
- * bus cannot be reached, the sweep runs when it connects, and reports
- * through the orphan_stopped callback. */
-int rt_manager_stop_orphan_units(rt_manager *m, char ***ret_units);
+ * pod adopted (and resets failed ones), asynchronously, reporting each
+ * through the orphan_stopped callback. Where the bus cannot be reached
+ * (and units were adopted), once it is back. */
+void rt_manager_sweep_orphan_units(rt_manager *m);
 
 /* <state_dir>/pods/<namespace>_<pod>/<container>.log; new string. */
 char *rt_log_path(const char *state_dir, const char *namespace, const char *pod,
