@@ -195,6 +195,25 @@ int rt_process_start_time(pid_t pid, uint64_t *ret) {
         return r;
 }
 
+int rt__process_environ(pid_t pid, char **ret, size_t *ret_size) {
+        char path[64];
+
+        snprintf(path, sizeof path, "/proc/%d/environ", (int) pid);
+        return read_full_file(path, 256 * 1024, ret, ret_size);
+}
+
+char *rt__process_getenv(pid_t pid, const char *name) {
+        _cleanup_free_ char *env = NULL;
+        size_t n = 0, len = strlen(name);
+
+        if (rt__process_environ(pid, &env, &n) < 0)
+                return NULL;
+        for (size_t off = 0; off < n; off += strlen(env + off) + 1)
+                if (strncmp(env + off, name, len) == 0 && env[off + len] == '=')
+                        return strdup(env + off + len + 1);
+        return NULL;
+}
+
 pid_t rt__process_ppid(pid_t pid) {
         unsigned long long v;
         return read_stat_field(pid, 4, &v) < 0 ? -1 : (pid_t) v;
@@ -212,7 +231,6 @@ int rt_find_pod_process(const char *pod_uid, rt_record *ret) {
                 return want ? -errno : -ENOMEM;
         }
         while ((de = readdir(d)) && r == -ESRCH) {
-                char path[300];
                 _cleanup_free_ char *env = NULL;
                 size_t n = 0;
                 int64_t pid;
@@ -221,8 +239,7 @@ int rt_find_pod_process(const char *pod_uid, rt_record *ret) {
 
                 if (safe_atoi64(de->d_name, &pid) < 0 || pid <= 1)
                         continue;
-                snprintf(path, sizeof path, "/proc/%s/environ", de->d_name);
-                if (read_full_file(path, 256 * 1024, &env, &n) < 0)
+                if (rt__process_environ((pid_t) pid, &env, &n) < 0)
                         continue;
                 for (size_t off = 0; off < n; off += strlen(env + off) + 1) {
                         if (!streq(env + off, want))

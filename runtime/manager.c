@@ -170,23 +170,6 @@ void rt__pid_remove(rt_manager *m, pid_t pid) {
 
 /* ---- orphans ------------------------------------------------------------------------------ */
 
-/* The POD_UID in a process's environment, which its descendants inherit. */
-static char *pod_uid_of(pid_t pid) {
-        _cleanup_free_ char *env = NULL;
-        char path[64];
-        size_t n = 0;
-
-        snprintf(path, sizeof path, "/proc/%d/environ", (int) pid);
-        if (read_full_file(path, 256 * 1024, &env, &n) < 0)
-                return NULL;
-        for (size_t off = 0; off < n; off += strlen(env + off) + 1) {
-                const char *v = startswith(env + off, "POD_UID=");
-                if (v)
-                        return strdup(v);
-        }
-        return NULL;
-}
-
 /* A SIGKILL already pending (its group was killed a moment ago, and it is
  * still on its way out): nothing to do, nothing to say. */
 static bool being_killed(pid_t pid) {
@@ -196,11 +179,12 @@ static bool being_killed(pid_t pid) {
         snprintf(path, sizeof path, "/proc/%d/status", (int) pid);
         if (read_full_file(path, 16 * 1024, &status, NULL) < 0)
                 return true; /* gone */
-        for (const char *key = "\nShdPnd:"; key;
-             key = streq(key, "\nShdPnd:") ? "\nSigPnd:" : NULL) {
-                const char *v = strstr(status, key);
+        /* pending for the whole process (a group kill), or for its thread */
+        static const char *const keys[] = { "\nShdPnd:", "\nSigPnd:" };
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                const char *v = strstr(status, keys[i]);
                 unsigned long long mask;
-                if (v && sscanf(v + strlen(key), "%llx", &mask) == 1 &&
+                if (v && sscanf(v + strlen(keys[i]), "%llx", &mask) == 1 &&
                     (mask & (1ULL << (SIGKILL - 1))))
                         return true;
         }
@@ -236,7 +220,7 @@ static void kill_escapee(rt_manager *m, pid_t pid, bool pods_ended) {
         if (uid && !pods_ended)
                 return;
         if (!uid) {
-                char *u = pod_uid_of(pid);
+                char *u = rt__process_getenv(pid, "POD_UID");
                 if (!m->escapees && !(m->escapees = tend_hashmap_new())) {
                         free(u);
                         return;
@@ -469,9 +453,8 @@ typedef struct rotation {
  * seconds' worth.
  */
 #define LOG_CHECK_MIN (10 * USEC_PER_MSEC)
-#define LOG_CHECK_FIRST                                                          \
-        (100 * USEC_PER_MSEC) /* a new log (or one just rotated): learn its rate \
-                               */
+/* A new log (or one just rotated) is looked at again soon: learn its rate. */
+#define LOG_CHECK_FIRST (100 * USEC_PER_MSEC)
 static void on_rotated(uv_fs_t *req) {
         rotation *rot = req->data;
 

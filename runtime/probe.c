@@ -441,7 +441,6 @@ static bool follow_redirect(attempt *a, long status) {
         char *target = NULL, *from = NULL;
         _cleanup_free_ char *h1 = NULL, *h2 = NULL;
         usec_t now = now_monotonic();
-        char msg[256];
 
         if (status < 300 || status >= 400 ||
             curl_easy_getinfo(a->easy, CURLINFO_REDIRECT_URL, &target) != CURLE_OK || !target ||
@@ -452,8 +451,7 @@ static bool follow_redirect(attempt *a, long status) {
         if (!h1 || !h2 || !streq(h1, h2))
                 return false;
         if (a->redirects >= 10) {
-                snprintf(msg, sizeof msg, "HTTP probe failed: stopped after 10 redirects");
-                finish(a, false, msg);
+                finish(a, false, "HTTP probe failed: stopped after 10 redirects");
                 return true;
         }
         if (now >= a->http_deadline) {

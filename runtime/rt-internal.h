@@ -150,11 +150,11 @@ struct rt_manager {
         bool subreaper;
         bool reap_pending;
         uv_signal_t sigchld;
-        pid_t *known_pids;      /* open-addressing set of pids we spawned */
+        pid_t *known_pids; /* open-addressing set of pids we spawned */
+        size_t known_alloc, known_n, known_tombstones;
         tend_hashmap *detached; /* uids of pods left running by rt_pod_free() */
         tend_hashmap *escapees; /* live children we did not spawn: pid → POD_UID ("": none) */
         bool pods_ended;        /* a pod ended since the children were last looked at */
-        size_t known_alloc, known_n, known_tombstones;
 
         /* exec spawning */
         void *spawn_stack;
@@ -242,6 +242,9 @@ void rt__curl_cancel(rt_manager *m, CURL *easy);
 
 /* Field 4 of /proc/<pid>/stat, or -1. */
 pid_t rt__process_ppid(pid_t pid);
+/* /proc/<pid>/environ (NUL-separated), and one variable of it (new string). */
+int rt__process_environ(pid_t pid, char **ret, size_t *ret_size);
+char *rt__process_getenv(pid_t pid, const char *name);
 
 /* Resolve argv[0] against PATH from envp; new string or -ENOENT. */
 int rt__resolve_path(const char *cmd, char *const *envp, char **ret);
