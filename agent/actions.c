@@ -133,6 +133,8 @@ static spec_deployment *prepare(const spec_deployment *d, const spec_deployment 
                 json_t *st = json_object_get(oj, "status");
                 json_object_set_new(j, "status", st ? json_incref(st) : json_object());
                 json_object_set(meta, "uid", json_object_get(om, "uid"));
+                /* (the store sets the next one when it is written) */
+                json_object_set(meta, "resourceVersion", json_object_get(om, "resourceVersion"));
                 json_object_set(meta, "creationTimestamp",
                                 json_object_get(om, "creationTimestamp"));
                 keep_annotations(meta, om, kept_annotations);
@@ -198,14 +200,9 @@ int agent_apply_preview(agent *a, const spec_deployment *d, unsigned flags, spec
         *ret = to_store(a, d, flags, &res);
         if (!*ret)
                 return -ENOMEM;
-        /* As a real write would answer: the live version (a dry run bumps
-         * nothing), and a uid for what would be created. */
-        const spec_deployment *old = store_get(a->store, STORE_DEPLOYMENT, d->metadata.namespace,
-                                               d->metadata.name);
+        /* What would be created gets a uid, as the store would give it. */
         char uid[37];
-        if (old)
-                (*ret)->metadata.resource_version = old->metadata.resource_version;
-        else if (!(*ret)->metadata.uid && !((*ret)->metadata.uid = strdup(store_new_uid(uid)))) {
+        if (!(*ret)->metadata.uid && !((*ret)->metadata.uid = strdup(store_new_uid(uid)))) {
                 *ret = spec_deployment_free(*ret);
                 return -ENOMEM;
         }
