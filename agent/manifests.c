@@ -19,7 +19,7 @@ struct manifests {
         /* Absolute, its parents resolved, itself not: a symlink swapped to
          * a new checkout (as git-sync does) is followed to the new one. */
         char *dir;
-        char *parent, *base;
+        const char *base;           /* its last part, in dir */
         uv_fs_event_t watch;        /* the directory (its current target) */
         uv_fs_event_t parent_watch; /* its parent: the directory replaced or created */
         dev_t watched_dev;          /* what `watch` watches: re-armed when it changes */
@@ -28,7 +28,7 @@ struct manifests {
         uv_timer_t debounce, resync;
         unsigned open_handles;
         bool closing;
-        char *unreadable;       /* the error last said about reading the directory */
+        int unreadable;         /* the errno last said about reading the directory; 0: none */
         tend_hashmap *reported; /* path → the errors last reported (owned) */
 };
 
@@ -312,19 +312,16 @@ void manifests_sync(manifests *m) {
                 /* Not the same as empty: a directory that went away (an
                  * unmounted share, a checkout being replaced) deletes
                  * nothing. Emptying it, or removing its files, does. */
-                _cleanup_free_ char *why = strdup(strerror(-r));
-                if (!streq_ptr(why, m->unreadable))
+                if (m->unreadable != -r)
                         log_warning("manifests: cannot read %s: %s; its deployments keep running "
                                     "as they are",
                                     m->dir, strerror(-r));
-                free(m->unreadable);
-                m->unreadable = TAKE_PTR(why);
+                m->unreadable = -r;
                 return;
         }
         if (m->unreadable) {
                 log_info("manifests: %s can be read again", m->dir);
-                free(m->unreadable);
-                m->unreadable = NULL;
+                m->unreadable = 0;
         }
         n = strv_length(files);
         ps = new0(parsed, MAX(n, (size_t) 1));
@@ -352,7 +349,7 @@ void manifests_sync(manifests *m) {
 
                 if (!src || strv_contains(invalid, src) || d->metadata.deletion_timestamp)
                         continue;
-                key = strprintf("%s/%s", d->metadata.namespace, d->metadata.name);
+                key = key_of(d);
                 if (key && !strv_contains(declared, key))
                         (void) strv_extend(&doomed, key);
         }
@@ -404,11 +401,13 @@ static void on_resync(uv_timer_t *t) {
         manifests_sync(t->data);
 }
 
-/* dir made absolute with its parents resolved; the last part kept as it
- * is (it may be a symlink to follow as it changes). */
-static int absolute_dir(const char *dir, char **ret_dir, char **ret_parent, char **ret_base) {
-        _cleanup_free_ char *copy = strdup(dir), *parent = NULL, *base = NULL;
-        char real[PATH_MAX], *slash;
+/* dir made absolute with its parents resolved, the last part kept as it
+ * is (it may be a symlink to follow as it changes); "/", "." and "..",
+ * which have no name of their own to follow, resolved whole. */
+static int absolute_dir(const char *dir, char **ret) {
+        _cleanup_free_ char *copy = strdup(dir), *parent = NULL;
+        const char *base;
+        char *slash;
         size_t len;
 
         if (!copy)
@@ -417,54 +416,28 @@ static int absolute_dir(const char *dir, char **ret_dir, char **ret_parent, char
         while (len > 1 && copy[len - 1] == '/')
                 copy[--len] = 0;
         slash = strrchr(copy, '/');
-        base = strdup(slash ? slash + 1 : copy);
-        if (!base)
-                return -ENOMEM;
-        if (slash == copy)
-                parent = strdup("/");
-        else if (slash) {
-                *slash = 0;
-                parent = strdup(copy);
-        } else
-                parent = strdup(".");
-        if (!parent)
-                return -ENOMEM;
-        if (!realpath(parent, real))
-                return -errno;
+        base = slash ? slash + 1 : copy;
         if (isempty(base) || streq(base, ".") || streq(base, "..")) {
-                /* "/", "." or "..": no name of its own to follow. */
-                _cleanup_free_ char *full = strprintf("%s/%s", real, base);
-                if (!full || !realpath(full, real))
-                        return full ? -errno : -ENOMEM;
-                slash = strrchr(real, '/');
-                free(base);
-                base = strdup(slash && slash[1] ? slash + 1 : "");
-                *ret_dir = strdup(real);
-                *ret_parent = slash && slash != real ? strndup(real, (size_t) (slash - real))
-                                                     : strdup("/");
-        } else {
-                *ret_dir = streq(real, "/") ? strprintf("/%s", base)
-                                            : strprintf("%s/%s", real, base);
-                *ret_parent = strdup(real);
+                *ret = realpath(copy, NULL);
+                return *ret ? 0 : -errno;
         }
-        *ret_base = TAKE_PTR(base);
-        if (!*ret_dir || !*ret_parent || !*ret_base) {
-                free(*ret_dir);
-                free(*ret_parent);
-                free(*ret_base);
-                return -ENOMEM;
-        }
-        return 0;
+        if (slash)
+                *slash = 0;
+        parent = realpath(slash ? (slash == copy ? "/" : copy) : ".", NULL);
+        if (!parent)
+                return -errno;
+        *ret = strprintf("%s/%s", streq(parent, "/") ? "" : parent, base);
+        return *ret ? 0 : -ENOMEM;
 }
 
 int manifests_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resync, manifests **ret,
                   char **ret_error) {
-        _cleanup_free_ char *absdir = NULL, *parent = NULL, *base = NULL;
+        _cleanup_free_ char *absdir = NULL, *parent = NULL;
         manifests *m;
         struct stat st;
         int r;
 
-        r = absolute_dir(dir, &absdir, &parent, &base);
+        r = absolute_dir(dir, &absdir);
         if (r >= 0 && stat(absdir, &st) < 0)
                 r = -errno;
         if (r < 0) {
@@ -481,13 +454,12 @@ int manifests_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resyn
         m->loop = loop;
         m->al = al;
         m->dir = TAKE_PTR(absdir);
-        m->parent = TAKE_PTR(parent);
-        m->base = TAKE_PTR(base);
+        m->base = strrchr(m->dir, '/') + 1;
+        parent = m->base - 1 == m->dir ? strdup("/") : strndup(m->dir, m->base - 1 - m->dir);
         m->reported = tend_hashmap_new();
-        if (!m->reported) {
+        if (!m->reported || !parent) {
+                tend_hashmap_free(m->reported);
                 free(m->dir);
-                free(m->parent);
-                free(m->base);
                 free(m);
                 return -ENOMEM;
         }
@@ -506,11 +478,11 @@ int manifests_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resyn
                 manifests_close(m);
                 return -EIO;
         }
-        r = uv_fs_event_start(&m->parent_watch, on_parent_event, m->parent, 0);
+        r = uv_fs_event_start(&m->parent_watch, on_parent_event, parent, 0);
         if (r < 0)
                 log_warning("manifests: cannot watch %s: %s; %s replaced is seen at the next "
                             "resync",
-                            m->parent, uv_strerror(r), m->dir);
+                            parent, uv_strerror(r), m->dir);
         resync = resync ?: 30 * USEC_PER_SEC;
         uv_timer_start(&m->resync, on_resync, resync / USEC_PER_MSEC, resync / USEC_PER_MSEC);
         uv_unref((uv_handle_t *) &m->resync);
@@ -530,10 +502,7 @@ static void on_closed(uv_handle_t *h) {
         for (size_t i = 0; tend_hashmap_next(m->reported, &i, &k, &v);)
                 free(v);
         tend_hashmap_free(m->reported);
-        free(m->unreadable);
         free(m->dir);
-        free(m->parent);
-        free(m->base);
         free(m);
 }
 
