@@ -210,15 +210,19 @@ int cli_logs(int argc, char **argv) {
                         /* The running ones; if none runs (all waiting out a
                          * crash-loop back-off), the waiting ones — whose
                          * --previous is what one wants to read then. */
-                        for (int pass = 0; pass < 2 && !pods; pass++)
-                                json_array_foreach (json_object_get(resp, "items"), i, item) {
-                                        spec_pod *p = cli_decode(&spec_type_pod, item);
-                                        if (p && !p->metadata.deletion_timestamp &&
-                                            p->status.phase == (pass == 0 ? SPEC_POD_RUNNING
-                                                                          : SPEC_POD_PENDING))
-                                                (void) strv_extend(&pods, p->metadata.name);
-                                        spec_pod_free(p);
-                                }
+                        _cleanup_strv_free_ char **waiting = NULL;
+                        json_array_foreach (json_object_get(resp, "items"), i, item) {
+                                spec_pod *p = cli_decode(&spec_type_pod, item);
+                                if (p && !p->metadata.deletion_timestamp &&
+                                    p->status.phase == SPEC_POD_RUNNING)
+                                        (void) strv_extend(&pods, p->metadata.name);
+                                else if (p && !p->metadata.deletion_timestamp &&
+                                         p->status.phase == SPEC_POD_PENDING)
+                                        (void) strv_extend(&waiting, p->metadata.name);
+                                spec_pod_free(p);
+                        }
+                        if (!pods)
+                                pods = TAKE_PTR(waiting);
                         json_decref(resp);
                         prefix = true;
                         if (!pods) {

@@ -235,18 +235,16 @@ int spec_manifest_check(const spec_manifest *m, spec_errors *errs) {
                         if (!streq(a->metadata.namespace, b->metadata.namespace))
                                 continue;
                         if (streq(a->metadata.name, b->metadata.name)) {
+                                char where[32];
                                 if (m->items[k].name_line)
-                                        ret = spec_errors_add(errs, "metadata.name",
-                                                              "Duplicate value: \"%s\": also "
-                                                              "defined in %s:%u",
-                                                              a->metadata.name, bfile,
-                                                              m->items[k].name_line);
+                                        snprintf(where, sizeof where, ":%u", m->items[k].name_line);
                                 else
-                                        ret = spec_errors_add(errs, "metadata.name",
-                                                              "Duplicate value: \"%s\": also "
-                                                              "defined in %s (document %u)",
-                                                              a->metadata.name, bfile,
-                                                              m->items[k].index);
+                                        snprintf(where, sizeof where, " (document %u)",
+                                                 m->items[k].index);
+                                ret = spec_errors_add(errs, "metadata.name",
+                                                      "Duplicate value: \"%s\": also defined in "
+                                                      "%s%s",
+                                                      a->metadata.name, bfile, where);
                                 at(errs, m->items[i].name_line, m->items[i].name_column);
                                 continue;
                         }
