@@ -39,6 +39,15 @@ running() { tend get pods -l "app=$1" -o wide | awk 'NR > 1 && $3 == "Running" {
 count_running() { [ "$(running "$1" | wc -l)" -eq "$2" ]; }
 all_units() { running "$1" | awk '$2 !~ /\.service$/ { bad=1 } END { exit bad }'; }
 main_pid() { systemctl --user show -P MainPID "$1"; }
+# two_units: pod_a/unit_a, pod_b/unit_b (the first and the last of move's
+# running pods by name) and pid_b, unit_b's MainPID.
+two_units() {
+    set -- $(running move | sort | head -1)
+    pod_a=$1 unit_a=$2
+    set -- $(running move | sort | tail -1)
+    pod_b=$1 unit_b=$2
+    pid_b=$(main_pid "$unit_b")
+}
 
 start_tendd
 
@@ -132,11 +141,7 @@ reset_x3() { ! failed_x3; }
 wait_for 10 reset_x3 && ok "a failed unit with no pod is reset" || fail "tend-default-failed-x3 still failed"
 
 echo "== the bus goes away and comes back: nothing missed, nothing doubled"
-set -- $(running move | sort | head -1)
-pod_a=$1 unit_a=$2
-set -- $(running move | sort | tail -1)
-pod_b=$1 unit_b=$2
-pid_b=$(main_pid "$unit_b")
+two_units
 systemctl --user stop dbus.socket dbus.service
 bus_gone() { grep -q "lost the user bus" "$tmp/tendd.log"; }
 wait_for 5 bus_gone && ok "tendd sees the bus go" || fail "tendd did not notice"
@@ -162,11 +167,7 @@ kill -9 "$(main_pid "$2")"
 wait_for 15 replaced && ok "a kill right after daemon-reexec is seen" || fail "$pod not replaced"
 
 echo "== tendd starts while the bus is away: pods kept, checked once it is back"
-set -- $(running move | sort | head -1)
-pod_a=$1 unit_a=$2
-set -- $(running move | sort | tail -1)
-pod_b=$1 unit_b=$2
-pid_b=$(main_pid "$unit_b")
+two_units
 stop_tendd TERM
 systemd-run --user --unit tend-default-orphan-x2.service -p Type=exec "$testprog" sleep >/dev/null 2>&1 ||
     fail "cannot start an orphan unit"
