@@ -103,15 +103,20 @@ sleep 1
 # The first file emptied (being written) or broken: the second does not
 # take over meanwhile.
 src() { tend get deploy extra -o json | jq -r '.metadata.annotations["tend.io/source"]'; }
+# refusals of extra.yaml so far, in tendd's log: a sync that saw the file
+refused() { grep -c "manifests: $mdir/extra.yaml is not applied" "$tmp/tendd.log"; }
+more_refused() { [ "$(refused)" -gt "$1" ]; }
+n=$(refused)
 : >"$mdir/extra.yaml"
 hup
-sleep 1
+wait_for 10 more_refused "$n" || fail "the emptied file was not looked at"
 [ "$(src)" = "$mdir/extra.yaml" ] && [ "$(tend get deploy extra -o json | jq .metadata.generation)" = "$gen" ] &&
     [ "$(pids extra)" = "$p" ] && ok "the first file emptied: the second still does not take over" ||
     fail "extra: source $(src), generation $(tend get deploy extra -o json | jq .metadata.generation)"
+n=$(refused)
 echo "garbage: [" >"$mdir/extra.yaml"
 hup
-sleep 1
+wait_for 10 more_refused "$n" || fail "the broken file was not looked at"
 [ "$(src)" = "$mdir/extra.yaml" ] && [ "$(pids extra)" = "$p" ] &&
     ok "the first file broken: nor then" || fail "extra: source $(src)"
 deployment extra 1 >"$mdir/extra.yaml"
