@@ -440,8 +440,10 @@ typedef struct rotation {
 
 /*
  * Rotation is copy-then-truncate: the process keeps its O_APPEND fd (we
- * cannot reopen a file behind a running process), so the log is copied to
- * <log>.1 by libuv's thread pool and then truncated; the process's next
+ * cannot reopen a file behind a running process), so the log is copied
+ * by libuv's thread pool to <log>.1.tmp, renamed over <log>.1 (a reader
+ * sees a whole copy, never one being written) and then truncated; the
+ * process's next
  * write lands at offset 0. Lines written between the copy and the truncate
  * are lost, and a log can overshoot the limit by what is written between
  * two checks. Both are the price of never blocking the loop.
@@ -458,10 +460,15 @@ typedef struct rotation {
 static void on_rotated(uv_fs_t *req) {
         rotation *rot = req->data;
 
+        _cleanup_free_ char *tmp = strprintf("%s.1.tmp", rot->path),
+                            *one = strprintf("%s.1", rot->path);
+
         /* A freed pod's path may already belong to its replacement (names
          * repeat): leave that log alone. */
-        if (req->result >= 0 && !rot->pod->freed)
+        if (tmp && one && req->result >= 0 && !rot->pod->freed && rename(tmp, one) == 0)
                 (void) !truncate(rot->path, 0);
+        else if (tmp)
+                (void) unlink(tmp);
         uv_fs_req_cleanup(req);
         rot->pod->rotating = false;
         rt__pod_unref(rot->pod);
@@ -512,7 +519,7 @@ static void check_log(rt_manager *m, rt_pod *p, usec_t now) {
                 return;
         /* After the truncate it starts again from 0: no rate across it. */
         p->log_checked = 0;
-        dst = strprintf("%s.1", p->record.log_path);
+        dst = strprintf("%s.1.tmp", p->record.log_path);
         rot = new0(rotation, 1);
         if (!dst || !rot || !(rot->path = strdup(p->record.log_path))) {
                 free(rot);
