@@ -40,13 +40,6 @@ typedef struct pod_rt {
         usec_t started_wall;
 } pod_rt;
 
-/* Crash-loop state of a ReplicaSet (by uid). In memory: an agent restart
- * forgets a streak, which costs at most one faster replacement. */
-typedef struct rs_backoff {
-        unsigned streak;
-        usec_t until; /* wall clock: replacements wait until then */
-} rs_backoff;
-
 typedef struct delayed {
         usec_t at; /* monotonic */
         store_kind kind;
@@ -68,7 +61,6 @@ struct agent {
         workq queues[_STORE_KIND_MAX];
         tend_hashmap *delayed[_STORE_KIND_MAX]; /* key → delayed* */
         tend_hashmap *pods;                     /* pod uid → pod_rt* */
-        tend_hashmap *backoff;                  /* rs uid → rs_backoff* */
         agent_metrics metrics;
 };
 
@@ -109,8 +101,19 @@ pod_rt *agent__pod_rt(agent *a, const char *uid);
 pod_rt *agent__pod_rt_new(agent *a, const spec_pod *p);
 void agent__pod_rt_drop(agent *a, const char *uid);
 
-/* A ReplicaSet's crash-loop state (created on demand; NULL on OOM). */
-rs_backoff *agent__backoff(agent *a, const char *rs_uid);
+/* A replica's crash-loop streak (plan_streak_after_death()): on a live pod
+ * what it inherited, on a dead one the streak after its death. Kept on the
+ * pod, so that it survives an agent restart and goes on with the lineage. */
+unsigned agent__pod_streak(const spec_pod *p);
+void agent__set_pod_streak(spec_pod *p, unsigned streak);
+/* The crash-loop back-off of a ReplicaSet's replicas: its deployment's
+ * tend.io/crash-backoff, which the deployment controller keeps on the new
+ * ReplicaSet. */
+spec_backoff agent__backoff_policy(const spec_replica_set *rs);
+/* When its process ended (containerStatuses[0].state.terminated), else its
+ * creation time. */
+usec_t agent__pod_finished_at(const spec_pod *p);
+const char *agent__container_name(const spec_pod *p);
 
 /* Marks a pod whose process cannot be found Failed ("Lost"). */
 int agent__mark_lost(agent *a, const spec_pod *p, const char *why);

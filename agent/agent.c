@@ -386,19 +386,6 @@ void agent__pod_rt_drop(agent *a, const char *uid) {
         pod_rt_free(a, tend_hashmap_remove(a->pods, uid));
 }
 
-rs_backoff *agent__backoff(agent *a, const char *rs_uid) {
-        rs_backoff *b = tend_hashmap_get(a->backoff, rs_uid);
-
-        if (b)
-                return b;
-        b = new0(rs_backoff, 1);
-        if (!b || tend_hashmap_put(a->backoff, rs_uid, b, NULL) < 0) {
-                free(b);
-                return NULL;
-        }
-        return b;
-}
-
 /* ---- shared facts ------------------------------------------------------------------------------
  */
 
@@ -418,6 +405,50 @@ bool agent__pod_ready(const spec_pod *p, usec_t *ret_since) {
         if (ret_since)
                 *ret_since = ready ? c->last_transition_time : 0;
         return ready;
+}
+
+unsigned agent__pod_streak(const spec_pod *p) {
+        const char *v = spec_map_get(&p->metadata.annotations, AGENT_ANN_CRASH_STREAK);
+        int64_t n;
+
+        if (!v || safe_atoi64(v, &n) < 0 || n < 0)
+                return 0;
+        return (unsigned) MIN(n, (int64_t) PLAN_STREAK_MAX);
+}
+
+void agent__set_pod_streak(spec_pod *p, unsigned streak) {
+        char buf[16];
+
+        if (streak == 0) {
+                (void) spec_map_remove(&p->metadata.annotations, AGENT_ANN_CRASH_STREAK);
+                return;
+        }
+        snprintf(buf, sizeof buf, "%u", streak);
+        (void) spec_map_set(&p->metadata.annotations, AGENT_ANN_CRASH_STREAK, buf);
+}
+
+spec_backoff agent__backoff_policy(const spec_replica_set *rs) {
+        const char *v = spec_map_get(&rs->metadata.annotations, SPEC_ANN_CRASH_BACKOFF);
+        _cleanup_free_ char *problem = NULL;
+        spec_backoff b;
+
+        /* Validated at apply; a value that does not parse (an older tendd
+         * wrote it) counts as the default. */
+        if (spec_backoff_parse(v, &b, &problem) < 0) {
+                log_warning("replicaset/%s: %s: %s; using the default", rs->metadata.name,
+                            SPEC_ANN_CRASH_BACKOFF, strna(problem));
+                b = spec_backoff_default;
+        }
+        return b;
+}
+
+usec_t agent__pod_finished_at(const spec_pod *p) {
+        const spec_container_status *cs = p->status.n_container_statuses
+                                                  ? &p->status.container_statuses[0]
+                                                  : NULL;
+        if (cs && cs->state.terminated)
+                return cs->state.terminated->finished_at;
+        return p->metadata.creation_timestamp;
 }
 
 int64_t agent__revision(const spec_meta *m) {
@@ -506,8 +537,7 @@ int agent_new(const agent_config *c, agent **ret) {
         a->node_name = strdup(c->node_name ?: host);
         a->state_dir = c->state_dir ? strdup(c->state_dir) : NULL;
         a->pods = tend_hashmap_new();
-        a->backoff = tend_hashmap_new();
-        if (!a->node_name || (c->state_dir && !a->state_dir) || !a->pods || !a->backoff)
+        if (!a->node_name || (c->state_dir && !a->state_dir) || !a->pods)
                 goto oom;
         for (int k = 0; k < _STORE_KIND_MAX; k++)
                 if (!(a->queues[k].set = tend_hashmap_new()) ||
@@ -536,10 +566,6 @@ agent *agent_free(agent *a) {
                 for (size_t i = 0; tend_hashmap_next(a->pods, &i, &key, &v);)
                         pod_rt_free(a, v); /* detaches: processes keep running */
         tend_hashmap_free(a->pods);
-        if (a->backoff)
-                for (size_t i = 0; tend_hashmap_next(a->backoff, &i, &key, &v);)
-                        free(v);
-        tend_hashmap_free(a->backoff);
         for (int k = 0; k < _STORE_KIND_MAX; k++) {
                 workq_done(&a->queues[k]);
                 if (a->delayed[k])

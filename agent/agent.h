@@ -160,9 +160,12 @@ extern const rt_callbacks agent_rt_callbacks;
 /* The manifest file a deployment comes from (tendd --manifests): the file
  * is its declaration, and a change made through the API is reverted at
  * the next sync of the directory. */
-#define AGENT_ANN_SOURCE "tend.io/source"
+#define AGENT_ANN_SOURCE SPEC_ANN_SOURCE
 #define AGENT_ANN_REPLACED "tend.io/replaced"
-#define AGENT_ANN_PREDECESSOR "tend.io/predecessor" /* the Failed pod a pod replaces */
+#define AGENT_ANN_PREDECESSOR "tend.io/predecessor"   /* the Failed pod a pod replaces */
+#define AGENT_ANN_CRASH_STREAK "tend.io/crash-streak" /* see agent__pod_streak() */
+/* On a dead pod: its replacement waits until then (the crash-loop back-off). */
+#define AGENT_ANN_REPLACE_AFTER "tend.io/replace-after"
 #define AGENT_ANN_PORTS "tend.io/ports" /* "http=30001,metrics=9100": what the pod got */
 #define AGENT_ANN_DELETION_COST "controller.kubernetes.io/pod-deletion-cost"
 #define AGENT_FAILED_PODS_KEPT 5

@@ -222,6 +222,15 @@ static ssize_t new_rs(dctx *c, bool create) {
                                 (void) spec_map_set(&n->metadata.annotations,
                                                     d->metadata.annotations.items[i].key,
                                                     d->metadata.annotations.items[i].value);
+                /* Kubernetes never removes a copied annotation; tend's own
+                 * are settings the ReplicaSet controller reads (the crash-loop
+                 * back-off), so one removed from the deployment goes. */
+                for (size_t i = n->metadata.annotations.n; i > 0; i--) {
+                        const char *k = n->metadata.annotations.items[i - 1].key;
+                        if (startswith(k, SPEC_ANN_PREFIX) &&
+                            !spec_map_get(&d->metadata.annotations, k))
+                                (void) spec_map_remove(&n->metadata.annotations, k);
+                }
                 n->spec.min_ready_seconds = d->spec.min_ready_seconds;
                 set_deployment_revision(c, agent__revision(&n->metadata));
                 if (c->has_deadline &&

@@ -69,7 +69,7 @@ void agent__set_terminated(spec_container_status *cs, int32_t exit_code, int32_t
         cs->started = false;
 }
 
-static const char *container_name(const spec_pod *p) {
+const char *agent__container_name(const spec_pod *p) {
         return p->spec.n_containers ? strempty(p->spec.containers[0].name) : "main";
 }
 
@@ -97,20 +97,24 @@ static void set_ready(agent *a, spec_pod *n, bool ready) {
 
 /* ---- crash-loop bookkeeping -------------------------------------------------------------- */
 
-static void note_death(agent *a, const spec_pod *p, bool was_ready, usec_t started_wall,
-                       usec_t finished_wall) {
+/* A replica died (pod p, its status to be written as n): its streak after
+ * the death, and when its replacement may start, go on the dead pod for the
+ * ReplicaSet controller to carry on. */
+static void note_death(agent *a, const spec_pod *p, spec_pod *n, bool was_ready,
+                       usec_t started_wall, usec_t finished_wall) {
         const spec_owner_ref *o = spec_meta_controller(&p->metadata);
+        const spec_replica_set *rs = o ? agent__replica_set_by_uid(a, p->metadata.namespace, o->uid)
+                                       : NULL;
+        spec_backoff policy = rs ? agent__backoff_policy(rs) : spec_backoff_default;
         usec_t ran = finished_wall > started_wall && started_wall ? finished_wall - started_wall
                                                                   : 0;
-        rs_backoff *b;
+        plan_death d = plan_crash_death(&policy, agent__pod_streak(p), was_ready, ran);
+        char when[TIMESTAMP_MAX];
 
-        if (!o || !o->uid || !(b = agent__backoff(a, o->uid)))
-                return;
-        if (plan_died_young(was_ready, ran))
-                b->streak++;
-        else if (ran >= PLAN_BACKOFF_RESET)
-                b->streak = 0;
-        b->until = finished_wall + plan_backoff_delay(b->streak);
+        agent__set_pod_streak(n, d.streak);
+        if (d.delay)
+                (void) spec_map_set(&n->metadata.annotations, AGENT_ANN_REPLACE_AFTER,
+                                    format_timestamp(when, finished_wall + d.delay));
 }
 
 /* ---- starting ------------------------------------------------------------------------------ */
@@ -133,7 +137,7 @@ static int fail_start(agent *a, const spec_pod *p, const char *error) {
                 /* 128: the container runtime's "could not run" code */
                 agent__set_terminated(cs, 128, 0, "StartError", error, 0, now);
         set_ready(a, n, false);
-        note_death(a, p, false, now, now);
+        note_death(a, p, n, false, now, now);
         (void) store_delete_record(a->store, p->metadata.uid);
         return store_put(a->store, STORE_POD, n, NULL);
 }
@@ -265,8 +269,8 @@ static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
                          strna(pr->handle ? a->backend->container_id(pr->handle) : NULL),
                          strna(what));
                 (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "ProcessExited",
-                                    "Container %s %s", container_name(p), strna(what));
-                note_death(a, p, was_ready || pr->ready, pr->started_wall, e->finished_at);
+                                    "Container %s %s", agent__container_name(p), strna(what));
+                note_death(a, p, n, was_ready || pr->ready, pr->started_wall, e->finished_at);
                 if (pr->liveness_failed)
                         a->metrics.lost_liveness++;
                 else if (e->kind == RT_EXIT_SIGNAL)
@@ -330,7 +334,7 @@ static int reflect(agent *a, const spec_pod *p, pod_rt *pr) {
                 plan_set_condition(&n->status.conditions, &n->status.n_conditions, "Initialized",
                                    "True", NULL, NULL, pr->started_wall);
                 (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Started",
-                                    "Started container %s", container_name(p));
+                                    "Started container %s", agent__container_name(p));
                 changed = true;
         }
         if (pr->started && agent__pod_ready(n, &since) != pr->ready) {
@@ -393,7 +397,8 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
                                 return r; /* retried */
                         if (!pr->stopping)
                                 (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Killing",
-                                                    "Stopping container %s", container_name(p));
+                                                    "Stopping container %s",
+                                                    agent__container_name(p));
                         pr->stopping = true;
                         pr->stop_grace = grace_of(p);
                 }
@@ -431,7 +436,7 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
                                     "Liveness probe failed: %s", strna(pr->liveness_message));
                 (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Killing",
                                     "Container %s failed liveness probe, will be replaced",
-                                    container_name(p));
+                                    agent__container_name(p));
                 log_info("pod/%s: liveness probe failed (%s); stopping it", p->metadata.name,
                          strna(pr->liveness_message));
                 return 0;
@@ -465,7 +470,7 @@ int agent_drain(agent *a, usec_t *ret_max_grace) {
                 *ret_max_grace = MAX(*ret_max_grace, pr->stop_grace);
                 (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Killing",
                                     "Stopping container %s: tendd stops its pods to exit",
-                                    container_name(p));
+                                    agent__container_name(p));
         }
         (void) store_commit(a->store, false);
         return ret;

@@ -55,19 +55,12 @@ static int collect(agent *a, const spec_replica_set *rs, owned *o) {
         return 0;
 }
 
-static usec_t finished_at(const spec_pod *p) {
-        const spec_container_status *cs = p->status.n_container_statuses
-                                                  ? &p->status.container_statuses[0]
-                                                  : NULL;
-        if (cs && cs->state.terminated)
-                return cs->state.terminated->finished_at;
-        return p->metadata.creation_timestamp;
-}
-
 /* Most recent failure first. */
 static void sort_failed(const spec_pod **f, size_t n) {
         for (size_t i = 1; i < n; i++)
-                for (size_t k = i; k > 0 && finished_at(f[k - 1]) < finished_at(f[k]); k--) {
+                for (size_t k = i;
+                     k > 0 && agent__pod_finished_at(f[k - 1]) < agent__pod_finished_at(f[k]);
+                     k--) {
                         const spec_pod *t = f[k];
                         f[k] = f[k - 1];
                         f[k - 1] = t;
@@ -95,13 +88,44 @@ static char *pod_name(agent *a, const spec_replica_set *rs) {
         return NULL;
 }
 
+/* The replacement of a predecessor whose replica keeps dying young waits out
+ * its back-off: it is created at once (so that it holds the replica's place
+ * and its lineage, and the rollout arithmetic counts it), but starts at
+ * tend.io/start-after, shown as CrashLoopBackOff with the last exit. */
+static void set_backoff(agent *a, spec_pod *p, spec_container_status *cs, usec_t delay,
+                        usec_t until, unsigned streak) {
+        char when[TIMESTAMP_MAX], d[DURATION_MAX];
+        _cleanup_free_ char *msg = NULL;
+        const spec_state_terminated *last = cs->last_state.terminated;
+
+        (void) spec_map_set(&p->metadata.annotations, AGENT_ANN_START_AFTER,
+                            format_timestamp(when, until));
+        format_duration(d, delay);
+        if (last && last->signal)
+                msg = strprintf("back-off %s restarting failed container=%s pod=%s: last exit: "
+                                "killed by signal %d (young death %u in a row)",
+                                d, cs->name, p->metadata.name, last->signal, streak);
+        else if (last)
+                msg = strprintf("back-off %s restarting failed container=%s pod=%s: last exit: "
+                                "code %d (%s) (young death %u in a row)",
+                                d, cs->name, p->metadata.name, last->exit_code, strna(last->reason),
+                                streak);
+        else
+                msg = strprintf("back-off %s restarting failed container=%s pod=%s", d, cs->name,
+                                p->metadata.name);
+        agent__set_waiting(cs, "CrashLoopBackOff", msg);
+        a->metrics.backoffs++;
+}
+
 static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *predecessor,
-                      const rs_backoff *b) {
+                      const spec_backoff *policy) {
         spec_pod_template *t = spec_pod_template_copy(&rs->spec.template);
         spec_pod *p = spec_pod_new();
         spec_container_status *cs;
-        usec_t now = agent_wall(a);
+        usec_t now = agent_wall(a), delay = 0, until = 0;
+        unsigned streak = 0;
         _cleanup_free_ char *name = pod_name(a, rs);
+        const spec_pod *stored;
         spec_owner_ref *ref;
         int r;
 
@@ -154,39 +178,41 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
                 (void) spec_map_set(&p->metadata.annotations, AGENT_ANN_PREDECESSOR,
                                     predecessor->metadata.name);
         }
-        if (b && b->until > now) {
-                char when[TIMESTAMP_MAX], delay[DURATION_MAX];
-                _cleanup_free_ char *msg = NULL;
-                const spec_state_terminated *last = cs->last_state.terminated;
-
-                (void) spec_map_set(&p->metadata.annotations, AGENT_ANN_START_AFTER,
-                                    format_timestamp(when, b->until));
-                format_duration(delay, plan_backoff_delay(b->streak));
-                if (last && last->signal)
-                        msg = strprintf("back-off %s restarting failed container=%s pod=%s: last "
-                                        "exit: killed by signal %d",
-                                        delay, cs->name, p->metadata.name, last->signal);
-                else if (last)
-                        msg = strprintf("back-off %s restarting failed container=%s pod=%s: last "
-                                        "exit: code %d (%s)",
-                                        delay, cs->name, p->metadata.name, last->exit_code,
-                                        strna(last->reason));
-                else
-                        msg = strprintf("back-off %s restarting failed container=%s pod=%s", delay,
-                                        cs->name, p->metadata.name);
-                agent__set_waiting(cs, "CrashLoopBackOff", msg);
-                a->metrics.backoffs++;
-                (void) agent__event(a, STORE_REPLICA_SET, &rs->metadata, "Warning", "BackOff",
-                                    "Back-off restarting failed container %s: next start in %s",
-                                    cs->name, delay);
-        } else
+        if (predecessor) {
+                /* The replica's crash-loop state goes on with it; the pod
+                 * worker decided at the death how long this one waits. */
+                const char *after = spec_map_get(&predecessor->metadata.annotations,
+                                                 AGENT_ANN_REPLACE_AFTER);
+                streak = agent__pod_streak(predecessor);
+                agent__set_pod_streak(p, streak);
+                if (after && parse_timestamp(after, &until) >= 0) {
+                        /* shortened if the policy was since */
+                        until = MIN(until, agent__pod_finished_at(predecessor) +
+                                                   plan_backoff_delay(policy, streak));
+                        delay = until - MIN(until, agent__pod_finished_at(predecessor));
+                } else
+                        until = 0;
+        }
+        if (until > now)
+                set_backoff(a, p, cs, delay, until, streak);
+        else
                 agent__set_waiting(cs, "ContainerCreating", NULL);
 
         (void) agent__event(a, STORE_REPLICA_SET, &rs->metadata, "Normal", "SuccessfulCreate",
                             "Created pod: %s", p->metadata.name);
-        r = store_put(a->store, STORE_POD, p, NULL);
-        if (r < 0 || !predecessor)
+        r = store_put(a->store, STORE_POD, p, (const void **) &stored);
+        if (r < 0)
                 return r;
+        if (until > now) {
+                char d[DURATION_MAX];
+                (void) agent__event(a, STORE_POD, &stored->metadata, "Warning", "BackOff",
+                                    "Back-off restarting failed container %s: next start in %s "
+                                    "(young death %u in a row)",
+                                    agent__container_name(stored), format_duration(d, delay),
+                                    streak);
+        }
+        if (!predecessor)
+                return 0;
         /* The predecessor is replaced: it does not lend its lineage twice. */
         spec_pod *pred = spec_pod_copy(predecessor);
         if (!pred)
@@ -229,25 +255,60 @@ static plan_pod to_plan_pod(const spec_pod *p) {
         };
 }
 
+/* A replacement waiting out its back-off starts sooner when the policy now
+ * says so (the deployment's tend.io/crash-backoff was shortened or switched
+ * off): its start-after is brought forward. A longer policy applies from
+ * the next death on. */
+static int refresh_backoff(agent *a, const spec_pod *p, const spec_backoff *policy) {
+        const char *after = spec_map_get(&p->metadata.annotations, AGENT_ANN_START_AFTER);
+        const spec_container_status *cs = p->status.n_container_statuses
+                                                  ? &p->status.container_statuses[0]
+                                                  : NULL;
+        char when[TIMESTAMP_MAX];
+        usec_t t, due;
+        spec_pod *n;
+
+        if (!after || p->spec.node_name || parse_timestamp(after, &t) < 0 || t <= agent_wall(a) ||
+            !cs || !cs->last_state.terminated)
+                return 0;
+        due = cs->last_state.terminated->finished_at +
+              plan_backoff_delay(policy, agent__pod_streak(p));
+        if (due >= t)
+                return 0;
+        n = spec_pod_copy(p);
+        if (!n)
+                return -ENOMEM;
+        (void) spec_map_set(&n->metadata.annotations, AGENT_ANN_START_AFTER,
+                            format_timestamp(when, MAX(due, agent_wall(a))));
+        log_info("pod/%s: the back-off policy changed: starts at %s", p->metadata.name, when);
+        return store_put(a->store, STORE_POD, n, NULL);
+}
+
 static int manage(agent *a, const spec_replica_set *rs, owned *o) {
         int64_t diff = (int64_t) o->n_active - rs->spec.replicas;
+        spec_backoff policy = agent__backoff_policy(rs);
+        _cleanup_free_ bool *used = new0(bool, o->n_failed + 1);
+        size_t created = 0;
         int r;
 
-        if (diff < 0 && a->draining)
-                return 0; /* tendd is stopping its pods to exit: no replacements */
-        if (diff < 0) {
+        if (!used)
+                return -ENOMEM;
+        sort_failed(o->failed, o->n_failed);
+        if (diff < 0 && !a->draining) { /* draining: tendd stops its pods to exit */
                 size_t want = (size_t) MIN(-diff, BURST), k = 0;
-                rs_backoff *b = agent__backoff(a, rs->metadata.uid);
 
-                sort_failed(o->failed, o->n_failed);
-                for (size_t i = 0; i < want; i++) {
+                /* Each replacement carries on one dead replica's lineage: its
+                 * restartCount, lastState and crash-loop streak. */
+                for (; created < want; created++) {
                         const spec_pod *pred = NULL;
                         while (k < o->n_failed && !pred) {
                                 const spec_pod *f = o->failed[k++];
-                                if (!spec_map_get(&f->metadata.annotations, AGENT_ANN_REPLACED))
+                                if (!spec_map_get(&f->metadata.annotations, AGENT_ANN_REPLACED)) {
                                         pred = f;
+                                        used[k - 1] = true;
+                                }
                         }
-                        r = create_pod(a, rs, pred, b);
+                        r = create_pod(a, rs, pred, &policy);
                         if (r < 0)
                                 return r;
                 }
@@ -267,15 +328,25 @@ static int manage(agent *a, const spec_replica_set *rs, owned *o) {
                                 return r;
                 }
         }
+        for (size_t i = 0; i < o->n_active; i++) {
+                r = refresh_backoff(a, o->active[i], &policy);
+                if (r < 0)
+                        return r;
+        }
 
-        /* Keep the last few Failed pods (logs of the previous instances). */
-        if (o->n_failed > AGENT_FAILED_PODS_KEPT) {
-                sort_failed(o->failed, o->n_failed);
-                for (size_t i = AGENT_FAILED_PODS_KEPT; i < o->n_failed; i++) {
-                        r = agent__remove_pod(a, o->failed[i]);
-                        if (r < 0)
-                                return r;
-                }
+        /* Keep the last few Failed pods (logs of the previous instances).
+         * One not yet replaced while replacements are still due (more than
+         * a burst died at once) is kept too: it lends its lineage to the
+         * next sync's replacement. */
+        bool short_still = diff < 0 && (int64_t) created < -diff && !a->draining;
+        for (size_t i = AGENT_FAILED_PODS_KEPT; i < o->n_failed; i++) {
+                const spec_pod *f = o->failed[i];
+                if (short_still && !used[i] &&
+                    !spec_map_get(&f->metadata.annotations, AGENT_ANN_REPLACED))
+                        continue;
+                r = agent__remove_pod(a, f);
+                if (r < 0)
+                        return r;
         }
         return 0;
 }

@@ -313,16 +313,26 @@ void plan_deletion_order(const plan_pod *pods, size_t n, size_t *order) {
                 }
 }
 
-usec_t plan_backoff_delay(unsigned streak) {
-        if (streak <= 1)
-                return 0;
-        if (streak - 2 >= 20)
-                return PLAN_BACKOFF_MAX;
-        return MIN(USEC_PER_SEC << (streak - 2), PLAN_BACKOFF_MAX);
+plan_death plan_crash_death(const spec_backoff *b, unsigned streak, bool was_ready,
+                            usec_t ran_for) {
+        if (!was_ready || ran_for < PLAN_YOUNG) {
+                streak = MIN(streak + 1, (unsigned) PLAN_STREAK_MAX);
+                return (plan_death){ .streak = streak, .delay = plan_backoff_delay(b, streak) };
+        }
+        /* Not young: replaced at once. Up a minute: forgiven; between the
+         * two, neither counted nor forgiven. */
+        return (plan_death){ .streak = ran_for >= PLAN_BACKOFF_RESET ? 0 : streak };
 }
 
-bool plan_died_young(bool was_ready, usec_t ran_for) {
-        return !was_ready || ran_for < PLAN_YOUNG;
+usec_t plan_backoff_delay(const spec_backoff *b, unsigned streak) {
+        usec_t d;
+
+        if (b->off || streak <= b->after)
+                return 0;
+        d = b->initial;
+        for (unsigned i = b->after + 1; i < streak && d < b->max; i++)
+                d *= 2;
+        return MIN(d, b->max);
 }
 
 /* ---- history and rollback ----------------------------------------------------------------- */

@@ -76,14 +76,31 @@ typedef struct plan_pod {
  * restarts < newer < uid. Fills order[] with indices, deleted first. */
 void plan_deletion_order(const plan_pod *pods, size_t n, size_t *order);
 
-/* Crash-loop back-off (tend's, faster than the kubelet's): the first young
- * death is replaced at once, then each further one waits 1 s, 2 s, 4 s, ...
- * capped at 5 minutes. streak counts consecutive young deaths. */
-#define PLAN_BACKOFF_MAX (300 * USEC_PER_SEC)
-#define PLAN_YOUNG (10 * USEC_PER_SEC)         /* died within this of start: young */
-#define PLAN_BACKOFF_RESET (60 * USEC_PER_SEC) /* up this long: streak forgotten */
-usec_t plan_backoff_delay(unsigned streak);
-bool plan_died_young(bool was_ready, usec_t ran_for);
+/* Crash-loop back-off (DESIGN §5). It belongs to one replica: a pod and the
+ * replacements that carry its lineage on, never to the ReplicaSet, so that
+ * deaths of different replicas never delay each other. A death is young
+ * when the process ran under PLAN_YOUNG or never became ready; the
+ * replica's streak counts its young deaths in a row, and is cleared by a
+ * run of PLAN_BACKOFF_RESET that was ready at its end. */
+#define PLAN_YOUNG (10 * USEC_PER_SEC)
+#define PLAN_BACKOFF_RESET (60 * USEC_PER_SEC)
+#define PLAN_STREAK_MAX 1000000 /* saturates: the delay is long capped by then */
+
+/* A replica died: its streak after the death, and how long its replacement
+ * waits from the moment of the death. Young deaths count; a run of
+ * PLAN_BACKOFF_RESET, ready at its end, clears the streak; a death that is
+ * not young is replaced at once. The first b->after young deaths in a row
+ * are replaced at once, the next waits b->initial, doubling each time up
+ * to b->max; with the back-off off, every death is replaced at once. */
+typedef struct plan_death {
+        unsigned streak;
+        usec_t delay;
+} plan_death;
+
+plan_death plan_crash_death(const spec_backoff *b, unsigned streak, bool was_ready, usec_t ran_for);
+/* The delay part alone: for a replica whose last (young) death left it at
+ * `streak`. */
+usec_t plan_backoff_delay(const spec_backoff *b, unsigned streak);
 
 /* ---- history and rollback -------------------------------------------------------------------- */
 

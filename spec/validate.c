@@ -271,13 +271,24 @@ static void check_labels(vctx *v, const char *field, const spec_map *m) {
 
 #define ANNOTATIONS_MAX (256 * 1024)
 
-static void check_annotations(vctx *v, const char *field, const spec_map *m) {
+/* on_template: the pod template's annotations, not the Deployment's (tend's
+ * own annotations each belong on one of the two). */
+static void check_annotations(vctx *v, const char *field, const spec_map *m, bool on_template) {
         size_t old = spec__path_field(&v->path, field), total = 0;
 
         for (size_t i = 0; i < m->n; i++) {
-                _cleanup_free_ char *kp = label_key_problems(m->items[i].key);
+                _cleanup_free_ char *kp = label_key_problems(m->items[i].key), *tp = NULL;
                 if (kp)
                         verr_invalid_str(v, m->items[i].key, kp);
+                else if (spec_tend_annotation_problem(m->items[i].key, m->items[i].value,
+                                                      on_template, &tp) < 0) {
+                        size_t o = spec__path_key(&v->path, m->items[i].key);
+                        if (tp)
+                                verr(v, "%s", tp);
+                        else
+                                v->oom = true;
+                        spec__path_pop(&v->path, o);
+                }
                 total += strlen(m->items[i].key) + strlen(m->items[i].value);
         }
         if (total > ANNOTATIONS_MAX)
@@ -727,7 +738,7 @@ int spec_deployment_validate(const spec_deployment *d, spec_errors *errs) {
         if (d->metadata.namespace)
                 check_dns_label(&v, "namespace", d->metadata.namespace, SPEC_DNS_LABEL_MAX, NULL);
         check_labels(&v, "labels", &d->metadata.labels);
-        check_annotations(&v, "annotations", &d->metadata.annotations);
+        check_annotations(&v, "annotations", &d->metadata.annotations, false);
         spec__path_pop(&v.path, old);
 
         /* spec */
@@ -761,7 +772,7 @@ int spec_deployment_validate(const spec_deployment *d, spec_errors *errs) {
                 size_t o = spec__path_field(&v.path, "metadata");
                 size_t errs_before = errs->n;
                 check_labels(&v, "labels", &s->template.metadata.labels);
-                check_annotations(&v, "annotations", &s->template.metadata.annotations);
+                check_annotations(&v, "annotations", &s->template.metadata.annotations, true);
                 if (errs->n == errs_before && selector_ok &&
                     !spec_selector_matches(s->selector, &s->template.metadata.labels)) {
                         _cleanup_free_ char *repr = go_map_repr(&s->template.metadata.labels);

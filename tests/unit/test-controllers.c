@@ -755,6 +755,304 @@ static void test_crash_loop_backoff(void **state) {
         world_free(w);
 }
 
+/* ---- crash-loop back-off, per replica ----------------------------------------------------- */
+
+static proc *proc_of_pod(world *w, const char *pod) {
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->alive && streq(w->procs[i]->pod, pod))
+                        return w->procs[i];
+        return NULL;
+}
+
+/* The pod that carries the lineage of the dead pod `name` on. */
+static const spec_pod *successor(world *w, const char *name) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_POD, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                if (streq_ptr(spec_map_get(&p->metadata.annotations, AGENT_ANN_PREDECESSOR), name))
+                        return p;
+        }
+        return NULL;
+}
+
+static bool backing_off(const spec_pod *p) {
+        const spec_state_waiting *wt = p->status.n_container_statuses
+                                               ? p->status.container_statuses[0].state.waiting
+                                               : NULL;
+        return wt && streq_ptr(wt->reason, "CrashLoopBackOff");
+}
+
+static size_t count_backing_off(world *w) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_POD, &items), k = 0;
+        for (size_t i = 0; i < n; i++)
+                k += backing_off(items[i]) && !agent__pod_terminal(items[i]);
+        return k;
+}
+
+/* Kills the process of pod `name` and runs ONE pass: returns how many
+ * processes that pass started. */
+static size_t kill_and_pass(world *w, proc *victim) {
+        size_t before = w->starts;
+        fb_signal(victim, SIGKILL);
+        fire(w);
+        process(w);
+        return w->starts - before;
+}
+
+/* A mass failure: every replica killed at once is replaced in the same pass,
+ * no back-off — and again 3 s later, and again (young deaths, but each
+ * replica's first and second in a row). Only a replica's own third young
+ * death in a row makes it wait, and then each waits for itself: 1 s. More
+ * than a burst (500) of them, so the lineage also survives the second
+ * burst: every replacement has the restart count of its own line. */
+static void test_mass_failure_no_backoff(void **state) {
+        world *w = world_new();
+        const size_t N = 600;
+
+        apply(w, manifest("web", (int) N, "web-v1", NULL, NULL));
+        assert_true(step_until(w, settled, "web", 30 * S));
+        step(w, 20 * S); /* a deployment in use: its replicas have run a while */
+        for (int round = 0; round < 4; round++) {
+                size_t before = w->starts, killed = 0;
+                for (size_t i = 0; i < w->n_procs; i++)
+                        if (w->procs[i]->alive) {
+                                fb_signal(w->procs[i], SIGKILL);
+                                killed++;
+                        }
+                assert_int_equal(killed, N);
+                fire(w);
+                process(w); /* one pass */
+                const void *const *items;
+                size_t n = store_list(w->store, STORE_POD, &items), live = 0;
+                for (size_t i = 0; i < n; i++) {
+                        const spec_pod *p = items[i];
+                        if (agent__pod_terminal(p))
+                                continue;
+                        live++;
+                        assert_int_equal(p->status.container_statuses[0].restart_count, round + 1);
+                        assert_int_equal(agent__pod_streak(p), round == 0 ? 0 : round);
+                }
+                assert_int_equal(live, N);
+                if (round < 3) {
+                        /* all N created and started in that one pass */
+                        assert_int_equal(w->starts - before, N);
+                        assert_int_equal(count_backing_off(w), 0);
+                        step(w, 3 * S);
+                        continue;
+                }
+                /* The fourth: each replica's third young death in a row. */
+                assert_int_equal(w->starts - before, 0);
+                assert_int_equal(count_backing_off(w), N);
+                step(w, 900 * MS);
+                assert_int_equal(w->starts - before, 0);
+                step(w, 200 * MS);
+                assert_int_equal(w->starts - before, N);
+        }
+        world_free(w);
+}
+
+/* What a chaos tool does: kill the oldest of 10 replicas every 0.3 s. Every
+ * kill is replaced in its own pass; the deaths of different replicas never
+ * add up to a back-off (each line dies young twice in 30 kills). */
+static void test_round_robin_kills(void **state) {
+        world *w = world_new();
+
+        apply(w, manifest("web", 10, "web-v1", NULL, NULL));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        step(w, 20 * S);
+        for (int k = 0; k < 30; k++) {
+                proc *oldest = NULL;
+                for (size_t i = 0; i < w->n_procs; i++)
+                        if (w->procs[i]->alive &&
+                            (!oldest || w->procs[i]->start_at < oldest->start_at))
+                                oldest = w->procs[i];
+                assert_non_null(oldest);
+                if (kill_and_pass(w, oldest) != 1)
+                        fail_msg("kill %d: pod %s not replaced in the same pass", k, oldest->pod);
+                const spec_pod *next = successor(w, oldest->pod);
+                assert_non_null(next);
+                assert_null(spec_map_get(&next->metadata.annotations, AGENT_ANN_START_AFTER));
+                step(w, 300 * MS);
+        }
+        assert_int_equal(count_backing_off(w), 0);
+        assert_int_equal(count_pods(w, NULL, true), 10);
+        world_free(w);
+}
+
+/* One replica keeps dying young among healthy ones: it backs off alone. */
+static void test_one_replica_backs_off_alone(void **state) {
+        world *w = world_new();
+        const spec_pod *p;
+        char name[64];
+        proc *line;
+
+        apply(w, manifest("web", 5, "web-v1", NULL, NULL));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        step(w, 20 * S);
+        line = w->procs[0];
+        /* An old death, then two young ones: all replaced at once. */
+        for (int k = 0; k < 3; k++) {
+                snprintf(name, sizeof name, "%s", line->pod);
+                assert_int_equal(kill_and_pass(w, line), 1);
+                step(w, 200 * MS);
+                line = proc_of_pod(w, successor(w, name)->metadata.name);
+                assert_non_null(line);
+        }
+        /* Its third young death in a row: its replacement waits 1 s... */
+        snprintf(name, sizeof name, "%s", line->pod);
+        assert_int_equal(kill_and_pass(w, line), 0);
+        p = successor(w, name);
+        assert_true(backing_off(p));
+        assert_non_null(strstr(p->status.container_statuses[0].state.waiting->message,
+                               "killed by signal 9"));
+        assert_non_null(find_event(w, "BackOff", "next start in 1s"));
+        snprintf(name, sizeof name, "%s", p->metadata.name);
+        /* ... while a healthy replica killed meanwhile comes back at once. */
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->alive) {
+                        assert_int_equal(kill_and_pass(w, w->procs[i]), 1);
+                        break;
+                }
+        assert_int_equal(count_backing_off(w), 1);
+        step(w, 900 * MS);
+        assert_null(proc_of_pod(w, name));
+        step(w, 200 * MS);
+        line = proc_of_pod(w, name);
+        assert_non_null(line);
+        /* The next young death waits 2 s. */
+        assert_int_equal(kill_and_pass(w, line), 0);
+        p = successor(w, name);
+        snprintf(name, sizeof name, "%s", p->metadata.name);
+        step(w, 1900 * MS);
+        assert_null(proc_of_pod(w, name));
+        step(w, 200 * MS);
+        assert_non_null(proc_of_pod(w, name));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        world_free(w);
+}
+
+/* A template whose every replica crashes at start: each replica backs off
+ * from its own third death, not the ReplicaSet as a whole. */
+static void test_crashing_template_each_backs_off(void **state) {
+        world *w = world_new();
+        const void *const *items;
+
+        apply(w, manifest("crashy", 3, "/bin/crash", "  progressDeadlineSeconds: 3600\n", NULL));
+        step(w, 500 * MS);
+        /* start, die 0.1 s later, twice replaced at once: 3 starts a line */
+        assert_int_equal(w->starts, 9);
+        assert_int_equal(count_backing_off(w), 3);
+        size_t n = store_list(w->store, STORE_POD, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                if (agent__pod_terminal(p))
+                        continue;
+                assert_true(backing_off(p));
+                assert_int_equal(agent__pod_streak(p), 3);
+                assert_int_equal(p->status.container_statuses[0].restart_count, 3);
+                assert_non_null(strstr(p->status.container_statuses[0].state.waiting->message,
+                                       "last exit: code 1 (Error)"));
+        }
+        step(w, 1 * S);
+        assert_int_equal(w->starts, 12); /* each line's fourth start, 1 s later */
+        step(w, 20 * S);
+        /* 1 + 2 + 4 + 8 s of waits: 4 more starts a line at most */
+        assert_true(w->starts <= 24);
+        world_free(w);
+}
+
+/* A replica that stays up a minute (ready) is forgiven its streak; one up
+ * between 10 s and a minute is replaced at once but not forgiven. */
+static void test_streak_cleared_after_a_minute(void **state) {
+        world *w = world_new();
+        char name[64];
+        proc *line;
+        const spec_pod *p;
+
+        apply(w, manifest("web", 1, "web-v1", NULL, NULL));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        line = w->procs[0];
+        /* three young deaths in a row: streak 3 */
+        for (int k = 0; k < 3; k++) {
+                snprintf(name, sizeof name, "%s", line->pod);
+                (void) kill_and_pass(w, line);
+                step(w, 1500 * MS);
+                line = proc_of_pod(w, successor(w, name)->metadata.name);
+                assert_non_null(line);
+        }
+        p = store_get(w->store, STORE_POD, "default", line->pod);
+        assert_int_equal(agent__pod_streak(p), 3);
+        /* 30 s up: replaced at once, streak kept */
+        step(w, 30 * S);
+        snprintf(name, sizeof name, "%s", line->pod);
+        assert_int_equal(kill_and_pass(w, line), 1);
+        p = successor(w, name);
+        assert_int_equal(agent__pod_streak(p), 3);
+        /* 61 s up and ready: replaced at once, streak cleared */
+        line = proc_of_pod(w, p->metadata.name);
+        step(w, 61 * S);
+        snprintf(name, sizeof name, "%s", line->pod);
+        assert_int_equal(kill_and_pass(w, line), 1);
+        p = successor(w, name);
+        assert_int_equal(agent__pod_streak(p), 0);
+        assert_null(spec_map_get(&p->metadata.annotations, AGENT_ANN_CRASH_STREAK));
+        /* and two young deaths are free again */
+        for (int k = 0; k < 2; k++) {
+                line = proc_of_pod(w, p->metadata.name);
+                step(w, 100 * MS);
+                snprintf(name, sizeof name, "%s", line->pod);
+                assert_int_equal(kill_and_pass(w, line), 1);
+                p = successor(w, name);
+        }
+        world_free(w);
+}
+
+/* tend.io/crash-backoff: off switches the back-off off; tuned, it sets the
+ * waits; switched off while a replica waits, the replica starts now. */
+static void test_backoff_annotation(void **state) {
+        world *w = world_new();
+        const char *off = "  progressDeadlineSeconds: 3600\n";
+
+        spec_deployment *d = manifest("crashy", 1, "/bin/crash", off, NULL);
+        assert_int_equal(spec_map_set(&d->metadata.annotations, SPEC_ANN_CRASH_BACKOFF, "off"), 0);
+        apply(w, d);
+        step(w, 2 * S);
+        /* every 0.1 s, never waiting: about 2 s / (0.1 s + 5 ms) */
+        assert_true(w->starts >= 18);
+        assert_int_equal(count_backing_off(w), 0);
+
+        /* tuned: after=0, initial=300ms, max=600ms */
+        d = manifest("crashy", 1, "/bin/crash", off, NULL);
+        assert_int_equal(spec_map_set(&d->metadata.annotations, SPEC_ANN_CRASH_BACKOFF,
+                                      "after=0,initial=300ms,max=600ms"),
+                         0);
+        apply(w, d);
+        step(w, 100 * MS);
+        size_t before = w->starts;
+        step(w, 10 * S);
+        /* at most one start each 0.1 s + 0.6 s */
+        assert_true(w->starts - before <= 10 * S / (700 * MS) + 1);
+        assert_true(w->starts - before >= 10 * S / (800 * MS) - 1);
+
+        /* back to the default, until a replica waits a long time... */
+        d = manifest("crashy", 1, "/bin/crash", off, NULL);
+        apply(w, d);
+        step(w, 60 * S);
+        assert_int_equal(count_backing_off(w), 1);
+        before = w->starts;
+        step(w, 2 * S);
+        assert_int_equal(w->starts, before); /* waits 16 s or more by now */
+        /* ... then off: it starts at once */
+        d = manifest("crashy", 1, "/bin/crash", off, NULL);
+        assert_int_equal(spec_map_set(&d->metadata.annotations, SPEC_ANN_CRASH_BACKOFF, "off"), 0);
+        apply(w, d);
+        step(w, 10 * MS);
+        assert_int_equal(w->starts, before + 1);
+        world_free(w);
+}
+
 static void test_start_error(void **state) {
         world *w = world_new();
         const void *const *items;
@@ -1303,6 +1601,12 @@ int main(void) {
                 cmocka_unit_test(test_rollback),
                 cmocka_unit_test(test_history_limit),
                 cmocka_unit_test(test_crash_loop_backoff),
+                cmocka_unit_test(test_mass_failure_no_backoff),
+                cmocka_unit_test(test_round_robin_kills),
+                cmocka_unit_test(test_one_replica_backs_off_alone),
+                cmocka_unit_test(test_crashing_template_each_backs_off),
+                cmocka_unit_test(test_streak_cleared_after_a_minute),
+                cmocka_unit_test(test_backoff_annotation),
                 cmocka_unit_test(test_start_error),
                 cmocka_unit_test(test_progress_deadline),
                 cmocka_unit_test(test_pause_and_proportional),

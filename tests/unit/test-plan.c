@@ -13,6 +13,7 @@
 #include "plan.h"
 
 #define S USEC_PER_SEC
+#define MS USEC_PER_MSEC
 
 static plan_rs rs_(const char *name, usec_t created, int32_t spec, int32_t avail, bool is_new) {
         return (plan_rs){ .name = name,
@@ -199,14 +200,68 @@ static void test_deletion_order(void **state) {
 }
 
 static void test_backoff(void **state) {
-        static const usec_t want[] = { 0,      0,      1 * S,   2 * S,   4 * S,   8 * S,  16 * S,
-                                       32 * S, 64 * S, 128 * S, 256 * S, 300 * S, 300 * S };
+        /* The default: the first two young deaths in a row are replaced at
+         * once, the third waits 1 s, then 2 s, 4 s, ... up to 5 minutes. */
+        static const usec_t want[] = { 0,      0,      0,      1 * S,   2 * S,   4 * S,   8 * S,
+                                       16 * S, 32 * S, 64 * S, 128 * S, 256 * S, 300 * S, 300 * S };
+        const spec_backoff *d = &spec_backoff_default;
+        spec_backoff off = { .off = true },
+                     tuned = { .after = 0, .initial = 250 * MS, .max = 2 * S };
+
         for (unsigned i = 0; i < ELEMENTSOF(want); i++)
-                assert_int_equal(plan_backoff_delay(i), want[i]);
-        assert_int_equal(plan_backoff_delay(1000), 300 * S);
-        assert_true(plan_died_young(false, 3600 * S));
-        assert_true(plan_died_young(true, 9 * S));
-        assert_false(plan_died_young(true, 10 * S));
+                if (plan_backoff_delay(d, i) != want[i])
+                        fail_msg("streak %u: %llu us, expected %llu", i,
+                                 (unsigned long long) plan_backoff_delay(d, i),
+                                 (unsigned long long) want[i]);
+        assert_int_equal(plan_backoff_delay(d, 1000), 300 * S);
+        assert_int_equal(plan_backoff_delay(d, PLAN_STREAK_MAX), 300 * S);
+        for (unsigned i = 0; i < 50; i++)
+                assert_int_equal(plan_backoff_delay(&off, i), 0);
+        assert_int_equal(plan_backoff_delay(&tuned, 0), 0);
+        assert_int_equal(plan_backoff_delay(&tuned, 1), 250 * MS);
+        assert_int_equal(plan_backoff_delay(&tuned, 2), 500 * MS);
+        assert_int_equal(plan_backoff_delay(&tuned, 4), 2 * S);
+        assert_int_equal(plan_backoff_delay(&tuned, 5), 2 * S);
+}
+
+static void test_crash_death(void **state) {
+        static const struct {
+                unsigned streak;
+                bool ready;
+                usec_t ran;
+                unsigned want_streak;
+                usec_t want_delay;
+        } cases[] = {
+                /* young: ran under 10 s, or never became ready */
+                { 0, true, 9 * S, 1, 0 },
+                { 1, true, 0, 2, 0 },
+                { 2, true, 3 * S, 3, 1 * S }, /* the third in a row waits */
+                { 3, true, 3 * S, 4, 2 * S },
+                { 4, false, 3600 * S, 5, 4 * S },
+                { 30, false, 0, 31, 300 * S },
+                /* 10 s to a minute, ready: replaced at once, streak kept */
+                { 3, true, 10 * S, 3, 0 },
+                { 9, true, 59 * S, 9, 0 },
+                /* a minute up and ready: forgiven */
+                { 7, true, 60 * S, 0, 0 },
+                { 0, true, 3600 * S, 0, 0 },
+                /* saturates */
+                { PLAN_STREAK_MAX, false, 0, PLAN_STREAK_MAX, 300 * S },
+        };
+        spec_backoff off = { .off = true };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                plan_death d = plan_crash_death(&spec_backoff_default, cases[i].streak,
+                                                cases[i].ready, cases[i].ran);
+                if (d.streak != cases[i].want_streak || d.delay != cases[i].want_delay)
+                        fail_msg("case %zu: streak %u delay %llu us, expected %u and %llu", i,
+                                 d.streak, (unsigned long long) d.delay, cases[i].want_streak,
+                                 (unsigned long long) cases[i].want_delay);
+                /* off: the streak is still kept, nothing waits */
+                d = plan_crash_death(&off, cases[i].streak, cases[i].ready, cases[i].ran);
+                assert_int_equal(d.streak, cases[i].want_streak);
+                assert_int_equal(d.delay, 0);
+        }
 }
 
 static void test_history_prune(void **state) {
@@ -352,6 +407,7 @@ int main(void) {
                 cmocka_unit_test(test_availability),
                 cmocka_unit_test(test_deletion_order),
                 cmocka_unit_test(test_backoff),
+                cmocka_unit_test(test_crash_death),
                 cmocka_unit_test(test_history_prune),
                 cmocka_unit_test(test_undo_target),
                 cmocka_unit_test(test_conditions),

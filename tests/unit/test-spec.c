@@ -505,6 +505,66 @@ static void test_quantities(void **state) {
         }
 }
 
+static void test_backoff_parse(void **state) {
+        static const struct {
+                const char *in;
+                bool off;
+                uint32_t after;
+                usec_t initial, max;
+        } good[] = {
+                { "off", true, 2, USEC_PER_SEC, 300 * USEC_PER_SEC },
+                { "after=0", false, 0, USEC_PER_SEC, 300 * USEC_PER_SEC },
+                { "max=10m", false, 2, USEC_PER_SEC, 600 * USEC_PER_SEC },
+                { "initial=250ms,after=5", false, 5, 250 * USEC_PER_MSEC, 300 * USEC_PER_SEC },
+                { "max=2s,initial=2s,after=1000", false, 1000, 2 * USEC_PER_SEC, 2 * USEC_PER_SEC },
+                { "initial=1ms,max=24h", false, 2, USEC_PER_MSEC, 24 * 3600 * USEC_PER_SEC },
+        };
+        static const struct {
+                const char *in, *problem;
+        } bad[] = {
+                { "", "must be \"off\", or key=value" },
+                { "Off", "has no value" },
+                { "on", "has no value" },
+                { "after=-1", "whole number from 0 to 1000" },
+                { "after=1001", "whole number from 0 to 1000" },
+                { "after=", "whole number" },
+                { "after=1.5", "whole number" },
+                { "initial=0", "at least 1ms" },
+                { "initial=soon", "must be a duration" },
+                { "max=25h", "from 1ms to 24h" },
+                { "max=1s,initial=2s", "initial (2s) must not be longer than max (1s)" },
+                { "after=1,", "ends with a comma" },
+                { ",after=1", "has an empty item" },
+                { "after=1,,max=1m", "has an empty item" },
+                { "max=1m,max=2m", "max is given twice" },
+                { "speed=3", "unknown key \"speed\": must be one of after, initial, max" },
+        };
+        spec_backoff b;
+        char *problem;
+
+        assert_int_equal(spec_backoff_parse(NULL, &b, &problem), 0);
+        assert_false(b.off);
+        assert_int_equal(b.after, 2);
+        assert_int_equal(b.initial, USEC_PER_SEC);
+        assert_int_equal(b.max, 300 * USEC_PER_SEC);
+        for (size_t i = 0; i < ELEMENTSOF(good); i++) {
+                if (spec_backoff_parse(good[i].in, &b, &problem) < 0)
+                        fail_msg("%s: %s", good[i].in, problem);
+                assert_int_equal(b.off, good[i].off);
+                assert_int_equal(b.after, good[i].after);
+                assert_int_equal(b.initial, good[i].initial);
+                assert_int_equal(b.max, good[i].max);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                if (spec_backoff_parse(bad[i].in, &b, &problem) != -EINVAL)
+                        fail_msg("%s: accepted", bad[i].in);
+                if (!strstr(problem, bad[i].problem))
+                        fail_msg("%s: \"%s\" does not say \"%s\"", bad[i].in, problem,
+                                 bad[i].problem);
+                free(problem);
+        }
+}
+
 static void test_fenceposts(void **state) {
         /* k8s-semantics §3.1 with the 25%/25% default, and the forced 1. */
         static const struct {
@@ -826,6 +886,7 @@ int main(void) {
                 cmocka_unit_test(test_selector_overlap),
                 cmocka_unit_test(test_selector_parse_errors),
                 cmocka_unit_test(test_quantities),
+                cmocka_unit_test(test_backoff_parse),
                 cmocka_unit_test(test_fenceposts),
                 cmocka_unit_test(test_validate_update),
                 cmocka_unit_test(test_other_kinds_round_trip),

@@ -58,6 +58,13 @@
 #define SPEC_ANN_LAST_APPLIED "kubectl.kubernetes.io/last-applied-configuration"
 #define SPEC_ANN_CHANGE_CAUSE "kubernetes.io/change-cause"
 
+/* tend's own annotations (DESIGN §9: manifests stay valid Kubernetes). */
+#define SPEC_ANN_PREFIX "tend.io/"
+/* On a Deployment: how its replicas back off when they keep dying young. */
+#define SPEC_ANN_CRASH_BACKOFF "tend.io/crash-backoff"
+/* On a Deployment: the manifest file it comes from (tendd --manifests). */
+#define SPEC_ANN_SOURCE "tend.io/source"
+
 /* ---- errors ---------------------------------------------------------------- */
 
 typedef struct spec_error {
@@ -617,6 +624,32 @@ char *spec_object_label(const char *kind, const char *name, unsigned doc_index);
  * Recreate). */
 void spec_deployment_fenceposts(const spec_deployment *d, int32_t replicas, int32_t *ret_surge,
                                 int32_t *ret_unavailable);
+
+/* ---- tend's annotations ----------------------------------------------------------- */
+
+/* The crash-loop back-off of a deployment's replicas (tend.io/crash-backoff):
+ * a replica's first `after` young deaths in a row are replaced at once; the
+ * next waits `initial`, then twice as long each time, up to `max`. */
+typedef struct spec_backoff {
+        bool off; /* "off": every death is replaced at once */
+        uint32_t after;
+        usec_t initial, max;
+} spec_backoff;
+
+extern const spec_backoff spec_backoff_default; /* after=2,initial=1s,max=5m */
+
+/* Parses a tend.io/crash-backoff value ("off", or "after=2,initial=1s,max=5m"
+ * with any of the keys); NULL gives the default. -EINVAL with *ret_problem
+ * (new string) saying what is wrong, or -ENOMEM. */
+int spec_backoff_parse(const char *s, spec_backoff *ret, char **ret_problem);
+
+/* Whether key=value is a valid tend.io/ annotation where it stands (on a
+ * Deployment, or on its pod template): 0, or -EINVAL with *ret_problem, a
+ * new string in Kubernetes' words ("Invalid value: ...", "Unsupported
+ * value: ...", "Forbidden: ..."), or -ENOMEM. Keys outside tend.io/ are
+ * not looked at. */
+int spec_tend_annotation_problem(const char *key, const char *value, bool on_template,
+                                 char **ret_problem);
 
 /* ---- templates ------------------------------------------------------------------ */
 
