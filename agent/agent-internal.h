@@ -29,6 +29,7 @@ typedef struct pod_rt {
         bool ready;        /* published readiness */
         bool stopping;     /* stop requested */
         usec_t stop_grace; /* ... with this grace period */
+        bool start_queued; /* decided this pass: spawned after its commit */
         bool exited;       /* exit seen, not yet written to the pod */
         rt_exit exit;
         char *exit_message; /* exit.message points here */
@@ -39,6 +40,21 @@ typedef struct pod_rt {
         bool probe_failed;   /* a readiness failure to tell (an event) */
         usec_t started_wall;
 } pod_rt;
+
+/* An event decided during a pass: written after the pass's spawns, so that
+ * a replacement is not kept waiting for the story of its predecessor. */
+typedef struct pending_event {
+        store_kind kind;
+        spec_meta meta; /* namespace, name, uid: copies */
+        char *type, *reason, *message;
+        usec_t at; /* wall clock */
+} pending_event;
+
+/* When a pass began (for the respawn histograms). */
+typedef struct pass_clock {
+        usec_t start_wall; /* wall clock, as exits are stamped */
+        usec_t start;      /* monotonic */
+} pass_clock;
 
 typedef struct delayed {
         usec_t at; /* monotonic */
@@ -61,6 +77,13 @@ struct agent {
         workq queues[_STORE_KIND_MAX];
         tend_hashmap *delayed[_STORE_KIND_MAX]; /* key → delayed* */
         tend_hashmap *pods;                     /* pod uid → pod_rt* */
+        char **starts;                          /* pod uids whose start is decided */
+        size_t n_starts, alloc_starts;
+        char **early; /* pod uids started before the commit */
+        pending_event *events;
+        size_t n_events, alloc_events;
+        pass_clock clock_pass;
+        char **doomed_dirs; /* "ns/name" of removed pods whose logs go after the pass */
         agent_metrics metrics;
 };
 
@@ -80,6 +103,19 @@ void agent__enqueue_at_wall(agent *a, store_kind kind, const char *ns, const cha
 
 int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type,
                  const char *reason, const char *fmt, ...) _printf_(6, 7);
+
+/* The pod worker decided to start pod uid: run after the pass's commit, so
+ * that the pod and the intent to start it are on disk before its process
+ * exists (an agent killed right after finds it by its POD_UID). */
+int agent__queue_start(agent *a, const char *uid);
+/* Runs the queued starts (ctl-pod.c): early, those the backend allows
+ * before the commit (and only those); else all that are left. Their writes
+ * go into the open transaction. */
+void ctl_pod_run_starts(agent *a, bool early);
+/* The commit after early starts succeeded: nothing to undo. */
+void ctl_pod_forget_early(agent *a);
+/* It failed: the pods were rolled back, so their processes are killed. */
+void ctl_pod_undo_early(agent *a);
 
 /* The controllers: one sync of one key each. */
 int ctl_deployment_sync(agent *a, const char *ns, const char *name);

@@ -262,6 +262,12 @@ static void drain(agent *a, store_kind kind, sync_fn fn) {
         }
 }
 
+const char *const agent_respawn_phase_names[_AGENT_RESPAWN_PHASE_MAX] = {
+        [AGENT_RESPAWN_QUEUE] = "queue",
+        [AGENT_RESPAWN_PASS] = "pass",
+        [AGENT_RESPAWN_SPAWN] = "spawn",
+};
+
 const agent_metrics *agent_get_metrics(const agent *a) {
         return &a->metrics;
 }
@@ -270,42 +276,132 @@ store *agent_get_store(const agent *a) {
         return a->store;
 }
 
+/* ---- starts and events, after the commit -------------------------------------------------- */
+
+int agent__queue_start(agent *a, const char *uid) {
+        char *u;
+
+        if (a->n_starts == a->alloc_starts) {
+                size_t na = a->alloc_starts ? a->alloc_starts * 2 : 64;
+                char **n = realloc(a->starts, sizeof(char *) * na);
+                if (!n)
+                        return -ENOMEM;
+                a->starts = n;
+                a->alloc_starts = na;
+        }
+        u = strdup(uid);
+        if (!u)
+                return -ENOMEM;
+        a->starts[a->n_starts++] = u;
+        return 0;
+}
+
+/* The commit failed: the starts it held were rolled back with it. */
+static void forget_starts(agent *a) {
+        for (size_t i = 0; i < a->n_starts; i++) {
+                pod_rt *pr = agent__pod_rt(a, a->starts[i]);
+                if (pr && pr->start_queued && !pr->handle)
+                        agent__pod_rt_drop(a, a->starts[i]);
+                free(a->starts[i]);
+        }
+        a->n_starts = 0;
+}
+
+static void pending_event_done(pending_event *e) {
+        free(e->meta.namespace);
+        free(e->meta.name);
+        free(e->meta.uid);
+        free(e->type);
+        free(e->reason);
+        free(e->message);
+}
+
+static void flush_events(agent *a) {
+        for (size_t i = 0; i < a->n_events; i++) {
+                pending_event *e = &a->events[i];
+                (void) store_record_event(a->store, e->kind, &e->meta, e->type, e->reason,
+                                          e->message, e->at);
+                pending_event_done(e);
+        }
+        a->n_events = 0;
+}
+
+static void drop_events(agent *a) {
+        for (size_t i = 0; i < a->n_events; i++)
+                pending_event_done(&a->events[i]);
+        a->n_events = 0;
+}
+
+static void remove_doomed_dirs(agent *a);
+
+/* A commit failed: the round is rolled back, and everything is looked at
+ * again in a second (level-triggered, so redoing is safe). */
+static usec_t recover_from_commit(agent *a, int r) {
+        log_error_errno(r, "Failed to commit to the store: %m");
+        ctl_pod_undo_early(a);
+        forget_starts(a);
+        drop_events(a);
+        agent_resync(a);
+        for (int k = 0; k < _STORE_KIND_MAX; k++)
+                while (!workq_empty(&a->queues[k])) {
+                        _cleanup_free_ char *key = workq_pop(&a->queues[k]), *ns = NULL;
+                        const char *name;
+                        if (key && split_key(key, &ns, &name) >= 0)
+                                agent__enqueue_at(a, (store_kind) k, ns, name,
+                                                  agent_now(a) + USEC_PER_SEC);
+                }
+        return agent_now(a) + USEC_PER_SEC;
+}
+
+/*
+ * A pass decides everything that is due in one transaction, commits it
+ * once, then starts the processes it decided to start, then writes its
+ * events. A killed replica's path is: its exit is written (pod worker), its
+ * replacement created (ReplicaSet controller) and queued with the intent to
+ * start it (pod worker), all in two rounds and one commit, then spawned.
+ * The commit is not an fsync (store.h): nothing here was acknowledged to a
+ * user, and after a power loss every process is gone anyway.
+ *
+ * What the spawns write (records, statuses) and the events go into the
+ * next cycle's transaction, which the same pass commits.
+ */
 usec_t agent_process(agent *a) {
         usec_t next = USEC_INFINITY, t0 = now_monotonic();
         bool worked = false;
         int r;
 
         a->processing = true;
+        a->clock_pass = (pass_clock){ .start_wall = agent_wall(a), .start = t0 };
         for (unsigned round = 0; round < 10000; round++) {
                 next = promote_delayed(a);
-                if (!agent_has_work(a))
-                        break;
-                worked = true;
-                drain(a, STORE_DEPLOYMENT, ctl_deployment_sync);
-                drain(a, STORE_REPLICA_SET, ctl_replica_set_sync);
-                drain(a, STORE_POD, ctl_pod_sync);
+                if (agent_has_work(a)) {
+                        worked = true;
+                        drain(a, STORE_DEPLOYMENT, ctl_deployment_sync);
+                        drain(a, STORE_REPLICA_SET, ctl_replica_set_sync);
+                        drain(a, STORE_POD, ctl_pod_sync);
+                        /* Starts are decided: commit and spawn now rather
+                         * than after the statuses that follow from them. */
+                        if (a->n_starts == 0)
+                                continue;
+                }
+                /* Processes first, where the backend can find them after a
+                 * crash: the commit is then off a replacement's way. */
+                ctl_pod_run_starts(a, true);
                 r = store_commit(a->store, false);
                 if (r < 0) {
-                        /* The round is rolled back: everything is looked at
-                         * again in a second (level-triggered, so redoing is
-                         * safe). */
-                        log_error_errno(r, "Failed to commit to the store: %m");
-                        agent_resync(a);
-                        for (int k = 0; k < _STORE_KIND_MAX; k++)
-                                while (!workq_empty(&a->queues[k])) {
-                                        _cleanup_free_ char *key = workq_pop(&a->queues[k]),
-                                                            *ns = NULL;
-                                        const char *name;
-                                        if (key && split_key(key, &ns, &name) >= 0)
-                                                agent__enqueue_at(a, (store_kind) k, ns, name,
-                                                                  agent_now(a) + USEC_PER_SEC);
-                                }
-                        next = MIN(next, agent_now(a) + USEC_PER_SEC);
+                        usec_t retry = recover_from_commit(a, r);
+                        next = MIN(next, retry);
                         break;
                 }
+                ctl_pod_forget_early(a);
+                if (a->n_starts == 0 && a->n_events == 0)
+                        break; /* nothing left: the commit was the pass's last */
+                ctl_pod_run_starts(a, false);
+                flush_events(a);
         }
+        remove_doomed_dirs(a);
         /* Still busy after many rounds: come back at once, not at a timer. */
-        if (agent_has_work(a))
+        if (agent_has_work(a) || a->n_starts)
                 next = agent_now(a);
         a->processing = false;
         if (worked)
@@ -463,6 +559,7 @@ int64_t agent__revision(const spec_meta *m) {
 int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type,
                  const char *reason, const char *fmt, ...) {
         _cleanup_free_ char *msg = NULL;
+        pending_event *e;
         va_list ap;
         int r;
 
@@ -472,18 +569,41 @@ int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type
         if (r < 0)
                 return -ENOMEM;
         log_debug("%s/%s: %s: %s", store_kind_to_string(kind), m->name, reason, msg);
-        return store_record_event(a->store, kind, m, type, reason, msg, agent_wall(a));
+        if (!a->processing)
+                return store_record_event(a->store, kind, m, type, reason, msg, agent_wall(a));
+        /* In a pass: written after its spawns (agent_process()). */
+        if (a->n_events == a->alloc_events) {
+                size_t na = a->alloc_events ? a->alloc_events * 2 : 64;
+                pending_event *n = realloc(a->events, sizeof(pending_event) * na);
+                if (!n)
+                        return -ENOMEM;
+                a->events = n;
+                a->alloc_events = na;
+        }
+        e = &a->events[a->n_events];
+        *e = (pending_event){
+                .kind = kind,
+                .meta = { .namespace = strdup(strempty(m->namespace)),
+                          .name = strdup(strempty(m->name)),
+                          .uid = m->uid ? strdup(m->uid) : NULL },
+                .type = strdup(type),
+                .reason = strdup(reason),
+                .message = TAKE_PTR(msg),
+                .at = agent_wall(a),
+        };
+        if (!e->meta.namespace || !e->meta.name || (m->uid && !e->meta.uid) || !e->type ||
+            !e->reason) {
+                pending_event_done(e);
+                return -ENOMEM;
+        }
+        a->n_events++;
+        return 0;
 }
 
-static void remove_log_dir(agent *a, const spec_pod *p) {
-        _cleanup_free_ char *dir = strprintf("%s/pods/%s_%s", a->state_dir, p->metadata.namespace,
-                                             p->metadata.name);
-        DIR *d;
+static void remove_dir(const char *dir) {
+        DIR *d = opendir(dir);
         struct dirent *de;
 
-        if (!dir || !a->state_dir)
-                return;
-        d = opendir(dir);
         if (!d)
                 return;
         while ((de = readdir(d)))
@@ -491,6 +611,43 @@ static void remove_log_dir(agent *a, const spec_pod *p) {
                         (void) unlinkat(dirfd(d), de->d_name, 0);
         closedir(d);
         (void) rmdir(dir);
+}
+
+static void remove_logs(agent *a, const char *key) {
+        const char *slash = strchr(key, '/');
+        _cleanup_free_ char *ns = slash ? strndup(key, (size_t) (slash - key)) : NULL, *dir = NULL;
+
+        if (!ns)
+                return;
+        if (a->backend->remove_logs) {
+                a->backend->remove_logs(a->backend_data, ns, slash + 1);
+                return;
+        }
+        dir = strprintf("%s/pods/%s_%s", a->state_dir, ns, slash + 1);
+        if (dir)
+                remove_dir(dir);
+}
+
+/* The logs of removed pods go after the pass's spawns, as its events do:
+ * they are no reason to keep a replacement waiting. */
+static void remove_log_dir(agent *a, const spec_pod *p) {
+        char *key;
+
+        if (!a->state_dir)
+                return;
+        key = strprintf("%s/%s", p->metadata.namespace, p->metadata.name);
+        if (!key)
+                return;
+        if (!a->processing || strv_push(&a->doomed_dirs, key) < 0) {
+                remove_logs(a, key);
+                free(key);
+        }
+}
+
+static void remove_doomed_dirs(agent *a) {
+        for (char **d = a->doomed_dirs; d && *d; d++)
+                remove_logs(a, *d);
+        a->doomed_dirs = strv_free(a->doomed_dirs);
 }
 
 int agent__remove_pod(agent *a, const spec_pod *p) {
@@ -543,7 +700,7 @@ int agent_new(const agent_config *c, agent **ret) {
                 if (!(a->queues[k].set = tend_hashmap_new()) ||
                     !(a->delayed[k] = tend_hashmap_new()))
                         goto oom;
-        r = store_subscribe(a->store, on_store_change, a);
+        r = store_subscribe_writes(a->store, on_store_change, a);
         if (r < 0)
                 goto fail;
         *ret = a;
@@ -566,6 +723,13 @@ agent *agent_free(agent *a) {
                 for (size_t i = 0; tend_hashmap_next(a->pods, &i, &key, &v);)
                         pod_rt_free(a, v); /* detaches: processes keep running */
         tend_hashmap_free(a->pods);
+        for (size_t i = 0; i < a->n_starts; i++)
+                free(a->starts[i]);
+        free(a->starts);
+        strv_free(a->early);
+        drop_events(a);
+        free(a->events);
+        remove_doomed_dirs(a);
         for (int k = 0; k < _STORE_KIND_MAX; k++) {
                 workq_done(&a->queues[k]);
                 if (a->delayed[k])

@@ -30,6 +30,17 @@ typedef struct agent_backend {
          * units no record names), each told through agent_orphan_stopped()
          * as it happens. NULL: none. */
         void (*sweep_orphans)(void *b);
+        /* Whether a pod may be started before the pass that decided it is
+         * committed (the sooner, the better): only where sweep_orphans
+         * stops what an agent that died before its commit left running.
+         * NULL: never. */
+        bool (*early_start)(const spec_pod_spec *s);
+        /* Called after the early starts of a pass, before its commit.
+         * NULL: nothing. */
+        void (*after_starts)(void *b);
+        /* The log files of a pod that is gone. NULL: they are only
+         * removed. */
+        void (*remove_logs)(void *b, const char *ns, const char *pod);
         int (*stop)(void *handle, usec_t grace);
         int (*signal)(void *handle, int sig);
         void (*free)(void *handle);
@@ -81,6 +92,16 @@ void agent_pod_probe(agent *a, void *pod_userdata, rt_probe_type type, bool ok,
 /* The runtime stopped a unit that had no pod (an event says so). */
 void agent_orphan_stopped(agent *a, const char *unit);
 
+typedef enum agent_respawn_phase {
+        AGENT_RESPAWN_QUEUE, /* the exit noticed → the pass begins */
+        AGENT_RESPAWN_PASS,  /* the controllers decide: the exit, the replacement, its start
+                              * (and, for a unit, the commit that must come first) */
+        AGENT_RESPAWN_SPAWN, /* the process is prepared, cloned, and has exec'd */
+        _AGENT_RESPAWN_PHASE_MAX,
+} agent_respawn_phase;
+
+extern const char *const agent_respawn_phase_names[_AGENT_RESPAWN_PHASE_MAX];
+
 /* Counters for /metrics. */
 typedef struct agent_metrics {
         uint64_t pod_starts;
@@ -94,6 +115,8 @@ typedef struct agent_metrics {
         uint64_t rollouts_completed;
         uint64_t rollouts_failed;
         tend_histogram pass_duration;
+        /* A replacement's way from its predecessor's exit to its spawn. */
+        tend_histogram respawn[_AGENT_RESPAWN_PHASE_MAX];
 } agent_metrics;
 
 const agent_metrics *agent_get_metrics(const agent *a);

@@ -1379,10 +1379,19 @@ static enum MHD_Result start_watch(req *r, const resource *res, filter *f) {
 static void on_store_change(store_kind kind, store_change change_type, const void *obj, void *u) {
         api_server *s = u;
         static const char *const types[] = { "ADDED", "MODIFIED", "DELETED" };
-        json_t *j = encode_obj(kind, obj);
-        char *line = j ? event_line(types[change_type], j) : NULL;
+        const char *written = store_note_json(s->store);
+        json_t *j = NULL;
+        char *line;
         change *c;
 
+        /* The commit encoded the object already: that text makes the line.
+         * It is parsed again only where a watcher filters this kind. */
+        if (written)
+                line = strprintf("{\"type\":\"%s\",\"object\":%s}\n", types[change_type], written);
+        else {
+                j = encode_obj(kind, obj);
+                line = j ? event_line(types[change_type], j) : NULL;
+        }
         if (!line) {
                 json_decref(j);
                 return;
@@ -1398,9 +1407,14 @@ static void on_store_change(store_kind kind, store_change change_type, const voi
         *c = (change){ .rv = ((const spec_deployment *) obj)->metadata.resource_version,
                        .kind = kind,
                        .line = line };
-        for (watch *w = s->watches; w; w = w->next)
-                if (w->res->kind == kind && filter_match(&w->f, j))
+        for (watch *w = s->watches; w; w = w->next) {
+                if (w->res->kind != kind)
+                        continue;
+                if (!j && !(j = encode_obj(kind, obj)))
+                        break;
+                if (filter_match(&w->f, j))
                         watch_append(w, line);
+        }
         json_decref(j);
 }
 
@@ -1697,6 +1711,25 @@ static enum MHD_Result handle_metrics(req *r) {
                        &m->pass_duration);
         histogram_text(&b, "tend_store_commit_duration_seconds", "Duration of a store commit.",
                        store_commit_histogram(s->store));
+        (void) tend_buf_adds(&b, "# HELP tend_respawn_phase_seconds Where a replacement's time "
+                                 "goes, from its predecessor's exit to its exec, by phase: queue "
+                                 "(exit noticed to pass), pass (the controllers), spawn.\n"
+                                 "# TYPE tend_respawn_phase_seconds histogram\n");
+        for (int ph = 0; ph < _AGENT_RESPAWN_PHASE_MAX; ph++) {
+                const tend_histogram *h = &m->respawn[ph];
+                const char *name = agent_respawn_phase_names[ph];
+                for (size_t i = 0; i < TEND_HISTOGRAM_BUCKETS; i++)
+                        (void) tend_buf_addf(&b,
+                                             "tend_respawn_phase_seconds_bucket{phase=\"%s\","
+                                             "le=\"%g\"} %" PRIu64 "\n",
+                                             name, tend_histogram_bounds[i], h->buckets[i]);
+                (void) tend_buf_addf(&b,
+                                     "tend_respawn_phase_seconds_bucket{phase=\"%s\",le=\"+Inf\"} "
+                                     "%" PRIu64 "\n"
+                                     "tend_respawn_phase_seconds_sum{phase=\"%s\"} %.6f\n"
+                                     "tend_respawn_phase_seconds_count{phase=\"%s\"} %" PRIu64 "\n",
+                                     name, h->count, name, h->sum, name, h->count);
+        }
         (void) tend_buf_adds(&b, "# HELP tend_api_requests_total API requests by status code.\n"
                                  "# TYPE tend_api_requests_total counter\n");
         for (size_t i = 0; i < ELEMENTSOF(s->codes) && s->codes[i]; i++)

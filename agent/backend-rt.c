@@ -3,6 +3,8 @@
 /* The real backend: the pod worker's view of tend_runtime. The rt_manager's
  * userdata is the agent; each rt_pod's userdata is the agent's pod_rt. */
 
+#include <sched.h>
+
 #include "agent-internal.h"
 
 static int rt_start(void *b, const rt_pod_params *p, void *pod_userdata, void **ret_handle,
@@ -22,7 +24,29 @@ static int rt_find(void *b, const rt_pod_params *p, rt_record *ret) {
 }
 
 static void rt_sweep_orphans(void *b) {
+        rt_manager_sweep_orphan_processes(b);
         rt_manager_sweep_orphan_units(b);
+}
+
+/* A process is found and stopped by the start-up sweep if the agent dies
+ * before recording it. A unit's start is asynchronous, and the unit could
+ * be found only by its name: its intent is committed first. */
+static bool rt_early_start(const spec_pod_spec *s) {
+        return s->runtime_class_name != SPEC_RUNTIME_SYSTEMD;
+}
+
+/* After the pass's spawns, before its commit: each child has left our
+ * memory (vfork) but may not have finished its exec, the kernel still
+ * loading the program; on a busy core it waits for whatever we do next.
+ * Measured (bench-respawn, fork → exec): 2.6 ms with 2 ms of work after
+ * clone() returned, 0.6 ms with a yield. Once per pass, not per spawn: a
+ * thousand yields would give each child's whole start-up our core. */
+static void rt_after_starts(void *b) {
+        (void) sched_yield();
+}
+
+static void rt_remove_logs(void *b, const char *ns, const char *pod) {
+        rt_manager_remove_pod_logs(b, ns, pod);
 }
 
 static int rt_stop(void *handle, usec_t grace) {
@@ -50,6 +74,9 @@ const agent_backend agent_rt_backend = {
         .adopt = rt_adopt,
         .find = rt_find,
         .sweep_orphans = rt_sweep_orphans,
+        .early_start = rt_early_start,
+        .remove_logs = rt_remove_logs,
+        .after_starts = rt_after_starts,
         .stop = rt_stop,
         .signal = rt_signal,
         .free = rt_free,

@@ -153,35 +153,69 @@ static void set_ports_annotation(spec_pod *n, const rt_record *rec) {
                 (void) spec_map_set(&n->metadata.annotations, AGENT_ANN_PORTS, tend_buf_str(&b));
 }
 
-static int start_pod(agent *a, const spec_pod *p) {
+/* Decides to start p: the intent goes into this pass's transaction, the
+ * spawn comes after its commit (agent_process()). If the agent dies after
+ * the spawn and before the record, the restart finds the process by its
+ * POD_UID instead of starting it a second time. */
+static int queue_start(agent *a, const spec_pod *p) {
+        json_t *intent;
+        pod_rt *pr;
+        int r;
+
+        intent = json_pack("{s:b}", "intent", 1);
+        if (!intent)
+                return -ENOMEM;
+        r = store_put_record(a->store, p->metadata.uid, intent);
+        json_decref(intent);
+        if (r < 0)
+                return r;
+        pr = agent__pod_rt_new(a, p);
+        if (!pr)
+                return -ENOMEM;
+        r = agent__queue_start(a, p->metadata.uid);
+        if (r < 0) {
+                agent__pod_rt_drop(a, p->metadata.uid);
+                return r;
+        }
+        pr->start_queued = true;
+        return 0;
+}
+
+/* A replacement that was not kept waiting by a back-off, its predecessor's
+ * exit noticed just before this pass: where its time went. */
+static void observe_respawn(agent *a, const spec_pod *p, usec_t spawn_begin, usec_t spawned) {
+        const spec_container_status *cs = p->status.n_container_statuses
+                                                  ? &p->status.container_statuses[0]
+                                                  : NULL;
+        const pass_clock *c = &a->clock_pass;
+        usec_t noticed;
+
+        if (!cs || !cs->last_state.terminated ||
+            spec_map_get(&p->metadata.annotations, AGENT_ANN_START_AFTER))
+                return;
+        noticed = cs->last_state.terminated->finished_at;
+        if (noticed > c->start_wall || c->start_wall - noticed > 10 * USEC_PER_SEC)
+                return; /* not this pass's: the agent was busy or down */
+        tend_histogram_observe(&a->metrics.respawn[AGENT_RESPAWN_QUEUE], c->start_wall - noticed);
+        tend_histogram_observe(&a->metrics.respawn[AGENT_RESPAWN_PASS], spawn_begin - c->start);
+        tend_histogram_observe(&a->metrics.respawn[AGENT_RESPAWN_SPAWN], spawned - spawn_begin);
+}
+
+static int start_pod(agent *a, const spec_pod *p, pod_rt *pr) {
         rt_pod_params params = { .namespace = p->metadata.namespace,
                                  .name = p->metadata.name,
                                  .uid = p->metadata.uid,
                                  .spec = &p->spec,
                                  .labels = &p->metadata.labels };
         _cleanup_free_ char *err = NULL;
-        json_t *intent, *rec;
+        json_t *rec;
         void *handle = NULL;
         spec_pod *n;
-        pod_rt *pr;
         int r;
 
-        /* Write the intent and commit before the process exists: if the
-         * agent dies right after the spawn, the restart finds the process
-         * by its POD_UID instead of starting it a second time. */
-        intent = json_pack("{s:b}", "intent", 1);
-        if (!intent)
-                return -ENOMEM;
-        r = store_put_record(a->store, p->metadata.uid, intent);
-        json_decref(intent);
-        if (r >= 0)
-                r = store_commit(a->store, false);
-        if (r < 0)
-                return r;
+        usec_t spawn_begin = now_monotonic();
 
-        pr = agent__pod_rt_new(a, p);
-        if (!pr)
-                return -ENOMEM;
+        pr->start_queued = false;
         r = a->backend->start(a->backend_data, &params, pr, &handle, &err);
         if (r < 0) {
                 agent__pod_rt_drop(a, p->metadata.uid);
@@ -189,6 +223,7 @@ static int start_pod(agent *a, const spec_pod *p) {
         }
         pr->handle = handle;
         a->metrics.pod_starts++;
+        observe_respawn(a, p, spawn_begin, now_monotonic());
 
         rec = rt_record_to_json(a->backend->record(handle));
         if (rec)
@@ -209,6 +244,73 @@ static int start_pod(agent *a, const spec_pod *p) {
         }
         log_debug("pod/%s: started %s", p->metadata.name, strna(a->backend->container_id(handle)));
         return store_put(a->store, STORE_POD, n, NULL);
+}
+
+void ctl_pod_run_starts(agent *a, bool early) {
+        /* Taken first: a start's writes may queue more (for the next cycle). */
+        char **uids = a->starts;
+        size_t n = a->n_starts, started = 0;
+
+        a->starts = NULL;
+        a->n_starts = a->alloc_starts = 0;
+        for (size_t i = 0; i < n; i++) {
+                pod_rt *pr = agent__pod_rt(a, uids[i]);
+                _cleanup_free_ char *ns = NULL;
+                const char *slash = pr ? strchr(pr->key, '/') : NULL;
+                const spec_pod *p = NULL;
+                int r;
+
+                if (slash && (ns = strndup(pr->key, (size_t) (slash - pr->key))))
+                        p = store_get(a->store, STORE_POD, ns, slash + 1);
+                if (!pr || !pr->start_queued)
+                        ; /* dropped meanwhile (the pod went) */
+                else if (!p || !streq_ptr(p->metadata.uid, uids[i]) || agent__pod_terminal(p) ||
+                         p->metadata.deletion_timestamp || a->draining)
+                        /* Deleted in the same pass: never started. */
+                        agent__pod_rt_drop(a, uids[i]);
+                else if (early && !(a->backend->early_start && a->backend->early_start(&p->spec))) {
+                        /* after the commit */
+                        if (agent__queue_start(a, uids[i]) < 0)
+                                agent__pod_rt_drop(a, uids[i]);
+                } else {
+                        if (early && strv_extend(&a->early, uids[i]) < 0) {
+                                /* cannot be undone if the commit fails: after it */
+                                if (agent__queue_start(a, uids[i]) < 0)
+                                        agent__pod_rt_drop(a, uids[i]);
+                                free(uids[i]);
+                                continue;
+                        }
+                        started++;
+                        r = start_pod(a, p, pr);
+                        if (r < 0) {
+                                log_warning_errno(r, "pod/%s: failed to record its start: %m",
+                                                  p->metadata.name);
+                                agent__enqueue(a, STORE_POD, p->metadata.namespace,
+                                               p->metadata.name);
+                        }
+                }
+                free(uids[i]);
+        }
+        free(uids);
+        if (started && a->backend->after_starts)
+                a->backend->after_starts(a->backend_data);
+}
+
+void ctl_pod_forget_early(agent *a) {
+        a->early = strv_free(a->early);
+}
+
+void ctl_pod_undo_early(agent *a) {
+        for (char **u = a->early; u && *u; u++) {
+                pod_rt *pr = agent__pod_rt(a, *u);
+                if (pr && pr->handle) {
+                        log_warning("pod/%s: its start could not be committed; killing it",
+                                    pr->key);
+                        (void) a->backend->signal(pr->handle, SIGKILL);
+                }
+                agent__pod_rt_drop(a, *u);
+        }
+        a->early = strv_free(a->early);
 }
 
 /* ---- exits ------------------------------------------------------------------------------- */
@@ -418,7 +520,7 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
                         agent__enqueue_at_wall(a, STORE_POD, ns, name, t);
                         return 0;
                 }
-                return a->draining ? 0 : start_pod(a, p);
+                return a->draining ? 0 : queue_start(a, p);
         }
 
         if (pr->liveness_failed && !pr->stopping) {

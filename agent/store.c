@@ -70,29 +70,33 @@ typedef struct undo {
         json_t *old_record;
 } undo;
 
+/* A change as post-commit watchers hear of it: one per object the batch
+ * changed, its final state, with the JSON the commit wrote for it. */
 typedef struct note {
         store_kind kind;
         store_change change;
         const void *obj;
+        char *json; /* canonical body; NULL for a deletion */
 } note;
 
 typedef struct watcher {
         store_watch_fn fn;
         void *userdata;
+        bool on_write; /* told at every write, before the commit */
 } watcher;
 
 struct store {
         sqlite3 *db;
         sqlite3_stmt *put_obj, *del_obj, *put_rec, *del_rec, *set_rv;
-        bool in_txn;
-        uint64_t rv;
+        uint64_t rv, rv_committed;
         collection coll[_STORE_KIND_MAX];
         tend_hashmap *records;    /* pod uid → json_t* */
         tend_hashmap *event_keys; /* "uid\x1freason\x1fmessage" → event name */
         undo *undo;
         size_t n_undo, alloc_undo;
-        note *notes;
+        note *notes; /* of the commit being delivered */
         size_t n_notes, alloc_notes;
+        const char *note_json; /* during a post-commit callback: store_note_json() */
         watcher *watchers;
         size_t n_watchers;
         tend_histogram commit_hist;
@@ -142,17 +146,6 @@ static int sql_error(store *s, int rc) {
 static int exec(store *s, const char *sql) {
         int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
         return rc == SQLITE_OK ? 0 : sql_error(s, rc);
-}
-
-static int begin(store *s) {
-        int r;
-
-        if (s->in_txn)
-                return 0;
-        r = exec(s, "BEGIN IMMEDIATE");
-        if (r >= 0)
-                s->in_txn = true;
-        return r;
 }
 
 static int step_reset(store *s, sqlite3_stmt *st) {
@@ -239,7 +232,14 @@ static int push_undo(store *s, undo u) {
         return 0;
 }
 
-static int push_note(store *s, store_kind kind, store_change change, const void *obj) {
+/* Write-time watchers hear of every write as it happens. */
+static void tell_writers(store *s, store_kind kind, store_change change, const void *obj) {
+        for (size_t w = 0; w < s->n_watchers; w++)
+                if (s->watchers[w].on_write)
+                        s->watchers[w].fn(kind, change, obj, s->watchers[w].userdata);
+}
+
+static int push_note(store *s, note n) {
         if (s->n_notes == s->alloc_notes) {
                 size_t na = s->alloc_notes ? s->alloc_notes * 2 : 64;
                 note *nn = realloc(s->notes, sizeof(note) * na);
@@ -248,8 +248,14 @@ static int push_note(store *s, store_kind kind, store_change change, const void 
                 s->notes = nn;
                 s->alloc_notes = na;
         }
-        s->notes[s->n_notes++] = (note){ kind, change, obj };
+        s->notes[s->n_notes++] = n;
         return 0;
+}
+
+static void drop_notes(store *s) {
+        for (size_t i = 0; i < s->n_notes; i++)
+                free(s->notes[i].json);
+        s->n_notes = 0;
 }
 
 static void free_undo(store *s) {
@@ -270,14 +276,20 @@ static void free_undo(store *s) {
 static void event_key_forget(store *s, const spec_event *e);
 static void event_key_learn(store *s, const spec_event *e);
 
-static int write_row(store *s, store_kind kind, const char *ns, const char *name, const void *obj) {
-        _cleanup_free_ char *body = NULL;
+/* The row of key ("ns/name") as it now is in memory: written, or deleted
+ * when the object is gone. *ret_json: the body written (new string). */
+static int write_row(store *s, store_kind kind, const char *key, const void *obj, char **ret_json) {
+        const char *slash = strchr(key, '/');
+        _cleanup_free_ char *body = NULL, *ns = NULL;
         json_t *j;
+        int r;
 
+        if (!slash || !(ns = strndup(key, (size_t) (slash - key))))
+                return -ENOMEM;
         if (!obj) {
                 sqlite3_bind_text(s->del_obj, 1, kind_names[kind], -1, SQLITE_STATIC);
-                sqlite3_bind_text(s->del_obj, 2, strempty(ns), -1, SQLITE_STATIC);
-                sqlite3_bind_text(s->del_obj, 3, strempty(name), -1, SQLITE_STATIC);
+                sqlite3_bind_text(s->del_obj, 2, ns, -1, SQLITE_STATIC);
+                sqlite3_bind_text(s->del_obj, 3, slash + 1, -1, SQLITE_STATIC);
                 return step_reset(s, s->del_obj);
         }
         j = spec_encode(store_kind_type(kind), obj);
@@ -286,17 +298,31 @@ static int write_row(store *s, store_kind kind, const char *ns, const char *name
         if (!body)
                 return -ENOMEM;
         sqlite3_bind_text(s->put_obj, 1, kind_names[kind], -1, SQLITE_STATIC);
-        sqlite3_bind_text(s->put_obj, 2, strempty(ns), -1, SQLITE_STATIC);
-        sqlite3_bind_text(s->put_obj, 3, strempty(name), -1, SQLITE_STATIC);
+        sqlite3_bind_text(s->put_obj, 2, ns, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s->put_obj, 3, slash + 1, -1, SQLITE_STATIC);
         sqlite3_bind_int64(s->put_obj, 4, (sqlite3_int64) meta_of(obj)->resource_version);
         sqlite3_bind_text(s->put_obj, 5, body, -1, SQLITE_STATIC);
-        return step_reset(s, s->put_obj);
+        r = step_reset(s, s->put_obj);
+        if (r >= 0)
+                *ret_json = TAKE_PTR(body);
+        return r;
 }
 
-static int bump_rv(store *s) {
-        s->rv++;
-        sqlite3_bind_int64(s->set_rv, 1, (sqlite3_int64) s->rv);
-        return step_reset(s, s->set_rv);
+/* The record of a pod as it now is in memory. */
+static int write_record(store *s, const char *uid) {
+        json_t *rec = tend_hashmap_get(s->records, uid);
+        _cleanup_free_ char *text = NULL;
+
+        if (!rec) {
+                sqlite3_bind_text(s->del_rec, 1, uid, -1, SQLITE_STATIC);
+                return step_reset(s, s->del_rec);
+        }
+        text = spec_json_dump_canonical(rec);
+        if (!text)
+                return -ENOMEM;
+        sqlite3_bind_text(s->put_rec, 1, uid, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s->put_rec, 2, text, -1, SQLITE_STATIC);
+        return step_reset(s, s->put_rec);
 }
 
 int store_put(store *s, store_kind kind, void *obj, const void **ret_stored) {
@@ -331,20 +357,11 @@ int store_put(store *s, store_kind kind, void *obj, const void **ret_stored) {
                         kind == STORE_POD || kind == STORE_EVENT ? "v1" : "apps/v1");
 
         r = reserve_undo(s);
-        if (r >= 0)
-                r = begin(s);
-        if (r >= 0)
-                r = bump_rv(s);
         if (r < 0) {
                 spec_free(t, obj);
                 return r;
         }
-        m->resource_version = s->rv;
-        r = write_row(s, kind, m->namespace, m->name, obj);
-        if (r < 0) {
-                spec_free(t, obj);
-                return r;
-        }
+        m->resource_version = ++s->rv;
         r = coll_put(&s->coll[kind], key, obj, &old);
         if (r < 0) {
                 spec_free(t, obj);
@@ -358,7 +375,7 @@ int store_put(store *s, store_kind kind, void *obj, const void **ret_stored) {
                         event_key_forget(s, old);
                 event_key_learn(s, obj);
         }
-        (void) push_note(s, kind, old ? STORE_MODIFIED : STORE_ADDED, obj);
+        tell_writers(s, kind, old ? STORE_MODIFIED : STORE_ADDED, obj);
         if (ret_stored)
                 *ret_stored = obj;
         return 0;
@@ -374,24 +391,18 @@ int store_delete(store *s, store_kind kind, const char *namespace, const char *n
         if (!coll_get(&s->coll[kind], key))
                 return -ENOENT;
         r = reserve_undo(s);
-        if (r >= 0)
-                r = begin(s);
-        if (r >= 0)
-                r = bump_rv(s);
-        if (r >= 0)
-                r = write_row(s, kind, namespace, name, NULL);
         if (r < 0)
                 return r;
         old = coll_remove(&s->coll[kind], key, store_kind_type(kind));
         uint64_t old_rv = meta_of(old)->resource_version;
-        meta_of(old)->resource_version = s->rv; /* the DELETED event's version */
+        meta_of(old)->resource_version = ++s->rv; /* the DELETED event's version */
         if (kind == STORE_EVENT)
                 event_key_forget(s, old);
         r = push_undo(s,
                       (undo){ .kind = kind, .key = TAKE_PTR(key), .old = old, .old_rv = old_rv });
         if (r < 0)
                 return r;
-        (void) push_note(s, kind, STORE_DELETED, old);
+        tell_writers(s, kind, STORE_DELETED, old);
         return 0;
 }
 
@@ -420,20 +431,102 @@ const tend_histogram *store_commit_histogram(const store *s) {
         return &s->commit_hist;
 }
 
+/* What post-commit watchers hear of one key the batch changed: from the
+ * state before the batch (the key's first undo entry) to the state now. A
+ * key created and deleted within the batch is not heard of at all; one
+ * replaced by an object of another uid is a deletion and an addition. */
+static int note_key(store *s, size_t first, const void *now, const void *deleted, char *json) {
+        const undo *u0 = &s->undo[first];
+        const void *before = u0->old;
+        int r = 0;
+
+        if (before && (!now || !streq_ptr(meta_of(before)->uid, meta_of(now)->uid)))
+                r = push_note(s, (note){ u0->kind, STORE_DELETED, deleted ?: before, NULL });
+        if (r >= 0 && now)
+                r = push_note(s,
+                              (note){ u0->kind,
+                                      before && streq_ptr(meta_of(before)->uid, meta_of(now)->uid)
+                                              ? STORE_MODIFIED
+                                              : STORE_ADDED,
+                                      now, TAKE_PTR(json) });
+        free(json);
+        return r;
+}
+
+/* Writes every row the open batch changed, each once, as it now is: the
+ * undo log names them (an object written three times in a pass is encoded
+ * once, here, not on the pass's way). The notes for post-commit watchers
+ * are made on the way, with the JSON just written. */
+static int write_batch(store *s) {
+        _cleanup_(tend_hashmap_freep) tend_hashmap *seen = tend_hashmap_new(),
+                                                   *deleted = tend_hashmap_new();
+        char buf[600];
+        int r;
+
+        if (!seen || !deleted)
+                return -ENOMEM;
+        /* Each deleted key's last state before its deletion (for DELETED):
+         * a deletion's undo entry holds it, with old_rv set. */
+        for (size_t i = 0; i < s->n_undo; i++) {
+                const undo *u = &s->undo[i];
+                if (u->is_record || !u->old || !u->old_rv)
+                        continue;
+                snprintf(buf, sizeof buf, "%d\x1f%s", (int) u->kind, u->key);
+                if (tend_hashmap_put(deleted, buf, u->old, NULL) < 0)
+                        return -ENOMEM;
+        }
+        r = exec(s, "BEGIN IMMEDIATE");
+        for (size_t i = 0; i < s->n_undo && r >= 0; i++) {
+                const undo *u = &s->undo[i];
+                snprintf(buf, sizeof buf, "%d\x1f%s", u->is_record ? -1 : (int) u->kind, u->key);
+                if (tend_hashmap_get(seen, buf))
+                        continue;
+                r = tend_hashmap_put(seen, buf, (void *) 1, NULL);
+                if (r < 0)
+                        break;
+                if (u->is_record)
+                        r = write_record(s, u->key);
+                else {
+                        const void *now = coll_get(&s->coll[u->kind], u->key);
+                        char *json = NULL;
+                        r = write_row(s, u->kind, u->key, now, &json);
+                        if (r >= 0)
+                                r = note_key(s, i, now, tend_hashmap_get(deleted, buf), json);
+                        else
+                                free(json);
+                }
+        }
+        if (r >= 0) {
+                sqlite3_bind_int64(s->set_rv, 1, (sqlite3_int64) s->rv);
+                r = step_reset(s, s->set_rv);
+        }
+        if (r >= 0)
+                r = exec(s, "COMMIT");
+        if (r < 0) {
+                (void) exec(s, "ROLLBACK");
+                drop_notes(s);
+        }
+        return r;
+}
+
+const char *store_note_json(const store *s) {
+        return s->note_json;
+}
+
 int store_commit(store *s, bool durable) {
         usec_t t0 = now_monotonic();
         int r;
 
-        if (!s->in_txn && !durable)
+        if (s->n_undo == 0 && !durable)
                 return 0;
-        if (s->in_txn) {
-                r = exec(s, "COMMIT");
+        if (s->n_undo > 0) {
+                r = write_batch(s);
                 if (r < 0) {
                         tend_histogram_observe(&s->commit_hist, now_monotonic() - t0);
                         store_rollback(s);
                         return r;
                 }
-                s->in_txn = false;
+                s->rv_committed = s->rv;
         }
         if (durable) {
                 /* SQLite refuses to change `synchronous` inside a transaction,
@@ -464,10 +557,15 @@ int store_commit(store *s, bool durable) {
         s->n_notes = s->alloc_notes = 0;
         s->undo = NULL;
         s->n_undo = s->alloc_undo = 0;
-        for (size_t i = 0; i < n_notes; i++)
+        for (size_t i = 0; i < n_notes; i++) {
+                s->note_json = notes[i].json;
                 for (size_t w = 0; w < s->n_watchers; w++)
-                        s->watchers[w].fn(notes[i].kind, notes[i].change, notes[i].obj,
-                                          s->watchers[w].userdata);
+                        if (!s->watchers[w].on_write)
+                                s->watchers[w].fn(notes[i].kind, notes[i].change, notes[i].obj,
+                                                  s->watchers[w].userdata);
+                s->note_json = NULL;
+                free(notes[i].json);
+        }
         free(notes);
         for (size_t i = 0; i < n_undo; i++) {
                 if (undos[i].is_record)
@@ -481,10 +579,8 @@ int store_commit(store *s, bool durable) {
 }
 
 void store_rollback(store *s) {
-        if (s->in_txn)
-                (void) exec(s, "ROLLBACK");
-        s->in_txn = false;
-        /* Undo in reverse order, restoring the old objects. */
+        /* Nothing of the batch is on disk (write_batch() rolled its own
+         * transaction back): undo in memory, in reverse order. */
         for (size_t i = s->n_undo; i > 0; i--) {
                 undo *u = &s->undo[i - 1];
                 if (u->is_record) {
@@ -517,41 +613,26 @@ void store_rollback(store *s) {
                 free(u->key);
         }
         s->n_undo = 0;
-        s->n_notes = 0;
-        /* The counter on disk was rolled back too. */
-        {
-                sqlite3_stmt *st = NULL;
-                if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'rv'", -1, &st,
-                                       NULL) == SQLITE_OK &&
-                    sqlite3_step(st) == SQLITE_ROW)
-                        s->rv = (uint64_t) sqlite3_column_int64(st, 0);
-                sqlite3_finalize(st);
-        }
+        drop_notes(s);
+        s->rv = s->rv_committed;
 }
 
 /* ---- records
  * -------------------------------------------------------------------------------------- */
 
 int store_put_record(store *s, const char *pod_uid, json_t *record) {
-        _cleanup_free_ char *text = spec_json_dump_canonical(record);
         json_t *old = NULL;
         char *key = strdup(pod_uid);
         int r;
 
-        if (!text || !key) {
-                free(key);
+        if (!key)
                 return -ENOMEM;
-        }
-        r = begin(s);
-        if (r < 0) {
-                free(key);
-                return r;
-        }
-        sqlite3_bind_text(s->put_rec, 1, pod_uid, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s->put_rec, 2, text, -1, SQLITE_STATIC);
-        r = step_reset(s, s->put_rec);
-        if (r >= 0)
+        r = reserve_undo(s);
+        if (r >= 0) {
                 r = tend_hashmap_put(s->records, pod_uid, json_incref(record), (void **) &old);
+                if (r < 0)
+                        json_decref(record);
+        }
         if (r < 0) {
                 free(key);
                 return r;
@@ -573,11 +654,7 @@ int store_delete_record(store *s, const char *pod_uid) {
         key = strdup(pod_uid);
         if (!key)
                 return -ENOMEM;
-        r = begin(s);
-        if (r >= 0) {
-                sqlite3_bind_text(s->del_rec, 1, pod_uid, -1, SQLITE_STATIC);
-                r = step_reset(s, s->del_rec);
-        }
+        r = reserve_undo(s);
         if (r < 0) {
                 free(key);
                 return r;
@@ -693,17 +770,21 @@ int store_record_event(store *s, store_kind involved_kind, const spec_meta *invo
 
 /* ---- open and close -------------------------------------------------------------------------- */
 
-static int subscribe(store *s, store_watch_fn fn, void *userdata) {
+static int subscribe(store *s, store_watch_fn fn, void *userdata, bool on_write) {
         watcher *nw = realloc(s->watchers, sizeof(watcher) * (s->n_watchers + 1));
         if (!nw)
                 return -ENOMEM;
         s->watchers = nw;
-        s->watchers[s->n_watchers++] = (watcher){ fn, userdata };
+        s->watchers[s->n_watchers++] = (watcher){ fn, userdata, on_write };
         return 0;
 }
 
 int store_subscribe(store *s, store_watch_fn fn, void *userdata) {
-        return subscribe(s, fn, userdata);
+        return subscribe(s, fn, userdata, false);
+}
+
+int store_subscribe_writes(store *s, store_watch_fn fn, void *userdata) {
+        return subscribe(s, fn, userdata, true);
 }
 
 void store_unsubscribe(store *s, store_watch_fn fn, void *userdata) {
@@ -771,6 +852,7 @@ static int load(store *s, char **ret_error) {
             sqlite3_step(st) == SQLITE_ROW)
                 s->rv = (uint64_t) sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
+        s->rv_committed = s->rv;
 
         if (sqlite3_prepare_v2(s->db, "SELECT kind, namespace, name, body FROM objects", -1, &st,
                                NULL) != SQLITE_OK)
@@ -909,7 +991,7 @@ store *store_close(store *s) {
 
         if (!s)
                 return NULL;
-        if (s->in_txn)
+        if (s->n_undo)
                 (void) store_commit(s, true);
         sqlite3_finalize(s->put_obj);
         sqlite3_finalize(s->del_obj);

@@ -7,13 +7,16 @@
  * resourceVersion bumped by every write and subscribers notified of every
  * change.
  *
- * Writes are grouped: they go into one open SQLite transaction that
- * store_commit() ends. The controllers commit once per pass (cheap:
- * synchronous=NORMAL, no fsync); a write acknowledged to a user is committed
- * with store_commit(s, true), which fsyncs (synchronous=FULL) before the
- * acknowledgement (DESIGN §4.5). In WAL mode the fsync also covers every
- * earlier NORMAL commit, so nothing a user saw acknowledged is lost even on
- * power failure, and a crash of the agent alone never loses a commit.
+ * Writes are grouped: they change the objects in memory at once, and
+ * store_commit() writes the batch to SQLite in one transaction, each changed
+ * row once, as it then is (so a pass's writes cost it no encoding, and an
+ * object written three times is written once). The controllers commit once
+ * per pass (cheap: synchronous=NORMAL, no fsync); a write acknowledged to a
+ * user is committed with store_commit(s, true), which fsyncs
+ * (synchronous=FULL) before the acknowledgement (DESIGN §4.5). In WAL mode
+ * the fsync also covers every earlier NORMAL commit, so nothing a user saw
+ * acknowledged is lost even on power failure, and a crash of the agent
+ * alone never loses a commit.
  *
  * Objects handed out are borrowed and immutable: a write replaces the
  * object, so a pointer stays valid until the next write of that same key
@@ -52,7 +55,19 @@ typedef void (*store_watch_fn)(store_kind kind, store_change change, const void 
 int store_open(const char *path, store **ret, char **ret_error);
 store *store_close(store *s);
 
+/* Told of what each commit changed, once it is on disk: what a watcher of
+ * the API may be shown. One call per object the commit changed, with its
+ * state after the commit (an object written twice in one batch is told of
+ * once, with its last resourceVersion), or DELETED with its last state. */
 int store_subscribe(store *s, store_watch_fn fn, void *userdata);
+/* During such a call: the object's canonical JSON as the commit wrote it
+ * (NULL for DELETED), so that it need not be encoded again. */
+const char *store_note_json(const store *s);
+/* Told of each change as it is written, before the commit, and so of
+ * changes a rollback may yet undo: for the agent's work queue, which must
+ * see its own writes within one pass to decide a whole pass in one
+ * transaction. */
+int store_subscribe_writes(store *s, store_watch_fn fn, void *userdata);
 void store_unsubscribe(store *s, store_watch_fn fn, void *userdata);
 
 uint64_t store_resource_version(const store *s);
@@ -70,8 +85,10 @@ int store_put(store *s, store_kind kind, void *obj, const void **ret_stored);
 /* Removes an object; -ENOENT if there is none. */
 int store_delete(store *s, store_kind kind, const char *namespace, const char *name);
 
-/* Ends the open transaction. durable: fsync before returning (for writes
- * acknowledged to a user). No-op when nothing was written. */
+/* Writes the batch (every write since the last commit) in one transaction.
+ * durable: fsync before returning (for writes acknowledged to a user).
+ * No-op when nothing was written. On failure the batch is rolled back, in
+ * memory too (store_rollback()). */
 int store_commit(store *s, bool durable);
 /* Drops every write since the last commit, in memory and on disk, and
  * tells subscribers nothing (all-or-nothing applies). */

@@ -55,12 +55,7 @@ static usec_t spawn_uv(uv_loop_t *loop) {
 static usec_t spawn_vfork(rt_manager *m) {
         static char *argv[] = { "/bin/true", NULL };
         static char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-        rt_spawn s = { .path = argv[0],
-                       .argv = argv,
-                       .envp = envp,
-                       .stdin_fd = -1,
-                       .stdout_fd = -1,
-                       .stderr_fd = -1 };
+        rt_spawn s = { .path = argv[0], .argv = argv, .envp = envp };
         usec_t t0 = now_monotonic(), dt;
         char *err = NULL;
         siginfo_t si;

@@ -29,7 +29,6 @@ static void manager_free(rt_manager *m) {
         rt__curl_close(m);
         if (m->spawn_stack)
                 munmap(m->spawn_stack, m->spawn_stack_size);
-        safe_close(m->devnull);
         free(m->known_pids);
         tend_hashmap_free(m->detached);
         if (m->escapees) {
@@ -39,6 +38,7 @@ static void manager_free(rt_manager *m) {
                         free(v);
                 tend_hashmap_free(m->escapees);
         }
+        rt__log_spares_free(m);
         free(m->state_dir);
         free(m);
 }
@@ -290,8 +290,79 @@ static void reap_orphans(rt_manager *m) {
         closedir(d);
 }
 
+/* Reaping waits a few milliseconds: SIGCHLD comes with every pod's death,
+ * and the death's replacement must not wait for a walk of our children (a
+ * mass death is one walk). */
+#define REAP_DELAY_MS 5
+
+static void on_reap_timer(uv_timer_t *t) {
+        reap_orphans(t->data);
+}
+
+void rt__manager_reap_soon(rt_manager *m) {
+        if (m->closing || uv_is_active((uv_handle_t *) &m->reap_timer))
+                return;
+        uv_timer_start(&m->reap_timer, on_reap_timer, REAP_DELAY_MS, 0);
+}
+
 static void on_sigchld(uv_signal_t *h, int sig) {
-        reap_orphans(h->data);
+        rt__manager_reap_soon(h->data);
+}
+
+/* Start-up, after adoption: a process of ours — its output goes to a pod log
+ * under our state dir, it carries a POD_UID — that no watched pod accounts
+ * for was started by an agent that died before it recorded it (process
+ * pods are spawned before their pass is committed: agent.c). Its pod was
+ * never written, or was written but not as running: either way, if it
+ * runs on, the pod's replacement (or its start) runs beside it. So it goes.
+ * Processes of systemd units are the unit sweep's. Scans /proc once. */
+void rt_manager_sweep_orphan_processes(rt_manager *m) {
+        _cleanup_free_ char *base = NULL, *prefix = NULL;
+        DIR *d;
+        struct dirent *de;
+
+        base = realpath(m->state_dir, NULL);
+        prefix = base ? strprintf("%s/pods/", base) : NULL;
+        if (!prefix)
+                return;
+        d = opendir("/proc");
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *uid = NULL, *cgroup = NULL, *comm = NULL;
+                char path[64], target[PATH_MAX];
+                ssize_t n = -1;
+                int64_t pid;
+                bool ours = false;
+
+                if (safe_atoi64(de->d_name, &pid) < 0 || pid <= 1 || pid == getpid())
+                        continue;
+                for (int fd = 1; fd <= 2 && !ours; fd++) {
+                        snprintf(path, sizeof path, "/proc/%d/fd/%d", (int) pid, fd);
+                        n = readlink(path, target, sizeof target - 1);
+                        if (n > 0) {
+                                target[n] = 0;
+                                ours = startswith(target, prefix) != NULL;
+                        }
+                }
+                if (!ours || !(uid = rt__process_getenv((pid_t) pid, "POD_UID")) ||
+                    pod_lives(m, uid))
+                        continue;
+                snprintf(path, sizeof path, "/proc/%d/cgroup", (int) pid);
+                if (read_full_file(path, 64 * 1024, &cgroup, NULL) >= 0 &&
+                    strstr(cgroup, "/tend-") && strstr(cgroup, ".service"))
+                        continue;
+                snprintf(path, sizeof path, "/proc/%d/comm", (int) pid);
+                (void) read_full_file(path, 64, &comm, NULL);
+                if (comm)
+                        comm[strcspn(comm, "\n")] = 0;
+                log_warning("pid %d (%s) runs for no pod (POD_UID=%s; an agent died before it "
+                            "recorded it): killing it",
+                            (int) pid, strna(comm), uid);
+                (void) kill(-(pid_t) pid, SIGKILL); /* its group, if it leads one */
+                (void) kill((pid_t) pid, SIGKILL);
+        }
+        closedir(d);
 }
 
 /* ---- deferred `started` ------------------------------------------------------------------- */
@@ -315,10 +386,6 @@ static void report_started(rt_pod *p) {
 static void on_deferred(uv_idle_t *h) {
         rt_manager *m = h->data;
 
-        if (m->reap_pending) {
-                m->reap_pending = false;
-                reap_orphans(m);
-        }
         /* Callbacks may queue more; the loop takes those too. */
         while (m->deferred) {
                 rt_pod *p = m->deferred;
@@ -334,13 +401,6 @@ static void on_deferred(uv_idle_t *h) {
                 rt__pod_unref(p);
         }
         uv_idle_stop(h);
-}
-
-void rt__manager_reap_soon(rt_manager *m) {
-        if (m->closing)
-                return;
-        m->reap_pending = true;
-        uv_idle_start(&m->deferred_idle, on_deferred);
 }
 
 void rt__pod_started(rt_pod *p) {
@@ -403,33 +463,6 @@ void rt__pod_exited(rt_pod *p, const rt_exit *e) {
 }
 
 /* ---- logs ------------------------------------------------------------------------------------ */
-
-/* Creates the directory that will hold path. Usually only the last level
- * is missing, so that is tried first: on some filesystems (overlayfs) each
- * mkdir() costs ~0.1 ms even when it fails with EEXIST. */
-static int mkdir_parents(const char *path, mode_t mode) {
-        _cleanup_free_ char *p = strdup(path);
-        char *slash;
-
-        if (!p)
-                return -ENOMEM;
-        slash = strrchr(p, '/');
-        if (!slash || slash == p)
-                return 0;
-        *slash = 0;
-        if (mkdir(p, mode) == 0 || errno == EEXIST)
-                return 0;
-        if (errno != ENOENT)
-                return -errno;
-        for (char *s = p + 1; *s; s++)
-                if (*s == '/') {
-                        *s = 0;
-                        if (mkdir(p, mode) < 0 && errno != EEXIST)
-                                return -errno;
-                        *s = '/';
-                }
-        return mkdir(p, mode) < 0 && errno != EEXIST ? -errno : 0;
-}
 
 typedef struct rotation {
         uv_fs_t req;
@@ -574,7 +607,6 @@ int rt_manager_new(const rt_config *c, rt_manager **ret) {
         m->port_cursor = m->port_lo;
         m->log_max_bytes = c->log_max_bytes ?: RT_LOG_MAX_BYTES;
         m->log_check_interval = c->log_check_interval ?: 5 * USEC_PER_SEC;
-        m->devnull = -EBADF;
         m->state_dir = strdup(c->state_dir);
         if (!m->state_dir || m->port_lo > m->port_hi) {
                 r = m->state_dir ? -EINVAL : -ENOMEM;
@@ -588,11 +620,6 @@ int rt_manager_new(const rt_config *c, rt_manager **ret) {
                         r = -errno;
                         goto fail;
                 }
-        m->devnull = RET_NERRNO(open("/dev/null", O_RDWR | O_CLOEXEC));
-        if (m->devnull < 0) {
-                r = m->devnull;
-                goto fail;
-        }
 
         /* 1000 pods need more than the usual 1024 descriptors (a pidfd each,
          * plus probes); children get the original limit back. */
@@ -625,6 +652,10 @@ int rt_manager_new(const rt_config *c, rt_manager **ret) {
                 m->bus_kind = geteuid() == 0 && sd_booted() > 0 ? RT_BUS_SYSTEM : RT_BUS_USER;
 
         m->subreaper = c->subreaper;
+        uv_timer_init(m->loop, &m->reap_timer);
+        m->reap_timer.data = m;
+        rt__manager_ref(m);
+        uv_unref((uv_handle_t *) &m->reap_timer);
         uv_signal_init(m->loop, &m->sigchld);
         m->sigchld.data = m;
         rt__manager_ref(m);
@@ -667,6 +698,7 @@ void rt_manager_close(rt_manager *m) {
         uv_close((uv_handle_t *) &m->deferred_idle, manager_handle_closed);
         uv_close((uv_handle_t *) &m->log_timer, manager_handle_closed);
         uv_close((uv_handle_t *) &m->sigchld, manager_handle_closed);
+        uv_close((uv_handle_t *) &m->reap_timer, manager_handle_closed);
         if (m->curlm)
                 uv_close((uv_handle_t *) &m->curl_timer, manager_handle_closed);
         rt__manager_unref(m);
@@ -893,7 +925,7 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
                                                    pod->container);
                 if (!pod->record.log_path)
                         return -ENOMEM;
-                r = mkdir_parents(pod->record.log_path, 0750);
+                r = rt__log_dir_make(m, pod->record.log_path);
                 if (r < 0) {
                         *ret_error = strprintf("creating the log directory for %s: %s",
                                                pod->record.log_path, strerror(-r));

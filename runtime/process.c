@@ -142,24 +142,15 @@ static int watch(rt_pod *p) {
 
 static int process_start(rt_pod *p, char **ret_error) {
         rt_manager *m = p->manager;
-        _cleanup_close_ int log_fd = -EBADF;
         rt_spawn s;
         int r;
 
-        log_fd = RET_NERRNO(open(p->record.log_path,
-                                 O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640));
-        if (log_fd < 0) {
-                *ret_error = strprintf("opening %s: %s", p->record.log_path, strerror(-log_fd));
-                return log_fd;
-        }
         s = (rt_spawn){
                 .path = p->path,
                 .argv = p->argv,
                 .envp = p->envp,
                 .cwd = p->working_dir,
-                .stdin_fd = -1,
-                .stdout_fd = log_fd,
-                .stderr_fd = log_fd,
+                .output = p->record.log_path,
                 .set_ids = p->set_ids,
                 .uid = p->uid_n,
                 .gid = p->gid_n,

@@ -142,13 +142,17 @@ struct rt_manager {
         uint8_t port_leased[PORT_BITMAP_SIZE];
 
         /* logs */
+        char **spares; /* names of emptied log directories in <state>/pods/.spare (logdir.c) */
+        size_t n_spares, alloc_spares;
+        uint64_t spare_seq;
+        bool spares_loaded;
         uint64_t log_max_bytes;
         usec_t log_check_interval;
         uv_timer_t log_timer;
 
         /* orphans (child subreaper) and our own children */
         bool subreaper;
-        bool reap_pending;
+        uv_timer_t reap_timer; /* reap_orphans() soon (rt__manager_reap_soon()) */
         uv_signal_t sigchld;
         pid_t *known_pids; /* open-addressing set of pids we spawned */
         size_t known_alloc, known_n, known_tombstones;
@@ -160,7 +164,6 @@ struct rt_manager {
         void *spawn_stack;
         size_t spawn_stack_size;
         struct rlimit nofile_orig; /* restored in children */
-        int devnull;
 
         /* HTTP probes */
         CURLM *curlm;
@@ -203,10 +206,9 @@ typedef struct rt_spawn {
         const char *path;
         char *const *argv;
         char *const *envp;
-        const char *cwd; /* NULL: inherit */
-        int stdin_fd;    /* -1: /dev/null */
-        int stdout_fd;   /* -1: /dev/null */
-        int stderr_fd;   /* -1: /dev/null */
+        const char *cwd;    /* NULL: inherit */
+        const char *output; /* stdout and stderr appended here (created 0640, before the
+                             * ids change); NULL: /dev/null. stdin is /dev/null. */
         bool set_ids;
         uid_t uid;
         gid_t gid;
@@ -219,6 +221,13 @@ typedef struct rt_spawn {
  * On success *ret_pidfd is a pidfd (CLOEXEC) and the pid is in the known set.
  */
 int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, char **ret_error);
+
+/* ---- logs ---------------------------------------------------------------------------------- */
+
+/* Makes the directory that holds log_path, from a spare where there is one
+ * (leaving log_path there, empty), else with mkdir. */
+int rt__log_dir_make(rt_manager *m, const char *log_path);
+void rt__log_spares_free(rt_manager *m);
 
 /* ---- ports ---------------------------------------------------------------------------------- */
 

@@ -408,7 +408,7 @@ static void on_change(store_kind kind, store_change change, const void *obj, voi
 }
 
 static bool enough_starts(h_t *h, const char *arg) {
-        return n_starts >= 6;
+        return n_starts >= 7;
 }
 
 static void test_crash_loop(void **state) {
@@ -418,15 +418,18 @@ static void test_crash_loop(void **state) {
         store_subscribe(S(h), on_change, NULL);
         apply(h, manifest("crashy", 1, "        args: [exit, \"1\"]\n"));
         bool enough = run_until(h, enough_starts, NULL, 30000, NULL);
-        /* Gaps between starts: ~0, then ~1 s, ~2 s, ~4 s: growing. */
+        /* Gaps between starts: ~0, ~0 (the first two young deaths in a
+         * row), then ~1 s, ~2 s, ~4 s, ~8 s: growing. */
         for (size_t i = 1; i < n_starts; i++)
                 fprintf(stderr, "start %zu: +%.2f s\n", i,
                         (double) (starts[i] - starts[i - 1]) / USEC_PER_SEC);
         assert_true(enough);
-        assert_true(starts[2] - starts[1] >= 800 * USEC_PER_MSEC);
-        assert_true(starts[3] - starts[2] > starts[2] - starts[1]);
+        assert_true(starts[1] - starts[0] < 800 * USEC_PER_MSEC);
+        assert_true(starts[2] - starts[1] < 800 * USEC_PER_MSEC);
+        assert_true(starts[3] - starts[2] >= 800 * USEC_PER_MSEC);
         assert_true(starts[4] - starts[3] > starts[3] - starts[2]);
-        assert_true(starts[5] - starts[4] >= 7 * USEC_PER_SEC);
+        assert_true(starts[5] - starts[4] > starts[4] - starts[3]);
+        assert_true(starts[6] - starts[5] >= 7 * USEC_PER_SEC);
         store_unsubscribe(S(h), on_change, NULL);
         h_free(h);
 }

@@ -12,6 +12,12 @@
  *                                  adopt from the record, print "adopted pid
  *                                  N", kill it, print how its exit looked
  *   tend-rt-agent adopt DIR        adopt or print "refused: REASON"
+ *   tend-rt-agent sweep DIR        what an agent does at start-up with no pod to
+ *                                  adopt: kill the processes of DIR's pods
+ *                                  (rt_manager_sweep_orphan_processes()); "swept"
+ *   tend-rt-agent adopt-and-sweep DIR
+ *                                  adopt from the record, then sweep: the adopted
+ *                                  pod is spared; "adopted pid N", "swept"
  */
 
 #include <signal.h>
@@ -72,7 +78,10 @@ int main(int argc, char **argv) {
         path = strprintf("%s/record.json", argv[2]);
         p.spec = make_spec(argc > 3 ? argv[3] : "/bin/sleep", argc > 4 ? argv[4] : "sleep");
 
-        if (streq(argv[1], "start")) {
+        if (streq(argv[1], "sweep")) {
+                rt_manager_sweep_orphan_processes(m);
+                printf("swept\n");
+        } else if (streq(argv[1], "start")) {
                 r = rt_pod_start(m, &p, NULL, &pod, &err);
                 if (r < 0) {
                         printf("failed: %s\n", err);
@@ -107,6 +116,10 @@ int main(int argc, char **argv) {
                         printf("exit %s\n", last_exit.kind == RT_EXIT_UNKNOWN  ? "unknown"
                                             : last_exit.kind == RT_EXIT_SIGNAL ? "signal"
                                                                                : "code");
+                }
+                if (pod && streq(argv[1], "adopt-and-sweep")) {
+                        rt_manager_sweep_orphan_processes(m);
+                        printf("swept\n");
                 }
                 rt_record_done(&rec);
         }

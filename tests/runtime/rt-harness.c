@@ -15,6 +15,7 @@ static void on_started(rt_pod *pod, void *u) {
         harness *h = u;
         if (h->n_events < MAX_EVENTS)
                 h->events[h->n_events++] = (event){ .type = EV_STARTED,
+                                                    .id = rt_pod_userdata(pod),
                                                     .pod = pod,
                                                     .at = now_monotonic() };
 }
@@ -26,7 +27,11 @@ static void on_exited(rt_pod *pod, const rt_exit *e, void *u) {
         if (h->n_events >= MAX_EVENTS)
                 return;
         ev = &h->events[h->n_events++];
-        *ev = (event){ .type = EV_EXITED, .pod = pod, .exit = *e, .at = now_monotonic() };
+        *ev = (event){ .type = EV_EXITED,
+                       .pod = pod,
+                       .id = rt_pod_userdata(pod),
+                       .exit = *e,
+                       .at = now_monotonic() };
         /* The message is borrowed for the call: keep a copy. */
         snprintf(ev->message, sizeof ev->message, "%s", e->message ?: "");
         ev->exit.message = ev->message;
@@ -38,7 +43,12 @@ static void on_probe(rt_pod *pod, rt_probe_type t, bool ok, const char *msg, voi
         if (h->n_events >= MAX_EVENTS)
                 return;
         e = &h->events[h->n_events++];
-        *e = (event){ .type = EV_PROBE, .pod = pod, .probe = t, .ok = ok, .at = now_monotonic() };
+        *e = (event){ .type = EV_PROBE,
+                      .pod = pod,
+                      .id = rt_pod_userdata(pod),
+                      .probe = t,
+                      .ok = ok,
+                      .at = now_monotonic() };
         snprintf(e->message, sizeof e->message, "%s", msg ?: "");
 }
 
@@ -126,7 +136,8 @@ void run_for(harness *h, unsigned ms) {
 
 event *find_event(harness *h, rt_pod *pod, int type) {
         for (size_t i = 0; i < h->n_events; i++)
-                if (h->events[i].pod == pod && (int) h->events[i].type == type)
+                if (h->events[i].pod == pod && h->events[i].id == rt_pod_userdata(pod) &&
+                    (int) h->events[i].type == type)
                         return &h->events[i];
         return NULL;
 }
@@ -142,8 +153,8 @@ bool pod_started(harness *h, void *pod) {
 /* The last probe event of a type for a pod, or NULL. */
 event *last_probe(harness *h, rt_pod *pod, rt_probe_type t) {
         for (size_t i = h->n_events; i > 0; i--)
-                if (h->events[i - 1].pod == pod && h->events[i - 1].type == EV_PROBE &&
-                    h->events[i - 1].probe == t)
+                if (h->events[i - 1].pod == pod && h->events[i - 1].id == rt_pod_userdata(pod) &&
+                    h->events[i - 1].type == EV_PROBE && h->events[i - 1].probe == t)
                         return &h->events[i - 1];
         return NULL;
 }
@@ -205,7 +216,7 @@ rt_pod *start(harness *h, const char *name, spec_pod_spec *s) {
         int r;
 
         snprintf(uid, sizeof uid, "uid-%s", name); /* one per pod, as in the agent */
-        r = rt_pod_start(h->m, &p, NULL, &pod, &err);
+        r = rt_pod_start(h->m, &p, (void *) ++h->next_id, &pod, &err);
         if (r < 0)
                 fail_msg("start %s: %s (%s)", name, strerror(-r), err);
         free(err);

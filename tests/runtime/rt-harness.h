@@ -20,6 +20,9 @@
 typedef struct event {
         enum { EV_STARTED, EV_EXITED, EV_PROBE } type;
         rt_pod *pod;
+        /* The pod's userdata: start() gives each pod its own, so that a pod
+         * allocated where a freed one was is not taken for it. */
+        void *id;
         rt_exit exit;
         rt_probe_type probe;
         bool ok;
@@ -34,6 +37,7 @@ typedef struct harness {
         event events[MAX_EVENTS];
         size_t n_events;
         size_t n_exited;
+        uintptr_t next_id;
         char orphans[8][128]; /* orphan_stopped: the units */
         size_t n_orphans;
 } harness;

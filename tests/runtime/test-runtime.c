@@ -649,6 +649,129 @@ static void test_adopt_by_second_agent(void **state) {
         free(rm);
 }
 
+/* Gone or a zombie (whoever its parent is now: us as a subreaper, or
+ * init), reaped where it is ours. */
+static bool dead(int pid) {
+        char path[64], *stat = NULL;
+        bool zombie;
+
+        (void) waitpid(pid, NULL, WNOHANG);
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        if (read_full_file(path, 4096, &stat, NULL) < 0)
+                return true;
+        zombie = strstr(stat, ") Z ") != NULL;
+        free(stat);
+        return zombie;
+}
+
+/* An agent killed between spawning a pod and committing it leaves a process
+ * that no record names: the next agent's start-up sweep kills it, with its
+ * group. A pod it adopted is spared, and so are the pods of another state
+ * dir. */
+static void test_sweep_orphan_processes(void **state) {
+        char dir[] = "/tmp/tend-sweep-XXXXXX", other[] = "/tmp/tend-sweep-XXXXXX", *out, *args;
+        int pid, member = 0, bystander;
+
+        assert_non_null(mkdtemp(dir));
+        assert_non_null(mkdtemp(other));
+        args = strprintf("start %s %s group", other, testprog);
+        out = run_helper(args);
+        assert_true(sscanf(out, "started pid %d", &bystander) == 1);
+        free(out);
+        free(args);
+
+        args = strprintf("start %s %s group", dir, testprog);
+        out = run_helper(args);
+        assert_true(sscanf(out, "started pid %d", &pid) == 1);
+        free(out);
+        free(args);
+        for (int i = 0; i < 100 && !(member = other_in_group(pid)); i++)
+                usleep(10000);
+        assert_true(member > 0);
+
+        /* Adopted: spared. */
+        args = strprintf("adopt-and-sweep %s", dir);
+        out = run_helper(args);
+        if (!strstr(out, "adopted pid") || !strstr(out, "swept"))
+                fail_msg("helper said:\n%s", out);
+        free(out);
+        free(args);
+        assert_int_equal(kill(pid, 0), 0);
+        assert_int_equal(kill(member, 0), 0);
+
+        /* Not adopted (its record lost with the pass that was not
+         * committed): killed, group and all; the other dir's pod is not. */
+        args = strprintf("sweep %s", dir);
+        out = run_helper(args);
+        assert_non_null(strstr(out, "swept"));
+        free(out);
+        free(args);
+        for (int i = 0; i < 200 && !(dead(pid) && dead(member)); i++)
+                usleep(10000);
+        assert_true(dead(pid));
+        assert_true(dead(member));
+        assert_false(dead(bystander));
+
+        (void) kill(-bystander, SIGKILL);
+        (void) waitpid(bystander, NULL, 0);
+        char *rm = strprintf("rm -rf %s %s", dir, other);
+        assert_int_equal(system(rm), 0);
+        free(rm);
+}
+
+/* A removed pod's log directory is kept, emptied, for the next pod: the new
+ * pod's directory is the old one renamed (no inode allocated), and its log
+ * starts empty. */
+static void test_log_dirs_recycled(void **state) {
+        harness *h = harness_new(NULL);
+        char *c = cmd("\"exit\", \"0\""), *old_log, *new_log;
+        spec_pod_spec *s = pod_spec(c, NULL);
+        struct stat a, b;
+        rt_pod *pod;
+
+        pod = start(h, "first", s);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        rt_pod_free(pod);
+        old_log = rt_log_path(h->state_dir, "default", "first", "main");
+        /* something in it, and a rotated file beside */
+        FILE *f = fopen(old_log, "a");
+        fputs("the first pod's words\n", f);
+        fclose(f);
+        char *rotated = strprintf("%s.1", old_log);
+        f = fopen(rotated, "w");
+        fclose(f);
+        char *old_dir = strndup(old_log, strrchr(old_log, '/') - old_log);
+        assert_int_equal(stat(old_dir, &a), 0);
+        rt_manager_remove_pod_logs(h->m, "default", "first");
+        assert_int_equal(access(old_dir, F_OK), -1);
+
+        pod = start(h, "second", s);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        new_log = rt_log_path(h->state_dir, "default", "second", "main");
+        char *new_dir = strndup(new_log, strrchr(new_log, '/') - new_log);
+        assert_int_equal(stat(new_dir, &b), 0);
+        assert_int_equal(a.st_ino, b.st_ino); /* the same directory */
+        assert_int_equal(stat(new_log, &b), 0);
+        assert_int_equal(b.st_size, 0); /* nothing of the first pod's */
+        char *rotated2 = strprintf("%s.1", new_log);
+        assert_int_equal(access(rotated2, F_OK), -1);
+        rt_pod_free(pod);
+
+        /* No spare left: a plain new directory. */
+        pod = start(h, "third", s);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        rt_pod_free(pod);
+        free(rotated);
+        free(rotated2);
+        free(old_dir);
+        free(new_dir);
+        free(old_log);
+        free(new_log);
+        pod_spec_free(s);
+        free(c);
+        harness_free(h);
+}
+
 /* ---- probes ------------------------------------------------------------------------------------
  */
 
@@ -1037,6 +1160,8 @@ int main(void) {
                 cmocka_unit_test(test_escapee_goes_with_its_pod),
                 cmocka_unit_test(test_adopt_refuses_reused_pid),
                 cmocka_unit_test(test_adopt_by_second_agent),
+                cmocka_unit_test(test_sweep_orphan_processes),
+                cmocka_unit_test(test_log_dirs_recycled),
                 cmocka_unit_test(test_probe_http),
                 cmocka_unit_test(test_probe_tcp),
                 cmocka_unit_test(test_probe_exec),

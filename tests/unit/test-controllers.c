@@ -56,6 +56,7 @@ typedef struct world {
         usec_t crash_after; /* processes of a command ending in "crash" die after this */
         size_t starts;
         usec_t start_times[4096];
+        size_t swept;         /* processes the sweep at start-up killed */
         bool check_bounds;    /* assert live <= D + surge */
         bool check_available; /* assert available >= D - unavailable */
 } world;
@@ -193,10 +194,28 @@ static const char *fb_cid(void *h) {
         return ((proc *) h)->cid;
 }
 
+/* As the process runtime: a process may start before its pass is
+ * committed, because a new agent kills what runs for no pod it adopted. */
+static bool fb_early_start(const spec_pod_spec *s) {
+        return true;
+}
+
+static void fb_sweep_orphans(void *b) {
+        world *w = b;
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->alive && !w->procs[i]->handle) {
+                        w->procs[i]->exit_at = w->now;
+                        w->procs[i]->exit_signal = SIGKILL;
+                        w->swept++;
+                }
+}
+
 static const agent_backend fake_backend = {
         .start = fb_start,
         .adopt = fb_adopt,
         .find = fb_find,
+        .early_start = fb_early_start,
+        .sweep_orphans = fb_sweep_orphans,
         .stop = fb_stop,
         .signal = fb_signal,
         .free = fb_free,
@@ -1480,12 +1499,16 @@ static void test_rollback_renumber_sticks(void **state) {
 }
 
 /* A commit that fails (the database is locked by someone else) loses no
- * pod: once the store works again the lost pod is seen and replaced. */
+ * pod: once the store works again the lost pod is seen and replaced. The
+ * replacement the failed pass had already started (processes start before
+ * their pass is committed) is killed: its pod was rolled back, and nothing
+ * may run for a pod that does not exist. */
 static void test_failed_commit_recovers(void **state) {
         world *w = world_new();
         sqlite3 *db;
         char *path = strprintf("%s/tend.db", w->dir);
-        proc *victim = NULL;
+        proc *victim = NULL, *early;
+        size_t before;
 
         apply(w, manifest("web", 2, "web-v1", NULL, NULL));
         assert_true(step_until(w, settled, "web", 10 * S));
@@ -1494,15 +1517,67 @@ static void test_failed_commit_recovers(void **state) {
                         victim = w->procs[i];
         assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
         assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+        before = w->n_procs;
         fb_signal(victim, SIGKILL);
         fire(w);
         process(w); /* the commit fails: the database is locked */
+        assert_int_equal(w->n_procs, before + 1);
+        early = w->procs[before];
+        assert_int_equal(early->exit_signal, SIGKILL);
+        assert_false(early->handle);
         assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
         sqlite3_close(db);
         free(path);
+        step(w, 2 * S);
+        assert_false(early->alive);
         assert_true(step_until(w, settled, "web", 10 * S));
         assert_int_equal(count_pods(w, "web-v1", true), 2);
         assert_true(has_failed_pod(w, NULL));
+        world_free(w);
+}
+
+/* The agent died after a pass spawned a process and before the pass was
+ * committed: its pod was never written. The next agent's sweep kills the
+ * process (a real one: test-runtime's test_sweep_orphan_processes), and the
+ * lost pod is replaced once. */
+static void test_crash_between_spawn_and_commit(void **state) {
+        world *w = world_new();
+        proc *victim = NULL;
+        size_t before;
+
+        apply(w, manifest("web", 2, "web-v1", NULL, NULL));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->alive)
+                        victim = w->procs[i];
+        before = w->n_procs;
+        /* The pass's work without its commit: the store is what the last
+         * commit left, the replacement runs. */
+        fb_signal(victim, SIGKILL);
+        fire(w);
+        assert_int_equal(store_commit(w->store, false), 0);
+        agent_free(w->agent); /* before the pass: nothing of it is on disk */
+        store_close(w->store);
+        {
+                char *db = strprintf("%s/tend.db", w->dir), *err = NULL;
+                assert_int_equal(store_open(db, &w->store, &err), 0);
+                free(db);
+        }
+        /* What the dead agent had started: a process for no known pod. */
+        assert_int_equal(fb_start(w,
+                                  &(rt_pod_params){ .namespace = "default",
+                                                    .name = "web-gone",
+                                                    .uid = "uid-of-no-pod",
+                                                    .spec = &dep(w, "web")->spec.template.spec },
+                                  NULL, &(void *){ NULL }, &(char *){ NULL }),
+                         0);
+        w->procs[w->n_procs - 1]->handle = false;
+        new_agent(w);
+        assert_int_equal(w->swept, 1);
+        step(w, 2 * S);
+        assert_true(step_until(w, settled, "web", 10 * S));
+        assert_int_equal(count_pods(w, "web-v1", true), 2);
+        assert_true(w->n_procs > before + 1);
         world_free(w);
 }
 
@@ -1624,6 +1699,7 @@ int main(void) {
                 cmocka_unit_test(test_scale_up_with_terminating),
                 cmocka_unit_test(test_rollback_renumber_sticks),
                 cmocka_unit_test(test_failed_commit_recovers),
+                cmocka_unit_test(test_crash_between_spawn_and_commit),
                 cmocka_unit_test(test_crash_between_spawn_and_record),
                 cmocka_unit_test(test_random_sequences),
         };

@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
@@ -138,6 +139,108 @@ static void test_rollback(void **state) {
         store_close(s);
 }
 
+/* What each kind of watcher hears of one batch: the agent's (write-time) every
+ * write as it happens; the API's (post-commit) one note per object, its state
+ * after the commit, with the JSON the commit wrote — and nothing of an object
+ * that came and went within the batch. */
+typedef struct heard {
+        char what[32][64];
+        char json[32][4096];
+        size_t n;
+        store *s;
+} heard;
+
+static void on_heard(store_kind kind, store_change change, const void *obj, void *u) {
+        heard *h = u;
+        const spec_pod *p = obj;
+        static const char *const names[] = { "ADDED", "MODIFIED", "DELETED" };
+        const char *json = h->s ? store_note_json(h->s) : NULL;
+
+        if (h->n >= 32)
+                return;
+        snprintf(h->what[h->n], sizeof h->what[0], "%s %s %" PRIu64, names[change],
+                 p->metadata.name, p->metadata.resource_version);
+        snprintf(h->json[h->n], sizeof h->json[0], "%s", json ?: "");
+        h->n++;
+}
+
+static void expect_heard(const heard *h, size_t i, const char *what, uint64_t rv) {
+        char want[64];
+        snprintf(want, sizeof want, "%s %" PRIu64, what, rv);
+        assert_true(i < h->n);
+        assert_string_equal(h->what[i], want);
+}
+
+static void test_batch_notes(void **state) {
+        store *s = open_store();
+        heard at_write = {}, at_commit = { .s = s };
+        spec_pod *p;
+        uint64_t rv;
+
+        assert_int_equal(store_put(s, STORE_POD, pod("stays"), NULL), 0);
+        assert_int_equal(store_put(s, STORE_POD, pod("goes"), NULL), 0);
+        assert_int_equal(store_put(s, STORE_POD, pod("swapped"), NULL), 0);
+        assert_int_equal(store_commit(s, false), 0);
+        rv = store_resource_version(s);
+        assert_int_equal(store_subscribe_writes(s, on_heard, &at_write), 0);
+        assert_int_equal(store_subscribe(s, on_heard, &at_commit), 0);
+
+        /* "stays" written twice, "goes" deleted, "new" added, "brief" added
+         * and deleted, "swapped" replaced by another object (another uid). */
+        p = spec_pod_copy(store_get(s, STORE_POD, "default", "stays"));
+        p->status.phase = SPEC_POD_RUNNING;
+        assert_int_equal(store_put(s, STORE_POD, p, NULL), 0);
+        p = spec_pod_copy(store_get(s, STORE_POD, "default", "stays"));
+        (void) free_and_strdup(&p->status.message, "twice");
+        assert_int_equal(store_put(s, STORE_POD, p, NULL), 0);
+        assert_int_equal(store_delete(s, STORE_POD, "default", "goes"), 0);
+        assert_int_equal(store_put(s, STORE_POD, pod("new"), NULL), 0);
+        assert_int_equal(store_put(s, STORE_POD, pod("brief"), NULL), 0);
+        assert_int_equal(store_delete(s, STORE_POD, "default", "brief"), 0);
+        assert_int_equal(store_delete(s, STORE_POD, "default", "swapped"), 0);
+        assert_int_equal(store_put(s, STORE_POD, pod("swapped"), NULL), 0);
+
+        /* The agent heard every write at once; the API nothing yet. */
+        assert_int_equal(at_write.n, 8);
+        expect_heard(&at_write, 0, "MODIFIED stays", rv + 1);
+        expect_heard(&at_write, 5, "DELETED brief", rv + 6);
+        assert_int_equal(at_commit.n, 0);
+
+        assert_int_equal(store_commit(s, false), 0);
+        assert_int_equal(store_resource_version(s), rv + 8);
+        assert_int_equal(at_commit.n, 5);
+        expect_heard(&at_commit, 0, "MODIFIED stays", rv + 2); /* its last version */
+        expect_heard(&at_commit, 1, "DELETED goes", rv + 3);
+        expect_heard(&at_commit, 2, "ADDED new", rv + 4);
+        expect_heard(&at_commit, 3, "DELETED swapped", rv + 7);
+        expect_heard(&at_commit, 4, "ADDED swapped", rv + 8);
+        /* The JSON is what was written: the object as it now is. */
+        char want[64];
+        snprintf(want, sizeof want, "\"resourceVersion\":\"%" PRIu64 "\"", rv + 2);
+        assert_non_null(strstr(at_commit.json[0], "\"message\":\"twice\""));
+        assert_non_null(strstr(at_commit.json[0], want));
+        assert_string_equal(at_commit.json[1], ""); /* a deletion has none */
+        json_t *j = json_loads(at_commit.json[2], 0, NULL);
+        assert_non_null(j);
+        assert_string_equal(
+                json_string_value(json_object_get(json_object_get(j, "metadata"), "name")), "new");
+        json_decref(j);
+        store_close(s);
+
+        /* On disk: the final states, at their versions. */
+        s = open_store();
+        assert_int_equal(store_resource_version(s), rv + 8);
+        assert_string_equal(
+                ((const spec_pod *) store_get(s, STORE_POD, "default", "stays"))->status.message,
+                "twice");
+        assert_null(store_get(s, STORE_POD, "default", "goes"));
+        assert_null(store_get(s, STORE_POD, "default", "brief"));
+        assert_int_equal(((const spec_pod *) store_get(s, STORE_POD, "default", "swapped"))
+                                 ->metadata.resource_version,
+                         rv + 8);
+        store_close(s);
+}
+
 static void test_uncommitted_lost_on_crash(void **state) {
         /* A write that was never committed is not there after a reopen (the
          * agent commits before acknowledging). */
@@ -248,6 +351,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_put_commit_reopen),
                 cmocka_unit_test(test_rollback),
+                cmocka_unit_test(test_batch_notes),
                 cmocka_unit_test(test_uncommitted_lost_on_crash),
                 cmocka_unit_test(test_events_folded_and_bounded),
                 cmocka_unit_test(test_garbage_file),

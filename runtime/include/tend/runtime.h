@@ -192,6 +192,17 @@ int rt_manager_find_unit(rt_manager *m, const char *namespace, const char *pod, 
  * (and units were adopted), once it is back. */
 void rt_manager_sweep_orphan_units(rt_manager *m);
 
+/* At the end of start-up adoption: kills every process of ours (writing to
+ * a pod log of this state dir, with a POD_UID) that no watched pod
+ * accounts for: one an agent started and died before recording. Not the
+ * processes of tend-* units (rt_manager_sweep_orphan_units()). */
+void rt_manager_sweep_orphan_processes(rt_manager *m);
+
+/* The logs of a pod that is gone: its log directory is emptied and kept
+ * as a spare for the next pod (logdir.c: on ext4 that spares a burst of
+ * new pods a scan past every inode freed in the last minute). */
+void rt_manager_remove_pod_logs(rt_manager *m, const char *namespace, const char *pod);
+
 /* <state_dir>/pods/<namespace>_<pod>/<container>.log; new string. */
 char *rt_log_path(const char *state_dir, const char *namespace, const char *pod,
                   const char *container);
