@@ -29,6 +29,10 @@ int client_open(const char *socket, client **ret);
 client *client_free(client *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(client *, client_free);
 const char *client_socket(const client *c);
+/* Quiet: a failure to reach tendd (or a transfer it cut off) returns
+ * -ECONNREFUSED without a word, for a caller that waits for it to come
+ * back. */
+void client_set_quiet(client *c, bool quiet);
 
 /* A request with a JSON answer (*ret_json: a new reference). Connection
  * failures are printed ("cannot reach tendd at ...") and returned < 0. */

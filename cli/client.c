@@ -14,6 +14,7 @@ struct client {
         char *socket;
         CURL *curl;
         char errbuf[CURL_ERROR_SIZE];
+        bool quiet; /* connection errors are the caller's to report */
 };
 
 client *client_free(client *c) {
@@ -107,8 +108,13 @@ void client_report_failure(const char *socket, CURL *easy, CURLcode code, const 
 
 /* The reason curl failed, the way a user wants to read it. */
 static int connection_error(client *c, CURLcode code) {
-        client_report_failure(c->socket, c->curl, code, c->errbuf);
+        if (!c->quiet)
+                client_report_failure(c->socket, c->curl, code, c->errbuf);
         return -ECONNREFUSED;
+}
+
+void client_set_quiet(client *c, bool quiet) {
+        c->quiet = quiet;
 }
 
 /* "Warning: 299 - \"text\"" → "Warning: text" on stderr, as kubectl. */

@@ -64,23 +64,75 @@ static int on_status_line(const char *line, size_t n, void *userdata) {
         return s->result >= 0 || s->expired ? -1 : 0; /* stop streaming once decided */
 }
 
+/* The deployment for `rollout status`. Once tendd has answered, a tendd
+ * that cannot be reached (restarting, upgraded) is waited for, as kubectl's
+ * watch waits for an API server, until the deadline; an answer (not
+ * found) is final. NULL: final, or the deadline (*ret_timed_out). */
+static spec_deployment *fetch_waiting(client *c, const char *name, bool reached, usec_t deadline,
+                                      bool *ret_timed_out) {
+        _cleanup_free_ char *path = cli_path(cli_resource_find("deployments"), cli.namespace, name);
+        bool said = false;
+
+        *ret_timed_out = false;
+        if (!path)
+                return NULL;
+        for (;;) {
+                json_t *resp = NULL;
+                void *d;
+                long code;
+                int r;
+
+                client_set_quiet(c, reached);
+                r = client_request(c, "GET", path, NULL, NULL, &code, &resp);
+                client_set_quiet(c, false);
+                if (r == -ECONNREFUSED && reached) {
+                        if (now_monotonic() >= deadline) {
+                                *ret_timed_out = true;
+                                return NULL;
+                        }
+                        if (!said)
+                                fprintf(stderr,
+                                        "tendd at %s cannot be reached; waiting for it to come "
+                                        "back\n",
+                                        client_socket(c));
+                        said = true;
+                        (void) usleep(200 * 1000);
+                        continue;
+                }
+                if (r < 0)
+                        return NULL;
+                if (code != 200) {
+                        client_print_error(code, resp);
+                        json_decref(resp);
+                        return NULL;
+                }
+                d = cli_decode(&spec_type_deployment, resp);
+                json_decref(resp);
+                return d;
+        }
+}
+
 /* As kubectl: list, then watch from that version; a watch that ends
  * before the rollout does (tendd restarted, a slow reader cut off, a
- * version too old) lists and watches again. Only a --timeout ends it
- * undecided. */
+ * version too old) lists and watches again, and a tendd away is waited
+ * for. Only a --timeout ends it undecided. */
 static int rollout_status(client *c, const char *name, usec_t timeout, bool watch,
                           int64_t revision) {
         status_ctx s = { .revision = revision, .result = -1 };
         usec_t deadline = timeout ? now_monotonic() + timeout : USEC_INFINITY;
+        bool reached = false, timed_out;
         long code;
 
         for (;;) {
-                spec_deployment *d = cli_fetch(c, cli_resource_find("deployments"), name);
+                spec_deployment *d = fetch_waiting(c, name, reached && watch, deadline, &timed_out);
                 _cleanup_free_ char *path = NULL, *fs = NULL, *efs = NULL;
                 usec_t now = now_monotonic();
 
+                if (timed_out)
+                        break;
                 if (!d)
                         return 1;
+                reached = true;
                 judge(&s, d);
                 if (s.result >= 0 || !watch) {
                         spec_deployment_free(d);
@@ -106,8 +158,10 @@ static int rollout_status(client *c, const char *name, usec_t timeout, bool watc
                 if (!path)
                         return 1;
                 s.expired = false;
-                if (client_stream(c, path, on_status_line, &s, &code) < 0)
-                        return 1;
+                /* A stream cut off (tendd went away) is listed again, above. */
+                client_set_quiet(c, true);
+                (void) client_stream(c, path, on_status_line, &s, &code);
+                client_set_quiet(c, false);
                 if (s.result >= 0)
                         return s.result;
                 /* never spin on a stream that keeps ending at once */

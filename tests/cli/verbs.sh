@@ -639,6 +639,21 @@ kill -0 "$waiter" 2>/dev/null && ok "still waiting after the restart" ||
     fail "rollout status ended: $(cat "$tmp/rs.out")"
 kill "$waiter" 2>/dev/null; wait "$waiter" 2>/dev/null
 grep -q "timed out" "$tmp/rs.out" && fail "said timed out without --timeout"
+# Away for longer than --timeout: it waits for tendd, then times out.
+tend rollout status deploy/never-ready --timeout=3s >"$tmp/rs.out" 2>&1 &
+waiter=$!
+sleep 0.5
+stop_tendd TERM
+sleep 1
+kill -0 "$waiter" 2>/dev/null && ok "waits while tendd is away" ||
+    fail "rollout status ended while tendd was away: $(cat "$tmp/rs.out")"
+wait "$waiter"
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "timed out waiting for the condition" "$tmp/rs.out" &&
+    grep -q "cannot be reached; waiting for it" "$tmp/rs.out" &&
+    ok "--timeout ends the wait for a tendd that stays away" ||
+    fail "rollout status --timeout with tendd away: exit $rc: $(cat "$tmp/rs.out")"
+start_tendd
 tend delete deploy/never-ready >/dev/null
 
 echo "== the socket: peers other than root and the agent's uid are Forbidden"
