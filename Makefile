@@ -38,6 +38,7 @@ test: deps
 	cd $(TEST_DIR) && $(CTEST) --output-on-failure -j $(JOBS)
 
 bench: build
+	@scripts/deps.sh --bench
 	@scripts/bench.sh $(BUILD_DIR)
 
 format:

@@ -80,6 +80,8 @@ struct agent {
         char **starts;                          /* pod uids whose start is decided */
         size_t n_starts, alloc_starts;
         char **early; /* pod uids started before the commit */
+        size_t n_early, alloc_early;
+        bool yielded; /* after this pass's first process start */
         pending_event *events;
         size_t n_events, alloc_events;
         pass_clock clock_pass;
@@ -104,14 +106,15 @@ void agent__enqueue_at_wall(agent *a, store_kind kind, const char *ns, const cha
 int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type,
                  const char *reason, const char *fmt, ...) _printf_(6, 7);
 
-/* The pod worker decided to start pod uid: run after the pass's commit, so
- * that the pod and the intent to start it are on disk before its process
- * exists (an agent killed right after finds it by its POD_UID). */
+/* The pod worker decided to start pod uid, a unit: run after the pass's
+ * commit, so that the pod and the intent to start it are on disk before
+ * the unit exists (an agent killed right after finds it by its name). */
 int agent__queue_start(agent *a, const char *uid);
-/* Runs the queued starts (ctl-pod.c): early, those the backend allows
- * before the commit (and only those); else all that are left. Their writes
- * go into the open transaction. */
-void ctl_pod_run_starts(agent *a, bool early);
+/* Runs the starts queued for after the commit (ctl-pod.c); their writes go
+ * into the next batch. */
+void ctl_pod_run_starts(agent *a);
+/* A pod started before its pass is committed (ctl-pod.c begin_start()). */
+int agent__note_early(agent *a, const char *uid);
 /* The commit after early starts succeeded: nothing to undo. */
 void ctl_pod_forget_early(agent *a);
 /* It failed: the pods were rolled back, so their processes are killed. */

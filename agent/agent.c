@@ -296,6 +296,24 @@ int agent__queue_start(agent *a, const char *uid) {
         return 0;
 }
 
+int agent__note_early(agent *a, const char *uid) {
+        char *u;
+
+        if (a->n_early == a->alloc_early) {
+                size_t na = a->alloc_early ? a->alloc_early * 2 : 64;
+                char **n = realloc(a->early, sizeof(char *) * na);
+                if (!n)
+                        return -ENOMEM;
+                a->early = n;
+                a->alloc_early = na;
+        }
+        u = strdup(uid);
+        if (!u)
+                return -ENOMEM;
+        a->early[a->n_early++] = u;
+        return 0;
+}
+
 /* The commit failed: the starts it held were rolled back with it. */
 static void forget_starts(agent *a) {
         for (size_t i = 0; i < a->n_starts; i++) {
@@ -354,16 +372,14 @@ static usec_t recover_from_commit(agent *a, int r) {
 }
 
 /*
- * A pass decides everything that is due in one transaction, commits it
- * once, then starts the processes it decided to start, then writes its
- * events. A killed replica's path is: its exit is written (pod worker), its
- * replacement created (ReplicaSet controller) and queued with the intent to
- * start it (pod worker), all in two rounds and one commit, then spawned.
- * The commit is not an fsync (store.h): nothing here was acknowledged to a
- * user, and after a power loss every process is gone anyway.
- *
- * What the spawns write (records, statuses) and the events go into the
- * next cycle's transaction, which the same pass commits.
+ * A pass decides everything that is due in one batch, and commits it once.
+ * A process is started as soon as the pod worker decides to (begin_start()):
+ * a killed replica's path is its exit written (pod worker), its replacement
+ * created (ReplicaSet controller), its process spawned (pod worker), in two
+ * rounds, before any commit. The commit is not an fsync (store.h): nothing
+ * here was acknowledged to a user, and after a power loss every process is
+ * gone anyway. A unit is started after the commit. Events are written
+ * after the starts.
  */
 usec_t agent_process(agent *a) {
         usec_t next = USEC_INFINITY, t0 = now_monotonic();
@@ -372,6 +388,7 @@ usec_t agent_process(agent *a) {
 
         a->processing = true;
         a->clock_pass = (pass_clock){ .start_wall = agent_wall(a), .start = t0 };
+        a->yielded = false;
         for (unsigned round = 0; round < 10000; round++) {
                 next = promote_delayed(a);
                 if (agent_has_work(a)) {
@@ -379,14 +396,11 @@ usec_t agent_process(agent *a) {
                         drain(a, STORE_DEPLOYMENT, ctl_deployment_sync);
                         drain(a, STORE_REPLICA_SET, ctl_replica_set_sync);
                         drain(a, STORE_POD, ctl_pod_sync);
-                        /* Starts are decided: commit and spawn now rather
-                         * than after the statuses that follow from them. */
+                        /* Units to start: commit now rather than after the
+                         * statuses that follow from them. */
                         if (a->n_starts == 0)
                                 continue;
                 }
-                /* Processes first, where the backend can find them after a
-                 * crash: the commit is then off a replacement's way. */
-                ctl_pod_run_starts(a, true);
                 r = store_commit(a->store, false);
                 if (r < 0) {
                         usec_t retry = recover_from_commit(a, r);
@@ -396,7 +410,7 @@ usec_t agent_process(agent *a) {
                 ctl_pod_forget_early(a);
                 if (a->n_starts == 0 && a->n_events == 0)
                         break; /* nothing left: the commit was the pass's last */
-                ctl_pod_run_starts(a, false);
+                ctl_pod_run_starts(a);
                 flush_events(a);
         }
         remove_doomed_dirs(a);
@@ -726,7 +740,8 @@ agent *agent_free(agent *a) {
         for (size_t i = 0; i < a->n_starts; i++)
                 free(a->starts[i]);
         free(a->starts);
-        strv_free(a->early);
+        ctl_pod_forget_early(a);
+        free(a->early);
         drop_events(a);
         free(a->events);
         remove_doomed_dirs(a);

@@ -35,8 +35,8 @@ typedef struct agent_backend {
          * stops what an agent that died before its commit left running.
          * NULL: never. */
         bool (*early_start)(const spec_pod_spec *s);
-        /* Called after the early starts of a pass, before its commit.
-         * NULL: nothing. */
+        /* Called after the first process a pass starts, before anything
+         * else. NULL: nothing. */
         void (*after_starts)(void *b);
         /* The log files of a pod that is gone. NULL: they are only
          * removed. */

@@ -35,12 +35,12 @@ static bool rt_early_start(const spec_pod_spec *s) {
         return s->runtime_class_name != SPEC_RUNTIME_SYSTEMD;
 }
 
-/* After the pass's spawns, before its commit: each child has left our
- * memory (vfork) but may not have finished its exec, the kernel still
- * loading the program; on a busy core it waits for whatever we do next.
- * Measured (bench-respawn, fork → exec): 2.6 ms with 2 ms of work after
- * clone() returned, 0.6 ms with a yield. Once per pass, not per spawn: a
- * thousand yields would give each child's whole start-up our core. */
+/* After a pass's first spawn: the child has left our memory (vfork) but
+ * may not have finished its exec, the kernel still loading the program; on
+ * a busy core it waits for whatever we do next. Measured (bench-respawn,
+ * fork → exec): 2.6 ms with 2 ms of work after clone() returned, 0.6 ms
+ * with a yield. Once a pass, not per spawn: a thousand yields would give
+ * each child's whole start-up our core. */
 static void rt_after_starts(void *b) {
         (void) sched_yield();
 }

@@ -153,32 +153,43 @@ static void set_ports_annotation(spec_pod *n, const rt_record *rec) {
                 (void) spec_map_set(&n->metadata.annotations, AGENT_ANN_PORTS, tend_buf_str(&b));
 }
 
-/* Decides to start p: the intent goes into this pass's transaction, the
- * spawn comes after its commit (agent_process()). If the agent dies after
- * the spawn and before the record, the restart finds the process by its
- * POD_UID instead of starting it a second time. */
-static int queue_start(agent *a, const spec_pod *p) {
+static int start_pod(agent *a, const spec_pod *p, pod_rt *pr);
+
+/* Decides to start p. A process starts at once, in the middle of the pass
+ * that decided it and before that pass is committed: the commit is not on a
+ * replacement's way, and of a thousand replacements the first does not wait
+ * for the thousandth to be decided. If the agent dies before the commit,
+ * the next one kills the process (the backend's sweep_orphans) and the pod
+ * is replaced again. A unit's start waits for the commit, with the intent
+ * written: a crash after the start finds the unit by its name. */
+static int begin_start(agent *a, const spec_pod *p) {
+        bool early = a->backend->early_start && a->backend->early_start(&p->spec);
         json_t *intent;
         pod_rt *pr;
         int r;
 
-        intent = json_pack("{s:b}", "intent", 1);
-        if (!intent)
-                return -ENOMEM;
-        r = store_put_record(a->store, p->metadata.uid, intent);
-        json_decref(intent);
-        if (r < 0)
-                return r;
+        if (!early) {
+                intent = json_pack("{s:b}", "intent", 1);
+                if (!intent)
+                        return -ENOMEM;
+                r = store_put_record(a->store, p->metadata.uid, intent);
+                json_decref(intent);
+                if (r < 0)
+                        return r;
+        }
         pr = agent__pod_rt_new(a, p);
         if (!pr)
                 return -ENOMEM;
-        r = agent__queue_start(a, p->metadata.uid);
+        r = early ? agent__note_early(a, p->metadata.uid) : agent__queue_start(a, p->metadata.uid);
         if (r < 0) {
                 agent__pod_rt_drop(a, p->metadata.uid);
                 return r;
         }
-        pr->start_queued = true;
-        return 0;
+        if (!early) {
+                pr->start_queued = true;
+                return 0;
+        }
+        return start_pod(a, p, pr);
 }
 
 /* A replacement that was not kept waiting by a back-off, its predecessor's
@@ -224,6 +235,12 @@ static int start_pod(agent *a, const spec_pod *p, pod_rt *pr) {
         pr->handle = handle;
         a->metrics.pod_starts++;
         observe_respawn(a, p, spawn_begin, now_monotonic());
+        /* The first process of a pass may still be finishing its exec on
+         * our core: let it, before the bookkeeping (backend's after_starts). */
+        if (!a->yielded && a->backend->after_starts) {
+                a->backend->after_starts(a->backend_data);
+                a->yielded = true;
+        }
 
         rec = rt_record_to_json(a->backend->record(handle));
         if (rec)
@@ -246,10 +263,10 @@ static int start_pod(agent *a, const spec_pod *p, pod_rt *pr) {
         return store_put(a->store, STORE_POD, n, NULL);
 }
 
-void ctl_pod_run_starts(agent *a, bool early) {
+void ctl_pod_run_starts(agent *a) {
         /* Taken first: a start's writes may queue more (for the next cycle). */
         char **uids = a->starts;
-        size_t n = a->n_starts, started = 0;
+        size_t n = a->n_starts;
 
         a->starts = NULL;
         a->n_starts = a->alloc_starts = 0;
@@ -268,49 +285,33 @@ void ctl_pod_run_starts(agent *a, bool early) {
                          p->metadata.deletion_timestamp || a->draining)
                         /* Deleted in the same pass: never started. */
                         agent__pod_rt_drop(a, uids[i]);
-                else if (early && !(a->backend->early_start && a->backend->early_start(&p->spec))) {
-                        /* after the commit */
-                        if (agent__queue_start(a, uids[i]) < 0)
-                                agent__pod_rt_drop(a, uids[i]);
-                } else {
-                        if (early && strv_extend(&a->early, uids[i]) < 0) {
-                                /* cannot be undone if the commit fails: after it */
-                                if (agent__queue_start(a, uids[i]) < 0)
-                                        agent__pod_rt_drop(a, uids[i]);
-                                free(uids[i]);
-                                continue;
-                        }
-                        started++;
-                        r = start_pod(a, p, pr);
-                        if (r < 0) {
-                                log_warning_errno(r, "pod/%s: failed to record its start: %m",
-                                                  p->metadata.name);
-                                agent__enqueue(a, STORE_POD, p->metadata.namespace,
-                                               p->metadata.name);
-                        }
+                else if ((r = start_pod(a, p, pr)) < 0) {
+                        log_warning_errno(r, "pod/%s: failed to record its start: %m",
+                                          p->metadata.name);
+                        agent__enqueue(a, STORE_POD, p->metadata.namespace, p->metadata.name);
                 }
                 free(uids[i]);
         }
         free(uids);
-        if (started && a->backend->after_starts)
-                a->backend->after_starts(a->backend_data);
 }
 
 void ctl_pod_forget_early(agent *a) {
-        a->early = strv_free(a->early);
+        for (size_t i = 0; i < a->n_early; i++)
+                free(a->early[i]);
+        a->n_early = 0;
 }
 
 void ctl_pod_undo_early(agent *a) {
-        for (char **u = a->early; u && *u; u++) {
-                pod_rt *pr = agent__pod_rt(a, *u);
+        for (size_t i = 0; i < a->n_early; i++) {
+                pod_rt *pr = agent__pod_rt(a, a->early[i]);
                 if (pr && pr->handle) {
                         log_warning("pod/%s: its start could not be committed; killing it",
                                     pr->key);
                         (void) a->backend->signal(pr->handle, SIGKILL);
                 }
-                agent__pod_rt_drop(a, *u);
+                agent__pod_rt_drop(a, a->early[i]);
         }
-        a->early = strv_free(a->early);
+        ctl_pod_forget_early(a);
 }
 
 /* ---- exits ------------------------------------------------------------------------------- */
@@ -520,7 +521,7 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
                         agent__enqueue_at_wall(a, STORE_POD, ns, name, t);
                         return 0;
                 }
-                return a->draining ? 0 : queue_start(a, p);
+                return a->draining ? 0 : begin_start(a, p);
         }
 
         if (pr->liveness_failed && !pr->stopping) {

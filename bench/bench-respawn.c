@@ -552,36 +552,41 @@ static void bench_respawn_tendd(void) {
 
 /* ---- mass kills ------------------------------------------------------------------------ */
 
-/* Kills every pid, then waits for n replacements; ms from the first kill
- * to the last exec. */
-static double kill_all(const pid_t *pids, size_t n) {
+/* A mass kill, ms from the first kill(2): the last victim's exit, the first
+ * replacement's fork, the last replacement's exec. */
+typedef struct mass {
+        double last_exit, first_fork, last_exec;
+} mass;
+
+/* Kills every pid, then waits for n replacements. */
+static mass kill_all(const pid_t *pids, size_t n) {
         size_t from = pc.n;
-        uint64_t t0 = now_ns(), last;
+        uint64_t t0 = now_ns(), last, last_exit = t0, first_fork = UINT64_MAX;
 
         for (size_t i = 0; i < n; i++)
                 (void) kill(pids[i], SIGKILL);
         last = wait_execs(from, n, 120000);
         if (!last)
                 die("%zu of %zu replacements after 120 s", execs_since(from), n);
-        if (getenv("BENCH_VERBOSE")) {
-                uint64_t last_exit = 0, first_fork = UINT64_MAX, last_fork = 0;
-                for (size_t i = 0; i < n; i++) {
-                        child *v = kid_find(pids[i]);
-                        if (v && v->exit_ts > last_exit)
-                                last_exit = v->exit_ts;
-                }
-                for (size_t i = from; i < pc.n; i++) {
-                        first_fork = MIN(first_fork, pc.kids[i].fork_ts);
-                        last_fork = MAX(last_fork, pc.kids[i].fork_ts);
-                }
-                fprintf(stderr,
-                        "  kills sent %.1f ms, last exit %.1f, first fork %.1f, last fork %.1f, "
-                        "last exec %.1f ms\n",
-                        (double) (now_ns() - t0) / MS * 0, (double) (last_exit - t0) / MS,
-                        (double) (first_fork - t0) / MS, (double) (last_fork - t0) / MS,
-                        (double) (last - t0) / MS);
+        for (size_t i = 0; i < n; i++) {
+                child *v = kid_find(pids[i]);
+                if (v && v->exit_ts > last_exit)
+                        last_exit = v->exit_ts;
         }
-        return (double) (last - t0) / MS;
+        for (size_t i = from; i < pc.n; i++)
+                first_fork = MIN(first_fork, pc.kids[i].fork_ts);
+        return (mass){ .last_exit = (double) (last_exit - t0) / MS,
+                       .first_fork = (double) (first_fork - t0) / MS,
+                       .last_exec = (double) (last - t0) / MS };
+}
+
+static void row_mass(const char *what, mass m) {
+        char detail[160];
+        row(what, m.last_exec, "ms");
+        snprintf(detail, sizeof detail,
+                 "    (the victims' exits took %.0f ms; first replacement forked at %.0f ms)",
+                 m.last_exit, m.first_fork);
+        printf("%s\n", detail);
 }
 
 static void bench_mass_tendd(void) {
@@ -592,7 +597,7 @@ static void bench_mass_tendd(void) {
         for (size_t s = 0; s < 2; s++) {
                 size_t n = sizes[s];
                 char what[128];
-                double first, second;
+                mass first, second;
 
                 if (s == 0)
                         deploy(app, (int) n);
@@ -603,15 +608,14 @@ static void bench_mass_tendd(void) {
                 if (running_pids(app, pids, n + 1) != n)
                         die("not %zu running", n);
                 first = kill_all(pids, n);
-                sleep_ms(3000 - (unsigned) (first < 3000 ? first : 0));
+                sleep_ms(3000 - (unsigned) MIN(first.last_exec, 3000.0));
                 wait_running(app, n, 30000);
                 if (running_pids(app, pids, n + 1) != n)
                         die("not %zu running", n);
                 second = kill_all(pids, n);
                 snprintf(what, sizeof what, "tendd: kill -9 of %zu → all %zu exec'd again", n, n);
-                row(what, first, "ms");
-                snprintf(what, sizeof what, "tendd:   the same, 3 s later (replicas 3 s old)");
-                row(what, second, "ms");
+                row_mass(what, first);
+                row_mass("tendd:   the same, 3 s later (replicas 3 s old)", second);
                 wait_running(app, n, 60000);
         }
         free(pids);
@@ -729,12 +733,12 @@ static void bench_runit(void) {
         sleep_ms(10500);
         for (int k = 0; k < 2; k++) {
                 size_t n = runit_pids(pids, 200);
-                double ms = kill_all(pids, n);
-                row(k == 0 ? "runit: kill -9 of 200 → all 200 exec'd again"
-                           : "runit:   the same, 3 s later (services 3 s old)",
-                    ms, "ms");
+                mass m = kill_all(pids, n);
+                row_mass(k == 0 ? "runit: kill -9 of 200 → all 200 exec'd again"
+                                : "runit:   the same, 3 s later (services 3 s old)",
+                         m);
                 if (k == 0)
-                        sleep_ms(3000 - (unsigned) (ms < 3000 ? ms : 0));
+                        sleep_ms(3000 - (unsigned) MIN(m.last_exec, 3000.0));
         }
         /* SIGHUP: runsvdir tells every runsv to stop its service and exit. */
         kill(runsvdir_pid, SIGHUP);

@@ -3,6 +3,7 @@
 # then the systemd one under tests/systemd/harness.sh where the machine
 # allows it. Figures (min, median, p95), not pass/fail tests.
 #   BENCH_QUICK=1 make bench   fewer trials, a shorter idle window
+# runit is installed (scripts/deps.sh --bench), to be timed beside tendd.
 set -u
 build=${1:-build}
 quick=${BENCH_QUICK:+--quick}
@@ -14,6 +15,14 @@ echo "machine: $(nproc) cores, $(awk '/model name/ { sub(/.*: /, ""); print; exi
 echo
 echo "== bench-runtime: spawning and watching processes"
 "$build/bench/bench-runtime" || exit 1
+echo
+echo "== bench-respawn: killed replicas, a tendd of its own, timed by the kernel"
+if [ "$(id -u)" -ne 0 ]; then
+    echo "skipped: the kernel's process connector needs root (sudo make bench)"
+else
+    # shellcheck disable=SC2086
+    "$build/bench/bench-respawn" $quick || exit 1
+fi
 echo
 echo "== bench-agent: the agent at work (runtimeClassName: process)"
 # shellcheck disable=SC2086

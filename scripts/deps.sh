@@ -1,14 +1,18 @@
 #!/bin/sh
 # Install what building and testing tend needs, and nothing when it is all
 # there already. Debian/Ubuntu only (apt-get); elsewhere it says what to get.
+#   scripts/deps.sh --bench   also what `make bench` compares tend with (runit)
 set -eu
 
 pkgs="libuv1-dev libyaml-dev libsystemd-dev libcmocka-dev libjansson-dev \
 libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev pkg-config cmake \
 make gcc curl strace jq systemd dbus dbus-user-session util-linux"
+bench=false
+[ "${1:-}" = --bench ] && bench=true && pkgs="$pkgs runit"
 modules="libuv yaml-0.1 libsystemd cmocka jansson libmicrohttpd libcurl sqlite3"
 
 have_all() {
+    if $bench; then command -v runsvdir >/dev/null 2>&1 || return 1; fi
     command -v cmake >/dev/null 2>&1 || return 1
     command -v curl >/dev/null 2>&1 || return 1
     command -v strace >/dev/null 2>&1 || return 1
