@@ -29,7 +29,7 @@ typedef struct pod_rt {
         bool ready;        /* published readiness */
         bool stopping;     /* stop requested */
         usec_t stop_grace; /* ... with this grace period */
-        bool start_queued; /* decided this pass: spawned after its commit */
+        bool start_queued; /* a unit's start, decided this pass: after its commit */
         bool exited;       /* exit seen, not yet written to the pod */
         rt_exit exit;
         char *exit_message; /* exit.message points here */
@@ -41,8 +41,9 @@ typedef struct pod_rt {
         usec_t started_wall;
 } pod_rt;
 
-/* An event decided during a pass: written after the pass's spawns, so that
- * a replacement is not kept waiting for the story of its predecessor. */
+/* An event decided during a pass: written at the end of a cycle, after the
+ * starts, so that a replacement is not kept waiting for the story of its
+ * predecessor. */
 typedef struct pending_event {
         store_kind kind;
         spec_meta meta; /* namespace, name, uid: copies */
@@ -66,7 +67,6 @@ struct agent {
         const agent_backend *backend;
         void *backend_data;
         agent_clock clock;
-        char *state_dir;
         char *node_name;
         void (*wakeup)(void *);
         void *wakeup_userdata;
@@ -77,7 +77,7 @@ struct agent {
         workq queues[_STORE_KIND_MAX];
         tend_hashmap *delayed[_STORE_KIND_MAX]; /* key → delayed* */
         tend_hashmap *pods;                     /* pod uid → pod_rt* */
-        char **starts;                          /* pod uids whose start is decided */
+        char **starts;                          /* units to start after the commit */
         size_t n_starts, alloc_starts;
         char **early; /* pod uids started before the commit */
         size_t n_early, alloc_early;
@@ -85,7 +85,7 @@ struct agent {
         pending_event *events;
         size_t n_events, alloc_events;
         pass_clock clock_pass;
-        char **doomed_dirs; /* "ns/name" of removed pods whose logs go after the pass */
+        char **doomed_dirs; /* "ns/name" of removed pods: their logs go after the pass */
         agent_metrics metrics;
 };
 

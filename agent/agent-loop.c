@@ -162,7 +162,6 @@ int agent_loop_new(uv_loop_t *loop, const agent_loop_config *c, agent_loop **ret
         r = agent_new(&(agent_config){ .store = l->store,
                                        .backend = &agent_rt_backend,
                                        .backend_data = l->rt,
-                                       .state_dir = c->state_dir,
                                        .node_name = c->node_name,
                                        .wakeup = wakeup,
                                        .wakeup_userdata = l },

@@ -11,7 +11,6 @@
  * (the periodic resync queues everything).
  */
 
-#include <dirent.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -27,14 +26,8 @@ int workq_add(workq *q, const char *key) {
                         memmove(q->keys, q->keys + q->head, sizeof(char *) * q->n);
                         q->head = 0;
                 }
-                if (q->n == q->alloc) {
-                        size_t na = q->alloc ? q->alloc * 2 : 64;
-                        char **nk = realloc(q->keys, sizeof(char *) * na);
-                        if (!nk)
-                                return -ENOMEM;
-                        q->keys = nk;
-                        q->alloc = na;
-                }
+                if (TEND_GROW(q->keys, q->alloc, q->n + 1) < 0)
+                        return -ENOMEM;
         }
         char *k = strdup(key);
         if (!k || tend_hashmap_put(q->set, key, (void *) 1, NULL) < 0) {
@@ -278,40 +271,21 @@ store *agent_get_store(const agent *a) {
 
 /* ---- starts and events, after the commit -------------------------------------------------- */
 
-int agent__queue_start(agent *a, const char *uid) {
+static int push_uid(char ***v, size_t *n, size_t *alloc, const char *uid) {
         char *u;
 
-        if (a->n_starts == a->alloc_starts) {
-                size_t na = a->alloc_starts ? a->alloc_starts * 2 : 64;
-                char **n = realloc(a->starts, sizeof(char *) * na);
-                if (!n)
-                        return -ENOMEM;
-                a->starts = n;
-                a->alloc_starts = na;
-        }
-        u = strdup(uid);
-        if (!u)
+        if (TEND_GROW(*v, *alloc, *n + 1) < 0 || !(u = strdup(uid)))
                 return -ENOMEM;
-        a->starts[a->n_starts++] = u;
+        (*v)[(*n)++] = u;
         return 0;
 }
 
-int agent__note_early(agent *a, const char *uid) {
-        char *u;
+int agent__queue_start(agent *a, const char *uid) {
+        return push_uid(&a->starts, &a->n_starts, &a->alloc_starts, uid);
+}
 
-        if (a->n_early == a->alloc_early) {
-                size_t na = a->alloc_early ? a->alloc_early * 2 : 64;
-                char **n = realloc(a->early, sizeof(char *) * na);
-                if (!n)
-                        return -ENOMEM;
-                a->early = n;
-                a->alloc_early = na;
-        }
-        u = strdup(uid);
-        if (!u)
-                return -ENOMEM;
-        a->early[a->n_early++] = u;
-        return 0;
+int agent__note_early(agent *a, const char *uid) {
+        return push_uid(&a->early, &a->n_early, &a->alloc_early, uid);
 }
 
 /* The commit failed: the starts it held were rolled back with it. */
@@ -586,14 +560,8 @@ int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type
         if (!a->processing)
                 return store_record_event(a->store, kind, m, type, reason, msg, agent_wall(a));
         /* In a pass: written after its spawns (agent_process()). */
-        if (a->n_events == a->alloc_events) {
-                size_t na = a->alloc_events ? a->alloc_events * 2 : 64;
-                pending_event *n = realloc(a->events, sizeof(pending_event) * na);
-                if (!n)
-                        return -ENOMEM;
-                a->events = n;
-                a->alloc_events = na;
-        }
+        if (TEND_GROW(a->events, a->alloc_events, a->n_events + 1) < 0)
+                return -ENOMEM;
         e = &a->events[a->n_events];
         *e = (pending_event){
                 .kind = kind,
@@ -614,32 +582,12 @@ int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type
         return 0;
 }
 
-static void remove_dir(const char *dir) {
-        DIR *d = opendir(dir);
-        struct dirent *de;
-
-        if (!d)
-                return;
-        while ((de = readdir(d)))
-                if (de->d_name[0] != '.')
-                        (void) unlinkat(dirfd(d), de->d_name, 0);
-        closedir(d);
-        (void) rmdir(dir);
-}
-
 static void remove_logs(agent *a, const char *key) {
         const char *slash = strchr(key, '/');
-        _cleanup_free_ char *ns = slash ? strndup(key, (size_t) (slash - key)) : NULL, *dir = NULL;
+        _cleanup_free_ char *ns = slash ? strndup(key, (size_t) (slash - key)) : NULL;
 
-        if (!ns)
-                return;
-        if (a->backend->remove_logs) {
+        if (ns && a->backend->remove_logs)
                 a->backend->remove_logs(a->backend_data, ns, slash + 1);
-                return;
-        }
-        dir = strprintf("%s/pods/%s_%s", a->state_dir, ns, slash + 1);
-        if (dir)
-                remove_dir(dir);
 }
 
 /* The logs of removed pods go after the pass's spawns, as its events do:
@@ -647,7 +595,7 @@ static void remove_logs(agent *a, const char *key) {
 static void remove_log_dir(agent *a, const spec_pod *p) {
         char *key;
 
-        if (!a->state_dir)
+        if (!a->backend->remove_logs)
                 return;
         key = strprintf("%s/%s", p->metadata.namespace, p->metadata.name);
         if (!key)
@@ -706,9 +654,8 @@ int agent_new(const agent_config *c, agent **ret) {
         if (!c->node_name)
                 (void) gethostname(host, sizeof host - 1);
         a->node_name = strdup(c->node_name ?: host);
-        a->state_dir = c->state_dir ? strdup(c->state_dir) : NULL;
         a->pods = tend_hashmap_new();
-        if (!a->node_name || (c->state_dir && !a->state_dir) || !a->pods)
+        if (!a->node_name || !a->pods)
                 goto oom;
         for (int k = 0; k < _STORE_KIND_MAX; k++)
                 if (!(a->queues[k].set = tend_hashmap_new()) ||
@@ -753,7 +700,6 @@ agent *agent_free(agent *a) {
                 tend_hashmap_free(a->delayed[k]);
         }
         free(a->node_name);
-        free(a->state_dir);
         free(a);
         return NULL;
 }

@@ -38,8 +38,7 @@ typedef struct agent_backend {
         /* Called after the first process a pass starts, before anything
          * else. NULL: nothing. */
         void (*after_starts)(void *b);
-        /* The log files of a pod that is gone. NULL: they are only
-         * removed. */
+        /* The log files of a pod that is gone. NULL: no logs to remove. */
         void (*remove_logs)(void *b, const char *ns, const char *pod);
         int (*stop)(void *handle, usec_t grace);
         int (*signal)(void *handle, int sig);
@@ -59,7 +58,6 @@ typedef struct agent_config {
         const agent_backend *backend; /* borrowed */
         void *backend_data;
         const agent_clock *clock; /* NULL: the real clocks */
-        const char *state_dir;    /* pod logs are removed with their pods */
         const char *node_name;    /* NULL: the host name */
         /* Called when new work arrived outside agent_process() (a pod
          * exited): the driver should call agent_process() soon. */

@@ -171,14 +171,8 @@ static int coll_put(collection *c, const char *key, void *obj, void **ret_old) {
                 c->items[i - 1] = obj;
                 return 0;
         }
-        if (c->n == c->alloc) {
-                size_t na = c->alloc ? c->alloc * 2 : 16;
-                void **ni = realloc(c->items, sizeof(void *) * na);
-                if (!ni)
-                        return -ENOMEM;
-                c->items = ni;
-                c->alloc = na;
-        }
+        if (TEND_GROW(c->items, c->alloc, c->n + 1) < 0)
+                return -ENOMEM;
         if (tend_hashmap_put(c->index, key, (void *) (uintptr_t) (c->n + 1), NULL) < 0)
                 return -ENOMEM;
         c->items[c->n++] = obj;
@@ -213,15 +207,7 @@ static void *coll_remove(collection *c, const char *key, const spec_type *t) {
 /* Room for one more undo entry, reserved before a write changes anything:
  * a write that cannot be undone must not happen. */
 static int reserve_undo(store *s) {
-        if (s->n_undo == s->alloc_undo) {
-                size_t na = s->alloc_undo ? s->alloc_undo * 2 : 64;
-                undo *nu = realloc(s->undo, sizeof(undo) * na);
-                if (!nu)
-                        return -ENOMEM;
-                s->undo = nu;
-                s->alloc_undo = na;
-        }
-        return 0;
+        return TEND_GROW(s->undo, s->alloc_undo, s->n_undo + 1);
 }
 
 static int push_undo(store *s, undo u) {
@@ -240,14 +226,8 @@ static void tell_writers(store *s, store_kind kind, store_change change, const v
 }
 
 static int push_note(store *s, note n) {
-        if (s->n_notes == s->alloc_notes) {
-                size_t na = s->alloc_notes ? s->alloc_notes * 2 : 64;
-                note *nn = realloc(s->notes, sizeof(note) * na);
-                if (!nn)
-                        return -ENOMEM;
-                s->notes = nn;
-                s->alloc_notes = na;
-        }
+        if (TEND_GROW(s->notes, s->alloc_notes, s->n_notes + 1) < 0)
+                return -ENOMEM;
         s->notes[s->n_notes++] = n;
         return 0;
 }
@@ -509,6 +489,12 @@ static int write_batch(store *s) {
         return r;
 }
 
+static int cmp_note(const void *x, const void *y) {
+        uint64_t a = meta_of(((const note *) x)->obj)->resource_version,
+                 b = meta_of(((const note *) y)->obj)->resource_version;
+        return a < b ? -1 : a > b;
+}
+
 const char *store_note_json(const store *s) {
         return s->note_json;
 }
@@ -546,9 +532,13 @@ int store_commit(store *s, bool durable) {
         }
         tend_histogram_observe(&s->commit_hist, now_monotonic() - t0);
 
-        /* Subscribers hear of changes only once they are on disk. The objects
-         * the notes point to stay valid until the old undo log is freed
-         * below; a subscriber that writes starts a new batch. */
+        /* Subscribers hear of changes only once they are on disk, in the
+         * order of their resourceVersions (a watch stream's versions only
+         * grow). The objects the notes point to stay valid until the old
+         * undo log is freed below; a subscriber that writes starts a new
+         * batch. */
+        if (s->n_notes > 1)
+                qsort(s->notes, s->n_notes, sizeof(note), cmp_note);
         note *notes = s->notes;
         size_t n_notes = s->n_notes;
         undo *undos = s->undo;

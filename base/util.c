@@ -82,6 +82,27 @@ char **strv_copy(char *const *l) {
         return TAKE_PTR(c);
 }
 
+int tend_grow(void **p, size_t *alloc, size_t need, size_t size) {
+        size_t na = *alloc ?: 16;
+        void *n;
+
+        if (need <= *alloc)
+                return 0;
+        while (na < need) {
+                if (na > SIZE_MAX / 2)
+                        return -ENOMEM;
+                na *= 2;
+        }
+        if (na > SIZE_MAX / size)
+                return -ENOMEM;
+        n = realloc(*p, na * size);
+        if (!n)
+                return -ENOMEM;
+        *p = n;
+        *alloc = na;
+        return 0;
+}
+
 int strv_push(char ***l, char *s) {
         size_t n = strv_length(*l);
         char **c = realloc(*l, sizeof(char *) * (n + 2));

@@ -33,14 +33,8 @@ static char *spare_root(rt_manager *m) {
 }
 
 static int push_spare(rt_manager *m, char *name) {
-        if (m->n_spares == m->alloc_spares) {
-                size_t na = m->alloc_spares ? m->alloc_spares * 2 : 64;
-                char **n = realloc(m->spares, sizeof(char *) * na);
-                if (!n)
-                        return -ENOMEM;
-                m->spares = n;
-                m->alloc_spares = na;
-        }
+        if (TEND_GROW(m->spares, m->alloc_spares, m->n_spares + 1) < 0)
+                return -ENOMEM;
         m->spares[m->n_spares++] = name;
         return 0;
 }

@@ -73,21 +73,22 @@ for round in 1 2; do
     t0=$(date +%s%N)
     # shellcheck disable=SC2086
     kill -9 $old
-    back=
-    for _ in $(seq 100); do
-        # shellcheck disable=SC2086
-        if replaced many 20 $old; then
-            back=$((($(date +%s%N) - t0) / 1000000))
-            break
-        fi
-        sleep 0.02
-    done
+    # shellcheck disable=SC2086
+    wait_for 10 replaced many 20 $old || fail "round $round: not all 20 replaced"
+    # When they started, as tendd recorded it (not when this loop, slow on
+    # a loaded machine, got round to looking): the last of the 20.
+    last=$(curl -s --unix-socket "$TEND_SOCKET" \
+        "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dmany" |
+        jq -r '.items[] | select(.status.phase == "Running") |
+            .status.containerStatuses[0].state.running.startedAt' |
+        while read -r ts; do date -d "$ts" +%s%N; done | sort -n | tail -1)
+    back=$(((${last:-0} - t0) / 1000000))
     # A replica's third young death in a row would wait 1 s: well under a
     # second means nobody waited for anybody else's death.
-    if [ -n "$back" ] && [ "$back" -lt 1000 ]; then
+    if [ "$back" -ge 0 ] && [ "$back" -lt 1000 ]; then
         ok "round $round: all 20 back in $back ms"
     else
-        fail "round $round: not all 20 back within a second (${back:-over 3000} ms)"
+        fail "round $round: not all 20 back within a second ($back ms)"
     fi
     wait_for 10 all_running many 20 || fail "round $round: the API does not show 20 running"
     pods many >"$tmp/pods"

@@ -185,6 +185,26 @@ static void test_read_full_file(void **state) {
 
 /* Against a plain array as the reference, with many removals so that the
  * backward-shift deletion is exercised across wrap-around. */
+static void test_grow(void **state) {
+        int *v = NULL;
+        size_t alloc = 0, reallocs = 0;
+
+        for (size_t n = 0; n < 10000; n++) {
+                size_t before = alloc;
+                assert_int_equal(TEND_GROW(v, alloc, n + 1), 0);
+                assert_true(alloc >= n + 1);
+                reallocs += alloc != before;
+                v[n] = (int) n;
+        }
+        assert_true(reallocs <= 11); /* 16, 32, ... 16384: doubling */
+        for (size_t n = 0; n < 10000; n++)
+                assert_int_equal(v[n], (int) n);
+        assert_int_equal(TEND_GROW(v, alloc, 5), 0); /* enough room: nothing */
+        assert_int_equal(TEND_GROW(v, alloc, SIZE_MAX / 2), -ENOMEM);
+        assert_true(alloc >= 10000 && v[9999] == 9999); /* unchanged */
+        free(v);
+}
+
 static void test_hashmap(void **state) {
         tend_hashmap *h = tend_hashmap_new();
         enum { N = 3000 };
@@ -233,6 +253,7 @@ int main(void) {
                 cmocka_unit_test(test_durations),   cmocka_unit_test(test_strings),
                 cmocka_unit_test(test_log_levels),  cmocka_unit_test(test_read_full_file),
                 cmocka_unit_test(test_hashmap),     cmocka_unit_test(test_usec_from_sec),
+                cmocka_unit_test(test_grow),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

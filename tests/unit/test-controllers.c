@@ -231,7 +231,6 @@ static void new_agent(world *w) {
                                                     .backend = &fake_backend,
                                                     .backend_data = w,
                                                     .clock = &vclock,
-                                                    .state_dir = w->dir,
                                                     .node_name = "box" },
                                    &w->agent),
                          0);

@@ -199,28 +199,31 @@ static void test_batch_notes(void **state) {
         assert_int_equal(store_delete(s, STORE_POD, "default", "brief"), 0);
         assert_int_equal(store_delete(s, STORE_POD, "default", "swapped"), 0);
         assert_int_equal(store_put(s, STORE_POD, pod("swapped"), NULL), 0);
+        /* "new" once more: its note comes last, in resourceVersion order */
+        p = spec_pod_copy(store_get(s, STORE_POD, "default", "new"));
+        assert_int_equal(store_put(s, STORE_POD, p, NULL), 0);
 
         /* The agent heard every write at once; the API nothing yet. */
-        assert_int_equal(at_write.n, 8);
+        assert_int_equal(at_write.n, 9);
         expect_heard(&at_write, 0, "MODIFIED stays", rv + 1);
         expect_heard(&at_write, 5, "DELETED brief", rv + 6);
         assert_int_equal(at_commit.n, 0);
 
         assert_int_equal(store_commit(s, false), 0);
-        assert_int_equal(store_resource_version(s), rv + 8);
+        assert_int_equal(store_resource_version(s), rv + 9);
         assert_int_equal(at_commit.n, 5);
         expect_heard(&at_commit, 0, "MODIFIED stays", rv + 2); /* its last version */
         expect_heard(&at_commit, 1, "DELETED goes", rv + 3);
-        expect_heard(&at_commit, 2, "ADDED new", rv + 4);
-        expect_heard(&at_commit, 3, "DELETED swapped", rv + 7);
-        expect_heard(&at_commit, 4, "ADDED swapped", rv + 8);
+        expect_heard(&at_commit, 2, "DELETED swapped", rv + 7);
+        expect_heard(&at_commit, 3, "ADDED swapped", rv + 8);
+        expect_heard(&at_commit, 4, "ADDED new", rv + 9);
         /* The JSON is what was written: the object as it now is. */
         char want[64];
         snprintf(want, sizeof want, "\"resourceVersion\":\"%" PRIu64 "\"", rv + 2);
         assert_non_null(strstr(at_commit.json[0], "\"message\":\"twice\""));
         assert_non_null(strstr(at_commit.json[0], want));
         assert_string_equal(at_commit.json[1], ""); /* a deletion has none */
-        json_t *j = json_loads(at_commit.json[2], 0, NULL);
+        json_t *j = json_loads(at_commit.json[4], 0, NULL);
         assert_non_null(j);
         assert_string_equal(
                 json_string_value(json_object_get(json_object_get(j, "metadata"), "name")), "new");
@@ -229,7 +232,7 @@ static void test_batch_notes(void **state) {
 
         /* On disk: the final states, at their versions. */
         s = open_store();
-        assert_int_equal(store_resource_version(s), rv + 8);
+        assert_int_equal(store_resource_version(s), rv + 9);
         assert_string_equal(
                 ((const spec_pod *) store_get(s, STORE_POD, "default", "stays"))->status.message,
                 "twice");

@@ -132,6 +132,12 @@ char **strv_copy(char *const *l);
 int strv_extend(char ***l, const char *s);
 /* Append s itself (takes ownership on success only). */
 int strv_push(char ***l, char *s);
+
+/* Room for `need` elements of `size` bytes in *p, whose room is *alloc
+ * elements: grown by doubling (from 16), so that pushing n elements one by
+ * one costs O(n). 0, or -ENOMEM with *p unchanged. */
+int tend_grow(void **p, size_t *alloc, size_t need, size_t size);
+#define TEND_GROW(p, alloc, need) tend_grow((void **) &(p), &(alloc), (need), sizeof *(p))
 bool strv_equal(char *const *a, char *const *b) _pure_;
 bool strv_contains(char *const *l, const char *s) _pure_;
 
