@@ -14,6 +14,7 @@
  *   argv              print the arguments, one per line, then sleep
  *   ids               print "uid gid ngroups cwd", then sleep
  *   fds               print the open file descriptors ("fds: 0 1 2"), then sleep
+ *   signals           print SigBlk, SigIgn and SigCgt of /proc/self/status, then sleep
  *   spew              write numbered lines to stdout as fast as possible
  *   http PORT CODE [DELAY_MS]
  *                     serve every request with CODE after DELAY_MS (and, at
@@ -177,6 +178,19 @@ int main(int argc, char **argv) {
                                 printf(" %s", de->d_name);
                 printf("\n");
                 closedir(d);
+                sleep_forever();
+        }
+        if (!strcmp(mode, "signals")) {
+                /* what the agent left it: ignored, blocked, caught */
+                FILE *f = fopen("/proc/self/status", "r");
+                char line[256];
+                while (f && fgets(line, sizeof line, f))
+                        if (!strncmp(line, "SigBlk:", 7) || !strncmp(line, "SigIgn:", 7) ||
+                            !strncmp(line, "SigCgt:", 7))
+                                fputs(line, stdout);
+                if (f)
+                        fclose(f);
+                fflush(stdout);
                 sleep_forever();
         }
         if (!strcmp(mode, "spew")) {

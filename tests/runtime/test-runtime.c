@@ -372,6 +372,45 @@ static void test_escapee_goes_with_its_pod(void **state) {
 /* Nothing of the agent's leaks into a pod: not its SQLite or log files,
  * not libcurl's sockets (which libcurl opens without CLOEXEC), not a probe's
  * connection. */
+static void on_usr1(int sig) {
+}
+
+/* A pod starts with every signal at its default and none blocked, whatever
+ * the agent ignores (SIGPIPE), catches (SIGCHLD, and SIGUSR1 here) or
+ * blocks. */
+static void test_clean_signals(void **state) {
+        harness *h = harness_new(NULL);
+        char *c = cmd("\"signals\"");
+        spec_pod_spec *s = pod_spec(c, NULL);
+        struct sigaction old_usr1, old_usr2, sa = { .sa_handler = on_usr1 };
+        sigset_t block, old_mask;
+        rt_pod *pod;
+
+        sigaction(SIGUSR1, &sa, &old_usr1);
+        sa.sa_handler = SIG_IGN;
+        sigaction(SIGUSR2, &sa, &old_usr2);
+        sigemptyset(&block);
+        sigaddset(&block, SIGWINCH);
+        sigprocmask(SIG_BLOCK, &block, &old_mask);
+        pod = start(h, "signals", s);
+        assert_true(wait_log(h, "signals", "SigCgt:"));
+        char *log = read_log(h, "signals");
+        if (!strstr(log, "SigBlk:\t0000000000000000\n") ||
+            !strstr(log, "SigIgn:\t0000000000000000\n") ||
+            !strstr(log, "SigCgt:\t0000000000000000\n"))
+                fail_msg("the pod's signals are not clean:\n%s", log);
+        free(log);
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
+        sigaction(SIGUSR1, &old_usr1, NULL);
+        sigaction(SIGUSR2, &old_usr2, NULL);
+        rt_pod_stop(pod, 0);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        free(c);
+        harness_free(h);
+}
+
 static void test_no_fd_leaks(void **state) {
         harness *h = harness_new(NULL);
         int port = 0;
@@ -1174,6 +1213,7 @@ int main(void) {
                 cmocka_unit_test(test_grace_then_kill),
                 cmocka_unit_test(test_grandchild_reaped),
                 cmocka_unit_test(test_no_fd_leaks),
+                cmocka_unit_test(test_clean_signals),
                 cmocka_unit_test(test_close_right_after_start),
                 cmocka_unit_test(test_stop_shortens_grace),
                 cmocka_unit_test(test_log_rotation),
