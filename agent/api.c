@@ -297,13 +297,16 @@ static const char *reason_of(unsigned code) {
         }
 }
 
-/* A Kubernetes Status object. */
+/* A Kubernetes Status object. The message may quote what a client sent:
+ * bytes that are not UTF-8 are written \xNN, so that it is still JSON. */
 static json_t *status_json(unsigned code, const char *reason, const char *message,
                            json_t *details) {
-        json_t *j = json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",
-                              "apiVersion", "v1", "metadata", "status",
-                              code < 400 ? "Success" : "Failure", "message", strempty(message),
-                              "reason", reason ?: reason_of(code), "code", (int) code);
+        _cleanup_free_ char *clean = utf8_escape_invalid(strempty(message));
+        json_t *j = clean ? json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",
+                                      "apiVersion", "v1", "metadata", "status",
+                                      code < 400 ? "Success" : "Failure", "message", clean,
+                                      "reason", reason ?: reason_of(code), "code", (int) code)
+                          : NULL;
         if (j && details)
                 json_object_set_new(j, "details", details);
         else
@@ -345,8 +348,14 @@ static const resource resources[] = {
         { "api/v1", "events", "events", STORE_EVENT, "EventList", "v1" },
 };
 
+static enum MHD_Result send_oom(req *r) {
+        return send_status(r, 500, NULL, "out of memory");
+}
+
 static enum MHD_Result not_found(req *r, const resource *res, const char *name) {
-        json_t *details = json_pack("{s:s, s:s}", "name", name, "kind", res->plural);
+        _cleanup_free_ char *clean = utf8_escape_invalid(name);
+        json_t *details = clean ? json_pack("{s:s, s:s}", "name", clean, "kind", res->plural)
+                                : NULL;
         _cleanup_free_ char *msg = strprintf("%s \"%s\" not found", res->qualified, name);
         return send_json(r, 404, status_json(404, "NotFound", msg, details));
 }
@@ -584,8 +593,10 @@ static json_t *body_object(req *r, enum MHD_Result *ret) {
         return j;
 }
 
-/* A PATCH body: JSON as it is (a JSON patch is an array, not an object). */
-static json_t *body_patch(req *r, enum MHD_Result *ret) {
+/* A JSON body as it is (a JSON patch is an array, not an object; DeleteOptions),
+ * within the limits of a manifest. */
+static json_t *body_json(req *r, enum MHD_Result *ret) {
+        _cleanup_free_ char *problem = NULL;
         json_error_t e;
         json_t *j;
 
@@ -599,7 +610,49 @@ static json_t *body_patch(req *r, enum MHD_Result *ret) {
                                    e.text);
                 return NULL;
         }
+        if (spec_json_check_limits(j, &problem) < 0) {
+                json_decref(j);
+                *ret = problem ? send_status(r, 400, "BadRequest", "request: %s", problem)
+                               : send_oom(r);
+                return NULL;
+        }
         return j;
+}
+
+/* The PATCH body applied to a copy of cur, as its Content-Type says:
+ * the patched document, or NULL with the error answered. */
+static json_t *apply_patch(req *r, json_t *cur, enum MHD_Result *ret) {
+        const char *type = header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+        _cleanup_(json_decrefp) json_t *body = NULL;
+        _cleanup_free_ char *err = NULL;
+        json_t *patched;
+
+        if (!type || (!startswith(type, "application/json-patch+json") &&
+                      !startswith(type, "application/merge-patch+json") &&
+                      !startswith(type, "application/strategic-merge-patch+json"))) {
+                *ret = send_status(r, 415, NULL,
+                                   "the PATCH body must be application/merge-patch+json, "
+                                   "application/strategic-merge-patch+json (taken as a "
+                                   "merge patch) or application/json-patch+json");
+                return NULL;
+        }
+        body = body_json(r, ret);
+        if (!body)
+                return NULL;
+        if (startswith(type, "application/json-patch+json"))
+                patched = patch_json(cur, body, &err);
+        else if (!json_is_object(body)) {
+                *ret = send_status(r, 400, "BadRequest",
+                                   "a merge patch must be a JSON object (the fields to change); "
+                                   "a list of operations is application/json-patch+json");
+                return NULL;
+        } else
+                /* strategic merge patches are taken as merge patches: lists are
+                 * replaced, not merged by key */
+                patched = patch_merge(cur, body, &err);
+        if (!patched)
+                *ret = err ? send_status(r, 422, "Invalid", "%s", err) : send_oom(r);
+        return patched;
 }
 
 /* A StatusCause: the reason from the message's kind, as Kubernetes'
@@ -864,7 +917,7 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
         api_server *s = r->s;
         const void *obj = store_get(s->store, res->kind, ns, name);
         enum MHD_Result ret;
-        json_t *cur, *patched = NULL, *body;
+        json_t *cur, *patched = NULL;
         int64_t want;
         int rr;
 
@@ -878,29 +931,10 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
                 return send_status(r, 405, NULL, "%s is not allowed on %s/scale", method,
                                    res->plural);
         }
-        body = streq(method, "PATCH") ? body_patch(r, &ret) : body_object(r, &ret);
-        if (!body) {
-                json_decref(cur);
-                return ret;
-        }
-        if (streq(method, "PATCH")) {
-                const char *type = header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
-                char *err = NULL;
-                if (type && startswith(type, "application/json-patch+json")) {
-                        patched = patch_json(cur, body, &err);
-                        if (!patched) {
-                                json_decref(cur);
-                                json_decref(body);
-                                ret = send_status(r, 422, "Invalid", "%s", strna(err));
-                                free(err);
-                                return ret;
-                        }
-                } else
-                        patched = patch_merge(cur, body);
-        } else
-                patched = json_incref(body);
-        json_decref(body);
+        patched = streq(method, "PATCH") ? apply_patch(r, cur, &ret) : body_object(r, &ret);
         json_decref(cur);
+        if (!patched)
+                return ret;
         /* Conditional on the version it names, as a PUT of the object. */
         if (!object_preconditions_hold(r, res, obj, patched, &ret)) {
                 json_decref(patched);
@@ -1012,7 +1046,7 @@ static int delete_options(req *r, const resource *res, const void *obj, int64_t 
         json_t *pre, *g;
 
         if (r->body.len > 0) {
-                body = body_patch(r, ret);
+                body = body_json(r, ret);
                 if (!body)
                         return -EINVAL;
                 if (json_is_string(json_object_get(body, "propagationPolicy")))
@@ -1139,44 +1173,15 @@ static enum MHD_Result handle_object(req *r, const resource *res, const char *ns
         }
 
         if (streq(method, "PATCH")) {
-                const char *type = header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
-                json_t *body = body_patch(r, &ret), *cur, *patched;
-                char *err = NULL;
+                json_t *cur = encode_obj(res->kind, obj), *patched;
                 spec_deployment *d;
 
-                if (!body)
-                        return ret;
-                cur = encode_obj(res->kind, obj);
-                if (type && startswith(type, "application/json-patch+json"))
-                        patched = patch_json(cur, body, &err);
-                else if (type && (startswith(type, "application/merge-patch+json") ||
-                                  startswith(type, "application/strategic-merge-patch+json"))) {
-                        /* strategic merge patches are taken as merge patches: lists
-                         * are replaced, not merged by key */
-                        if (!json_is_object(body)) {
-                                json_decref(body);
-                                json_decref(cur);
-                                return send_status(r, 400, "BadRequest",
-                                                   "a merge patch must be a JSON object (the "
-                                                   "fields to change); a list of operations is "
-                                                   "application/json-patch+json");
-                        }
-                        patched = patch_merge(cur, body);
-                } else {
-                        json_decref(body);
-                        json_decref(cur);
-                        return send_status(r, 415, NULL,
-                                           "the PATCH body must be application/merge-patch+json, "
-                                           "application/strategic-merge-patch+json (taken as a "
-                                           "merge patch) or application/json-patch+json");
-                }
-                json_decref(body);
+                if (!cur)
+                        return send_oom(r);
+                patched = apply_patch(r, cur, &ret);
                 json_decref(cur);
-                if (!patched) {
-                        ret = send_status(r, 422, "Invalid", "%s", err ?: "cannot apply the patch");
-                        free(err);
+                if (!patched)
                         return ret;
-                }
                 /* A patch that names a resourceVersion is conditional on it
                  * (optimistic concurrency, as a PUT). */
                 if (!object_preconditions_hold(r, res, obj, patched, &ret)) {

@@ -4,8 +4,29 @@
 
 #include "patch.h"
 #include "tend/base.h"
+#include "tend/spec.h"
 
-json_t *patch_merge(json_t *target, json_t *patch) {
+/* The most values one JSON patch may add in all (add and replace values,
+ * copies): it bounds the work of a patch whatever its ops, as the result is
+ * bounded by the manifest limits. */
+#define PATCH_MAX_ADDED SPEC_MAX_NODES
+
+/* The result of a patch must be what a manifest may be. */
+static json_t *within_limits(json_t *result, char **ret_error) {
+        _cleanup_free_ char *problem = NULL;
+
+        if (!result)
+                return NULL;
+        if (spec_json_check_limits(result, &problem) < 0) {
+                json_decref(result);
+                *ret_error = problem ? strprintf("the patched object is too large: %s", problem)
+                                     : NULL;
+                return NULL;
+        }
+        return result;
+}
+
+static json_t *merge(json_t *target, json_t *patch) {
         const char *key;
         json_t *v, *result;
 
@@ -18,7 +39,7 @@ json_t *patch_merge(json_t *target, json_t *patch) {
                 if (json_is_null(v))
                         json_object_del(result, key);
                 else {
-                        json_t *merged = patch_merge(json_object_get(result, key), v);
+                        json_t *merged = merge(json_object_get(result, key), v);
                         if (!merged || json_object_set_new(result, key, merged) < 0) {
                                 json_decref(result);
                                 return NULL;
@@ -28,33 +49,62 @@ json_t *patch_merge(json_t *target, json_t *patch) {
         return result;
 }
 
-/* Splits a JSON pointer into its parent and last token (unescaped). */
+json_t *patch_merge(json_t *target, json_t *patch, char **ret_error) {
+        *ret_error = NULL;
+        return within_limits(merge(target, patch), ret_error);
+}
+
+/* ---- RFC 6901 pointers ---------------------------------------------------------------------- */
+
+/* A pointer split into its parent and last token (unescaped). */
 typedef struct pointer {
         json_t *parent;
         char *token;
+        unsigned depth; /* tokens in the pointer */
 } pointer;
 
-static char *unescape(const char *s, size_t n) {
+/* One reference token, unescaped: ~0 is '~', ~1 is '/', any other '~' is
+ * an error (RFC 6901 §3). NULL with *ret_r set. */
+static char *unescape(const char *s, size_t n, int *ret_r) {
         char *out = malloc(n + 1), *o = out;
+
+        *ret_r = -ENOMEM;
         if (!out)
                 return NULL;
         for (size_t i = 0; i < n; i++) {
-                if (s[i] == '~' && i + 1 < n && (s[i + 1] == '0' || s[i + 1] == '1')) {
-                        *o++ = s[i + 1] == '0' ? '~' : '/';
-                        i++;
-                } else
+                if (s[i] != '~')
                         *o++ = s[i];
+                else if (i + 1 < n && (s[i + 1] == '0' || s[i + 1] == '1'))
+                        *o++ = s[++i] == '0' ? '~' : '/';
+                else {
+                        free(out);
+                        *ret_r = -EINVAL;
+                        return NULL;
+                }
         }
         *o = 0;
         return out;
+}
+
+/* An array index as RFC 6901 writes it: "0" or digits without a leading
+ * zero; -1 otherwise ("-", "01", "-0", "+1", " 1"). */
+static int64_t array_index(const char *token) {
+        int64_t i;
+
+        if (!*token || (token[0] == '0' && token[1]) ||
+            strspn(token, "0123456789") != strlen(token))
+                return -1;
+        if (safe_atoi64(token, &i) < 0)
+                return -1;
+        return i;
 }
 
 static json_t *child(json_t *node, const char *token) {
         if (json_is_object(node))
                 return json_object_get(node, token);
         if (json_is_array(node)) {
-                int64_t i;
-                if (safe_atoi64(token, &i) < 0 || i < 0 || (size_t) i >= json_array_size(node))
+                int64_t i = array_index(token);
+                if (i < 0 || (size_t) i >= json_array_size(node))
                         return NULL;
                 return json_array_get(node, (size_t) i);
         }
@@ -66,6 +116,8 @@ static json_t *child(json_t *node, const char *token) {
 static int resolve(json_t *doc, const char *path, pointer *ret) {
         const char *p = path, *last;
         json_t *node = doc;
+        unsigned depth = 1;
+        int r;
 
         if (*path == 0) {
                 *ret = (pointer){};
@@ -76,55 +128,120 @@ static int resolve(json_t *doc, const char *path, pointer *ret) {
         last = strrchr(path, '/');
         while (p < last) {
                 const char *next = strchr(p + 1, '/');
-                _cleanup_free_ char *tok = unescape(p + 1, (size_t) (next - p - 1));
+                _cleanup_free_ char *tok = unescape(p + 1, (size_t) (next - p - 1), &r);
                 if (!tok)
-                        return -ENOMEM;
+                        return r;
                 node = child(node, tok);
                 if (!node)
                         return -ENOENT;
                 p = next;
+                depth++;
         }
         ret->parent = node;
-        ret->token = unescape(last + 1, strlen(last + 1));
-        return ret->token ? 0 : -ENOMEM;
+        ret->depth = depth;
+        ret->token = unescape(last + 1, strlen(last + 1), &r);
+        return ret->token ? 0 : r;
 }
 
-static json_t *get_path(json_t *doc, const char *path) {
+static int get_path(json_t *doc, const char *path, json_t **ret) {
         pointer ptr = {};
-        json_t *v;
-        if (resolve(doc, path, &ptr) < 0)
-                return NULL;
-        if (!ptr.token)
-                return doc;
-        v = child(ptr.parent, ptr.token);
+        int r = resolve(doc, path, &ptr);
+
+        if (r < 0)
+                return r;
+        *ret = ptr.token ? child(ptr.parent, ptr.token) : doc;
         free(ptr.token);
-        return v;
+        return *ret ? 0 : -ENOENT;
 }
 
-/* add: value takes ownership. */
-static int op_add(json_t **doc, const char *path, json_t *value) {
-        pointer ptr = {};
-        int r = resolve(*doc, path, &ptr);
+/* ---- RFC 6902 operations --------------------------------------------------------------------- */
 
+/* Values in j, counting no further than limit + 1; its nesting in *depth. */
+static size_t count_values(json_t *j, size_t limit, unsigned level, unsigned *depth) {
+        const char *key;
+        size_t n = 1, i;
+        json_t *v;
+
+        if (level > *depth)
+                *depth = level;
+        if (json_is_object(j)) {
+                json_object_foreach (j, key, v) {
+                        if (n > limit || level > SPEC_MAX_DEPTH)
+                                break;
+                        n += count_values(v, limit - n, level + 1, depth);
+                }
+        } else if (json_is_array(j))
+                json_array_foreach (j, i, v) {
+                        if (n > limit || level > SPEC_MAX_DEPTH)
+                                break;
+                        n += count_values(v, limit - n, level + 1, depth);
+                }
+        return n;
+}
+
+typedef struct patch_state {
+        json_t *doc;
+        size_t added; /* values added so far */
+        char *error;  /* what went wrong, when it is not the location */
+} patch_state;
+
+/* Whether value may go at ptr: the nesting and the work stay bounded. */
+static int admit(patch_state *st, const pointer *ptr, json_t *value) {
+        unsigned depth = 0;
+        size_t n = count_values(value, PATCH_MAX_ADDED - st->added, 1, &depth);
+
+        if (st->added + n > PATCH_MAX_ADDED) {
+                st->error = strprintf("the patch adds more than %d values in all", PATCH_MAX_ADDED);
+                return -E2BIG;
+        }
+        if (ptr->depth + depth > SPEC_MAX_DEPTH) {
+                st->error = strprintf("the patched object would nest deeper than %d levels",
+                                      SPEC_MAX_DEPTH);
+                return -E2BIG;
+        }
+        st->added += n;
+        return 0;
+}
+
+/* add: value takes ownership; counted against the bounds when counted. */
+static int op_add(patch_state *st, const char *path, json_t *value, bool counted) {
+        pointer ptr = {};
+        int r = resolve(st->doc, path, &ptr);
+
+        if (r >= 0 && counted)
+                r = admit(st, &ptr, value);
         if (r < 0) {
+                free(ptr.token);
                 json_decref(value);
                 return r;
         }
         if (!ptr.token) {
-                json_decref(*doc);
-                *doc = value;
+                json_decref(st->doc);
+                st->doc = value;
                 return 0;
         }
-        if (json_is_object(ptr.parent))
-                r = json_object_set_new(ptr.parent, ptr.token, value) < 0 ? -ENOMEM : 0;
-        else if (json_is_array(ptr.parent)) {
-                int64_t i;
+        if (json_is_object(ptr.parent)) {
+                if (!json_object_get(ptr.parent, ptr.token) &&
+                    json_object_size(ptr.parent) >= SPEC_MAX_ITEMS) {
+                        st->error = strprintf("the patched object would have a mapping of more "
+                                              "than %d keys",
+                                              SPEC_MAX_ITEMS);
+                        json_decref(value);
+                        r = -E2BIG;
+                } else
+                        r = json_object_set_new(ptr.parent, ptr.token, value) < 0 ? -ENOMEM : 0;
+        } else if (json_is_array(ptr.parent)) {
                 size_t n = json_array_size(ptr.parent);
-                if (streq(ptr.token, "-"))
-                        r = json_array_append_new(ptr.parent, value) < 0 ? -ENOMEM : 0;
-                else if (safe_atoi64(ptr.token, &i) < 0 || i < 0 || (size_t) i > n) {
+                int64_t i = streq(ptr.token, "-") ? (int64_t) n : array_index(ptr.token);
+                if (i < 0 || (size_t) i > n) {
                         json_decref(value);
                         r = -ENOENT;
+                } else if (n >= SPEC_MAX_ITEMS) {
+                        st->error = strprintf("the patched object would have a list of more "
+                                              "than %d entries",
+                                              SPEC_MAX_ITEMS);
+                        json_decref(value);
+                        r = -E2BIG;
                 } else
                         r = json_array_insert_new(ptr.parent, (size_t) i, value) < 0 ? -ENOMEM : 0;
         } else {
@@ -135,6 +252,7 @@ static int op_add(json_t **doc, const char *path, json_t *value) {
         return r;
 }
 
+/* remove: the value removed in *ret_removed (a reference), if asked. */
 static int op_remove(json_t *doc, const char *path, json_t **ret_removed) {
         pointer ptr = {};
         int r = resolve(doc, path, &ptr);
@@ -153,24 +271,80 @@ static int op_remove(json_t *doc, const char *path, json_t **ret_removed) {
                 *ret_removed = json_incref(v);
         if (json_is_object(ptr.parent))
                 json_object_del(ptr.parent, ptr.token);
-        else {
-                int64_t i;
-                (void) safe_atoi64(ptr.token, &i);
-                json_array_remove(ptr.parent, (size_t) i);
-        }
+        else
+                json_array_remove(ptr.parent, (size_t) array_index(ptr.token));
         free(ptr.token);
         return 0;
 }
 
+/* What went wrong at pointer p, when the operation did not say. */
+static int located(patch_state *st, int r, const char *p) {
+        if (r < 0 && !st->error)
+                st->error = r == -ENOENT   ? strprintf("no value at %s", p)
+                            : r == -EINVAL ? strprintf("%s is not a JSON pointer (RFC 6901: "
+                                                       "\"/a/0/b~1c\", ~0 for '~', ~1 for '/')",
+                                                       p)
+                                           : NULL;
+        return r;
+}
+
+static int apply_op(patch_state *st, const char *name, const char *path, const char *from,
+                    json_t *value) {
+        json_t *v;
+        int r;
+
+        if (streq(name, "add"))
+                return located(st, op_add(st, path, json_deep_copy(value), true), path);
+        if (streq(name, "replace")) {
+                if ((r = get_path(st->doc, path, &v)) < 0 ||
+                    (*path && (r = op_remove(st->doc, path, NULL)) < 0))
+                        return located(st, r, path);
+                return located(st, op_add(st, path, json_deep_copy(value), true), path);
+        }
+        if (streq(name, "remove"))
+                return located(st, op_remove(st->doc, path, NULL), path);
+        if (streq(name, "move")) {
+                if (!streq(from, path) && strncmp(from, path, strlen(from)) == 0 &&
+                    path[strlen(from)] == '/') {
+                        st->error = strprintf("cannot move %s into itself (%s)", from, path);
+                        return -EINVAL;
+                }
+                if ((r = op_remove(st->doc, from, &v)) < 0)
+                        return located(st, r, from);
+                return located(st, op_add(st, path, v, false), path);
+        }
+        if (streq(name, "copy")) {
+                if ((r = get_path(st->doc, from, &v)) < 0)
+                        return located(st, r, from);
+                return located(st, op_add(st, path, json_deep_copy(v), true), path);
+        }
+        /* test */
+        if ((r = get_path(st->doc, path, &v)) < 0)
+                return located(st, r, path);
+        if (!json_equal(v, value)) {
+                st->error = strprintf("test failed at %s", path);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static bool one_of(const char *s, const char *const *set) {
+        for (; *set; set++)
+                if (streq(s, *set))
+                        return true;
+        return false;
+}
+
 json_t *patch_json(json_t *target, json_t *ops, char **ret_error) {
-        json_t *doc = json_deep_copy(target), *op;
+        patch_state st = { .doc = json_deep_copy(target) };
+        json_t *op;
         size_t i;
 
         *ret_error = NULL;
-        if (!doc)
+        if (!st.doc)
                 return NULL;
         if (!json_is_array(ops)) {
-                json_decref(doc);
+                json_decref(st.doc);
                 *ret_error = strdup("a JSON patch must be a list of operations");
                 return NULL;
         }
@@ -179,62 +353,37 @@ json_t *patch_json(json_t *target, json_t *ops, char **ret_error) {
                 const char *path = json_string_value(json_object_get(op, "path"));
                 const char *from = json_string_value(json_object_get(op, "from"));
                 json_t *value = json_object_get(op, "value");
+                bool move = name && (streq(name, "move") || streq(name, "copy"));
                 int r;
 
                 if (!name || !path) {
                         *ret_error = strprintf("operation %zu: needs \"op\" and \"path\"", i);
                         goto fail;
                 }
-                if (streq(name, "add") || streq(name, "replace")) {
-                        if (!value) {
-                                *ret_error = strprintf("operation %zu: %s needs a value", i, name);
-                                goto fail;
-                        }
-                        if (streq(name, "replace") && !get_path(doc, path)) {
-                                *ret_error = strprintf("operation %zu: replace: no value at %s", i,
-                                                       path);
-                                goto fail;
-                        }
-                        if (streq(name, "replace") && *path)
-                                (void) op_remove(doc, path, NULL);
-                        r = op_add(&doc, path, json_deep_copy(value));
-                } else if (streq(name, "remove"))
-                        r = op_remove(doc, path, NULL);
-                else if (streq(name, "move") || streq(name, "copy")) {
-                        json_t *v = from ? get_path(doc, from) : NULL;
-                        if (!v) {
-                                *ret_error = strprintf("operation %zu: %s: no value at %s", i, name,
-                                                       strna(from));
-                                goto fail;
-                        }
-                        v = json_deep_copy(v);
-                        if (streq(name, "move") && (r = op_remove(doc, from, NULL)) < 0) {
-                                json_decref(v);
-                                goto bad;
-                        }
-                        r = op_add(&doc, path, v);
-                } else if (streq(name, "test")) {
-                        json_t *v = get_path(doc, path);
-                        if (!v || !value || !json_equal(v, value)) {
-                                *ret_error = strprintf("operation %zu: test failed at %s", i, path);
-                                goto fail;
-                        }
-                        r = 0;
-                } else {
+                if (!one_of(name, (const char *const[]){ "add", "replace", "remove", "move", "copy",
+                                                         "test", NULL })) {
                         *ret_error = strprintf("operation %zu: unknown op \"%s\"", i, name);
                         goto fail;
                 }
-bad:
+                if (one_of(name, (const char *const[]){ "add", "replace", "test", NULL }) &&
+                    !value) {
+                        *ret_error = strprintf("operation %zu: %s needs a value", i, name);
+                        goto fail;
+                }
+                if (move && !from) {
+                        *ret_error = strprintf("operation %zu: %s needs \"from\"", i, name);
+                        goto fail;
+                }
+                r = apply_op(&st, name, path, from, value);
                 if (r < 0) {
-                        *ret_error = strprintf("operation %zu: %s %s: %s", i, name, path,
-                                               r == -ENOENT   ? "no such location"
-                                               : r == -EINVAL ? "invalid path"
-                                                              : strerror(-r));
+                        *ret_error = strprintf("operation %zu (%s): %s", i, name,
+                                               st.error ?: strerror(-r));
+                        free(st.error);
                         goto fail;
                 }
         }
-        return doc;
+        return within_limits(st.doc, ret_error);
 fail:
-        json_decref(doc);
+        json_decref(st.doc);
         return NULL;
 }

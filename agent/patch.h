@@ -6,10 +6,14 @@
 #include <jansson.h>
 
 /* RFC 7386 merge patch: objects merge recursively, null deletes, anything
- * else replaces. Returns the new document (a new reference). */
-json_t *patch_merge(json_t *target, json_t *patch);
+ * else replaces. Returns the new document (a new reference), or NULL with
+ * *ret_error set (new string; NULL when out of memory) when the result is
+ * over the limits of a manifest (SPEC_MAX_*). */
+json_t *patch_merge(json_t *target, json_t *patch, char **ret_error);
 
-/* RFC 6902 JSON patch (add, remove, replace, move, copy, test) with RFC 6901
- * pointers. Applies to a copy; returns it, or NULL with *ret_error set
- * (new string) and nothing changed. */
+/* RFC 6902 JSON patch (add, remove, replace, move, copy, test) with strict
+ * RFC 6901 pointers. Applies to a copy; returns it, or NULL with *ret_error
+ * set (new string; NULL when out of memory) and nothing changed. Bounded:
+ * the ops add at most SPEC_MAX_NODES values in all, and the result is within
+ * the limits of a manifest. */
 json_t *patch_json(json_t *target, json_t *ops, char **ret_error);

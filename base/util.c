@@ -103,6 +103,78 @@ int tend_grow(void **p, size_t *alloc, size_t need, size_t size) {
         return 0;
 }
 
+size_t utf8_char_len(const char *s, size_t n) {
+        const unsigned char *c = (const unsigned char *) s;
+        size_t len;
+        uint32_t cp;
+
+        if (n == 0)
+                return 0;
+        if (c[0] < 0x80)
+                return 1;
+        if (c[0] >= 0xC2 && c[0] <= 0xDF) {
+                len = 2;
+                cp = c[0] & 0x1Fu;
+        } else if ((c[0] & 0xF0) == 0xE0) {
+                len = 3;
+                cp = c[0] & 0x0Fu;
+        } else if (c[0] >= 0xF0 && c[0] <= 0xF4) {
+                len = 4;
+                cp = c[0] & 0x07u;
+        } else
+                return 0;
+        if (n < len)
+                return 0;
+        for (size_t k = 1; k < len; k++) {
+                if ((c[k] & 0xC0) != 0x80)
+                        return 0;
+                cp = (cp << 6) | (c[k] & 0x3Fu);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+                return 0;
+        return len;
+}
+
+char *utf8_escape_invalid(const char *s) {
+        size_t n = strlen(s), bad = 0, o = 0;
+        char *out;
+
+        for (size_t i = 0; i < n;) {
+                size_t len = utf8_char_len(s + i, n - i);
+                bad += len == 0;
+                i += len ?: 1;
+        }
+        out = malloc(n + bad * 3 + 1);
+        if (!out)
+                return NULL;
+        for (size_t i = 0; i < n;) {
+                size_t len = utf8_char_len(s + i, n - i);
+                if (len == 0) {
+                        snprintf(out + o, 5, "\\x%02x", (unsigned char) s[i]);
+                        o += 4;
+                        i++;
+                } else {
+                        memcpy(out + o, s + i, len);
+                        o += len;
+                        i += len;
+                }
+        }
+        out[o] = 0;
+        return out;
+}
+
+size_t utf8_cut(const char *s, size_t n, size_t max) {
+        const unsigned char *c = (const unsigned char *) s;
+
+        if (n <= max)
+                return n;
+        /* back off the continuation bytes of a character split at max */
+        while (max > 0 && (c[max] & 0xC0) == 0x80)
+                max--;
+        return max;
+}
+
 int strv_push(char ***l, char *s) {
         size_t n = strv_length(*l);
         char **c = realloc(*l, sizeof(char *) * (n + 2));

@@ -143,9 +143,10 @@ void spec__path_pop(spec_path *p, size_t len) {
 
 char *spec__repr_json(json_t *j) {
         char *s = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT | JSON_SORT_KEYS);
-        if (s && strlen(s) > 200) {
-                strcpy(s + 196, "...");
-        }
+        size_t n = s ? strlen(s) : 0;
+
+        if (n > 200)
+                strcpy(s + utf8_cut(s, n, 196), "...");
         return s;
 }
 
@@ -161,34 +162,15 @@ char *spec__repr_str(const char *s) {
 }
 
 json_t *spec__json_string(const char *s) {
-        json_t *j = json_string(s);
         _cleanup_free_ char *copy = NULL;
+        json_t *j = json_string(s);
 
         if (j)
                 return j;
-        /* Not UTF-8: replace each byte of an invalid sequence by '?'. Cheap
-         * and rare (a stray byte in an error text). */
-        copy = strdup(s);
-        if (!copy)
-                return NULL;
-        for (unsigned char *c = (unsigned char *) copy; *c;) {
-                size_t len = *c < 0x80         ? 1
-                             : (*c >> 5) == 6  ? 2
-                             : (*c >> 4) == 14 ? 3
-                             : (*c >> 3) == 30 ? 4
-                                               : 0;
-                bool ok = len > 0;
-                for (size_t k = 1; ok && k < len; k++)
-                        ok = (c[k] & 0xC0) == 0x80;
-                if (ok && len > 1 && !json_stringn((const char *) c, len))
-                        ok = false; /* overlong or surrogate: let jansson judge */
-                if (!ok) {
-                        *c++ = '?';
-                        continue;
-                }
-                c += len;
-        }
-        return json_string(copy);
+        /* Not UTF-8: each byte of an invalid sequence is written \xNN. Rare
+         * (a stray byte in an error text). */
+        copy = utf8_escape_invalid(s);
+        return copy ? json_string(copy) : NULL;
 }
 
 /* ---- maps --------------------------------------------------------------------- */

@@ -682,6 +682,13 @@ int spec__check_limits(json_t *j, unsigned depth, size_t *nodes, char **ret_prob
         return 0;
 }
 
+int spec_json_check_limits(json_t *j, char **ret_problem) {
+        size_t nodes = 0;
+
+        *ret_problem = NULL;
+        return spec__check_limits(j, 0, &nodes, ret_problem);
+}
+
 static void line_col_at(const char *data, size_t off, unsigned *line, unsigned *col) {
         *line = 1;
         *col = 1;

@@ -286,6 +286,46 @@ expect_api 405 "PUT a pod" PUT /api/v1/namespaces/default/pods/x \
 expect_api 405 "write status" PUT /apis/apps/v1/namespaces/default/deployments/echo/status \
     -H 'Content-Type: application/json' --data-binary '{}'
 
+echo "== API: hostile requests get a clear 4xx, in UTF-8, and change nothing"
+# A 1.5 KB JSON patch whose copies double the object each time once took
+# tendd to 24 GB.
+ops=$(i=0; while [ $i -lt 40 ]; do
+    printf '%s{"op":"copy","from":"/spec","path":"/spec/template/x%d"}' "$([ $i = 0 ] || echo ,)" $i
+    i=$((i + 1))
+done)
+expect_api 422 "a doubling JSON patch" PATCH /apis/apps/v1/namespaces/default/deployments/echo \
+    -H 'Content-Type: application/json-patch+json' --data-binary "[$ops]" &&
+    jq_body .message | grep -q "adds more than 200000 values" &&
+    ok "a doubling JSON patch is refused, saying which limit" ||
+    fail "doubling patch: $(head -c 300 "$tmp/body")"
+expect_api 422 "an RFC 6901 pointer with ~2" PATCH /apis/apps/v1/namespaces/default/deployments/echo \
+    -H 'Content-Type: application/json-patch+json' \
+    --data-binary '[{"op":"remove","path":"/metadata/labels/a~2b"}]' &&
+    jq_body .message | grep -q "not a JSON pointer" && ok "~2 is not a pointer" ||
+    fail "~2: $(head -c 300 "$tmp/body")"
+utf8_status() { # CODE DESCRIPTION METHOD PATH [curl args...]: the answer is a Status in UTF-8
+    expect_api "$@" || return 1
+    iconv -f UTF-8 -t UTF-8 "$tmp/body" >/dev/null 2>&1 && jq -e '.kind == "Status"' "$tmp/body" >/dev/null &&
+        ok "$2: $1, a Status in UTF-8" || fail "$2: not a UTF-8 Status: $(head -c 300 "$tmp/body")"
+}
+utf8_status 404 "a name that is not UTF-8" GET /apis/apps/v1/namespaces/default/deployments/%ff
+jq_body .message | grep -qF '\xff' || fail "the bad byte is not shown: $(jq_body .message)"
+utf8_status 400 "a selector that is not UTF-8" GET '/api/v1/pods?labelSelector=%ff%3D%3D%3D'
+printf '{"a":"\\u1\303\251"}' >"$tmp/halfchar.json"
+utf8_status 400 "a parse error quoting half a character" POST \
+    /apis/apps/v1/namespaces/default/deployments -H 'Content-Type: application/json' \
+    --data-binary @"$tmp/halfchar.json"
+e3000=$(i=0; while [ $i -lt 300 ]; do printf '%%C3%%A9%%C3%%A9%%C3%%A9%%C3%%A9%%C3%%A9%%C3%%A9%%C3%%A9%%C3%%A9%%C3%%A9%%C3%%A9'; i=$((i + 1)); done)
+code=$(api POST "/apis/apps/v1/namespaces/%ff$e3000/deployments" -H 'Content-Type: application/json' \
+    --data-binary @"$tmp/echo.json")
+case $code in 4??) iconv -f UTF-8 -t UTF-8 "$tmp/body" >/dev/null 2>&1 &&
+    ok "a namespace of a stray byte and 3000 é: $code in UTF-8" ||
+    fail "bad namespace: not UTF-8" ;;
+*) fail "a namespace of a stray byte and 3000 é: HTTP $code" ;; esac
+expect_api 200 "tendd still answers" GET /healthz
+tend get deploy echo -o json | jq -e '.spec.template | has("x0") | not' >/dev/null &&
+    ok "the refused patches changed nothing" || fail "a refused patch changed echo"
+
 echo "== API: lists and selectors"
 expect_api 200 "list all namespaces" GET /api/v1/pods && [ "$(jq_body .kind)" = PodList ] ||
     fail "not a PodList"

@@ -247,13 +247,42 @@ static void test_hashmap(void **state) {
         tend_hashmap_free(h);
 }
 
+static void test_utf8(void **state) {
+        _cleanup_free_ char *a = NULL, *b = NULL, *c = NULL;
+
+        assert_int_equal(utf8_char_len("a", 1), 1);
+        assert_int_equal(utf8_char_len("\xc3\xa9", 2), 2);         /* é */
+        assert_int_equal(utf8_char_len("\xc3\xa9", 1), 0);         /* cut */
+        assert_int_equal(utf8_char_len("\xe2\x82\xac", 3), 3);     /* € */
+        assert_int_equal(utf8_char_len("\xf0\x9f\x98\x80", 4), 4); /* U+1F600 */
+        assert_int_equal(utf8_char_len("\xc0\xaf", 2), 0);         /* overlong '/' */
+        assert_int_equal(utf8_char_len("\xe0\x80\xaf", 3), 0);     /* overlong */
+        assert_int_equal(utf8_char_len("\xed\xa0\x80", 3), 0);     /* surrogate */
+        assert_int_equal(utf8_char_len("\xf4\x90\x80\x80", 4), 0); /* over U+10FFFF */
+        assert_int_equal(utf8_char_len("\xff", 1), 0);
+        assert_int_equal(utf8_char_len("\x80", 1), 0);
+
+        a = utf8_escape_invalid("ok \xc3\xa9");
+        assert_string_equal(a, "ok \xc3\xa9");
+        b = utf8_escape_invalid("\xff\xc3\xa9\xc3");
+        assert_string_equal(b, "\\xff\xc3\xa9\\xc3");
+        c = utf8_escape_invalid("");
+        assert_string_equal(c, "");
+
+        /* "aé" cut to 2 bytes keeps "a", not half of é */
+        assert_int_equal(utf8_cut("a\xc3\xa9", 3, 2), 1);
+        assert_int_equal(utf8_cut("a\xc3\xa9", 3, 3), 3);
+        assert_int_equal(utf8_cut("abc", 3, 2), 2);
+        assert_int_equal(utf8_cut("\xe2\x82\xac!", 4, 2), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_buf_bounded), cmocka_unit_test(test_timestamps),
                 cmocka_unit_test(test_durations),   cmocka_unit_test(test_strings),
                 cmocka_unit_test(test_log_levels),  cmocka_unit_test(test_read_full_file),
                 cmocka_unit_test(test_hashmap),     cmocka_unit_test(test_usec_from_sec),
-                cmocka_unit_test(test_grow),
+                cmocka_unit_test(test_grow),        cmocka_unit_test(test_utf8),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -716,6 +716,56 @@ static void test_other_kinds_round_trip(void **state) {
         assert_int_equal(errs.n, 0);
 }
 
+/* A string that is not UTF-8 (a namespace taken from a URL) encodes with its
+ * bad bytes escaped, and nothing leaks (ASan's leak check is on). */
+static void test_encode_not_utf8(void **state) {
+        spec_replica_set *rs = spec_replica_set_new();
+        _cleanup_free_ char *ns = malloc(1 + 2 * 3000 + 1), *text = NULL, *repr = NULL;
+        json_t *j;
+
+        ns[0] = (char) 0xff;
+        for (size_t i = 0; i < 3000; i++)
+                memcpy(ns + 1 + 2 * i, "\xc3\xa9", 2);
+        ns[1 + 2 * 3000] = 0;
+        rs->metadata.namespace = strdup(ns);
+        j = spec_replica_set_encode(rs);
+        assert_non_null(j);
+        text = strdup(
+                json_string_value(json_object_get(json_object_get(j, "metadata"), "namespace")));
+        assert_true(startswith(text, "\\xff\xc3\xa9\xc3\xa9"));
+        assert_int_equal(strlen(text), 4 + 2 * 3000);
+        json_decref(j);
+        spec_replica_set_free(rs);
+
+        /* A long value quoted in an error is cut between characters: byte 196
+         * of the quoted name falls inside an é, and the message must still be
+         * UTF-8. */
+        _cleanup_free_ char *doc = malloc(4096);
+        spec_errors errs = {};
+        spec_docs docs = {};
+        spec_deployment *d = NULL;
+        int n = snprintf(doc, 4096,
+                         "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\","
+                         "\"metadata\":{\"name\":\"aa%.300s\"}}",
+                         ns + 1);
+        assert_true(n > 0 && n < 4096);
+        assert_int_equal(spec_parse("cut.json", doc, strlen(doc), &errs, &docs), 0);
+        (void) spec_decode_new(&spec_type_deployment, docs.items[0].root, &errs, (void **) &d);
+        if (d)
+                (void) spec_deployment_validate(d, &errs);
+        assert_true(errs.n > 0);
+        for (size_t e = 0; e < errs.n; e++) {
+                _cleanup_free_ char *msg = spec_error_format(&errs.items[e]);
+                assert_non_null(msg);
+                json_t *js = json_string(msg); /* jansson takes only UTF-8 */
+                assert_non_null(js);
+                json_decref(js);
+        }
+        spec_deployment_free(d);
+        spec_docs_done(&docs);
+        spec_errors_done(&errs);
+}
+
 static void test_yaml_dump_quoting(void **state) {
         json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:n, s:f}", "a", "8080", "b",
                               "true", "c", "", "d", "null", "e", "plain text", "f", 7, "g", 1, "h",
@@ -876,6 +926,7 @@ static void test_hostile_garbage(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_positions),
+                cmocka_unit_test(test_encode_not_utf8),
                 cmocka_unit_test(test_invalid_corpus),
                 cmocka_unit_test(test_valid_corpus),
                 cmocka_unit_test(test_examples_valid),

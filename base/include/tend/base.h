@@ -117,6 +117,17 @@ static inline const char *strna(const char *s) {
 const char *startswith(const char *s, const char *prefix) _pure_;
 const char *endswith(const char *s, const char *suffix) _pure_;
 
+/* UTF-8 (RFC 3629: no overlongs, surrogates or code points over U+10FFFF).
+ * The length of the character that starts s (at most n bytes), or 0 if no
+ * valid character starts there. */
+size_t utf8_char_len(const char *s, size_t n) _pure_;
+/* s with each byte of an invalid sequence written as "\xNN", so that it is
+ * valid UTF-8 whatever it held (new string, NULL on failure). */
+char *utf8_escape_invalid(const char *s);
+/* How many bytes of s (length n) to keep so as to cut at most max bytes
+ * without splitting a character. */
+size_t utf8_cut(const char *s, size_t n, size_t max) _pure_;
+
 /* printf into a new string; NULL on failure. */
 char *strprintf(const char *fmt, ...) _printf_(1, 2);
 /* Replace *p with a copy of s (NULL allowed). Returns 0 or -ENOMEM. */

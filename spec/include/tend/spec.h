@@ -601,6 +601,11 @@ void spec_docs_done(spec_docs *d);
  * error, *ret holds nothing. */
 int spec_parse(const char *file, const char *data, size_t size, spec_errors *errs, spec_docs *ret);
 
+/* Whether a JSON tree is within what spec_parse admits (SPEC_MAX_DEPTH,
+ * SPEC_MAX_ITEMS, SPEC_MAX_NODES, no NUL in strings): 0, or -EINVAL with
+ * *ret_problem (new string, NULL when out of memory) naming the limit. */
+int spec_json_check_limits(json_t *j, char **ret_problem);
+
 /* ---- Deployment: defaults, validation, updates ----------------------------------- */
 
 /* Kubernetes apps/v1 defaults (k8s-semantics §1.1) plus tend's own

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+
+/* Unit tests of the PATCH bodies (agent/patch.c): RFC 6902 and 7386 as
+ * written, strict RFC 6901 pointers, and bounded work and results. */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include "patch.h"
+#include "tend/base.h"
+#include "tend/spec.h"
+
+static json_t *parse(const char *text) {
+        json_error_t e;
+        json_t *j = json_loads(text, 0, &e);
+        if (!j)
+                fail_msg("%s: %s", text, e.text);
+        return j;
+}
+
+/* Applies a JSON patch; returns the result as canonical text, or the error
+ * prefixed by "error: ". */
+static char *run(const char *doc, const char *ops) {
+        _cleanup_(json_decrefp) json_t *d = parse(doc), *o = parse(ops), *r = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        r = patch_json(d, o, &err);
+        if (!r) {
+                assert_non_null(err);
+                return strprintf("error: %s", err);
+        }
+        assert_null(err);
+        return json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+}
+
+#define assert_patch(doc, ops, want)                       \
+        do {                                               \
+                _cleanup_free_ char *_got = run(doc, ops); \
+                assert_string_equal(_got, want);           \
+        } while (0)
+
+#define assert_patch_error(doc, ops, substring)                                         \
+        do {                                                                            \
+                _cleanup_free_ char *_got = run(doc, ops);                              \
+                if (!startswith(_got, "error: ") || !strstr(_got, substring))           \
+                        fail_msg("want an error with \"%s\", got %s", substring, _got); \
+        } while (0)
+
+static void test_operations(void **state) {
+        assert_patch("{\"a\":{\"b\":1}}", "[{\"op\":\"add\",\"path\":\"/a/c\",\"value\":2}]",
+                     "{\"a\":{\"b\":1,\"c\":2}}");
+        assert_patch("{\"a\":[1,2]}", "[{\"op\":\"add\",\"path\":\"/a/-\",\"value\":3}]",
+                     "{\"a\":[1,2,3]}");
+        assert_patch("{\"a\":[1,2]}", "[{\"op\":\"add\",\"path\":\"/a/0\",\"value\":0}]",
+                     "{\"a\":[0,1,2]}");
+        assert_patch("{\"a\":[1,2]}", "[{\"op\":\"remove\",\"path\":\"/a/1\"}]", "{\"a\":[1]}");
+        assert_patch("{\"a\":1}", "[{\"op\":\"replace\",\"path\":\"/a\",\"value\":[true]}]",
+                     "{\"a\":[true]}");
+        assert_patch("{\"a\":{\"x\":1},\"b\":{}}",
+                     "[{\"op\":\"move\",\"from\":\"/a/x\",\"path\":\"/b/y\"}]",
+                     "{\"a\":{},\"b\":{\"y\":1}}");
+        assert_patch("{\"a\":{\"x\":1}}", "[{\"op\":\"copy\",\"from\":\"/a\",\"path\":\"/b\"}]",
+                     "{\"a\":{\"x\":1},\"b\":{\"x\":1}}");
+        assert_patch("{\"a/b\":{\"m~n\":1}}",
+                     "[{\"op\":\"test\",\"path\":\"/a~1b/m~0n\",\"value\":1},"
+                     "{\"op\":\"remove\",\"path\":\"/a~1b/m~0n\"}]",
+                     "{\"a/b\":{}}");
+        /* An object key may be any string, "01" included. */
+        assert_patch("{\"01\":1}", "[{\"op\":\"remove\",\"path\":\"/01\"}]", "{}");
+        assert_patch("{\"a\":1}", "[{\"op\":\"replace\",\"path\":\"\",\"value\":{\"b\":2}}]",
+                     "{\"b\":2}");
+        /* All or nothing: the test fails, so the add before it is undone. */
+        assert_patch_error("{\"a\":1}",
+                           "[{\"op\":\"add\",\"path\":\"/b\",\"value\":2},"
+                           "{\"op\":\"test\",\"path\":\"/a\",\"value\":3}]",
+                           "operation 1 (test): test failed at /a");
+        assert_patch_error("{}", "[{\"op\":\"copy\",\"path\":\"/b\"}]", "copy needs \"from\"");
+        assert_patch_error("{}", "[{\"op\":\"frob\",\"path\":\"/b\"}]", "unknown op \"frob\"");
+        assert_patch_error("{}", "[{\"op\":\"remove\",\"path\":\"/b\"}]", "no value at /b");
+}
+
+/* RFC 6901: an array index is "0" or digits without a leading zero, "-" is
+ * only the end of an array in "add", and '~' is only ~0 or ~1. */
+static void test_pointers_strict(void **state) {
+        assert_patch_error("{\"a\":[1,2]}", "[{\"op\":\"remove\",\"path\":\"/a/01\"}]",
+                           "no value at /a/01");
+        assert_patch_error("{\"a\":[1,2]}", "[{\"op\":\"remove\",\"path\":\"/a/-0\"}]",
+                           "no value at /a/-0");
+        assert_patch_error("{\"a\":[1,2]}", "[{\"op\":\"remove\",\"path\":\"/a/+1\"}]",
+                           "no value at /a/+1");
+        assert_patch_error("{\"a\":[1,2]}", "[{\"op\":\"add\",\"path\":\"/a/01\",\"value\":0}]",
+                           "no value at /a/01");
+        assert_patch_error("{\"a\":[1,2]}", "[{\"op\":\"remove\",\"path\":\"/a/-\"}]",
+                           "no value at /a/-");
+        assert_patch_error("{\"a~2\":1}", "[{\"op\":\"remove\",\"path\":\"/a~2\"}]",
+                           "/a~2 is not a JSON pointer");
+        assert_patch_error("{\"a~\":1}", "[{\"op\":\"remove\",\"path\":\"/a~\"}]",
+                           "/a~ is not a JSON pointer");
+        assert_patch_error("{\"a\":1}", "[{\"op\":\"remove\",\"path\":\"a\"}]",
+                           "a is not a JSON pointer");
+        assert_patch_error("{\"a\":{\"b\":{}}}",
+                           "[{\"op\":\"move\",\"from\":\"/a\",\"path\":\"/a/b/c\"}]",
+                           "cannot move /a into itself");
+}
+
+/* Each copy of /spec into itself doubles the document: 25 of them once
+ * took tendd to 24 GB. The work is bounded and the patch refused. */
+static void test_doubling_bounded(void **state) {
+        _cleanup_(tend_buf_free) tend_buf ops = TEND_BUF_INIT(1 << 20);
+
+        assert_int_equal(tend_buf_adds(&ops, "["), 0);
+        for (int i = 0; i < 40; i++)
+                assert_int_equal(tend_buf_addf(&ops,
+                                               "%s{\"op\":\"copy\",\"from\":\"/spec\",\"path\":"
+                                               "\"/spec/template/x%d\"}",
+                                               i ? "," : "", i),
+                                 0);
+        assert_int_equal(tend_buf_adds(&ops, "]"), 0);
+        assert_patch_error("{\"spec\":{\"template\":{\"a\":[1,2,3,4,5,6,7,8]}}}",
+                           tend_buf_str(&ops), "the patch adds more than 200000 values in all");
+
+        /* Side by side, not nested. */
+        tend_buf_reset(&ops);
+        assert_int_equal(tend_buf_adds(&ops, "["), 0);
+        for (int i = 0; i < 40; i++)
+                assert_int_equal(tend_buf_addf(&ops,
+                                               "%s{\"op\":\"copy\",\"from\":\"/a\",\"path\":"
+                                               "\"/a/%d\"}",
+                                               i ? "," : "", i),
+                                 0);
+        assert_int_equal(tend_buf_adds(&ops, "]"), 0);
+        assert_patch_error("{\"a\":[1,2,3,4,5,6,7,8,9,10]}", tend_buf_str(&ops),
+                           "the patch adds more than 200000 values in all");
+}
+
+/* Nesting is bounded at each step, not only in the result (the copies
+ * would nest past any stack before the end). */
+static void test_depth_bounded(void **state) {
+        _cleanup_(tend_buf_free) tend_buf ops = TEND_BUF_INIT(1 << 20);
+
+        assert_int_equal(tend_buf_adds(&ops, "[{\"op\":\"add\",\"path\":\"/x\",\"value\":"), 0);
+        for (int i = 0; i < 64; i++)
+                assert_int_equal(tend_buf_adds(&ops, "["), 0);
+        for (int i = 0; i < 64; i++)
+                assert_int_equal(tend_buf_adds(&ops, "]"), 0);
+        assert_int_equal(tend_buf_adds(&ops, "}]"), 0);
+        assert_patch_error("{}", tend_buf_str(&ops), "would nest deeper than 64 levels");
+
+        /* A chain copied into itself, deeper each time. */
+        tend_buf_reset(&ops);
+        assert_int_equal(tend_buf_adds(&ops, "["), 0);
+        for (int i = 0; i < 100; i++)
+                assert_int_equal(tend_buf_addf(&ops,
+                                               "%s{\"op\":\"copy\",\"from\":\"/a\",\"path\":"
+                                               "\"/a/b\"}",
+                                               i ? "," : ""),
+                                 0);
+        assert_int_equal(tend_buf_adds(&ops, "]"), 0);
+        assert_patch_error("{\"a\":{\"b\":1}}", tend_buf_str(&ops),
+                           "would nest deeper than 64 levels");
+}
+
+/* The result must be within a manifest's limits, whichever patch made it. */
+static void test_results_bounded(void **state) {
+        _cleanup_(tend_buf_free) tend_buf b = TEND_BUF_INIT(1 << 20);
+        _cleanup_(json_decrefp) json_t *target = parse("{\"a\":{}}"), *patch = NULL, *r = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        assert_int_equal(tend_buf_adds(&b, "{\"a\":{"), 0);
+        for (int i = 0; i <= SPEC_MAX_ITEMS; i++)
+                assert_int_equal(tend_buf_addf(&b, "%s\"k%d\":1", i ? "," : "", i), 0);
+        assert_int_equal(tend_buf_adds(&b, "}}"), 0);
+        patch = parse(tend_buf_str(&b));
+        r = patch_merge(target, patch, &err);
+        assert_null(r);
+        assert_non_null(err);
+        assert_non_null(strstr(err, "the patched object is too large: object has more than "
+                                    "10000 entries"));
+        free(err);
+        err = NULL;
+
+        /* A list that outgrows the limit one add at a time. */
+        tend_buf_reset(&b);
+        assert_int_equal(tend_buf_adds(&b, "{\"a\":["), 0);
+        for (int i = 0; i < SPEC_MAX_ITEMS; i++)
+                assert_int_equal(tend_buf_addf(&b, "%s%d", i ? "," : "", i), 0);
+        assert_int_equal(tend_buf_adds(&b, "]}"), 0);
+        assert_patch_error(tend_buf_str(&b), "[{\"op\":\"add\",\"path\":\"/a/-\",\"value\":0}]",
+                           "a list of more than 10000 entries");
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_operations),       cmocka_unit_test(test_pointers_strict),
+                cmocka_unit_test(test_doubling_bounded), cmocka_unit_test(test_depth_bounded),
+                cmocka_unit_test(test_results_bounded),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
