@@ -74,34 +74,65 @@ static char *selector_repr(const spec_selector *s) {
         return r;
 }
 
-/* The selector contract (DESIGN §4.1) against what is stored and what else
- * is in this apply. */
-static void check_one(agent *a, spec_deployment *const *ds, size_t n, size_t i, spec_errors *errs) {
-        const spec_deployment *d = ds[i];
-        const spec_deployment *old = store_get(a->store, STORE_DEPLOYMENT, d->metadata.namespace,
-                                               d->metadata.name);
+typedef struct overlap_report {
+        const spec_deployment *d;
+        const void *const *stored; /* ids below n_stored */
+        size_t n_stored;
+        spec_deployment *const *ds; /* ids from n_stored on */
+        spec_errors *errs;
+        char *repr;
+} overlap_report;
+
+static bool report_overlap(size_t id, void *userdata) {
+        overlap_report *o = userdata;
+        const spec_deployment *other = id < o->n_stored ? o->stored[id] : o->ds[id - o->n_stored];
+
+        if (!streq_ptr(other->metadata.namespace, o->d->metadata.namespace) ||
+            streq_ptr(other->metadata.name, o->d->metadata.name))
+                return true; /* another namespace, or what d replaces */
+        if (!o->repr && !(o->repr = selector_repr(o->d->spec.selector)))
+                return false;
+        (void) spec_errors_add(o->errs, "spec.selector",
+                               "Invalid value: %s: overlaps the selector of deployment \"%s\": a "
+                               "pod could belong to both; add a label that tells them apart",
+                               o->repr, other->metadata.name);
+        return o->errs->n < SPEC_MAX_ERRORS; /* past the cap, more would only be counted */
+}
+
+/* Each of ds checked, and the selector contract (DESIGN §4.1) against what
+ * is stored and what else is in this apply (pairs within it reported once). */
+static int check_all(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs) {
+        _cleanup_(spec_overlaps_freep) spec_overlaps *ov = spec_overlaps_new();
         const void *const *items;
         size_t m = store_list(a->store, STORE_DEPLOYMENT, &items);
+        const char *saved = errs->object;
 
-        (void) spec_deployment_validate(d, errs);
-        if (old)
-                (void) spec_deployment_validate_update(old, d, errs);
-        for (size_t k = 0; k < m + n; k++) {
-                const spec_deployment *other = k < m ? items[k] : ds[k - m];
-                if (other == d || !streq_ptr(other->metadata.namespace, d->metadata.namespace) ||
-                    streq_ptr(other->metadata.name, d->metadata.name))
-                        continue;
-                if (k >= m && k - m > i)
-                        continue; /* pairs within the apply: reported once */
-                if (spec_selector_overlaps(d->spec.selector, other->spec.selector)) {
-                        _cleanup_free_ char *repr = selector_repr(d->spec.selector);
-                        spec_errors_add(errs, "spec.selector",
-                                        "Invalid value: %s: overlaps the selector of deployment "
-                                        "\"%s\": a pod could belong to both; add a label that "
-                                        "tells them apart",
-                                        strna(repr), other->metadata.name);
-                }
+        if (!ov)
+                return -ENOMEM;
+        for (size_t k = 0; k < m + n; k++)
+                if (spec_overlaps_add(
+                            ov,
+                            (k < m ? (const spec_deployment *) items[k] : ds[k - m])->spec.selector,
+                            NULL) < 0)
+                        return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const spec_deployment *d = ds[i];
+                const spec_deployment *old = store_get(a->store, STORE_DEPLOYMENT,
+                                                       d->metadata.namespace, d->metadata.name);
+                _cleanup_free_ char *label = spec_object_label("Deployment", d->metadata.name, 0);
+                overlap_report o = {
+                        .d = d, .stored = items, .n_stored = m, .ds = ds, .errs = errs
+                };
+
+                errs->object = label;
+                (void) spec_deployment_validate(d, errs);
+                if (old)
+                        (void) spec_deployment_validate_update(old, d, errs);
+                spec_overlaps_each(ov, m + i, m + i, report_overlap, &o);
+                free(o.repr);
+                errs->object = saved;
         }
+        return 0;
 }
 
 /* The object to store for an apply of d over old (NULL: a create): the
@@ -186,15 +217,12 @@ static spec_deployment *to_store(agent *a, const spec_deployment *d, unsigned fl
 
 int agent_apply_preview(agent *a, const spec_deployment *d, unsigned flags, spec_errors *errs,
                         spec_deployment **ret) {
-        _cleanup_free_ char *label = spec_object_label("Deployment", d->metadata.name, 0);
         spec_deployment *const ds[] = { (spec_deployment *) d };
-        const char *saved = errs->object;
         size_t before = errs->n;
         agent_apply_result res;
 
-        errs->object = label;
-        check_one(a, ds, 1, 0, errs);
-        errs->object = saved;
+        if (check_all(a, ds, 1, errs) < 0)
+                return -ENOMEM;
         if (errs->n > before || errs->dropped)
                 return -EINVAL;
         *ret = to_store(a, d, flags, &res);
@@ -215,14 +243,8 @@ int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *
         size_t before = errs->n;
         int r;
 
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *label = spec_object_label("Deployment", ds[i]->metadata.name,
-                                                               0);
-                const char *saved = errs->object;
-                errs->object = label;
-                check_one(a, ds, n, i, errs);
-                errs->object = saved;
-        }
+        if (check_all(a, ds, n, errs) < 0)
+                return -ENOMEM;
         if (errs->n > before || errs->dropped)
                 return -EINVAL;
 

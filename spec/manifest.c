@@ -219,50 +219,77 @@ static void at(spec_errors *errs, unsigned line, unsigned column) {
         }
 }
 
+typedef struct overlap_report {
+        const spec_manifest *m;
+        size_t i;
+        spec_errors *errs;
+        char *repr; /* of item i's selector, made at its first overlap */
+        int ret;
+} overlap_report;
+
+static bool report_overlap(size_t k, void *userdata) {
+        overlap_report *o = userdata;
+        const spec_deployment *a = o->m->items[o->i].deployment, *b = o->m->items[k].deployment;
+        char where[32] = "";
+
+        if (!streq(a->metadata.namespace, b->metadata.namespace) ||
+            streq(a->metadata.name, b->metadata.name))
+                return true; /* other namespaces do not meet; duplicates are said apart */
+        if (!o->repr && !(o->repr = spec__selector_repr(a->spec.selector))) {
+                o->ret = -ENOMEM;
+                return false;
+        }
+        if (o->m->items[k].selector_line)
+                snprintf(where, sizeof where, ":%u", o->m->items[k].selector_line);
+        o->ret = spec_errors_add(o->errs, "spec.selector",
+                                 "Invalid value: %s: overlaps the selector of deployment \"%s\" "
+                                 "(%s%s): a pod could belong to both; add a label that tells "
+                                 "them apart",
+                                 o->repr, b->metadata.name, o->m->items[k].file, where);
+        at(o->errs, o->m->items[o->i].selector_line, o->m->items[o->i].selector_column);
+        /* past the error cap, more pairs would only be counted */
+        return o->ret != -ENOMEM && o->errs->n < SPEC_MAX_ERRORS;
+}
+
 int spec_manifest_check(const spec_manifest *m, spec_errors *errs) {
+        _cleanup_(spec_overlaps_freep) spec_overlaps *ov = spec_overlaps_new();
         int ret = 0;
 
+        if (!ov)
+                return -ENOMEM;
+        for (size_t i = 0; i < m->n; i++)
+                if (spec_overlaps_add(ov, m->items[i].deployment->spec.selector, NULL) < 0)
+                        return -ENOMEM;
         for (size_t i = 0; i < m->n; i++) {
                 const spec_deployment *a = m->items[i].deployment;
                 _cleanup_free_ char *label = spec_object_label("Deployment", a->metadata.name, 0);
+                overlap_report o = { .m = m, .i = i, .errs = errs };
 
                 errs->file = m->items[i].file;
                 errs->object = label;
                 for (size_t k = 0; k < i; k++) {
                         const spec_deployment *b = m->items[k].deployment;
                         const char *bfile = m->items[k].file;
+                        char where[32];
 
-                        if (!streq(a->metadata.namespace, b->metadata.namespace))
+                        if (!streq(a->metadata.namespace, b->metadata.namespace) ||
+                            !streq(a->metadata.name, b->metadata.name))
                                 continue;
-                        if (streq(a->metadata.name, b->metadata.name)) {
-                                char where[32];
-                                if (m->items[k].name_line)
-                                        snprintf(where, sizeof where, ":%u", m->items[k].name_line);
-                                else
-                                        snprintf(where, sizeof where, " (document %u)",
-                                                 m->items[k].index);
-                                ret = spec_errors_add(errs, "metadata.name",
-                                                      "Duplicate value: \"%s\": also defined in "
-                                                      "%s%s",
-                                                      a->metadata.name, bfile, where);
-                                at(errs, m->items[i].name_line, m->items[i].name_column);
-                                continue;
-                        }
-                        if (spec_selector_overlaps(a->spec.selector, b->spec.selector)) {
-                                _cleanup_free_ char *repr = spec__selector_repr(a->spec.selector);
-                                char where[32] = "";
-                                if (m->items[k].selector_line)
-                                        snprintf(where, sizeof where, ":%u",
-                                                 m->items[k].selector_line);
-                                ret = spec_errors_add(errs, "spec.selector",
-                                                      "Invalid value: %s: overlaps the selector "
-                                                      "of deployment \"%s\" (%s%s): a pod could "
-                                                      "belong to both; add a label that tells "
-                                                      "them apart",
-                                                      strna(repr), b->metadata.name, bfile, where);
-                                at(errs, m->items[i].selector_line, m->items[i].selector_column);
-                        }
+                        if (m->items[k].name_line)
+                                snprintf(where, sizeof where, ":%u", m->items[k].name_line);
+                        else
+                                snprintf(where, sizeof where, " (document %u)", m->items[k].index);
+                        ret = spec_errors_add(errs, "metadata.name",
+                                              "Duplicate value: \"%s\": also defined in %s%s",
+                                              a->metadata.name, bfile, where);
+                        at(errs, m->items[i].name_line, m->items[i].name_column);
                 }
+                spec_overlaps_each(ov, i, i, report_overlap, &o);
+                free(o.repr);
+                if (o.ret < 0)
+                        ret = o.ret;
+                if (ret == -ENOMEM)
+                        break;
         }
         errs->file = NULL;
         errs->object = NULL;

@@ -435,6 +435,12 @@ static void test_selector_overlap(void **state) {
                 { "app=web,track in (stable,canary)", "app=web,track notin (stable,canary)",
                   false },
                 { "app=web,track in (stable,canary)", "app=web,track notin (stable)", true },
+                { "app in (a,b),app in (b,c)", "app=b", true },
+                { "app in (a,b),app in (b,c)", "app=a", false },
+                { "app in (a,b),app notin (a)", "app in (a,c)", false },
+                { "app in (a,b),app notin (a)", "app notin (c)", true },
+                { "app in (a,b),app in (c)", "tier=x", false },
+                { "", "app=web", true },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -447,6 +453,140 @@ static void test_selector_overlap(void **state) {
                 spec_free(&spec_type_selector, b);
         }
         assert_false(spec_selector_overlaps(NULL, NULL));
+}
+
+/* The overlap rule against its definition: two selectors overlap iff one
+ * label set matches both. With values drawn from {a,b,c}, label sets over
+ * three keys each absent, a, b, c or another value (d) are every case: the
+ * label sets a selector matches are a mask of 125 bits. */
+static uint64_t oracle_masks(const spec_selector *x, uint64_t ret[2]) {
+        static const char *const keys[] = { "k0", "k1", "k2" };
+        static const char *const vals[] = { NULL, "a", "b", "c", "d" };
+
+        ret[0] = ret[1] = 0;
+        for (int code = 0; code < 125; code++) {
+                spec_map labels = {};
+                for (int k = 0, c = code; k < 3; k++, c /= 5)
+                        if (vals[c % 5])
+                                assert_int_equal(spec_map_set(&labels, keys[k], vals[c % 5]), 0);
+                if (spec_selector_matches(x, &labels))
+                        ret[code / 64] |= UINT64_C(1) << (code % 64);
+                spec_map_done(&labels);
+        }
+        return ret[0] | ret[1];
+}
+
+static char *random_selector(uint32_t *seed) {
+        static const char *const ops[] = { "=", "!=", " in ", " notin ", "", "!" };
+        char buf[256] = "";
+        size_t n;
+
+        *seed = *seed * 1103515245 + 12345;
+        n = (*seed >> 16) % 4;
+        for (size_t i = 0; i < n; i++) {
+                char term[64], set[16] = "";
+                unsigned r, op, key;
+                *seed = *seed * 1103515245 + 12345;
+                r = *seed >> 8;
+                op = r % 6;
+                key = (r >> 3) % 3;
+                for (unsigned v = 0, bits = ((r >> 5) % 7) + 1; v < 3; v++)
+                        if (bits & (1u << v))
+                                snprintf(set + strlen(set), sizeof set - strlen(set), "%s%c",
+                                         set[0] ? "," : "", 'a' + v);
+                if (op <= 1)
+                        snprintf(term, sizeof term, "k%u%s%c", key, ops[op], 'a' + (r >> 9) % 3);
+                else if (op <= 3)
+                        snprintf(term, sizeof term, "k%u%s(%s)", key, ops[op], set);
+                else
+                        snprintf(term, sizeof term, "%sk%u", ops[op], key);
+                snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", i ? "," : "", term);
+        }
+        return strdup(buf);
+}
+
+typedef struct found {
+        bool *hit;
+} found;
+
+static bool note_found(size_t other, void *userdata) {
+        ((found *) userdata)->hit[other] = true;
+        return true;
+}
+
+static void test_selector_overlap_oracle(void **state) {
+        enum { N = 300 };
+        uint64_t masks[N][2];
+        spec_selector *sels[N];
+        char *texts[N];
+        uint32_t seed = 4242;
+        spec_overlaps *ov = spec_overlaps_new();
+
+        assert_non_null(ov);
+        for (size_t i = 0; i < N; i++) {
+                texts[i] = random_selector(&seed);
+                sels[i] = selector(texts[i]);
+                (void) oracle_masks(sels[i], masks[i]);
+                assert_int_equal(spec_overlaps_add(ov, sels[i], NULL), 0);
+        }
+        for (size_t i = 0; i < N; i++) {
+                bool hit[N] = {};
+                found f = { hit };
+                spec_overlaps_each(ov, i, N, note_found, &f);
+                for (size_t j = 0; j < N; j++) {
+                        bool meet = (masks[i][0] & masks[j][0]) || (masks[i][1] & masks[j][1]);
+                        bool want = i != j && meet;
+                        if (hit[j] != want ||
+                            (i != j && spec_selector_overlaps(sels[i], sels[j]) != meet))
+                                fail_msg("\"%s\" vs \"%s\": expected %s", texts[i], texts[j],
+                                         want ? "overlap" : "disjoint");
+                }
+        }
+        for (size_t i = 0; i < N; i++) {
+                spec_free(&spec_type_selector, sels[i]);
+                free(texts[i]);
+        }
+        spec_overlaps_free(ov);
+}
+
+/* 900 small selectors and one with In lists of 10,000 values once took over
+ * two minutes; the index finds the pairs that meet without comparing the
+ * rest value by value. */
+static void test_selector_overlap_many(void **state) {
+        tend_buf b = TEND_BUF_INIT(1 << 20);
+        spec_selector *sels[901];
+        spec_overlaps *ov = spec_overlaps_new();
+        bool hit[901] = {};
+        found f = { hit };
+
+        assert_non_null(ov);
+        for (size_t i = 0; i < 900; i++) {
+                char text[32];
+                snprintf(text, sizeof text, "app=a%zu", i);
+                sels[i] = selector(text);
+                assert_int_equal(spec_overlaps_add(ov, sels[i], NULL), 0);
+        }
+        for (int k = 0; k < 3; k++) {
+                assert_int_equal(tend_buf_addf(&b, "%sapp in (", k ? ")," : ""), 0);
+                for (int v = 0; v < 10000; v++)
+                        assert_int_equal(tend_buf_addf(&b, "%sv%d", v ? "," : "",
+                                                       v == 9999 && k < 2 ? 7 : v * 3 + k),
+                                         0);
+        }
+        assert_int_equal(tend_buf_adds(&b, "),app in (a7,v7,a1)"), 0);
+        sels[900] = selector(tend_buf_str(&b));
+        assert_int_equal(spec_overlaps_add(ov, sels[900], NULL), 0);
+        spec_overlaps_each(ov, 900, 900, note_found, &f);
+        /* only the value "v7"... is in every In list; no small one has it */
+        for (size_t i = 0; i < 900; i++)
+                assert_false(hit[i]);
+        for (size_t i = 0; i < 900; i++)
+                spec_overlaps_each(ov, i, 901, note_found, &f);
+        assert_false(hit[900]);
+        for (size_t i = 0; i < 901; i++)
+                spec_free(&spec_type_selector, sels[i]);
+        spec_overlaps_free(ov);
+        tend_buf_free(&b);
 }
 
 static void test_selector_parse_errors(void **state) {
@@ -926,6 +1066,8 @@ static void test_hostile_garbage(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_positions),
+                cmocka_unit_test(test_selector_overlap_oracle),
+                cmocka_unit_test(test_selector_overlap_many),
                 cmocka_unit_test(test_encode_not_utf8),
                 cmocka_unit_test(test_invalid_corpus),
                 cmocka_unit_test(test_valid_corpus),

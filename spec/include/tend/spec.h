@@ -196,6 +196,21 @@ bool spec_selector_matches(const spec_selector *s, const spec_map *labels);
 bool spec_selector_is_empty(const spec_selector *s);
 /* Can one label set satisfy both? (Two deployments must never overlap.) */
 bool spec_selector_overlaps(const spec_selector *a, const spec_selector *b);
+
+/* The overlap rule over many selectors at once (a manifest directory, an
+ * apply against the store), near-linear in their size: each selector is
+ * normalised once and indexed by its In values, so pairs that cannot meet
+ * are never compared. Ids are 0, 1, ... in the order of spec_overlaps_add. */
+typedef struct spec_overlaps spec_overlaps;
+spec_overlaps *spec_overlaps_new(void);
+spec_overlaps *spec_overlaps_free(spec_overlaps *o);
+DEFINE_TRIVIAL_CLEANUP_FUNC(spec_overlaps *, spec_overlaps_free);
+/* s is borrowed until spec_overlaps_free. -ENOMEM. */
+int spec_overlaps_add(spec_overlaps *o, const spec_selector *s, size_t *ret_id);
+/* Calls fn(other) for each selector other < before (other != id) that
+ * overlaps selector id, in order, until fn returns false. */
+void spec_overlaps_each(spec_overlaps *o, size_t id, size_t before,
+                        bool (*fn)(size_t other, void *userdata), void *userdata);
 /* Parses "a=b,c!=d,e in (x,y),f notin (z),g,!h" (kubectl -l syntax). */
 int spec_selector_parse(const char *s, spec_selector *ret);
 void spec_selector_done(spec_selector *s);
