@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -2047,10 +2048,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return route(r, url, method);
 }
 
+/* A body this large leaves freed memory in malloc's heap (its trees and
+ * positions are many small blocks): give it back to the system. */
+#define TRIM_AFTER_BODY (256 * 1024)
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-        req_free(*con_cls);
+        req *r = *con_cls;
+        bool large = r && r->body.len >= TRIM_AFTER_BODY;
+
+        req_free(r);
         *con_cls = NULL;
+        if (large)
+                (void) malloc_trim(0);
 }
 
 /* ---- setup and teardown ---------------------------------------------------------------------- */

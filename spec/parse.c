@@ -76,6 +76,8 @@ static void positions_split(tend_hashmap *pos, size_t n, tend_hashmap **maps, un
         }
 }
 
+#define LIST_TOO_LONG "more than %d documents (the items of a List count as documents)"
+
 /* A document that is a List ({"kind":"List","items":[...]}, what
  * `kubectl get -o yaml` prints) stands for its items. */
 static int docs_push_expanded(spec_docs *d, json_t *root, unsigned line, tend_hashmap *positions) {
@@ -87,6 +89,12 @@ static int docs_push_expanded(spec_docs *d, json_t *root, unsigned line, tend_ha
         if (!kind || !streq(kind, "List") || !json_is_array(items))
                 return docs_push(d, root, line, positions);
         size_t n = json_array_size(items);
+        if (d->n + n > SPEC_MAX_DOCUMENTS) {
+                /* the items of a List are documents, and count as such */
+                tend_hashmap_free(positions);
+                json_decref(root);
+                return -E2BIG;
+        }
         _cleanup_free_ tend_hashmap **maps = new0(tend_hashmap *, n ?: 1);
         _cleanup_free_ unsigned *lines = new0(unsigned, n ?: 1);
         int r = 0;
@@ -270,15 +278,28 @@ typedef struct yreader {
         bool oom;
         spec_path path;          /* of the node being read */
         tend_hashmap *positions; /* the document's: path → where it is */
+        size_t positions_bytes;  /* what the positions of every document hold */
 } yreader;
+
+/* What the positions of one input may hold: a few times the input, whatever
+ * its shape (each value's entry holds its whole path, so long keys over
+ * many values would otherwise take hundreds of times the input). Past it,
+ * errors point at the nearest enclosing field that has a position. */
+#define POSITIONS_MAX_BYTES(size) (8 * (size) + 64 * 1024)
+#define POSITION_ENTRY_OVERHEAD 48 /* the map's slot and the key's allocation */
 
 /* Where the node at the current path is written: the key that introduces
  * it, or for a list item its entry. */
 static void note_position(yreader *y, const yaml_mark_t *m) {
-        if (y->positions && y->path.len > 0 &&
-            tend_hashmap_put(y->positions, spec__path_str(&y->path),
+        size_t cost = y->path.len + 1 + POSITION_ENTRY_OVERHEAD;
+
+        if (!y->positions || y->path.len == 0 ||
+            y->positions_bytes + cost > POSITIONS_MAX_BYTES(y->size))
+                return;
+        if (tend_hashmap_put(y->positions, spec__path_str(&y->path),
                              POS_PACK(m->line + 1, m->column + 1), NULL) < 0)
                 y->oom = true;
+        y->positions_bytes += cost;
 }
 
 static void yerror(yreader *y, const yaml_mark_t *m, const char *fmt, ...) _printf_(3, 4);
@@ -623,6 +644,9 @@ static int parse_yaml(const char *data, size_t size, spec_errors *errs, spec_doc
                         else {
                                 r = docs_push_expanded(&docs, root, line, y.positions);
                                 y.positions = NULL;
+                                if (r == -E2BIG)
+                                        r = spec_errors_add_at(errs, line, 1, LIST_TOO_LONG,
+                                                               SPEC_MAX_DOCUMENTS);
                         }
                         break;
                 }
@@ -758,6 +782,8 @@ static int parse_json(const char *data, size_t size, spec_errors *errs, spec_doc
                         return r;
                 }
                 r = docs_push_expanded(&docs, root, line, NULL);
+                if (r == -E2BIG)
+                        r = spec_errors_add_at(errs, line, col, LIST_TOO_LONG, SPEC_MAX_DOCUMENTS);
                 if (r < 0) {
                         spec_docs_done(&docs);
                         return r;
