@@ -9,8 +9,9 @@
  * Streams (watch, log -f) use MHD's content-reader callbacks: when there is
  * nothing to send the connection is suspended, and resumed when something
  * arrives. Suspended connections do not notice a peer going away, so idle
- * watches get a newline every heartbeat (JSON decoders skip whitespace) and
- * a dead peer is found by the failed write.
+ * watches get a newline every heartbeat (JSON decoders skip whitespace), and
+ * every second the socket of each suspended stream is peeked at: a client
+ * that hung up is let go within a second.
  */
 
 #include <fcntl.h>
@@ -62,6 +63,7 @@ struct api_server {
         char *token;
         size_t max_body;
         usec_t heartbeat_interval;
+        usec_t idle_timeout;
         slot slots[2];
         size_t n_slots;
         unsigned open_handles;
@@ -1213,6 +1215,21 @@ struct watch {
         usec_t ends_at; /* timeoutSeconds, or USEC_INFINITY */
 };
 
+/* A suspended stream (a watch, a follower) writes only when there is news:
+ * a client that hung up on a quiet one would go unnoticed, and keep its
+ * descriptor, until the next write. Peek at the socket instead. */
+static bool client_gone(struct MHD_Connection *c) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+                c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        char byte;
+        ssize_t n;
+
+        if (!ci)
+                return false;
+        n = recv(ci->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 static void watch_resume(watch *w) {
         if (w->suspended) {
                 w->suspended = false;
@@ -1320,8 +1337,11 @@ static enum MHD_Result start_watch(req *r, const resource *res, filter *f) {
         w->res = res;
         w->f = *f;
         w->out = TEND_BUF_INIT(MAX_WATCH_BUFFER);
-        w->ends_at = timeout > 0 ? now_monotonic() + (usec_t) timeout * USEC_PER_SEC
-                                 : USEC_INFINITY;
+        /* saturating: a timeout past what usec_t holds is no timeout */
+        w->ends_at = timeout > 0 && (uint64_t) timeout <
+                                             (USEC_INFINITY - now_monotonic()) / USEC_PER_SEC
+                             ? now_monotonic() + (usec_t) timeout * USEC_PER_SEC
+                             : USEC_INFINITY;
         w->last_write = now_monotonic();
 
         if (since == 0) {
@@ -1429,7 +1449,8 @@ static void on_heartbeat(uv_timer_t *t) {
         usec_t now = now_monotonic();
 
         for (watch *w = s->watches; w; w = w->next) {
-                if (w->ends_at != USEC_INFINITY && now >= w->ends_at)
+                if ((w->ends_at != USEC_INFINITY && now >= w->ends_at) ||
+                    (w->suspended && client_gone(w->conn)))
                         watch_close(w);
                 else if (now - w->last_write >= s->heartbeat_interval)
                         watch_append(w, "\n");
@@ -1530,21 +1551,6 @@ static void follow_free(void *cls) {
         free(f->pod);
         free(f->path);
         free(f);
-}
-
-/* A follower writes only when the pod does: a client that hung up on a
- * quiet pod would go unnoticed (and keep its descriptors) until the pod
- * ends. Peek at the socket instead. */
-static bool client_gone(struct MHD_Connection *c) {
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
-                c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        char byte;
-        ssize_t n;
-
-        if (!ci)
-                return false;
-        n = recv(ci->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 /* Followers poll their files: a quarter second is the latency of `logs -f`. */
@@ -2203,9 +2209,17 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         log_debug("http: %s", line);
 }
 
+/* Connections per listener. The local socket has a pool of its own that
+ * TCP clients cannot use up, and TCP is kept well under the descriptors
+ * the pods need (a pidfd and a log each). Idle connections are closed
+ * after idle_timeout, so that a flood of them locks nobody out for long. */
+#define UNIX_CONNECTIONS_MAX 1000
+#define TCP_CONNECTIONS_MAX 256
+
 static int start_slot(api_server *s, int fd, bool tcp, char **ret_error) {
         slot *sl = &s->slots[s->n_slots];
         const union MHD_DaemonInfo *info;
+        unsigned timeout = (unsigned) MAX(s->idle_timeout / USEC_PER_SEC, 1);
 
         sl->s = s;
         sl->tcp = tcp;
@@ -2214,8 +2228,9 @@ static int start_slot(api_server *s, int fd, bool tcp, char **ret_error) {
                                  NULL, NULL, on_request, sl, MHD_OPTION_LISTEN_SOCKET, fd,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
                                  MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_EXTERNAL_LOGGER,
-                                 on_mhd_log, NULL, MHD_OPTION_CONNECTION_LIMIT, 1000,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, 600, MHD_OPTION_END);
+                                 on_mhd_log, NULL, MHD_OPTION_CONNECTION_LIMIT,
+                                 tcp ? TCP_CONNECTIONS_MAX : UNIX_CONNECTIONS_MAX,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_END);
         if (!sl->d) {
                 safe_close(fd);
                 *ret_error = strdup("cannot start the HTTP server");
@@ -2257,6 +2272,7 @@ int api_server_new(const api_config *c, api_server **ret, char **ret_error) {
         s->token = c->token ? strdup(c->token) : NULL;
         s->max_body = c->max_body ?: 2 * 1024 * 1024;
         s->heartbeat_interval = c->heartbeat ?: 15 * USEC_PER_SEC;
+        s->idle_timeout = c->idle_timeout ?: 30 * USEC_PER_SEC;
         if (!s->state_dir || !s->socket_path) {
                 free(s);
                 return -ENOMEM;

@@ -19,10 +19,11 @@ typedef struct api_config {
         const char *socket_path; /* created 0660; its directory too if missing */
         bool has_group;          /* members of group may connect too */
         gid_t group;
-        const char *listen; /* "127.0.0.1:PORT" or NULL */
-        const char *token;  /* required for the TCP listener */
-        size_t max_body;    /* 0: 2 MiB */
-        usec_t heartbeat;   /* idle watch streams get a newline; 0: 15 s */
+        const char *listen;  /* "127.0.0.1:PORT" or NULL */
+        const char *token;   /* required for the TCP listener */
+        size_t max_body;     /* 0: 2 MiB */
+        usec_t heartbeat;    /* idle watch streams get a newline; 0: 15 s */
+        usec_t idle_timeout; /* a connection idle this long is closed; 0: 30 s */
 } api_config;
 
 int api_server_new(const api_config *c, api_server **ret, char **ret_error);

@@ -30,6 +30,7 @@ typedef struct args {
         char *manifests;
         uint16_t port_lo, port_hi;
         usec_t resync;
+        usec_t idle_timeout;
         rt_bus bus;
 } args;
 
@@ -52,6 +53,8 @@ static void usage(FILE *f) {
                 "                           the files are the declaration\n"
                 "  --port-range LO-HI       leased pod ports (default %d-%d)\n"
                 "  --resync DURATION        full reconcile period (default 30s)\n"
+                "  --idle-timeout DURATION  close an API connection idle this long (default\n"
+                "                           30s; watches and logs -f are not idle)\n"
                 "  --systemd-bus BUS        user, system or none: where pods with\n"
                 "                           runtimeClassName: systemd run (default: system\n"
                 "                           as root on a systemd host, else user)\n"
@@ -81,6 +84,7 @@ static int parse_args(int argc, char **argv, args *a) {
                 OPT_BUS,
                 OPT_STOP_PODS,
                 OPT_MANIFESTS,
+                OPT_IDLE,
                 OPT_VERSION
         };
         static const struct option options[] = {
@@ -91,6 +95,7 @@ static int parse_args(int argc, char **argv, args *a) {
                 { "socket-group", required_argument, NULL, OPT_GROUP },
                 { "port-range", required_argument, NULL, OPT_PORTS },
                 { "resync", required_argument, NULL, OPT_RESYNC },
+                { "idle-timeout", required_argument, NULL, OPT_IDLE },
                 { "log-level", required_argument, NULL, OPT_LOG },
                 { "systemd-bus", required_argument, NULL, OPT_BUS },
                 { "stop-pods-on-exit", no_argument, NULL, OPT_STOP_PODS },
@@ -138,6 +143,17 @@ static int parse_args(int argc, char **argv, args *a) {
                                 fprintf(stderr,
                                         "tendd: --resync %s: expected a duration of at "
                                         "least 1s, e.g. 30s or 1m\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case OPT_IDLE:
+                        if (parse_duration(optarg, &a->idle_timeout) < 0 ||
+                            a->idle_timeout < USEC_PER_SEC ||
+                            a->idle_timeout > 3600 * USEC_PER_SEC) {
+                                fprintf(stderr,
+                                        "tendd: --idle-timeout %s: expected a duration from 1s "
+                                        "to 1h, e.g. 30s\n",
                                         optarg);
                                 return -EINVAL;
                         }
@@ -356,7 +372,8 @@ int main(int argc, char **argv) {
                                           .has_group = a.socket_group != NULL,
                                           .group = group,
                                           .listen = a.listen,
-                                          .token = token },
+                                          .token = token,
+                                          .idle_timeout = a.idle_timeout },
                            &api, &err);
         if (r < 0) {
                 log_error("%s", err ?: strerror(-r));

@@ -85,6 +85,31 @@ expect_exit 1 "--listen on a network address" "$bin/tendd" --state-dir "$tmp/s2"
     --listen 0.0.0.0:44321 --token-file "$tmp/open-token"
 expect_grep "only loopback addresses" "$tmp/err" "a non-loopback --listen is refused"
 
+echo "== idle connections are cut, and TCP cannot use up the local socket"
+"$bin/tendd" --state-dir "$tmp/s3" --socket "$tmp/s3.sock" --listen 127.0.0.1:44322 \
+    --token-file "$tmp/open-token" --idle-timeout 2s >"$tmp/s3.log" 2>&1 &
+s3_pid=$!
+for _ in $(seq 100); do [ -S "$tmp/s3.sock" ] && break; sleep 0.05; done
+# shellcheck disable=SC2016 # the script is bash's
+bash -c '
+    exec 5<>/dev/tcp/127.0.0.1/44322 || exit 3
+    sleep 3
+    read -r -t 3 -u 5 _; rc=$?
+    [ $rc -gt 128 ] && exit 1   # still open after 3 s of a 2 s idle timeout
+    exit 0' && ok "an idle TCP connection is closed after --idle-timeout" ||
+    fail "an idle connection stayed open past --idle-timeout"
+# 300 idle TCP connections, more than TCP may hold: the local socket answers.
+# shellcheck disable=SC2016
+bash -c '
+    for i in $(seq 300); do exec {fd}<>/dev/tcp/127.0.0.1/44322 || break; done
+    curl -s -f --max-time 5 --unix-socket "$1/s3.sock" http://localhost/healthz >/dev/null' \
+    _ "$tmp" && ok "with TCP flooded, the local socket answers" ||
+    fail "TCP flooded: the local socket does not answer"
+kill "$s3_pid" && wait "$s3_pid" || fail "tendd with --idle-timeout: exit $?"
+expect_exit 2 "a bad --idle-timeout" "$bin/tendd" --state-dir "$tmp/s4" --socket "$tmp/s4.sock" \
+    --idle-timeout 0s
+expect_grep "idle-timeout 0s: expected a duration from 1s to 1h" "$tmp/err" "--idle-timeout checked"
+
 echo "== --help tells the options"
 for v in "rollout status" "rollout history" "rollout undo" version events get logs scale delete apply \
     describe; do
@@ -325,6 +350,26 @@ case $code in 4??) iconv -f UTF-8 -t UTF-8 "$tmp/body" >/dev/null 2>&1 &&
 expect_api 200 "tendd still answers" GET /healthz
 tend get deploy echo -o json | jq -e '.spec.template | has("x0") | not' >/dev/null &&
     ok "the refused patches changed nothing" || fail "a refused patch changed echo"
+
+# A client that hangs up on a quiet watch is let go within a second or two,
+# not at the next heartbeat or change.
+curl -s -N --unix-socket "$TEND_SOCKET" \
+    "http://localhost/apis/apps/v1/namespaces/default/deployments?watch=1&resourceVersion=$(
+        tend get deploy echo -o json | jq -r .metadata.resourceVersion)" >/dev/null &
+watcher=$!
+sleep 1
+fds_watching=$(ls /proc/"$tendd_pid"/fd | wc -l)
+kill "$watcher"; wait "$watcher" 2>/dev/null
+sleep 2
+fds_after=$(ls /proc/"$tendd_pid"/fd | wc -l)
+[ "$fds_after" -lt "$fds_watching" ] && ok "a dropped watch frees its descriptor within 2 s" ||
+    fail "a dropped watch kept its descriptor ($fds_watching, then $fds_after)"
+# timeoutSeconds too large for microseconds is no timeout, not an instant end
+curl -s -N --max-time 2 --unix-socket "$TEND_SOCKET" \
+    "http://localhost/apis/apps/v1/namespaces/default/deployments?watch=1&timeoutSeconds=18446744073709" \
+    >"$tmp/watch-long" 2>/dev/null
+[ $? = 28 ] && ok "a huge timeoutSeconds keeps the watch open" ||
+    fail "a huge timeoutSeconds ended the watch at once: $(head -c 200 "$tmp/watch-long")"
 
 echo "== API: lists and selectors"
 expect_api 200 "list all namespaces" GET /api/v1/pods && [ "$(jq_body .kind)" = PodList ] ||
