@@ -199,9 +199,16 @@ static void on_store_change(store_kind kind, store_change change, const void *ob
                 if (o) {
                         const spec_replica_set *rs = agent__replica_set_by_uid(a, m->namespace,
                                                                                o->uid);
+                        const spec_owner_ref *ro = rs ? spec_meta_controller(&rs->metadata) : NULL;
                         if (rs)
                                 agent__enqueue(a, STORE_REPLICA_SET, m->namespace,
                                                rs->metadata.name);
+                        /* A pod gone or dead leaves room under its deployment's
+                         * live bound: every ReplicaSet of it may be waiting for
+                         * that room (ctl-replicaset.c). */
+                        if (ro && streq_ptr(ro->kind, "Deployment") &&
+                            (change == STORE_DELETED || agent__pod_terminal(obj)))
+                                enqueue_owned(a, STORE_REPLICA_SET, m->namespace, ro->uid);
                 }
                 break;
         default:

@@ -284,6 +284,107 @@ static int refresh_backoff(agent *a, const spec_pod *p, const spec_backoff *poli
         return store_put(a->store, STORE_POD, n, NULL);
 }
 
+/*
+ * The live bound (DESIGN §4.3): starting a pod never brings a deployment's
+ * live pods (every pod not terminal: running, starting, waiting out a
+ * back-off, terminating) above replicas + maxSurge (Recreate: replicas).
+ * Pods that a scale-down or a delete left terminating may stay above it
+ * for their grace period; their number only falls. So a pod that was asked
+ * for (a scale-up, the replacement of a deleted pod) waits for room. The
+ * replacement of a pod that died does not wait (availability first): if
+ * terminating pods hold the room, as many of them as it needs are stopped
+ * at once (SIGKILL), the soonest due first, and it starts when they are
+ * gone, a moment later.
+ */
+typedef struct room {
+        int64_t free;                 /* bound - live; INT64_MAX: no bound */
+        int64_t hurried;              /* terminating with no grace left: room coming */
+        const spec_pod **terminating; /* the others, soonest due first */
+        size_t n_terminating;
+} room;
+
+static usec_t due_at(const spec_pod *p) {
+        int64_t g = p->metadata.deletion_grace_period_seconds;
+        return p->metadata.deletion_timestamp + (g > 0 ? usec_from_sec(g) : 0);
+}
+
+static int deployment_room(agent *a, const spec_replica_set *rs, room *ret) {
+        const spec_owner_ref *o = spec_meta_controller(&rs->metadata);
+        const spec_deployment *d = o && streq_ptr(o->kind, "Deployment")
+                                           ? agent__deployment_by_uid(a, rs->metadata.namespace,
+                                                                      o->uid)
+                                           : NULL;
+        const void *const *rss, *const *pods;
+        size_t n_rs, n_pods, k = 0;
+        _cleanup_free_ const char **uids = NULL;
+        int32_t surge, unavailable;
+        int64_t live = 0;
+
+        *ret = (room){ .free = INT64_MAX };
+        if (!d)
+                return 0;
+        n_rs = store_list(a->store, STORE_REPLICA_SET, &rss);
+        uids = new0(const char *, n_rs + 1);
+        if (!uids)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_rs; i++) {
+                const spec_replica_set *r = rss[i];
+                if (streq_ptr(r->metadata.namespace, d->metadata.namespace) &&
+                    agent__owned_by(&r->metadata, d->metadata.uid))
+                        uids[k++] = r->metadata.uid;
+        }
+        n_pods = store_list(a->store, STORE_POD, &pods);
+        ret->terminating = new0(const spec_pod *, n_pods + 1);
+        if (!ret->terminating)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_pods; i++) {
+                const spec_pod *p = pods[i];
+                const spec_owner_ref *po = spec_meta_controller(&p->metadata);
+                bool ours = false;
+                if (!po || !streq_ptr(p->metadata.namespace, d->metadata.namespace) ||
+                    agent__pod_terminal(p))
+                        continue;
+                for (size_t j = 0; j < k && !ours; j++)
+                        ours = streq_ptr(po->uid, uids[j]);
+                if (!ours)
+                        continue;
+                live++;
+                if (!p->metadata.deletion_timestamp)
+                        continue;
+                if (p->metadata.deletion_grace_period_seconds == 0)
+                        ret->hurried++;
+                else
+                        ret->terminating[ret->n_terminating++] = p;
+        }
+        for (size_t i = 1; i < ret->n_terminating; i++)
+                for (size_t j = i;
+                     j > 0 && due_at(ret->terminating[j]) < due_at(ret->terminating[j - 1]); j--) {
+                        const spec_pod *t = ret->terminating[j];
+                        ret->terminating[j] = ret->terminating[j - 1];
+                        ret->terminating[j - 1] = t;
+                }
+        spec_deployment_fenceposts(d, d->spec.replicas, &surge, &unavailable);
+        ret->free = (int64_t) d->spec.replicas + surge - live;
+        return 0;
+}
+
+/* A terminating pod stopped now, to make room for a replacement. */
+static int hurry(agent *a, const spec_replica_set *rs, const spec_pod *p) {
+        spec_pod *n = spec_pod_copy(p);
+
+        if (!n)
+                return -ENOMEM;
+        n->metadata.deletion_grace_period_seconds = 0;
+        log_info("pod/%s: stopped at once: its deployment is at replicas + maxSurge and a "
+                 "replacement of a dead pod of replicaset/%s needs its room",
+                 p->metadata.name, rs->metadata.name);
+        (void) agent__event(a, STORE_POD, &n->metadata, "Normal", "Preempting",
+                            "Stopping container %s at once: a replacement of a dead pod needs "
+                            "its room within replicas + maxSurge",
+                            agent__container_name(p));
+        return store_put(a->store, STORE_POD, n, NULL);
+}
+
 static int manage(agent *a, const spec_replica_set *rs, owned *o) {
         int64_t diff = (int64_t) o->n_active - rs->spec.replicas;
         spec_backoff policy = agent__backoff_policy(rs);
@@ -295,20 +396,45 @@ static int manage(agent *a, const spec_replica_set *rs, owned *o) {
                 return -ENOMEM;
         sort_failed(o->failed, o->n_failed);
         if (diff < 0 && !a->draining) { /* draining: tendd stops its pods to exit */
-                size_t want = (size_t) MIN(-diff, BURST), k = 0;
+                size_t want = (size_t) MIN(-diff, BURST), k = 0, deaths = 0, allowed;
+                _cleanup_free_ const spec_pod **preds = new0(const spec_pod *, want);
+                _cleanup_free_ size_t *pred_index = new0(size_t, want);
+                room rm;
 
-                /* Each replacement carries on one dead replica's lineage: its
-                 * restartCount, lastState and crash-loop streak. */
-                for (; created < want; created++) {
-                        const spec_pod *pred = NULL;
-                        while (k < o->n_failed && !pred) {
-                                const spec_pod *f = o->failed[k++];
-                                if (!spec_map_get(&f->metadata.annotations, AGENT_ANN_REPLACED)) {
-                                        pred = f;
-                                        used[k - 1] = true;
+                if (!preds || !pred_index)
+                        return -ENOMEM;
+                /* Each replacement of a dead pod carries on its replica's
+                 * lineage: its restartCount, lastState and crash-loop streak. */
+                while (deaths < want && k < o->n_failed) {
+                        const spec_pod *f = o->failed[k++];
+                        if (!spec_map_get(&f->metadata.annotations, AGENT_ANN_REPLACED)) {
+                                pred_index[deaths] = k - 1;
+                                preds[deaths++] = f;
+                        }
+                }
+                r = deployment_room(a, rs, &rm);
+                if (r < 0) {
+                        free(rm.terminating);
+                        return r;
+                }
+                allowed = (size_t) MIN((int64_t) want, MAX(rm.free, 0));
+                if (allowed < deaths) {
+                        /* replacements of dead pods make room: the soonest
+                         * due terminating pods go now */
+                        int64_t need = (int64_t) (deaths - allowed) - rm.hurried;
+                        for (size_t i = 0; (int64_t) i < need && i < rm.n_terminating; i++) {
+                                r = hurry(a, rs, rm.terminating[i]);
+                                if (r < 0) {
+                                        free(rm.terminating);
+                                        return r;
                                 }
                         }
-                        r = create_pod(a, rs, pred, &policy);
+                }
+                free(rm.terminating);
+                for (; created < allowed; created++) {
+                        if (created < deaths)
+                                used[pred_index[created]] = true;
+                        r = create_pod(a, rs, created < deaths ? preds[created] : NULL, &policy);
                         if (r < 0)
                                 return r;
                 }

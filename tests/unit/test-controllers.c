@@ -56,8 +56,10 @@ typedef struct world {
         usec_t crash_after; /* processes of a command ending in "crash" die after this */
         size_t starts;
         usec_t start_times[4096];
-        size_t swept;         /* processes the sweep at start-up killed */
-        bool check_bounds;    /* assert live <= D + surge */
+        size_t swept;      /* processes the sweep at start-up killed */
+        bool check_bounds; /* assert live <= D + surge */
+        bool check_starts; /* assert no start brings live above D + surge (DESIGN §4.3) */
+        size_t start_violations;
         bool check_available; /* assert available >= D - unavailable */
 } world;
 
@@ -83,8 +85,48 @@ static bool ends_with_crash(const char *s) {
         return s && endswith(s, "crash");
 }
 
+/* The deployment a pod belongs to (through its ReplicaSet), or NULL. */
+static const spec_deployment *deployment_of(world *w, const char *pod) {
+        const spec_pod *p = store_get(w->store, STORE_POD, "default", pod);
+        const spec_owner_ref *o = p ? spec_meta_controller(&p->metadata) : NULL;
+        const spec_replica_set *rs = o ? store_get(w->store, STORE_REPLICA_SET, "default", o->name)
+                                       : NULL;
+        const spec_owner_ref *ro = rs ? spec_meta_controller(&rs->metadata) : NULL;
+        return ro ? store_get(w->store, STORE_DEPLOYMENT, "default", ro->name) : NULL;
+}
+
+static size_t live_of(world *w, const spec_deployment *d) {
+        size_t n = 0;
+        for (size_t k = 0; k < w->n_procs; k++)
+                if (w->procs[k]->alive && deployment_of(w, w->procs[k]->pod) == d)
+                        n++;
+        return n;
+}
+
+/* The live bound (DESIGN §4.3), where it is decided: a start never brings
+ * a deployment's live processes above replicas + maxSurge. */
+static void check_start(world *w, const char *pod) {
+        const spec_deployment *d = deployment_of(w, pod);
+        int32_t surge, unav;
+        size_t live;
+
+        if (!w->check_starts || !d)
+                return;
+        spec_deployment_fenceposts(d, d->spec.replicas, &surge, &unav);
+        live = live_of(w, d) + 1;
+        if (live > (size_t) (d->spec.replicas + surge)) {
+                w->start_violations++;
+                fail_msg("t=%llu ms: starting pod/%s brings deployment/%s to %zu live processes "
+                         "> %d + %d",
+                         (unsigned long long) (w->now / MS), pod, d->metadata.name, live,
+                         d->spec.replicas, surge);
+        }
+}
+
 static int fb_start(void *b, const rt_pod_params *p, void *ud, void **ret, char **err) {
         world *w = b;
+
+        check_start(w, p->name);
         proc *pr = calloc(1, sizeof *pr);
         const spec_container *c = &p->spec->containers[0];
 
@@ -255,6 +297,7 @@ static world *world_new(void) {
         w->term_delay = 100 * MS;
         w->crash_after = 100 * MS;
         w->deadline = USEC_INFINITY;
+        w->check_starts = true;
         W = w;
         new_agent(w);
         return w;
@@ -1454,6 +1497,128 @@ static void test_scale_up_with_terminating(void **state) {
         world_free(w);
 }
 
+/* ---- the live bound (DESIGN §4.3); check_start() asserts it at every start ---------------- */
+
+static proc *alive_proc_of(world *w, const char *image, size_t nth) {
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->alive && streq(w->procs[i]->image, image) && nth-- == 0)
+                        return w->procs[i];
+        return NULL;
+}
+
+/* Deleting a pod with maxSurge 0: the replacement waits for the deleted
+ * pod's process to end (Kubernetes would run replicas + 1 meanwhile). */
+static void test_bound_delete_surge_0(void **state) {
+        world *w = world_new();
+        const char *strat = "  strategy: {rollingUpdate: {maxSurge: 0, maxUnavailable: 1}}\n";
+        proc *victim;
+
+        apply(w, manifest("web", 2, "web-v1", strat, "        args: [ignore-term]\n"));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        victim = alive_proc_of(w, "web-v1", 0);
+        assert_int_equal(agent_delete_pod(w->agent, "default", victim->pod, -1), 0);
+        step(w, 4 * S); /* its grace is 5 s */
+        assert_true(victim->alive);
+        assert_int_equal(count_pods(w, "web-v1", true), 2);
+        assert_true(step_until(w, settled, "web", 10 * S));
+        assert_false(victim->alive);
+        assert_int_equal(count_pods(w, "web-v1", true), 2);
+        world_free(w);
+}
+
+/* A delete in the middle of a rolling update: replicas 3, maxSurge 1. */
+static void test_bound_delete_mid_rollout(void **state) {
+        world *w = world_new();
+        const char *strat = "  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}\n";
+
+        apply(w, manifest("web", 3, "web-v1", strat, "        args: [ignore-term]\n"));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        w->ready_delay = 2 * S;
+        apply(w, manifest("web", 3, "web-v2", strat, "        args: [ignore-term]\n"));
+        step(w, 100 * MS);
+        assert_int_equal(
+                agent_delete_pod(w->agent, "default", alive_proc_of(w, "web-v1", 0)->pod, -1), 0);
+        assert_int_equal(
+                agent_delete_pod(w->agent, "default", alive_proc_of(w, "web-v2", 0)->pod, -1), 0);
+        assert_true(step_until(w, settled, "web", 60 * S));
+        assert_int_equal(count_pods(w, "web-v2", true), 3);
+        world_free(w);
+}
+
+/* Scale 4 -> 1 while the three leaving take their grace, then kill -9 the
+ * one left: its replacement does not wait out their grace (availability
+ * first), and does not go over the bound either: the soonest due of them
+ * are stopped at once to make its room. */
+static void test_bound_scale_down_then_kill(void **state) {
+        world *w = world_new();
+        const char *strat = "  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}\n";
+        size_t starts;
+        proc *last = NULL;
+
+        apply(w, manifest("web", 4, "web-v1", strat, "        args: [ignore-term]\n"));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        apply(w, manifest("web", 1, "web-v1", strat, "        args: [ignore-term]\n"));
+        step(w, 100 * MS);
+        assert_int_equal(count_pods(w, "web-v1", true), 4); /* three stopping, for 5 s */
+        for (size_t i = 0; i < w->n_procs; i++) {
+                const spec_pod *p = store_get(w->store, STORE_POD, "default", w->procs[i]->pod);
+                if (w->procs[i]->alive && p && !p->metadata.deletion_timestamp)
+                        last = w->procs[i];
+        }
+        assert_non_null(last);
+        starts = w->starts;
+        fb_signal(last, SIGKILL);
+        step(w, 10 * MS);
+        /* replaced within milliseconds, with two of the three stopped */
+        assert_int_equal(w->starts, starts + 1);
+        assert_int_equal(count_pods(w, "web-v1", true), 2);
+        assert_non_null(find_event(w, "Preempting", "needs its room"));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        world_free(w);
+}
+
+/* Rolling v2 -> v3 (replicas 3, maxSurge 0) while an older v1 ReplicaSet is
+ * hand-scaled to 1: v1 is put back to 0, never raised, and no start goes
+ * over 3 live processes. */
+static void test_bound_old_rs_hand_scaled(void **state) {
+        static const usec_t when[] = { 0, 1, 100 * MS, 300 * MS, 600 * MS, 1 * S, 2 * S, 4 * S };
+        const char *strat = "  strategy: {rollingUpdate: {maxSurge: 0, maxUnavailable: 1}}\n";
+
+        for (size_t k = 0; k < ELEMENTSOF(when); k++) {
+                world *w = world_new();
+                const void *const *items;
+                char v1[128] = "";
+
+                w->ready_delay = 300 * MS;
+                apply(w, manifest("web", 3, "web-v1", strat, NULL));
+                assert_true(step_until(w, settled, "web", 10 * S));
+                assert_int_equal(store_list(w->store, STORE_REPLICA_SET, &items), 1);
+                snprintf(v1, sizeof v1, "%s", ((const spec_replica_set *) items[0])->metadata.name);
+                apply(w, manifest("web", 3, "web-v2", strat, NULL));
+                assert_true(step_until(w, settled, "web", 20 * S));
+                if (when[k] == 0)
+                        assert_int_equal(agent_scale_replica_set(w->agent, "default", v1, 1), 0);
+                apply(w, manifest("web", 3, "web-v3", strat, NULL));
+                if (when[k] > 0) {
+                        step(w, when[k]);
+                        assert_int_equal(agent_scale_replica_set(w->agent, "default", v1, 1), 0);
+                }
+                for (int i = 0; i < 200; i++) {
+                        const spec_replica_set *rs = store_get(w->store, STORE_REPLICA_SET,
+                                                               "default", v1);
+                        if (rs && rs->spec.replicas > 1)
+                                fail_msg("hand-scaled %llu ms into the rollout: t=%llu ms: the "
+                                         "controller raised old %s to %d",
+                                         (unsigned long long) (when[k] / MS),
+                                         (unsigned long long) (w->now / MS), v1, rs->spec.replicas);
+                        step(w, 50 * MS);
+                }
+                assert_true(step_until(w, settled, "web", 20 * S));
+                assert_int_equal(count_pods(w, "web-v3", true), 3);
+                world_free(w);
+        }
+}
+
 /* A rollback's revived ReplicaSet never shows its old revision again once
  * renumbered (no stale copy overwrites it in the same pass). */
 static char revived[128];
@@ -1696,6 +1861,10 @@ int main(void) {
                 cmocka_unit_test(test_rollout_restart),
                 cmocka_unit_test(test_pause_keeps_deadline),
                 cmocka_unit_test(test_scale_up_with_terminating),
+                cmocka_unit_test(test_bound_delete_surge_0),
+                cmocka_unit_test(test_bound_delete_mid_rollout),
+                cmocka_unit_test(test_bound_scale_down_then_kill),
+                cmocka_unit_test(test_bound_old_rs_hand_scaled),
                 cmocka_unit_test(test_rollback_renumber_sticks),
                 cmocka_unit_test(test_failed_commit_recovers),
                 cmocka_unit_test(test_crash_between_spawn_and_commit),
