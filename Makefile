@@ -6,6 +6,8 @@
 #   make run     build, then start the agent with the examples
 #   make test    debug build with ASan/UBSan and -Werror, then ctest
 #   make bench   release build, then run the benchmarks under bench/
+#   make chaos   release build, then a long seeded chaos run of the real tendd
+#                (SEED=N STEPS=N; CHAOS_BOUND=fail once rule 2 holds)
 #   make format  reformat the sources with clang-format
 
 BUILD_DIR   ?= build
@@ -15,7 +17,12 @@ CTEST       ?= ctest
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test bench format clean
+# make chaos: a random seed unless SEED is given (the run prints it).
+SEED        ?=
+STEPS       ?= 3000
+CHAOS_BOUND ?= warn
+
+.PHONY: all deps build run test bench chaos format clean
 
 all: build
 
@@ -40,6 +47,10 @@ test: deps
 bench: build
 	@scripts/deps.sh --bench
 	@scripts/bench.sh $(BUILD_DIR)
+
+chaos: build
+	CHAOS_BOUND=$(CHAOS_BOUND) $(BUILD_DIR)/tests/tend-chaos --bin $(BUILD_DIR)/bin \
+		--steps $(STEPS) $(if $(SEED),--seed $(SEED)) --keep-going
 
 format:
 	git ls-files '*.c' '*.h' | xargs clang-format -i
