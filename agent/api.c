@@ -137,7 +137,10 @@ static void kick(slot *sl) {
 typedef struct req {
         api_server *s;
         slot *slot;
-        struct MHD_Connection *conn;
+        struct MHD_Connection *conn; /* NULL: answered in memory */
+        const api_request *direct;   /* what is asked, then */
+        unsigned direct_code;        /* and the answer */
+        char *direct_body;
         tend_buf body;
         bool too_large;
         unsigned deny; /* 0, 401 or 403 */
@@ -149,16 +152,30 @@ static void req_free(req *r) {
         if (!r)
                 return;
         tend_buf_free(&r->body);
+        free(r->direct_body);
         free(r->deny_message);
         free(r->warning);
         free(r);
 }
 
+/* In a key, value, ..., NULL list: the first value of key (headers: any
+ * case). */
+static const char *lookup(const char *const *kv, const char *key, bool any_case) {
+        for (; kv && kv[0] && kv[1]; kv += 2)
+                if (any_case ? strcasecmp(kv[0], key) == 0 : streq(kv[0], key))
+                        return kv[1];
+        return NULL;
+}
+
 static const char *arg(req *r, const char *name) {
+        if (r->direct)
+                return lookup(r->direct->args, name, false);
         return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
 static const char *header(req *r, const char *name) {
+        if (r->direct)
+                return lookup(r->direct->headers, name, true);
         return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
@@ -245,6 +262,13 @@ static enum MHD_Result queue(req *r, unsigned code, const char *type, char *body
         enum MHD_Result ret;
         size_t n = body ? strlen(body) : 0;
 
+        if (r->direct) {
+                count_code(r->s, code);
+                r->direct_code = code;
+                free(r->direct_body);
+                r->direct_body = body;
+                return MHD_YES;
+        }
         resp = MHD_create_response_from_buffer(
                 n, body ?: (char *) "", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
         if (!resp) {
@@ -1312,6 +1336,10 @@ static enum MHD_Result start_watch(req *r, const resource *res, filter *f) {
         int64_t timeout = 0;
         watch *w;
 
+        if (!r->conn) {
+                filter_done(f);
+                return send_status(r, 400, "BadRequest", "a watch needs a connection");
+        }
         if (arg_true(r, "sendInitialEvents")) {
                 filter_done(f);
                 /* WatchList is not implemented: say so, and clients fall back
@@ -1624,6 +1652,8 @@ static enum MHD_Result handle_logs(req *r, const char *ns, const char *name) {
                                            strerror((int) -off));
         }
 
+        if (arg_true(r, "follow") && !arg_true(r, "previous") && !r->conn)
+                return send_status(r, 400, "BadRequest", "following a log needs a connection");
         if (arg_true(r, "follow") && !arg_true(r, "previous")) {
                 follower *f = new0(follower, 1);
 
@@ -1649,7 +1679,16 @@ static enum MHD_Result handle_logs(req *r, const char *ns, const char *name) {
                 s->followers = f;
         } else if (fd < 0)
                 return queue(r, 200, "text/plain", strdup(""));
-        else {
+        else if (!r->conn) {
+                _cleanup_free_ char *text = NULL;
+                size_t len = (size_t) (st.st_size - off);
+                text = malloc(len + 1);
+                if (!text)
+                        return send_oom(r);
+                len = (size_t) MAX(pread(fd, text, len, off), 0);
+                text[len] = 0;
+                return queue(r, 200, "text/plain", TAKE_PTR(text));
+        } else {
                 /* Straight from the file, whatever its size or content. */
                 resp = MHD_create_response_from_fd_at_offset64((uint64_t) (st.st_size - off), fd,
                                                                (uint64_t) off);
@@ -2052,6 +2091,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                    "the request body is larger than %zu bytes", sl->s->max_body);
         log_debug("%s %s", method, url);
         return route(r, url, method);
+}
+
+unsigned api_server_answer(api_server *s, const api_request *q, char **ret_body) {
+        req r = { .s = s, .slot = &s->slots[0], .direct = q };
+        unsigned code;
+
+        *ret_body = NULL;
+        r.body = TEND_BUF_INIT(s->max_body);
+        if (q->body_len > s->max_body)
+                (void) send_status(&r, 413, "RequestEntityTooLarge",
+                                   "the request body is larger than %zu bytes", s->max_body);
+        else if (tend_buf_add(&r.body, q->body ?: "", q->body_len) < 0)
+                (void) send_oom(&r);
+        else
+                (void) route(&r, q->url, q->method);
+        code = r.direct_code ?: 500;
+        *ret_body = TAKE_PTR(r.direct_body);
+        tend_buf_free(&r.body);
+        free(r.warning);
+        return code;
 }
 
 /* A body this large leaves freed memory in malloc's heap (its trees and

@@ -27,6 +27,22 @@ typedef struct api_config {
 } api_config;
 
 int api_server_new(const api_config *c, api_server **ret, char **ret_error);
+
+/* One request, answered in memory as the local socket answers root: the
+ * whole request path (routing, bodies, handlers, the store) without a
+ * connection. A watch or a log follow needs one, and is a 400 here. For
+ * the fuzz target of the API and for tests. */
+typedef struct api_request {
+        const char *method;
+        const char *url;            /* the path, unescaped */
+        const char *const *args;    /* query: name, value, ..., NULL ("" for a bare name) */
+        const char *const *headers; /* name, value, ..., NULL */
+        const char *body;
+        size_t body_len;
+} api_request;
+
+/* The status code; *ret_body the answer (new string, may be NULL). */
+unsigned api_server_answer(api_server *s, const api_request *q, char **ret_body);
 /* Stops accepting, ends watch and log streams; frees itself once libuv has
  * closed its handles. */
 void api_server_close(api_server *s);
