@@ -6,6 +6,9 @@
 #   make run     build, then start the agent with the examples
 #   make test    debug build with ASan/UBSan and -Werror, then ctest
 #   make bench   release build, then run the benchmarks under bench/
+#   make fuzz    clang build of tests/fuzz/, then each libFuzzer target for
+#                FUZZ_TIME seconds (default 60; `make fuzz FUZZ_TIME=3600` for
+#                an hour each, FUZZ_TARGETS=fuzz-spec for one target)
 #   make format  reformat the sources with clang-format
 
 BUILD_DIR   ?= build
@@ -14,8 +17,11 @@ CMAKE       ?= cmake
 CTEST       ?= ctest
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+FUZZ_DIR    ?= build/fuzz
+FUZZ_TIME   ?= 60
+FUZZ_TARGETS ?=
 
-.PHONY: all deps build run test bench format clean
+.PHONY: all deps build run test bench fuzz format clean
 
 all: build
 
@@ -40,6 +46,15 @@ test: deps
 bench: build
 	@scripts/deps.sh --bench
 	@scripts/bench.sh $(BUILD_DIR)
+
+# Its own build tree: clang, every library instrumented for libFuzzer and
+# built with ASan/UBSan. The corpus in tests/fuzz/corpus/ is only read.
+fuzz:
+	@scripts/deps.sh --fuzz
+	$(CMAKE) -S . -B $(FUZZ_DIR) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+		-DTEND_FUZZ=ON $(CMAKE_FLAGS)
+	$(CMAKE) --build $(FUZZ_DIR) -j $(JOBS) --target fuzz-targets
+	@scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_TIME) $(FUZZ_TARGETS)
 
 format:
 	git ls-files '*.c' '*.h' | xargs clang-format -i
