@@ -8,6 +8,9 @@
 #   make bench   release build, then run the benchmarks under bench/
 #   make chaos   release build, then a long seeded chaos run of the real tendd
 #                (SEED=N STEPS=N; CHAOS_BOUND=warn reports the live bound only)
+#   make fuzz    clang build of tests/fuzz/, then each libFuzzer target for
+#                FUZZ_TIME seconds (default 60; `make fuzz FUZZ_TIME=3600` for
+#                an hour each, FUZZ_TARGETS=fuzz-spec for one target)
 #   make format  reformat the sources with clang-format
 
 BUILD_DIR   ?= build
@@ -16,13 +19,16 @@ CMAKE       ?= cmake
 CTEST       ?= ctest
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+FUZZ_DIR    ?= build/fuzz
+FUZZ_TIME   ?= 60
+FUZZ_TARGETS ?=
 
 # make chaos: a random seed unless SEED is given (the run prints it).
 SEED        ?=
 STEPS       ?= 3000
 CHAOS_BOUND ?= fail
 
-.PHONY: all deps build run test bench chaos format clean
+.PHONY: all deps build run test bench chaos fuzz format clean
 
 all: build
 
@@ -51,6 +57,14 @@ bench: build
 chaos: build
 	CHAOS_BOUND=$(CHAOS_BOUND) $(BUILD_DIR)/tests/tend-chaos --bin $(BUILD_DIR)/bin \
 		--steps $(STEPS) $(if $(SEED),--seed $(SEED)) --keep-going
+# Its own build tree: clang, every library instrumented for libFuzzer and
+# built with ASan/UBSan. The corpus in tests/fuzz/corpus/ is only read.
+fuzz:
+	@scripts/deps.sh --fuzz
+	$(CMAKE) -S . -B $(FUZZ_DIR) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+		-DTEND_FUZZ=ON $(CMAKE_FLAGS)
+	$(CMAKE) --build $(FUZZ_DIR) -j $(JOBS) --target fuzz-targets
+	@scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_TIME) $(FUZZ_TARGETS)
 
 format:
 	git ls-files '*.c' '*.h' | xargs clang-format -i

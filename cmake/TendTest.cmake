@@ -41,3 +41,30 @@ function(tend_add_script_test name)
     SKIP_RETURN_CODE 77
     ENVIRONMENT "TEND_SOURCE_DIR=${PROJECT_SOURCE_DIR};TEND_BIN_DIR=${CMAKE_BINARY_DIR}/bin;ASAN_OPTIONS=detect_leaks=1:abort_on_error=1")
 endfunction()
+
+# tend_add_fuzz(NAME [SOURCES src...] [LIBS lib...])
+#
+# A fuzz target (tests/fuzz/README.md): NAME.c in tests/fuzz defines
+# LLVMFuzzerTestOneInput(). Always built: NAME-replay, a test (label unit)
+# that runs the target on every input of tests/fuzz/corpus/NAME/ and
+# tests/fuzz/crashes/NAME/ with the build's own compiler and sanitizers.
+# With TEND_FUZZ (clang): NAME itself, a libFuzzer executable in
+# ${CMAKE_BINARY_DIR}/fuzz/, which `make fuzz` (scripts/fuzz.sh) runs.
+function(tend_add_fuzz name)
+  cmake_parse_arguments(T "" "" "SOURCES;LIBS" ${ARGN})
+  set(dir ${PROJECT_SOURCE_DIR}/tests/fuzz)
+  if(NOT T_SOURCES)
+    set(T_SOURCES ${dir}/${name}.c)
+  endif()
+  tend_add_test(${name}-replay SOURCES ${T_SOURCES} ${dir}/fuzz.c ${dir}/replay.c
+                LIBS ${T_LIBS} LABELS unit ARGS ${dir}/corpus/${name} ${dir}/crashes/${name})
+  if(TEND_FUZZ)
+    add_executable(${name} ${T_SOURCES} ${dir}/fuzz.c)
+    target_link_libraries(${name} PRIVATE ${T_LIBS} tend_warnings)
+    target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+    # what only a libFuzzer build has (LLVMFuzzerMutate for a custom mutator)
+    target_compile_definitions(${name} PRIVATE TEND_LIBFUZZER)
+    set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
+    add_dependencies(fuzz-targets ${name})
+  endif()
+endfunction()

@@ -2,17 +2,33 @@
 # Install what building and testing tend needs, and nothing when it is all
 # there already. Debian/Ubuntu only (apt-get); elsewhere it says what to get.
 #   scripts/deps.sh --bench   also what `make bench` compares tend with (runit)
+#   scripts/deps.sh --fuzz    also what `make fuzz` builds with (clang, libFuzzer)
 set -eu
 
 pkgs="libuv1-dev libyaml-dev libsystemd-dev libcmocka-dev libjansson-dev \
 libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev pkg-config cmake \
 make gcc curl strace jq systemd dbus dbus-user-session util-linux"
 bench=false
-[ "${1:-}" = --bench ] && bench=true && pkgs="$pkgs runit"
+fuzz=false
+for arg in "$@"; do
+    case $arg in
+    --bench) bench=true && pkgs="$pkgs runit" ;;
+    --fuzz) fuzz=true && pkgs="$pkgs clang libclang-rt-14-dev" ;;
+    *) echo "deps: unknown option $arg" >&2 && exit 2 ;;
+    esac
+done
 modules="libuv yaml-0.1 libsystemd cmocka jansson libmicrohttpd libcurl sqlite3"
+
+# clang, and its libFuzzer runtime: a fuzz target links.
+have_libfuzzer() {
+    command -v clang >/dev/null 2>&1 || return 1
+    echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' |
+        clang -x c -fsanitize=fuzzer -o /dev/null - >/dev/null 2>&1
+}
 
 have_all() {
     if $bench; then command -v runsvdir >/dev/null 2>&1 || return 1; fi
+    if $fuzz; then have_libfuzzer || return 1; fi
     command -v cmake >/dev/null 2>&1 || return 1
     command -v curl >/dev/null 2>&1 || return 1
     command -v strace >/dev/null 2>&1 || return 1

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * fuzz-spec: the manifest decoder, on bytes as `tend apply -f` and tendd's
+ * manifest directory read them.
+ *
+ * spec_parse() (YAML or JSON, many documents, kind: List), then for every
+ * document a strict decode as a Deployment, Kubernetes' defaults and
+ * validation; then the same bytes through spec_manifest_add_buffer() and
+ * spec_manifest_check(), the path that puts file:line:col on errors.
+ *
+ * Properties (a violation aborts):
+ *  - decode(encode(x)) == x for every deployment that decodes, before and
+ *    after defaulting; for a valid one also through canonical JSON text and
+ *    YAML text (what the store and `tend get -o yaml` write), which must
+ *    parse back as exactly one document;
+ *  - every error, as spec_error_format() puts it for people, is UTF-8 (it
+ *    goes into API responses as JSON, and to terminals);
+ *  - and, from the sanitizers, no leak, no memory error, no UB.
+ *
+ * The input is passed as (data, size) without a NUL after it: spec_parse()
+ * promises to read no further than size.
+ */
+
+#include "fuzz.h"
+#include "tend/spec.h"
+
+#define FUZZ_FILE "fuzz.yaml"
+
+static void check_errors(const spec_errors *errs) {
+        for (size_t i = 0; i < errs->n; i++) {
+                _cleanup_free_ char *s = spec_error_format(&errs->items[i]);
+
+                fuzz_check(s, "spec_error_format() returned NULL");
+                fuzz_check(fuzz_utf8_valid(s), "error message is not UTF-8: %s", s);
+        }
+}
+
+static _noreturn_ void fail_round_trip(const char *what, json_t *j, const spec_errors *errs) {
+        _cleanup_free_ char *text = json_dumps(j, JSON_SORT_KEYS | JSON_ENCODE_ANY);
+
+        for (size_t i = 0; errs && i < errs->n; i++)
+                fprintf(stderr, "fuzz: decode error: %s: %s\n", strna(errs->items[i].field),
+                        errs->items[i].message);
+        fuzz_check(false, "%s; encoding: %s", what, strna(text));
+        abort(); /* not reached */
+}
+
+/* decode(encode(d)) == d, on the tree. */
+static void check_round_trip(const spec_deployment *d, const char *when) {
+        _cleanup_(json_decrefp) json_t *j = spec_deployment_encode(d);
+        _cleanup_(spec_deployment_freep) spec_deployment *back = NULL;
+        spec_errors errs = {};
+
+        fuzz_check(j, "%s: spec_encode() returned NULL", when);
+        if (spec_decode_new(&spec_type_deployment, j, &errs, (void **) &back) < 0)
+                fail_round_trip(when, j, &errs);
+        if (!spec_deployment_equal(d, back))
+                fail_round_trip(when, j, NULL);
+        spec_errors_done(&errs);
+}
+
+/* The same through text: dumped, parsed back, decoded. */
+static void check_text_round_trip(const spec_deployment *d, bool yaml) {
+        _cleanup_(json_decrefp) json_t *j = spec_deployment_encode(d);
+        _cleanup_(spec_deployment_freep) spec_deployment *back = NULL;
+        _cleanup_free_ char *text = NULL;
+        spec_errors errs = {};
+        spec_docs docs = {};
+        const char *what = yaml ? "YAML round trip" : "JSON round trip";
+
+        fuzz_check(j, "spec_encode() returned NULL");
+        text = yaml ? spec_yaml_dump(j) : spec_json_dump_canonical(j);
+        fuzz_check(text, "%s: the dump returned NULL", what);
+        if (spec_parse(yaml ? "back.yaml" : "back.json", text, strlen(text), &errs, &docs) < 0 ||
+            docs.n != 1) {
+                fprintf(stderr, "fuzz: %s: %zu documents from:\n%s\n", what, docs.n, text);
+                fail_round_trip(what, j, &errs);
+        }
+        if (spec_decode_new(&spec_type_deployment, docs.items[0].root, &errs, (void **) &back) <
+            0) {
+                fprintf(stderr, "fuzz: %s: text:\n%s\n", what, text);
+                fail_round_trip(what, j, &errs);
+        }
+        if (!spec_deployment_equal(d, back)) {
+                fprintf(stderr, "fuzz: %s: text:\n%s\n", what, text);
+                fail_round_trip(what, j, NULL);
+        }
+        spec_docs_done(&docs);
+        spec_errors_done(&errs);
+}
+
+static void decode_document(const spec_doc *doc, spec_errors *errs) {
+        json_t *meta = json_object_get(doc->root, "metadata");
+        const char *kind = json_string_value(json_object_get(doc->root, "kind"));
+        const char *name = json_string_value(json_object_get(meta, "name"));
+        _cleanup_free_ char *label = spec_object_label(kind, name, doc->index);
+        _cleanup_(spec_deployment_freep) spec_deployment *d = NULL;
+
+        fuzz_check(label, "spec_object_label() returned NULL");
+        errs->object = label;
+        if (spec_decode_new(&spec_type_deployment, doc->root, errs, (void **) &d) < 0)
+                goto out;
+        check_round_trip(d, "decode(encode(x)) as decoded");
+        spec_deployment_default(d);
+        check_round_trip(d, "decode(encode(x)) once defaulted");
+        if (spec_deployment_validate(d, errs) < 0 || !streq_ptr(d->kind, "Deployment"))
+                goto out;
+        check_text_round_trip(d, false);
+        check_text_round_trip(d, true);
+out:
+        errs->object = NULL;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        const char *text = (const char *) data;
+        spec_errors errs = { .file = FUZZ_FILE };
+        spec_docs docs = {};
+        spec_manifest m = {};
+
+        if (spec_parse(FUZZ_FILE, text, size, &errs, &docs) >= 0)
+                for (size_t i = 0; i < docs.n; i++)
+                        decode_document(&docs.items[i], &errs);
+        check_errors(&errs);
+        spec_docs_done(&docs);
+        spec_errors_done(&errs);
+
+        errs = (spec_errors){};
+        if (spec_manifest_add_buffer(&m, FUZZ_FILE, text, size, &errs) >= 0)
+                (void) spec_manifest_check(&m, &errs);
+        check_errors(&errs);
+        spec_manifest_done(&m);
+        spec_errors_done(&errs);
+        return 0;
+}
