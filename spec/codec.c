@@ -34,7 +34,7 @@ void spec_errors_done(spec_errors *e) {
 static int errors_addv(spec_errors *e, unsigned line, unsigned column, const char *field,
                        const char *fmt, va_list ap) {
         spec_error *n, *item;
-        char *msg;
+        char *msg, *clean;
 
         if (e->n >= SPEC_MAX_ERRORS) {
                 e->dropped++;
@@ -42,6 +42,13 @@ static int errors_addv(spec_errors *e, unsigned line, unsigned column, const cha
         }
         if (vasprintf(&msg, fmt, ap) < 0)
                 return -ENOMEM;
+        /* It may quote the input (a parser's message, a value): shown to
+         * people and sent in JSON, it must be UTF-8 whatever that held. */
+        clean = utf8_escape_invalid(msg);
+        free(msg);
+        if (!clean)
+                return -ENOMEM;
+        msg = clean;
         n = realloc(e->items, sizeof(spec_error) * (e->n + 1));
         if (!n) {
                 free(msg);
@@ -50,11 +57,11 @@ static int errors_addv(spec_errors *e, unsigned line, unsigned column, const cha
         e->items = n;
         item = &e->items[e->n++];
         *item = (spec_error){
-                .file = e->file ? strdup(e->file) : NULL,
+                .file = e->file ? utf8_escape_invalid(e->file) : NULL,
                 .line = line,
                 .column = column,
-                .object = e->object ? strdup(e->object) : NULL,
-                .field = field && *field ? strdup(field) : NULL,
+                .object = e->object ? utf8_escape_invalid(e->object) : NULL,
+                .field = field && *field ? utf8_escape_invalid(field) : NULL,
                 .message = msg,
         };
         return -EINVAL;
