@@ -11,7 +11,11 @@ static bool strv_has(char *const *l, const char *s) {
 }
 
 static bool requirement_matches(const spec_requirement *r, const spec_map *labels) {
-        const char *v = spec_map_get(labels, r->key);
+        const char *v;
+
+        if (!r->key)
+                return false; /* not valid: matches nothing (validation refuses it) */
+        v = spec_map_get(labels, r->key);
 
         switch (r->op) {
         case SPEC_OP_IN:
@@ -213,6 +217,13 @@ static int normalize(const spec_selector *sel, nsel *ret) {
                         .values = (const char *const *) &sel->match_labels.items[i].value,
                         .n = 1
                 };
+        for (size_t i = 0; i < sel->n_match_expressions; i++)
+                if (!sel->match_expressions[i].key || sel->match_expressions[i].op < 0 ||
+                    sel->match_expressions[i].op >= _SPEC_OP_MAX) {
+                        /* not valid: selects nothing, as spec_selector_matches() says */
+                        *ret = (nsel){ .none = true, .pivot = -1 };
+                        return 0;
+                }
         for (size_t i = 0; i < sel->n_match_expressions; i++)
                 c[n++] = (constraint){
                         .key = sel->match_expressions[i].key,

@@ -457,6 +457,23 @@ static void test_selector_overlap(void **state) {
                 spec_free(&spec_type_selector, b);
         }
         assert_false(spec_selector_overlaps(NULL, NULL));
+
+        /* A requirement without a key (a decoded selector that validation
+         * would refuse) selects nothing, and crashes nothing. */
+        spec_selector *bad = selector(""), *good = selector("app=web");
+        spec_requirement *req = calloc(1, sizeof *req);
+        spec_map labels = {};
+        assert_non_null(req);
+        req->op = SPEC_OP_EXISTS;
+        bad->match_expressions = req;
+        bad->n_match_expressions = 1;
+        assert_int_equal(spec_map_set(&labels, "app", "web"), 0);
+        assert_false(spec_selector_matches(bad, &labels));
+        assert_false(spec_selector_overlaps(bad, good));
+        assert_false(spec_selector_overlaps(good, bad));
+        spec_map_done(&labels);
+        spec_free(&spec_type_selector, bad);
+        spec_free(&spec_type_selector, good);
 }
 
 /* The overlap rule against its definition: two selectors overlap iff one
