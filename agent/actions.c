@@ -481,9 +481,9 @@ int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revisi
         for (size_t i = 0; i < n; i++) {
                 const spec_replica_set *rs = items[i];
                 if (streq_ptr(rs->metadata.namespace, ns) &&
-                    agent__owned_by(&rs->metadata, d->metadata.uid)) {
+                    spec_meta_owned_by(&rs->metadata, d->metadata.uid)) {
                         rss[k] = rs;
-                        revs[k++] = agent__revision(&rs->metadata);
+                        revs[k++] = spec_meta_revision(&rs->metadata);
                 }
         }
         r = plan_undo_target(revs, k, to_revision, &idx);

@@ -125,16 +125,8 @@ int ctl_deployment_sync(agent *a, const char *ns, const char *name);
 int ctl_replica_set_sync(agent *a, const char *ns, const char *name);
 int ctl_pod_sync(agent *a, const char *ns, const char *name);
 
-/* Ownership by uid (never by labels): the controller reference. */
-bool agent__owned_by(const spec_meta *m, const char *owner_uid);
 const spec_deployment *agent__deployment_by_uid(agent *a, const char *ns, const char *uid);
 const spec_replica_set *agent__replica_set_by_uid(agent *a, const char *ns, const char *uid);
-
-/* Pod facts the controllers share. */
-bool agent__pod_terminal(const spec_pod *p);
-bool agent__pod_active(const spec_pod *p);
-bool agent__pod_ready(const spec_pod *p, usec_t *ret_since);
-int64_t agent__revision(const spec_meta *m);
 
 pod_rt *agent__pod_rt(agent *a, const char *uid);
 pod_rt *agent__pod_rt_new(agent *a, const spec_pod *p);

@@ -132,11 +132,6 @@ static usec_t promote_delayed(agent *a) {
 
 /* ---- store notifications ---------------------------------------------------------------- */
 
-bool agent__owned_by(const spec_meta *m, const char *owner_uid) {
-        const spec_owner_ref *o = spec_meta_controller(m);
-        return o && owner_uid && streq_ptr(o->uid, owner_uid);
-}
-
 static const void *find_by_uid(agent *a, store_kind kind, const char *ns, const char *uid) {
         const void *const *items;
         size_t n = store_list(a->store, kind, &items);
@@ -167,7 +162,7 @@ static void enqueue_owned(agent *a, store_kind kind, const char *ns, const char 
 
         for (size_t i = 0; i < n; i++) {
                 const spec_meta *m = &((const spec_deployment *) items[i])->metadata;
-                if (streq_ptr(m->namespace, ns) && agent__owned_by(m, owner_uid))
+                if (streq_ptr(m->namespace, ns) && spec_meta_owned_by(m, owner_uid))
                         agent__enqueue(a, kind, m->namespace, m->name);
         }
 }
@@ -207,7 +202,7 @@ static void on_store_change(store_kind kind, store_change change, const void *ob
                          * live bound: every ReplicaSet of it may be waiting for
                          * that room (ctl-replicaset.c). */
                         if (ro && streq_ptr(ro->kind, "Deployment") &&
-                            (change == STORE_DELETED || agent__pod_terminal(obj)))
+                            (change == STORE_DELETED || spec_pod_terminal(obj)))
                                 enqueue_owned(a, STORE_REPLICA_SET, m->namespace, ro->uid);
                 }
                 break;
@@ -480,24 +475,6 @@ void agent__pod_rt_drop(agent *a, const char *uid) {
 /* ---- shared facts ------------------------------------------------------------------------------
  */
 
-bool agent__pod_terminal(const spec_pod *p) {
-        return p->status.phase == SPEC_POD_FAILED || p->status.phase == SPEC_POD_SUCCEEDED;
-}
-
-bool agent__pod_active(const spec_pod *p) {
-        return !agent__pod_terminal(p) && !p->metadata.deletion_timestamp;
-}
-
-bool agent__pod_ready(const spec_pod *p, usec_t *ret_since) {
-        const spec_condition *c = plan_get_condition(p->status.conditions, p->status.n_conditions,
-                                                     "Ready");
-        bool ready = c && streq_ptr(c->status, "True");
-
-        if (ret_since)
-                *ret_since = ready ? c->last_transition_time : 0;
-        return ready;
-}
-
 unsigned agent__pod_streak(const spec_pod *p) {
         const char *v = spec_map_get(&p->metadata.annotations, AGENT_ANN_CRASH_STREAK);
         int64_t n;
@@ -540,15 +517,6 @@ usec_t agent__pod_finished_at(const spec_pod *p) {
         if (cs && cs->state.terminated)
                 return cs->state.terminated->finished_at;
         return p->metadata.creation_timestamp;
-}
-
-int64_t agent__revision(const spec_meta *m) {
-        const char *v = spec_map_get(&m->annotations, SPEC_ANN_REVISION);
-        int64_t r;
-
-        if (!v)
-                return 0;
-        return safe_atoi64(v, &r) < 0 ? -1 : r;
 }
 
 int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type,
@@ -805,7 +773,7 @@ int agent_start(agent *a) {
                 pod_rt *pr;
                 void *handle = NULL;
 
-                if (agent__pod_terminal(p))
+                if (spec_pod_terminal(p))
                         continue;
                 if (!j) {
                         if (p->status.phase != SPEC_POD_PENDING)

@@ -1557,7 +1557,7 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
                 }
         }
         p = store_get(f->s->store, STORE_POD, f->ns, f->pod);
-        if (!p || agent__pod_terminal(p))
+        if (!p || spec_pod_terminal(p))
                 return MHD_CONTENT_READER_END_OF_STREAM;
         MHD_suspend_connection(f->conn);
         f->suspended = true;

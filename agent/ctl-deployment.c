@@ -72,7 +72,7 @@ static int gather(dctx *c) {
         for (size_t i = 0; i < n; i++) {
                 const spec_replica_set *rs = items[i];
                 if (streq_ptr(rs->metadata.namespace, c->d->metadata.namespace) &&
-                    agent__owned_by(&rs->metadata, c->d->metadata.uid))
+                    spec_meta_owned_by(&rs->metadata, c->d->metadata.uid))
                         c->rss[c->n++] = rs;
         }
         for (size_t i = 1; i < c->n; i++)
@@ -108,7 +108,7 @@ static int gather(dctx *c) {
         for (size_t i = 0; i < np; i++) {
                 const spec_pod *p = items[i];
                 const spec_owner_ref *o = spec_meta_controller(&p->metadata);
-                if (!o || agent__pod_terminal(p) ||
+                if (!o || spec_pod_terminal(p) ||
                     !streq_ptr(p->metadata.namespace, c->d->metadata.namespace))
                         continue;
                 for (size_t k = 0; k < c->n; k++)
@@ -127,7 +127,7 @@ static int64_t max_old_revision(const dctx *c) {
         int64_t max = 0;
         for (size_t i = 0; i < c->n; i++)
                 if ((ssize_t) i != c->new_index)
-                        max = MAX(max, agent__revision(&c->rss[i]->metadata));
+                        max = MAX(max, spec_meta_revision(&c->rss[i]->metadata));
         return max;
 }
 
@@ -198,7 +198,7 @@ static ssize_t new_rs(dctx *c, bool create) {
         if (c->new_index >= 0) {
                 const spec_replica_set *rs = c->rss[c->new_index];
                 spec_replica_set *n = spec_replica_set_copy(rs);
-                int64_t cur = agent__revision(&rs->metadata);
+                int64_t cur = spec_meta_revision(&rs->metadata);
 
                 if (!n)
                         return -ENOMEM;
@@ -232,9 +232,9 @@ static ssize_t new_rs(dctx *c, bool create) {
                                 (void) spec_map_remove(&n->metadata.annotations, k);
                 }
                 n->spec.min_ready_seconds = d->spec.min_ready_seconds;
-                set_deployment_revision(c, agent__revision(&n->metadata));
+                set_deployment_revision(c, spec_meta_revision(&n->metadata));
                 if (c->has_deadline &&
-                    !plan_get_condition(c->nd->status.conditions, c->nd->status.n_conditions,
+                    !spec_get_condition(c->nd->status.conditions, c->nd->status.n_conditions,
                                         "Progressing"))
                         set_progressing(c, "True", "FoundNewReplicaSet",
                                         "Found new replica set \"%s\"", rs->metadata.name);
@@ -401,7 +401,7 @@ static void progress(dctx *c) {
                 plan_remove_condition(&st->conditions, &st->n_conditions, "Progressing");
                 return;
         }
-        cond = plan_get_condition(st->conditions, st->n_conditions, "Progressing");
+        cond = spec_get_condition(st->conditions, st->n_conditions, "Progressing");
         if (st->replicas == st->updated_replicas && cond &&
             streq_ptr(cond->reason, "NewReplicaSetAvailable"))
                 return; /* complete already */
@@ -435,7 +435,7 @@ static void progress(dctx *c) {
                 plan_refresh_condition(&st->conditions, &st->n_conditions, "Progressing", "True",
                                        "ReplicaSetUpdated", msg, c->now);
         } else if (timed_out) {
-                const spec_condition *cur = plan_get_condition(st->conditions, st->n_conditions,
+                const spec_condition *cur = spec_get_condition(st->conditions, st->n_conditions,
                                                                "Progressing");
                 if (!cur || !streq_ptr(cur->reason, "ProgressDeadlineExceeded")) {
                         c->a->metrics.rollouts_failed++;
@@ -450,7 +450,7 @@ static void progress(dctx *c) {
                                 "ReplicaSet \"%s\" has timed out progressing.", new_name);
         }
         /* Check again when the deadline passes, if nothing else happens. */
-        cond = plan_get_condition(st->conditions, st->n_conditions, "Progressing");
+        cond = spec_get_condition(st->conditions, st->n_conditions, "Progressing");
         if (!complete && cond && !streq_ptr(cond->reason, "ProgressDeadlineExceeded"))
                 agent__enqueue_at_wall(
                         c->a, STORE_DEPLOYMENT, c->d->metadata.namespace, c->d->metadata.name,
@@ -641,7 +641,7 @@ int ctl_deployment_sync(agent *a, const char *ns, const char *name) {
         }
 
         /* Paused / resumed bookkeeping (§5.3). */
-        cond = plan_get_condition(c.nd->status.conditions, c.nd->status.n_conditions,
+        cond = spec_get_condition(c.nd->status.conditions, c.nd->status.n_conditions,
                                   "Progressing");
         /* A timed-out rollout stays timed out: pausing does not hide it. */
         if (c.has_deadline && cond && streq_ptr(cond->reason, "ProgressDeadlineExceeded"))

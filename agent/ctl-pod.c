@@ -281,7 +281,7 @@ void ctl_pod_run_starts(agent *a) {
                         p = store_get(a->store, STORE_POD, ns, slash + 1);
                 if (!pr || !pr->start_queued)
                         ; /* dropped meanwhile (the pod went) */
-                else if (!p || !streq_ptr(p->metadata.uid, uids[i]) || agent__pod_terminal(p) ||
+                else if (!p || !streq_ptr(p->metadata.uid, uids[i]) || spec_pod_terminal(p) ||
                          p->metadata.deletion_timestamp || a->draining)
                         /* Deleted in the same pass: never started. */
                         agent__pod_rt_drop(a, uids[i]);
@@ -413,8 +413,8 @@ static int reflect(agent *a, const spec_pod *p, pod_rt *pr) {
                                     "Readiness probe failed: %s", pr->probe_message);
         pr->probe_failed = false;
         if (p->status.phase == SPEC_POD_RUNNING &&
-            plan_get_condition(p->status.conditions, p->status.n_conditions, "Ready") &&
-            agent__pod_ready(p, &since) == pr->ready) {
+            spec_get_condition(p->status.conditions, p->status.n_conditions, "Ready") &&
+            spec_pod_ready(p, &since) == pr->ready) {
                 pr->probe_dirty = false;
                 return 0; /* nothing new: no copy, no write */
         }
@@ -440,11 +440,11 @@ static int reflect(agent *a, const spec_pod *p, pod_rt *pr) {
                                     "Started container %s", agent__container_name(p));
                 changed = true;
         }
-        if (pr->started && agent__pod_ready(n, &since) != pr->ready) {
+        if (pr->started && spec_pod_ready(n, &since) != pr->ready) {
                 set_ready(a, n, pr->ready);
                 changed = true;
         } else if (pr->started &&
-                   !plan_get_condition(n->status.conditions, n->status.n_conditions, "Ready")) {
+                   !spec_get_condition(n->status.conditions, n->status.n_conditions, "Ready")) {
                 set_ready(a, n, pr->ready);
                 changed = true;
         }
@@ -469,9 +469,9 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
         o = spec_meta_controller(&p->metadata);
         if (o && streq_ptr(o->kind, "ReplicaSet") && !p->metadata.deletion_timestamp &&
             !agent__replica_set_by_uid(a, ns, o->uid))
-                return agent__pod_terminal(p) ? agent__remove_pod(a, p) : mark_deleted(a, p);
+                return spec_pod_terminal(p) ? agent__remove_pod(a, p) : mark_deleted(a, p);
 
-        if (agent__pod_terminal(p)) {
+        if (spec_pod_terminal(p)) {
                 if (pr)
                         agent__pod_rt_drop(a, p->metadata.uid);
                 return p->metadata.deletion_timestamp ? agent__remove_pod(a, p) : 0;

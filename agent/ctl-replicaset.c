@@ -43,9 +43,9 @@ static int collect(agent *a, const spec_replica_set *rs, owned *o) {
         for (size_t i = 0; i < n; i++) {
                 const spec_pod *p = items[i];
                 if (!streq_ptr(p->metadata.namespace, rs->metadata.namespace) ||
-                    !agent__owned_by(&p->metadata, rs->metadata.uid))
+                    !spec_meta_owned_by(&p->metadata, rs->metadata.uid))
                         continue;
-                if (agent__pod_terminal(p))
+                if (spec_pod_terminal(p))
                         o->failed[o->n_failed++] = p;
                 else if (p->metadata.deletion_timestamp)
                         o->terminating[o->n_terminating++] = p;
@@ -237,7 +237,7 @@ static plan_pod to_plan_pod(const spec_pod *p) {
         const char *cost = spec_map_get(&p->metadata.annotations, AGENT_ANN_DELETION_COST);
         int64_t c = 0;
         usec_t since = 0;
-        bool ready = agent__pod_ready(p, &since);
+        bool ready = spec_pod_ready(p, &since);
 
         if (cost && (safe_atoi64(cost, &c) < 0 || c < INT32_MIN || c > INT32_MAX))
                 c = 0;
@@ -330,7 +330,7 @@ static int deployment_room(agent *a, const spec_replica_set *rs, room *ret) {
         for (size_t i = 0; i < n_rs; i++) {
                 const spec_replica_set *r = rss[i];
                 if (streq_ptr(r->metadata.namespace, d->metadata.namespace) &&
-                    agent__owned_by(&r->metadata, d->metadata.uid))
+                    spec_meta_owned_by(&r->metadata, d->metadata.uid))
                         uids[k++] = r->metadata.uid;
         }
         n_pods = store_list(a->store, STORE_POD, &pods);
@@ -342,7 +342,7 @@ static int deployment_room(agent *a, const spec_replica_set *rs, room *ret) {
                 const spec_owner_ref *po = spec_meta_controller(&p->metadata);
                 bool ours = false;
                 if (!po || !streq_ptr(p->metadata.namespace, d->metadata.namespace) ||
-                    agent__pod_terminal(p))
+                    spec_pod_terminal(p))
                         continue;
                 for (size_t j = 0; j < k && !ours; j++)
                         ours = streq_ptr(po->uid, uids[j]);
@@ -489,7 +489,7 @@ static int write_status(agent *a, const spec_replica_set *rs, const owned *o) {
         for (size_t i = 0; i < o->n_active; i++) {
                 const spec_pod *p = o->active[i];
                 usec_t since, when;
-                bool ready = agent__pod_ready(p, &since);
+                bool ready = spec_pod_ready(p, &since);
                 bool labeled = true;
 
                 for (size_t k = 0; k < rs->spec.template.metadata.labels.n; k++)

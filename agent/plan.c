@@ -433,13 +433,6 @@ char *plan_revision_history_append(const char *history, int64_t rev) {
 
 /* ---- conditions ------------------------------------------------------------------------- */
 
-const spec_condition *plan_get_condition(const spec_condition *conds, size_t n, const char *type) {
-        for (size_t i = 0; i < n; i++)
-                if (streq_ptr(conds[i].type, type))
-                        return &conds[i];
-        return NULL;
-}
-
 static void condition_done(spec_condition *c) {
         free(c->type);
         free(c->status);
@@ -461,7 +454,7 @@ void plan_remove_condition(spec_condition **conds, size_t *n, const char *type) 
 
 static bool set_condition(spec_condition **conds, size_t *n, const char *type, const char *status,
                           const char *reason, const char *message, usec_t now, bool refresh) {
-        spec_condition *c = (spec_condition *) plan_get_condition(*conds, *n, type);
+        spec_condition *c = (spec_condition *) spec_get_condition(*conds, *n, type);
         spec_condition nc = {};
 
         if (c && streq_ptr(c->status, status) && streq_ptr(c->reason, reason) && !refresh)
@@ -504,9 +497,4 @@ bool plan_deployment_complete(const spec_deployment *d) {
         int32_t r = d->spec.replicas;
         return st->updated_replicas == r && st->replicas == r && st->available_replicas == r &&
                st->observed_generation >= d->metadata.generation;
-}
-
-plan_rollout plan_rollout_status(const spec_deployment *d, int64_t revision, char *msg,
-                                 size_t size) {
-        return (plan_rollout) spec_rollout_status(d, revision, msg, size);
 }

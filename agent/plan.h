@@ -142,19 +142,7 @@ bool plan_set_condition(spec_condition **conds, size_t *n, const char *type, con
  * is rewritten even when status and reason are the same. */
 bool plan_refresh_condition(spec_condition **conds, size_t *n, const char *type, const char *status,
                             const char *reason, const char *message, usec_t now);
-const spec_condition *plan_get_condition(const spec_condition *conds, size_t n, const char *type);
 void plan_remove_condition(spec_condition **conds, size_t *n, const char *type);
 
 /* DeploymentComplete (§5.2). */
 bool plan_deployment_complete(const spec_deployment *d);
-
-typedef enum plan_rollout {
-        PLAN_ROLLOUT_WAITING,
-        PLAN_ROLLOUT_DONE,
-        PLAN_ROLLOUT_FAILED,
-} plan_rollout;
-
-/* `rollout status` (§5.5), with kubectl's messages. revision 0: any. The
- * message is written to msg (at most size bytes). */
-plan_rollout plan_rollout_status(const spec_deployment *d, int64_t revision, char *msg,
-                                 size_t size);

@@ -144,8 +144,8 @@ static void scale(const char *name, int replicas) {
 }
 
 static bool mine(const spec_pod *p, const char *app) {
-        return streq_ptr(spec_map_get(&p->metadata.labels, "app"), app) &&
-               !agent__pod_terminal(p) && !p->metadata.deletion_timestamp;
+        return streq_ptr(spec_map_get(&p->metadata.labels, "app"), app) && !spec_pod_terminal(p) &&
+               !p->metadata.deletion_timestamp;
 }
 
 static size_t count(const char *app, bool want_ready) {
@@ -155,7 +155,7 @@ static size_t count(const char *app, bool want_ready) {
         for (size_t i = 0; i < n; i++) {
                 const spec_pod *p = items[i];
                 if (mine(p, app) && p->status.phase == SPEC_POD_RUNNING &&
-                    (!want_ready || agent__pod_ready(p, NULL)))
+                    (!want_ready || spec_pod_ready(p, NULL)))
                         k++;
         }
         return k;
@@ -222,7 +222,7 @@ static void on_change(store_kind kind, store_change change, const void *obj, voi
                 return;
         if (!watch.running && p->status.phase == SPEC_POD_RUNNING)
                 watch.running = now_monotonic();
-        if (!watch.ready && p->status.phase == SPEC_POD_RUNNING && agent__pod_ready(p, NULL))
+        if (!watch.ready && p->status.phase == SPEC_POD_RUNNING && spec_pod_ready(p, NULL))
                 watch.ready = now_monotonic();
 }
 
@@ -251,7 +251,7 @@ static const spec_pod *oldest_ready(const char *app) {
 
         for (size_t i = 0; i < n; i++) {
                 const spec_pod *p = items[i];
-                if (mine(p, app) && agent__pod_ready(p, NULL) &&
+                if (mine(p, app) && spec_pod_ready(p, NULL) &&
                     (!best || p->status.start_time < best->status.start_time))
                         best = p;
         }

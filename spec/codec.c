@@ -297,6 +297,20 @@ const spec_owner_ref *spec_meta_controller(const spec_meta *m) {
         return NULL;
 }
 
+bool spec_meta_owned_by(const spec_meta *m, const char *owner_uid) {
+        const spec_owner_ref *o = spec_meta_controller(m);
+        return o && owner_uid && streq_ptr(o->uid, owner_uid);
+}
+
+int64_t spec_meta_revision(const spec_meta *m) {
+        const char *v = spec_map_get(&m->annotations, SPEC_ANN_REVISION);
+        int64_t r;
+
+        if (!v)
+                return 0;
+        return safe_atoi64(v, &r) < 0 ? -1 : r;
+}
+
 /* ---- init / done ------------------------------------------------------------------ */
 
 void spec__init(const spec_type *t, void *p) {

@@ -14,6 +14,24 @@ const spec_condition *spec_get_condition(const spec_condition *conds, size_t n, 
         return NULL;
 }
 
+bool spec_pod_terminal(const spec_pod *p) {
+        return p->status.phase == SPEC_POD_FAILED || p->status.phase == SPEC_POD_SUCCEEDED;
+}
+
+bool spec_pod_active(const spec_pod *p) {
+        return !spec_pod_terminal(p) && !p->metadata.deletion_timestamp;
+}
+
+bool spec_pod_ready(const spec_pod *p, usec_t *ret_since) {
+        const spec_condition *c = spec_get_condition(p->status.conditions, p->status.n_conditions,
+                                                     "Ready");
+        bool ready = c && streq_ptr(c->status, "True");
+
+        if (ret_since)
+                *ret_since = ready ? c->last_transition_time : 0;
+        return ready;
+}
+
 spec_rollout spec_rollout_status(const spec_deployment *d, int64_t revision, char *msg,
                                  size_t size) {
         const spec_deployment_status *st = &d->status;

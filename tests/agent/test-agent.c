@@ -69,7 +69,7 @@ static void h_free(h_t *h) {
                         const char *cid = p->status.n_container_statuses
                                                   ? p->status.container_statuses[0].container_id
                                                   : NULL;
-                        if (cid && startswith(cid, "process://") && !agent__pod_terminal(p))
+                        if (cid && startswith(cid, "process://") && !spec_pod_terminal(p))
                                 kill(-atoi(cid + strlen("process://")), SIGKILL);
                 }
                 close_agent(h);
@@ -128,7 +128,7 @@ static const spec_deployment *dep(h_t *h, const char *name) {
 static bool rolled_out(h_t *h, const char *name) {
         const spec_deployment *d = dep(h, name);
         char msg[256];
-        return d && plan_rollout_status(d, 0, msg, sizeof msg) == PLAN_ROLLOUT_DONE;
+        return d && spec_rollout_status(d, 0, msg, sizeof msg) == SPEC_ROLLOUT_DONE;
 }
 
 /* Live pod processes of a deployment (by pod name prefix), terminating ones
@@ -139,13 +139,13 @@ static size_t live_pods(h_t *h, const char *name, size_t *ret_ready) {
         for (size_t i = 0; i < n; i++) {
                 const spec_pod *p = items[i];
                 const char *cid;
-                if (!startswith(p->metadata.name, name) || agent__pod_terminal(p))
+                if (!startswith(p->metadata.name, name) || spec_pod_terminal(p))
                         continue;
                 cid = p->status.n_container_statuses ? p->status.container_statuses[0].container_id
                                                      : NULL;
                 if (cid && kill(atoi(cid + strlen("process://")), 0) == 0)
                         live++;
-                if (agent__pod_ready(p, NULL) && !p->metadata.deletion_timestamp)
+                if (spec_pod_ready(p, NULL) && !p->metadata.deletion_timestamp)
                         ready++;
         }
         if (ret_ready)
@@ -301,7 +301,7 @@ static void test_story(void **state) {
         size_t n = store_list(S(h), STORE_POD, &items);
         for (size_t i = 0; i < n && n_before < 8; i++) {
                 const spec_pod *q = items[i];
-                if (!agent__pod_terminal(q) && q->status.n_container_statuses &&
+                if (!spec_pod_terminal(q) && q->status.n_container_statuses &&
                     q->status.container_statuses[0].container_id)
                         pids_before[n_before++] = pid_of(q);
         }
@@ -315,7 +315,7 @@ static void test_story(void **state) {
                 bool found = false;
                 for (size_t k = 0; k < n; k++) {
                         const spec_pod *q = items[k];
-                        if (!agent__pod_terminal(q) && q->status.n_container_statuses &&
+                        if (!spec_pod_terminal(q) && q->status.n_container_statuses &&
                             q->status.container_statuses[0].container_id &&
                             pid_of(q) == pids_before[i])
                                 found = true;
@@ -335,8 +335,8 @@ static size_t owned_rs(h_t *h, const char *name) {
         const void *const *items;
         size_t n = store_list(S(h), STORE_REPLICA_SET, &items), c = 0;
         for (size_t i = 0; i < n; i++)
-                if (agent__owned_by(&((const spec_replica_set *) items[i])->metadata,
-                                    dep(h, name)->metadata.uid))
+                if (spec_meta_owned_by(&((const spec_replica_set *) items[i])->metadata,
+                                       dep(h, name)->metadata.uid))
                         c++;
         return c;
 }

@@ -466,7 +466,7 @@ static bool settled(world *w, const char *name);
 static bool rolled_out(world *w, const char *name) {
         char msg[256];
         const spec_deployment *d = dep(w, name);
-        return d && plan_rollout_status(d, 0, msg, sizeof msg) == PLAN_ROLLOUT_DONE;
+        return d && spec_rollout_status(d, 0, msg, sizeof msg) == SPEC_ROLLOUT_DONE;
 }
 
 static bool settled(world *w, const char *name) {
@@ -523,7 +523,7 @@ static size_t count_rs(world *w, const char *deployment, bool nonzero_only) {
         const spec_deployment *d = dep(w, deployment);
         for (size_t i = 0; i < n; i++) {
                 const spec_replica_set *rs = items[i];
-                if (d && agent__owned_by(&rs->metadata, d->metadata.uid) &&
+                if (d && spec_meta_owned_by(&rs->metadata, d->metadata.uid) &&
                     (!nonzero_only || rs->spec.replicas > 0))
                         c++;
         }
@@ -558,9 +558,9 @@ static void test_first_rollout(void **state) {
         assert_int_equal(d->status.updated_replicas, 3);
         assert_int_equal(d->status.observed_generation, 1);
         assert_string_equal(spec_map_get(&d->metadata.annotations, SPEC_ANN_REVISION), "1");
-        c = plan_get_condition(d->status.conditions, d->status.n_conditions, "Available");
+        c = spec_get_condition(d->status.conditions, d->status.n_conditions, "Available");
         assert_string_equal(c->status, "True");
-        c = plan_get_condition(d->status.conditions, d->status.n_conditions, "Progressing");
+        c = spec_get_condition(d->status.conditions, d->status.n_conditions, "Progressing");
         assert_string_equal(c->reason, "NewReplicaSetAvailable");
         assert_int_equal(count_pods(w, "web-v1", true), 3);
         assert_int_equal(count_rs(w, "web", false), 1);
@@ -572,7 +572,7 @@ static void test_first_rollout(void **state) {
         for (size_t i = 0; i < n; i++) {
                 const spec_pod *p = items[i];
                 assert_int_equal(p->status.phase, SPEC_POD_RUNNING);
-                assert_true(agent__pod_ready(p, NULL));
+                assert_true(spec_pod_ready(p, NULL));
                 assert_string_equal(p->spec.node_name, "box");
                 assert_non_null(spec_map_get(&p->metadata.labels, SPEC_LABEL_POD_TEMPLATE_HASH));
                 assert_non_null(
@@ -597,7 +597,7 @@ static void dump(world *w) {
                 const spec_pod *p = items[i];
                 fprintf(stderr, "pod %s phase=%d del=%d ready=%d\n", p->metadata.name,
                         p->status.phase, p->metadata.deletion_timestamp != 0,
-                        agent__pod_ready(p, NULL));
+                        spec_pod_ready(p, NULL));
         }
         for (size_t i = 0; i < w->n_procs; i++)
                 if (w->procs[i]->alive)
@@ -848,7 +848,7 @@ static size_t count_backing_off(world *w) {
         const void *const *items;
         size_t n = store_list(w->store, STORE_POD, &items), k = 0;
         for (size_t i = 0; i < n; i++)
-                k += backing_off(items[i]) && !agent__pod_terminal(items[i]);
+                k += backing_off(items[i]) && !spec_pod_terminal(items[i]);
         return k;
 }
 
@@ -889,7 +889,7 @@ static void test_mass_failure_no_backoff(void **state) {
                 size_t n = store_list(w->store, STORE_POD, &items), live = 0;
                 for (size_t i = 0; i < n; i++) {
                         const spec_pod *p = items[i];
-                        if (agent__pod_terminal(p))
+                        if (spec_pod_terminal(p))
                                 continue;
                         live++;
                         assert_int_equal(p->status.container_statuses[0].restart_count, round + 1);
@@ -1008,7 +1008,7 @@ static void test_crashing_template_each_backs_off(void **state) {
         size_t n = store_list(w->store, STORE_POD, &items);
         for (size_t i = 0; i < n; i++) {
                 const spec_pod *p = items[i];
-                if (agent__pod_terminal(p))
+                if (spec_pod_terminal(p))
                         continue;
                 assert_true(backing_off(p));
                 assert_int_equal(agent__pod_streak(p), 3);
@@ -1136,7 +1136,7 @@ static void test_start_error(void **state) {
 
 static bool deadline_exceeded(world *w, const char *name) {
         const spec_deployment *d = dep(w, name);
-        const spec_condition *c = plan_get_condition(d->status.conditions, d->status.n_conditions,
+        const spec_condition *c = spec_get_condition(d->status.conditions, d->status.n_conditions,
                                                      "Progressing");
         return c && streq_ptr(c->reason, "ProgressDeadlineExceeded");
 }
@@ -1149,8 +1149,8 @@ static void test_progress_deadline(void **state) {
         step(w, 20 * S);
         assert_false(deadline_exceeded(w, "slow"));
         assert_true(step_until(w, deadline_exceeded, "slow", 20 * S));
-        assert_int_equal(plan_rollout_status(dep(w, "slow"), 0, msg, sizeof msg),
-                         PLAN_ROLLOUT_FAILED);
+        assert_int_equal(spec_rollout_status(dep(w, "slow"), 0, msg, sizeof msg),
+                         SPEC_ROLLOUT_FAILED);
         assert_string_equal(msg, "deployment \"slow\" exceeded its progress deadline");
         /* Nothing else changes: pods keep being managed. */
         assert_int_equal(count_pods(w, "never-ready", true), 2);
@@ -1194,7 +1194,7 @@ static void test_pause_and_proportional(void **state) {
                           NULL));
         step(w, 5 * S);
         assert_int_equal(count_rs(w, "web", false), rs_before);
-        const spec_condition *c = plan_get_condition(dep(w, "web")->status.conditions,
+        const spec_condition *c = spec_get_condition(dep(w, "web")->status.conditions,
                                                      dep(w, "web")->status.n_conditions,
                                                      "Progressing");
         assert_string_equal(c->reason, "DeploymentPaused");
@@ -1323,7 +1323,7 @@ static void test_lost_while_down(void **state) {
                         for (const char *const *t =
                                      (const char *const[]){ "Ready", "ContainersReady", NULL };
                              *t; t++) {
-                                const spec_condition *c = plan_get_condition(
+                                const spec_condition *c = spec_get_condition(
                                         p->status.conditions, p->status.n_conditions, *t);
                                 assert_non_null(c);
                                 assert_string_equal(c->status, "False");
@@ -1475,8 +1475,8 @@ static void test_pause_keeps_deadline(void **state) {
         assert_int_equal(agent_pause(w->agent, "default", "slow", true), 0);
         step(w, 2 * S);
         assert_true(deadline_exceeded(w, "slow"));
-        assert_int_equal(plan_rollout_status(dep(w, "slow"), 0, msg, sizeof msg),
-                         PLAN_ROLLOUT_FAILED);
+        assert_int_equal(spec_rollout_status(dep(w, "slow"), 0, msg, sizeof msg),
+                         SPEC_ROLLOUT_FAILED);
         world_free(w);
 }
 
@@ -1629,7 +1629,7 @@ static void watch_rs(store_kind kind, store_change change, const void *obj, void
         const spec_replica_set *rs = obj;
         if (kind == STORE_REPLICA_SET && streq(rs->metadata.name, revived) &&
             n_revived < ELEMENTSOF(revived_revs))
-                revived_revs[n_revived++] = agent__revision(&rs->metadata);
+                revived_revs[n_revived++] = spec_meta_revision(&rs->metadata);
 }
 
 static void test_rollback_renumber_sticks(void **state) {
@@ -1820,7 +1820,7 @@ static void test_random_sequences(void **state) {
                         strcpy(image, "v1");
                 if (!step_until(w, settled, "web", 120 * S)) {
                         char msg[256];
-                        plan_rollout_status(dep(w, "web"), 0, msg, sizeof msg);
+                        spec_rollout_status(dep(w, "web"), 0, msg, sizeof msg);
                         dump(w);
                         fail_msg("seed %u: did not converge: %s (%zu live, want %d of %s)", seed,
                                  msg, count_pods(w, NULL, true), replicas, image);

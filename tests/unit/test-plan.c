@@ -361,29 +361,29 @@ static void test_rollout_status(void **state) {
         d->metadata.generation = 2;
         d->spec.replicas = 3;
         d->status.observed_generation = 1;
-        assert_int_equal(plan_rollout_status(d, 0, msg, sizeof msg), PLAN_ROLLOUT_WAITING);
+        assert_int_equal(spec_rollout_status(d, 0, msg, sizeof msg), SPEC_ROLLOUT_WAITING);
         assert_string_equal(msg, "Waiting for deployment spec update to be observed...");
         d->status.observed_generation = 2;
         d->status.updated_replicas = 1;
         d->status.replicas = 4;
-        assert_int_equal(plan_rollout_status(d, 0, msg, sizeof msg), PLAN_ROLLOUT_WAITING);
+        assert_int_equal(spec_rollout_status(d, 0, msg, sizeof msg), SPEC_ROLLOUT_WAITING);
         assert_string_equal(msg, "Waiting for deployment \"web\" rollout to finish: 1 out of 3 "
                                  "new replicas have been updated...");
         d->status.updated_replicas = 3;
-        assert_int_equal(plan_rollout_status(d, 0, msg, sizeof msg), PLAN_ROLLOUT_WAITING);
+        assert_int_equal(spec_rollout_status(d, 0, msg, sizeof msg), SPEC_ROLLOUT_WAITING);
         assert_string_equal(msg, "Waiting for deployment \"web\" rollout to finish: 1 old "
                                  "replicas are pending termination...");
         d->status.replicas = 3;
         d->status.available_replicas = 2;
-        assert_int_equal(plan_rollout_status(d, 0, msg, sizeof msg), PLAN_ROLLOUT_WAITING);
+        assert_int_equal(spec_rollout_status(d, 0, msg, sizeof msg), SPEC_ROLLOUT_WAITING);
         assert_string_equal(msg, "Waiting for deployment \"web\" rollout to finish: 2 of 3 "
                                  "updated replicas are available...");
         d->status.available_replicas = 3;
-        assert_int_equal(plan_rollout_status(d, 0, msg, sizeof msg), PLAN_ROLLOUT_DONE);
+        assert_int_equal(spec_rollout_status(d, 0, msg, sizeof msg), SPEC_ROLLOUT_DONE);
         assert_string_equal(msg, "deployment \"web\" successfully rolled out");
         assert_true(plan_deployment_complete(d));
 
-        assert_int_equal(plan_rollout_status(d, 7, msg, sizeof msg), PLAN_ROLLOUT_FAILED);
+        assert_int_equal(spec_rollout_status(d, 7, msg, sizeof msg), SPEC_ROLLOUT_FAILED);
         assert_string_equal(msg, "desired revision (7) is different from the running revision "
                                  "(n/a)");
         plan_set_condition(&d->status.conditions, &d->status.n_conditions, "Progressing", "False",
@@ -391,7 +391,7 @@ static void test_rollout_status(void **state) {
                            "ReplicaSet \"web-1\" has timed out "
                            "progressing.",
                            S);
-        assert_int_equal(plan_rollout_status(d, 0, msg, sizeof msg), PLAN_ROLLOUT_FAILED);
+        assert_int_equal(spec_rollout_status(d, 0, msg, sizeof msg), SPEC_ROLLOUT_FAILED);
         assert_string_equal(msg, "deployment \"web\" exceeded its progress deadline");
         spec_deployment_free(d);
 }

@@ -167,6 +167,10 @@ typedef struct spec_meta {
 
 /* The one ownerReference with controller: true, or NULL. */
 const spec_owner_ref *spec_meta_controller(const spec_meta *m);
+/* Ownership by uid, never by labels: m's controller reference names owner_uid. */
+bool spec_meta_owned_by(const spec_meta *m, const char *owner_uid);
+/* deployment.kubernetes.io/revision: 0 when absent, -1 when not a number. */
+int64_t spec_meta_revision(const spec_meta *m);
 
 /* ---- label selectors ------------------------------------------------------------ */
 
@@ -685,6 +689,14 @@ bool spec_template_equal(const spec_pod_template *a, const spec_pod_template *b)
 /* ---- status as kubectl reads it --------------------------------------------------- */
 
 const spec_condition *spec_get_condition(const spec_condition *conds, size_t n, const char *type);
+
+/* Pod facts every layer reads the same way. Terminal: Failed or Succeeded,
+ * its process gone for good. Active: neither terminal nor being deleted (what
+ * a ReplicaSet counts). Ready: its Ready condition is True; *ret_since (may be
+ * NULL) gets when it became so, 0 if not ready. */
+bool spec_pod_terminal(const spec_pod *p);
+bool spec_pod_active(const spec_pod *p);
+bool spec_pod_ready(const spec_pod *p, usec_t *ret_since);
 
 typedef enum spec_rollout {
         SPEC_ROLLOUT_WAITING,
