@@ -4,7 +4,7 @@
 /* Private to the agent core. */
 
 #include "agent.h"
-#include "plan.h"
+#include "tend/plan.h"
 
 /* A set of "namespace/name" keys with FIFO order: adding a key that is
  * already queued does nothing (the queue coalesces). */

@@ -10,7 +10,7 @@
  * backend. Every decision is made by the planners in plan.h.
  */
 
-#include "store.h"
+#include "tend/store.h"
 #include "tend/runtime.h"
 
 typedef struct agent agent;

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "tend/store.h"
 
 int main(int argc, char **argv) {
         store *s;

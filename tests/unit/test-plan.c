@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "plan.h"
+#include "tend/plan.h"
 
 #define S USEC_PER_SEC
 #define MS USEC_PER_MSEC

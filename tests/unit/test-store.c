@@ -12,7 +12,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-#include "store.h"
+#include "tend/store.h"
 
 static char dir[64];
 static char path[128];

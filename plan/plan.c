@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "plan.h"
+#include "tend/plan.h"
 
 /* ---- rollout ------------------------------------------------------------------------- */
 

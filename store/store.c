@@ -13,7 +13,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "tend/store.h"
 
 #define SCHEMA_VERSION 1
 
