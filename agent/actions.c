@@ -392,6 +392,25 @@ int agent_scale_replica_set(agent *a, const char *ns, const char *name, int32_t 
         return r;
 }
 
+int agent_delete_replica_set(agent *a, const char *ns, const char *name) {
+        int r = store_delete(a->store, STORE_REPLICA_SET, ns, name);
+
+        if (r >= 0)
+                r = store_commit(a->store, true);
+        if (r < 0 && r != -ENOENT)
+                store_rollback(a->store);
+        return r;
+}
+
+int agent_record_event(agent *a, store_kind kind, const spec_meta *m, const char *type,
+                       const char *reason, const char *message) {
+        int r = agent__event(a, kind, m, type, reason, "%s", message);
+
+        if (r >= 0 && !a->processing)
+                r = store_commit(a->store, false);
+        return r;
+}
+
 int agent_delete_pod(agent *a, const char *ns, const char *name, int64_t grace_seconds) {
         const spec_pod *p = store_get(a->store, STORE_POD, ns, name);
         int64_t grace;

@@ -3,7 +3,7 @@
 
 /* Private to the agent core. */
 
-#include "agent.h"
+#include "tend/agent.h"
 #include "tend/plan.h"
 
 /* A set of "namespace/name" keys with FIFO order: adding a key that is

@@ -224,6 +224,11 @@ void agent_resync(agent *a) {
 
 /* ---- processing ---------------------------------------------------------------------------- */
 
+void agent_kick(agent *a) {
+        if (a->wakeup)
+                a->wakeup(a->wakeup_userdata);
+}
+
 bool agent_has_work(const agent *a) {
         for (int k = 0; k < _STORE_KIND_MAX; k++)
                 if (!workq_empty(&a->queues[k]))
@@ -646,6 +651,10 @@ oom:
 fail:
         agent_free(a);
         return r;
+}
+
+int agent_shutdown(agent *a) {
+        return store_commit(a->store, true);
 }
 
 agent *agent_free(agent *a) {

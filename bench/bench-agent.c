@@ -25,11 +25,10 @@
 #include <systemd/sd-bus.h>
 #include <unistd.h>
 
-#include "agent-internal.h"
 #include "bench.h"
 #include "rt-internal.h"
 #include "agent-loop.h"
-#include "api.h"
+#include "tend/api.h"
 
 static char testprog[PATH_MAX], webprog[PATH_MAX], tendprog[PATH_MAX], tenddprog[PATH_MAX];
 static long rss_start; /* the bench with its agent, before any pod */
@@ -557,10 +556,11 @@ int main(int argc, char **argv) {
                                                  .port_hi = 48999,
                                                  .systemd_bus = RT_BUS_USER },
                            &al, &err) < 0 ||
-            api_server_new(
-                    &(api_config){
-                            .loop = &loop, .agent = al, .state_dir = dir, .socket_path = sock },
-                    &api, &err) < 0) {
+            api_server_new(&(api_config){ .loop = &loop,
+                                          .agent = agent_loop_agent(al),
+                                          .state_dir = dir,
+                                          .socket_path = sock },
+                           &api, &err) < 0) {
                 fprintf(stderr, "bench-agent: %s\n", strna(err));
                 return 1;
         }

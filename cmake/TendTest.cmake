@@ -42,6 +42,15 @@ function(tend_add_script_test name)
     ENVIRONMENT "TEND_SOURCE_DIR=${PROJECT_SOURCE_DIR};TEND_BIN_DIR=${CMAKE_BINARY_DIR}/bin;ASAN_OPTIONS=detect_leaks=1:abort_on_error=1")
 endfunction()
 
+# tend_fuzz_internals(NAME DIR): fuzz target NAME (and its replay) may
+# include the private headers of DIR.
+function(tend_fuzz_internals name dir)
+  target_include_directories(${name}-replay PRIVATE ${dir})
+  if(TARGET ${name})
+    target_include_directories(${name} PRIVATE ${dir})
+  endif()
+endfunction()
+
 # tend_add_fuzz(NAME [SOURCES src...] [LIBS lib...])
 #
 # A fuzz target (tests/fuzz/README.md): NAME.c in tests/fuzz defines

@@ -17,7 +17,6 @@
 #include <cmocka.h>
 
 #include "agent-loop.h"
-#include "agent-internal.h"
 
 static char testprog[4096];
 

@@ -27,7 +27,7 @@
 #include <uv.h>
 
 #include "agent-loop.h"
-#include "api.h"
+#include "tend/api.h"
 #include "fuzz.h"
 
 static uv_loop_t loop;
@@ -51,7 +51,7 @@ static void setup(void) {
                                   &al, &err) >= 0,
                    "agent_loop_new: %s", strna(err));
         fuzz_check(api_server_new(&(api_config){ .loop = &loop,
-                                                 .agent = al,
+                                                 .agent = agent_loop_agent(al),
                                                  .state_dir = state,
                                                  .socket_path = sock },
                                   &api, &err) >= 0,

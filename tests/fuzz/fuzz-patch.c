@@ -2,7 +2,7 @@
 
 /*
  * fuzz-patch: the PATCH request bodies of the API, on the document they
- * patch (agent/patch.c).
+ * patch (api/patch.c).
  *
  * Input: the target document on the first line, the patch after it, both
  * JSON parsed as the API parses a body (jansson, duplicate keys refused).

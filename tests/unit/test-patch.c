@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 
-/* Unit tests of the PATCH bodies (agent/patch.c): RFC 6902 and 7386 as
+/* Unit tests of the PATCH bodies (api/patch.c): RFC 6902 and 7386 as
  * written, strict RFC 6901 pointers, and bounded work and results. */
 
 #include <setjmp.h>

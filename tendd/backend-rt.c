@@ -5,7 +5,7 @@
 
 #include <sched.h>
 
-#include "agent-internal.h"
+#include "backend-rt.h"
 
 static int rt_start(void *b, const rt_pod_params *p, void *pod_userdata, void **ret_handle,
                     char **ret_error) {

@@ -22,12 +22,12 @@
 
 #include "agent-loop.h"
 
-typedef struct manifests manifests;
+typedef struct manifest_dir manifest_dir;
 
 /* dir must exist. The first sync runs before this returns. */
-int manifests_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resync, manifests **ret,
-                  char **ret_error);
+int manifest_dir_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resync,
+                     manifest_dir **ret, char **ret_error);
 /* Reads the directory again now (SIGHUP). */
-void manifests_sync(manifests *m);
+void manifest_dir_sync(manifest_dir *m);
 /* Frees itself once libuv has closed its handles. Accepts NULL. */
-void manifests_close(manifests *m);
+void manifest_dir_close(manifest_dir *m);

@@ -66,7 +66,10 @@ typedef struct agent_config {
 } agent_config;
 
 int agent_new(const agent_config *c, agent **ret);
-/* Detaches every pod (processes keep running) and frees the agent. */
+/* Before an orderly exit: commits what is pending, durably. */
+int agent_shutdown(agent *a);
+/* Detaches every pod (processes keep running) and frees the agent. Commits
+ * nothing: what agent_shutdown() did not commit is lost, as in a crash. */
 agent *agent_free(agent *a);
 
 /* Adopts the pods of the store (after a restart): live processes are
@@ -79,6 +82,9 @@ int agent_start(agent *a);
  * (USEC_INFINITY: none). */
 usec_t agent_process(agent *a);
 bool agent_has_work(const agent *a);
+/* Asks the driver to run agent_process() soon (after a user action):
+ * calls the config's wakeup. */
+void agent_kick(agent *a);
 /* Queues every object (the periodic resync). */
 void agent_resync(agent *a);
 
@@ -153,6 +159,13 @@ int agent_delete_deployment(agent *a, const char *ns, const char *name);
 int agent_scale_deployment(agent *a, const char *ns, const char *name, int32_t replicas);
 /* Hand-scaling a ReplicaSet is allowed (and the deployment puts it back). */
 int agent_scale_replica_set(agent *a, const char *ns, const char *name, int32_t replicas);
+/* Deletes a ReplicaSet (its pods follow; its deployment, if any, makes a new
+ * one). -ENOENT if there is none. */
+int agent_delete_replica_set(agent *a, const char *ns, const char *name);
+/* Records an event about an object that is not the core's doing (the
+ * manifest directory's warnings), committed at once. */
+int agent_record_event(agent *a, store_kind kind, const spec_meta *m, const char *type,
+                       const char *reason, const char *message);
 /* Deletes a pod gracefully; its ReplicaSet replaces it. */
 /* grace_seconds < 0: the pod's terminationGracePeriodSeconds. Deleting a
  * pod that is being deleted may shorten its grace period. */
@@ -170,11 +183,6 @@ int agent_restart_rollout(agent *a, const char *ns, const char *name);
  * rolled back to. */
 int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revision,
                    int64_t *ret_revision, char **ret_error);
-
-/* The real backend over an rt_manager; rt_callbacks to install in it (the
- * rt_manager's userdata must be the agent). */
-extern const agent_backend agent_rt_backend;
-extern const rt_callbacks agent_rt_callbacks;
 
 /* Labels and annotations tend adds. */
 #define AGENT_ANN_START_AFTER "tend.io/start-after"

@@ -25,8 +25,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#include "agent-internal.h"
-#include "api.h"
+#include "tend/api.h"
 #include "patch.h"
 
 #define MAX_WATCH_BUFFER (8u << 20) /* a slower watcher is cut off */
@@ -53,7 +52,6 @@ typedef struct follower follower;
 
 struct api_server {
         uv_loop_t *loop;
-        agent_loop *al;
         agent *agent;
         store *store;
         char *state_dir;
@@ -792,7 +790,7 @@ static enum MHD_Result write_deployment(req *r, spec_deployment *d, unsigned ok_
                 ret = send_status(r, 500, NULL, "writing to the store: %s", strerror(-rr));
         else {
                 if (!dry_run)
-                        agent_loop_kick(s->al);
+                        agent_kick(s->agent);
                 const spec_deployment *o = dry_run ? preview
                                                    : store_get(s->store, STORE_DEPLOYMENT,
                                                                d->metadata.namespace,
@@ -989,7 +987,7 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
                      : agent_scale_replica_set(s->agent, ns, name, (int32_t) want);
         if (rr < 0)
                 return send_status(r, 500, NULL, "scaling: %s", strerror(-rr));
-        agent_loop_kick(s->al);
+        agent_kick(s->agent);
         /* As stored now: the new resourceVersion. */
         obj = store_get(s->store, res->kind, ns, name);
         if (!obj)
@@ -1036,7 +1034,7 @@ static enum MHD_Result handle_rollback(req *r, const char *ns, const char *name)
                 free(err);
                 return ret;
         }
-        agent_loop_kick(s->al);
+        agent_kick(s->agent);
         _cleanup_free_ char *msg = strprintf("deployment.apps/%s rolled back", name);
         return send_json(
                 r, 200,
@@ -1161,16 +1159,14 @@ static enum MHD_Result handle_object(req *r, const resource *res, const char *ns
                         rr = agent_delete_pod(s->agent, ns, name, grace);
                         break;
                 case STORE_REPLICA_SET:
-                        rr = store_delete(s->store, res->kind, ns, name);
-                        if (rr >= 0)
-                                rr = store_commit(s->store, true);
+                        rr = agent_delete_replica_set(s->agent, ns, name);
                         break;
                 default:
                         return send_status(r, 405, NULL, "events are deleted by tendd as they age");
                 }
                 if (rr < 0)
                         return send_status(r, 500, NULL, "deleting: %s", strerror(-rr));
-                agent_loop_kick(s->al);
+                agent_kick(s->agent);
                 return send_json(
                         r, 200,
                         status_json(200, "", NULL,
@@ -1957,7 +1953,7 @@ static enum MHD_Result handle_apply(req *r) {
                                                                  ds[k]->metadata.namespace, "name",
                                                                  ds[k]->metadata.name, "result",
                                                                  words[res[k]]));
-                agent_loop_kick(s->al);
+                agent_kick(s->agent);
                 ret = send_json(r, 200,
                                 json_pack("{s:s, s:s, s:o}", "kind", "ApplyResult", "apiVersion",
                                           "tend.io/v1", "items", results));
@@ -2321,9 +2317,8 @@ int api_server_new(const api_config *c, api_server **ret, char **ret_error) {
         if (!s)
                 return -ENOMEM;
         s->loop = c->loop;
-        s->al = c->agent;
-        s->agent = agent_loop_agent(c->agent);
-        s->store = agent_loop_store(c->agent);
+        s->agent = c->agent;
+        s->store = agent_get_store(c->agent);
         s->state_dir = strdup(c->state_dir);
         s->socket_path = strdup(c->socket_path);
         s->has_group = c->has_group;

@@ -16,8 +16,8 @@
 #include <systemd/sd-daemon.h>
 
 #include "agent-loop.h"
-#include "api.h"
-#include "manifests.h"
+#include "tend/api.h"
+#include "manifest-dir.h"
 
 static bool stop_pods_on_exit; /* --stop-pods-on-exit */
 
@@ -210,7 +210,7 @@ static int parse_args(int argc, char **argv, args *a) {
 static uv_loop_t *loop;
 static agent_loop *al;
 static api_server *api;
-static manifests *mf;
+static manifest_dir *mf;
 static uv_signal_t sighup;
 static bool stopping;
 static uv_timer_t tick;  /* sd_notify WATCHDOG=1 and STATUS= */
@@ -236,7 +236,7 @@ static void on_tick(uv_timer_t *t) {
 }
 
 static void finish(void) {
-        manifests_close(mf);
+        manifest_dir_close(mf);
         mf = NULL;
         api_server_close(api);
         api = NULL;
@@ -252,7 +252,7 @@ static void finish(void) {
 static void on_sighup(uv_signal_t *h, int sig) {
         if (mf) {
                 log_info("Received SIGHUP; reading the manifests again.");
-                manifests_sync(mf);
+                manifest_dir_sync(mf);
         } else
                 log_info("Received SIGHUP; no --manifests to read.");
 }
@@ -290,7 +290,7 @@ static void on_signal(uv_signal_t *h, int sig) {
         /* The API goes first (nothing new is asked of us), then every pod
          * is stopped with its grace period, none replaced. */
         log_info("Received %s; stopping every pod, then exiting.", strsignal(sig));
-        manifests_close(mf);
+        manifest_dir_close(mf);
         mf = NULL;
         api_server_close(api);
         api = NULL;
@@ -366,7 +366,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         r = api_server_new(&(api_config){ .loop = loop,
-                                          .agent = al,
+                                          .agent = agent_loop_agent(al),
                                           .state_dir = state_dir,
                                           .socket_path = socket,
                                           .has_group = a.socket_group != NULL,
@@ -402,7 +402,7 @@ int main(int argc, char **argv) {
         log_info("tendd %s: state in %s, API on %s%s%s", TEND_VERSION, state_dir, socket,
                  a.listen ? " and " : "", a.listen ?: "");
         if (a.manifests) {
-                r = manifests_new(loop, al, a.manifests, a.resync, &mf, &err);
+                r = manifest_dir_new(loop, al, a.manifests, a.resync, &mf, &err);
                 if (r < 0) {
                         log_error("%s", err ?: strerror(-r));
                         finish();

@@ -3,7 +3,7 @@
 
 /* The agent on a libuv loop with the real runtime (what tendd runs). */
 
-#include "agent.h"
+#include "tend/agent.h"
 
 typedef struct agent_loop agent_loop;
 

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "agent-loop.h"
-#include "agent-internal.h"
+#include "backend-rt.h"
 
 struct agent_loop {
         uv_loop_t *loop;
@@ -213,7 +213,7 @@ void agent_loop_close(agent_loop *l) {
         l->closing = true;
         /* Pending writes are committed; pods are detached, not stopped: the
          * next tendd adopts them. */
-        (void) store_commit(l->store, true);
+        (void) agent_shutdown(l->agent);
         l->agent = agent_free(l->agent);
         rt_manager_close(l->rt);
         l->store = store_close(l->store);

@@ -8,13 +8,15 @@
  * optional loopback TCP listener that wants a bearer token.
  */
 
-#include "agent-loop.h"
+#include <uv.h>
+
+#include "tend/agent.h"
 
 typedef struct api_server api_server;
 
 typedef struct api_config {
         uv_loop_t *loop;
-        agent_loop *agent;
+        agent *agent;            /* borrowed; its store is the API's */
         const char *state_dir;   /* pod logs */
         const char *socket_path; /* created 0660; its directory too if missing */
         bool has_group;          /* members of group may connect too */

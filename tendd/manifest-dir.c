@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 
-/* tendd --manifests DIR (see manifests.h). */
+/* tendd --manifests DIR (see manifest-dir.h). */
 
 #include <dirent.h>
 #include <limits.h>
@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "agent-internal.h"
-#include "manifests.h"
+#include "agent-loop.h"
+#include "manifest-dir.h"
 
 #define DEBOUNCE_MS 200 /* editors write, rename and touch: one sync for all */
 
-struct manifests {
+struct manifest_dir {
         uv_loop_t *loop;
         agent_loop *al;
         /* Absolute, its parents resolved, itself not: a symlink swapped to
@@ -72,7 +72,7 @@ static int list_files(const char *dir, char ***ret) {
 }
 
 /* Is this deployment one of the directory's? */
-static const char *source_in(const manifests *m, const spec_deployment *d) {
+static const char *source_in(const manifest_dir *m, const spec_deployment *d) {
         const char *src = spec_map_get(&d->metadata.annotations, AGENT_ANN_SOURCE);
         const char *rest = src ? startswith(src, m->dir) : NULL;
 
@@ -82,7 +82,7 @@ static const char *source_in(const manifests *m, const spec_deployment *d) {
 /* An invalid file: say so once per distinct set of errors (a resync every
  * 30 s must not repeat it), in the log and as a Warning event on what the
  * file declared before (or, if nothing, on a name after the file). */
-static void report(manifests *m, const char *file, const spec_errors *errs) {
+static void report(manifest_dir *m, const char *file, const spec_errors *errs) {
         agent *a = agent_loop_agent(m->al);
         _cleanup_buf_ tend_buf text = TEND_BUF_INIT(1 << 20);
         _cleanup_free_ char *first = NULL;
@@ -115,9 +115,12 @@ static void report(manifests *m, const char *file, const spec_errors *errs) {
                 if (!streq_ptr(source_in(m, d), file))
                         continue;
                 hits++;
-                (void) agent__event(a, STORE_DEPLOYMENT, &d->metadata, "Warning", "InvalidManifest",
-                                    "%s%s; the last good version keeps running", strna(first),
-                                    errs->n > 1 ? " (and more: see tendd's log)" : "");
+                _cleanup_free_ char *msg = strprintf(
+                        "%s%s; the last good version keeps running", strna(first),
+                        errs->n > 1 ? " (and more: see tendd's log)" : "");
+                if (msg)
+                        (void) agent_record_event(a, STORE_DEPLOYMENT, &d->metadata, "Warning",
+                                                  "InvalidManifest", msg);
         }
         if (hits == 0) {
                 const char *base = strrchr(file, '/');
@@ -125,11 +128,13 @@ static void report(manifests *m, const char *file, const spec_errors *errs) {
                 spec_meta meta = { .namespace = (char *) "default", .name = name };
                 if (name)
                         name[strcspn(name, ".")] = 0;
-                (void) agent__event(a, STORE_DEPLOYMENT, &meta, "Warning", "InvalidManifest",
-                                    "%s%s; nothing applied", strna(first),
-                                    errs->n > 1 ? " (and more: see tendd's log)" : "");
+                _cleanup_free_ char *msg = strprintf("%s%s; nothing applied", strna(first),
+                                                     errs->n > 1 ? " (and more: see tendd's log)"
+                                                                 : "");
+                if (msg)
+                        (void) agent_record_event(a, STORE_DEPLOYMENT, &meta, "Warning",
+                                                  "InvalidManifest", msg);
         }
-        (void) store_commit(agent_loop_store(m->al), false);
 }
 
 /* A file read and checked, not applied yet. */
@@ -176,7 +181,7 @@ static void parse_file(parsed *p) {
  * from, while that file is there and has not dropped it — an invalid or
  * empty file has not, it is being written — else the first by name. So a
  * second file declaring it never takes it over by a moment's accident. */
-static tend_hashmap *owners(manifests *m, parsed *ps, size_t n) {
+static tend_hashmap *owners(manifest_dir *m, parsed *ps, size_t n) {
         _cleanup_(tend_hashmap_freep) tend_hashmap *own = tend_hashmap_new();
         const void *const *items;
         size_t k;
@@ -214,7 +219,7 @@ static tend_hashmap *owners(manifests *m, parsed *ps, size_t n) {
 
 /* One file, all or nothing. Adds the "namespace/name" of what it declares
  * to *declared; returns -EINVAL if it is not applied. */
-static int apply_file(manifests *m, parsed *p, tend_hashmap *own, char ***declared) {
+static int apply_file(manifest_dir *m, parsed *p, tend_hashmap *own, char ***declared) {
         agent *a = agent_loop_agent(m->al);
         _cleanup_free_ spec_deployment **ds = NULL;
         _cleanup_free_ agent_apply_result *res = NULL;
@@ -270,7 +275,7 @@ static void on_fs_event(uv_fs_event_t *h, const char *name, int events, int stat
 /* The directory a watch follows is the one the path names now: after a
  * symlink swap, or the directory removed and made again, the watch moves
  * to the new one. */
-static void rearm_watch(manifests *m) {
+static void rearm_watch(manifest_dir *m) {
         struct stat st;
         int r;
 
@@ -294,7 +299,7 @@ static void rearm_watch(manifests *m) {
         m->watched_ino = st.st_ino;
 }
 
-void manifests_sync(manifests *m) {
+void manifest_dir_sync(manifest_dir *m) {
         agent *a = agent_loop_agent(m->al);
         _cleanup_strv_free_ char **files = NULL, **declared = NULL, **invalid = NULL,
                                  **doomed = NULL;
@@ -364,11 +369,11 @@ void manifests_sync(manifests *m) {
 }
 
 static void on_debounce(uv_timer_t *t) {
-        manifests_sync(t->data);
+        manifest_dir_sync(t->data);
 }
 
 static void on_fs_event(uv_fs_event_t *h, const char *name, int events, int status) {
-        manifests *m = h->data;
+        manifest_dir *m = h->data;
 
         if (status < 0) {
                 /* The watch is gone with its directory: the next sync
@@ -383,7 +388,7 @@ static void on_fs_event(uv_fs_event_t *h, const char *name, int events, int stat
 /* In the parent, only the directory's own name matters (created, renamed
  * over, a symlink replaced). */
 static void on_parent_event(uv_fs_event_t *h, const char *name, int events, int status) {
-        manifests *m = h->data;
+        manifest_dir *m = h->data;
 
         if (status >= 0 && name && !streq(name, m->base))
                 return;
@@ -398,7 +403,7 @@ static void on_parent_event(uv_fs_event_t *h, const char *name, int events, int 
 }
 
 static void on_resync(uv_timer_t *t) {
-        manifests_sync(t->data);
+        manifest_dir_sync(t->data);
 }
 
 /* dir made absolute with its parents resolved, the last part kept as it
@@ -430,10 +435,10 @@ static int absolute_dir(const char *dir, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
-int manifests_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resync, manifests **ret,
-                  char **ret_error) {
+int manifest_dir_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resync,
+                     manifest_dir **ret, char **ret_error) {
         _cleanup_free_ char *absdir = NULL, *parent = NULL;
-        manifests *m;
+        manifest_dir *m;
         struct stat st;
         int r;
 
@@ -448,7 +453,7 @@ int manifests_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resyn
                 *ret_error = strprintf("--manifests %s: not a directory", dir);
                 return -ENOTDIR;
         }
-        m = new0(manifests, 1);
+        m = new0(manifest_dir, 1);
         if (!m)
                 return -ENOMEM;
         m->loop = loop;
@@ -475,7 +480,7 @@ int manifests_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resyn
         rearm_watch(m);
         if (!m->watching) {
                 *ret_error = strprintf("--manifests %s: cannot watch it", dir);
-                manifests_close(m);
+                manifest_dir_close(m);
                 return -EIO;
         }
         r = uv_fs_event_start(&m->parent_watch, on_parent_event, parent, 0);
@@ -487,13 +492,13 @@ int manifests_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resyn
         uv_timer_start(&m->resync, on_resync, resync / USEC_PER_MSEC, resync / USEC_PER_MSEC);
         uv_unref((uv_handle_t *) &m->resync);
         log_info("manifests: applying %s, and again whenever it changes", m->dir);
-        manifests_sync(m);
+        manifest_dir_sync(m);
         *ret = m;
         return 0;
 }
 
 static void on_closed(uv_handle_t *h) {
-        manifests *m = h->data;
+        manifest_dir *m = h->data;
         const char *k;
         void *v;
 
@@ -506,7 +511,7 @@ static void on_closed(uv_handle_t *h) {
         free(m);
 }
 
-void manifests_close(manifests *m) {
+void manifest_dir_close(manifest_dir *m) {
         if (!m || m->closing)
                 return;
         m->closing = true;
