@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Private to the API (api/): what its files share. Each file holds one
+ * concern (server.c, http.c, route.c, selectors.c, objects.c, watch.c,
+ * logs.c, metrics.c; patch.c for PATCH bodies); the prefix api__ marks what
+ * one file offers another.
+ *
+ * Streams (watch, log -f) use MHD's content-reader callbacks: when there is
+ * nothing to send the connection is suspended, and resumed when something
+ * arrives. Suspended connections do not notice a peer going away, so idle
+ * watches get a newline every heartbeat (JSON decoders skip whitespace), and
+ * every second the socket of each suspended stream is peeked at: a client
+ * that hung up is let go within a second.
+ */
+
+#include <microhttpd.h>
+
+#include "tend/api.h"
+
+#define MAX_WATCH_BUFFER (8u << 20) /* a slower watcher is cut off */
+#define CHANGE_RING 1000            /* changes kept for ?resourceVersion= resumes */
+
+typedef struct slot {
+        struct MHD_Daemon *d;
+        uv_poll_t poll;
+        uv_timer_t timer;
+        struct api_server *s;
+        bool tcp;
+        int fd;
+} slot;
+
+typedef struct change {
+        uint64_t rv;
+        store_kind kind;
+        char *line; /* {"type":..., "object":...}\n — parsed again only to filter a
+                     * resumed watch (a tree per change would cost ~10 kB each) */
+} change;
+
+typedef struct watch watch;
+typedef struct follower follower;
+
+struct api_server {
+        uv_loop_t *loop;
+        agent *agent;
+        store *store;
+        char *state_dir;
+        char *socket_path;
+        bool has_group;
+        gid_t group;
+        char *token;
+        size_t max_body;
+        usec_t heartbeat_interval;
+        usec_t idle_timeout;
+        slot slots[2];
+        size_t n_slots;
+        unsigned open_handles;
+        bool closing;
+
+        change ring[CHANGE_RING];
+        size_t ring_head, ring_n;
+
+        watch *watches;
+        follower *followers;
+        uv_timer_t heartbeat;
+        uv_timer_t follow_timer;
+
+        /* requests by status code */
+        unsigned codes[16];
+        uint64_t code_counts[16];
+};
+
+typedef struct req {
+        api_server *s;
+        slot *slot;
+        struct MHD_Connection *conn; /* NULL: answered in memory */
+        const api_request *direct;   /* what is asked, then */
+        unsigned direct_code;        /* and the answer */
+        char *direct_body;
+        tend_buf body;
+        bool too_large;
+        unsigned deny; /* 0, 401 or 403 */
+        char *deny_message;
+        char *warning; /* a Warning: header for the answer (kubectl prints it) */
+} req;
+
+typedef struct resource {
+        const char *prefix;    /* "api/v1" or "apis/apps/v1" */
+        const char *plural;    /* "pods" */
+        const char *qualified; /* "pods", "deployments.apps" (for messages) */
+        store_kind kind;
+        const char *list_kind;
+        const char *api_version;
+} resource;
+
+typedef struct filter {
+        char *ns;
+        spec_selector *labels; /* NULL: everything */
+        /* field selectors: path=value (or != with negate) */
+        struct {
+                char *path;
+                char *value;
+                bool negate;
+        } fields[8];
+        size_t n_fields;
+} filter;
+
+typedef struct list_ref {
+        const char *ns, *name;
+        const void *obj;
+} list_ref;
+
+/* server.c: MHD on the loop, listeners, authorisation, setup and teardown */
+void api__authorize(req *r);
+void api__kick(slot *sl);
+
+/* http.c: requests and answers (query and headers, bodies, patches, Status and causes) */
+json_t *api__apply_patch(req *r, json_t *cur, enum MHD_Result *ret);
+const char *api__arg(req *r, const char *name);
+bool api__arg_true(req *r, const char *name);
+int api__body_docs(req *r, enum MHD_Result *ret, spec_docs *docs);
+json_t *api__body_json(req *r, enum MHD_Result *ret);
+json_t *api__body_object(req *r, enum MHD_Result *ret);
+json_t *api__cause_json(const spec_error *e);
+spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const char *name,
+                                        enum MHD_Result *ret);
+const char *api__header(req *r, const char *name);
+enum MHD_Result api__queue(req *r, unsigned code, const char *type, char *body /* takes */);
+void api__req_free(req *r);
+enum MHD_Result api__send_invalid(req *r, const char *qualified, const char *kind, const char *name,
+                                  const spec_errors *errs);
+enum MHD_Result api__send_json(req *r, unsigned code, json_t *j);
+enum MHD_Result api__send_status(req *r, unsigned code, const char *reason, const char *fmt, ...)
+        _printf_(4, 5);
+json_t *api__status_json(unsigned code, const char *reason, const char *message, json_t *details);
+enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_code);
+
+/* route.c: the resources, routing and discovery */
+const resource *api__resource(store_kind kind);
+json_t *api__encode_obj(store_kind k, const void *obj);
+enum MHD_Result api__not_found(req *r, const resource *res, const char *name);
+void api__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                       enum MHD_RequestTerminationCode toe);
+enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                const char *method, const char *version, const char *upload,
+                                size_t *upload_size, void **con_cls);
+enum MHD_Result api__send_oom(req *r);
+
+/* selectors.c: label and field selectors */
+void api__filter_done(filter *f);
+bool api__filter_match(const filter *f, json_t *obj);
+int api__filter_parse(req *r, const char *ns, filter *f, char **ret_error);
+const char *api__json_field(json_t *j, const char *path);
+
+/* objects.c: the object handlers (list, get, create, replace, patch, delete,
+ * scale, rollback) and the all-or-nothing apply */
+enum MHD_Result api__handle_apply(req *r);
+enum MHD_Result api__handle_collection(req *r, const resource *res, const char *ns,
+                                       const char *method);
+enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, const char *name,
+                                   const char *sub, const char *method);
+list_ref *api__sorted_refs(api_server *s, const resource *res, size_t *ret_n);
+void api__warn_file_owned(req *r, const char *ns, const char *name);
+
+/* watch.c: watch streams and the change ring */
+bool api__client_gone(struct MHD_Connection *c);
+void api__on_heartbeat(uv_timer_t *t);
+void api__on_store_change(store_kind kind, store_change change_type, const void *obj, void *u);
+enum MHD_Result api__start_watch(req *r, const resource *res, filter *f);
+/* Ends every watch stream (tendd stops). */
+void api__watches_end(api_server *s);
+
+/* logs.c: pod logs, with follow */
+enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name);
+/* Ends every log stream (tendd stops). */
+void api__followers_end(api_server *s);
+void api__on_follow_timer(uv_timer_t *t);
+
+/* metrics.c: /metrics */
+void api__count_code(api_server *s, unsigned code);
+enum MHD_Result api__handle_metrics(req *r);

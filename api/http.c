@@ -1,0 +1,371 @@
+/* SPDX-License-Identifier: MIT */
+
+/* The HTTP API (tend/api.h): requests and answers: query and headers, bodies, patches, Status and
+ * causes. */
+
+#include "api-internal.h"
+#include "patch.h"
+
+/* ---- requests ------------------------------------------------------------------------------ */
+
+void api__req_free(req *r) {
+        if (!r)
+                return;
+        tend_buf_free(&r->body);
+        free(r->direct_body);
+        free(r->deny_message);
+        free(r->warning);
+        free(r);
+}
+
+/* In a key, value, ..., NULL list: the first value of key (headers: any
+ * case). */
+static const char *lookup(const char *const *kv, const char *key, bool any_case) {
+        for (; kv && kv[0] && kv[1]; kv += 2)
+                if (any_case ? strcasecmp(kv[0], key) == 0 : streq(kv[0], key))
+                        return kv[1];
+        return NULL;
+}
+
+const char *api__arg(req *r, const char *name) {
+        if (r->direct)
+                return lookup(r->direct->args, name, false);
+        return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *api__header(req *r, const char *name) {
+        if (r->direct)
+                return lookup(r->direct->headers, name, true);
+        return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+bool api__arg_true(req *r, const char *name) {
+        const char *v = api__arg(r, name);
+        return v && (streq(v, "true") || streq(v, "1") || streq(v, ""));
+}
+
+/* ---- responses ------------------------------------------------------------------------------ */
+
+enum MHD_Result api__queue(req *r, unsigned code, const char *type, char *body /* takes */) {
+        struct MHD_Response *resp;
+        enum MHD_Result ret;
+        size_t n = body ? strlen(body) : 0;
+
+        if (r->direct) {
+                api__count_code(r->s, code);
+                r->direct_code = code;
+                free(r->direct_body);
+                r->direct_body = body;
+                return MHD_YES;
+        }
+        resp = MHD_create_response_from_buffer(
+                n, body ?: (char *) "", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (!resp) {
+                free(body);
+                return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+        if (r->warning && code < 300)
+                MHD_add_response_header(resp, "Warning", r->warning);
+        api__count_code(r->s, code);
+        ret = MHD_queue_response(r->conn, code, resp);
+        MHD_destroy_response(resp);
+        return ret;
+}
+
+enum MHD_Result api__send_json(req *r, unsigned code, json_t *j) {
+        char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        if (!body)
+                return api__queue(r, 500, "text/plain", strdup("out of memory\n"));
+        /* a newline, like kube-apiserver, so `curl` output ends cleanly */
+        char *nl = strprintf("%s\n", body);
+        free(body);
+        return api__queue(r, code, "application/json", nl);
+}
+
+static const char *reason_of(unsigned code) {
+        switch (code) {
+        case 400:
+                return "BadRequest";
+        case 401:
+                return "Unauthorized";
+        case 403:
+                return "Forbidden";
+        case 404:
+                return "NotFound";
+        case 405:
+                return "MethodNotAllowed";
+        case 409:
+                return "Conflict";
+        case 410:
+                return "Expired";
+        case 413:
+                return "RequestEntityTooLarge";
+        case 415:
+                return "UnsupportedMediaType";
+        case 422:
+                return "Invalid";
+        case 500:
+                return "InternalError";
+        default:
+                return "";
+        }
+}
+
+/* A Kubernetes Status object. The message may quote what a client sent:
+ * bytes that are not UTF-8 are written \xNN, so that it is still JSON. */
+json_t *api__status_json(unsigned code, const char *reason, const char *message, json_t *details) {
+        _cleanup_free_ char *clean = utf8_escape_invalid(strempty(message));
+        json_t *j = clean ? json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",
+                                      "apiVersion", "v1", "metadata", "status",
+                                      code < 400 ? "Success" : "Failure", "message", clean,
+                                      "reason", reason ?: reason_of(code), "code", (int) code)
+                          : NULL;
+        if (j && details)
+                json_object_set_new(j, "details", details);
+        else
+                json_decref(details);
+        return j;
+}
+
+enum MHD_Result api__send_status(req *r, unsigned code, const char *reason, const char *fmt, ...) {
+        _cleanup_free_ char *msg = NULL;
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(&msg, fmt, ap) < 0)
+                msg = NULL;
+        va_end(ap);
+        return api__send_json(r, code, api__status_json(code, reason, msg, NULL));
+}
+
+/* ---- bodies -------------------------------------------------------------------------------- */
+
+/* The request body as one JSON/YAML object; errors answered. */
+/* The body's documents; a List is expanded into its items. */
+int api__body_docs(req *r, enum MHD_Result *ret, spec_docs *docs) {
+        spec_errors errs = {};
+
+        if (r->body.len == 0) {
+                *ret = api__send_status(r, 400, "BadRequest", "the request needs a body");
+                return -1;
+        }
+        if (spec_parse("request", tend_buf_str(&r->body), r->body.len, &errs, docs) < 0) {
+                _cleanup_free_ char *msg = errs.n ? spec_error_format(&errs.items[0]) : NULL;
+                *ret = api__send_status(r, 400, "BadRequest", "%s", msg ?: "cannot parse the body");
+                spec_errors_done(&errs);
+                return -1;
+        }
+        return 0;
+}
+
+json_t *api__body_object(req *r, enum MHD_Result *ret) {
+        spec_docs docs = {};
+        json_t *j;
+
+        if (api__body_docs(r, ret, &docs) < 0)
+                return NULL;
+        if (docs.n != 1) {
+                *ret = api__send_status(r, 400, "BadRequest",
+                                        "the body must hold exactly one object");
+                spec_docs_done(&docs);
+                return NULL;
+        }
+        j = json_incref(docs.items[0].root);
+        spec_docs_done(&docs);
+        return j;
+}
+
+/* A JSON body as it is (a JSON patch is an array, not an object; DeleteOptions),
+ * within the limits of a manifest. */
+json_t *api__body_json(req *r, enum MHD_Result *ret) {
+        _cleanup_free_ char *problem = NULL;
+        json_error_t e;
+        json_t *j;
+
+        if (r->body.len == 0) {
+                *ret = api__send_status(r, 400, "BadRequest", "the request needs a body");
+                return NULL;
+        }
+        j = json_loadb(tend_buf_str(&r->body), r->body.len, JSON_REJECT_DUPLICATES, &e);
+        if (!j) {
+                *ret = api__send_status(r, 400, "BadRequest", "request:%d:%d: %s", e.line, e.column,
+                                        e.text);
+                return NULL;
+        }
+        if (spec_json_check_limits(j, &problem) < 0) {
+                json_decref(j);
+                *ret = problem ? api__send_status(r, 400, "BadRequest", "request: %s", problem)
+                               : api__send_oom(r);
+                return NULL;
+        }
+        return j;
+}
+
+/* The PATCH body applied to a copy of cur, as its Content-Type says:
+ * the patched document, or NULL with the error answered. */
+json_t *api__apply_patch(req *r, json_t *cur, enum MHD_Result *ret) {
+        const char *type = api__header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+        _cleanup_(json_decrefp) json_t *body = NULL;
+        _cleanup_free_ char *err = NULL;
+        json_t *patched;
+
+        if (!type || (!startswith(type, "application/json-patch+json") &&
+                      !startswith(type, "application/merge-patch+json") &&
+                      !startswith(type, "application/strategic-merge-patch+json"))) {
+                *ret = api__send_status(r, 415, NULL,
+                                        "the PATCH body must be application/merge-patch+json, "
+                                        "application/strategic-merge-patch+json (taken as a "
+                                        "merge patch) or application/json-patch+json");
+                return NULL;
+        }
+        body = api__body_json(r, ret);
+        if (!body)
+                return NULL;
+        if (startswith(type, "application/json-patch+json"))
+                patched = patch_json(cur, body, &err);
+        else if (!json_is_object(body)) {
+                *ret = api__send_status(
+                        r, 400, "BadRequest",
+                        "a merge patch must be a JSON object (the fields to change); "
+                        "a list of operations is application/json-patch+json");
+                return NULL;
+        } else
+                /* strategic merge patches are taken as merge patches: lists are
+                 * replaced, not merged by key */
+                patched = patch_merge(cur, body, &err);
+        if (!patched)
+                *ret = err ? api__send_status(r, 422, "Invalid", "%s", err) : api__send_oom(r);
+        return patched;
+}
+
+/* A StatusCause: the reason from the message's kind, as Kubernetes'
+ * field.ErrorType names them. */
+json_t *api__cause_json(const spec_error *e) {
+        static const struct {
+                const char *prefix, *reason;
+        } kinds[] = {
+                { "Required value", "FieldValueRequired" },
+                { "Forbidden", "FieldValueForbidden" },
+                { "Unsupported value", "FieldValueNotSupported" },
+                { "Duplicate value", "FieldValueDuplicate" },
+                { "Too long", "FieldValueTooLong" },
+                { "Too many", "FieldValueTooMany" },
+        };
+        const char *reason = "FieldValueInvalid";
+
+        for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
+                if (startswith(e->message, kinds[i].prefix))
+                        reason = kinds[i].reason;
+        return json_pack("{s:s, s:s, s:s}", "reason", reason, "message", e->message, "field",
+                         strempty(e->field));
+}
+
+/* 422 with every field error as a cause. */
+enum MHD_Result api__send_invalid(req *r, const char *qualified, const char *kind, const char *name,
+                                  const spec_errors *errs) {
+        _cleanup_buf_ tend_buf msg = TEND_BUF_INIT(1 << 20);
+        json_t *causes = json_array(), *details;
+
+        (void) tend_buf_addf(&msg, "%s \"%s\" is invalid: ", kind, strempty(name));
+        for (size_t i = 0; i < errs->n; i++) {
+                const spec_error *e = &errs->items[i];
+                char *one = e->field ? strprintf("%s: %s", e->field, e->message)
+                                     : strdup(e->message);
+                (void) tend_buf_addf(&msg, "%s%s", i ? ", " : "", strna(one));
+                free(one);
+                json_array_append_new(causes, api__cause_json(e));
+        }
+        details = json_pack("{s:s, s:s, s:o}", "name", strempty(name), "kind", qualified, "causes",
+                            causes);
+        return api__send_json(r, 422,
+                              api__status_json(422, "Invalid", tend_buf_str(&msg), details));
+}
+
+/* Decodes, defaults and validates a Deployment from JSON. */
+spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const char *name,
+                                        enum MHD_Result *ret) {
+        spec_errors errs = {};
+        spec_deployment *d = NULL;
+        const char *kind = json_string_value(json_object_get(j, "kind"));
+        const char *jname = api__json_field(j, "metadata.name");
+        const char *jns = api__json_field(j, "metadata.namespace");
+
+        if (!streq_ptr(kind, "Deployment")) {
+                *ret = api__send_status(r, 400, "BadRequest",
+                                        "the object is a %s, not a Deployment",
+                                        kind ? kind : "thing without a kind");
+                return NULL;
+        }
+        if (jns && ns && !streq(jns, ns)) {
+                *ret = api__send_status(
+                        r, 400, "BadRequest",
+                        "the namespace of the object (%s) does not match the namespace "
+                        "on the request (%s)",
+                        jns, ns);
+                return NULL;
+        }
+        if (name && jname && !streq(name, jname)) {
+                *ret = api__send_status(
+                        r, 400, "BadRequest",
+                        "the name of the object (%s) does not match the name on the URL "
+                        "(%s)",
+                        jname, name);
+                return NULL;
+        }
+        if (spec_decode_new(&spec_type_deployment, j, &errs, (void **) &d) < 0) {
+                *ret = api__send_invalid(r, "deployments.apps", "Deployment", jname ?: name, &errs);
+                spec_errors_done(&errs);
+                return NULL;
+        }
+        if (!d->metadata.namespace && ns)
+                d->metadata.namespace = strdup(ns);
+        if (!d->metadata.name && name)
+                d->metadata.name = strdup(name);
+        spec_deployment_default(d);
+        if (spec_deployment_validate(d, &errs) < 0) {
+                *ret = api__send_invalid(r, "deployments.apps", "Deployment", d->metadata.name,
+                                         &errs);
+                spec_errors_done(&errs);
+                spec_deployment_free(d);
+                return NULL;
+        }
+        return d;
+}
+
+/* Writes through agent_apply(); answers with the stored object — or, for
+ * dryRun=All, with the object as it would be stored (what kubectl diff
+ * compares), after the same checks. */
+enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_code) {
+        api_server *s = r->s;
+        spec_errors errs = {};
+        agent_apply_result res;
+        spec_deployment *preview = NULL;
+        json_t *answer = NULL;
+        enum MHD_Result ret;
+        bool dry_run = streq_ptr(api__arg(r, "dryRun"), "All");
+        int rr;
+
+        rr = dry_run ? agent_apply_preview(s->agent, d, AGENT_APPLY_REPLACE, &errs, &preview)
+                     : agent_apply_ex(s->agent, &d, 1, &errs, &res, AGENT_APPLY_REPLACE);
+        if (rr == -EINVAL)
+                ret = api__send_invalid(r, "deployments.apps", "Deployment", d->metadata.name,
+                                        &errs);
+        else if (rr < 0)
+                ret = api__send_status(r, 500, NULL, "writing to the store: %s", strerror(-rr));
+        else {
+                if (!dry_run)
+                        agent_kick(s->agent);
+                const spec_deployment *o = dry_run ? preview
+                                                   : store_get(s->store, STORE_DEPLOYMENT,
+                                                               d->metadata.namespace,
+                                                               d->metadata.name);
+                answer = o ? api__encode_obj(STORE_DEPLOYMENT, o) : json_object();
+                ret = api__send_json(r, ok_code, answer);
+        }
+        spec_errors_done(&errs);
+        spec_deployment_free(preview);
+        spec_deployment_free(d);
+        return ret;
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+
+/* The HTTP API (tend/api.h): /metrics. */
+
+#include <inttypes.h>
+
+#include "api-internal.h"
+
+/* ---- metrics of the API itself -------------------------------------------------------- */
+
+void api__count_code(api_server *s, unsigned code) {
+        for (size_t i = 0; i < ELEMENTSOF(s->codes); i++) {
+                if (s->codes[i] == code || s->codes[i] == 0) {
+                        s->codes[i] = code;
+                        s->code_counts[i]++;
+                        return;
+                }
+        }
+}
+
+/* ---- metrics --------------------------------------------------------------------------------- */
+
+static void histogram_text(tend_buf *b, const char *name, const char *help,
+                           const tend_histogram *h) {
+        (void) tend_buf_addf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+        for (size_t i = 0; i < TEND_HISTOGRAM_BUCKETS; i++)
+                (void) tend_buf_addf(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name,
+                                     tend_histogram_bounds[i], h->buckets[i]);
+        (void) tend_buf_addf(
+                b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %.6f\n%s_count %" PRIu64 "\n", name,
+                h->count, name, h->sum, name, h->count);
+}
+
+enum MHD_Result api__handle_metrics(req *r) {
+        api_server *s = r->s;
+        const agent_metrics *m = agent_get_metrics(s->agent);
+        tend_buf b = TEND_BUF_INIT(1 << 20);
+        const void *const *items;
+        size_t n = store_list(s->store, STORE_POD, &items);
+        uint64_t phases[_SPEC_POD_PHASE_MAX] = {};
+
+        for (size_t i = 0; i < n; i++) {
+                int ph = ((const spec_pod *) items[i])->status.phase;
+                if (ph >= 0 && ph < _SPEC_POD_PHASE_MAX)
+                        phases[ph]++;
+        }
+        (void) tend_buf_adds(&b, "# HELP tend_pods Pods by phase.\n# TYPE tend_pods gauge\n");
+        for (int i = 0; i < _SPEC_POD_PHASE_MAX; i++)
+                (void) tend_buf_addf(&b, "tend_pods{phase=\"%s\"} %" PRIu64 "\n",
+                                     spec_pod_phase_to_string(i), phases[i]);
+        (void) tend_buf_addf(
+                &b,
+                "# HELP tend_pod_starts_total Pod processes started.\n"
+                "# TYPE tend_pod_starts_total counter\ntend_pod_starts_total %" PRIu64 "\n"
+                "# HELP tend_pod_start_errors_total Pods that could not be started.\n"
+                "# TYPE tend_pod_start_errors_total counter\n"
+                "tend_pod_start_errors_total %" PRIu64 "\n"
+                "# HELP tend_pods_lost_total Pods whose process went away, by reason.\n"
+                "# TYPE tend_pods_lost_total counter\n"
+                "tend_pods_lost_total{reason=\"exit\"} %" PRIu64 "\n"
+                "tend_pods_lost_total{reason=\"signal\"} %" PRIu64 "\n"
+                "tend_pods_lost_total{reason=\"liveness\"} %" PRIu64 "\n"
+                "tend_pods_lost_total{reason=\"unknown\"} %" PRIu64 "\n"
+                "# HELP tend_crashloop_backoffs_total Replacements delayed by the "
+                "crash-loop back-off.\n"
+                "# TYPE tend_crashloop_backoffs_total counter\n"
+                "tend_crashloop_backoffs_total %" PRIu64 "\n"
+                "# HELP tend_rollouts_total Rollouts by outcome.\n"
+                "# TYPE tend_rollouts_total counter\n"
+                "tend_rollouts_total{event=\"started\"} %" PRIu64 "\n"
+                "tend_rollouts_total{event=\"completed\"} %" PRIu64 "\n"
+                "tend_rollouts_total{event=\"failed\"} %" PRIu64 "\n",
+                m->pod_starts, m->pod_start_errors, m->lost_exit, m->lost_signal, m->lost_liveness,
+                m->lost_unknown, m->backoffs, m->rollouts_started, m->rollouts_completed,
+                m->rollouts_failed);
+        histogram_text(&b, "tend_reconcile_pass_duration_seconds", "Duration of a controller pass.",
+                       &m->pass_duration);
+        histogram_text(&b, "tend_store_commit_duration_seconds", "Duration of a store commit.",
+                       store_commit_histogram(s->store));
+        (void) tend_buf_adds(&b, "# HELP tend_respawn_phase_seconds Where a replacement's time "
+                                 "goes, from its predecessor's exit to its exec, by phase: queue "
+                                 "(exit noticed to pass), pass (the controllers), spawn.\n"
+                                 "# TYPE tend_respawn_phase_seconds histogram\n");
+        for (int ph = 0; ph < _AGENT_RESPAWN_PHASE_MAX; ph++) {
+                const tend_histogram *h = &m->respawn[ph];
+                const char *name = agent_respawn_phase_names[ph];
+                for (size_t i = 0; i < TEND_HISTOGRAM_BUCKETS; i++)
+                        (void) tend_buf_addf(&b,
+                                             "tend_respawn_phase_seconds_bucket{phase=\"%s\","
+                                             "le=\"%g\"} %" PRIu64 "\n",
+                                             name, tend_histogram_bounds[i], h->buckets[i]);
+                (void) tend_buf_addf(&b,
+                                     "tend_respawn_phase_seconds_bucket{phase=\"%s\",le=\"+Inf\"} "
+                                     "%" PRIu64 "\n"
+                                     "tend_respawn_phase_seconds_sum{phase=\"%s\"} %.6f\n"
+                                     "tend_respawn_phase_seconds_count{phase=\"%s\"} %" PRIu64 "\n",
+                                     name, h->count, name, h->sum, name, h->count);
+        }
+        (void) tend_buf_adds(&b, "# HELP tend_api_requests_total API requests by status code.\n"
+                                 "# TYPE tend_api_requests_total counter\n");
+        for (size_t i = 0; i < ELEMENTSOF(s->codes) && s->codes[i]; i++)
+                (void) tend_buf_addf(&b, "tend_api_requests_total{code=\"%u\"} %" PRIu64 "\n",
+                                     s->codes[i], s->code_counts[i]);
+        return api__queue(r, 200, "text/plain; version=0.0.4", tend_buf_take(&b));
+}

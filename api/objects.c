@@ -1,0 +1,641 @@
+/* SPDX-License-Identifier: MIT */
+
+/* The HTTP API (tend/api.h): the object handlers: list, get, create, replace, patch, delete, scale,
+ * rollback, apply. */
+
+#include <inttypes.h>
+
+#include "api-internal.h"
+#include "patch.h"
+
+/* ---- lists --------------------------------------------------------------------------------- */
+
+static const spec_meta *meta_of(store_kind kind, const void *obj) {
+        switch (kind) {
+        case STORE_DEPLOYMENT:
+                return &((const spec_deployment *) obj)->metadata;
+        case STORE_REPLICA_SET:
+                return &((const spec_replica_set *) obj)->metadata;
+        case STORE_POD:
+                return &((const spec_pod *) obj)->metadata;
+        default:
+                return &((const spec_event *) obj)->metadata;
+        }
+}
+
+static int cmp_refs(const void *a, const void *b) {
+        const list_ref *x = a, *y = b;
+        int c = strcmp(strempty(x->ns), strempty(y->ns));
+        return c ? c : strcmp(strempty(x->name), strempty(y->name));
+}
+
+/* The stored objects of a kind, by namespace and name (new array). */
+list_ref *api__sorted_refs(api_server *s, const resource *res, size_t *ret_n) {
+        const void *const *items;
+        size_t n = store_list(s->store, res->kind, &items);
+        list_ref *refs = new0(list_ref, n ?: 1);
+
+        if (!refs)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                const spec_meta *m = meta_of(res->kind, items[i]);
+                refs[i] = (list_ref){ m->namespace, m->name, items[i] };
+        }
+        qsort(refs, n, sizeof *refs, cmp_refs);
+        *ret_n = n;
+        return refs;
+}
+
+/*
+ * A list's body, item by item: each object is encoded, dumped and freed
+ * before the next, so a list of a thousand pods never exists as one tree
+ * (building and freeing that tree was most of the time a list took, in
+ * malloc's consolidation). The items' texts go between the brackets of
+ * the "items" of the list's own encoding: jansson writes every value.
+ */
+static char *list_body(api_server *s, const resource *res, const filter *f) {
+        size_t n = 0, k = 0;
+        _cleanup_free_ list_ref *refs = api__sorted_refs(s, res, &n);
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT((size_t) 1 << 30);
+        _cleanup_free_ char *head = NULL;
+        json_t *list;
+        char rv[32];
+        size_t cut;
+
+        if (!refs)
+                return NULL;
+        snprintf(rv, sizeof rv, "%" PRIu64, store_resource_version(s->store));
+        list = json_pack("{s:s, s:s, s:{s:s}, s:[]}", "kind", res->list_kind, "apiVersion",
+                         res->api_version, "metadata", "resourceVersion", rv, "items");
+        head = list ? json_dumps(list, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(list);
+        /* ...,"items":[]} — the items go before its last two characters. */
+        if (!head || (cut = strlen(head)) < 3 || !streq(head + cut - 3, "[]}"))
+                return NULL;
+        if (tend_buf_add(&b, head, cut - 2) < 0)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                json_t *j = api__encode_obj(res->kind, refs[i].obj);
+                char *text = j && api__filter_match(f, j) ? json_dumps(j, JSON_COMPACT) : NULL;
+                json_decref(j);
+                if (text &&
+                    (tend_buf_adds(&b, k++ ? "," : "") < 0 || tend_buf_adds(&b, text) < 0)) {
+                        free(text);
+                        return NULL;
+                }
+                free(text);
+        }
+        if (tend_buf_adds(&b, "]}\n") < 0)
+                return NULL;
+        return tend_buf_take(&b);
+}
+
+/* ---- handlers ---------------------------------------------------------------------------- */
+
+enum MHD_Result api__handle_collection(req *r, const resource *res, const char *ns,
+                                       const char *method) {
+        filter f;
+        char *err = NULL;
+        enum MHD_Result ret;
+
+        if (streq(method, "GET")) {
+                int q = api__filter_parse(r, ns, &f, &err);
+                if (q < 0) {
+                        ret = api__send_status(r, 400, "BadRequest", "%s", err ?: "out of memory");
+                        free(err);
+                        api__filter_done(&f);
+                        return ret;
+                }
+                if (api__arg_true(r, "watch"))
+                        return api__start_watch(r, res, &f); /* takes f */
+                char *body = list_body(r->s, res, &f);
+                api__filter_done(&f);
+                if (!body)
+                        return api__send_status(r, 500, NULL, "out of memory");
+                return api__queue(r, 200, "application/json", body);
+        }
+        if (streq(method, "POST")) {
+                json_t *j;
+                spec_deployment *d;
+                if (!ns)
+                        return api__send_status(r, 405, NULL,
+                                                "create in a namespace: POST "
+                                                "/%s/namespaces/NS/%s",
+                                                res->prefix, res->plural);
+                if (res->kind != STORE_DEPLOYMENT)
+                        return api__send_status(
+                                r, 405, NULL, "%s are created by tendd itself; create a Deployment",
+                                res->plural);
+                j = api__body_object(r, &ret);
+                if (!j)
+                        return ret;
+                d = api__decode_deployment(r, j, ns, NULL, &ret);
+                json_decref(j);
+                if (!d)
+                        return ret;
+                if (store_get(r->s->store, STORE_DEPLOYMENT, ns, d->metadata.name)) {
+                        json_t *details = json_pack("{s:s, s:s, s:s}", "name", d->metadata.name,
+                                                    "group", "apps", "kind", "deployments");
+                        _cleanup_free_ char *msg = strprintf(
+                                "deployments.apps \"%s\" already exists", d->metadata.name);
+                        spec_deployment_free(d);
+                        return api__send_json(r, 409,
+                                              api__status_json(409, "AlreadyExists", msg, details));
+                }
+                return api__write_deployment(r, d, 201);
+        }
+        return api__send_status(r, 405, NULL, "%s is not allowed on %s", method, res->plural);
+}
+
+/* The Scale view of a Deployment or ReplicaSet, with the object's uid and
+ * resourceVersion (a PUT of it is conditional on that version). */
+static json_t *scale_json(store_kind kind, const void *obj) {
+        const spec_meta *m;
+        const spec_selector *sel;
+        int32_t spec, status;
+        char rv[32];
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
+
+        if (kind == STORE_DEPLOYMENT) {
+                const spec_deployment *d = obj;
+                m = &d->metadata, spec = d->spec.replicas, status = d->status.replicas;
+                sel = d->spec.selector;
+        } else {
+                const spec_replica_set *rs = obj;
+                m = &rs->metadata, spec = rs->spec.replicas, status = rs->status.replicas;
+                sel = rs->spec.selector;
+        }
+        snprintf(rv, sizeof rv, "%" PRIu64, m->resource_version);
+        for (size_t i = 0; sel && i < sel->match_labels.n; i++)
+                (void) tend_buf_addf(&b, "%s%s=%s", i ? "," : "", sel->match_labels.items[i].key,
+                                     sel->match_labels.items[i].value);
+        return json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:{s:i}, s:{s:i, s:s}}", "kind",
+                         "Scale", "apiVersion", "autoscaling/v1", "metadata", "name", m->name,
+                         "namespace", m->namespace, "uid", strempty(m->uid), "resourceVersion", rv,
+                         "spec", "replicas", spec, "status", "replicas", status, "selector",
+                         tend_buf_str(&b));
+}
+
+static enum MHD_Result send_conflict(req *r, const resource *res, const char *name) {
+        return api__send_status(r, 409, "Conflict",
+                                "Operation cannot be fulfilled on %s \"%s\": the object has been "
+                                "modified; please apply your changes to the latest version and try "
+                                "again",
+                                res->qualified, name);
+}
+
+/* A uid and a resourceVersion a request is conditional on: the uid, on
+ * being about the same object (not one deleted and created again under
+ * its name); the version, on nothing having changed since (optimistic
+ * concurrency). Stated ones (DeleteOptions.preconditions) are reported as
+ * such; those of an object written back, as Kubernetes does, as the
+ * object having been modified. false: answered. */
+static bool preconditions_hold(req *r, const resource *res, const void *obj, const char *uid,
+                               const char *rv, bool stated, enum MHD_Result *ret) {
+        const spec_meta *m = meta_of(res->kind, obj);
+        char now_rv[32];
+
+        snprintf(now_rv, sizeof now_rv, "%" PRIu64, m->resource_version);
+        if (uid && *uid && !streq_ptr(uid, m->uid)) {
+                *ret = api__send_status(r, 409, "Conflict",
+                                        "Operation cannot be fulfilled on %s \"%s\": Precondition "
+                                        "failed: UID in precondition: %s, UID in object meta: %s",
+                                        res->qualified, m->name, uid, strempty(m->uid));
+                return false;
+        }
+        if (rv && *rv && !streq(rv, now_rv)) {
+                *ret = stated ? api__send_status(
+                                        r, 409, "Conflict",
+                                        "Operation cannot be fulfilled on %s \"%s\": "
+                                        "Precondition failed: ResourceVersion in "
+                                        "precondition: %s, ResourceVersion in object meta: %s",
+                                        res->qualified, m->name, rv, now_rv)
+                              : send_conflict(r, res, m->name);
+                return false;
+        }
+        return true;
+}
+
+/* Those of an object written back (PUT, PATCH, a Scale). */
+static bool object_preconditions_hold(req *r, const resource *res, const void *obj, json_t *j,
+                                      enum MHD_Result *ret) {
+        return preconditions_hold(r, res, obj, api__json_field(j, "metadata.uid"),
+                                  api__json_field(j, "metadata.resourceVersion"), false, ret);
+}
+
+static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns, const char *name,
+                                    const char *method) {
+        api_server *s = r->s;
+        const void *obj = store_get(s->store, res->kind, ns, name);
+        enum MHD_Result ret;
+        json_t *cur, *patched = NULL;
+        int64_t want;
+        int rr;
+
+        if (!obj)
+                return api__not_found(r, res, name);
+        cur = scale_json(res->kind, obj);
+        if (streq(method, "GET"))
+                return api__send_json(r, 200, cur);
+        if (!streq(method, "PUT") && !streq(method, "PATCH")) {
+                json_decref(cur);
+                return api__send_status(r, 405, NULL, "%s is not allowed on %s/scale", method,
+                                        res->plural);
+        }
+        patched = streq(method, "PATCH") ? api__apply_patch(r, cur, &ret)
+                                         : api__body_object(r, &ret);
+        json_decref(cur);
+        if (!patched)
+                return ret;
+        /* Conditional on the version it names, as a PUT of the object. */
+        if (!object_preconditions_hold(r, res, obj, patched, &ret)) {
+                json_decref(patched);
+                return ret;
+        }
+        json_t *rj = json_object_get(json_object_get(patched, "spec"), "replicas");
+        if (!json_is_integer(rj) || (want = json_integer_value(rj)) < 0 || want > INT32_MAX) {
+                spec_errors errs = {};
+                _cleanup_free_ char *given = rj ? json_dumps(rj, JSON_ENCODE_ANY) : NULL;
+                if (!rj)
+                        (void) spec_errors_add(&errs, "spec.replicas", "Required value");
+                else
+                        (void) spec_errors_add(&errs, "spec.replicas",
+                                               "Invalid value: %s: must be an integer from 0 to "
+                                               "2147483647",
+                                               strna(given));
+                json_decref(patched);
+                ret = api__send_invalid(r, "autoscaling", "Scale.autoscaling", name, &errs);
+                spec_errors_done(&errs);
+                return ret;
+        }
+        json_decref(patched);
+        rr = res->kind == STORE_DEPLOYMENT
+                     ? agent_scale_deployment(s->agent, ns, name, (int32_t) want)
+                     : agent_scale_replica_set(s->agent, ns, name, (int32_t) want);
+        if (rr < 0)
+                return api__send_status(r, 500, NULL, "scaling: %s", strerror(-rr));
+        agent_kick(s->agent);
+        /* As stored now: the new resourceVersion. */
+        obj = store_get(s->store, res->kind, ns, name);
+        if (!obj)
+                return api__not_found(r, res, name);
+        return api__send_json(r, 200, scale_json(res->kind, obj));
+}
+
+static enum MHD_Result handle_rollback(req *r, const char *ns, const char *name) {
+        api_server *s = r->s;
+        enum MHD_Result ret;
+        json_t *body = r->body.len ? api__body_object(r, &ret) : json_object();
+        json_t *to;
+        int64_t rev = 0, done = 0;
+        char *err = NULL;
+        int rr;
+
+        if (!body)
+                return ret;
+        /* {"toRevision": N} or the old DeploymentRollback {"rollbackTo": {"revision": N}} */
+        to = json_object_get(body, "toRevision");
+        if (!to)
+                to = json_object_get(json_object_get(body, "rollbackTo"), "revision");
+        if (to && !json_is_integer(to)) {
+                json_decref(body);
+                return api__send_status(r, 400, "BadRequest", "toRevision must be an integer");
+        }
+        rev = to ? json_integer_value(to) : 0;
+        json_decref(body);
+        if (!store_get(s->store, STORE_DEPLOYMENT, ns, name))
+                return api__not_found(r, api__resource(STORE_DEPLOYMENT), name);
+        rr = agent_rollback(s->agent, ns, name, rev, &done, &err);
+        if (rr == -EALREADY) {
+                /* kubectl: "deployment.apps/web skipped rollback (...)" */
+                _cleanup_free_ char *msg = strprintf("deployment.apps/%s %s", name, strna(err));
+                ret = api__send_json(
+                        r, 200,
+                        api__status_json(200, "", msg,
+                                         json_pack("{s:I}", "revision", (json_int_t) done)));
+                free(err);
+                return ret;
+        }
+        if (rr < 0) {
+                unsigned code = rr == -EBUSY ? 409 : rr == -ENOENT || rr == -EINVAL ? 400 : 500;
+                ret = api__send_status(r, code, NULL, "%s", err ?: strerror(-rr));
+                free(err);
+                return ret;
+        }
+        agent_kick(s->agent);
+        _cleanup_free_ char *msg = strprintf("deployment.apps/%s rolled back", name);
+        return api__send_json(r, 200,
+                              api__status_json(200, "", msg,
+                                               json_pack("{s:s, s:I}", "name", name, "revision",
+                                                         (json_int_t) done)));
+}
+
+/* A change through the API to a deployment that a manifest file declares
+ * is reverted at the next sync of the directory: say so (299, as
+ * kube-apiserver's warnings, which kubectl prints). */
+void api__warn_file_owned(req *r, const char *ns, const char *name) {
+        const spec_deployment *d = store_get(r->s->store, STORE_DEPLOYMENT, ns, name);
+        const char *src = d ? spec_map_get(&d->metadata.annotations, AGENT_ANN_SOURCE) : NULL;
+
+        if (!src || r->warning)
+                return;
+        r->warning = strprintf("299 - \"deployment %s comes from %s: tendd puts it back as "
+                               "the file says at the next sync; change the file instead\"",
+                               name, src);
+}
+
+/*
+ * DeleteOptions, from the body or the query: preconditions (uid,
+ * resourceVersion: 409 if they do not hold), gracePeriodSeconds (pods),
+ * propagationPolicy (Background and Foreground both cascade; Orphan is
+ * refused — tend does not leave processes running unmanaged). Anything it
+ * cannot honour is an error, not ignored.
+ */
+static int delete_options(req *r, const resource *res, const void *obj, int64_t *ret_grace,
+                          enum MHD_Result *ret) {
+        _cleanup_(json_decrefp) json_t *body = NULL;
+        const char *policy = api__arg(r, "propagationPolicy"),
+                   *q = api__arg(r, "gracePeriodSeconds");
+        json_t *pre, *g;
+
+        if (r->body.len > 0) {
+                body = api__body_json(r, ret);
+                if (!body)
+                        return -EINVAL;
+                if (json_is_string(json_object_get(body, "propagationPolicy")))
+                        policy = json_string_value(json_object_get(body, "propagationPolicy"));
+                g = json_object_get(body, "gracePeriodSeconds");
+                if (g && !json_is_integer(g)) {
+                        *ret = api__send_status(r, 400, "BadRequest",
+                                                "gracePeriodSeconds must be an integer");
+                        return -EINVAL;
+                }
+                if (g)
+                        *ret_grace = json_integer_value(g);
+                pre = json_object_get(body, "preconditions");
+                if (!preconditions_hold(r, res, obj, json_string_value(json_object_get(pre, "uid")),
+                                        json_string_value(json_object_get(pre, "resourceVersion")),
+                                        true, ret))
+                        return -EINVAL;
+        }
+        if (q && (safe_atoi64(q, ret_grace) < 0 || *ret_grace < 0)) {
+                *ret = api__send_status(r, 400, "BadRequest",
+                                        "gracePeriodSeconds must be a non-negative integer");
+                return -EINVAL;
+        }
+        if (*ret_grace < -1 || (*ret_grace >= 0 && res->kind != STORE_POD)) {
+                *ret = api__send_status(r, 422, "Invalid",
+                                        *ret_grace < -1 ? "gracePeriodSeconds must not be negative"
+                                                        : "gracePeriodSeconds applies to pods only "
+                                                          "(a deployment's pods use their own)");
+                return -EINVAL;
+        }
+        if (policy && !streq(policy, "Background") && !streq(policy, "Foreground")) {
+                *ret = api__send_status(
+                        r, 422, "Invalid",
+                        streq(policy, "Orphan")
+                                ? "propagationPolicy Orphan is not supported: tend "
+                                  "does not leave processes running unmanaged"
+                                : "propagationPolicy must be Background or Foreground");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, const char *name,
+                                   const char *sub, const char *method) {
+        api_server *s = r->s;
+        const void *obj = store_get(s->store, res->kind, ns, name);
+        enum MHD_Result ret;
+        int rr;
+
+        if (sub) {
+                if (streq(sub, "scale") &&
+                    (res->kind == STORE_DEPLOYMENT || res->kind == STORE_REPLICA_SET))
+                        return handle_scale(r, res, ns, name, method);
+                if (streq(sub, "rollback") && res->kind == STORE_DEPLOYMENT &&
+                    streq(method, "POST"))
+                        return handle_rollback(r, ns, name);
+                if (streq(sub, "log") && res->kind == STORE_POD && streq(method, "GET"))
+                        return api__handle_logs(r, ns, name);
+                if (streq(sub, "status") && res->kind != STORE_EVENT) {
+                        if (!streq(method, "GET"))
+                                return api__send_status(r, 405, NULL,
+                                                        "status is written by tendd's controllers");
+                        return obj ? api__send_json(r, 200, api__encode_obj(res->kind, obj))
+                                   : api__not_found(r, res, name);
+                }
+                return api__send_status(r, 404, "NotFound",
+                                        "the server could not find the requested "
+                                        "resource");
+        }
+
+        if (streq(method, "GET"))
+                return obj ? api__send_json(r, 200, api__encode_obj(res->kind, obj))
+                           : api__not_found(r, res, name);
+
+        if (streq(method, "DELETE")) {
+                int64_t grace = -1;
+                if (!obj)
+                        return api__not_found(r, res, name);
+                if (delete_options(r, res, obj, &grace, &ret) < 0)
+                        return ret;
+                switch (res->kind) {
+                case STORE_DEPLOYMENT:
+                        rr = agent_delete_deployment(s->agent, ns, name);
+                        break;
+                case STORE_POD:
+                        rr = agent_delete_pod(s->agent, ns, name, grace);
+                        break;
+                case STORE_REPLICA_SET:
+                        rr = agent_delete_replica_set(s->agent, ns, name);
+                        break;
+                default:
+                        return api__send_status(r, 405, NULL,
+                                                "events are deleted by tendd as they age");
+                }
+                if (rr < 0)
+                        return api__send_status(r, 500, NULL, "deleting: %s", strerror(-rr));
+                agent_kick(s->agent);
+                return api__send_json(r, 200,
+                                      api__status_json(200, "", NULL,
+                                                       json_pack("{s:s, s:s}", "name", name, "kind",
+                                                                 res->plural)));
+        }
+
+        if (res->kind != STORE_DEPLOYMENT)
+                return api__send_status(r, 405, NULL,
+                                        "%s is not allowed on %s: tendd manages them "
+                                        "(scale ReplicaSets through /scale)",
+                                        method, res->plural);
+        if (!obj)
+                return api__not_found(r, res, name);
+
+        if (streq(method, "PUT")) {
+                json_t *j = api__body_object(r, &ret);
+                spec_deployment *d;
+                if (!j)
+                        return ret;
+                if (!object_preconditions_hold(r, res, obj, j, &ret)) {
+                        json_decref(j);
+                        return ret;
+                }
+                d = api__decode_deployment(r, j, ns, name, &ret);
+                json_decref(j);
+                return d ? api__write_deployment(r, d, 200) : ret;
+        }
+
+        if (streq(method, "PATCH")) {
+                json_t *cur = api__encode_obj(res->kind, obj), *patched;
+                spec_deployment *d;
+
+                if (!cur)
+                        return api__send_oom(r);
+                patched = api__apply_patch(r, cur, &ret);
+                json_decref(cur);
+                if (!patched)
+                        return ret;
+                /* A patch that names a resourceVersion is conditional on it
+                 * (optimistic concurrency, as a PUT). */
+                if (!object_preconditions_hold(r, res, obj, patched, &ret)) {
+                        json_decref(patched);
+                        return ret;
+                }
+                d = api__decode_deployment(r, patched, ns, name, &ret);
+                json_decref(patched);
+                return d ? api__write_deployment(r, d, 200) : ret;
+        }
+        return api__send_status(r, 405, NULL, "%s is not allowed here", method);
+}
+
+/* ---- apply: many objects, all or nothing ------------------------------------------------- */
+
+/*
+ * POST /apis/tend.io/v1/apply with a List of Deployments: what `tend apply`
+ * sends, so that a file or directory of several objects is applied all or
+ * nothing (one agent_apply(), one durable commit). Answers with each
+ * object's result, or 422 with every error.
+ */
+static int apply_docs(req *r, enum MHD_Result *ret, spec_docs *docs) {
+        json_t *root, *items, *item;
+        json_error_t e;
+        size_t i, n;
+
+        root = r->body.len
+                       ? json_loadb(tend_buf_str(&r->body), r->body.len, JSON_REJECT_DUPLICATES, &e)
+                       : NULL;
+        if (!root)
+                return api__body_docs(r, ret, docs); /* YAML, or an error with its place */
+        items = json_object_get(root, "items");
+        if (!streq_ptr(json_string_value(json_object_get(root, "kind")), "List") ||
+            !json_is_array(items))
+                items = NULL;
+        n = items ? json_array_size(items) : 1;
+        docs->items = new0(spec_doc, n ?: 1);
+        if (!docs->items) {
+                json_decref(root);
+                *ret = MHD_NO;
+                return -ENOMEM;
+        }
+        if (!items)
+                docs->items[docs->n++] = (spec_doc){ .root = json_incref(root),
+                                                     .line = 1,
+                                                     .index = 1 };
+        else
+                json_array_foreach (items, i, item)
+                        docs->items[docs->n++] = (spec_doc){ .root = json_incref(item),
+                                                             .line = 1,
+                                                             .index = (unsigned) i + 1 };
+        json_decref(root);
+        return 0;
+}
+
+enum MHD_Result api__handle_apply(req *r) {
+        api_server *s = r->s;
+        enum MHD_Result ret;
+        spec_docs docs = {};
+        json_t *results;
+        spec_errors errs = {};
+        spec_deployment **ds = NULL;
+        agent_apply_result *res = NULL;
+        size_t n, i;
+        int rr;
+
+        /* A List's items arrive as documents of their own. JSON (what tend
+         * sends) is read as it is, up to the body cap: the 1 MiB limit of
+         * a manifest file is per file, and a directory is many files. */
+        if (apply_docs(r, &ret, &docs) < 0)
+                return ret;
+        n = docs.n;
+        ds = new0(spec_deployment *, n ?: 1);
+        res = new0(agent_apply_result, n ?: 1);
+        if (!ds || !res) {
+                spec_docs_done(&docs);
+                free(ds);
+                free(res);
+                return MHD_NO;
+        }
+        for (i = 0; i < n; i++) {
+                json_t *item = docs.items[i].root;
+                const char *ns = api__json_field(item, "metadata.namespace");
+                ds[i] = api__decode_deployment(r, item, ns ?: "default", NULL, &ret);
+                if (ds[i])
+                        api__warn_file_owned(r, ds[i]->metadata.namespace, ds[i]->metadata.name);
+                if (ds[i]) {
+                        /* As kubectl apply: fields the manifest leaves out
+                         * keep their current values (replicas set by a
+                         * scale, a paused rollout), not the defaults. */
+                        const spec_deployment *cur = store_get(s->store, STORE_DEPLOYMENT,
+                                                               ds[i]->metadata.namespace,
+                                                               ds[i]->metadata.name);
+                        json_t *spec = json_object_get(item, "spec");
+                        if (cur && !json_object_get(spec, "replicas"))
+                                ds[i]->spec.replicas = cur->spec.replicas;
+                        if (cur && !json_object_get(spec, "paused"))
+                                ds[i]->spec.paused = cur->spec.paused;
+                }
+                if (!ds[i]) {
+                        for (size_t k = 0; k < i; k++)
+                                spec_deployment_free(ds[k]);
+                        free(ds);
+                        free(res);
+                        spec_docs_done(&docs);
+                        return ret;
+                }
+        }
+        spec_docs_done(&docs);
+        rr = agent_apply_ex(s->agent, ds, n, &errs, res,
+                            streq_ptr(api__arg(r, "dryRun"), "All") ? AGENT_APPLY_DRY_RUN : 0);
+        if (rr == -EINVAL) {
+                _cleanup_buf_ tend_buf msg = TEND_BUF_INIT(1 << 20);
+                json_t *causes = json_array();
+                for (size_t k = 0; k < errs.n; k++) {
+                        _cleanup_free_ char *line = spec_error_format(&errs.items[k]);
+                        (void) tend_buf_addf(&msg, "%s%s", k ? "\n" : "", strna(line));
+                        json_array_append_new(causes, api__cause_json(&errs.items[k]));
+                }
+                ret = api__send_json(r, 422,
+                                     api__status_json(422, "Invalid", tend_buf_str(&msg),
+                                                      json_pack("{s:o}", "causes", causes)));
+        } else if (rr < 0)
+                ret = api__send_status(r, 500, NULL, "writing to the store: %s", strerror(-rr));
+        else {
+                static const char *const words[] = { "created", "configured", "unchanged" };
+                results = json_array();
+                for (size_t k = 0; k < n; k++)
+                        json_array_append_new(results, json_pack("{s:s, s:s, s:s}", "namespace",
+                                                                 ds[k]->metadata.namespace, "name",
+                                                                 ds[k]->metadata.name, "result",
+                                                                 words[res[k]]));
+                agent_kick(s->agent);
+                ret = api__send_json(r, 200,
+                                     json_pack("{s:s, s:s, s:o}", "kind", "ApplyResult",
+                                               "apiVersion", "tend.io/v1", "items", results));
+        }
+        spec_errors_done(&errs);
+        for (size_t k = 0; k < n; k++)
+                spec_deployment_free(ds[k]);
+        free(ds);
+        free(res);
+        return ret;
+}

@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: MIT */
+
+/* The HTTP API (tend/api.h): the resources, routing and discovery. */
+
+#include <malloc.h>
+
+#include "api-internal.h"
+
+/* ---- resources ------------------------------------------------------------------------------ */
+
+static const resource resources[] = {
+        { "apis/apps/v1", "deployments", "deployments.apps", STORE_DEPLOYMENT, "DeploymentList",
+          "apps/v1" },
+        { "apis/apps/v1", "replicasets", "replicasets.apps", STORE_REPLICA_SET, "ReplicaSetList",
+          "apps/v1" },
+        { "api/v1", "pods", "pods", STORE_POD, "PodList", "v1" },
+        { "api/v1", "events", "events", STORE_EVENT, "EventList", "v1" },
+};
+
+const resource *api__resource(store_kind kind) {
+        for (size_t k = 0; k < ELEMENTSOF(resources); k++)
+                if (resources[k].kind == kind)
+                        return &resources[k];
+        return NULL;
+}
+
+enum MHD_Result api__send_oom(req *r) {
+        return api__send_status(r, 500, NULL, "out of memory");
+}
+
+enum MHD_Result api__not_found(req *r, const resource *res, const char *name) {
+        _cleanup_free_ char *clean = utf8_escape_invalid(name);
+        json_t *details = clean ? json_pack("{s:s, s:s}", "name", clean, "kind", res->plural)
+                                : NULL;
+        _cleanup_free_ char *msg = strprintf("%s \"%s\" not found", res->qualified, name);
+        return api__send_json(r, 404, api__status_json(404, "NotFound", msg, details));
+}
+
+json_t *api__encode_obj(store_kind k, const void *obj) {
+        return spec_encode(store_kind_type(k), obj);
+}
+
+/* ---- discovery --------------------------------------------------------------------------------
+ */
+
+static json_t *resource_list(const char *gv) {
+        json_t *a = json_array();
+        if (streq(gv, "v1")) {
+                json_array_append_new(a,
+                                      json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s,s], s:[s], s:[s]}",
+                                                "name", "pods", "singularName", "pod", "namespaced",
+                                                1, "kind", "Pod", "verbs", "get", "list", "watch",
+                                                "delete", "shortNames", "po", "categories", "all"));
+                json_array_append_new(a, json_pack("{s:s, s:s, s:b, s:s, s:[s]}", "name",
+                                                   "pods/log", "singularName", "", "namespaced", 1,
+                                                   "kind", "Pod", "verbs", "get"));
+                json_array_append_new(a, json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s], s:[s]}", "name",
+                                                   "events", "singularName", "event", "namespaced",
+                                                   1, "kind", "Event", "verbs", "get", "list",
+                                                   "watch", "shortNames", "ev"));
+        } else {
+                json_array_append_new(
+                        a, json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s,s,s,s,s], s:[s], s:[s]}",
+                                     "name", "deployments", "singularName", "deployment",
+                                     "namespaced", 1, "kind", "Deployment", "verbs", "create",
+                                     "delete", "get", "list", "patch", "update", "watch",
+                                     "shortNames", "deploy", "categories", "all"));
+                json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:[s,s,s]}",
+                                                   "name", "deployments/scale", "group",
+                                                   "autoscaling", "version", "v1", "singularName",
+                                                   "", "namespaced", 1, "kind", "Scale", "verbs",
+                                                   "get", "patch", "update"));
+                json_array_append_new(a, json_pack("{s:s, s:s, s:b, s:s, s:[s]}", "name",
+                                                   "deployments/status", "singularName", "",
+                                                   "namespaced", 1, "kind", "Deployment", "verbs",
+                                                   "get"));
+                json_array_append_new(
+                        a, json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s,s], s:[s], s:[s]}", "name",
+                                     "replicasets", "singularName", "replicaset", "namespaced", 1,
+                                     "kind", "ReplicaSet", "verbs", "delete", "get", "list",
+                                     "watch", "shortNames", "rs", "categories", "all"));
+                json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:[s,s,s]}",
+                                                   "name", "replicasets/scale", "group",
+                                                   "autoscaling", "version", "v1", "singularName",
+                                                   "", "namespaced", 1, "kind", "Scale", "verbs",
+                                                   "get", "patch", "update"));
+        }
+        return json_pack("{s:s, s:s, s:s, s:o}", "kind", "APIResourceList", "apiVersion", "v1",
+                         "groupVersion", gv, "resources", a);
+}
+
+/* ---- routing --------------------------------------------------------------------------------- */
+
+static enum MHD_Result route(req *r, const char *url, const char *method) {
+        _cleanup_free_ char *copy = strdup(url);
+        char *seg[8], *save = NULL;
+        size_t n = 0;
+
+        if (!copy)
+                return MHD_NO;
+        for (char *t = strtok_r(copy, "/", &save); t && n < ELEMENTSOF(seg);
+             t = strtok_r(NULL, "/", &save))
+                seg[n++] = t;
+
+        if (n == 1 && (streq(seg[0], "healthz") || streq(seg[0], "livez")))
+                return api__queue(r, 200, "text/plain", strdup("ok"));
+        if (n == 1 && streq(seg[0], "readyz"))
+                return api__queue(r, 200, "text/plain", strdup("ok"));
+        if (n == 1 && streq(seg[0], "version"))
+                return api__send_json(r, 200,
+                                      json_pack("{s:s, s:s, s:s, s:s, s:s}", "major", "0", "minor",
+                                                "1", "gitVersion", "v" TEND_VERSION, "platform",
+                                                "linux", "implementation", "tendd"));
+        if (n == 1 && streq(seg[0], "metrics"))
+                return api__handle_metrics(r);
+        if (n == 1 && streq(seg[0], "api"))
+                return api__send_json(
+                        r, 200, json_pack("{s:s, s:[s]}", "kind", "APIVersions", "versions", "v1"));
+        if (n == 1 && streq(seg[0], "apis"))
+                return api__send_json(
+                        r, 200,
+                        json_pack("{s:s, s:s, s:[{s:s, s:[{s:s, s:s}], s:{s:s, s:s}}]}", "kind",
+                                  "APIGroupList", "apiVersion", "v1", "groups", "name", "apps",
+                                  "versions", "groupVersion", "apps/v1", "version", "v1",
+                                  "preferredVersion", "groupVersion", "apps/v1", "version", "v1"));
+        if (n == 2 && streq(seg[0], "api") && streq(seg[1], "v1"))
+                return api__send_json(r, 200, resource_list("v1"));
+        if (n == 3 && streq(seg[0], "apis") && streq(seg[1], "apps") && streq(seg[2], "v1"))
+                return api__send_json(r, 200, resource_list("apps/v1"));
+
+        if (n == 4 && streq(seg[0], "apis") && streq(seg[1], "tend.io") && streq(seg[2], "v1") &&
+            streq(seg[3], "apply"))
+                return streq(method, "POST")
+                               ? api__handle_apply(r)
+                               : api__send_status(r, 405, NULL, "POST a List to apply");
+
+        /* /api/v1/... and /apis/apps/v1/... */
+        size_t base;
+        const char *prefix;
+        if (n >= 2 && streq(seg[0], "api") && streq(seg[1], "v1"))
+                base = 2, prefix = "api/v1";
+        else if (n >= 3 && streq(seg[0], "apis") && streq(seg[1], "apps") && streq(seg[2], "v1"))
+                base = 3, prefix = "apis/apps/v1";
+        else
+                return api__send_status(r, 404, "NotFound",
+                                        "the server could not find the requested resource");
+
+        const char *ns = NULL;
+        size_t i = base;
+        if (n >= i + 2 && streq(seg[i], "namespaces")) {
+                ns = seg[i + 1];
+                i += 2;
+        }
+        if (i >= n)
+                return api__send_status(r, 404, "NotFound",
+                                        "the server could not find the requested resource");
+        for (size_t k = 0; k < ELEMENTSOF(resources); k++) {
+                const resource *res = &resources[k];
+                if (!streq(res->prefix, prefix) || !streq(res->plural, seg[i]))
+                        continue;
+                if (i + 1 == n)
+                        return api__handle_collection(r, res, ns, method);
+                if (!ns)
+                        return api__send_status(r, 404, "NotFound",
+                                                "name a namespace: /%s/namespaces/NS/%s/NAME",
+                                                prefix, res->plural);
+                if (res->kind == STORE_DEPLOYMENT && !streq(method, "GET"))
+                        api__warn_file_owned(r, ns, seg[i + 1]);
+                return api__handle_object(r, res, ns, seg[i + 1], i + 2 < n ? seg[i + 2] : NULL,
+                                          method);
+        }
+        return api__send_status(r, 404, "NotFound",
+                                "the server could not find the requested resource");
+}
+
+enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                const char *method, const char *version, const char *upload,
+                                size_t *upload_size, void **con_cls) {
+        slot *sl = cls;
+        req *r = *con_cls;
+
+        if (!r) {
+                /* First call: set up; never queue here (MHD 0.9.75 would then
+                 * close keep-alive connections). */
+                const char *cl;
+                uint64_t len;
+
+                r = new0(req, 1);
+                if (!r)
+                        return MHD_NO;
+                r->s = sl->s;
+                r->slot = sl;
+                r->conn = conn;
+                r->body = TEND_BUF_INIT(sl->s->max_body);
+                *con_cls = r;
+                api__authorize(r);
+                cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+                if (cl && safe_atou64(cl, &len) >= 0 && len > sl->s->max_body)
+                        r->too_large = true;
+                return MHD_YES;
+        }
+        if (*upload_size > 0) {
+                if (!r->too_large && !r->deny && tend_buf_add(&r->body, upload, *upload_size) < 0)
+                        r->too_large = true;
+                *upload_size = 0; /* consumed (or dropped) */
+                return MHD_YES;
+        }
+        if (r->deny)
+                return api__send_json(r, r->deny,
+                                      api__status_json(r->deny, NULL, r->deny_message, NULL));
+        if (r->too_large)
+                return api__send_status(r, 413, "RequestEntityTooLarge",
+                                        "the request body is larger than %zu bytes",
+                                        sl->s->max_body);
+        log_debug("%s %s", method, url);
+        return route(r, url, method);
+}
+
+unsigned api_server_answer(api_server *s, const api_request *q, char **ret_body) {
+        req r = { .s = s, .slot = &s->slots[0], .direct = q };
+        unsigned code;
+
+        *ret_body = NULL;
+        r.body = TEND_BUF_INIT(s->max_body);
+        if (q->body_len > s->max_body)
+                (void) api__send_status(&r, 413, "RequestEntityTooLarge",
+                                        "the request body is larger than %zu bytes", s->max_body);
+        else if (tend_buf_add(&r.body, q->body ?: "", q->body_len) < 0)
+                (void) api__send_oom(&r);
+        else
+                (void) route(&r, q->url, q->method);
+        code = r.direct_code ?: 500;
+        *ret_body = TAKE_PTR(r.direct_body);
+        tend_buf_free(&r.body);
+        free(r.warning);
+        return code;
+}
+
+/* A body this large leaves freed memory in malloc's heap (its trees and
+ * positions are many small blocks): give it back to the system. */
+#define TRIM_AFTER_BODY (256 * 1024)
+
+void api__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                       enum MHD_RequestTerminationCode toe) {
+        req *r = *con_cls;
+        bool large = r && r->body.len >= TRIM_AFTER_BODY;
+
+        api__req_free(r);
+        *con_cls = NULL;
+        if (large)
+                (void) malloc_trim(0);
+}
