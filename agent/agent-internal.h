@@ -96,12 +96,19 @@ static inline usec_t agent_wall(const agent *a) {
         return a->clock.wall(a->clock.userdata);
 }
 
+/* ---- queue.c: the work queue, delayed keys, lookups, events and starts ---- */
+
+/* "ns/name" → ns (new) and name (inside key). */
+int agent__split_key(const char *key, char **ret_ns, const char **ret_name);
 void agent__enqueue(agent *a, store_kind kind, const char *ns, const char *name);
 /* Run the key again at `at` (monotonic), unless it runs earlier anyway. */
 void agent__enqueue_at(agent *a, store_kind kind, const char *ns, const char *name, usec_t at);
 /* The same, from a wall-clock time. */
 void agent__enqueue_at_wall(agent *a, store_kind kind, const char *ns, const char *name,
                             usec_t wall);
+
+/* Moves due delayed keys into their queues; returns the next deadline. */
+usec_t agent__promote_delayed(agent *a);
 
 int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type,
                  const char *reason, const char *fmt, ...) _printf_(6, 7);
@@ -110,25 +117,22 @@ int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type
  * commit, so that the pod and the intent to start it are on disk before
  * the unit exists (an agent killed right after finds it by its name). */
 int agent__queue_start(agent *a, const char *uid);
-/* Runs the starts queued for after the commit (ctl-pod.c); their writes go
- * into the next batch. */
-void ctl_pod_run_starts(agent *a);
 /* A pod started before its pass is committed (ctl-pod.c begin_start()). */
 int agent__note_early(agent *a, const char *uid);
-/* The commit after early starts succeeded: nothing to undo. */
-void ctl_pod_forget_early(agent *a);
-/* It failed: the pods were rolled back, so their processes are killed. */
-void ctl_pod_undo_early(agent *a);
 
-/* The controllers: one sync of one key each. */
-int ctl_deployment_sync(agent *a, const char *ns, const char *name);
-int ctl_replica_set_sync(agent *a, const char *ns, const char *name);
-int ctl_pod_sync(agent *a, const char *ns, const char *name);
+/* Writes the pass's events (after its starts), or drops them (its commit
+ * failed). */
+void agent__flush_events(agent *a);
+void agent__drop_events(agent *a);
 
 const spec_deployment *agent__deployment_by_uid(agent *a, const char *ns, const char *uid);
 const spec_replica_set *agent__replica_set_by_uid(agent *a, const char *ns, const char *uid);
 
+/* ---- pods.c: the pods' runtime state, container status, replica facts ---- */
+
 pod_rt *agent__pod_rt(agent *a, const char *uid);
+/* Frees it, detaching its process (which keeps running). */
+void agent__pod_rt_free(agent *a, pod_rt *pr);
 pod_rt *agent__pod_rt_new(agent *a, const spec_pod *p);
 void agent__pod_rt_drop(agent *a, const char *uid);
 
@@ -151,6 +155,8 @@ int agent__mark_lost(agent *a, const spec_pod *p, const char *why);
 
 /* Deletes a pod object with its record and log directory. */
 int agent__remove_pod(agent *a, const spec_pod *p);
+/* The log directories of the pods a pass removed (after its spawns). */
+void agent__remove_doomed_dirs(agent *a);
 
 /* containerStatuses[0], created (named after the container) if missing. */
 spec_container_status *agent__container_status(spec_pod *p);
@@ -159,3 +165,17 @@ void agent__set_running(spec_container_status *cs, usec_t started_at);
 void agent__set_terminated(spec_container_status *cs, int32_t exit_code, int32_t sig,
                            const char *reason, const char *message, usec_t started_at,
                            usec_t finished_at);
+
+/* ---- the controllers (ctl-*.c), called by the pass (pass.c) ---- */
+
+/* One sync of one key each. */
+int ctl_deployment_sync(agent *a, const char *ns, const char *name);
+int ctl_replica_set_sync(agent *a, const char *ns, const char *name);
+int ctl_pod_sync(agent *a, const char *ns, const char *name);
+/* Runs the starts queued for after the commit; their writes go into the
+ * next batch. */
+void ctl_pod_run_starts(agent *a);
+/* The commit after early starts succeeded: nothing to undo. */
+void ctl_pod_forget_early(agent *a);
+/* It failed: the pods were rolled back, so their processes are killed. */
+void ctl_pod_undo_early(agent *a);

@@ -13,66 +13,6 @@
 
 #include "agent-internal.h"
 
-/* ---- container state ---------------------------------------------------------------- */
-
-spec_container_status *agent__container_status(spec_pod *p) {
-        if (p->status.n_container_statuses == 0) {
-                spec_container_status *cs = calloc(1, sizeof *cs);
-                const char *name = p->spec.n_containers ? p->spec.containers[0].name : "main";
-                if (!cs)
-                        return NULL;
-                cs->name = strdup(strempty(name));
-                p->status.container_statuses = cs;
-                p->status.n_container_statuses = 1;
-        }
-        return &p->status.container_statuses[0];
-}
-
-static void clear_state(spec_container_state *s) {
-        spec_done(&spec_type_container_state, s);
-}
-
-void agent__set_waiting(spec_container_status *cs, const char *reason, const char *message) {
-        clear_state(&cs->state);
-        cs->state.waiting = calloc(1, sizeof *cs->state.waiting);
-        if (!cs->state.waiting)
-                return;
-        cs->state.waiting->reason = reason ? strdup(reason) : NULL;
-        cs->state.waiting->message = message ? strdup(message) : NULL;
-}
-
-void agent__set_running(spec_container_status *cs, usec_t started_at) {
-        clear_state(&cs->state);
-        cs->state.running = calloc(1, sizeof *cs->state.running);
-        if (cs->state.running)
-                cs->state.running->started_at = started_at;
-}
-
-void agent__set_terminated(spec_container_status *cs, int32_t exit_code, int32_t sig,
-                           const char *reason, const char *message, usec_t started_at,
-                           usec_t finished_at) {
-        spec_state_terminated *t;
-
-        clear_state(&cs->state);
-        t = calloc(1, sizeof *t);
-        if (!t)
-                return;
-        t->exit_code = exit_code;
-        t->signal = sig;
-        t->reason = reason ? strdup(reason) : NULL;
-        t->message = message ? strdup(message) : NULL;
-        t->started_at = started_at;
-        t->finished_at = finished_at;
-        t->container_id = cs->container_id ? strdup(cs->container_id) : NULL;
-        cs->state.terminated = t;
-        cs->ready = false;
-        cs->started = false;
-}
-
-const char *agent__container_name(const spec_pod *p) {
-        return p->spec.n_containers ? strempty(p->spec.containers[0].name) : "main";
-}
-
 static usec_t grace_of(const spec_pod *p) {
         int64_t s = p->metadata.deletion_grace_period_seconds != SPEC_UNSET64
                             ? p->metadata.deletion_grace_period_seconds

@@ -110,73 +110,85 @@ typedef struct list_ref {
         const char *ns, *name;
         const void *obj;
 } list_ref;
+/* The files, lowest first: each calls only those above it in this list. */
 
-/* server.c: MHD on the loop, listeners, authorisation, setup and teardown */
-void api__authorize(req *r);
+/* loop.c: libmicrohttpd on the libuv loop: slots, kicks, gone clients */
+void api__on_slot_poll(uv_poll_t *h, int status, int events);
+void api__arm(slot *sl);
 void api__kick(slot *sl);
+bool api__client_gone(struct MHD_Connection *c);
 
-/* http.c: requests and answers (query and headers, bodies, patches, Status and causes) */
-json_t *api__apply_patch(req *r, json_t *cur, enum MHD_Result *ret);
-const char *api__arg(req *r, const char *name);
-bool api__arg_true(req *r, const char *name);
-int api__body_docs(req *r, enum MHD_Result *ret, spec_docs *docs);
-json_t *api__body_json(req *r, enum MHD_Result *ret);
-json_t *api__body_object(req *r, enum MHD_Result *ret);
-json_t *api__cause_json(const spec_error *e);
-spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const char *name,
-                                        enum MHD_Result *ret);
-const char *api__header(req *r, const char *name);
-enum MHD_Result api__queue(req *r, unsigned code, const char *type, char *body /* takes */);
+/* http.c: requests and answers (query, headers, bodies, patches, Status, causes, the resources and
+ * their answers) */
 void api__req_free(req *r);
-enum MHD_Result api__send_invalid(req *r, const char *qualified, const char *kind, const char *name,
-                                  const spec_errors *errs);
+const char *api__arg(req *r, const char *name);
+const char *api__header(req *r, const char *name);
+bool api__arg_true(req *r, const char *name);
+enum MHD_Result api__queue(req *r, unsigned code, const char *type, char *body /* takes */);
 enum MHD_Result api__send_json(req *r, unsigned code, json_t *j);
+json_t *api__status_json(unsigned code, const char *reason, const char *message, json_t *details);
 enum MHD_Result api__send_status(req *r, unsigned code, const char *reason, const char *fmt, ...)
         _printf_(4, 5);
-json_t *api__status_json(unsigned code, const char *reason, const char *message, json_t *details);
+int api__body_docs(req *r, enum MHD_Result *ret, spec_docs *docs);
+json_t *api__body_object(req *r, enum MHD_Result *ret);
+json_t *api__body_json(req *r, enum MHD_Result *ret);
+json_t *api__apply_patch(req *r, json_t *cur, enum MHD_Result *ret);
+json_t *api__cause_json(const spec_error *e);
+enum MHD_Result api__send_invalid(req *r, const char *qualified, const char *kind, const char *name,
+                                  const spec_errors *errs);
+spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const char *name,
+                                        enum MHD_Result *ret);
 enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_code);
-
-/* route.c: the resources, routing and discovery */
 const resource *api__resource(store_kind kind);
 json_t *api__encode_obj(store_kind k, const void *obj);
+enum MHD_Result api__send_oom(req *r);
 enum MHD_Result api__not_found(req *r, const resource *res, const char *name);
-void api__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-                       enum MHD_RequestTerminationCode toe);
+void api__count_code(api_server *s, unsigned code);
+const char *api__json_field(json_t *j, const char *path);
+size_t api__n_resources(void);
+const resource *api__resource_at(size_t i);
+
+/* selectors.c: label and field selectors, and the sorted lists they filter */
+void api__filter_done(filter *f);
+int api__filter_parse(req *r, const char *ns, filter *f, char **ret_error);
+bool api__filter_match(const filter *f, json_t *obj);
+/* An object's metadata, whatever its kind. */
+const spec_meta *api__meta_of(store_kind kind, const void *obj);
+/* The body of a List of res that f selects. */
+char *api__list_body(api_server *s, const resource *res, const filter *f);
+list_ref *api__sorted_refs(api_server *s, const resource *res, size_t *ret_n);
+
+/* watch.c: watch streams and the change ring */
+/* Ends every watch stream (tendd stops). */
+void api__watches_end(api_server *s);
+enum MHD_Result api__start_watch(req *r, const resource *res, filter *f);
+void api__on_store_change(store_kind kind, store_change change_type, const void *obj, void *u);
+void api__on_heartbeat(uv_timer_t *t);
+
+/* logs.c: pod logs, with follow */
+void api__on_follow_timer(uv_timer_t *t);
+/* Ends every log stream (tendd stops). */
+void api__followers_end(api_server *s);
+enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name);
+
+/* metrics.c: /metrics */
+enum MHD_Result api__handle_metrics(req *r);
+
+/* objects.c: the object handlers (list, get, create, replace, patch, delete, scale, rollback) and
+ * the all-or-nothing apply */
+enum MHD_Result api__handle_collection(req *r, const resource *res, const char *ns,
+                                       const char *method);
+void api__warn_file_owned(req *r, const char *ns, const char *name);
+enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, const char *name,
+                                   const char *sub, const char *method);
+enum MHD_Result api__handle_apply(req *r);
+
+/* route.c: routing and discovery */
 enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                 const char *method, const char *version, const char *upload,
                                 size_t *upload_size, void **con_cls);
-enum MHD_Result api__send_oom(req *r);
+void api__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                       enum MHD_RequestTerminationCode toe);
 
-/* selectors.c: label and field selectors */
-void api__filter_done(filter *f);
-bool api__filter_match(const filter *f, json_t *obj);
-int api__filter_parse(req *r, const char *ns, filter *f, char **ret_error);
-const char *api__json_field(json_t *j, const char *path);
-
-/* objects.c: the object handlers (list, get, create, replace, patch, delete,
- * scale, rollback) and the all-or-nothing apply */
-enum MHD_Result api__handle_apply(req *r);
-enum MHD_Result api__handle_collection(req *r, const resource *res, const char *ns,
-                                       const char *method);
-enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, const char *name,
-                                   const char *sub, const char *method);
-list_ref *api__sorted_refs(api_server *s, const resource *res, size_t *ret_n);
-void api__warn_file_owned(req *r, const char *ns, const char *name);
-
-/* watch.c: watch streams and the change ring */
-bool api__client_gone(struct MHD_Connection *c);
-void api__on_heartbeat(uv_timer_t *t);
-void api__on_store_change(store_kind kind, store_change change_type, const void *obj, void *u);
-enum MHD_Result api__start_watch(req *r, const resource *res, filter *f);
-/* Ends every watch stream (tendd stops). */
-void api__watches_end(api_server *s);
-
-/* logs.c: pod logs, with follow */
-enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name);
-/* Ends every log stream (tendd stops). */
-void api__followers_end(api_server *s);
-void api__on_follow_timer(uv_timer_t *t);
-
-/* metrics.c: /metrics */
-void api__count_code(api_server *s, unsigned code);
-enum MHD_Result api__handle_metrics(req *r);
+/* server.c: listeners, authorisation, setup and teardown */
+void api__authorize(req *r);

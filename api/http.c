@@ -369,3 +369,70 @@ enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_co
         spec_deployment_free(d);
         return ret;
 }
+
+/* ---- answers about resources ------------------------------------------------------------ */
+
+static const resource resources[] = {
+        { "apis/apps/v1", "deployments", "deployments.apps", STORE_DEPLOYMENT, "DeploymentList",
+          "apps/v1" },
+        { "apis/apps/v1", "replicasets", "replicasets.apps", STORE_REPLICA_SET, "ReplicaSetList",
+          "apps/v1" },
+        { "api/v1", "pods", "pods", STORE_POD, "PodList", "v1" },
+        { "api/v1", "events", "events", STORE_EVENT, "EventList", "v1" },
+};
+
+const resource *api__resource(store_kind kind) {
+        for (size_t k = 0; k < ELEMENTSOF(resources); k++)
+                if (resources[k].kind == kind)
+                        return &resources[k];
+        return NULL;
+}
+
+json_t *api__encode_obj(store_kind k, const void *obj) {
+        return spec_encode(store_kind_type(k), obj);
+}
+
+enum MHD_Result api__send_oom(req *r) {
+        return api__send_status(r, 500, NULL, "out of memory");
+}
+
+enum MHD_Result api__not_found(req *r, const resource *res, const char *name) {
+        _cleanup_free_ char *clean = utf8_escape_invalid(name);
+        json_t *details = clean ? json_pack("{s:s, s:s}", "name", clean, "kind", res->plural)
+                                : NULL;
+        _cleanup_free_ char *msg = strprintf("%s \"%s\" not found", res->qualified, name);
+        return api__send_json(r, 404, api__status_json(404, "NotFound", msg, details));
+}
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+void api__count_code(api_server *s, unsigned code) {
+        for (size_t i = 0; i < ELEMENTSOF(s->codes); i++) {
+                if (s->codes[i] == code || s->codes[i] == 0) {
+                        s->codes[i] = code;
+                        s->code_counts[i]++;
+                        return;
+                }
+        }
+}
+
+/* A field of a JSON object by dotted path ("metadata.name"). */
+const char *api__json_field(json_t *j, const char *path) {
+        _cleanup_free_ char *copy = strdup(path);
+        char *save = NULL;
+        json_t *v = j;
+
+        if (!copy)
+                return NULL;
+        for (char *t = strtok_r(copy, ".", &save); t && v; t = strtok_r(NULL, ".", &save))
+                v = json_object_get(v, t);
+        return json_string_value(v);
+}
+
+size_t api__n_resources(void) {
+        return ELEMENTSOF(resources);
+}
+
+const resource *api__resource_at(size_t i) {
+        return &resources[i];
+}

@@ -8,16 +8,6 @@
 
 /* ---- metrics of the API itself -------------------------------------------------------- */
 
-void api__count_code(api_server *s, unsigned code) {
-        for (size_t i = 0; i < ELEMENTSOF(s->codes); i++) {
-                if (s->codes[i] == code || s->codes[i] == 0) {
-                        s->codes[i] = code;
-                        s->code_counts[i]++;
-                        return;
-                }
-        }
-}
-
 /* ---- metrics --------------------------------------------------------------------------------- */
 
 static void histogram_text(tend_buf *b, const char *name, const char *help,

@@ -8,88 +8,6 @@
 #include "api-internal.h"
 #include "patch.h"
 
-/* ---- lists --------------------------------------------------------------------------------- */
-
-static const spec_meta *meta_of(store_kind kind, const void *obj) {
-        switch (kind) {
-        case STORE_DEPLOYMENT:
-                return &((const spec_deployment *) obj)->metadata;
-        case STORE_REPLICA_SET:
-                return &((const spec_replica_set *) obj)->metadata;
-        case STORE_POD:
-                return &((const spec_pod *) obj)->metadata;
-        default:
-                return &((const spec_event *) obj)->metadata;
-        }
-}
-
-static int cmp_refs(const void *a, const void *b) {
-        const list_ref *x = a, *y = b;
-        int c = strcmp(strempty(x->ns), strempty(y->ns));
-        return c ? c : strcmp(strempty(x->name), strempty(y->name));
-}
-
-/* The stored objects of a kind, by namespace and name (new array). */
-list_ref *api__sorted_refs(api_server *s, const resource *res, size_t *ret_n) {
-        const void *const *items;
-        size_t n = store_list(s->store, res->kind, &items);
-        list_ref *refs = new0(list_ref, n ?: 1);
-
-        if (!refs)
-                return NULL;
-        for (size_t i = 0; i < n; i++) {
-                const spec_meta *m = meta_of(res->kind, items[i]);
-                refs[i] = (list_ref){ m->namespace, m->name, items[i] };
-        }
-        qsort(refs, n, sizeof *refs, cmp_refs);
-        *ret_n = n;
-        return refs;
-}
-
-/*
- * A list's body, item by item: each object is encoded, dumped and freed
- * before the next, so a list of a thousand pods never exists as one tree
- * (building and freeing that tree was most of the time a list took, in
- * malloc's consolidation). The items' texts go between the brackets of
- * the "items" of the list's own encoding: jansson writes every value.
- */
-static char *list_body(api_server *s, const resource *res, const filter *f) {
-        size_t n = 0, k = 0;
-        _cleanup_free_ list_ref *refs = api__sorted_refs(s, res, &n);
-        _cleanup_buf_ tend_buf b = TEND_BUF_INIT((size_t) 1 << 30);
-        _cleanup_free_ char *head = NULL;
-        json_t *list;
-        char rv[32];
-        size_t cut;
-
-        if (!refs)
-                return NULL;
-        snprintf(rv, sizeof rv, "%" PRIu64, store_resource_version(s->store));
-        list = json_pack("{s:s, s:s, s:{s:s}, s:[]}", "kind", res->list_kind, "apiVersion",
-                         res->api_version, "metadata", "resourceVersion", rv, "items");
-        head = list ? json_dumps(list, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-        json_decref(list);
-        /* ...,"items":[]} — the items go before its last two characters. */
-        if (!head || (cut = strlen(head)) < 3 || !streq(head + cut - 3, "[]}"))
-                return NULL;
-        if (tend_buf_add(&b, head, cut - 2) < 0)
-                return NULL;
-        for (size_t i = 0; i < n; i++) {
-                json_t *j = api__encode_obj(res->kind, refs[i].obj);
-                char *text = j && api__filter_match(f, j) ? json_dumps(j, JSON_COMPACT) : NULL;
-                json_decref(j);
-                if (text &&
-                    (tend_buf_adds(&b, k++ ? "," : "") < 0 || tend_buf_adds(&b, text) < 0)) {
-                        free(text);
-                        return NULL;
-                }
-                free(text);
-        }
-        if (tend_buf_adds(&b, "]}\n") < 0)
-                return NULL;
-        return tend_buf_take(&b);
-}
-
 /* ---- handlers ---------------------------------------------------------------------------- */
 
 enum MHD_Result api__handle_collection(req *r, const resource *res, const char *ns,
@@ -108,7 +26,7 @@ enum MHD_Result api__handle_collection(req *r, const resource *res, const char *
                 }
                 if (api__arg_true(r, "watch"))
                         return api__start_watch(r, res, &f); /* takes f */
-                char *body = list_body(r->s, res, &f);
+                char *body = api__list_body(r->s, res, &f);
                 api__filter_done(&f);
                 if (!body)
                         return api__send_status(r, 500, NULL, "out of memory");
@@ -192,7 +110,7 @@ static enum MHD_Result send_conflict(req *r, const resource *res, const char *na
  * object having been modified. false: answered. */
 static bool preconditions_hold(req *r, const resource *res, const void *obj, const char *uid,
                                const char *rv, bool stated, enum MHD_Result *ret) {
-        const spec_meta *m = meta_of(res->kind, obj);
+        const spec_meta *m = api__meta_of(res->kind, obj);
         char now_rv[32];
 
         snprintf(now_rv, sizeof now_rv, "%" PRIu64, m->resource_version);

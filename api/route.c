@@ -8,38 +8,6 @@
 
 /* ---- resources ------------------------------------------------------------------------------ */
 
-static const resource resources[] = {
-        { "apis/apps/v1", "deployments", "deployments.apps", STORE_DEPLOYMENT, "DeploymentList",
-          "apps/v1" },
-        { "apis/apps/v1", "replicasets", "replicasets.apps", STORE_REPLICA_SET, "ReplicaSetList",
-          "apps/v1" },
-        { "api/v1", "pods", "pods", STORE_POD, "PodList", "v1" },
-        { "api/v1", "events", "events", STORE_EVENT, "EventList", "v1" },
-};
-
-const resource *api__resource(store_kind kind) {
-        for (size_t k = 0; k < ELEMENTSOF(resources); k++)
-                if (resources[k].kind == kind)
-                        return &resources[k];
-        return NULL;
-}
-
-enum MHD_Result api__send_oom(req *r) {
-        return api__send_status(r, 500, NULL, "out of memory");
-}
-
-enum MHD_Result api__not_found(req *r, const resource *res, const char *name) {
-        _cleanup_free_ char *clean = utf8_escape_invalid(name);
-        json_t *details = clean ? json_pack("{s:s, s:s}", "name", clean, "kind", res->plural)
-                                : NULL;
-        _cleanup_free_ char *msg = strprintf("%s \"%s\" not found", res->qualified, name);
-        return api__send_json(r, 404, api__status_json(404, "NotFound", msg, details));
-}
-
-json_t *api__encode_obj(store_kind k, const void *obj) {
-        return spec_encode(store_kind_type(k), obj);
-}
-
 /* ---- discovery --------------------------------------------------------------------------------
  */
 
@@ -154,8 +122,8 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
         if (i >= n)
                 return api__send_status(r, 404, "NotFound",
                                         "the server could not find the requested resource");
-        for (size_t k = 0; k < ELEMENTSOF(resources); k++) {
-                const resource *res = &resources[k];
+        for (size_t k = 0; k < api__n_resources(); k++) {
+                const resource *res = api__resource_at(k);
                 if (!streq(res->prefix, prefix) || !streq(res->plural, seg[i]))
                         continue;
                 if (i + 1 == n)

@@ -7,44 +7,6 @@
 
 #include "api-internal.h"
 
-/* ---- the MHD glue -------------------------------------------------------------------- */
-
-static void arm(slot *sl);
-
-static void run_slot(slot *sl) {
-        if (!sl->d)
-                return;
-        MHD_run(sl->d);
-        arm(sl);
-}
-
-static void on_slot_poll(uv_poll_t *h, int status, int events) {
-        run_slot(h->data);
-}
-
-static void on_slot_timer(uv_timer_t *t) {
-        run_slot(t->data);
-}
-
-/* After every run: MHD's next timeout (connection timeouts, resumed
- * connections). */
-static void arm(slot *sl) {
-        MHD_UNSIGNED_LONG_LONG ms;
-
-        if (!sl->d || sl->s->closing)
-                return;
-        if (MHD_get_timeout(sl->d, &ms) == MHD_YES)
-                uv_timer_start(&sl->timer, on_slot_timer, ms, 0);
-        else
-                uv_timer_stop(&sl->timer);
-}
-
-/* Resumed connections are served on the next MHD_run(). */
-void api__kick(slot *sl) {
-        if (sl->d && !sl->s->closing)
-                uv_timer_start(&sl->timer, on_slot_timer, 0, 0);
-}
-
 /* Is gid one of the groups of pid? (supplementary groups from /proc.) */
 static bool pid_in_group(pid_t pid, gid_t gid) {
         char path[64];
@@ -290,12 +252,12 @@ static int start_slot(api_server *s, int fd, bool tcp, char **ret_error) {
         }
         uv_poll_init(s->loop, &sl->poll, info->epoll_fd);
         sl->poll.data = sl;
-        uv_poll_start(&sl->poll, UV_READABLE, on_slot_poll);
+        uv_poll_start(&sl->poll, UV_READABLE, api__on_slot_poll);
         uv_timer_init(s->loop, &sl->timer);
         sl->timer.data = sl;
         s->open_handles += 2;
         s->n_slots++;
-        arm(sl);
+        api__arm(sl);
         return 0;
 }
 

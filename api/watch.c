@@ -23,21 +23,6 @@ struct watch {
         usec_t ends_at; /* timeoutSeconds, or USEC_INFINITY */
 };
 
-/* A suspended stream (a watch, a follower) writes only when there is news:
- * a client that hung up on a quiet one would go unnoticed, and keep its
- * descriptor, until the next write. Peek at the socket instead. */
-bool api__client_gone(struct MHD_Connection *c) {
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
-                c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        char byte;
-        ssize_t n;
-
-        if (!ci)
-                return false;
-        n = recv(ci->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
 static void watch_resume(watch *w) {
         if (w->suspended) {
                 w->suspended = false;

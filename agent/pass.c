@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The pass: the agent's life (new, start-up with adoption, free), the store's
+ * notifications turned into queued keys, and agent_process(). It is the top
+ * of the core: it calls the controllers (ctl-*.c), which call down into the
+ * work queue and events (queue.c) and the pods' runtime state (pods.c).
+ *
+ * A pass runs the three controllers over whatever is queued — deployments,
+ * then ReplicaSets, then pods — commits the store, and repeats while the
+ * commit's notifications queued more. Level-triggered: each sync recomputes
+ * from the store, so a lost notification costs latency, never correctness
+ * (the periodic resync queues everything).
+ */
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include "agent-internal.h"
+
+/* ---- store notifications ---------------------------------------------------------------- */
+
+/* Queues the objects a given owner controls (garbage collection when the
+ * owner goes). */
+static void enqueue_owned(agent *a, store_kind kind, const char *ns, const char *owner_uid) {
+        const void *const *items;
+        size_t n = store_list(a->store, kind, &items);
+
+        for (size_t i = 0; i < n; i++) {
+                const spec_meta *m = &((const spec_deployment *) items[i])->metadata;
+                if (streq_ptr(m->namespace, ns) && spec_meta_owned_by(m, owner_uid))
+                        agent__enqueue(a, kind, m->namespace, m->name);
+        }
+}
+
+static void on_store_change(store_kind kind, store_change change, const void *obj, void *u) {
+        agent *a = u;
+        const spec_meta *m = &((const spec_deployment *) obj)->metadata;
+        const spec_owner_ref *o = spec_meta_controller(m);
+
+        switch (kind) {
+        case STORE_DEPLOYMENT:
+                agent__enqueue(a, kind, m->namespace, m->name);
+                if (change == STORE_DELETED)
+                        enqueue_owned(a, STORE_REPLICA_SET, m->namespace, m->uid);
+                break;
+        case STORE_REPLICA_SET:
+                agent__enqueue(a, kind, m->namespace, m->name);
+                if (o) {
+                        const spec_deployment *d = agent__deployment_by_uid(a, m->namespace,
+                                                                            o->uid);
+                        if (d)
+                                agent__enqueue(a, STORE_DEPLOYMENT, m->namespace, d->metadata.name);
+                }
+                if (change == STORE_DELETED)
+                        enqueue_owned(a, STORE_POD, m->namespace, m->uid);
+                break;
+        case STORE_POD:
+                agent__enqueue(a, kind, m->namespace, m->name);
+                if (o) {
+                        const spec_replica_set *rs = agent__replica_set_by_uid(a, m->namespace,
+                                                                               o->uid);
+                        const spec_owner_ref *ro = rs ? spec_meta_controller(&rs->metadata) : NULL;
+                        if (rs)
+                                agent__enqueue(a, STORE_REPLICA_SET, m->namespace,
+                                               rs->metadata.name);
+                        /* A pod gone or dead leaves room under its deployment's
+                         * live bound: every ReplicaSet of it may be waiting for
+                         * that room (ctl-replicaset.c). */
+                        if (ro && streq_ptr(ro->kind, "Deployment") &&
+                            (change == STORE_DELETED || spec_pod_terminal(obj)))
+                                enqueue_owned(a, STORE_REPLICA_SET, m->namespace, ro->uid);
+                }
+                break;
+        default:
+                break;
+        }
+}
+
+void agent_resync(agent *a) {
+        for (int k = 0; k < STORE_EVENT; k++) {
+                const void *const *items;
+                size_t n = store_list(a->store, (store_kind) k, &items);
+                for (size_t i = 0; i < n; i++) {
+                        const spec_meta *m = &((const spec_deployment *) items[i])->metadata;
+                        agent__enqueue(a, (store_kind) k, m->namespace, m->name);
+                }
+        }
+}
+
+/* ---- processing ---------------------------------------------------------------------------- */
+
+void agent_kick(agent *a) {
+        if (a->wakeup)
+                a->wakeup(a->wakeup_userdata);
+}
+
+bool agent_has_work(const agent *a) {
+        for (int k = 0; k < _STORE_KIND_MAX; k++)
+                if (!workq_empty(&a->queues[k]))
+                        return true;
+        return false;
+}
+
+typedef int (*sync_fn)(agent *a, const char *ns, const char *name);
+
+static void drain(agent *a, store_kind kind, sync_fn fn) {
+        /* Only what is queued now: keys queued during this drain wait for
+         * the next round, after the commit, in kind order again. */
+        size_t n = a->queues[kind].n;
+
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *key = workq_pop(&a->queues[kind]), *ns = NULL;
+                const char *name;
+                int r;
+
+                if (!key)
+                        break;
+                if (agent__split_key(key, &ns, &name) < 0)
+                        continue;
+                r = fn(a, ns, name);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to sync %s/%s: %m", store_kind_to_string(kind),
+                                          key);
+                        /* retry after a pause rather than spinning */
+                        agent__enqueue_at(a, kind, ns, name, agent_now(a) + USEC_PER_SEC);
+                }
+        }
+}
+
+const char *const agent_respawn_phase_names[_AGENT_RESPAWN_PHASE_MAX] = {
+        [AGENT_RESPAWN_QUEUE] = "queue",
+        [AGENT_RESPAWN_PASS] = "pass",
+        [AGENT_RESPAWN_SPAWN] = "spawn",
+};
+
+const agent_metrics *agent_get_metrics(const agent *a) {
+        return &a->metrics;
+}
+
+store *agent_get_store(const agent *a) {
+        return a->store;
+}
+
+/* The commit failed: the starts it held were rolled back with it. */
+static void forget_starts(agent *a) {
+        for (size_t i = 0; i < a->n_starts; i++) {
+                pod_rt *pr = agent__pod_rt(a, a->starts[i]);
+                if (pr && pr->start_queued && !pr->handle)
+                        agent__pod_rt_drop(a, a->starts[i]);
+                free(a->starts[i]);
+        }
+        a->n_starts = 0;
+}
+
+/* A commit failed: the round is rolled back, and everything is looked at
+ * again in a second (level-triggered, so redoing is safe). */
+static usec_t recover_from_commit(agent *a, int r) {
+        log_error_errno(r, "Failed to commit to the store: %m");
+        ctl_pod_undo_early(a);
+        forget_starts(a);
+        agent__drop_events(a);
+        agent_resync(a);
+        for (int k = 0; k < _STORE_KIND_MAX; k++)
+                while (!workq_empty(&a->queues[k])) {
+                        _cleanup_free_ char *key = workq_pop(&a->queues[k]), *ns = NULL;
+                        const char *name;
+                        if (key && agent__split_key(key, &ns, &name) >= 0)
+                                agent__enqueue_at(a, (store_kind) k, ns, name,
+                                                  agent_now(a) + USEC_PER_SEC);
+                }
+        return agent_now(a) + USEC_PER_SEC;
+}
+
+/*
+ * A pass decides everything that is due in one batch, and commits it once.
+ * A process is started as soon as the pod worker decides to (begin_start()):
+ * a killed replica's path is its exit written (pod worker), its replacement
+ * created (ReplicaSet controller), its process spawned (pod worker), in two
+ * rounds, before any commit. The commit is not an fsync (store.h): nothing
+ * here was acknowledged to a user, and after a power loss every process is
+ * gone anyway. A unit is started after the commit. Events are written
+ * after the starts.
+ */
+usec_t agent_process(agent *a) {
+        usec_t next = USEC_INFINITY, t0 = now_monotonic();
+        bool worked = false;
+        int r;
+
+        a->processing = true;
+        a->clock_pass = (pass_clock){ .start_wall = agent_wall(a), .start = t0 };
+        a->yielded = false;
+        for (unsigned round = 0; round < 10000; round++) {
+                next = agent__promote_delayed(a);
+                if (agent_has_work(a)) {
+                        worked = true;
+                        drain(a, STORE_DEPLOYMENT, ctl_deployment_sync);
+                        drain(a, STORE_REPLICA_SET, ctl_replica_set_sync);
+                        drain(a, STORE_POD, ctl_pod_sync);
+                        /* Units to start: commit now rather than after the
+                         * statuses that follow from them. */
+                        if (a->n_starts == 0)
+                                continue;
+                }
+                r = store_commit(a->store, false);
+                if (r < 0) {
+                        usec_t retry = recover_from_commit(a, r);
+                        next = MIN(next, retry);
+                        break;
+                }
+                ctl_pod_forget_early(a);
+                if (a->n_starts == 0 && a->n_events == 0)
+                        break; /* nothing left: the commit was the pass's last */
+                ctl_pod_run_starts(a);
+                agent__flush_events(a);
+        }
+        agent__remove_doomed_dirs(a);
+        /* Still busy after many rounds: come back at once, not at a timer. */
+        if (agent_has_work(a) || a->n_starts)
+                next = agent_now(a);
+        a->processing = false;
+        if (worked)
+                tend_histogram_observe(&a->metrics.pass_duration, now_monotonic() - t0);
+        return next;
+}
+
+/* ---- life
+ * ------------------------------------------------------------------------------------------- */
+
+static usec_t real_now(void *u) {
+        return now_monotonic();
+}
+
+static usec_t real_wall(void *u) {
+        return now_realtime();
+}
+
+static const agent_clock real_clock = { .now = real_now, .wall = real_wall };
+
+int agent_new(const agent_config *c, agent **ret) {
+        agent *a = new0(agent, 1);
+        char host[256] = "localhost";
+        int r;
+
+        if (!a)
+                return -ENOMEM;
+        a->store = c->store;
+        a->backend = c->backend;
+        a->backend_data = c->backend_data;
+        a->clock = c->clock ? *c->clock : real_clock;
+        a->wakeup = c->wakeup;
+        a->wakeup_userdata = c->wakeup_userdata;
+        if (!c->node_name)
+                (void) gethostname(host, sizeof host - 1);
+        a->node_name = strdup(c->node_name ?: host);
+        a->pods = tend_hashmap_new();
+        if (!a->node_name || !a->pods)
+                goto oom;
+        for (int k = 0; k < _STORE_KIND_MAX; k++)
+                if (!(a->queues[k].set = tend_hashmap_new()) ||
+                    !(a->delayed[k] = tend_hashmap_new()))
+                        goto oom;
+        r = store_subscribe_writes(a->store, on_store_change, a);
+        if (r < 0)
+                goto fail;
+        *ret = a;
+        return 0;
+oom:
+        r = -ENOMEM;
+fail:
+        agent_free(a);
+        return r;
+}
+
+int agent_shutdown(agent *a) {
+        return store_commit(a->store, true);
+}
+
+agent *agent_free(agent *a) {
+        const char *key;
+        void *v;
+
+        if (!a)
+                return NULL;
+        store_unsubscribe(a->store, on_store_change, a);
+        if (a->pods)
+                for (size_t i = 0; tend_hashmap_next(a->pods, &i, &key, &v);)
+                        agent__pod_rt_free(a, v); /* detaches: processes keep running */
+        tend_hashmap_free(a->pods);
+        for (size_t i = 0; i < a->n_starts; i++)
+                free(a->starts[i]);
+        free(a->starts);
+        ctl_pod_forget_early(a);
+        free(a->early);
+        agent__drop_events(a);
+        free(a->events);
+        agent__remove_doomed_dirs(a);
+        for (int k = 0; k < _STORE_KIND_MAX; k++) {
+                workq_done(&a->queues[k]);
+                if (a->delayed[k])
+                        for (size_t i = 0; tend_hashmap_next(a->delayed[k], &i, &key, &v);)
+                                free(v);
+                tend_hashmap_free(a->delayed[k]);
+        }
+        free(a->node_name);
+        free(a);
+        return NULL;
+}
+
+int agent_start(agent *a) {
+        const void *const *items;
+        _cleanup_free_ const spec_pod **pods = NULL;
+        size_t n = store_list(a->store, STORE_POD, &items);
+        int r;
+
+        /* Copy the list: marking pods lost writes to the store. */
+        pods = new0(const spec_pod *, n);
+        if (!pods && n)
+                return -ENOMEM;
+        if (n)
+                memcpy(pods, items, sizeof(void *) * n);
+
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = pods[i];
+                json_t *j = store_get_record(a->store, p->metadata.uid);
+                rt_record rec = {};
+                rt_pod_params params = { .namespace = p->metadata.namespace,
+                                         .name = p->metadata.name,
+                                         .uid = p->metadata.uid,
+                                         .spec = &p->spec,
+                                         .labels = &p->metadata.labels };
+                _cleanup_free_ char *err = NULL;
+                pod_rt *pr;
+                void *handle = NULL;
+
+                if (spec_pod_terminal(p))
+                        continue;
+                if (!j) {
+                        if (p->status.phase != SPEC_POD_PENDING)
+                                (void) agent__mark_lost(a, p, "it has no runtime record");
+                        continue;
+                }
+                if (rt_record_from_json(j, &rec) < 0) {
+                        (void) agent__mark_lost(a, p, "its runtime record cannot be read");
+                        continue;
+                }
+                if (rec.pid <= 0 && !rec.unit) {
+                        /* Only the intent: the agent went down between
+                         * writing it and recording the process. Did the
+                         * process start? Look for it by its POD_UID. */
+                        rt_record_done(&rec);
+                        if (!a->backend->find ||
+                            a->backend->find(a->backend_data, &params, &rec) < 0) {
+                                (void) store_delete_record(a->store, p->metadata.uid);
+                                continue; /* never started: the pod worker starts it */
+                        }
+                }
+                pr = agent__pod_rt_new(a, p);
+                if (!pr) {
+                        rt_record_done(&rec);
+                        return -ENOMEM;
+                }
+                r = a->backend->adopt(a->backend_data, &params, &rec, pr, &handle, &err);
+                if (r < 0) {
+                        agent__pod_rt_drop(a, p->metadata.uid);
+                        (void) agent__mark_lost(a, p, err ?: strerror(-r));
+                } else {
+                        pr->handle = handle;
+                        pr->started_wall = rec.started_at;
+                        log_info("pod/%s: adopted %s", p->metadata.name,
+                                 strna(a->backend->container_id(handle)));
+                        json_t *nj = rt_record_to_json(a->backend->record(handle));
+                        if (nj)
+                                (void) store_put_record(a->store, p->metadata.uid, nj);
+                        json_decref(nj);
+                }
+                rt_record_done(&rec);
+        }
+        if (a->backend->sweep_orphans)
+                a->backend->sweep_orphans(a->backend_data);
+        r = store_commit(a->store, true);
+        if (r < 0)
+                return r;
+        a->started = true;
+        agent_resync(a);
+        return 0;
+}
