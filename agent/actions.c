@@ -67,69 +67,36 @@ static bool spec_or_annotations_differ(const spec_deployment *a, const spec_depl
         return differ;
 }
 
-static char *selector_repr(const spec_selector *s) {
-        json_t *j = spec_encode(&spec_type_selector, s);
-        char *r = j ? spec_json_dump_canonical(j) : NULL;
-        json_decref(j);
-        return r;
-}
-
-typedef struct overlap_report {
-        const spec_deployment *d;
-        const void *const *stored; /* ids below n_stored */
-        size_t n_stored;
-        spec_deployment *const *ds; /* ids from n_stored on */
-        spec_errors *errs;
-        char *repr;
-} overlap_report;
-
-static bool report_overlap(size_t id, void *userdata) {
-        overlap_report *o = userdata;
-        const spec_deployment *other = id < o->n_stored ? o->stored[id] : o->ds[id - o->n_stored];
-
-        if (!streq_ptr(other->metadata.namespace, o->d->metadata.namespace) ||
-            streq_ptr(other->metadata.name, o->d->metadata.name))
-                return true; /* another namespace, or what d replaces */
-        if (!o->repr && !(o->repr = selector_repr(o->d->spec.selector)))
-                return false;
-        (void) spec_errors_add(o->errs, "spec.selector",
-                               "Invalid value: %s: overlaps the selector of deployment \"%s\": a "
-                               "pod could belong to both; add a label that tells them apart",
-                               o->repr, other->metadata.name);
-        return o->errs->n < SPEC_MAX_ERRORS; /* past the cap, more would only be counted */
-}
-
 /* Each of ds checked, and the selector contract (DESIGN §4.1) against what
  * is stored and what else is in this apply (pairs within it reported once). */
 static int check_all(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs) {
         _cleanup_(spec_overlaps_freep) spec_overlaps *ov = spec_overlaps_new();
         const void *const *items;
         size_t m = store_list(a->store, STORE_DEPLOYMENT, &items);
+        _cleanup_free_ const spec_deployment **all = new0(const spec_deployment *, m + n + 1);
         const char *saved = errs->object;
 
-        if (!ov)
+        if (!ov || !all)
                 return -ENOMEM;
-        for (size_t k = 0; k < m + n; k++)
-                if (spec_overlaps_add(
-                            ov,
-                            (k < m ? (const spec_deployment *) items[k] : ds[k - m])->spec.selector,
-                            NULL) < 0)
+        for (size_t k = 0; k < m + n; k++) {
+                all[k] = k < m ? items[k] : ds[k - m];
+                if (spec_overlaps_add(ov, all[k]->spec.selector, NULL) < 0)
                         return -ENOMEM;
+        }
         for (size_t i = 0; i < n; i++) {
                 const spec_deployment *d = ds[i];
                 const spec_deployment *old = store_get(a->store, STORE_DEPLOYMENT,
                                                        d->metadata.namespace, d->metadata.name);
                 _cleanup_free_ char *label = spec_object_label("Deployment", d->metadata.name, 0);
-                overlap_report o = {
-                        .d = d, .stored = items, .n_stored = m, .ds = ds, .errs = errs
-                };
 
                 errs->object = label;
                 (void) spec_deployment_validate(d, errs);
                 if (old)
                         (void) spec_deployment_validate_update(old, d, errs);
-                spec_overlaps_each(ov, m + i, m + i, report_overlap, &o);
-                free(o.repr);
+                if (spec_overlaps_report(ov, all, m + i, errs, NULL, NULL) < 0) {
+                        errs->object = saved;
+                        return -ENOMEM;
+                }
                 errs->object = saved;
         }
         return 0;

@@ -219,51 +219,30 @@ static void at(spec_errors *errs, unsigned line, unsigned column) {
         }
 }
 
-typedef struct overlap_report {
-        const spec_manifest *m;
-        size_t i;
-        spec_errors *errs;
-        char *repr; /* of item i's selector, made at its first overlap */
-        int ret;
-} overlap_report;
-
-static bool report_overlap(size_t k, void *userdata) {
-        overlap_report *o = userdata;
-        const spec_deployment *a = o->m->items[o->i].deployment, *b = o->m->items[k].deployment;
-        char where[32] = "";
-
-        if (!streq(a->metadata.namespace, b->metadata.namespace) ||
-            streq(a->metadata.name, b->metadata.name))
-                return true; /* other namespaces do not meet; duplicates are said apart */
-        if (!o->repr && !(o->repr = spec__selector_repr(a->spec.selector))) {
-                o->ret = -ENOMEM;
-                return false;
-        }
-        if (o->m->items[k].selector_line)
-                snprintf(where, sizeof where, ":%u", o->m->items[k].selector_line);
-        o->ret = spec_errors_add(o->errs, "spec.selector",
-                                 "Invalid value: %s: overlaps the selector of deployment \"%s\" "
-                                 "(%s%s): a pod could belong to both; add a label that tells "
-                                 "them apart",
-                                 o->repr, b->metadata.name, o->m->items[k].file, where);
-        at(o->errs, o->m->items[o->i].selector_line, o->m->items[o->i].selector_column);
-        /* past the error cap, more pairs would only be counted */
-        return o->ret != -ENOMEM && o->errs->n < SPEC_MAX_ERRORS;
+/* Where item j declares its selector: "file:line" (the overlap rule's errors). */
+static char *selector_where(size_t j, void *userdata) {
+        const spec_manifest *m = userdata;
+        if (m->items[j].selector_line)
+                return strprintf("%s:%u", m->items[j].file, m->items[j].selector_line);
+        return strdup(m->items[j].file);
 }
 
 int spec_manifest_check(const spec_manifest *m, spec_errors *errs) {
         _cleanup_(spec_overlaps_freep) spec_overlaps *ov = spec_overlaps_new();
+        _cleanup_free_ const spec_deployment **ds = new0(const spec_deployment *, m->n + 1);
         int ret = 0;
 
-        if (!ov)
+        if (!ov || !ds)
                 return -ENOMEM;
-        for (size_t i = 0; i < m->n; i++)
-                if (spec_overlaps_add(ov, m->items[i].deployment->spec.selector, NULL) < 0)
+        for (size_t i = 0; i < m->n; i++) {
+                ds[i] = m->items[i].deployment;
+                if (spec_overlaps_add(ov, ds[i]->spec.selector, NULL) < 0)
                         return -ENOMEM;
+        }
         for (size_t i = 0; i < m->n; i++) {
                 const spec_deployment *a = m->items[i].deployment;
                 _cleanup_free_ char *label = spec_object_label("Deployment", a->metadata.name, 0);
-                overlap_report o = { .m = m, .i = i, .errs = errs };
+                size_t before;
 
                 errs->file = m->items[i].file;
                 errs->object = label;
@@ -284,10 +263,16 @@ int spec_manifest_check(const spec_manifest *m, spec_errors *errs) {
                                               a->metadata.name, bfile, where);
                         at(errs, m->items[i].name_line, m->items[i].name_column);
                 }
-                spec_overlaps_each(ov, i, i, report_overlap, &o);
-                free(o.repr);
-                if (o.ret < 0)
-                        ret = o.ret;
+                before = errs->n;
+                if (spec_overlaps_report(ov, ds, i, errs, selector_where, (void *) m) < 0)
+                        ret = -ENOMEM;
+                else if (errs->n > before)
+                        ret = -EINVAL;
+                for (size_t e = before; e < errs->n; e++)
+                        if (errs->items[e].line == 0) {
+                                errs->items[e].line = m->items[i].selector_line;
+                                errs->items[e].column = m->items[i].selector_column;
+                        }
                 if (ret == -ENOMEM)
                         break;
         }

@@ -422,6 +422,49 @@ int spec_overlaps_add(spec_overlaps *o, const spec_selector *s, size_t *ret_id) 
         return 0;
 }
 
+typedef struct report {
+        const spec_deployment *const *ds;
+        size_t i;
+        spec_errors *errs;
+        char *(*where)(size_t j, void *userdata);
+        void *userdata;
+        char *repr; /* of ds[i]'s selector, made at its first overlap */
+        int ret;
+} report;
+
+static bool report_one(size_t j, void *userdata) {
+        report *o = userdata;
+        const spec_deployment *a = o->ds[o->i], *b = o->ds[j];
+        _cleanup_free_ char *where = NULL;
+
+        if (!streq_ptr(a->metadata.namespace, b->metadata.namespace) ||
+            streq_ptr(a->metadata.name, b->metadata.name))
+                return true; /* other namespaces never meet; the same name is replaced */
+        if (!o->repr && !(o->repr = spec__selector_repr(a->spec.selector))) {
+                o->ret = -ENOMEM;
+                return false;
+        }
+        where = o->where ? o->where(j, o->userdata) : NULL;
+        o->ret = spec_errors_add(
+                o->errs, "spec.selector",
+                "Invalid value: %s: overlaps the selector of deployment \"%s\"%s%s%s: "
+                "a pod could belong to both; add a label that tells them apart",
+                o->repr, b->metadata.name, !isempty(where) ? " (" : "", strempty(where),
+                !isempty(where) ? ")" : "");
+        /* past the error cap, more pairs would only be counted */
+        return o->ret != -ENOMEM && o->errs->n < SPEC_MAX_ERRORS;
+}
+
+int spec_overlaps_report(spec_overlaps *o, const spec_deployment *const *ds, size_t i,
+                         spec_errors *errs, char *(*where)(size_t j, void *userdata),
+                         void *userdata) {
+        report r = { .ds = ds, .i = i, .errs = errs, .where = where, .userdata = userdata };
+
+        spec_overlaps_each(o, i, i, report_one, &r);
+        free(r.repr);
+        return r.ret == -ENOMEM ? -ENOMEM : 0;
+}
+
 void spec_overlaps_each(spec_overlaps *o, size_t id, size_t before,
                         bool (*fn)(size_t other, void *userdata), void *userdata) {
         const nsel *s = &o->sels[id];

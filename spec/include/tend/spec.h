@@ -738,6 +738,17 @@ int spec_manifest_add_buffer(spec_manifest *m, const char *file, const char *dat
 /* A file, "-" for stdin, or a directory (its *.yaml, *.yml and *.json files,
  * sorted by name, not recursive). */
 int spec_manifest_add_path(spec_manifest *m, const char *path, spec_errors *errs);
+/* The overlap rule itself (DESIGN §4.1), for the manifest check and the
+ * apply alike: ds[0..n) were added to o in order; for ds[i], every ds[j]
+ * (j < i) of its namespace, other than one of its own name (what it
+ * replaces), whose selector can match a pod of it adds an error at
+ * spec.selector naming it, and where(j, userdata) when given (NULL or "":
+ * nothing; else " (file:line)" is added after its name). Stops at the
+ * error cap. -ENOMEM. */
+int spec_overlaps_report(spec_overlaps *o, const spec_deployment *const *ds, size_t i,
+                         spec_errors *errs, char *(*where)(size_t j, void *userdata),
+                         void *userdata);
+
 /* Checks the set as a whole: the same namespace/name twice, and selectors of
  * two deployments in one namespace that could select the same pod. */
 int spec_manifest_check(const spec_manifest *m, spec_errors *errs);
