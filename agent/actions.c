@@ -67,6 +67,20 @@ static bool spec_or_annotations_differ(const spec_deployment *a, const spec_depl
         return differ;
 }
 
+/* Every user action ends here: r is what its write returned. The change is
+ * committed durably before the caller acknowledges it (DESIGN §4.5); if the
+ * write or the commit failed, the batch is rolled back, so nothing half-done
+ * stays in memory. -ENOENT (nothing to change) wrote nothing. */
+static int acknowledge(agent *a, int r) {
+        if (r == -ENOENT)
+                return r;
+        if (r >= 0)
+                r = store_commit(a->store, true);
+        if (r < 0)
+                store_rollback(a->store);
+        return r;
+}
+
 /* Each of ds checked, and the selector contract (DESIGN §4.1) against what
  * is stored and what else is in this apply (pairs within it reported once). */
 static int check_all(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs) {
@@ -239,10 +253,7 @@ int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *
         }
         if (dry_run)
                 return 0;
-        r = store_commit(a->store, true);
-        if (r < 0)
-                store_rollback(a->store);
-        return r;
+        return acknowledge(a, 0);
 }
 
 int agent_apply(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
@@ -269,12 +280,7 @@ static int update_deployment(agent *a, const char *ns, const char *name,
         }
         if (spec_or_annotations_differ(d, n))
                 n->metadata.generation++;
-        r = store_put(a->store, STORE_DEPLOYMENT, n, NULL);
-        if (r >= 0)
-                r = store_commit(a->store, true);
-        if (r < 0)
-                store_rollback(a->store);
-        return r;
+        return acknowledge(a, store_put(a->store, STORE_DEPLOYMENT, n, NULL));
 }
 
 static int do_scale(agent *a, spec_deployment *d, void *arg) {
@@ -332,16 +338,12 @@ int agent_delete_deployment(agent *a, const char *ns, const char *name) {
         if (r < 0)
                 return r;
         log_info("deployment/%s: deleted; its replica sets and pods follow", name);
-        r = store_commit(a->store, true);
-        if (r < 0)
-                store_rollback(a->store);
-        return r;
+        return acknowledge(a, r);
 }
 
 int agent_scale_replica_set(agent *a, const char *ns, const char *name, int32_t replicas) {
         const spec_replica_set *rs = store_get(a->store, STORE_REPLICA_SET, ns, name);
         spec_replica_set *n;
-        int r;
 
         if (!rs)
                 return -ENOENT;
@@ -351,22 +353,11 @@ int agent_scale_replica_set(agent *a, const char *ns, const char *name, int32_t 
         if (!n)
                 return -ENOMEM;
         n->spec.replicas = replicas;
-        r = store_put(a->store, STORE_REPLICA_SET, n, NULL);
-        if (r >= 0)
-                r = store_commit(a->store, true);
-        if (r < 0)
-                store_rollback(a->store);
-        return r;
+        return acknowledge(a, store_put(a->store, STORE_REPLICA_SET, n, NULL));
 }
 
 int agent_delete_replica_set(agent *a, const char *ns, const char *name) {
-        int r = store_delete(a->store, STORE_REPLICA_SET, ns, name);
-
-        if (r >= 0)
-                r = store_commit(a->store, true);
-        if (r < 0 && r != -ENOENT)
-                store_rollback(a->store);
-        return r;
+        return acknowledge(a, store_delete(a->store, STORE_REPLICA_SET, ns, name));
 }
 
 int agent_record_event(agent *a, store_kind kind, const spec_meta *m, const char *type,
@@ -382,7 +373,6 @@ int agent_delete_pod(agent *a, const char *ns, const char *name, int64_t grace_s
         const spec_pod *p = store_get(a->store, STORE_POD, ns, name);
         int64_t grace;
         spec_pod *n;
-        int r;
 
         if (!p)
                 return -ENOENT;
@@ -398,12 +388,7 @@ int agent_delete_pod(agent *a, const char *ns, const char *name, int64_t grace_s
         if (!n->metadata.deletion_timestamp)
                 n->metadata.deletion_timestamp = agent_wall(a);
         n->metadata.deletion_grace_period_seconds = grace;
-        r = store_put(a->store, STORE_POD, n, NULL);
-        if (r >= 0)
-                r = store_commit(a->store, true);
-        if (r < 0)
-                store_rollback(a->store);
-        return r;
+        return acknowledge(a, store_put(a->store, STORE_POD, n, NULL));
 }
 
 /* ---- rollback (§4) -------------------------------------------------------------------------- */

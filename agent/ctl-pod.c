@@ -396,82 +396,74 @@ static int reflect(agent *a, const spec_pod *p, pod_rt *pr) {
         return store_put(a->store, STORE_POD, n, NULL);
 }
 
+/* What the planner needs to know of pod p and its process. */
+static plan_pod_view pod_view(agent *a, const spec_pod *p, const pod_rt *pr) {
+        const spec_owner_ref *o = spec_meta_controller(&p->metadata);
+        const spec_probe *lp = p->spec.n_containers ? p->spec.containers[0].liveness_probe : NULL;
+        const char *after = spec_map_get(&p->metadata.annotations, AGENT_ANN_START_AFTER);
+        usec_t t;
+
+        return (plan_pod_view){
+                .orphaned = o && streq_ptr(o->kind, "ReplicaSet") &&
+                            !p->metadata.deletion_timestamp &&
+                            !agent__replica_set_by_uid(a, p->metadata.namespace, o->uid),
+                .terminal = spec_pod_terminal(p),
+                .deleting = p->metadata.deletion_timestamp != 0,
+                .pending = p->status.phase == SPEC_POD_PENDING,
+                .grace = grace_of(p),
+                .probe_grace = lp && lp->termination_grace_period_seconds != SPEC_UNSET64
+                                       ? (usec_t) lp->termination_grace_period_seconds *
+                                                 USEC_PER_SEC
+                                       : grace_of(p),
+                .start_after = after && parse_timestamp(after, &t) >= 0 ? t : 0,
+                .now = agent_wall(a),
+                .agent_started = a->started,
+                .draining = a->draining,
+                .watched = pr != NULL,
+                .has_process = pr && pr->handle,
+                .exited = pr && pr->exited,
+                .stopping = pr && pr->stopping,
+                .stop_grace = pr ? pr->stop_grace : 0,
+                .liveness_failed = pr && pr->liveness_failed,
+        };
+}
+
+/* The pod worker: the planner decides the one next step (plan_pod_next());
+ * this carries it out. */
 int ctl_pod_sync(agent *a, const char *ns, const char *name) {
         const spec_pod *p = store_get(a->store, STORE_POD, ns, name);
-        const spec_owner_ref *o;
         pod_rt *pr;
+        plan_pod_view view;
+        plan_pod_step step;
+        int r;
 
         if (!p)
                 return 0;
         pr = agent__pod_rt(a, p->metadata.uid);
-
-        /* Garbage collection: a pod whose ReplicaSet is gone goes too. */
-        o = spec_meta_controller(&p->metadata);
-        if (o && streq_ptr(o->kind, "ReplicaSet") && !p->metadata.deletion_timestamp &&
-            !agent__replica_set_by_uid(a, ns, o->uid))
-                return spec_pod_terminal(p) ? agent__remove_pod(a, p) : mark_deleted(a, p);
-
-        if (spec_pod_terminal(p)) {
-                if (pr)
-                        agent__pod_rt_drop(a, p->metadata.uid);
-                return p->metadata.deletion_timestamp ? agent__remove_pod(a, p) : 0;
-        }
-
-        if (pr && pr->exited) {
-                /* Deleted pods simply go once their process has. */
-                if (p->metadata.deletion_timestamp)
-                        return agent__remove_pod(a, p);
-                int r = write_exit(a, p, pr);
-                /* Forget the process only once its exit is written: if the
-                 * write fails, the retry writes it again. */
-                if (r >= 0)
-                        agent__pod_rt_drop(a, p->metadata.uid);
-                return r;
-        }
-
-        if (p->metadata.deletion_timestamp) {
-                if (!pr || !pr->handle)
-                        return agent__remove_pod(a, p);
-                if (!pr->stopping || grace_of(p) < pr->stop_grace) {
-                        /* A second deletion may shorten the grace, never
-                         * lengthen it (the runtime keeps the earlier end). */
-                        int r = a->backend->stop(pr->handle, grace_of(p));
-                        if (r < 0)
-                                return r; /* retried */
-                        if (!pr->stopping)
-                                (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Killing",
-                                                    "Stopping container %s",
-                                                    agent__container_name(p));
-                        pr->stopping = true;
-                        pr->stop_grace = grace_of(p);
-                }
+        view = pod_view(a, p, pr);
+        step = plan_pod_next(&view);
+        switch (step.action) {
+        case PLAN_POD_NOTHING:
                 return 0;
-        }
-
-        if (!pr) {
-                const char *after = spec_map_get(&p->metadata.annotations, AGENT_ANN_START_AFTER);
-                usec_t t;
-
-                if (p->status.phase != SPEC_POD_PENDING)
-                        /* Running, but nothing watches its process (a write
-                         * that failed, a start that was rolled back): lost. */
-                        return a->started ? agent__mark_lost(a, p, "its process is not watched")
-                                          : 0;
-                if (after && parse_timestamp(after, &t) >= 0 && t > agent_wall(a)) {
-                        agent__enqueue_at_wall(a, STORE_POD, ns, name, t);
-                        return 0;
-                }
-                return a->draining ? 0 : begin_start(a, p);
-        }
-
-        if (pr->liveness_failed && !pr->stopping) {
-                const spec_probe *lp = p->spec.n_containers ? p->spec.containers[0].liveness_probe
-                                                            : NULL;
-                usec_t grace = lp && lp->termination_grace_period_seconds != SPEC_UNSET64
-                                       ? (usec_t) lp->termination_grace_period_seconds *
-                                                 USEC_PER_SEC
-                                       : grace_of(p);
-                int r = a->backend->stop(pr->handle, grace);
+        case PLAN_POD_REFLECT:
+                return reflect(a, p, pr);
+        case PLAN_POD_START:
+                return begin_start(a, p);
+        case PLAN_POD_WAIT_UNTIL:
+                agent__enqueue_at_wall(a, STORE_POD, ns, name, step.at);
+                return 0;
+        case PLAN_POD_STOP:
+                r = a->backend->stop(pr->handle, step.grace);
+                if (r < 0)
+                        return r; /* retried */
+                if (step.first)
+                        (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Killing",
+                                            "Stopping container %s", agent__container_name(p));
+                pr->stopping = true;
+                pr->stop_grace = step.grace;
+                return 0;
+        case PLAN_POD_STOP_LIVENESS:
+                r = a->backend->stop(pr->handle, step.grace);
                 if (r < 0)
                         return r; /* retried */
                 pr->stopping = true;
@@ -483,8 +475,25 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
                 log_info("pod/%s: liveness probe failed (%s); stopping it", p->metadata.name,
                          strna(pr->liveness_message));
                 return 0;
+        case PLAN_POD_WRITE_EXIT:
+                r = write_exit(a, p, pr);
+                /* Forget the process only once its exit is written: if the
+                 * write fails, the retry writes it again. */
+                if (r >= 0)
+                        agent__pod_rt_drop(a, p->metadata.uid);
+                return r;
+        case PLAN_POD_FORGET:
+                agent__pod_rt_drop(a, p->metadata.uid);
+                return 0;
+        case PLAN_POD_REMOVE:
+                return agent__remove_pod(a, p);
+        case PLAN_POD_MARK_DELETED:
+                return mark_deleted(a, p);
+        case PLAN_POD_MARK_LOST:
+                return agent__mark_lost(a, p, "its process is not watched");
+        default:
+                return -EINVAL; /* a step the planner does not make */
         }
-        return reflect(a, p, pr);
 }
 
 /* ---- draining (tendd --stop-pods-on-exit) ---------------------------------------------------- */

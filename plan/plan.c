@@ -431,6 +431,71 @@ char *plan_revision_history_append(const char *history, int64_t rev) {
         return s;
 }
 
+/* ---- a replica's lifecycle ------------------------------------------------------------ */
+
+static const char *const pod_action_names[_PLAN_POD_ACTION_MAX] = {
+        [PLAN_POD_NOTHING] = "nothing",
+        [PLAN_POD_REFLECT] = "reflect",
+        [PLAN_POD_START] = "start",
+        [PLAN_POD_WAIT_UNTIL] = "wait-until",
+        [PLAN_POD_STOP] = "stop",
+        [PLAN_POD_STOP_LIVENESS] = "stop-liveness",
+        [PLAN_POD_WRITE_EXIT] = "write-exit",
+        [PLAN_POD_FORGET] = "forget",
+        [PLAN_POD_REMOVE] = "remove",
+        [PLAN_POD_MARK_DELETED] = "mark-deleted",
+        [PLAN_POD_MARK_LOST] = "mark-lost",
+};
+
+const char *plan_pod_action_to_string(plan_pod_action a) {
+        return a >= 0 && a < _PLAN_POD_ACTION_MAX ? pod_action_names[a] : NULL;
+}
+
+plan_pod_step plan_pod_next(const plan_pod_view *v) {
+        /* Garbage collection: a pod whose ReplicaSet is gone goes too. */
+        if (v->orphaned)
+                return (plan_pod_step){ .action = v->terminal ? PLAN_POD_REMOVE
+                                                              : PLAN_POD_MARK_DELETED };
+        /* A terminal pod's process is gone for good: forget it; the object
+         * stays (the ReplicaSet controller keeps a few) until it is deleted. */
+        if (v->terminal) {
+                if (v->deleting)
+                        return (plan_pod_step){ .action = PLAN_POD_REMOVE };
+                return (plan_pod_step){ .action = v->watched ? PLAN_POD_FORGET : PLAN_POD_NOTHING };
+        }
+        /* An exit: deleted pods simply go once their process has; others
+         * become Failed or Succeeded, for the ReplicaSet to replace. */
+        if (v->watched && v->exited)
+                return (plan_pod_step){ .action = v->deleting ? PLAN_POD_REMOVE
+                                                              : PLAN_POD_WRITE_EXIT };
+        if (v->deleting) {
+                if (!v->watched || !v->has_process)
+                        return (plan_pod_step){ .action = PLAN_POD_REMOVE };
+                /* A second deletion may shorten the grace, never lengthen
+                 * it (the runtime keeps the earlier end). */
+                if (!v->stopping || v->grace < v->stop_grace)
+                        return (plan_pod_step){ .action = PLAN_POD_STOP,
+                                                .grace = v->grace,
+                                                .first = !v->stopping };
+                return (plan_pod_step){ .action = PLAN_POD_NOTHING };
+        }
+        if (!v->watched) {
+                /* Running, but nothing watches its process (a write that
+                 * failed, a start that was rolled back): lost. Not during
+                 * start-up, which adopts what it can first. */
+                if (!v->pending)
+                        return (plan_pod_step){ .action = v->agent_started ? PLAN_POD_MARK_LOST
+                                                                           : PLAN_POD_NOTHING };
+                if (v->start_after > v->now)
+                        return (plan_pod_step){ .action = PLAN_POD_WAIT_UNTIL,
+                                                .at = v->start_after };
+                return (plan_pod_step){ .action = v->draining ? PLAN_POD_NOTHING : PLAN_POD_START };
+        }
+        if (v->liveness_failed && !v->stopping)
+                return (plan_pod_step){ .action = PLAN_POD_STOP_LIVENESS, .grace = v->probe_grace };
+        return (plan_pod_step){ .action = PLAN_POD_REFLECT };
+}
+
 /* ---- conditions ------------------------------------------------------------------------- */
 
 static void condition_done(spec_condition *c) {

@@ -264,6 +264,101 @@ static void test_crash_death(void **state) {
         }
 }
 
+/* The pod worker's one step, every branch of the lifecycle. */
+static void test_pod_next(void **state) {
+        /* A live pod with a process, as most syncs see it. */
+        const plan_pod_view live = { .grace = 30 * S,
+                                     .probe_grace = 30 * S,
+                                     .now = 1000 * S,
+                                     .agent_started = true,
+                                     .watched = true,
+                                     .has_process = true };
+        struct {
+                const char *what;
+                plan_pod_view v;
+                plan_pod_action want;
+                usec_t want_at, want_grace;
+                bool want_first;
+        } cases[32];
+        size_t n = 0;
+        plan_pod_view v;
+
+#define CASE(w, setup, act, at_, grace_, first_)                                   \
+        do {                                                                       \
+                v = live;                                                          \
+                setup;                                                             \
+                cases[n++] = (typeof(cases[0])){ w, v, act, at_, grace_, first_ }; \
+        } while (0)
+        CASE("running: reflect what the runtime sees", (void) 0, PLAN_POD_REFLECT, 0, 0, false);
+        CASE("orphan, live: its graceful deletion begins", v.orphaned = true, PLAN_POD_MARK_DELETED,
+             0, 0, false);
+        CASE("orphan, terminal: removed", (v.orphaned = true, v.terminal = true), PLAN_POD_REMOVE,
+             0, 0, false);
+        CASE("terminal, watched: forget the process", v.terminal = true, PLAN_POD_FORGET, 0, 0,
+             false);
+        CASE("terminal, not watched: kept as it is", (v.terminal = true, v.watched = false),
+             PLAN_POD_NOTHING, 0, 0, false);
+        CASE("terminal, deleted: removed", (v.terminal = true, v.deleting = true), PLAN_POD_REMOVE,
+             0, 0, false);
+        CASE("exited: its exit is written", v.exited = true, PLAN_POD_WRITE_EXIT, 0, 0, false);
+        CASE("exited while deleted: removed", (v.exited = true, v.deleting = true), PLAN_POD_REMOVE,
+             0, 0, false);
+        CASE("deleted: first stop, its grace", (v.deleting = true, v.grace = 5 * S), PLAN_POD_STOP,
+             0, 5 * S, true);
+        CASE("deleted again, shorter grace: stopped sooner",
+             (v.deleting = true, v.stopping = true, v.stop_grace = 30 * S, v.grace = 0),
+             PLAN_POD_STOP, 0, 0, false);
+        CASE("deleted again, longer grace: the earlier end holds",
+             (v.deleting = true, v.stopping = true, v.stop_grace = 5 * S, v.grace = 30 * S),
+             PLAN_POD_NOTHING, 0, 0, false);
+        CASE("deleted, stopping, same grace: wait for the exit",
+             (v.deleting = true, v.stopping = true, v.stop_grace = 30 * S), PLAN_POD_NOTHING, 0, 0,
+             false);
+        CASE("deleted, no process: removed", (v.deleting = true, v.has_process = false),
+             PLAN_POD_REMOVE, 0, 0, false);
+        CASE("deleted, not watched: removed",
+             (v.deleting = true, v.watched = false, v.has_process = false), PLAN_POD_REMOVE, 0, 0,
+             false);
+        CASE("pending, not watched: started",
+             (v.watched = false, v.has_process = false, v.pending = true), PLAN_POD_START, 0, 0,
+             false);
+        CASE("pending, start-after ahead: wait until then",
+             (v.watched = false, v.has_process = false, v.pending = true, v.start_after = 1003 * S),
+             PLAN_POD_WAIT_UNTIL, 1003 * S, 0, false);
+        CASE("pending, start-after past: started",
+             (v.watched = false, v.has_process = false, v.pending = true, v.start_after = 999 * S),
+             PLAN_POD_START, 0, 0, false);
+        CASE("pending while draining: none started",
+             (v.watched = false, v.has_process = false, v.pending = true, v.draining = true),
+             PLAN_POD_NOTHING, 0, 0, false);
+        CASE("running, not watched: lost", (v.watched = false, v.has_process = false),
+             PLAN_POD_MARK_LOST, 0, 0, false);
+        CASE("running, not watched, during start-up: adoption first",
+             (v.watched = false, v.has_process = false, v.agent_started = false), PLAN_POD_NOTHING,
+             0, 0, false);
+        CASE("liveness failed: stopped with the probe's grace",
+             (v.liveness_failed = true, v.probe_grace = 2 * S), PLAN_POD_STOP_LIVENESS, 0, 2 * S,
+             false);
+        CASE("liveness failed, already stopping: reflect",
+             (v.liveness_failed = true, v.stopping = true), PLAN_POD_REFLECT, 0, 0, false);
+#undef CASE
+
+        for (size_t i = 0; i < n; i++) {
+                plan_pod_step st = plan_pod_next(&cases[i].v);
+                if (st.action != cases[i].want ||
+                    (st.action == PLAN_POD_WAIT_UNTIL && st.at != cases[i].want_at) ||
+                    ((st.action == PLAN_POD_STOP || st.action == PLAN_POD_STOP_LIVENESS) &&
+                     (st.grace != cases[i].want_grace || st.first != cases[i].want_first)))
+                        fail_msg("%s: got %s (at %llu, grace %llu, first %d), expected %s",
+                                 cases[i].what, plan_pod_action_to_string(st.action),
+                                 (unsigned long long) st.at, (unsigned long long) st.grace,
+                                 st.first, plan_pod_action_to_string(cases[i].want));
+        }
+        for (int a = 0; a < _PLAN_POD_ACTION_MAX; a++)
+                assert_non_null(plan_pod_action_to_string((plan_pod_action) a));
+        assert_null(plan_pod_action_to_string(_PLAN_POD_ACTION_MAX));
+}
+
 static void test_history_prune(void **state) {
         plan_old_rs old[] = {
                 { "r1", 1, 0, 0, true, false },
@@ -408,6 +503,7 @@ int main(void) {
                 cmocka_unit_test(test_deletion_order),
                 cmocka_unit_test(test_backoff),
                 cmocka_unit_test(test_crash_death),
+                cmocka_unit_test(test_pod_next),
                 cmocka_unit_test(test_history_prune),
                 cmocka_unit_test(test_undo_target),
                 cmocka_unit_test(test_conditions),

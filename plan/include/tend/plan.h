@@ -102,6 +102,56 @@ plan_death plan_crash_death(const spec_backoff *b, unsigned streak, bool was_rea
  * `streak`. */
 usec_t plan_backoff_delay(const spec_backoff *b, unsigned streak);
 
+/* ---- a replica's lifecycle: the pod worker's one step ------------------------------------- */
+
+/* What the pod worker sees of one pod: the object, and the runtime's view
+ * of its process (the agent's pod_rt), as plain facts. */
+typedef struct plan_pod_view {
+        bool orphaned;      /* its ReplicaSet is gone, and it is not being deleted yet */
+        bool terminal;      /* Failed or Succeeded */
+        bool deleting;      /* deletionTimestamp set */
+        bool pending;       /* phase Pending (never reported running) */
+        usec_t grace;       /* its deletion's grace period (or the pod's) */
+        usec_t probe_grace; /* for a liveness failure: the probe's grace, else grace */
+        usec_t start_after; /* tend.io/start-after (wall); 0: none */
+        usec_t now;         /* wall */
+        bool agent_started; /* start-up (adoption) is over */
+        bool draining;      /* tendd stops every pod to exit: start none */
+        /* the runtime's view; all false without one */
+        bool watched;     /* the agent has runtime state for it */
+        bool has_process; /* ... with a live handle */
+        bool exited;      /* its exit is seen, not yet written */
+        bool stopping;    /* a stop was asked, with stop_grace */
+        usec_t stop_grace;
+        bool liveness_failed;
+} plan_pod_view;
+
+typedef enum plan_pod_action {
+        PLAN_POD_NOTHING,       /* all is as it should be */
+        PLAN_POD_REFLECT,       /* write what the runtime sees (running, ready) */
+        PLAN_POD_START,         /* start its process */
+        PLAN_POD_WAIT_UNTIL,    /* come back at .at (wall): a start-after annotation */
+        PLAN_POD_STOP,          /* stop it with .grace: deleted (.first: the first stop asked) */
+        PLAN_POD_STOP_LIVENESS, /* stop it with .grace: its liveness probe failed */
+        PLAN_POD_WRITE_EXIT,    /* write its exit: the pod becomes Failed or Succeeded */
+        PLAN_POD_FORGET,        /* drop the runtime state of a terminal pod */
+        PLAN_POD_REMOVE,        /* delete the object (its record, logs, runtime state) */
+        PLAN_POD_MARK_DELETED,  /* garbage collection: start its graceful deletion */
+        PLAN_POD_MARK_LOST,     /* running, but nothing watches its process: Failed, Lost */
+        _PLAN_POD_ACTION_MAX,
+} plan_pod_action;
+
+typedef struct plan_pod_step {
+        plan_pod_action action;
+        usec_t at;    /* PLAN_POD_WAIT_UNTIL */
+        usec_t grace; /* PLAN_POD_STOP, PLAN_POD_STOP_LIVENESS */
+        bool first;   /* PLAN_POD_STOP: no stop was asked before (an event says so) */
+} plan_pod_step;
+
+const char *plan_pod_action_to_string(plan_pod_action a);
+/* The one thing to do next for a pod (DESIGN §5, the pod worker). */
+plan_pod_step plan_pod_next(const plan_pod_view *v);
+
 /* ---- history and rollback -------------------------------------------------------------------- */
 
 typedef struct plan_old_rs {
