@@ -401,6 +401,7 @@ static int do_rollback(agent *a, spec_deployment *d, void *arg) {
         const spec_replica_set *rs = ((rollback_arg *) arg)->target;
         spec_pod_template *t = spec_pod_template_copy(&rs->spec.template);
         spec_map ann = {};
+        int r = 0;
 
         if (!t)
                 return -ENOMEM;
@@ -415,7 +416,8 @@ static int do_rollback(agent *a, spec_deployment *d, void *arg) {
                 if (streq(k, SPEC_ANN_REVISION) || streq(k, SPEC_ANN_REVISION_HISTORY) ||
                     streq(k, SPEC_ANN_DESIRED_REPLICAS) || streq(k, SPEC_ANN_MAX_REPLICAS) ||
                     streq(k, SPEC_ANN_LAST_APPLIED))
-                        (void) spec_map_set(&ann, k, d->metadata.annotations.items[i].value);
+                        RET_GATHER(r,
+                                   spec_map_set(&ann, k, d->metadata.annotations.items[i].value));
         }
         for (size_t i = 0; i < rs->metadata.annotations.n; i++) {
                 const char *k = rs->metadata.annotations.items[i].key;
@@ -423,7 +425,12 @@ static int do_rollback(agent *a, spec_deployment *d, void *arg) {
                     !streq(k, SPEC_ANN_DESIRED_REPLICAS) && !streq(k, SPEC_ANN_MAX_REPLICAS) &&
                     !streq(k, SPEC_ANN_LAST_APPLIED) &&
                     !streq(k, "deprecated.deployment.rollback.to"))
-                        (void) spec_map_set(&ann, k, rs->metadata.annotations.items[i].value);
+                        RET_GATHER(r,
+                                   spec_map_set(&ann, k, rs->metadata.annotations.items[i].value));
+        }
+        if (r < 0) {
+                spec_map_done(&ann);
+                return r; /* d is the caller's copy: it is dropped, nothing is written */
         }
         spec_map_done(&d->metadata.annotations);
         d->metadata.annotations = ann;

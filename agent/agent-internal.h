@@ -140,7 +140,7 @@ void agent__pod_rt_drop(agent *a, const char *uid);
  * what it inherited, on a dead one the streak after its death. Kept on the
  * pod, so that it survives an agent restart and goes on with the lineage. */
 unsigned agent__pod_streak(const spec_pod *p);
-void agent__set_pod_streak(spec_pod *p, unsigned streak);
+int agent__set_pod_streak(spec_pod *p, unsigned streak);
 /* The crash-loop back-off of a ReplicaSet's replicas: its deployment's
  * tend.io/crash-backoff, which the deployment controller keeps on the new
  * ReplicaSet. */
@@ -160,11 +160,13 @@ void agent__remove_doomed_dirs(agent *a);
 
 /* containerStatuses[0], created (named after the container) if missing. */
 spec_container_status *agent__container_status(spec_pod *p);
-void agent__set_waiting(spec_container_status *cs, const char *reason, const char *message);
-void agent__set_running(spec_container_status *cs, usec_t started_at);
-void agent__set_terminated(spec_container_status *cs, int32_t exit_code, int32_t sig,
-                           const char *reason, const char *message, usec_t started_at,
-                           usec_t finished_at);
+/* The container's state, replaced; -ENOMEM (a half-set state: do not write
+ * the pod). */
+int agent__set_waiting(spec_container_status *cs, const char *reason, const char *message);
+int agent__set_running(spec_container_status *cs, usec_t started_at);
+int agent__set_terminated(spec_container_status *cs, int32_t exit_code, int32_t sig,
+                          const char *reason, const char *message, usec_t started_at,
+                          usec_t finished_at);
 
 /* ---- the controllers (ctl-*.c), called by the pass (pass.c) ---- */
 

@@ -25,6 +25,7 @@ typedef struct dctx {
         int32_t surge, unav;
         bool has_deadline;
         usec_t now;
+        int error; /* a setter on nd failed (-ENOMEM): nd is not written, the sync is retried */
 } dctx;
 
 static const char *const skip_annotations[] = {
@@ -134,15 +135,18 @@ static int64_t max_old_revision(const dctx *c) {
 static void set_deployment_revision(dctx *c, int64_t rev) {
         char buf[32];
         snprintf(buf, sizeof buf, "%" PRId64, rev);
-        (void) spec_map_set(&c->nd->metadata.annotations, SPEC_ANN_REVISION, buf);
+        RET_GATHER(c->error, spec_map_set(&c->nd->metadata.annotations, SPEC_ANN_REVISION, buf));
 }
 
-static void set_replicas_annotations(dctx *c, spec_replica_set *rs) {
+static int set_replicas_annotations(dctx *c, spec_replica_set *rs) {
         char buf[32];
+        int r = 0;
+
         snprintf(buf, sizeof buf, "%d", c->d->spec.replicas);
-        (void) spec_map_set(&rs->metadata.annotations, SPEC_ANN_DESIRED_REPLICAS, buf);
+        RET_GATHER(r, spec_map_set(&rs->metadata.annotations, SPEC_ANN_DESIRED_REPLICAS, buf));
         snprintf(buf, sizeof buf, "%d", c->d->spec.replicas + c->surge);
-        (void) spec_map_set(&rs->metadata.annotations, SPEC_ANN_MAX_REPLICAS, buf);
+        RET_GATHER(r, spec_map_set(&rs->metadata.annotations, SPEC_ANN_MAX_REPLICAS, buf));
+        return r;
 }
 
 /* scaleReplicaSet: size and the desired/max annotations; an event when the
@@ -155,7 +159,10 @@ static int scale_rs(dctx *c, size_t i, int32_t replicas) {
         if (!n)
                 return -ENOMEM;
         n->spec.replicas = replicas;
-        set_replicas_annotations(c, n);
+        if (set_replicas_annotations(c, n) < 0) {
+                spec_replica_set_free(n);
+                return -ENOMEM;
+        }
         if (spec_replica_set_equal(rs, n)) {
                 spec_replica_set_free(n);
                 return 0;
@@ -182,8 +189,11 @@ static void set_progressing(dctx *c, const char *status, const char *reason, con
         if (vasprintf(&msg, fmt, ap) < 0)
                 msg = NULL;
         va_end(ap);
-        plan_set_condition(&c->nd->status.conditions, &c->nd->status.n_conditions, "Progressing",
-                           status, reason, msg, c->now);
+        if (!msg)
+                RET_GATHER(c->error, -ENOMEM);
+        RET_GATHER(c->error,
+                   plan_set_condition(&c->nd->status.conditions, &c->nd->status.n_conditions,
+                                      "Progressing", status, reason, msg, c->now));
 }
 
 /* getNewReplicaSet (§2.4): the RS of the current template, its revision
@@ -197,9 +207,10 @@ static ssize_t new_rs(dctx *c, bool create) {
 
         if (c->new_index >= 0) {
                 const spec_replica_set *rs = c->rss[c->new_index];
-                spec_replica_set *n = spec_replica_set_copy(rs);
+                _cleanup_(spec_replica_set_freep) spec_replica_set *n = spec_replica_set_copy(rs);
                 int64_t cur = spec_meta_revision(&rs->metadata);
 
+                r = 0;
                 if (!n)
                         return -ENOMEM;
                 if (cur < want) {
@@ -210,18 +221,22 @@ static ssize_t new_rs(dctx *c, bool create) {
                                         spec_map_get(&n->metadata.annotations,
                                                      SPEC_ANN_REVISION_HISTORY),
                                         cur);
+                                RET_GATHER_PTR(r, h);
                                 if (h)
-                                        (void) spec_map_set(&n->metadata.annotations,
-                                                            SPEC_ANN_REVISION_HISTORY, h);
+                                        RET_GATHER(r, spec_map_set(&n->metadata.annotations,
+                                                                   SPEC_ANN_REVISION_HISTORY, h));
                         }
                         snprintf(buf, sizeof buf, "%" PRId64, want);
-                        (void) spec_map_set(&n->metadata.annotations, SPEC_ANN_REVISION, buf);
+                        RET_GATHER(r,
+                                   spec_map_set(&n->metadata.annotations, SPEC_ANN_REVISION, buf));
                 }
                 for (size_t i = 0; i < d->metadata.annotations.n; i++)
                         if (!skipped(d->metadata.annotations.items[i].key))
-                                (void) spec_map_set(&n->metadata.annotations,
-                                                    d->metadata.annotations.items[i].key,
-                                                    d->metadata.annotations.items[i].value);
+                                RET_GATHER(r, spec_map_set(&n->metadata.annotations,
+                                                           d->metadata.annotations.items[i].key,
+                                                           d->metadata.annotations.items[i].value));
+                if (r < 0)
+                        return r;
                 /* Kubernetes never removes a copied annotation; tend's own
                  * are settings the ReplicaSet controller reads (the crash-loop
                  * back-off), so one removed from the deployment goes. */
@@ -229,7 +244,7 @@ static ssize_t new_rs(dctx *c, bool create) {
                         const char *k = n->metadata.annotations.items[i - 1].key;
                         if (startswith(k, SPEC_ANN_PREFIX) &&
                             !spec_map_get(&d->metadata.annotations, k))
-                                (void) spec_map_remove(&n->metadata.annotations, k);
+                                spec_map_remove(&n->metadata.annotations, k);
                 }
                 n->spec.min_ready_seconds = d->spec.min_ready_seconds;
                 set_deployment_revision(c, spec_meta_revision(&n->metadata));
@@ -238,11 +253,9 @@ static ssize_t new_rs(dctx *c, bool create) {
                                         "Progressing"))
                         set_progressing(c, "True", "FoundNewReplicaSet",
                                         "Found new replica set \"%s\"", rs->metadata.name);
-                if (spec_replica_set_equal(rs, n))
-                        spec_replica_set_free(n);
-                else {
+                if (!spec_replica_set_equal(rs, n)) {
                         const void *stored;
-                        r = store_put(c->a->store, STORE_REPLICA_SET, n, &stored);
+                        r = store_put(c->a->store, STORE_REPLICA_SET, TAKE_PTR(n), &stored);
                         if (r < 0)
                                 return r;
                         /* Later writes this pass start from this version. */
@@ -267,6 +280,13 @@ static ssize_t new_rs(dctx *c, bool create) {
         }
         n->metadata.name = strprintf("%s-%s", d->metadata.name, hash);
         n->metadata.namespace = strdup(d->metadata.namespace);
+        if (!n->metadata.name || !n->metadata.namespace) {
+                spec_replica_set_free(n);
+                spec_pod_template_free(t);
+                free(ref);
+                spec_free(&spec_type_selector, sel);
+                return -ENOMEM;
+        }
         if (store_get(c->a->store, STORE_REPLICA_SET, d->metadata.namespace, n->metadata.name)) {
                 /* A hash collision with an RS that is not this template's:
                  * count it and try again with a new hash (§2.4). */
@@ -280,23 +300,24 @@ static ssize_t new_rs(dctx *c, bool create) {
                 agent__enqueue(c->a, STORE_DEPLOYMENT, d->metadata.namespace, d->metadata.name);
                 return -1;
         }
-        (void) spec_map_set(&t->metadata.labels, SPEC_LABEL_POD_TEMPLATE_HASH, hash);
-        (void) spec_map_set(&sel->match_labels, SPEC_LABEL_POD_TEMPLATE_HASH, hash);
+        r = 0;
+        RET_GATHER(r, spec_map_set(&t->metadata.labels, SPEC_LABEL_POD_TEMPLATE_HASH, hash));
+        RET_GATHER(r, spec_map_set(&sel->match_labels, SPEC_LABEL_POD_TEMPLATE_HASH, hash));
         for (size_t i = 0; i < t->metadata.labels.n; i++)
-                (void) spec_map_set(&n->metadata.labels, t->metadata.labels.items[i].key,
-                                    t->metadata.labels.items[i].value);
+                RET_GATHER(r, spec_map_set(&n->metadata.labels, t->metadata.labels.items[i].key,
+                                           t->metadata.labels.items[i].value));
         for (size_t i = 0; i < d->metadata.annotations.n; i++)
                 if (!skipped(d->metadata.annotations.items[i].key))
-                        (void) spec_map_set(&n->metadata.annotations,
-                                            d->metadata.annotations.items[i].key,
-                                            d->metadata.annotations.items[i].value);
+                        RET_GATHER(r, spec_map_set(&n->metadata.annotations,
+                                                   d->metadata.annotations.items[i].key,
+                                                   d->metadata.annotations.items[i].value));
         snprintf(buf, sizeof buf, "%" PRId64, want);
-        (void) spec_map_set(&n->metadata.annotations, SPEC_ANN_REVISION, buf);
-        set_replicas_annotations(c, n);
-        ref->api_version = strdup("apps/v1");
-        ref->kind = strdup("Deployment");
-        ref->name = strdup(d->metadata.name);
-        ref->uid = strdup(d->metadata.uid);
+        RET_GATHER(r, spec_map_set(&n->metadata.annotations, SPEC_ANN_REVISION, buf));
+        RET_GATHER(r, set_replicas_annotations(c, n));
+        RET_GATHER_PTR(r, ref->api_version = strdup("apps/v1"));
+        RET_GATHER_PTR(r, ref->kind = strdup("Deployment"));
+        RET_GATHER_PTR(r, ref->name = strdup(d->metadata.name));
+        RET_GATHER_PTR(r, ref->uid = strdup(d->metadata.uid));
         ref->controller = ref->block_owner_deletion = true;
         n->metadata.owner_references = ref;
         n->metadata.n_owner_references = 1;
@@ -305,6 +326,10 @@ static ssize_t new_rs(dctx *c, bool create) {
         n->spec.selector = sel;
         n->spec.template = *t;
         free(t);
+        if (r < 0) {
+                spec_replica_set_free(n); /* with ref, sel and the template */
+                return r;
+        }
         n->spec.min_ready_seconds = d->spec.min_ready_seconds;
 
         /* The size it starts with: D for Recreate, else what the rolling
@@ -385,8 +410,8 @@ static void compute_status(dctx *c) {
                 avail_reason = "MinimumReplicasUnavailable";
                 avail_msg = "Deployment does not have minimum availability.";
         }
-        plan_set_condition(&st->conditions, &st->n_conditions, "Available", avail_status,
-                           avail_reason, avail_msg, c->now);
+        RET_GATHER(c->error, plan_set_condition(&st->conditions, &st->n_conditions, "Available",
+                                                avail_status, avail_reason, avail_msg, c->now));
 }
 
 /* syncRolloutStatus (§5.3): the Progressing condition and the deadline. */
@@ -432,8 +457,10 @@ static void progress(dctx *c) {
                 _cleanup_free_ char *msg = strprintf("ReplicaSet \"%s\" is progressing.", new_name);
                 /* Progress refreshes lastUpdateTime even with the same reason;
                  * the transition time stays while the status stays True. */
-                plan_refresh_condition(&st->conditions, &st->n_conditions, "Progressing", "True",
-                                       "ReplicaSetUpdated", msg, c->now);
+                RET_GATHER_PTR(c->error, msg);
+                RET_GATHER(c->error,
+                           plan_refresh_condition(&st->conditions, &st->n_conditions, "Progressing",
+                                                  "True", "ReplicaSetUpdated", msg, c->now));
         } else if (timed_out) {
                 const spec_condition *cur = spec_get_condition(st->conditions, st->n_conditions,
                                                                "Progressing");
@@ -462,6 +489,8 @@ static void progress(dctx *c) {
 static int write_back(dctx *c) {
         spec_deployment *n;
 
+        if (c->error < 0)
+                return c->error; /* half-built: not written; the sync is retried */
         if (spec_deployment_equal(c->d, c->nd))
                 return 0;
         n = TAKE_PTR(c->nd);

@@ -22,17 +22,19 @@ static usec_t grace_of(const spec_pod *p) {
 
 /* Ready and ContainersReady follow the container's readiness; the
  * transition time drives minReadySeconds and the deletion order. */
-static void set_ready(agent *a, spec_pod *n, bool ready) {
+static int set_ready(agent *a, spec_pod *n, bool ready) {
         usec_t now = agent_wall(a);
         const char *st = ready ? "True" : "False";
         const char *reason = ready ? NULL : "ContainersNotReady";
+        int r = 0;
 
-        plan_set_condition(&n->status.conditions, &n->status.n_conditions, "ContainersReady", st,
-                           reason, NULL, now);
-        plan_set_condition(&n->status.conditions, &n->status.n_conditions, "Ready", st, reason,
-                           NULL, now);
+        RET_GATHER(r, plan_set_condition(&n->status.conditions, &n->status.n_conditions,
+                                         "ContainersReady", st, reason, NULL, now));
+        RET_GATHER(r, plan_set_condition(&n->status.conditions, &n->status.n_conditions, "Ready",
+                                         st, reason, NULL, now));
         if (n->status.n_container_statuses)
                 n->status.container_statuses[0].ready = ready;
+        return r;
 }
 
 /* ---- crash-loop bookkeeping -------------------------------------------------------------- */
@@ -40,8 +42,8 @@ static void set_ready(agent *a, spec_pod *n, bool ready) {
 /* A replica died (pod p, its status to be written as n): its streak after
  * the death, and when its replacement may start, go on the dead pod for the
  * ReplicaSet controller to carry on. */
-static void note_death(agent *a, const spec_pod *p, spec_pod *n, bool was_ready,
-                       usec_t started_wall, usec_t finished_wall) {
+static int note_death(agent *a, const spec_pod *p, spec_pod *n, bool was_ready, usec_t started_wall,
+                      usec_t finished_wall) {
         const spec_owner_ref *o = spec_meta_controller(&p->metadata);
         const spec_replica_set *rs = o ? agent__replica_set_by_uid(a, p->metadata.namespace, o->uid)
                                        : NULL;
@@ -51,18 +53,20 @@ static void note_death(agent *a, const spec_pod *p, spec_pod *n, bool was_ready,
         plan_death d = plan_crash_death(&policy, agent__pod_streak(p), was_ready, ran);
         char when[TIMESTAMP_MAX];
 
-        agent__set_pod_streak(n, d.streak);
-        if (d.delay)
-                (void) spec_map_set(&n->metadata.annotations, AGENT_ANN_REPLACE_AFTER,
-                                    format_timestamp(when, finished_wall + d.delay));
+        int r = agent__set_pod_streak(n, d.streak);
+        if (r >= 0 && d.delay)
+                r = spec_map_set(&n->metadata.annotations, AGENT_ANN_REPLACE_AFTER,
+                                 format_timestamp(when, finished_wall + d.delay));
+        return r;
 }
 
 /* ---- starting ------------------------------------------------------------------------------ */
 
 static int fail_start(agent *a, const spec_pod *p, const char *error) {
-        spec_pod *n = spec_pod_copy(p);
+        _cleanup_(spec_pod_freep) spec_pod *n = spec_pod_copy(p);
         spec_container_status *cs;
         usec_t now = agent_wall(a);
+        int r = 0;
 
         if (!n)
                 return -ENOMEM;
@@ -70,27 +74,32 @@ static int fail_start(agent *a, const spec_pod *p, const char *error) {
         a->metrics.pod_start_errors++;
         (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Failed", "Error: %s", error);
         n->status.phase = SPEC_POD_FAILED;
-        (void) free_and_strdup(&n->status.reason, "StartError");
-        (void) free_and_strdup(&n->status.message, error);
+        RET_GATHER(r, free_and_strdup(&n->status.reason, "StartError"));
+        RET_GATHER(r, free_and_strdup(&n->status.message, error));
         cs = agent__container_status(n);
+        RET_GATHER_PTR(r, cs);
         if (cs)
                 /* 128: the container runtime's "could not run" code */
-                agent__set_terminated(cs, 128, 0, "StartError", error, 0, now);
-        set_ready(a, n, false);
-        note_death(a, p, n, false, now, now);
+                RET_GATHER(r, agent__set_terminated(cs, 128, 0, "StartError", error, 0, now));
+        RET_GATHER(r, set_ready(a, n, false));
+        RET_GATHER(r, note_death(a, p, n, false, now, now));
+        if (r < 0)
+                return r;
         (void) store_delete_record(a->store, p->metadata.uid);
-        return store_put(a->store, STORE_POD, n, NULL);
+        return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
 }
 
 /* The ports the pod got, for people (`get pods -o wide`, describe). */
-static void set_ports_annotation(spec_pod *n, const rt_record *rec) {
+static int set_ports_annotation(spec_pod *n, const rt_record *rec) {
         _cleanup_buf_ tend_buf b = TEND_BUF_INIT(1024);
+        int r = 0;
 
         for (size_t i = 0; rec && i < rec->n_ports; i++)
-                (void) tend_buf_addf(&b, "%s%s%s%u", i ? "," : "", rec->ports[i].name,
-                                     rec->ports[i].name[0] ? "=" : "", rec->ports[i].port);
-        if (b.len)
-                (void) spec_map_set(&n->metadata.annotations, AGENT_ANN_PORTS, tend_buf_str(&b));
+                RET_GATHER(r, tend_buf_addf(&b, "%s%s%s%u", i ? "," : "", rec->ports[i].name,
+                                            rec->ports[i].name[0] ? "=" : "", rec->ports[i].port));
+        if (r >= 0 && b.len)
+                r = spec_map_set(&n->metadata.annotations, AGENT_ANN_PORTS, tend_buf_str(&b));
+        return r;
 }
 
 static int start_pod(agent *a, const spec_pod *p, pod_rt *pr);
@@ -161,7 +170,6 @@ static int start_pod(agent *a, const spec_pod *p, pod_rt *pr) {
         _cleanup_free_ char *err = NULL;
         json_t *rec;
         void *handle = NULL;
-        spec_pod *n;
         int r;
 
         usec_t spawn_begin = now_monotonic();
@@ -182,25 +190,32 @@ static int start_pod(agent *a, const spec_pod *p, pod_rt *pr) {
                 a->yielded = true;
         }
 
+        /* The process runs and is watched (pr->handle). Out of memory from
+         * here is an error of the pass, and nothing half-built is written:
+         * the next sync reflects the process as running; without its
+         * record, an agent restart in between would find it lost. */
         rec = rt_record_to_json(a->backend->record(handle));
-        if (rec)
-                (void) store_put_record(a->store, p->metadata.uid, rec);
+        r = rec ? store_put_record(a->store, p->metadata.uid, rec) : -ENOMEM;
         json_decref(rec);
+        if (r < 0)
+                return r;
 
-        n = spec_pod_copy(p);
+        _cleanup_(spec_pod_freep) spec_pod *n = spec_pod_copy(p);
         if (!n)
                 return -ENOMEM;
-        set_ports_annotation(n, a->backend->record(handle));
-        (void) free_and_strdup(&n->spec.node_name, a->node_name);
-        (void) free_and_strdup(&n->status.host_ip, "127.0.0.1");
-        (void) free_and_strdup(&n->status.pod_ip, "127.0.0.1");
+        RET_GATHER(r, set_ports_annotation(n, a->backend->record(handle)));
+        RET_GATHER(r, free_and_strdup(&n->spec.node_name, a->node_name));
+        RET_GATHER(r, free_and_strdup(&n->status.host_ip, "127.0.0.1"));
+        RET_GATHER(r, free_and_strdup(&n->status.pod_ip, "127.0.0.1"));
         spec_container_status *cs = agent__container_status(n);
-        if (cs) {
-                (void) free_and_strdup(&cs->container_id, a->backend->container_id(handle));
-                agent__set_waiting(cs, "ContainerCreating", NULL);
-        }
+        if (!cs)
+                return -ENOMEM;
+        RET_GATHER(r, free_and_strdup(&cs->container_id, a->backend->container_id(handle)));
+        RET_GATHER(r, agent__set_waiting(cs, "ContainerCreating", NULL));
+        if (r < 0)
+                return r;
         log_debug("pod/%s: started %s", p->metadata.name, strna(a->backend->container_id(handle)));
-        return store_put(a->store, STORE_POD, n, NULL);
+        return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
 }
 
 void ctl_pod_run_starts(agent *a) {
@@ -257,13 +272,14 @@ void ctl_pod_undo_early(agent *a) {
 /* ---- exits ------------------------------------------------------------------------------- */
 
 static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
-        spec_pod *n;
+        _cleanup_(spec_pod_freep) spec_pod *n = NULL;
         const rt_exit *e = &pr->exit;
         spec_container_status *cs;
         const char *reason = e->reason;
         _cleanup_free_ char *what = NULL;
         int32_t code = 0, sig = 0;
         bool was_ready;
+        int r = 0;
 
         /* It never ran (a systemd start job that failed). */
         if (e->kind == RT_EXIT_START_ERROR)
@@ -296,16 +312,19 @@ static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
         if (!n->status.start_time && pr->started)
                 n->status.start_time = pr->started_wall;
         if (pr->liveness_failed) {
-                (void) free_and_strdup(&n->status.reason, "Unhealthy");
-                (void) free_and_strdup(&n->status.message, pr->liveness_message);
+                RET_GATHER(r, free_and_strdup(&n->status.reason, "Unhealthy"));
+                RET_GATHER(r, free_and_strdup(&n->status.message, pr->liveness_message));
         }
         cs = agent__container_status(n);
-        was_ready = cs && cs->ready;
-        if (cs)
-                agent__set_terminated(cs, code, sig, reason,
-                                      pr->liveness_failed ? pr->liveness_message : NULL,
-                                      pr->started_wall, e->finished_at);
-        set_ready(a, n, false);
+        if (!cs)
+                return -ENOMEM;
+        was_ready = cs->ready;
+        RET_GATHER(r, agent__set_terminated(cs, code, sig, reason,
+                                            pr->liveness_failed ? pr->liveness_message : NULL,
+                                            pr->started_wall, e->finished_at));
+        RET_GATHER(r, set_ready(a, n, false));
+        if (r < 0)
+                return r; /* nothing half-written; the exit stays noted for the retry */
         if (!p->metadata.deletion_timestamp) {
                 /* A lost pod: say so where the user looks. */
                 log_info("pod/%s: process %s %s", p->metadata.name,
@@ -313,7 +332,9 @@ static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
                          strna(what));
                 (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "ProcessExited",
                                     "Container %s %s", agent__container_name(p), strna(what));
-                note_death(a, p, n, was_ready || pr->ready, pr->started_wall, e->finished_at);
+                r = note_death(a, p, n, was_ready || pr->ready, pr->started_wall, e->finished_at);
+                if (r < 0)
+                        return r;
                 if (pr->liveness_failed)
                         a->metrics.lost_liveness++;
                 else if (e->kind == RT_EXIT_SIGNAL)
@@ -324,7 +345,7 @@ static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
                         a->metrics.lost_unknown++;
         }
         (void) store_delete_record(a->store, p->metadata.uid);
-        return store_put(a->store, STORE_POD, n, NULL);
+        return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
 }
 
 /* ---- the sync ------------------------------------------------------------------------------ */
@@ -341,10 +362,11 @@ static int mark_deleted(agent *a, const spec_pod *p) {
 
 /* Brings the pod's status in line with the runtime's view. */
 static int reflect(agent *a, const spec_pod *p, pod_rt *pr) {
-        spec_pod *n;
+        _cleanup_(spec_pod_freep) spec_pod *n = NULL;
         spec_container_status *cs;
         bool changed = false;
         usec_t since;
+        int r = 0;
 
         if (!pr->started)
                 return 0;
@@ -362,38 +384,40 @@ static int reflect(agent *a, const spec_pod *p, pod_rt *pr) {
         if (!n)
                 return -ENOMEM;
         cs = agent__container_status(n);
+        if (!cs)
+                return -ENOMEM;
         if (pr->started && n->status.phase != SPEC_POD_RUNNING) {
                 n->status.phase = SPEC_POD_RUNNING;
                 if (!n->status.start_time)
                         n->status.start_time = pr->started_wall;
-                if (cs) {
-                        agent__set_running(cs, pr->started_wall);
-                        cs->started = true;
-                        (void) free_and_strdup(&cs->container_id,
-                                               a->backend->container_id(pr->handle));
-                }
-                plan_set_condition(&n->status.conditions, &n->status.n_conditions, "PodScheduled",
-                                   "True", NULL, NULL, pr->started_wall);
-                plan_set_condition(&n->status.conditions, &n->status.n_conditions, "Initialized",
-                                   "True", NULL, NULL, pr->started_wall);
+                RET_GATHER(r, agent__set_running(cs, pr->started_wall));
+                cs->started = true;
+                RET_GATHER(r, free_and_strdup(&cs->container_id,
+                                              a->backend->container_id(pr->handle)));
+                RET_GATHER(r, plan_set_condition(&n->status.conditions, &n->status.n_conditions,
+                                                 "PodScheduled", "True", NULL, NULL,
+                                                 pr->started_wall));
+                RET_GATHER(r,
+                           plan_set_condition(&n->status.conditions, &n->status.n_conditions,
+                                              "Initialized", "True", NULL, NULL, pr->started_wall));
                 (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Started",
                                     "Started container %s", agent__container_name(p));
                 changed = true;
         }
         if (pr->started && spec_pod_ready(n, &since) != pr->ready) {
-                set_ready(a, n, pr->ready);
+                RET_GATHER(r, set_ready(a, n, pr->ready));
                 changed = true;
         } else if (pr->started &&
                    !spec_get_condition(n->status.conditions, n->status.n_conditions, "Ready")) {
-                set_ready(a, n, pr->ready);
+                RET_GATHER(r, set_ready(a, n, pr->ready));
                 changed = true;
         }
+        if (r < 0)
+                return r; /* written at the retry: probe_dirty stays */
         pr->probe_dirty = false;
-        if (!changed) {
-                spec_pod_free(n);
+        if (!changed)
                 return 0;
-        }
-        return store_put(a->store, STORE_POD, n, NULL);
+        return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
 }
 
 /* What the planner needs to know of pod p and its process. */

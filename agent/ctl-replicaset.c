@@ -92,14 +92,17 @@ static char *pod_name(agent *a, const spec_replica_set *rs) {
  * its back-off: it is created at once (so that it holds the replica's place
  * and its lineage, and the rollout arithmetic counts it), but starts at
  * tend.io/start-after, shown as CrashLoopBackOff with the last exit. */
-static void set_backoff(agent *a, spec_pod *p, spec_container_status *cs, usec_t delay,
-                        usec_t until, unsigned streak) {
+static int set_backoff(agent *a, spec_pod *p, spec_container_status *cs, usec_t delay, usec_t until,
+                       unsigned streak) {
         char when[TIMESTAMP_MAX], d[DURATION_MAX];
         _cleanup_free_ char *msg = NULL;
         const spec_state_terminated *last = cs->last_state.terminated;
+        int r;
 
-        (void) spec_map_set(&p->metadata.annotations, AGENT_ANN_START_AFTER,
-                            format_timestamp(when, until));
+        r = spec_map_set(&p->metadata.annotations, AGENT_ANN_START_AFTER,
+                         format_timestamp(when, until));
+        if (r < 0)
+                return r;
         format_duration(d, delay);
         if (last && last->signal)
                 msg = strprintf("back-off %s restarting failed container=%s pod=%s: last exit: "
@@ -113,8 +116,10 @@ static void set_backoff(agent *a, spec_pod *p, spec_container_status *cs, usec_t
         else
                 msg = strprintf("back-off %s restarting failed container=%s pod=%s", d, cs->name,
                                 p->metadata.name);
-        agent__set_waiting(cs, "CrashLoopBackOff", msg);
+        if (!msg)
+                return -ENOMEM;
         a->metrics.backoffs++;
+        return agent__set_waiting(cs, "CrashLoopBackOff", msg);
 }
 
 static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *predecessor,
@@ -151,10 +156,11 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
                 spec_pod_free(p);
                 return -ENOMEM;
         }
-        ref->api_version = strdup("apps/v1");
-        ref->kind = strdup("ReplicaSet");
-        ref->name = strdup(rs->metadata.name);
-        ref->uid = strdup(rs->metadata.uid);
+        r = 0;
+        RET_GATHER_PTR(r, ref->api_version = strdup("apps/v1"));
+        RET_GATHER_PTR(r, ref->kind = strdup("ReplicaSet"));
+        RET_GATHER_PTR(r, ref->name = strdup(rs->metadata.name));
+        RET_GATHER_PTR(r, ref->uid = strdup(rs->metadata.uid));
         ref->controller = ref->block_owner_deletion = true;
         p->metadata.owner_references = ref;
         p->metadata.n_owner_references = 1;
@@ -168,6 +174,7 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
         if (predecessor && predecessor->status.n_container_statuses) {
                 const spec_container_status *pcs = &predecessor->status.container_statuses[0];
                 spec_container_state *copy = spec_copy(&spec_type_container_state, &pcs->state);
+                RET_GATHER_PTR(r, copy);
                 if (copy) {
                         /* lastState = the predecessor's last state */
                         cs->last_state = *copy;
@@ -175,8 +182,8 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
                 }
                 cs->restart_count = pcs->restart_count + 1;
                 /* `logs --previous` finds the previous instance through it. */
-                (void) spec_map_set(&p->metadata.annotations, AGENT_ANN_PREDECESSOR,
-                                    predecessor->metadata.name);
+                RET_GATHER(r, spec_map_set(&p->metadata.annotations, AGENT_ANN_PREDECESSOR,
+                                           predecessor->metadata.name));
         }
         if (predecessor) {
                 /* The replica's crash-loop state goes on with it; the pod
@@ -184,7 +191,7 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
                 const char *after = spec_map_get(&predecessor->metadata.annotations,
                                                  AGENT_ANN_REPLACE_AFTER);
                 streak = agent__pod_streak(predecessor);
-                agent__set_pod_streak(p, streak);
+                RET_GATHER(r, agent__set_pod_streak(p, streak));
                 if (after && parse_timestamp(after, &until) >= 0) {
                         /* shortened if the policy was since */
                         until = MIN(until, agent__pod_finished_at(predecessor) +
@@ -194,9 +201,13 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
                         until = 0;
         }
         if (until > now)
-                set_backoff(a, p, cs, delay, until, streak);
+                RET_GATHER(r, set_backoff(a, p, cs, delay, until, streak));
         else
-                agent__set_waiting(cs, "ContainerCreating", NULL);
+                RET_GATHER(r, agent__set_waiting(cs, "ContainerCreating", NULL));
+        if (r < 0) {
+                spec_pod_free(p); /* half-built: not written; the sync is retried */
+                return r;
+        }
 
         (void) agent__event(a, STORE_REPLICA_SET, &rs->metadata, "Normal", "SuccessfulCreate",
                             "Created pod: %s", p->metadata.name);
@@ -214,11 +225,13 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
         if (!predecessor)
                 return 0;
         /* The predecessor is replaced: it does not lend its lineage twice. */
-        spec_pod *pred = spec_pod_copy(predecessor);
+        _cleanup_(spec_pod_freep) spec_pod *pred = spec_pod_copy(predecessor);
         if (!pred)
                 return -ENOMEM;
-        (void) spec_map_set(&pred->metadata.annotations, AGENT_ANN_REPLACED, "true");
-        return store_put(a->store, STORE_POD, pred, NULL);
+        r = spec_map_set(&pred->metadata.annotations, AGENT_ANN_REPLACED, "true");
+        if (r < 0)
+                return r;
+        return store_put(a->store, STORE_POD, TAKE_PTR(pred), NULL);
 }
 
 static int delete_pod(agent *a, const spec_replica_set *rs, const spec_pod *p) {
@@ -278,8 +291,11 @@ static int refresh_backoff(agent *a, const spec_pod *p, const spec_backoff *poli
         n = spec_pod_copy(p);
         if (!n)
                 return -ENOMEM;
-        (void) spec_map_set(&n->metadata.annotations, AGENT_ANN_START_AFTER,
-                            format_timestamp(when, MAX(due, agent_wall(a))));
+        if (spec_map_set(&n->metadata.annotations, AGENT_ANN_START_AFTER,
+                         format_timestamp(when, MAX(due, agent_wall(a)))) < 0) {
+                spec_pod_free(n);
+                return -ENOMEM;
+        }
         log_info("pod/%s: the back-off policy changed: starts at %s", p->metadata.name, when);
         return store_put(a->store, STORE_POD, n, NULL);
 }

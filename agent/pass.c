@@ -369,6 +369,8 @@ int agent_start(agent *a) {
                         pr->started_wall = rec.started_at;
                         log_info("pod/%s: adopted %s", p->metadata.name,
                                  strna(a->backend->container_id(handle)));
+                        /* Out of memory here keeps the record as it was:
+                         * it named this process, so it still adopts it. */
                         json_t *nj = rt_record_to_json(a->backend->record(handle));
                         if (nj)
                                 (void) store_put_record(a->store, p->metadata.uid, nj);

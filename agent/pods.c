@@ -21,6 +21,10 @@ spec_container_status *agent__container_status(spec_pod *p) {
                 if (!cs)
                         return NULL;
                 cs->name = strdup(strempty(name));
+                if (!cs->name) {
+                        free(cs);
+                        return NULL;
+                }
                 p->status.container_statuses = cs;
                 p->status.n_container_statuses = 1;
         }
@@ -31,31 +35,36 @@ static void clear_state(spec_container_state *s) {
         spec_done(&spec_type_container_state, s);
 }
 
-void agent__set_waiting(spec_container_status *cs, const char *reason, const char *message) {
+int agent__set_waiting(spec_container_status *cs, const char *reason, const char *message) {
         clear_state(&cs->state);
         cs->state.waiting = calloc(1, sizeof *cs->state.waiting);
         if (!cs->state.waiting)
-                return;
+                return -ENOMEM;
         cs->state.waiting->reason = reason ? strdup(reason) : NULL;
         cs->state.waiting->message = message ? strdup(message) : NULL;
+        if ((reason && !cs->state.waiting->reason) || (message && !cs->state.waiting->message))
+                return -ENOMEM;
+        return 0;
 }
 
-void agent__set_running(spec_container_status *cs, usec_t started_at) {
+int agent__set_running(spec_container_status *cs, usec_t started_at) {
         clear_state(&cs->state);
         cs->state.running = calloc(1, sizeof *cs->state.running);
-        if (cs->state.running)
-                cs->state.running->started_at = started_at;
+        if (!cs->state.running)
+                return -ENOMEM;
+        cs->state.running->started_at = started_at;
+        return 0;
 }
 
-void agent__set_terminated(spec_container_status *cs, int32_t exit_code, int32_t sig,
-                           const char *reason, const char *message, usec_t started_at,
-                           usec_t finished_at) {
+int agent__set_terminated(spec_container_status *cs, int32_t exit_code, int32_t sig,
+                          const char *reason, const char *message, usec_t started_at,
+                          usec_t finished_at) {
         spec_state_terminated *t;
 
         clear_state(&cs->state);
         t = calloc(1, sizeof *t);
         if (!t)
-                return;
+                return -ENOMEM;
         t->exit_code = exit_code;
         t->signal = sig;
         t->reason = reason ? strdup(reason) : NULL;
@@ -66,6 +75,10 @@ void agent__set_terminated(spec_container_status *cs, int32_t exit_code, int32_t
         cs->state.terminated = t;
         cs->ready = false;
         cs->started = false;
+        if ((reason && !t->reason) || (message && !t->message) ||
+            (cs->container_id && !t->container_id))
+                return -ENOMEM;
+        return 0;
 }
 
 const char *agent__container_name(const spec_pod *p) {
@@ -169,15 +182,15 @@ unsigned agent__pod_streak(const spec_pod *p) {
         return (unsigned) MIN(n, (int64_t) PLAN_STREAK_MAX);
 }
 
-void agent__set_pod_streak(spec_pod *p, unsigned streak) {
+int agent__set_pod_streak(spec_pod *p, unsigned streak) {
         char buf[16];
 
         if (streak == 0) {
-                (void) spec_map_remove(&p->metadata.annotations, AGENT_ANN_CRASH_STREAK);
-                return;
+                spec_map_remove(&p->metadata.annotations, AGENT_ANN_CRASH_STREAK);
+                return 0;
         }
         snprintf(buf, sizeof buf, "%u", streak);
-        (void) spec_map_set(&p->metadata.annotations, AGENT_ANN_CRASH_STREAK, buf);
+        return spec_map_set(&p->metadata.annotations, AGENT_ANN_CRASH_STREAK, buf);
 }
 
 spec_backoff agent__backoff_policy(const spec_replica_set *rs) {
@@ -249,37 +262,38 @@ int agent__remove_pod(agent *a, const spec_pod *p) {
 
 /* Marks a pod whose process cannot be found as lost. */
 int agent__mark_lost(agent *a, const spec_pod *p, const char *why) {
-        spec_pod *n = spec_pod_copy(p);
+        _cleanup_(spec_pod_freep) spec_pod *n = spec_pod_copy(p);
         spec_container_status *cs;
         _cleanup_free_ char *msg = strprintf("lost while the agent was down: %s", why);
         usec_t started = 0;
+        int r = 0;
 
-        if (!n || !msg) {
-                spec_pod_free(n);
+        if (!n || !msg)
                 return -ENOMEM;
-        }
         n->status.phase = SPEC_POD_FAILED;
-        (void) free_and_strdup(&n->status.reason, "Lost");
-        (void) free_and_strdup(&n->status.message, msg);
+        RET_GATHER(r, free_and_strdup(&n->status.reason, "Lost"));
+        RET_GATHER(r, free_and_strdup(&n->status.message, msg));
         cs = agent__container_status(n);
-        if (cs) {
-                if (cs->state.running)
-                        started = cs->state.running->started_at;
-                /* Kubernetes' word for a container that cannot be found. */
-                agent__set_terminated(cs, 137, 0, "ContainerStatusUnknown", msg, started,
-                                      agent_wall(a));
-        }
-        plan_set_condition(&n->status.conditions, &n->status.n_conditions, "ContainersReady",
-                           "False", "PodFailed", NULL, agent_wall(a));
-        plan_set_condition(&n->status.conditions, &n->status.n_conditions, "Ready", "False",
-                           "PodFailed", NULL, agent_wall(a));
-        if (cs)
-                cs->ready = false;
+        if (!cs)
+                return -ENOMEM;
+        if (cs->state.running)
+                started = cs->state.running->started_at;
+        /* Kubernetes' word for a container that cannot be found. */
+        RET_GATHER(r, agent__set_terminated(cs, 137, 0, "ContainerStatusUnknown", msg, started,
+                                            agent_wall(a)));
+        RET_GATHER(r, plan_set_condition(&n->status.conditions, &n->status.n_conditions,
+                                         "ContainersReady", "False", "PodFailed", NULL,
+                                         agent_wall(a)));
+        RET_GATHER(r, plan_set_condition(&n->status.conditions, &n->status.n_conditions, "Ready",
+                                         "False", "PodFailed", NULL, agent_wall(a)));
+        cs->ready = false;
+        if (r < 0)
+                return r;
         (void) store_delete_record(a->store, p->metadata.uid);
         log_warning("pod/%s: %s", p->metadata.name, msg);
         a->metrics.lost_unknown++;
         (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Lost", "%s", msg);
-        return store_put(a->store, STORE_POD, n, NULL);
+        return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
 }
 
 /* A unit that ran with no pod to answer for it (its record was lost, or

@@ -517,41 +517,45 @@ void plan_remove_condition(spec_condition **conds, size_t *n, const char *type) 
                 }
 }
 
-static bool set_condition(spec_condition **conds, size_t *n, const char *type, const char *status,
-                          const char *reason, const char *message, usec_t now, bool refresh) {
+static int set_condition(spec_condition **conds, size_t *n, const char *type, const char *status,
+                         const char *reason, const char *message, usec_t now, bool refresh) {
         spec_condition *c = (spec_condition *) spec_get_condition(*conds, *n, type);
         spec_condition nc = {};
 
         if (c && streq_ptr(c->status, status) && streq_ptr(c->reason, reason) && !refresh)
-                return false;
+                return 0;
         nc.type = strdup(type);
         nc.status = strdup(status);
         nc.reason = reason ? strdup(reason) : NULL;
         nc.message = message ? strdup(message) : NULL;
+        if (!nc.type || !nc.status || (reason && !nc.reason) || (message && !nc.message)) {
+                condition_done(&nc);
+                return -ENOMEM; /* the old condition stays as it was */
+        }
         nc.last_update_time = now;
         nc.last_transition_time = c && streq_ptr(c->status, status) ? c->last_transition_time : now;
         if (c) {
                 condition_done(c);
                 *c = nc;
-                return true;
+                return 1;
         }
         spec_condition *grown = realloc(*conds, sizeof(spec_condition) * (*n + 1));
         if (!grown) {
                 condition_done(&nc);
-                return false;
+                return -ENOMEM;
         }
         *conds = grown;
         (*conds)[(*n)++] = nc;
-        return true;
+        return 1;
 }
 
-bool plan_set_condition(spec_condition **conds, size_t *n, const char *type, const char *status,
-                        const char *reason, const char *message, usec_t now) {
+int plan_set_condition(spec_condition **conds, size_t *n, const char *type, const char *status,
+                       const char *reason, const char *message, usec_t now) {
         return set_condition(conds, n, type, status, reason, message, now, false);
 }
 
-bool plan_refresh_condition(spec_condition **conds, size_t *n, const char *type, const char *status,
-                            const char *reason, const char *message, usec_t now) {
+int plan_refresh_condition(spec_condition **conds, size_t *n, const char *type, const char *status,
+                           const char *reason, const char *message, usec_t now) {
         return set_condition(conds, n, type, status, reason, message, now, true);
 }
 

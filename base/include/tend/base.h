@@ -64,6 +64,19 @@
                 _r_ < 0 ? -errno : _r_;    \
         })
 
+/* Keeps the first failure of a series of calls: RET_GATHER(r, f()) sets r
+ * to f()'s -errno unless r already holds one (as systemd's). For building an
+ * object field by field and giving up once, at the end, if any failed. */
+#define RET_GATHER(r, expr)              \
+        ({                               \
+                int _e_ = (expr);        \
+                if (_e_ < 0 && (r) >= 0) \
+                        (r) = _e_;       \
+                _e_;                     \
+        })
+/* The same for a pointer that must not be NULL (strdup, strprintf). */
+#define RET_GATHER_PTR(r, expr) RET_GATHER(r, (expr) ? 0 : -ENOMEM)
+
 /* errno values are positive; make sure we have a negative one even when a
  * broken library left errno at 0. */
 static inline int negative_errno(void) {

@@ -185,13 +185,14 @@ char *plan_revision_history_append(const char *history, int64_t rev);
 
 /* Kubernetes' condition update rule (§5.2): same status and reason leaves
  * the condition alone; same status, new reason keeps lastTransitionTime;
- * otherwise replaced. Returns true if anything changed. now is wall clock. */
-bool plan_set_condition(spec_condition **conds, size_t *n, const char *type, const char *status,
-                        const char *reason, const char *message, usec_t now);
+ * otherwise replaced. Returns 1 if anything changed, 0 if not, -ENOMEM (the
+ * conditions as they were). now is wall clock. */
+int plan_set_condition(spec_condition **conds, size_t *n, const char *type, const char *status,
+                       const char *reason, const char *message, usec_t now);
 /* The Progressing special case (§5.3): everything but lastTransitionTime
  * is rewritten even when status and reason are the same. */
-bool plan_refresh_condition(spec_condition **conds, size_t *n, const char *type, const char *status,
-                            const char *reason, const char *message, usec_t now);
+int plan_refresh_condition(spec_condition **conds, size_t *n, const char *type, const char *status,
+                           const char *reason, const char *message, usec_t now);
 void plan_remove_condition(spec_condition **conds, size_t *n, const char *type);
 
 /* DeploymentComplete (§5.2). */
