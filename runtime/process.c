@@ -15,6 +15,26 @@
 
 #include "rt-internal.h"
 
+/* A process pod's own state (rt_pod.backend). */
+typedef struct rt_proc {
+        int pidfd;
+        bool is_child; /* our child: waitid() gives the exact status */
+        bool watching;
+        uv_poll_t poll; /* on the pidfd; closed before the pod is freed */
+} rt_proc;
+
+static rt_proc *proc_of(rt_pod *p) {
+        return p->backend;
+}
+
+static void proc_init(rt_pod *p) {
+        proc_of(p)->pidfd = -EBADF;
+}
+
+static void proc_done(rt_pod *p) {
+        safe_close(((rt_proc *) p->backend)->pidfd); /* normally closed with its poll handle */
+}
+
 static int pidfd_signal(int pidfd, int sig) {
         return RET_NERRNO((int) syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0));
 }
@@ -26,11 +46,12 @@ static int pidfd_signal(int pidfd, int sig) {
 static int signal_group(rt_pod *p, int sig) {
         int r;
 
-        if (!p->is_child && (p->pidfd < 0 || pidfd_signal(p->pidfd, 0) < 0))
+        if (!proc_of(p)->is_child &&
+            (proc_of(p)->pidfd < 0 || pidfd_signal(proc_of(p)->pidfd, 0) < 0))
                 return 0; /* gone: the pid may already belong to someone else */
         r = RET_NERRNO(kill(-p->record.pid, sig));
-        if (r == -ESRCH && p->pidfd >= 0)
-                r = pidfd_signal(p->pidfd, sig); /* not a group leader (odd adoptee) */
+        if (r == -ESRCH && proc_of(p)->pidfd >= 0)
+                r = pidfd_signal(proc_of(p)->pidfd, sig); /* not a group leader (odd adoptee) */
         return r == -ESRCH ? 0 : r;
 }
 
@@ -39,18 +60,18 @@ static int signal_group(rt_pod *p, int sig) {
 static void abandon_child(rt_pod *p) {
         siginfo_t si;
 
-        if (p->pidfd < 0 || !p->is_child)
+        if (proc_of(p)->pidfd < 0 || !proc_of(p)->is_child)
                 return;
         (void) kill(-p->record.pid, SIGKILL);
-        (void) waitid(P_PIDFD, (id_t) p->pidfd, &si, WEXITED);
+        (void) waitid(P_PIDFD, (id_t) proc_of(p)->pidfd, &si, WEXITED);
         rt__pid_remove(p->manager, p->record.pid);
-        p->is_child = false;
+        proc_of(p)->is_child = false;
 }
 
 static void on_poll_closed(uv_handle_t *h) {
         rt_pod *p = h->data;
-        safe_close(p->pidfd);
-        p->pidfd = -EBADF;
+        safe_close(proc_of(p)->pidfd);
+        proc_of(p)->pidfd = -EBADF;
         rt__pod_unref(p);
 }
 
@@ -59,11 +80,11 @@ static void on_timer_closed(uv_handle_t *h) {
 }
 
 static void stop_watching(rt_pod *p) {
-        if (p->watching) {
-                p->watching = false;
-                uv_poll_stop(&p->poll);
+        if (proc_of(p)->watching) {
+                proc_of(p)->watching = false;
+                uv_poll_stop(&proc_of(p)->poll);
                 /* The pidfd is closed after the poll handle (libuv rule). */
-                uv_close((uv_handle_t *) &p->poll, on_poll_closed);
+                uv_close((uv_handle_t *) &proc_of(p)->poll, on_poll_closed);
         }
         if (p->grace_timer_init) {
                 p->grace_timer_init = false;
@@ -77,16 +98,17 @@ static void on_pidfd(uv_poll_t *h, int status, int events) {
         siginfo_t si = {};
         int r = -ECHILD;
 
-        if (p->is_child) {
+        if (proc_of(p)->is_child) {
                 /* WNOWAIT: learn the status but keep the zombie, so that the
                  * group id stays pinned for the kill below. */
-                r = RET_NERRNO(waitid(P_PIDFD, (id_t) p->pidfd, &si, WEXITED | WNOHANG | WNOWAIT));
+                r = RET_NERRNO(waitid(P_PIDFD, (id_t) proc_of(p)->pidfd, &si,
+                                      WEXITED | WNOHANG | WNOWAIT));
                 if (r == 0 && si.si_pid == 0)
                         return; /* spurious wake-up: still running */
                 /* The leader is gone. Whatever else runs in its group goes
                  * too, as in a container whose init died. */
                 (void) kill(-p->record.pid, SIGKILL);
-                (void) waitid(P_PIDFD, (id_t) p->pidfd, &(siginfo_t){}, WEXITED | WNOHANG);
+                (void) waitid(P_PIDFD, (id_t) proc_of(p)->pidfd, &(siginfo_t){}, WEXITED | WNOHANG);
                 rt__pid_remove(p->manager, p->record.pid);
         } else
                 /* Adopted: not our child, its status went to its real
@@ -129,15 +151,15 @@ static int watch(rt_pod *p) {
         p->container_id = strprintf("process://%d", (int) p->record.pid);
         if (!p->container_id)
                 return -ENOMEM;
-        r = uv_poll_init(p->manager->loop, &p->poll, p->pidfd);
+        r = uv_poll_init(p->manager->loop, &proc_of(p)->poll, proc_of(p)->pidfd);
         if (r < 0)
                 return r;
-        p->poll.data = rt__pod_ref(p);
-        p->watching = true;
+        proc_of(p)->poll.data = rt__pod_ref(p);
+        proc_of(p)->watching = true;
         uv_timer_init(p->manager->loop, &p->grace_timer);
         p->grace_timer.data = rt__pod_ref(p);
         p->grace_timer_init = true;
-        return uv_poll_start(&p->poll, UV_READABLE, on_pidfd);
+        return uv_poll_start(&proc_of(p)->poll, UV_READABLE, on_pidfd);
 }
 
 static int process_start(rt_pod *p, char **ret_error) {
@@ -155,10 +177,10 @@ static int process_start(rt_pod *p, char **ret_error) {
                 .uid = p->uid_n,
                 .gid = p->gid_n,
         };
-        r = rt__spawn(m, &s, &p->record.pid, &p->pidfd, ret_error);
+        r = rt__spawn(m, &s, &p->record.pid, &proc_of(p)->pidfd, ret_error);
         if (r < 0)
                 return r;
-        p->is_child = true;
+        proc_of(p)->is_child = true;
         p->started_mono = now_monotonic();
         p->record.started_at = now_realtime();
         /* Identity for adoption later: (pid, start time). The process exists
@@ -189,14 +211,14 @@ static int process_adopt(rt_pod *p, char **ret_error) {
          * signal through it reaches that process and no other. */
         r = rt_process_start_time(p->record.pid, &st);
         if (r == 0 && st == p->record.start_time) {
-                p->pidfd = (int) syscall(SYS_pidfd_open, p->record.pid, 0);
-                if (p->pidfd < 0)
+                proc_of(p)->pidfd = (int) syscall(SYS_pidfd_open, p->record.pid, 0);
+                if (proc_of(p)->pidfd < 0)
                         r = -errno;
                 else
                         r = rt_process_start_time(p->record.pid, &st);
         }
         if (r < 0 || st != p->record.start_time)
-                p->pidfd = safe_close(p->pidfd);
+                proc_of(p)->pidfd = safe_close(proc_of(p)->pidfd);
         if (r == -ESRCH) {
                 *ret_error = strprintf("pid %d is gone", (int) p->record.pid);
                 return -ESRCH;
@@ -214,8 +236,8 @@ static int process_adopt(rt_pod *p, char **ret_error) {
         }
         /* If we happen to be its parent still (same agent, no restart),
          * waitid() will give the real status; otherwise it is unknown. */
-        p->is_child = rt__process_ppid(p->record.pid) == getpid();
-        if (p->is_child)
+        proc_of(p)->is_child = rt__process_ppid(p->record.pid) == getpid();
+        if (proc_of(p)->is_child)
                 (void) rt__pid_add(p->manager, p->record.pid);
         {
                 /* How long it has run, from the wall clock of the record. */
@@ -228,7 +250,7 @@ static int process_adopt(rt_pod *p, char **ret_error) {
         r = watch(p);
         if (r < 0) {
                 *ret_error = strprintf("watching pid %d: %s", (int) p->record.pid, strerror(-r));
-                if (p->is_child)
+                if (proc_of(p)->is_child)
                         rt__pid_remove(p->manager, p->record.pid);
                 stop_watching(p);
                 return r;
@@ -240,7 +262,7 @@ static int process_adopt(rt_pod *p, char **ret_error) {
 static int process_stop(rt_pod *p, usec_t grace) {
         int r;
 
-        if (!p->watching)
+        if (!proc_of(p)->watching)
                 return 0;
         r = signal_group(p, SIGTERM);
         /* A stopped process would never see SIGTERM. */
@@ -254,13 +276,13 @@ static int process_stop(rt_pod *p, usec_t grace) {
 }
 
 static int process_signal(rt_pod *p, int sig) {
-        if (!p->watching)
+        if (!proc_of(p)->watching)
                 return -ESRCH;
         return signal_group(p, sig);
 }
 
 static void process_detach(rt_pod *p) {
-        if (p->watching && p->is_child) {
+        if (proc_of(p)->watching && proc_of(p)->is_child) {
                 /* Still our child: if it exits now, the SIGCHLD handler reaps
                  * it as any other unknown child; if it already has, do it
                  * soon (its SIGCHLD may have come while it was still ours). */
@@ -272,6 +294,9 @@ static void process_detach(rt_pod *p) {
 
 const rt_ops rt_process_ops = {
         .name = "process",
+        .pod_size = sizeof(rt_proc),
+        .pod_init = proc_init,
+        .pod_done = proc_done,
         .start = process_start,
         .stop = process_stop,
         .signal = process_signal,

@@ -18,6 +18,16 @@
  */
 typedef struct rt_ops {
         const char *name;
+        /* Its own per-pod struct (rt_pod.backend), this many bytes, zeroed;
+         * pod_init sets what zero does not (fds to -EBADF), pod_done frees
+         * what it owns, when the pod itself is freed. NULL: nothing. */
+        size_t pod_size;
+        void (*pod_init)(rt_pod *pod);
+        void (*pod_done)(rt_pod *pod);
+        /* The manager starts and closes: the backend's own state in it.
+         * NULL: nothing. */
+        void (*manager_init)(rt_manager *m, const rt_config *c);
+        void (*manager_close)(rt_manager *m);
         /* Start pod->argv/envp; fill pod->record (pid/unit) on success. */
         int (*start)(rt_pod *pod, char **ret_error);
         /* SIGTERM now, SIGKILL after grace; exit reported as usual. */
@@ -31,6 +41,12 @@ typedef struct rt_ops {
 
 extern const rt_ops rt_process_ops;
 extern const rt_ops rt_systemd_ops;
+
+/* The backend of a runtimeClassName; NULL if none (backends.c). */
+const rt_ops *rt__backend_for(spec_runtime_class c);
+/* Calls every backend's manager_init / manager_close. */
+void rt__backends_init(rt_manager *m, const rt_config *c);
+void rt__backends_close(rt_manager *m);
 
 /* ---- pods ------------------------------------------------------------------------------ */
 
@@ -79,28 +95,22 @@ struct rt_pod {
         rt_prober *probes[_RT_PROBE_TYPE_MAX];
         bool ready; /* published readiness (false until a probe says so) */
 
-        /* process backend */
-        int pidfd;
-        bool is_child; /* our child: waitid() gives the exact status */
-        bool watching;
-        uv_poll_t poll;
+        /* The stop's grace period, for either backend (rt__grace_arm). */
         uv_timer_t grace_timer;
         bool grace_timer_init;
         usec_t kill_at; /* monotonic: when the grace period ends */
 
-        /* systemd backend */
-        bool sd_registered;          /* in the manager's unit map (holds a ref) */
-        bool sd_started, sd_up;      /* reached active; seen past inactive */
-        bool sd_job_done;            /* the start job finished */
-        bool sd_refreshing_unit;     /* a GetAll of the Unit half is in flight */
-        bool sd_refresh_after_start; /* a catch-up skipped it while its start was in flight */
-        char *sd_path;               /* the unit's object path */
-        char *sd_job;                /* the start job's object path */
-        struct sd_bus_slot *sd_call;
-        char *sd_active_state, *sd_result;
-        uint32_t sd_main_pid;
-        int sd_exec_code, sd_exec_status;
+        /* The backend's own state: rt_proc (process.c) or rt_sd
+         * (systemd.c), ops->pod_size bytes. */
+        void *backend;
 };
+
+/* reaper.c: SIGCHLD and the reap timer; the orphans reaped now. */
+void rt__reaper_start(rt_manager *m);
+void rt__reap_orphans(rt_manager *m);
+/* logs.c: the log size checks; a new pod's first check soon. */
+void rt__logs_start(rt_manager *m);
+void rt__log_check_soon(rt_pod *pod);
 
 /* Reference counting keeps a pod alive while libuv still holds one of its
  * handles; the last unref frees it (STYLE: freed only in the close cb). */

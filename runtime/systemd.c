@@ -34,6 +34,33 @@
 
 #include "rt-internal.h"
 
+/* A systemd pod's own state (rt_pod.backend). */
+typedef struct rt_sd {
+        bool registered;          /* in the manager's unit map (holds a ref) */
+        bool started, up;         /* reached active; seen past inactive */
+        bool job_done;            /* the start job finished */
+        bool refreshing_unit;     /* a GetAll of the Unit half is in flight */
+        bool refresh_after_start; /* a catch-up skipped it while its start was in flight */
+        char *path;               /* the unit's object path */
+        char *job;                /* the start job's object path */
+        struct sd_bus_slot *call;
+        char *active_state, *result;
+        uint32_t main_pid;
+        int exec_code, exec_status;
+} rt_sd;
+
+static rt_sd *sd_of(const rt_pod *p) {
+        return p->backend;
+}
+
+static void sd_pod_done(rt_pod *p) {
+        rt_sd *sd = sd_of(p);
+        free(sd->path);
+        free(sd->job);
+        free(sd->active_state);
+        free(sd->result);
+}
+
 #define SD_DEST "org.freedesktop.systemd1"
 #define SD_PATH "/org/freedesktop/systemd1"
 #define SD_MANAGER "org.freedesktop.systemd1.Manager"
@@ -410,12 +437,12 @@ static void bus_caught_up(rt_manager *m) {
                 log_info("systemd: reached the %s bus; reading the state of the units",
                          bus_kind_name(m));
                 for (rt_pod *p = m->pods; p; p = p->next) {
-                        if (p->ops != &rt_systemd_ops || !p->sd_registered ||
+                        if (p->ops != &rt_systemd_ops || !sd_of(p)->registered ||
                             p->state == RT_POD_EXITED)
                                 continue;
-                        if (p->sd_call && !p->sd_started &&
-                            sd_bus_slot_get_bus(p->sd_call) == m->bus) {
-                                p->sd_refresh_after_start = true; /* on_start_reply */
+                        if (sd_of(p)->call && !sd_of(p)->started &&
+                            sd_bus_slot_get_bus(sd_of(p)->call) == m->bus) {
+                                sd_of(p)->refresh_after_start = true; /* on_start_reply */
                                 continue;
                         }
                         refresh_pod(p);
@@ -451,6 +478,14 @@ static void on_bus_retry(uv_timer_t *t) {
         }
 }
 
+/* The bus is chosen now and connected on first use: an agent that runs no
+ * systemd pods never needs one. */
+static void systemd_manager_init(rt_manager *m, const rt_config *c) {
+        m->bus_kind = c->systemd_bus;
+        if (m->bus_kind == RT_BUS_AUTO)
+                m->bus_kind = geteuid() == 0 && sd_booted() > 0 ? RT_BUS_SYSTEM : RT_BUS_USER;
+}
+
 void rt__systemd_close(rt_manager *m) {
         bus_close(m);
         m->sd_snapshot = tend_hashmap_free(m->sd_snapshot);
@@ -472,13 +507,13 @@ static int register_pod(rt_pod *p) {
 
         if (!m->sd_units && !(m->sd_units = tend_hashmap_new()))
                 return -ENOMEM;
-        r = sd_bus_path_encode(SD_UNIT_PATH, p->record.unit, &p->sd_path);
+        r = sd_bus_path_encode(SD_UNIT_PATH, p->record.unit, &sd_of(p)->path);
         if (r < 0)
                 return r;
-        r = tend_hashmap_put(m->sd_units, p->sd_path, p, NULL);
+        r = tend_hashmap_put(m->sd_units, sd_of(p)->path, p, NULL);
         if (r < 0)
                 return r;
-        p->sd_registered = true;
+        sd_of(p)->registered = true;
         rt__pod_ref(p);
         free(p->container_id);
         p->container_id = strprintf("systemd://%s", p->record.unit);
@@ -490,15 +525,15 @@ static void on_grace_closed(uv_handle_t *h) {
 }
 
 static void unregister_pod(rt_pod *p) {
-        if (!p->sd_registered)
+        if (!sd_of(p)->registered)
                 return;
-        p->sd_registered = false;
+        sd_of(p)->registered = false;
         if (p->grace_timer_init) {
                 p->grace_timer_init = false;
                 uv_close((uv_handle_t *) &p->grace_timer, on_grace_closed);
         }
-        p->sd_call = sd_bus_slot_unref(p->sd_call);
-        tend_hashmap_remove(p->manager->sd_units, p->sd_path);
+        sd_of(p)->call = sd_bus_slot_unref(sd_of(p)->call);
+        tend_hashmap_remove(p->manager->sd_units, sd_of(p)->path);
         rt__pod_unref(p);
 }
 
@@ -521,14 +556,15 @@ static const char *exec_step(int status) {
 
 static void report_start_error(rt_pod *p, const char *why) {
         _cleanup_free_ char *msg = NULL;
-        const char *step = p->sd_exec_code == CLD_EXITED ? exec_step(p->sd_exec_status) : NULL;
+        const char *step = sd_of(p)->exec_code == CLD_EXITED ? exec_step(sd_of(p)->exec_status)
+                                                             : NULL;
         rt_exit e = { .kind = RT_EXIT_START_ERROR, .reason = "StartError" };
 
         if (step)
                 msg = strprintf("systemd could not start %s (%s): %s %s failed with status "
                                 "%d; see `systemctl status %s`",
-                                p->record.unit, strna(p->sd_result ?: why), step, p->path ?: "",
-                                p->sd_exec_status, p->record.unit);
+                                p->record.unit, strna(sd_of(p)->result ?: why), step, p->path ?: "",
+                                sd_of(p)->exec_status, p->record.unit);
         else
                 msg = strprintf("systemd could not start %s: %s", p->record.unit, why);
         e.message = msg;
@@ -551,8 +587,9 @@ static void collect_unit(rt_manager *m, const char *unit) {
 /* systemd's own exit codes (200 and up) mean it could not run the
  * program: the program itself never ran. */
 static bool never_ran(const rt_pod *p) {
-        return p->sd_exec_code == 0 || (p->sd_exec_code == CLD_EXITED && p->sd_exec_status >= 200 &&
-                                        p->sd_exec_status < 256);
+        return sd_of(p)->exec_code == 0 ||
+               (sd_of(p)->exec_code == CLD_EXITED && sd_of(p)->exec_status >= 200 &&
+                sd_of(p)->exec_status < 256);
 }
 
 /* The unit is down: say how, then forget it. */
@@ -562,29 +599,29 @@ static void report_exit(rt_pod *p) {
 
         /* A program that exits at once can end before the unit was ever
          * seen active: it did run, so it started, then exited. */
-        if (!p->sd_started && !never_ran(p)) {
-                p->sd_started = true;
+        if (!sd_of(p)->started && !never_ran(p)) {
+                sd_of(p)->started = true;
                 p->started_mono = now_monotonic();
                 rt__pod_started(p);
         }
-        if (!p->sd_started) {
-                report_start_error(p, p->sd_result ?: p->sd_active_state ?: "failed");
-                if (streq_ptr(p->sd_active_state, "failed"))
+        if (!sd_of(p)->started) {
+                report_start_error(p, sd_of(p)->result ?: sd_of(p)->active_state ?: "failed");
+                if (streq_ptr(sd_of(p)->active_state, "failed"))
                         collect_unit(m, p->record.unit);
                 return;
         }
         e.finished_at = now_realtime();
         e.finished_mono = now_monotonic();
-        if (p->sd_exec_code == CLD_EXITED) {
+        if (sd_of(p)->exec_code == CLD_EXITED) {
                 e.kind = RT_EXIT_CODE;
-                e.code = p->sd_exec_status;
+                e.code = sd_of(p)->exec_status;
                 e.reason = e.code == 0 ? "Completed" : "Error";
-        } else if (p->sd_exec_code == CLD_KILLED || p->sd_exec_code == CLD_DUMPED) {
+        } else if (sd_of(p)->exec_code == CLD_KILLED || sd_of(p)->exec_code == CLD_DUMPED) {
                 e.kind = RT_EXIT_SIGNAL;
-                e.signal = p->sd_exec_status;
+                e.signal = sd_of(p)->exec_status;
                 e.reason = "Killed";
         }
-        if (streq_ptr(p->sd_active_state, "failed"))
+        if (streq_ptr(sd_of(p)->active_state, "failed"))
                 collect_unit(m, p->record.unit);
         unregister_pod(p);
         rt__pod_exited(p, &e);
@@ -592,15 +629,15 @@ static void report_exit(rt_pod *p) {
 
 /* After new properties: has the unit come up, or gone down? */
 static void unit_changed(rt_pod *p) {
-        const char *s = p->sd_active_state;
+        const char *s = sd_of(p)->active_state;
 
         if (p->state == RT_POD_EXITED || !s)
                 return;
         if (streq(s, "active") || streq(s, "reloading") ||
-            (streq(s, "deactivating") && p->sd_started)) {
-                p->sd_up = true;
-                if (!p->sd_started) {
-                        p->sd_started = true;
+            (streq(s, "deactivating") && sd_of(p)->started)) {
+                sd_of(p)->up = true;
+                if (!sd_of(p)->started) {
+                        sd_of(p)->started = true;
                         p->started_mono = now_monotonic();
                         if (!p->record.started_at)
                                 p->record.started_at = now_realtime();
@@ -609,12 +646,12 @@ static void unit_changed(rt_pod *p) {
                 return;
         }
         if (streq(s, "activating") || streq(s, "deactivating")) {
-                p->sd_up = true;
+                sd_of(p)->up = true;
                 return;
         }
         /* inactive or failed. Before the start has begun, a freshly loaded
          * unit says "inactive": that is not an end. */
-        if ((streq(s, "inactive") || streq(s, "failed")) && (p->sd_up || p->sd_job_done))
+        if ((streq(s, "inactive") || streq(s, "failed")) && (sd_of(p)->up || sd_of(p)->job_done))
                 report_exit(p);
 }
 
@@ -635,23 +672,23 @@ static int read_properties(rt_pod *p, sd_bus_message *msg) {
                 if (streq(key, "ActiveState")) {
                         r = sd_bus_message_read(msg, "v", "s", &s);
                         if (r >= 0)
-                                r = free_and_strdup(&p->sd_active_state, s);
+                                r = free_and_strdup(&sd_of(p)->active_state, s);
                 } else if (streq(key, "Result")) {
                         r = sd_bus_message_read(msg, "v", "s", &s);
                         if (r >= 0)
-                                r = free_and_strdup(&p->sd_result, s);
+                                r = free_and_strdup(&sd_of(p)->result, s);
                 } else if (streq(key, "MainPID")) {
                         r = sd_bus_message_read(msg, "v", "u", &u);
                         if (r >= 0 && u > 0)
-                                p->sd_main_pid = u;
+                                sd_of(p)->main_pid = u;
                 } else if (streq(key, "ExecMainCode")) {
                         r = sd_bus_message_read(msg, "v", "i", &i);
                         if (r >= 0)
-                                p->sd_exec_code = i;
+                                sd_of(p)->exec_code = i;
                 } else if (streq(key, "ExecMainStatus")) {
                         r = sd_bus_message_read(msg, "v", "i", &i);
                         if (r >= 0)
-                                p->sd_exec_status = i;
+                                sd_of(p)->exec_status = i;
                 } else
                         r = sd_bus_message_skip(msg, "v");
                 if (r < 0)
@@ -682,8 +719,8 @@ static int on_properties_changed(sd_bus_message *msg, void *userdata, sd_bus_err
                 log_debug_errno(r, "systemd: %s: unreadable PropertiesChanged: %m", p->record.unit);
         else {
                 log_debug("systemd: %s: %s ActiveState=%s Result=%s ExecMain=%d/%d", p->record.unit,
-                          iface, strna(p->sd_active_state), strna(p->sd_result), p->sd_exec_code,
-                          p->sd_exec_status);
+                          iface, strna(sd_of(p)->active_state), strna(sd_of(p)->result),
+                          sd_of(p)->exec_code, sd_of(p)->exec_status);
                 unit_changed(p);
         }
         rt__pod_unref(p);
@@ -695,10 +732,10 @@ static int on_properties_changed(sd_bus_message *msg, void *userdata, sd_bus_err
 static int on_service_props(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         rt_pod *p = userdata;
 
-        p->sd_call = sd_bus_slot_unref(p->sd_call);
+        sd_of(p)->call = sd_bus_slot_unref(sd_of(p)->call);
         if (!sd_bus_message_is_method_error(reply, NULL))
                 (void) read_properties(p, reply);
-        if (p->state != RT_POD_EXITED && p->sd_registered)
+        if (p->state != RT_POD_EXITED && sd_of(p)->registered)
                 report_exit(p);
         return 0;
 }
@@ -715,18 +752,18 @@ static int on_job_removed(sd_bus_message *msg, void *userdata, sd_bus_error *err
         if (!startswith(unit, SD_UNIT_PREFIX) || sd_bus_path_encode(SD_UNIT_PATH, unit, &path) < 0)
                 return 0;
         p = tend_hashmap_get(m->sd_units, path);
-        if (!p || !streq_ptr(p->sd_job, job))
+        if (!p || !streq_ptr(sd_of(p)->job, job))
                 return 0;
-        p->sd_job_done = true;
+        sd_of(p)->job_done = true;
         if (streq(result, "done") || p->state == RT_POD_EXITED)
                 return 0;
         /* The start job failed (exec failure with Type=exec, a missing
          * user, ...). The Service properties say how; fetch them unless a
          * signal already brought them. */
-        (void) free_and_strdup(&p->sd_result, result);
-        if (p->sd_exec_code == 0 && m->bus) {
-                p->sd_call = sd_bus_slot_unref(p->sd_call);
-                if (sd_bus_call_method_async(m->bus, &p->sd_call, SD_DEST, p->sd_path,
+        (void) free_and_strdup(&sd_of(p)->result, result);
+        if (sd_of(p)->exec_code == 0 && m->bus) {
+                sd_of(p)->call = sd_bus_slot_unref(sd_of(p)->call);
+                if (sd_bus_call_method_async(m->bus, &sd_of(p)->call, SD_DEST, sd_of(p)->path,
                                              "org.freedesktop.DBus.Properties", "GetAll",
                                              on_service_props, p, "s", SD_SERVICE_IFACE) >= 0)
                         return 0;
@@ -848,7 +885,7 @@ static int on_start_reply(sd_bus_message *reply, void *userdata, sd_bus_error *e
         const sd_bus_error *e = sd_bus_message_get_error(reply);
         const char *job;
 
-        p->sd_call = sd_bus_slot_unref(p->sd_call);
+        sd_of(p)->call = sd_bus_slot_unref(sd_of(p)->call);
         if (p->state == RT_POD_EXITED)
                 return 0;
         if (e) {
@@ -861,10 +898,10 @@ static int on_start_reply(sd_bus_message *reply, void *userdata, sd_bus_error *e
                 return 0;
         }
         if (sd_bus_message_read(reply, "o", &job) >= 0)
-                (void) free_and_strdup(&p->sd_job, job);
-        if (p->sd_refresh_after_start) {
+                (void) free_and_strdup(&sd_of(p)->job, job);
+        if (sd_of(p)->refresh_after_start) {
                 /* A catch-up came while the start was in flight. */
-                p->sd_refresh_after_start = false;
+                sd_of(p)->refresh_after_start = false;
                 refresh_pod(p);
         }
         return 0;
@@ -885,7 +922,7 @@ static int systemd_start(rt_pod *p, char **ret_error) {
         if (r >= 0)
                 r = build_start(p, &msg);
         if (r >= 0)
-                r = sd_bus_call_async(p->manager->bus, &p->sd_call, msg, on_start_reply, p, 0);
+                r = sd_bus_call_async(p->manager->bus, &sd_of(p)->call, msg, on_start_reply, p, 0);
         if (r < 0) {
                 *ret_error = strprintf("starting %s: %s", p->record.unit, strerror(-r));
                 unregister_pod(p);
@@ -951,8 +988,8 @@ static int load_snapshot(rt_manager *m, char **ret_error) {
 static int on_unit_props(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         rt_pod *p = userdata;
 
-        p->sd_call = sd_bus_slot_unref(p->sd_call);
-        if (p->state == RT_POD_EXITED || !p->sd_registered)
+        sd_of(p)->call = sd_bus_slot_unref(sd_of(p)->call);
+        if (p->state == RT_POD_EXITED || !sd_of(p)->registered)
                 return 0;
         if (sd_bus_message_is_method_error(reply, NULL)) {
                 /* systemd answers for a unit that is gone (not-found,
@@ -962,7 +999,7 @@ static int on_unit_props(sd_bus_message *reply, void *userdata, sd_bus_error *er
                 const sd_bus_error *e = sd_bus_message_get_error(reply);
                 log_debug("systemd: %s: cannot read its state: %s", p->record.unit,
                           e->message ?: e->name);
-                p->sd_refreshing_unit = false;
+                sd_of(p)->refreshing_unit = false;
                 if (systemd_absent(e))
                         p->manager->sd_stale = true; /* NameOwnerChanged brings the re-read */
                 else
@@ -970,28 +1007,28 @@ static int on_unit_props(sd_bus_message *reply, void *userdata, sd_bus_error *er
                 return 0;
         } else
                 (void) read_properties(p, reply);
-        if (!p->sd_refreshing_unit) {
+        if (!sd_of(p)->refreshing_unit) {
                 /* Service half read; now the Unit half, which decides. */
-                p->sd_refreshing_unit = true;
+                sd_of(p)->refreshing_unit = true;
                 if (p->manager->bus &&
-                    sd_bus_call_method_async(p->manager->bus, &p->sd_call, SD_DEST, p->sd_path,
-                                             "org.freedesktop.DBus.Properties", "GetAll",
-                                             on_unit_props, p, "s", SD_UNIT_IFACE) >= 0)
+                    sd_bus_call_method_async(p->manager->bus, &sd_of(p)->call, SD_DEST,
+                                             sd_of(p)->path, "org.freedesktop.DBus.Properties",
+                                             "GetAll", on_unit_props, p, "s", SD_UNIT_IFACE) >= 0)
                         return 0;
         }
-        p->sd_refreshing_unit = false;
+        sd_of(p)->refreshing_unit = false;
         unit_changed(p);
         return 0;
 }
 
 static void refresh_pod(rt_pod *p) {
-        p->sd_call = sd_bus_slot_unref(p->sd_call);
-        p->sd_refreshing_unit = false;
+        sd_of(p)->call = sd_bus_slot_unref(sd_of(p)->call);
+        sd_of(p)->refreshing_unit = false;
         if (!p->manager->bus) {
                 p->manager->sd_stale = true; /* read on connect */
                 return;
         }
-        if (sd_bus_call_method_async(p->manager->bus, &p->sd_call, SD_DEST, p->sd_path,
+        if (sd_bus_call_method_async(p->manager->bus, &sd_of(p)->call, SD_DEST, sd_of(p)->path,
                                      "org.freedesktop.DBus.Properties", "GetAll", on_unit_props, p,
                                      "s", SD_SERVICE_IFACE) < 0)
                 log_warning("systemd: %s: cannot read its state", p->record.unit);
@@ -1047,7 +1084,7 @@ static int systemd_adopt(rt_pod *p, char **ret_error) {
                                      : 0;
                 p->started_mono = mono > age ? mono - age : 0;
         }
-        p->sd_started = p->sd_up = true;
+        sd_of(p)->started = sd_of(p)->up = true;
         rt__pod_started(p);
         /* The match is installed: whatever happens from here is seen, and
          * this read closes the gap since the snapshot (and learns MainPID). */
@@ -1188,7 +1225,7 @@ static int systemd_stop(rt_pod *p, usec_t grace) {
         sd_bus *bus = p->manager->bus;
         int r;
 
-        if (!p->sd_registered)
+        if (!sd_of(p)->registered)
                 return 0;
         if (!bus)
                 return -ENOTCONN; /* retried by the caller */
@@ -1211,7 +1248,7 @@ static int systemd_stop(rt_pod *p, usec_t grace) {
 static int systemd_signal(rt_pod *p, int sig) {
         sd_bus *bus = p->manager->bus;
 
-        if (!p->sd_registered)
+        if (!sd_of(p)->registered)
                 return -ESRCH;
         if (!bus)
                 return -ENOTCONN;
@@ -1226,6 +1263,10 @@ static void systemd_detach(rt_pod *p) {
 
 const rt_ops rt_systemd_ops = {
         .name = "systemd",
+        .pod_size = sizeof(rt_sd),
+        .pod_done = sd_pod_done,
+        .manager_init = systemd_manager_init,
+        .manager_close = rt__systemd_close,
         .start = systemd_start,
         .stop = systemd_stop,
         .signal = systemd_signal,
