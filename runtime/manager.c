@@ -123,11 +123,53 @@ static void on_deferred(uv_idle_t *h) {
         uv_idle_stop(h);
 }
 
+/*
+ * The one place a pod's state changes, with every effect of entering it
+ * (STYLE: one set_state()). STARTING → RUNNING → STOPPING → EXITED, where
+ * STOPPING may come straight from STARTING and EXITED from any; EXITED is
+ * final. The backends own their handles (the pidfd's poll, the unit's bus
+ * calls, the grace timer) and close them as they stop watching.
+ *
+ *   RUNNING   nothing at once: `started` goes out from the loop (deferred)
+ *   STOPPING  the liveness probe stops: no verdict on a pod being stopped
+ *   EXITED    a `started` still queued goes out first; readiness ends; every
+ *             probe stops; escapees are looked at; `exited` goes out with e
+ */
+static void pod_set_state(rt_pod *p, rt_pod_state state, const rt_exit *e) {
+        rt_manager *m = p->manager;
+
+        if (p->state == state || p->state == RT_POD_EXITED)
+                return;
+        p->state = state;
+        switch (state) {
+        case RT_POD_STARTING:
+        case RT_POD_RUNNING:
+                break;
+        case RT_POD_STOPPING:
+                /* As the kubelet: no liveness verdict on a pod being stopped. */
+                rt__probes_stop_one(p, RT_PROBE_LIVENESS);
+                break;
+        case RT_POD_EXITED:
+                /* A pod that dies before its `started` went out still reports
+                 * it first: the agent sees started → exited, in that order. */
+                if (p->started_queued) {
+                        p->started_queued = false; /* it stays queued, as a no-op */
+                        report_started(p);
+                }
+                p->ready = false;
+                m->pods_ended = true; /* escapees of it may have to go */
+                rt__probes_stop(p);
+                if (!p->freed && m->cb.exited)
+                        m->cb.exited(p, e, m->userdata);
+                break;
+        }
+}
+
 void rt__pod_started(rt_pod *p) {
         rt_manager *m = p->manager;
 
         if (p->state == RT_POD_STARTING)
-                p->state = RT_POD_RUNNING;
+                pod_set_state(p, RT_POD_RUNNING, NULL);
         if (p->started_queued)
                 return;
         p->started_queued = true;
@@ -164,22 +206,7 @@ bool rt__grace_not_yet(rt_pod *p, uv_timer_cb cb) {
 }
 
 void rt__pod_exited(rt_pod *p, const rt_exit *e) {
-        rt_manager *m = p->manager;
-
-        if (p->state == RT_POD_EXITED)
-                return;
-        /* A pod that dies before its `started` went out still reports it
-         * first: the agent sees started → exited, in that order. */
-        if (p->started_queued) {
-                p->started_queued = false; /* it stays queued, as a no-op */
-                report_started(p);
-        }
-        p->state = RT_POD_EXITED;
-        p->ready = false;
-        m->pods_ended = true; /* escapees of it may have to go */
-        rt__probes_stop(p);
-        if (!p->freed && m->cb.exited)
-                m->cb.exited(p, e, m->userdata);
+        pod_set_state(p, RT_POD_EXITED, e);
 }
 
 /* ---- the manager ------------------------------------------------------------------------------
@@ -576,9 +603,7 @@ int rt_pod_adopt(rt_manager *m, const rt_pod_params *p, const rt_record *r, void
 int rt_pod_stop(rt_pod *pod, usec_t grace) {
         if (pod->state == RT_POD_EXITED)
                 return 0;
-        pod->state = RT_POD_STOPPING;
-        /* As the kubelet: no liveness verdict on a pod being stopped. */
-        rt__probes_stop_one(pod, RT_PROBE_LIVENESS);
+        pod_set_state(pod, RT_POD_STOPPING, NULL);
         return pod->ops->stop(pod, grace);
 }
 
