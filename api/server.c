@@ -204,7 +204,7 @@ static int bind_tcp(const char *listen_at, char **ret_error) {
 
 /* libmicrohttpd's own messages (a client that went away mid-answer, ...)
  * are about one connection, not tendd: debug level, in our log. */
-static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+_printf_(2, 0) static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         char line[512];
         size_t n;
 

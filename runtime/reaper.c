@@ -181,7 +181,6 @@ static void kill_escapee(rt_manager *m, pid_t pid, bool pods_ended) {
  * escapees (kill_escapee()).
  */
 void rt__reap_orphans(rt_manager *m) {
-        _cleanup_free_ char *buf = NULL;
         size_t n = 0;
         char path[320];
         DIR *d;

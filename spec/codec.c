@@ -31,8 +31,8 @@ void spec_errors_done(spec_errors *e) {
         e->n = e->dropped = 0;
 }
 
-static int errors_addv(spec_errors *e, unsigned line, unsigned column, const char *field,
-                       const char *fmt, va_list ap) {
+_printf_(5, 0) static int errors_addv(spec_errors *e, unsigned line, unsigned column,
+                                      const char *field, const char *fmt, va_list ap) {
         spec_error *n, *item;
         char *msg, *clean;
 

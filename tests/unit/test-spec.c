@@ -881,7 +881,7 @@ static void test_other_kinds_round_trip(void **state) {
  * bad bytes escaped, and nothing leaks (ASan's leak check is on). */
 static void test_encode_not_utf8(void **state) {
         spec_replica_set *rs = spec_replica_set_new();
-        _cleanup_free_ char *ns = malloc(1 + 2 * 3000 + 1), *text = NULL, *repr = NULL;
+        _cleanup_free_ char *ns = malloc(1 + 2 * 3000 + 1), *text = NULL;
         json_t *j;
 
         ns[0] = (char) 0xff;

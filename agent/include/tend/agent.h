@@ -2,12 +2,17 @@
 #pragma once
 
 /*
- * The agent core: the store and the three control loops (deployment,
- * ReplicaSet, pod worker), driven by a coalesced work queue. It has no event
+ * The agent core: the three control loops (deployment, ReplicaSet, pod
+ * worker) over the store, driven by a coalesced work queue. It has no event
  * loop of its own: a driver calls agent_process() when there is work and at
- * the deadline it returns. agent-loop.c drives it from libuv with the real
- * runtime; the controller tests drive it in virtual time with a fake
- * backend. Every decision is made by the planners in plan.h.
+ * the deadline it returns. tendd/agent-loop.c drives it from libuv with the
+ * real runtime; the controller tests drive it in virtual time with a fake
+ * backend. Every decision is made by the planners of tend/plan.h.
+ *
+ * Only the core's entry points commit the store: a pass (agent_process), the
+ * user actions below, start-up (agent_start), drain (agent_drain) and
+ * shutdown. Whoever else writes (the API, the manifest directory) goes
+ * through them.
  */
 
 #include "tend/store.h"
