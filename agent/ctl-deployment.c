@@ -28,6 +28,11 @@ typedef struct dctx {
         int error; /* a setter on nd failed (-ENOMEM): nd is not written, the sync is retried */
 } dctx;
 
+static void selector_freep(spec_selector **p) {
+        if (*p)
+                spec_free(&spec_type_selector, *p);
+}
+
 static const char *const skip_annotations[] = {
         SPEC_ANN_LAST_APPLIED,
         SPEC_ANN_REVISION,
@@ -153,20 +158,16 @@ static int set_replicas_annotations(dctx *c, spec_replica_set *rs) {
  * size changes. */
 static int scale_rs(dctx *c, size_t i, int32_t replicas) {
         const spec_replica_set *rs = c->rss[i];
-        spec_replica_set *n = spec_replica_set_copy(rs);
+        _cleanup_(spec_replica_set_freep) spec_replica_set *n = spec_replica_set_copy(rs);
         int32_t from = rs->spec.replicas;
 
         if (!n)
                 return -ENOMEM;
         n->spec.replicas = replicas;
-        if (set_replicas_annotations(c, n) < 0) {
-                spec_replica_set_free(n);
+        if (set_replicas_annotations(c, n) < 0)
                 return -ENOMEM;
-        }
-        if (spec_replica_set_equal(rs, n)) {
-                spec_replica_set_free(n);
+        if (spec_replica_set_equal(rs, n))
                 return 0;
-        }
         if (from != replicas) {
                 (void) agent__event(c->a, STORE_DEPLOYMENT, &c->d->metadata, "Normal",
                                     "ScalingReplicaSet", "Scaled %s replica set %s from %d to %d",
@@ -176,7 +177,7 @@ static int scale_rs(dctx *c, size_t i, int32_t replicas) {
                          c->d->metadata.name, replicas > from ? "up" : "down", rs->metadata.name,
                          from, replicas);
         }
-        return store_put(c->a->store, STORE_REPLICA_SET, n, NULL);
+        return store_put(c->a->store, STORE_REPLICA_SET, TAKE_PTR(n), NULL);
 }
 
 static void set_progressing(dctx *c, const char *status, const char *reason, const char *fmt, ...)
@@ -266,37 +267,26 @@ static ssize_t new_rs(dctx *c, bool create) {
         if (!create)
                 return -1;
 
-        /* A new revision. */
-        spec_replica_set *n = spec_replica_set_new();
-        spec_pod_template *t = spec_pod_template_copy(&d->spec.template);
-        spec_owner_ref *ref = calloc(1, sizeof *ref);
-        spec_selector *sel = spec_copy(&spec_type_selector, d->spec.selector);
-        if (!n || !t || !ref || !sel || !spec_template_hash(t, d->status.collision_count, hash)) {
-                spec_replica_set_free(n);
-                spec_pod_template_free(t);
-                free(ref);
-                spec_free(&spec_type_selector, sel);
+        /* A new revision: built whole, or not at all. */
+        _cleanup_(spec_replica_set_freep) spec_replica_set *n = spec_replica_set_new();
+        _cleanup_(spec_pod_template_freep)
+                spec_pod_template *t = spec_pod_template_copy(&d->spec.template);
+        /* freed here only while its fields are empty; then n owns it */
+        _cleanup_free_ spec_owner_ref *ref = calloc(1, sizeof *ref);
+        _cleanup_(selector_freep)
+                spec_selector *sel = spec_copy(&spec_type_selector, d->spec.selector);
+        if (!n || !t || !ref || !sel || !spec_template_hash(t, d->status.collision_count, hash))
                 return -ENOMEM;
-        }
         n->metadata.name = strprintf("%s-%s", d->metadata.name, hash);
         n->metadata.namespace = strdup(d->metadata.namespace);
-        if (!n->metadata.name || !n->metadata.namespace) {
-                spec_replica_set_free(n);
-                spec_pod_template_free(t);
-                free(ref);
-                spec_free(&spec_type_selector, sel);
+        if (!n->metadata.name || !n->metadata.namespace)
                 return -ENOMEM;
-        }
         if (store_get(c->a->store, STORE_REPLICA_SET, d->metadata.namespace, n->metadata.name)) {
                 /* A hash collision with an RS that is not this template's:
                  * count it and try again with a new hash (§2.4). */
                 c->nd->status.collision_count = c->nd->status.collision_count == SPEC_UNSET
                                                         ? 1
                                                         : c->nd->status.collision_count + 1;
-                spec_replica_set_free(n);
-                spec_pod_template_free(t);
-                free(ref);
-                spec_free(&spec_type_selector, sel);
                 agent__enqueue(c->a, STORE_DEPLOYMENT, d->metadata.namespace, d->metadata.name);
                 return -1;
         }
@@ -319,17 +309,15 @@ static ssize_t new_rs(dctx *c, bool create) {
         RET_GATHER_PTR(r, ref->name = strdup(d->metadata.name));
         RET_GATHER_PTR(r, ref->uid = strdup(d->metadata.uid));
         ref->controller = ref->block_owner_deletion = true;
-        n->metadata.owner_references = ref;
+        n->metadata.owner_references = TAKE_PTR(ref);
         n->metadata.n_owner_references = 1;
         n->metadata.generation = 1;
         n->metadata.creation_timestamp = c->now;
-        n->spec.selector = sel;
+        n->spec.selector = TAKE_PTR(sel);
         n->spec.template = *t;
-        free(t);
-        if (r < 0) {
-                spec_replica_set_free(n); /* with ref, sel and the template */
+        free(TAKE_PTR(t)); /* its fields moved into n */
+        if (r < 0)
                 return r;
-        }
         n->spec.min_ready_seconds = d->spec.min_ready_seconds;
 
         /* The size it starts with: D for Recreate, else what the rolling
@@ -338,10 +326,8 @@ static ssize_t new_rs(dctx *c, bool create) {
                 n->spec.replicas = d->spec.replicas;
         else {
                 _cleanup_free_ plan_rs *in = new0(plan_rs, c->n + 1);
-                if (!in) {
-                        spec_replica_set_free(n);
+                if (!in)
                         return -ENOMEM;
-                }
                 memcpy(in, c->in, sizeof(plan_rs) * c->n);
                 in[c->n] = (plan_rs){ .name = n->metadata.name, .is_new = true };
                 n->spec.replicas = plan_new_rs_replicas(d->spec.replicas, c->surge, in, c->n + 1,
@@ -349,11 +335,9 @@ static ssize_t new_rs(dctx *c, bool create) {
         }
         int32_t size = n->spec.replicas;
         _cleanup_free_ char *rs_name = strdup(n->metadata.name);
-        if (!rs_name) {
-                spec_replica_set_free(n);
+        if (!rs_name)
                 return -ENOMEM;
-        }
-        r = store_put(c->a->store, STORE_REPLICA_SET, n, NULL);
+        r = store_put(c->a->store, STORE_REPLICA_SET, TAKE_PTR(n), NULL);
         if (r < 0)
                 return r;
         c->a->metrics.rollouts_started++;

@@ -124,8 +124,9 @@ static int set_backoff(agent *a, spec_pod *p, spec_container_status *cs, usec_t 
 
 static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *predecessor,
                       const spec_backoff *policy) {
-        spec_pod_template *t = spec_pod_template_copy(&rs->spec.template);
-        spec_pod *p = spec_pod_new();
+        _cleanup_(spec_pod_template_freep)
+                spec_pod_template *t = spec_pod_template_copy(&rs->spec.template);
+        _cleanup_(spec_pod_freep) spec_pod *p = spec_pod_new();
         spec_container_status *cs;
         usec_t now = agent_wall(a), delay = 0, until = 0;
         unsigned streak = 0;
@@ -134,11 +135,8 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
         spec_owner_ref *ref;
         int r;
 
-        if (!t || !p || !name) {
-                spec_pod_template_free(t);
-                spec_pod_free(p);
+        if (!t || !p || !name)
                 return -ENOMEM;
-        }
         p->metadata.name = TAKE_PTR(name);
         p->metadata.namespace = strdup(rs->metadata.namespace);
         p->metadata.creation_timestamp = now;
@@ -148,12 +146,10 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
         t->metadata.annotations = (spec_map){};
         p->spec = t->spec;
         memset(&t->spec, 0, sizeof t->spec); /* moved: nothing left to free */
-        spec_pod_template_free(t);
 
         ref = calloc(1, sizeof *ref);
         if (!ref || !p->metadata.namespace) {
                 free(ref);
-                spec_pod_free(p);
                 return -ENOMEM;
         }
         r = 0;
@@ -167,10 +163,8 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
 
         p->status.phase = SPEC_POD_PENDING;
         cs = agent__container_status(p);
-        if (!cs) {
-                spec_pod_free(p);
+        if (!cs)
                 return -ENOMEM;
-        }
         if (predecessor && predecessor->status.n_container_statuses) {
                 const spec_container_status *pcs = &predecessor->status.container_statuses[0];
                 spec_container_state *copy = spec_copy(&spec_type_container_state, &pcs->state);
@@ -204,14 +198,12 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
                 RET_GATHER(r, set_backoff(a, p, cs, delay, until, streak));
         else
                 RET_GATHER(r, agent__set_waiting(cs, "ContainerCreating", NULL));
-        if (r < 0) {
-                spec_pod_free(p); /* half-built: not written; the sync is retried */
-                return r;
-        }
+        if (r < 0)
+                return r; /* half-built: not written; the sync is retried */
 
         (void) agent__event(a, STORE_REPLICA_SET, &rs->metadata, "Normal", "SuccessfulCreate",
                             "Created pod: %s", p->metadata.name);
-        r = store_put(a->store, STORE_POD, p, (const void **) &stored);
+        r = store_put(a->store, STORE_POD, TAKE_PTR(p), (const void **) &stored);
         if (r < 0)
                 return r;
         if (until > now) {
