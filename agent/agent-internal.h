@@ -73,6 +73,10 @@ struct agent {
         bool processing;
         bool started;
         bool draining; /* stopping every pod before exit: create and start none */
+        /* A key could not be queued (out of memory): everything is queued
+         * again (agent_resync) at this time, not at the driver's periodic
+         * resync. 0: none. */
+        usec_t resync_at;
 
         workq queues[_STORE_KIND_MAX];
         tend_hashmap *delayed[_STORE_KIND_MAX]; /* key → delayed* */
@@ -101,6 +105,9 @@ static inline usec_t agent_wall(const agent *a) {
 /* "ns/name" → ns (new) and name (inside key). */
 int agent__split_key(const char *key, char **ret_ns, const char **ret_name);
 void agent__enqueue(agent *a, store_kind kind, const char *ns, const char *name);
+/* A key could not be queued (out of memory): everything is queued again a
+ * second from now (agent_process()), a lost notification costs a second. */
+void agent__lost_key(agent *a);
 /* Run the key again at `at` (monotonic), unless it runs earlier anyway. */
 void agent__enqueue_at(agent *a, store_kind kind, const char *ns, const char *name, usec_t at);
 /* The same, from a wall-clock time. */

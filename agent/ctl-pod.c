@@ -102,6 +102,23 @@ static int set_ports_annotation(spec_pod *n, const rt_record *rec) {
         return r;
 }
 
+/* Where the pod runs and under which handle: node, addresses, ports,
+ * container id. Written at its start, and again by reflect() if that write
+ * was lost (out of memory between the spawn and the write). */
+static int set_placement(agent *a, spec_pod *n, void *handle) {
+        spec_container_status *cs = agent__container_status(n);
+        int r = 0;
+
+        if (!cs)
+                return -ENOMEM;
+        RET_GATHER(r, set_ports_annotation(n, a->backend->record(handle)));
+        RET_GATHER(r, free_and_strdup(&n->spec.node_name, a->node_name));
+        RET_GATHER(r, free_and_strdup(&n->status.host_ip, "127.0.0.1"));
+        RET_GATHER(r, free_and_strdup(&n->status.pod_ip, "127.0.0.1"));
+        RET_GATHER(r, free_and_strdup(&cs->container_id, a->backend->container_id(handle)));
+        return r;
+}
+
 static int start_pod(agent *a, const spec_pod *p, pod_rt *pr);
 
 /* Decides to start p. A process starts at once, in the middle of the pass
@@ -203,14 +220,10 @@ static int start_pod(agent *a, const spec_pod *p, pod_rt *pr) {
         _cleanup_(spec_pod_freep) spec_pod *n = spec_pod_copy(p);
         if (!n)
                 return -ENOMEM;
-        RET_GATHER(r, set_ports_annotation(n, a->backend->record(handle)));
-        RET_GATHER(r, free_and_strdup(&n->spec.node_name, a->node_name));
-        RET_GATHER(r, free_and_strdup(&n->status.host_ip, "127.0.0.1"));
-        RET_GATHER(r, free_and_strdup(&n->status.pod_ip, "127.0.0.1"));
+        RET_GATHER(r, set_placement(a, n, handle));
         spec_container_status *cs = agent__container_status(n);
         if (!cs)
                 return -ENOMEM;
-        RET_GATHER(r, free_and_strdup(&cs->container_id, a->backend->container_id(handle)));
         RET_GATHER(r, agent__set_waiting(cs, "ContainerCreating", NULL));
         if (r < 0)
                 return r;
@@ -232,7 +245,12 @@ void ctl_pod_run_starts(agent *a) {
                 const spec_pod *p = NULL;
                 int r;
 
-                if (slash && (ns = strndup(pr->key, (size_t) (slash - pr->key))))
+                if (slash && !(ns = strndup(pr->key, (size_t) (slash - pr->key)))) {
+                        /* cannot tell: try again later, from the top */
+                        agent__pod_rt_drop(a, uids[i]);
+                        agent__lost_key(a);
+                        pr = NULL;
+                } else if (slash)
                         p = store_get(a->store, STORE_POD, ns, slash + 1);
                 if (!pr || !pr->start_queued)
                         ; /* dropped meanwhile (the pod went) */
@@ -390,6 +408,8 @@ static int reflect(agent *a, const spec_pod *p, pod_rt *pr) {
                 n->status.phase = SPEC_POD_RUNNING;
                 if (!n->status.start_time)
                         n->status.start_time = pr->started_wall;
+                if (!n->spec.node_name)
+                        RET_GATHER(r, set_placement(a, n, pr->handle));
                 RET_GATHER(r, agent__set_running(cs, pr->started_wall));
                 cs->started = true;
                 RET_GATHER(r, free_and_strdup(&cs->container_id,

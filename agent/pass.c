@@ -116,8 +116,10 @@ static void drain(agent *a, store_kind kind, sync_fn fn) {
 
                 if (!key)
                         break;
-                if (agent__split_key(key, &ns, &name) < 0)
+                if (agent__split_key(key, &ns, &name) < 0) {
+                        agent__lost_key(a);
                         continue;
+                }
                 r = fn(a, ns, name);
                 if (r < 0) {
                         log_warning_errno(r, "Failed to sync %s/%s: %m", store_kind_to_string(kind),
@@ -168,6 +170,8 @@ static usec_t recover_from_commit(agent *a, int r) {
                         if (key && agent__split_key(key, &ns, &name) >= 0)
                                 agent__enqueue_at(a, (store_kind) k, ns, name,
                                                   agent_now(a) + USEC_PER_SEC);
+                        else
+                                agent__lost_key(a);
                 }
         return agent_now(a) + USEC_PER_SEC;
 }
@@ -187,6 +191,10 @@ usec_t agent_process(agent *a) {
         bool worked = false;
         int r;
 
+        if (a->resync_at && agent_now(a) >= a->resync_at) {
+                a->resync_at = 0;
+                agent_resync(a);
+        }
         a->processing = true;
         a->clock_pass = (pass_clock){ .start_wall = agent_wall(a), .start = t0 };
         a->yielded = false;
@@ -218,6 +226,8 @@ usec_t agent_process(agent *a) {
         /* Still busy after many rounds: come back at once, not at a timer. */
         if (agent_has_work(a) || a->n_starts)
                 next = agent_now(a);
+        if (a->resync_at)
+                next = MIN(next, a->resync_at);
         a->processing = false;
         if (worked)
                 tend_histogram_observe(&a->metrics.pass_duration, now_monotonic() - t0);

@@ -91,8 +91,10 @@ static void poke(agent *a, pod_rt *pr) {
         char *ns = NULL;
         const char *name;
 
-        if (agent__split_key(pr->key, &ns, &name) < 0)
+        if (agent__split_key(pr->key, &ns, &name) < 0) {
+                agent__lost_key(a);
                 return;
+        }
         agent__enqueue(a, STORE_POD, ns, name);
         free(ns);
 }

@@ -68,12 +68,21 @@ int agent__split_key(const char *key, char **ret_ns, const char **ret_name) {
         return *ret_ns ? 0 : -ENOMEM;
 }
 
+void agent__lost_key(agent *a) {
+        if (!a->resync_at)
+                a->resync_at = agent_now(a) + USEC_PER_SEC;
+        if (!a->processing && a->wakeup)
+                a->wakeup(a->wakeup_userdata);
+}
+
 void agent__enqueue(agent *a, store_kind kind, const char *ns, const char *name) {
         char key[512];
 
         snprintf(key, sizeof key, "%s/%s", ns, name);
-        if (workq_add(&a->queues[kind], key) < 0)
-                return; /* OOM: the periodic resync brings it back */
+        if (workq_add(&a->queues[kind], key) < 0) {
+                agent__lost_key(a);
+                return;
+        }
         if (!a->processing && a->wakeup)
                 a->wakeup(a->wakeup_userdata);
 }
@@ -89,12 +98,16 @@ void agent__enqueue_at(agent *a, store_kind kind, const char *ns, const char *na
                 return;
         }
         d = new0(delayed, 1);
-        if (!d)
+        if (!d) {
+                agent__lost_key(a);
                 return;
+        }
         d->at = at;
         d->kind = kind;
-        if (tend_hashmap_put(a->delayed[kind], key, d, NULL) < 0)
+        if (tend_hashmap_put(a->delayed[kind], key, d, NULL) < 0) {
                 free(d);
+                agent__lost_key(a);
+        }
 }
 
 void agent__enqueue_at_wall(agent *a, store_kind kind, const char *ns, const char *name,

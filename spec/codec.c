@@ -411,13 +411,50 @@ const char *spec_type_name(const spec_type *t) {
 
 /* ---- copy ----------------------------------------------------------------------- */
 
+/* Every pointer p owns set to NULL (and every array to none), scalars kept:
+ * after a memcpy from another object, p owns nothing yet. */
+static void clear_owned(const spec_type *t, void *p) {
+        for (const spec_field *f = t->fields; f->name; f++) {
+                void *v = FIELD_PTR(p, f);
+
+                switch (f->kind) {
+                case SK_STRING:
+                case SK_STRV:
+                case SK_PTR:
+                        *(void **) v = NULL;
+                        break;
+                case SK_INTSTR:
+                        ((spec_intstr *) v)->str = NULL;
+                        break;
+                case SK_QUANTITY:
+                        ((spec_quantity *) v)->text = NULL;
+                        break;
+                case SK_MAP:
+                        *(spec_map *) v = (spec_map){};
+                        break;
+                case SK_STRUCT:
+                        clear_owned(f->type, v);
+                        break;
+                case SK_ARRAY:
+                        *(void **) v = NULL;
+                        *FIELD_COUNT(p, f) = 0;
+                        break;
+                default:
+                        break;
+                }
+        }
+}
+
 int spec__copy_into(const spec_type *t, void *dst, const void *src) {
         int r;
 
-        /* Scalars come along with the memcpy; then every owned pointer is
-         * replaced by a copy. On failure dst holds what was copied so far and
-         * NULLs for the rest, so freeing it is safe. */
+        /* Scalars come along with the memcpy; then dst owns nothing (every
+         * pointer NULL), and every owned pointer is copied in turn. On
+         * failure dst holds what was copied so far and NULLs for the rest,
+         * so freeing it is safe (before, the rest were src's pointers: a
+         * failure freed src's strings — found by test_out_of_memory). */
         memcpy(dst, src, t->size);
+        clear_owned(t, dst);
         for (const spec_field *f = t->fields; f->name; f++) {
                 void *d = FIELD_PTR(dst, f);
                 const void *s = FIELD_CPTR(src, f);

@@ -422,13 +422,16 @@ static int note_key(store *s, size_t first, const void *now, const void *deleted
 
         if (before && (!now || !streq_ptr(meta_of(before)->uid, meta_of(now)->uid)))
                 r = push_note(s, (note){ u0->kind, STORE_DELETED, deleted ?: before, NULL });
-        if (r >= 0 && now)
+        if (r >= 0 && now) {
                 r = push_note(s,
                               (note){ u0->kind,
                                       before && streq_ptr(meta_of(before)->uid, meta_of(now)->uid)
                                               ? STORE_MODIFIED
                                               : STORE_ADDED,
-                                      now, TAKE_PTR(json) });
+                                      now, json });
+                if (r >= 0)
+                        json = NULL; /* the note has it; if it could not be kept, it is ours */
+        }
         free(json);
         return r;
 }

@@ -8,6 +8,7 @@
  * invariants of DESIGN §4.3 are checked.
  */
 
+#include <limits.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -22,6 +23,53 @@
 #define MS USEC_PER_MSEC
 #define S USEC_PER_SEC
 #define MAX_PROCS 20000
+
+/* ---- allocation failures (STYLE.md "Memory") ---------------------------------------- */
+
+/* The binary is linked with --wrap for the allocators (CMakeLists.txt): our
+ * code's calls come here. While the agent runs a pass (process()), the
+ * oom_countdown-th allocation fails, once. jansson allocates through the
+ * same wrappers (json_set_alloc_funcs). */
+static long oom_countdown;
+static bool oom_in_agent, oom_fired;
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+char *__real_strdup(const char *s);
+char *__real_strndup(const char *s, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+char *__wrap_strdup(const char *s);
+char *__wrap_strndup(const char *s, size_t n);
+
+static bool oom_now(void) {
+        if (!oom_in_agent || oom_countdown <= 0 || --oom_countdown > 0)
+                return false;
+        oom_fired = true;
+        return true;
+}
+
+void *__wrap_malloc(size_t n) {
+        return oom_now() ? NULL : __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t size) {
+        return oom_now() ? NULL : __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t n) {
+        return oom_now() ? NULL : __real_realloc(p, n);
+}
+
+char *__wrap_strdup(const char *s) {
+        return oom_now() ? NULL : __real_strdup(s);
+}
+
+char *__wrap_strndup(const char *s, size_t n) {
+        return oom_now() ? NULL : __real_strndup(s, n);
+}
 
 /* ---- the fake world ---------------------------------------------------------------- */
 
@@ -123,7 +171,7 @@ static void check_start(world *w, const char *pod) {
         }
 }
 
-static int fb_start(void *b, const rt_pod_params *p, void *ud, void **ret, char **err) {
+static int fb_start_now(void *b, const rt_pod_params *p, void *ud, void **ret, char **err) {
         world *w = b;
 
         check_start(w, p->name);
@@ -164,6 +212,21 @@ static int fb_start(void *b, const rt_pod_params *p, void *ud, void **ret, char 
         w->starts++;
         *ret = pr;
         return 0;
+}
+
+/* The fake runtime's own bookkeeping is not under test: an injected
+ * allocation failure makes the start fail as a real one could (-ENOMEM),
+ * and is otherwise kept out of it. */
+static int fb_start(void *b, const rt_pod_params *p, void *ud, void **ret, char **err) {
+        bool armed = oom_in_agent;
+        int r;
+
+        if (oom_now())
+                return -ENOMEM;
+        oom_in_agent = false;
+        r = fb_start_now(b, p, ud, ret, err);
+        oom_in_agent = armed;
+        return r;
 }
 
 static int fb_adopt(void *b, const rt_pod_params *p, const rt_record *r, void *ud, void **ret,
@@ -427,7 +490,9 @@ static usec_t next_event(world *w) {
 }
 
 static void process(world *w) {
+        oom_in_agent = true;
         w->deadline = agent_process(w->agent);
+        oom_in_agent = false;
         invariants(w);
 }
 
@@ -1774,6 +1839,120 @@ static void test_crash_between_spawn_and_record(void **state) {
 
 /* Seeded random sequences of kills, template changes and scale changes:
  * the deployment always converges, and the bounds hold throughout. */
+/* What the store holds is whole: no object written half-built. */
+static void check_whole(world *w) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_POD, &items);
+
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                const spec_owner_ref *o = spec_meta_controller(&p->metadata);
+                assert_non_null(p->metadata.uid);
+                assert_non_null(o);
+                assert_string_equal(o->kind, "ReplicaSet");
+                assert_non_null(o->uid);
+                assert_non_null(o->name);
+                assert_non_null(spec_map_get(&p->metadata.labels, SPEC_LABEL_POD_TEMPLATE_HASH));
+                assert_int_equal(p->status.n_container_statuses, 1);
+                assert_non_null(p->status.container_statuses[0].name);
+                const spec_container_state *st = &p->status.container_statuses[0].state;
+                assert_true(st->waiting || st->running || st->terminated);
+                if (p->status.phase == SPEC_POD_RUNNING) {
+                        assert_non_null(st->running);
+                        assert_non_null(p->status.container_statuses[0].container_id);
+                        assert_non_null(p->spec.node_name);
+                }
+                if (p->status.phase == SPEC_POD_FAILED)
+                        assert_non_null(st->terminated);
+                for (size_t c = 0; c < p->status.n_conditions; c++) {
+                        assert_non_null(p->status.conditions[c].type);
+                        assert_non_null(p->status.conditions[c].status);
+                }
+        }
+        n = store_list(w->store, STORE_REPLICA_SET, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_replica_set *rs = items[i];
+                const spec_owner_ref *o = spec_meta_controller(&rs->metadata);
+                assert_non_null(o);
+                assert_string_equal(o->kind, "Deployment");
+                assert_non_null(o->uid);
+                assert_non_null(spec_map_get(&rs->metadata.annotations, SPEC_ANN_REVISION));
+                assert_non_null(spec_map_get(&rs->metadata.labels, SPEC_LABEL_POD_TEMPLATE_HASH));
+                assert_non_null(rs->spec.selector);
+        }
+        n = store_list(w->store, STORE_DEPLOYMENT, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_deployment *d = items[i];
+                for (size_t c = 0; c < d->status.n_conditions; c++) {
+                        assert_non_null(d->status.conditions[c].type);
+                        assert_non_null(d->status.conditions[c].status);
+                }
+        }
+}
+
+/* Out of memory at the allocations of a pass, one at a time: a kill, a
+ * rollout and a crash loop under way when the k-th allocation fails. The
+ * pass may fail; nothing it writes is half-built (check_whole), nothing
+ * leaks (LeakSanitizer at exit), and once memory is back the deployment
+ * converges as if nothing happened. The sweep ends at the first k that no
+ * pass reaches, so it covers the whole scenario: every 5th allocation in
+ * make test, every one with TEND_OOM_STRIDE=1 (some minutes). */
+/* One run of the scenario with the countdown-th allocation of its armed
+ * window failing (LONG_MAX: none). Returns the allocations the window made
+ * (with none failing) or 0 once one failed. */
+static long oom_run(long countdown) {
+        world *w = world_new();
+        long made;
+
+        w->check_starts = false;
+        apply(w, manifest("web", 3, "web-v1", NULL, NULL));
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        apply(w, manifest("web", 3, "web-v2", NULL, NULL));
+        apply(w, manifest("lo", 1, "lo-crash", NULL, NULL));
+        w->procs[0]->exit_at = w->now; /* a kill, too */
+        oom_fired = false;
+        oom_countdown = countdown;
+        step(w, 500 * MS);
+        made = countdown - oom_countdown;
+        oom_countdown = 0;
+        if (oom_fired) /* what the failed pass wrote, as the next pass finds it */
+                check_whole(w);
+        if (!step_until(w, settled, "web", 60 * S)) {
+                dump(w);
+                fail_msg("allocation %ld failed: the deployment did not converge", countdown);
+        }
+        check_whole(w);
+        world_free(w);
+        return oom_fired ? 0 : made;
+}
+
+/* Out of memory at the allocations of a pass, one at a time: a kill, a
+ * rollout and a crash loop under way when the k-th allocation fails. The
+ * pass may fail; nothing it writes is half-built (check_whole), nothing
+ * leaks (LeakSanitizer at exit), and once memory is back the deployment
+ * converges as if nothing happened. The scenario's allocations are counted
+ * first; make test tries 400 of them spread over the whole scenario, and
+ * TEND_OOM_STRIDE=1 every one (TEND_OOM_FROM=k replays from k). */
+static void test_out_of_memory(void **state) {
+        const char *from = getenv("TEND_OOM_FROM"), *stride_s = getenv("TEND_OOM_STRIDE");
+        long total, stride, tried = 0;
+
+        json_set_alloc_funcs(__wrap_malloc, free);
+        total = oom_run(LONG_MAX);
+        assert_true(total > 100); /* the window does reach the agent's allocations */
+        stride = stride_s ? MAX(atol(stride_s), 1) : MAX(total / 400, 1);
+        for (long k = from ? atol(from) : 1; k <= total; k += stride, tried++) {
+                oom_run(k);
+                if (getenv("TEND_OOM_PROGRESS") && tried % 100 == 0)
+                        fprintf(stderr, "oom: %ld of %ld\n", k, total);
+        }
+        json_set_alloc_funcs(malloc, free);
+        fprintf(stderr,
+                "out of memory at %ld of the scenario's %ld allocations (every %ld): all whole, "
+                "all converged\n",
+                tried, total, stride);
+}
+
 static void test_random_sequences(void **state) {
         for (unsigned seed = 1;
              seed <= (getenv("TEND_SEEDS") ? (unsigned) atoi(getenv("TEND_SEEDS")) : 12u); seed++) {
@@ -1870,6 +2049,7 @@ int main(void) {
                 cmocka_unit_test(test_crash_between_spawn_and_commit),
                 cmocka_unit_test(test_crash_between_spawn_and_record),
                 cmocka_unit_test(test_random_sequences),
+                cmocka_unit_test(test_out_of_memory),
         };
         log_set_max_level(LOG_LEVEL_WARNING);
         if (getenv("TEST_FILTER"))
