@@ -145,8 +145,6 @@ enum MHD_Result api__send_oom(req *r);
 enum MHD_Result api__not_found(req *r, const resource *res, const char *name);
 void api__count_code(api_server *s, unsigned code);
 const char *api__json_field(json_t *j, const char *path);
-size_t api__n_resources(void);
-const resource *api__resource_at(size_t i);
 
 /* selectors.c: label and field selectors, and the sorted lists they filter */
 void api__filter_done(filter *f);

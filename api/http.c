@@ -372,20 +372,18 @@ enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_co
 
 /* ---- answers about resources ------------------------------------------------------------ */
 
-static const resource resources[] = {
-        { "apis/apps/v1", "deployments", "deployments.apps", STORE_DEPLOYMENT, "DeploymentList",
-          "apps/v1" },
-        { "apis/apps/v1", "replicasets", "replicasets.apps", STORE_REPLICA_SET, "ReplicaSetList",
-          "apps/v1" },
-        { "api/v1", "pods", "pods", STORE_POD, "PodList", "v1" },
-        { "api/v1", "events", "events", STORE_EVENT, "EventList", "v1" },
+/* By store kind: every kind the store holds is served. */
+static const resource resources[_STORE_KIND_MAX] = {
+        [STORE_DEPLOYMENT] = { "apis/apps/v1", "deployments", "deployments.apps", STORE_DEPLOYMENT,
+                               "DeploymentList", "apps/v1" },
+        [STORE_REPLICA_SET] = { "apis/apps/v1", "replicasets", "replicasets.apps",
+                                STORE_REPLICA_SET, "ReplicaSetList", "apps/v1" },
+        [STORE_POD] = { "api/v1", "pods", "pods", STORE_POD, "PodList", "v1" },
+        [STORE_EVENT] = { "api/v1", "events", "events", STORE_EVENT, "EventList", "v1" },
 };
 
 const resource *api__resource(store_kind kind) {
-        for (size_t k = 0; k < ELEMENTSOF(resources); k++)
-                if (resources[k].kind == kind)
-                        return &resources[k];
-        return NULL;
+        return kind >= 0 && kind < _STORE_KIND_MAX ? &resources[kind] : NULL;
 }
 
 json_t *api__encode_obj(store_kind k, const void *obj) {
@@ -427,12 +425,4 @@ const char *api__json_field(json_t *j, const char *path) {
         for (char *t = strtok_r(copy, ".", &save); t && v; t = strtok_r(NULL, ".", &save))
                 v = json_object_get(v, t);
         return json_string_value(v);
-}
-
-size_t api__n_resources(void) {
-        return ELEMENTSOF(resources);
-}
-
-const resource *api__resource_at(size_t i) {
-        return &resources[i];
 }

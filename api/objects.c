@@ -320,6 +320,26 @@ static int delete_options(req *r, const resource *res, const void *obj, int64_t 
         return 0;
 }
 
+/* PUT and PATCH: j (taken; NULL: the body or patch was refused with
+ * refused) replaces obj, if its resourceVersion/uid preconditions hold (a
+ * patch that names a resourceVersion is conditional on it, as a PUT). */
+static enum MHD_Result replace_deployment(req *r, const resource *res, const void *obj, json_t *j,
+                                          enum MHD_Result refused, const char *ns,
+                                          const char *name) {
+        enum MHD_Result ret;
+        spec_deployment *d;
+
+        if (!j)
+                return refused;
+        if (!object_preconditions_hold(r, res, obj, j, &ret)) {
+                json_decref(j);
+                return ret;
+        }
+        d = api__decode_deployment(r, j, ns, name, &ret);
+        json_decref(j);
+        return d ? api__write_deployment(r, d, 200) : ret;
+}
+
 enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, const char *name,
                                    const char *sub, const char *method) {
         api_server *s = r->s;
@@ -391,37 +411,17 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
 
         if (streq(method, "PUT")) {
                 json_t *j = api__body_object(r, &ret);
-                spec_deployment *d;
-                if (!j)
-                        return ret;
-                if (!object_preconditions_hold(r, res, obj, j, &ret)) {
-                        json_decref(j);
-                        return ret;
-                }
-                d = api__decode_deployment(r, j, ns, name, &ret);
-                json_decref(j);
-                return d ? api__write_deployment(r, d, 200) : ret;
+                return replace_deployment(r, res, obj, j, ret, ns, name);
         }
 
         if (streq(method, "PATCH")) {
                 json_t *cur = api__encode_obj(res->kind, obj), *patched;
-                spec_deployment *d;
 
                 if (!cur)
                         return api__send_oom(r);
                 patched = api__apply_patch(r, cur, &ret);
                 json_decref(cur);
-                if (!patched)
-                        return ret;
-                /* A patch that names a resourceVersion is conditional on it
-                 * (optimistic concurrency, as a PUT). */
-                if (!object_preconditions_hold(r, res, obj, patched, &ret)) {
-                        json_decref(patched);
-                        return ret;
-                }
-                d = api__decode_deployment(r, patched, ns, name, &ret);
-                json_decref(patched);
-                return d ? api__write_deployment(r, d, 200) : ret;
+                return replace_deployment(r, res, obj, patched, ret, ns, name);
         }
         return api__send_status(r, 405, NULL, "%s is not allowed here", method);
 }

@@ -122,8 +122,8 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
         if (i >= n)
                 return api__send_status(r, 404, "NotFound",
                                         "the server could not find the requested resource");
-        for (size_t k = 0; k < api__n_resources(); k++) {
-                const resource *res = api__resource_at(k);
+        for (int k = 0; k < _STORE_KIND_MAX; k++) {
+                const resource *res = api__resource((store_kind) k);
                 if (!streq(res->prefix, prefix) || !streq(res->plural, seg[i]))
                         continue;
                 if (i + 1 == n)
