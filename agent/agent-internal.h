@@ -137,6 +137,15 @@ const spec_replica_set *agent__replica_set_by_uid(agent *a, const char *ns, cons
 
 /* ---- pods.c: the pods' runtime state, container status, replica facts ---- */
 
+/* What the backend is told of pod p (borrowed from it). */
+static inline rt_pod_params agent__pod_params(const spec_pod *p) {
+        return (rt_pod_params){ .namespace = p->metadata.namespace,
+                                .name = p->metadata.name,
+                                .uid = p->metadata.uid,
+                                .spec = &p->spec,
+                                .labels = &p->metadata.labels };
+}
+
 pod_rt *agent__pod_rt(agent *a, const char *uid);
 /* Frees it, detaching its process (which keeps running). */
 void agent__pod_rt_free(agent *a, pod_rt *pr);

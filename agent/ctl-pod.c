@@ -179,11 +179,7 @@ static void observe_respawn(agent *a, const spec_pod *p, usec_t spawn_begin, use
 }
 
 static int start_pod(agent *a, const spec_pod *p, pod_rt *pr) {
-        rt_pod_params params = { .namespace = p->metadata.namespace,
-                                 .name = p->metadata.name,
-                                 .uid = p->metadata.uid,
-                                 .spec = &p->spec,
-                                 .labels = &p->metadata.labels };
+        rt_pod_params params = agent__pod_params(p);
         _cleanup_free_ char *err = NULL;
         json_t *rec;
         void *handle = NULL;

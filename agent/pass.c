@@ -334,11 +334,7 @@ int agent_start(agent *a) {
                 const spec_pod *p = pods[i];
                 json_t *j = store_get_record(a->store, p->metadata.uid);
                 rt_record rec = {};
-                rt_pod_params params = { .namespace = p->metadata.namespace,
-                                         .name = p->metadata.name,
-                                         .uid = p->metadata.uid,
-                                         .spec = &p->spec,
-                                         .labels = &p->metadata.labels };
+                rt_pod_params params = agent__pod_params(p);
                 _cleanup_free_ char *err = NULL;
                 pod_rt *pr;
                 void *handle = NULL;

@@ -334,18 +334,7 @@ static long http(const char *method, const char *path, const char *ctype, const 
         return code;
 }
 
-static const char *jstr(json_t *j, const char *path) {
-        char key[64];
-        const char *dot;
-
-        while ((dot = strchr(path, '.'))) {
-                snprintf(key, sizeof key, "%.*s", (int) (dot - path), path);
-                j = json_object_get(j, key);
-                path = dot + 1;
-        }
-        return json_string_value(json_object_get(j, path));
-}
-
+/* A member by dotted path ("metadata.name"), borrowed; NULL if absent. */
 static json_t *jget(json_t *j, const char *path) {
         char key[64];
         const char *dot;
@@ -356,6 +345,10 @@ static json_t *jget(json_t *j, const char *path) {
                 path = dot + 1;
         }
         return json_object_get(j, path);
+}
+
+static const char *jstr(json_t *j, const char *path) {
+        return json_string_value(jget(j, path));
 }
 
 static long long jint(json_t *j, const char *path) {
