@@ -302,6 +302,24 @@ expect_api 409 "DELETE with a wrong uid precondition" DELETE \
     /apis/apps/v1/namespaces/default/deployments/echo -H 'Content-Type: application/json' \
     --data-binary '{"preconditions": {"uid": "not-its-uid"}}'
 expect_exit 0 "still there after refused deletes" tend get deploy echo
+# Deleting a ReplicaSet through the API (the core's agent_delete_replica_set):
+# gone at once, its deployment makes it again (a new uid), pods follow.
+wait_for 10 has_pods echo 2
+expect_api 200 "list echo's replica sets" GET \
+    '/apis/apps/v1/namespaces/default/replicasets?labelSelector=app%3Decho'
+rs=$(jq_body '[.items[] | select(.spec.replicas > 0)][0].metadata.name')
+rs_uid=$(jq_body '[.items[] | select(.spec.replicas > 0)][0].metadata.uid')
+expect_api 200 "DELETE a replica set" DELETE "/apis/apps/v1/namespaces/default/replicasets/$rs"
+rs_again() {
+    [ "$(api GET "/apis/apps/v1/namespaces/default/replicasets/$rs")" = 200 ] &&
+        [ "$(jq_body .metadata.uid)" != "$rs_uid" ]
+}
+wait_for 10 rs_again && ok "the deployment made replicaset/$rs again" ||
+    fail "replicaset/$rs was not made again: $(head -c 300 "$tmp/body")"
+wait_for 10 has_pods echo 2 && ok "2 echo pods after the replica set's delete" ||
+    fail "echo pods after the replica set's delete: $(pod_count echo)"
+expect_api 404 "DELETE a replica set that is not there" DELETE \
+    /apis/apps/v1/namespaces/default/replicasets/no-such-rs
 head -c $((3 * 1024 * 1024)) /dev/zero | tr '\0' ' ' >"$tmp/big"
 expect_api 413 "3 MiB body" POST /apis/apps/v1/namespaces/default/deployments \
     -H 'Content-Type: application/json' --data-binary @"$tmp/big" &&
