@@ -55,9 +55,10 @@ kill_marked() {
 }
 
 cleanup() {
+    exit_rc=$?
     stop_tendd TERM
     kill_marked
-    if [ "$failures" -ne 0 ]; then
+    if [ "$failures" -ne 0 ] || [ "$exit_rc" -ne 0 ]; then
         echo "---- tendd log ----"; tail -80 "$tmp/tendd.log"
     fi
     rm -rf "$tmp"
