@@ -176,6 +176,10 @@ static usec_t recover_from_commit(agent *a, int r) {
         return agent_now(a) + USEC_PER_SEC;
 }
 
+/* A pass's rounds: a killed replica takes three (exit, replacement, start),
+ * a rollout step a few more. */
+#define AGENT_PASS_ROUNDS 64
+
 /*
  * A pass decides everything that is due in one batch, and commits it once.
  * A process is started as soon as the pod worker decides to (begin_start()):
@@ -198,9 +202,13 @@ usec_t agent_process(agent *a) {
         a->processing = true;
         a->clock_pass = (pass_clock){ .start_wall = agent_wall(a), .start = t0 };
         a->yielded = false;
-        for (unsigned round = 0; round < 10000; round++) {
+        for (unsigned round = 0;; round++) {
                 next = agent__promote_delayed(a);
-                if (agent_has_work(a)) {
+                /* Out of rounds (a chain that does not end: a start error
+                 * replaced at once, again and again, with back-off off),
+                 * what was decided is committed and started, and the rest
+                 * waits for the next pass, after the loop's I/O. */
+                if (round < AGENT_PASS_ROUNDS && agent_has_work(a)) {
                         worked = true;
                         drain(a, STORE_DEPLOYMENT, ctl_deployment_sync);
                         drain(a, STORE_REPLICA_SET, ctl_replica_set_sync);

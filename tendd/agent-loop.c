@@ -68,6 +68,7 @@ int agent_lock_state_dir(const char *dir, int *ret_fd, char **ret_error) {
 }
 
 static void run(agent_loop *l);
+static void on_work(uv_idle_t *h);
 
 static void on_deadline(uv_timer_t *t) {
         run(t->data);
@@ -83,8 +84,17 @@ static void arm(agent_loop *l, usec_t next) {
                 uv_timer_stop(&l->deadline);
                 return;
         }
-        uv_timer_start(&l->deadline, on_deadline,
-                       next > now ? (next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC : 0, 0);
+        if (next <= now) {
+                /* Due now (a pass that ran out of rounds, say): after the
+                 * loop's I/O, not from a timer of 0 ms, which libuv before
+                 * 1.45 runs again in the same timer phase, for ever, while
+                 * the API, signals and exits wait. */
+                uv_timer_stop(&l->deadline);
+                uv_idle_start(&l->work, on_work);
+                return;
+        }
+        uv_timer_start(&l->deadline, on_deadline, (next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC,
+                       0);
 }
 
 static void run(agent_loop *l) {

@@ -132,6 +132,34 @@ expect_grep 'metadata.annotations\[tend.io/crash-backoff\]: Invalid value: "some
     "$tmp/err" "the error names the annotation"
 tend delete deploy/crashy >/dev/null
 
+echo "== off, and the program cannot even be started: tendd stays itself"
+# Each start fails at once and is replaced at once: a chain of passes with
+# no end. tendd must still commit, answer, stay small, and stop on SIGTERM
+# (it did none of that: nothing was committed, 10 GB in 40 s, and only
+# kill -9 stopped it).
+deploy noexec 2 sleep 'tend.io/crash-backoff: "off"' |
+    sed "s|\"$testprog\", \"sleep\"|\"$tmp/no-such-program\"|" | tend apply -f - >/dev/null
+sleep 3
+expect_exit 0 "the API answers while it spins" timeout 5 "$bin/tend" get rs -l app=noexec
+expect_grep "noexec-" "$tmp/out" "its ReplicaSet is written"
+spins=$(tend get pods -l app=noexec -o json | jq '[.items[].status.containerStatuses[0].restartCount] | max')
+[ "${spins:-0}" -ge 10 ] && ok "replaced at once, as asked ($spins restarts)" ||
+    fail "only ${spins:-0} restarts with back-off off"
+kept=$(tend get pods -l app=noexec -o name | wc -l)
+[ "$kept" -le 12 ] && ok "nothing piles up: $kept pods (2 replicas and the last failed ones)" ||
+    fail "$kept pods kept"
+expect_exit 0 "it is deleted" timeout 10 "$bin/tend" delete deploy/noexec
+tend apply -f - >/dev/null <<YAML
+$(deploy noexec 2 sleep 'tend.io/crash-backoff: "off"' | sed "s|\"$testprog\", \"sleep\"|\"$tmp/no-such-program\"|")
+YAML
+sleep 1
+kill -TERM "$tendd_pid"
+exited() { ! kill -0 "$tendd_pid" 2>/dev/null || grep -q '^State:.*Z' "/proc/$tendd_pid/status"; }
+wait_for 10 exited && ok "SIGTERM stops it while it spins" || { fail "SIGTERM ignored"; kill -9 "$tendd_pid"; }
+stop_tendd KILL
+start_tendd
+tend delete deploy/noexec >/dev/null
+
 echo "== a process that an agent died before recording is killed by the next"
 deploy kept 1 sleep | tend apply -f - >/dev/null
 wait_for 10 all_running kept 1 || fail "kept did not start"

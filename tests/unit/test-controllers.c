@@ -1199,6 +1199,37 @@ static void test_start_error(void **state) {
         world_free(w);
 }
 
+/* With back-off off, a program that cannot be started is replaced at once,
+ * again and again: a chain with no end. Each pass still ends, commits what
+ * it did and says it has more (it never committed, and never returned to
+ * the loop). */
+static void test_start_error_spin(void **state) {
+        world *w = world_new();
+        const void *const *items;
+        spec_deployment *d = manifest("bad", 2, "/nonexistent", NULL, NULL);
+
+        assert_int_equal(spec_map_set(&d->metadata.annotations, SPEC_ANN_CRASH_BACKOFF, "off"), 0);
+        apply(w, d);
+        for (int pass = 0; pass < 20; pass++) {
+                uint64_t commits = store_commit_histogram(w->store)->count;
+                process(w);
+                assert_true(store_commit_histogram(w->store)->count > commits);
+                assert_true(w->deadline <= w->now); /* more to do, at once */
+        }
+        assert_int_equal(store_list(w->store, STORE_REPLICA_SET, &items), 1);
+        /* The dead do not pile up: two replicas and the last failed ones. */
+        size_t n = store_list(w->store, STORE_POD, &items);
+        assert_true(n <= 2 + 5);
+        int32_t restarts = 0;
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                if (p->status.n_container_statuses)
+                        restarts = MAX(restarts, p->status.container_statuses[0].restart_count);
+        }
+        assert_true(restarts >= 20); /* each pass moved on */
+        world_free(w);
+}
+
 static bool deadline_exceeded(world *w, const char *name) {
         const spec_deployment *d = dep(w, name);
         const spec_condition *c = spec_get_condition(d->status.conditions, d->status.n_conditions,
@@ -2026,6 +2057,7 @@ int main(void) {
                 cmocka_unit_test(test_streak_cleared_after_a_minute),
                 cmocka_unit_test(test_backoff_annotation),
                 cmocka_unit_test(test_start_error),
+                cmocka_unit_test(test_start_error_spin),
                 cmocka_unit_test(test_progress_deadline),
                 cmocka_unit_test(test_pause_and_proportional),
                 cmocka_unit_test(test_recreate),
