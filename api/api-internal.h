@@ -38,6 +38,20 @@ typedef struct change {
                      * resumed watch (a tree per change would cost ~10 kB each) */
 } change;
 
+/* The TCP listener's TLS material (tls.c), PEM. ca_pem: the CA that signed
+ * the certificate, where tendd made it (NULL for a user's certificate). */
+typedef struct api_tls {
+        char *cert_pem, *key_pem, *ca_pem;
+} api_tls;
+
+int api__tls_generate(const char *state_dir, const unsigned char ip[4], api_tls *ret,
+                      char **ret_error);
+int api__tls_load(const char *cert_file, const char *key_file, api_tls *ret, char **ret_error);
+/* STATE_DIR/tls/token: read, or made. */
+int api__tls_token(const char *state_dir, char **ret, char **ret_error);
+void api__tls_done(api_tls *t);
+char *api__base64(const char *data, size_t len);
+
 typedef struct watch watch;
 typedef struct follower follower;
 
@@ -50,6 +64,8 @@ struct api_server {
         bool has_group;
         gid_t group;
         char *token;
+        api_tls tls;
+        char *listen_url; /* https://HOST:PORT, where there is a TCP listener */
         size_t max_body;
         usec_t heartbeat_interval;
         usec_t idle_timeout;

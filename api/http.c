@@ -122,9 +122,11 @@ json_t *api__status_json(unsigned code, const char *reason, const char *message,
                                       code < 400 ? "Success" : "Failure", "message", clean,
                                       "reason", reason ?: reason_of(code), "code", (int) code)
                           : NULL;
-        if (j && details)
-                json_object_set_new(j, "details", details);
-        else
+        /* Always a details object: kubectl reads fields of it without a
+         * nil check (debug's ephemeral containers, for one). */
+        if (j && json_object_set_new(j, "details", details ?: json_object()) < 0)
+                j = (json_decref(j), NULL);
+        else if (!j)
                 json_decref(details);
         return j;
 }
@@ -144,9 +146,23 @@ enum MHD_Result api__send_status(req *r, unsigned code, const char *reason, cons
 
 /* The request body as one JSON/YAML object; errors answered. */
 /* The body's documents; a List is expanded into its items. */
+/* kubectl's typed clients send protobuf (create deployment, for one): say
+ * so, rather than fail to parse it as text. */
+static bool refuse_protobuf(req *r, enum MHD_Result *ret) {
+        const char *type = api__header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+
+        if (!type || !startswith(type, "application/vnd.kubernetes.protobuf"))
+                return false;
+        *ret = api__send_status(r, 415, "UnsupportedMediaType",
+                                "tendd reads JSON and YAML bodies, not %s", type);
+        return true;
+}
+
 int api__body_docs(req *r, enum MHD_Result *ret, spec_docs *docs) {
         spec_errors errs = {};
 
+        if (refuse_protobuf(r, ret))
+                return -1;
         if (r->body.len == 0) {
                 *ret = api__send_status(r, 400, "BadRequest", "the request needs a body");
                 return -1;
@@ -184,6 +200,8 @@ json_t *api__body_json(req *r, enum MHD_Result *ret) {
         json_error_t e;
         json_t *j;
 
+        if (refuse_protobuf(r, ret))
+                return NULL;
         if (r->body.len == 0) {
                 *ret = api__send_status(r, 400, "BadRequest", "the request needs a body");
                 return NULL;

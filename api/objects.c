@@ -301,13 +301,18 @@ static int delete_options(req *r, const resource *res, const void *obj, int64_t 
                                         "gracePeriodSeconds must be a non-negative integer");
                 return -EINVAL;
         }
-        if (*ret_grace < -1 || (*ret_grace >= 0 && res->kind != STORE_POD)) {
+        if (*ret_grace < -1) {
                 *ret = api__send_status(r, 422, "Invalid",
-                                        *ret_grace < -1 ? "gracePeriodSeconds must not be negative"
-                                                        : "gracePeriodSeconds applies to pods only "
-                                                          "(a deployment's pods use their own)");
+                                        "gracePeriodSeconds must not be negative");
                 return -EINVAL;
         }
+        /* kubectl delete deploy --now (or --grace-period, --force): as on
+         * the API server, the owner takes it, its pods keep their own. */
+        if (*ret_grace >= 0 && res->kind != STORE_POD && !r->warning)
+                r->warning = strprintf("299 - \"gracePeriodSeconds applies to pods: the pods of "
+                                       "%s stop within their own terminationGracePeriodSeconds; "
+                                       "delete a pod to shorten it\"",
+                                       res->plural);
         if (policy && !streq(policy, "Background") && !streq(policy, "Foreground")) {
                 *ret = api__send_status(
                         r, 422, "Invalid",
@@ -340,6 +345,33 @@ static enum MHD_Result replace_deployment(req *r, const resource *res, const voi
         return d ? api__write_deployment(r, d, 200) : ret;
 }
 
+/* What a pod of tend cannot do, said as such (a 404 reads as "no such
+ * pod"): 405 with the reason and what to do instead. */
+static enum MHD_Result pod_unsupported(req *r, const char *sub) {
+        static const struct {
+                const char *sub, *why;
+        } table[] = {
+                { "exec", "exec is not supported: a tend pod is a host process, not a container; "
+                          "its pid is in status.containerStatuses[0].containerID (process://PID), "
+                          "run commands on the host (nsenter -t PID for its namespaces)" },
+                { "attach", "attach is not supported: a tend pod is a host process; its output "
+                            "is in kubectl logs -f" },
+                { "portforward", "port-forward is not needed: a tend pod listens on the host "
+                                 "itself; its leased ports are in its tend.io/ports annotation" },
+                { "proxy", "proxy is not supported: a tend pod listens on the host itself" },
+                { "ephemeralcontainers", "ephemeral containers are not supported: a tend pod is "
+                                         "a host process, not a container" },
+                { "eviction", "eviction is not supported: delete the pod (kubectl delete pod) "
+                              "and its ReplicaSet replaces it" },
+                { "binding", "binding is not supported: tendd runs every pod on its own host" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(table); i++)
+                if (streq(sub, table[i].sub))
+                        return api__send_status(r, 405, "MethodNotAllowed", "%s", table[i].why);
+        return api__send_status(r, 404, "NotFound", "pods have no subresource %s", sub);
+}
+
 enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, const char *name,
                                    const char *sub, const char *method) {
         api_server *s = r->s;
@@ -363,6 +395,8 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
                         return obj ? api__send_json(r, 200, api__encode_obj(res->kind, obj))
                                    : api__not_found(r, res, name);
                 }
+                if (res->kind == STORE_POD)
+                        return pod_unsupported(r, sub);
                 return api__send_status(r, 404, "NotFound",
                                         "the server could not find the requested "
                                         "resource");
@@ -378,6 +412,9 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
                         return api__not_found(r, res, name);
                 if (delete_options(r, res, obj, &grace, &ret) < 0)
                         return ret;
+                _cleanup_free_ char *uid = strdup(strempty(api__meta_of(res->kind, obj)->uid));
+                if (!uid)
+                        return api__send_oom(r);
                 switch (res->kind) {
                 case STORE_DEPLOYMENT:
                         rr = agent_delete_deployment(s->agent, ns, name);
@@ -395,10 +432,18 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
                 if (rr < 0)
                         return api__send_status(r, 500, NULL, "deleting: %s", strerror(-rr));
                 agent_kick(s->agent);
-                return api__send_json(r, 200,
-                                      api__status_json(200, "", NULL,
-                                                       json_pack("{s:s, s:s}", "name", name, "kind",
-                                                                 res->plural)));
+                /* A pod still stopping is answered with itself, its
+                 * deletionTimestamp set, as the API server does: kubectl
+                 * delete then waits for that uid to go. */
+                obj = res->kind == STORE_POD ? store_get(s->store, res->kind, ns, name) : NULL;
+                if (obj)
+                        return api__send_json(r, 200, api__encode_obj(res->kind, obj));
+                return api__send_json(
+                        r, 200,
+                        api__status_json(200, "", NULL,
+                                         json_pack("{s:s, s:s, s:s, s:s}", "name", name, "group",
+                                                   streq(res->prefix, "api/v1") ? "" : "apps",
+                                                   "kind", res->plural, "uid", uid)));
         }
 
         if (res->kind != STORE_DEPLOYMENT)

@@ -57,6 +57,56 @@ static json_t *resource_list(const char *gv) {
                          "groupVersion", gv, "resources", a);
 }
 
+#define API_K8S_MAJOR "1"
+#define API_K8S_MINOR "32"
+#if defined(__x86_64__)
+#define API_ARCH "amd64"
+#elif defined(__aarch64__)
+#define API_ARCH "arm64"
+#else
+#define API_ARCH "unknown"
+#endif
+
+/* A kubeconfig for the HTTPS listener: its URL, the CA that signed its
+ * certificate (none for a user's certificate: the system's CAs then) and
+ * the token. Over the local socket only — whoever may use it may use the
+ * API anyway; over TCP it would hand the token to whoever has it already,
+ * or to nobody. */
+static enum MHD_Result handle_kubeconfig(req *r, const char *method) {
+        _cleanup_free_ char *ca = NULL;
+        json_t *cluster;
+
+        if (!streq(method, "GET"))
+                return api__send_status(r, 405, "MethodNotAllowed", "GET the kubeconfig");
+        if (r->slot->tcp)
+                return api__send_status(r, 403, "Forbidden",
+                                        "the kubeconfig is given over the local socket only "
+                                        "(tend kubeconfig, on the host)");
+        if (!r->s->listen_url)
+                return api__send_status(r, 404, "NotFound",
+                                        "tendd serves no HTTPS listener: start it with --listen "
+                                        "127.0.0.1:PORT, then ask again");
+        if (r->s->tls.ca_pem) {
+                ca = api__base64(r->s->tls.ca_pem, strlen(r->s->tls.ca_pem));
+                if (!ca)
+                        return api__send_oom(r);
+        }
+        cluster = json_pack("{s:s}", "server", r->s->listen_url);
+        if (cluster && ca &&
+            json_object_set_new(cluster, "certificate-authority-data", json_string(ca)) < 0)
+                cluster = (json_decref(cluster), NULL);
+        return api__send_json(r, 200,
+                              cluster ? json_pack("{s:s, s:s, s:[{s:s, s:o}], s:[{s:s, s:{s:s}}], "
+                                                  "s:[{s:s, s:{s:s, s:s, s:s}}], s:s, s:{}}",
+                                                  "apiVersion", "v1", "kind", "Config", "clusters",
+                                                  "name", "tend", "cluster", cluster, "users",
+                                                  "name", "tend", "user", "token", r->s->token,
+                                                  "contexts", "name", "tend", "context", "cluster",
+                                                  "tend", "user", "tend", "namespace", "default",
+                                                  "current-context", "tend", "preferences")
+                                      : NULL);
+}
+
 /* ---- routing --------------------------------------------------------------------------------- */
 
 static enum MHD_Result route(req *r, const char *url, const char *method) {
@@ -74,11 +124,16 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
                 return api__queue(r, 200, "text/plain", strdup("ok"));
         if (n == 1 && streq(seg[0], "readyz"))
                 return api__queue(r, 200, "text/plain", strdup("ok"));
+        /* The Kubernetes API level tend follows (kubectl checks its skew
+         * against it), tend's own version beside it. */
         if (n == 1 && streq(seg[0], "version"))
-                return api__send_json(r, 200,
-                                      json_pack("{s:s, s:s, s:s, s:s, s:s}", "major", "0", "minor",
-                                                "1", "gitVersion", "v" TEND_VERSION, "platform",
-                                                "linux", "implementation", "tendd"));
+                return api__send_json(
+                        r, 200,
+                        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "major", API_K8S_MAJOR,
+                                  "minor", API_K8S_MINOR, "gitVersion",
+                                  "v" API_K8S_MAJOR "." API_K8S_MINOR ".0+tend-" TEND_VERSION,
+                                  "platform", "linux/" API_ARCH, "implementation", "tendd",
+                                  "tendVersion", TEND_VERSION, "compiler", "gcc"));
         if (n == 1 && streq(seg[0], "metrics"))
                 return api__handle_metrics(r);
         if (n == 1 && streq(seg[0], "api"))
@@ -96,6 +151,9 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
         if (n == 3 && streq(seg[0], "apis") && streq(seg[1], "apps") && streq(seg[2], "v1"))
                 return api__send_json(r, 200, resource_list("apps/v1"));
 
+        if (n == 4 && streq(seg[0], "apis") && streq(seg[1], "tend.io") && streq(seg[2], "v1") &&
+            streq(seg[3], "kubeconfig"))
+                return handle_kubeconfig(r, method);
         if (n == 4 && streq(seg[0], "apis") && streq(seg[1], "tend.io") && streq(seg[2], "v1") &&
             streq(seg[3], "apply"))
                 return streq(method, "POST")

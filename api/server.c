@@ -89,6 +89,8 @@ static void on_handle_closed(uv_handle_t *h) {
         free(s->state_dir);
         free(s->socket_path);
         free(s->token);
+        free(s->listen_url);
+        api__tls_done(&s->tls);
         free(s);
 }
 
@@ -160,7 +162,8 @@ static int bind_unix(const char *path, gid_t group, bool has_group, char **ret_e
         return TAKE_FD(fd);
 }
 
-static int bind_tcp(const char *listen_at, char **ret_error) {
+static int bind_tcp(const char *listen_at, bool own_cert, unsigned char ret_ip[4],
+                    char **ret_error) {
         _cleanup_free_ char *host = strdup(listen_at);
         struct sockaddr_in sa = { .sin_family = AF_INET };
         _cleanup_close_ int fd = -EBADF;
@@ -180,14 +183,15 @@ static int bind_tcp(const char *listen_at, char **ret_error) {
                 *ret_error = strprintf("--listen %s: %s is not an IPv4 address", listen_at, host);
                 return -EINVAL;
         }
-        /* Plain HTTP: a bearer token sent over a network is anyone's who
-         * sees the traffic. Loopback only; a TLS proxy for anything else. */
-        if ((ntohl(sa.sin_addr.s_addr) >> 24) != 127) {
+        memcpy(ret_ip, &sa.sin_addr.s_addr, 4);
+        /* The certificate tendd makes is its own CA's: fine for a client
+         * that was handed that CA (tend kubeconfig), not a promise to be
+         * made to a network. Anything but loopback takes the user's. */
+        if ((ntohl(sa.sin_addr.s_addr) >> 24) != 127 && !own_cert) {
                 *ret_error = strprintf("--listen %s: only loopback addresses (127.0.0.0/8) are "
-                                       "served — the API is plain HTTP and its token would cross "
-                                       "the network in clear; put a TLS proxy in front of "
-                                       "127.0.0.1:%d instead",
-                                       listen_at, (int) port);
+                                       "served with the certificate tendd makes; to serve %s, "
+                                       "give --tls-cert and --tls-key of a certificate for it",
+                                       listen_at, host);
                 return -EINVAL;
         }
         fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -231,13 +235,21 @@ static int start_slot(api_server *s, int fd, bool tcp, char **ret_error) {
         sl->s = s;
         sl->tcp = tcp;
         sl->fd = fd;
-        sl->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
-                                 NULL, NULL, api__on_request, sl, MHD_OPTION_LISTEN_SOCKET, fd,
-                                 MHD_OPTION_NOTIFY_COMPLETED, api__on_completed, NULL,
-                                 MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_EXTERNAL_LOGGER,
-                                 on_mhd_log, NULL, MHD_OPTION_CONNECTION_LIMIT,
-                                 tcp ? TCP_CONNECTIONS_MAX : UNIX_CONNECTIONS_MAX,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_END);
+        struct MHD_OptionItem tls[] = {
+                { MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls.key_pem },
+                { MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls.cert_pem },
+                { MHD_OPTION_END, 0, NULL },
+        };
+
+        /* TCP is HTTPS: client-go sends credentials only to https:// */
+        sl->d = MHD_start_daemon(
+                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                        (tcp ? MHD_USE_TLS : 0),
+                0, NULL, NULL, api__on_request, sl, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_ARRAY,
+                tcp ? tls : tls + 2, MHD_OPTION_NOTIFY_COMPLETED, api__on_completed, NULL,
+                MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                MHD_OPTION_CONNECTION_LIMIT, tcp ? TCP_CONNECTIONS_MAX : UNIX_CONNECTIONS_MAX,
+                MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_END);
         if (!sl->d) {
                 safe_close(fd);
                 *ret_error = strdup("cannot start the HTTP server");
@@ -279,7 +291,10 @@ int api_server_new(const api_config *c, api_server **ret, char **ret_error) {
         s->max_body = c->max_body ?: 2 * 1024 * 1024;
         s->heartbeat_interval = c->heartbeat ?: 15 * USEC_PER_SEC;
         s->idle_timeout = c->idle_timeout ?: 30 * USEC_PER_SEC;
-        if (!s->state_dir || !s->socket_path) {
+        if (!s->state_dir || !s->socket_path || (c->token && !s->token)) {
+                free(s->state_dir);
+                free(s->socket_path);
+                free(s->token);
                 free(s);
                 return -ENOMEM;
         }
@@ -300,18 +315,26 @@ int api_server_new(const api_config *c, api_server **ret, char **ret_error) {
         if (r < 0)
                 goto fail;
         if (c->listen) {
-                if (!c->token) {
-                        *ret_error = strdup("--listen needs --token-file: the TCP listener "
-                                            "requires a bearer token");
-                        r = -EINVAL;
-                        goto fail;
-                }
-                fd = bind_tcp(c->listen, ret_error);
+                unsigned char ip[4];
+                fd = bind_tcp(c->listen, c->tls_cert, ip, ret_error);
                 if (fd < 0) {
                         r = fd;
                         goto fail;
                 }
-                r = start_slot(s, fd, true, ret_error);
+                r = !c->token ? api__tls_token(c->state_dir, &s->token, ret_error) : 0;
+                if (r >= 0)
+                        r = c->tls_cert ? api__tls_load(c->tls_cert, c->tls_key, &s->tls, ret_error)
+                                        : api__tls_generate(c->state_dir, ip, &s->tls, ret_error);
+                if (r >= 0 && !s->token)
+                        r = -ENOMEM;
+                if (r >= 0) {
+                        bool any = !memcmp(ip, (unsigned char[4]){}, 4);
+                        s->listen_url = any ? strprintf("https://127.0.0.1%s",
+                                                        strrchr(c->listen, ':'))
+                                            : strprintf("https://%s", c->listen);
+                        r = s->listen_url ? start_slot(s, fd, true, ret_error) : -ENOMEM;
+                } else
+                        safe_close(fd);
                 if (r < 0)
                         goto fail;
         }

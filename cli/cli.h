@@ -124,3 +124,4 @@ int cli_rollout(int argc, char **argv);
 int cli_logs(int argc, char **argv);
 int cli_events(int argc, char **argv);
 int cli_version(int argc, char **argv);
+int cli_kubeconfig(int argc, char **argv);

@@ -24,6 +24,8 @@ static const struct verb {
         { "events", cli_events, "list events (get events)" },
         { "validate", cli_validate, "check manifests offline: validate -f FILE|DIR|-" },
         { "version", cli_version, "print the client and server versions" },
+        { "kubeconfig", cli_kubeconfig,
+          "print a kubeconfig for kubectl: kubeconfig [--server URL]" },
 };
 
 static void usage(FILE *f) {

@@ -208,8 +208,68 @@ int cli_version(int argc, char **argv) {
         c = cli_connect();
         if (!c || client_request(c, "GET", "/version", NULL, NULL, &code, &resp) < 0)
                 return 1;
-        printf("Server Version: %s\n",
-               strna(json_string_value(json_object_get(resp, "gitVersion"))));
+        printf("Server Version: v%s (Kubernetes API %s.%s)\n",
+               strna(json_string_value(json_object_get(resp, "tendVersion"))),
+               strna(json_string_value(json_object_get(resp, "major"))),
+               strna(json_string_value(json_object_get(resp, "minor"))));
+        json_decref(resp);
+        return 0;
+}
+
+int cli_kubeconfig(int argc, char **argv) {
+        _cleanup_(client_freep) client *c = NULL;
+        const char *server = NULL;
+        json_t *resp = NULL;
+        long code;
+
+        for (int i = 1; i < argc; i++) {
+                if (streq(argv[i], "--help") || streq(argv[i], "-h")) {
+                        printf("Usage: tend kubeconfig [--server URL]\n\n"
+                               "Prints a kubeconfig for tendd's HTTPS listener (tendd --listen):\n"
+                               "its address, the CA that signed its certificate, and the bearer\n"
+                               "token. Asked over the local socket, so only who may use tendd may\n"
+                               "have it. For example:\n\n"
+                               "  tend kubeconfig > ~/.kube/tend && export "
+                               "KUBECONFIG=~/.kube/tend\n"
+                               "  kubectl --kubeconfig <(tend kubeconfig) get pods\n\n"
+                               "Options:\n"
+                               "  --server URL   the address clients reach tendd at, where it is\n"
+                               "                 not the one tendd listens on (a tunnel, a "
+                               "name)\n");
+                        return 0;
+                }
+                if (streq(argv[i], "--server") && i + 1 < argc)
+                        server = argv[++i];
+                else if (startswith(argv[i], "--server="))
+                        server = argv[i] + strlen("--server=");
+                else {
+                        fprintf(stderr, "error: unknown option \"%s\" (tend kubeconfig --help)\n",
+                                argv[i]);
+                        return 2;
+                }
+        }
+        if (server && !startswith(server, "https://")) {
+                fprintf(stderr,
+                        "error: --server %s: an https:// URL is expected (kubectl sends "
+                        "the token only over https)\n",
+                        server);
+                return 2;
+        }
+        c = cli_connect();
+        if (!c ||
+            client_request(c, "GET", "/apis/tend.io/v1/kubeconfig", NULL, NULL, &code, &resp) < 0)
+                return 1;
+        if (code != 200) {
+                client_print_error(code, resp);
+                json_decref(resp);
+                return 1;
+        }
+        if (server)
+                json_object_set_new(
+                        json_object_get(json_array_get(json_object_get(resp, "clusters"), 0),
+                                        "cluster"),
+                        "server", json_string(server));
+        cli_print_yaml(resp);
         json_decref(resp);
         return 0;
 }

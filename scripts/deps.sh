@@ -6,7 +6,7 @@
 set -eu
 
 pkgs="libuv1-dev libyaml-dev libsystemd-dev libcmocka-dev libjansson-dev \
-libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev pkg-config cmake \
+libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev pkg-config cmake \
 make gcc curl strace jq systemd dbus dbus-user-session util-linux"
 bench=false
 fuzz=false
@@ -17,7 +17,7 @@ for arg in "$@"; do
     *) echo "deps: unknown option $arg" >&2 && exit 2 ;;
     esac
 done
-modules="libuv yaml-0.1 libsystemd cmocka jansson libmicrohttpd libcurl sqlite3"
+modules="libuv yaml-0.1 libsystemd cmocka jansson libmicrohttpd gnutls libcurl sqlite3"
 
 # clang, and its libFuzzer runtime: a fuzz target links.
 have_libfuzzer() {

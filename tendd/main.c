@@ -26,6 +26,7 @@ typedef struct args {
         char *socket;
         char *listen;
         char *token_file;
+        char *tls_cert, *tls_key;
         char *socket_group;
         char *manifests;
         uint16_t port_lo, port_hi;
@@ -45,9 +46,15 @@ static void usage(FILE *f) {
                 "  --socket PATH            API socket (default: /run/tend/tend.sock as root,\n"
                 "                           else $XDG_RUNTIME_DIR/tend/tend.sock)\n"
                 "  --socket-group GROUP     members of GROUP may use the socket too\n"
-                "  --listen 127.0.0.1:PORT  also serve the API on loopback TCP (127.0.0.0/8\n"
-                "                           only; needs --token-file)\n"
-                "  --token-file FILE        bearer token TCP clients must send\n"
+                "  --listen 127.0.0.1:PORT  also serve the API over HTTPS on TCP, to clients\n"
+                "                           with the bearer token: loopback (127.0.0.0/8)\n"
+                "                           with a CA and certificate tendd makes in the\n"
+                "                           state dir, any address with --tls-cert/--tls-key.\n"
+                "                           `tend kubeconfig` prints what kubectl needs\n"
+                "  --token-file FILE        the bearer token (default: one made in\n"
+                "                           STATE_DIR/tls/token)\n"
+                "  --tls-cert FILE          the listener's certificate (PEM, chain allowed)\n"
+                "  --tls-key FILE           and its key (PEM)\n"
                 "  --manifests DIR          keep DIR's *.yaml, *.yml, *.json applied: on\n"
                 "                           start, on change, on SIGHUP and every resync;\n"
                 "                           the files are the declaration\n"
@@ -85,6 +92,8 @@ static int parse_args(int argc, char **argv, args *a) {
                 OPT_STOP_PODS,
                 OPT_MANIFESTS,
                 OPT_IDLE,
+                OPT_TLS_CERT,
+                OPT_TLS_KEY,
                 OPT_VERSION
         };
         static const struct option options[] = {
@@ -92,6 +101,8 @@ static int parse_args(int argc, char **argv, args *a) {
                 { "socket", required_argument, NULL, OPT_SOCKET },
                 { "listen", required_argument, NULL, OPT_LISTEN },
                 { "token-file", required_argument, NULL, OPT_TOKEN },
+                { "tls-cert", required_argument, NULL, OPT_TLS_CERT },
+                { "tls-key", required_argument, NULL, OPT_TLS_KEY },
                 { "socket-group", required_argument, NULL, OPT_GROUP },
                 { "port-range", required_argument, NULL, OPT_PORTS },
                 { "resync", required_argument, NULL, OPT_RESYNC },
@@ -119,6 +130,12 @@ static int parse_args(int argc, char **argv, args *a) {
                         break;
                 case OPT_TOKEN:
                         a->token_file = optarg;
+                        break;
+                case OPT_TLS_CERT:
+                        a->tls_cert = optarg;
+                        break;
+                case OPT_TLS_KEY:
+                        a->tls_key = optarg;
                         break;
                 case OPT_GROUP:
                         a->socket_group = optarg;
@@ -347,9 +364,12 @@ int main(int argc, char **argv) {
                         return 1;
                 }
         }
-        if (a.listen && !token) {
-                log_error("--listen %s needs --token-file: TCP clients must send a bearer token",
-                          a.listen);
+        if (!a.tls_cert != !a.tls_key) {
+                log_error("--tls-cert and --tls-key go together: a certificate and its key");
+                return 1;
+        }
+        if (a.tls_cert && !a.listen) {
+                log_error("--tls-cert is for the TCP listener: give --listen ADDRESS:PORT too");
                 return 1;
         }
 
@@ -373,6 +393,8 @@ int main(int argc, char **argv) {
                                           .group = group,
                                           .listen = a.listen,
                                           .token = token,
+                                          .tls_cert = a.tls_cert,
+                                          .tls_key = a.tls_key,
                                           .idle_timeout = a.idle_timeout },
                            &api, &err);
         if (r < 0) {
@@ -400,7 +422,7 @@ int main(int argc, char **argv) {
                 uv_unref((uv_handle_t *) &tick);
         }
         log_info("tendd %s: state in %s, API on %s%s%s", TEND_VERSION, state_dir, socket,
-                 a.listen ? " and " : "", a.listen ?: "");
+                 a.listen ? " and https://" : "", a.listen ?: "");
         if (a.manifests) {
                 r = manifest_dir_new(loop, al, a.manifests, a.resync, &mf, &err);
                 if (r < 0) {

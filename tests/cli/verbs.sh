@@ -67,9 +67,6 @@ expect_grep "$tmp/not-a-dir" "$tmp/err" "state dir error names the path"
 expect_exit 2 "unknown option" "$bin/tendd" --frobnicate
 expect_grep "frobnicate" "$tmp/err" "unknown option named"
 expect_exit 0 "tendd --help" "$bin/tendd" --help && expect_grep "--state-dir" "$tmp/out" "tendd help"
-expect_exit 1 "--listen without a token" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
-    --listen 127.0.0.1:44321
-expect_grep "token" "$tmp/err" "--listen needs --token-file"
 printf 'short\n' >"$tmp/short-token"
 chmod 600 "$tmp/short-token"
 expect_exit 1 "a short token" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
@@ -83,7 +80,15 @@ expect_grep "$tmp/open-token can be read by every user (mode 0644): chmod o-r" "
 chmod 600 "$tmp/open-token"
 expect_exit 1 "--listen on a network address" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
     --listen 0.0.0.0:44321 --token-file "$tmp/open-token"
-expect_grep "only loopback addresses" "$tmp/err" "a non-loopback --listen is refused"
+expect_grep "only loopback addresses (127.0.0.0/8) are served with the certificate tendd makes; to serve 0.0.0.0, give --tls-cert and --tls-key" \
+    "$tmp/err" "a non-loopback --listen wants the user's certificate"
+expect_exit 1 "--tls-cert without --tls-key" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
+    --listen 127.0.0.1:44321 --tls-cert "$tmp/open-token"
+expect_grep "go together" "$tmp/err" "the pair is asked for"
+expect_exit 1 "--tls-cert that is no certificate" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
+    --listen 127.0.0.1:44321 --tls-cert "$tmp/open-token" --tls-key "$tmp/open-token"
+expect_grep "tls-cert $tmp/open-token and --tls-key $tmp/open-token: .*PEM files" "$tmp/err" \
+    "a bad certificate is named at start"
 
 echo "== idle connections are cut, and TCP cannot use up the local socket"
 "$bin/tendd" --state-dir "$tmp/s3" --socket "$tmp/s3.sock" --listen 127.0.0.1:44322 \
@@ -792,17 +797,57 @@ code=$(setpriv --reuid=65534 --regid=65534 --groups=65534 \
     curl -s --unix-socket "$TEND_SOCKET" -o /dev/null -w '%{http_code}' http://localhost/api/v1/pods)
 [ "$code" = 200 ] && ok "a member of --socket-group may" || fail "group member got $code"
 
-echo "== the TCP listener wants the token"
+echo "== the TCP listener: HTTPS with the token; tend kubeconfig"
 stop_tendd TERM
 printf 'a-token-of-32-characters-or-so.\n' >"$tmp/token"
 chmod 600 "$tmp/token"
 start_tendd --listen 127.0.0.1:44399 --token-file "$tmp/token"
-code=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:44399/api/v1/pods)
+ca="$state/tls/ca.crt"
+[ -f "$ca" ] && [ "$(stat -c %a "$state/tls/ca.key")" = 600 ] && [ "$(stat -c %a "$state/tls")" = 700 ] &&
+    ok "a CA made in the state dir, its key 0600" || fail "tls: $(ls -l "$state/tls" 2>&1)"
+code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" https://127.0.0.1:44399/api/v1/pods)
 [ "$code" = 401 ] && ok "no token: 401" || fail "no token: $code"
-code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer wrong' http://127.0.0.1:44399/api/v1/pods)
+code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" -H 'Authorization: Bearer wrong' \
+    https://127.0.0.1:44399/api/v1/pods)
 [ "$code" = 401 ] && ok "wrong token: 401" || fail "wrong token: $code"
-code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer a-token-of-32-characters-or-so.' \
-    http://127.0.0.1:44399/api/v1/pods)
-[ "$code" = 200 ] && ok "token: 200" || fail "token: $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" \
+    -H 'Authorization: Bearer a-token-of-32-characters-or-so.' https://localhost:44399/api/v1/pods)
+[ "$code" = 200 ] && ok "token: 200, the certificate good for localhost" || fail "token: $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:44399/api/v1/pods)
+[ "$code" != 200 ] && ok "plain http is not served ($code)" || fail "plain http: 200"
+expect_exit 0 "tend kubeconfig" tend kubeconfig && cp "$tmp/out" "$tmp/kubeconfig"
+expect_grep "server: https://127.0.0.1:44399" "$tmp/kubeconfig" "the kubeconfig names the listener"
+expect_grep "token: a-token-of-32-characters-or-so." "$tmp/kubeconfig" "and the token"
+code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" \
+    -H 'Authorization: Bearer a-token-of-32-characters-or-so.' https://127.0.0.1:44399/apis/tend.io/v1/kubeconfig)
+[ "$code" = 403 ] && ok "the kubeconfig is not given over TCP" || fail "over TCP: $code"
+expect_exit 0 "tend kubeconfig --server" tend kubeconfig --server https://tend.example:443
+expect_grep "server: https://tend.example:443" "$tmp/out" "--server replaces the address"
+expect_exit 2 "tend kubeconfig --server http://" tend kubeconfig --server http://x:1
+if command -v kubectl >/dev/null; then
+    expect_exit 0 "kubectl with the kubeconfig" kubectl --kubeconfig "$tmp/kubeconfig" get pods
+    expect_exit 0 "kubectl version" kubectl --kubeconfig "$tmp/kubeconfig" version
+    ! grep -q "version difference" "$tmp/err" && ok "kubectl sees no version skew" ||
+        fail "kubectl: $(cat "$tmp/err")"
+fi
+# A restart keeps the CA (kubeconfigs made before stay good), and makes a
+# serving certificate for a new address; no --token-file makes a token in
+# the state dir.
+cp "$ca" "$tmp/ca-before"
+stop_tendd TERM
+start_tendd --listen 127.0.0.2:44399
+cmp -s "$ca" "$tmp/ca-before" && ok "the CA is kept across restarts" || fail "a new CA"
+[ "$(stat -c %a "$state/tls/token")" = 600 ] && ok "a token made in the state dir, 0600" ||
+    fail "no token file"
+code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" \
+    -H "Authorization: Bearer $(cat "$state/tls/token")" https://127.0.0.2:44399/api/v1/pods)
+[ "$code" = 200 ] && ok "the made token is accepted; a new address, a certificate for it" ||
+    fail "made token, 127.0.0.2: $code"
+tend kubeconfig | grep -q "token: $(cat "$state/tls/token")" && ok "tend kubeconfig gives it" ||
+    fail "tend kubeconfig does not give the made token"
+stop_tendd TERM
+start_tendd
+expect_exit 1 "tend kubeconfig with no listener" tend kubeconfig
+expect_grep "serves no HTTPS listener: start it with --listen" "$tmp/err" "says how to get one"
 
 finish

@@ -5,7 +5,7 @@
  * The HTTP API: Kubernetes-shaped paths and objects (k8s-semantics §10) on
  * libmicrohttpd, run from the libuv loop (external polling on MHD's epoll
  * fd). A unix socket whose peers are checked by their credentials, and an
- * optional loopback TCP listener that wants a bearer token.
+ * optional HTTPS listener on TCP that wants a bearer token.
  */
 
 #include <uv.h>
@@ -21,8 +21,10 @@ typedef struct api_config {
         const char *socket_path; /* created 0660; its directory too if missing */
         bool has_group;          /* members of group may connect too */
         gid_t group;
-        const char *listen;  /* "127.0.0.1:PORT" or NULL */
-        const char *token;   /* required for the TCP listener */
+        const char *listen;   /* "IPV4:PORT" or NULL: HTTPS; loopback unless tls_cert */
+        const char *token;    /* for the TCP listener; NULL: STATE_DIR/tls/token */
+        const char *tls_cert; /* PEM files; NULL: a CA and certificate in STATE_DIR/tls */
+        const char *tls_key;
         size_t max_body;     /* 0: 2 MiB */
         usec_t heartbeat;    /* idle watch streams get a newline; 0: 15 s */
         usec_t idle_timeout; /* a connection idle this long is closed; 0: 30 s */
