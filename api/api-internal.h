@@ -66,6 +66,7 @@ struct api_server {
         char *token;
         api_tls tls;
         char *listen_url; /* https://HOST:PORT, where there is a TCP listener */
+        char *openapi_root, *openapi_core, *openapi_apps; /* openapi.c */
         size_t max_body;
         usec_t heartbeat_interval;
         usec_t idle_timeout;
@@ -196,6 +197,11 @@ void api__warn_file_owned(req *r, const char *ns, const char *name);
 enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, const char *name,
                                    const char *sub, const char *method);
 enum MHD_Result api__handle_apply(req *r);
+
+/* openapi.c */
+int api__openapi_init(api_server *s);
+void api__openapi_done(api_server *s);
+enum MHD_Result api__handle_openapi(req *r, char **seg, size_t n);
 
 /* route.c: routing and discovery */
 enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const char *url,

@@ -134,6 +134,8 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
                                   "v" API_K8S_MAJOR "." API_K8S_MINOR ".0+tend-" TEND_VERSION,
                                   "platform", "linux/" API_ARCH, "implementation", "tendd",
                                   "tendVersion", TEND_VERSION, "compiler", "gcc"));
+        if (n >= 1 && streq(seg[0], "openapi"))
+                return api__handle_openapi(r, seg + 1, n - 1);
         if (n == 1 && streq(seg[0], "metrics"))
                 return api__handle_metrics(r);
         if (n == 1 && streq(seg[0], "api"))

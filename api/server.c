@@ -91,6 +91,7 @@ static void on_handle_closed(uv_handle_t *h) {
         free(s->token);
         free(s->listen_url);
         api__tls_done(&s->tls);
+        api__openapi_done(s);
         free(s);
 }
 
@@ -306,6 +307,9 @@ int api_server_new(const api_config *c, api_server **ret, char **ret_error) {
         uv_timer_start(&s->heartbeat, api__on_heartbeat, 1000, 1000);
         uv_timer_start(&s->follow_timer, api__on_follow_timer, 250, 250);
 
+        r = api__openapi_init(s);
+        if (r < 0)
+                goto fail;
         fd = bind_unix(c->socket_path, c->group, c->has_group, ret_error);
         if (fd < 0) {
                 r = fd;

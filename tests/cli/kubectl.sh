@@ -45,9 +45,43 @@ expect_grep "No resources found" "$tmp/err" "an empty namespace"
 expect_exit 1 "a wrong token" k --token=not-the-token-of-this-tendd get pods
 expect_grep "You must be logged in" "$tmp/err" "refused without the token"
 
-echo "== apply, then kubectl's own view"
-expect_exit 0 "tend apply" tend apply -f "$tmp/stub.yaml"
+echo "== create, apply, diff: validated by the server, no --validate=false"
+sed 's/replicas: 2/replcas: 2/' "$tmp/stub.yaml" >"$tmp/typo.yaml"
+expect_exit 1 "a typo" k create -f "$tmp/typo.yaml"
+expect_grep 'spec.replcas: Unknown field (did you mean "replicas"?)' "$tmp/err" "the server names the typo"
+! grep -q "failed to download openapi" "$tmp/err" && ok "kubectl validates through the server" ||
+    fail "$(cat "$tmp/err")"
+expect_exit 0 "kubectl create" k create -f "$tmp/stub.yaml"
 wait_for 10 running 2 && ok "2 pods run" || fail "pods: $(k get pods 2>&1)"
+sed 's/value: "me"/value: "you"/' "$tmp/stub.yaml" >"$tmp/stub2.yaml"
+expect_exit 1 "kubectl diff" k diff -f "$tmp/stub2.yaml"
+expect_grep '^+ *value: you' "$tmp/out" "diff shows the changed env value"
+expect_exit 0 "kubectl apply of a container change" k apply -f "$tmp/stub2.yaml"
+env_now() { k get deploy stub -o jsonpath='{.spec.template.spec.containers[0].env[1].value}'; }
+[ "$(env_now)" = you ] && ok "apply changed the container's env" || fail "env: $(env_now)"
+expect_exit 0 "kubectl diff, nothing to change" k diff -f "$tmp/stub2.yaml"
+expect_exit 0 "rollout status" k rollout status deploy/stub --timeout=60s
+
+echo "== explain"
+expect_exit 0 "explain deployment.spec.replicas" k explain deployment.spec.replicas
+expect_grep "FIELD: replicas <integer>" "$tmp/out" "explain names the field and its type"
+expect_exit 0 "explain pod.spec.containers" k explain pods.spec.containers
+expect_grep "command.*<\[\]string>" "$tmp/out" "explain lists a container's fields"
+! grep -q "^  image\b" "$tmp/out" && ok "what tend refuses is not offered" || fail "image is listed"
+
+echo "== a leased port, v1 then v2 by kubectl apply"
+web="$TEND_SOURCE_DIR/examples"
+for v in 1 2; do
+    sed "s|build/bin/tend-example-web|$bin/tend-example-web|" "$web/web-v$v.yaml" >"$tmp/web-v$v.yaml"
+done
+expect_exit 0 "apply web-v1" k apply -f "$tmp/web-v1.yaml"
+expect_exit 0 "web-v1 rolls out" k rollout status deploy/web --timeout=60s
+expect_exit 0 "apply web-v2 over it" k apply -f "$tmp/web-v2.yaml"
+expect_exit 0 "web-v2 rolls out" k rollout status deploy/web --timeout=60s
+k get pods -l app=web -o json | jq -e '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null) |
+    .metadata.annotations["tend.io/ports"] | test("^http=[0-9]+$")] | length == 3 and all' \
+    >/dev/null && ok "3 pods of v2, each with its leased port" || fail "$(k get pods -l app=web -o wide)"
+expect_exit 0 "delete web" k delete deploy web
 
 echo "== delete pod waits until the process is gone"
 pod=$(k get pods -l app=stub -o name | head -1)

@@ -1153,6 +1153,40 @@ static void test_hostile_garbage(void **state) {
         }
 }
 
+/* The OpenAPI schema comes from the decoder's tables: what it accepts, no
+ * more (image is refused, so not offered), lists atomic for kubectl apply. */
+static void test_openapi_schema(void **state) {
+        json_t *schemas = json_object();
+        char *name = NULL;
+
+        assert_int_equal(spec_openapi_schema(&spec_type_deployment, schemas, &name), 0);
+        assert_string_equal(name, "io.k8s.api.apps.v1.Deployment");
+        spec_openapi_strip(schemas);
+        json_t *spec = json_object_get(schemas, "io.k8s.api.apps.v1.DeploymentSpec");
+        assert_string_equal(
+                json_string_value(json_object_get(
+                        json_object_get(json_object_get(spec, "properties"), "replicas"), "type")),
+                "integer");
+        json_t *c = json_object_get(json_object_get(schemas, "io.k8s.api.core.v1.Container"),
+                                    "properties");
+        assert_non_null(json_object_get(c, "command"));
+        assert_null(json_object_get(c, "image"));
+        assert_string_equal(json_string_value(json_object_get(json_object_get(c, "env"),
+                                                              "x-kubernetes-list-type")),
+                            "atomic");
+        /* two cuts of ObjectMeta, two names; no bookkeeping left */
+        assert_non_null(
+                json_object_get(schemas, "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
+        assert_non_null(
+                json_object_get(schemas, "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta2"));
+        const char *k;
+        json_t *v;
+        json_object_foreach (schemas, k, v)
+                assert_null(json_object_get(v, "x-tend-type"));
+        free(name);
+        json_decref(schemas);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_positions),
@@ -1181,6 +1215,7 @@ int main(void) {
                 cmocka_unit_test(test_hostile_many_items),
                 cmocka_unit_test(test_hostile_positions),
                 cmocka_unit_test(test_hostile_garbage),
+                cmocka_unit_test(test_openapi_schema),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -549,6 +549,13 @@ int spec_decode(const spec_type *t, json_t *j, void *out, spec_errors *errs);
  * NULL on OOM. */
 json_t *spec_encode(const spec_type *t, const void *p);
 
+/* OpenAPI v3 (openapi.c): the schema of t and of every type it holds, from
+ * the decoder's own tables, added to schemas (a components.schemas object)
+ * under their Kubernetes definition names; *ret_name is t's. Then
+ * spec_openapi_strip() once every type is in. */
+int spec_openapi_schema(const spec_type *t, json_t *schemas, char **ret_name);
+void spec_openapi_strip(json_t *schemas);
+
 #define SPEC_DEFINE_HELPERS(name, type, tbl)                            \
         static inline type *name##_new(void) {                          \
                 return spec_new(&tbl);                                  \
