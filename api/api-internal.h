@@ -198,6 +198,12 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
                                    const char *sub, const char *method);
 enum MHD_Result api__handle_apply(req *r);
 
+/* table.c: Table answers, when the client asks for them (kubectl) */
+bool api__wants_table(req *r);
+char *api__table_body(req *r, const resource *res, const filter *f);
+json_t *api__table_of(req *r, const resource *res, const void *obj);
+json_t *api__table_of_json(api_server *s, const resource *res, json_t *j, bool whole);
+
 /* openapi.c */
 int api__openapi_init(api_server *s);
 void api__openapi_done(api_server *s);
@@ -212,3 +218,9 @@ void api__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* server.c: listeners, authorisation, setup and teardown */
 void api__authorize(req *r);
+
+/* table.c: Table answers, when the client asks for them (kubectl) */
+bool api__wants_table(req *r);
+char *api__table_body(req *r, const resource *res, const filter *f);
+json_t *api__table_of(req *r, const resource *res, const void *obj);
+json_t *api__table_of_json(api_server *s, const resource *res, json_t *j, bool whole);

@@ -234,8 +234,8 @@ json_t *api__apply_patch(req *r, json_t *cur, enum MHD_Result *ret) {
                       !startswith(type, "application/strategic-merge-patch+json"))) {
                 *ret = api__send_status(r, 415, NULL,
                                         "the PATCH body must be application/merge-patch+json, "
-                                        "application/strategic-merge-patch+json (taken as a "
-                                        "merge patch) or application/json-patch+json");
+                                        "application/strategic-merge-patch+json or "
+                                        "application/json-patch+json");
                 return NULL;
         }
         body = api__body_json(r, ret);
@@ -249,9 +249,9 @@ json_t *api__apply_patch(req *r, json_t *cur, enum MHD_Result *ret) {
                         "a merge patch must be a JSON object (the fields to change); "
                         "a list of operations is application/json-patch+json");
                 return NULL;
-        } else
-                /* strategic merge patches are taken as merge patches: lists are
-                 * replaced, not merged by key */
+        } else if (startswith(type, "application/strategic-merge-patch+json"))
+                patched = patch_strategic(cur, body, &err);
+        else
                 patched = patch_merge(cur, body, &err);
         if (!patched)
                 *ret = err ? api__send_status(r, 422, "Invalid", "%s", err) : api__send_oom(r);

@@ -26,7 +26,8 @@ enum MHD_Result api__handle_collection(req *r, const resource *res, const char *
                 }
                 if (api__arg_true(r, "watch"))
                         return api__start_watch(r, res, &f); /* takes f */
-                char *body = api__list_body(r->s, res, &f);
+                char *body = api__wants_table(r) ? api__table_body(r, res, &f)
+                                                 : api__list_body(r->s, res, &f);
                 api__filter_done(&f);
                 if (!body)
                         return api__send_status(r, 500, NULL, "out of memory");
@@ -403,8 +404,10 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
         }
 
         if (streq(method, "GET"))
-                return obj ? api__send_json(r, 200, api__encode_obj(res->kind, obj))
-                           : api__not_found(r, res, name);
+                return !obj ? api__not_found(r, res, name)
+                       : api__wants_table(r)
+                               ? api__send_json(r, 200, api__table_of(r, res, obj))
+                               : api__send_json(r, 200, api__encode_obj(res->kind, obj));
 
         if (streq(method, "DELETE")) {
                 int64_t grace = -1;

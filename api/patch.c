@@ -387,3 +387,230 @@ fail:
         json_decref(st.doc);
         return NULL;
 }
+
+/* ---- strategic merge patch ----------------------------------------------------------------- */
+
+/*
+ * Kubernetes' strategic merge patch for tend's objects: a merge patch in
+ * which the lists that have a merge key (spec_list_merge_key: containers and
+ * env, by name) merge element by element, and the directives kubectl sends
+ * are honoured — $patch (replace, delete, merge) on a map or a list
+ * element, $setElementOrder/LIST, $deleteFromPrimitiveList/LIST and
+ * $retainKeys. Any other "$" key is refused. Other lists are replaced.
+ */
+
+/* The most element comparisons one list merge may cost. */
+#define SMP_MAX_COMPARISONS 1000000
+
+typedef struct smp {
+        char *error;
+        bool oom;
+} smp;
+
+static json_t *smp_fail(smp *c, const char *where, const char *what) {
+        if (!c->error && !c->oom) {
+                c->error = strprintf("%s: %s", where, what);
+                c->oom = !c->error;
+        }
+        return NULL;
+}
+
+/* A copy of a patch value with its directives taken out (what a new list
+ * element or a replaced map becomes). */
+static json_t *strip_directives(json_t *v) {
+        const char *k;
+        json_t *x, *out;
+        size_t i;
+
+        if (json_is_array(v)) {
+                out = json_array();
+                json_array_foreach (v, i, x)
+                        if (!out || json_array_append_new(out, strip_directives(x)) < 0)
+                                return json_decref(out), NULL;
+                return out;
+        }
+        if (!json_is_object(v))
+                return json_incref(v);
+        out = json_object();
+        json_object_foreach (v, k, x)
+                if (out && k[0] != '$' && json_object_set_new(out, k, strip_directives(x)) < 0)
+                        return json_decref(out), NULL;
+        return out;
+}
+
+static json_t *smp_map(smp *c, json_t *target, json_t *patch, bool *ret_delete);
+
+static json_t *smp_list(smp *c, const char *field, const char *key, json_t *target, json_t *patch) {
+        json_t *out = json_is_array(target) ? json_deep_copy(target) : json_array(), *e;
+        size_t i;
+
+        if (!out)
+                return NULL;
+        if (json_array_size(out) * json_array_size(patch) > SMP_MAX_COMPARISONS)
+                return json_decref(out), smp_fail(c, field, "too many elements to merge");
+        json_array_foreach (patch, i, e) {
+                const char *directive = json_string_value(json_object_get(e, "$patch"));
+                json_t *k = json_object_get(e, key), *merged;
+                size_t at = SIZE_MAX;
+                bool del = false;
+
+                if (!json_is_object(e))
+                        return json_decref(out),
+                               smp_fail(c, field, "the elements of this list are objects");
+                if (streq_ptr(directive, "replace")) {
+                        /* the whole list is what the patch lists */
+                        json_t *rest = json_array();
+                        json_t *x;
+                        size_t j;
+                        json_decref(out);
+                        json_array_foreach (patch, j, x)
+                                if (rest && x != e &&
+                                    json_array_append_new(rest, strip_directives(x)) < 0)
+                                        rest = (json_decref(rest), NULL);
+                        return rest;
+                }
+                if (!k)
+                        return json_decref(out), smp_fail(c, field, "an element has no merge key");
+                for (size_t j = 0; j < json_array_size(out); j++)
+                        if (json_equal(json_object_get(json_array_get(out, j), key), k))
+                                at = j;
+                if (streq_ptr(directive, "delete")) {
+                        if (at != SIZE_MAX)
+                                json_array_remove(out, at);
+                        continue;
+                }
+                merged = smp_map(c, at == SIZE_MAX ? NULL : json_array_get(out, at), e, &del);
+                if (!merged)
+                        return json_decref(out), NULL;
+                if (at == SIZE_MAX ? json_array_append_new(out, merged) < 0
+                                   : json_array_set_new(out, at, merged) < 0)
+                        return json_decref(out), NULL;
+        }
+        return out;
+}
+
+/* $setElementOrder/LIST: the listed elements first, in that order. */
+static int smp_order(json_t *list, json_t *order, const char *key) {
+        json_t *sorted = json_array(), *o;
+        size_t i;
+
+        if (!sorted || !json_is_array(list) || !json_is_array(order))
+                return sorted ? (json_decref(sorted), 0) : -ENOMEM;
+        json_array_foreach (order, i, o) {
+                json_t *want = key ? json_object_get(o, key) : o;
+                for (size_t j = 0; want && j < json_array_size(list); j++) {
+                        json_t *x = json_array_get(list, j);
+                        if (json_equal(key ? json_object_get(x, key) : x, want)) {
+                                if (json_array_append(sorted, x) < 0)
+                                        return json_decref(sorted), -ENOMEM;
+                                json_array_remove(list, j);
+                                break;
+                        }
+                }
+        }
+        if (json_array_extend(sorted, list) < 0 || json_array_clear(list) < 0 ||
+            json_array_extend(list, sorted) < 0)
+                return json_decref(sorted), -ENOMEM;
+        json_decref(sorted);
+        return 0;
+}
+
+static json_t *smp_map(smp *c, json_t *target, json_t *patch, bool *ret_delete) {
+        const char *directive = json_string_value(json_object_get(patch, "$patch")), *k;
+        json_t *out, *v, *retain = json_object_get(patch, "$retainKeys");
+
+        *ret_delete = false;
+        if (directive && !streq(directive, "replace") && !streq(directive, "delete") &&
+            !streq(directive, "merge"))
+                return smp_fail(c, "$patch", "expected replace, delete or merge");
+        if (streq_ptr(directive, "delete")) {
+                *ret_delete = true;
+                return json_null();
+        }
+        if (streq_ptr(directive, "replace"))
+                return strip_directives(patch);
+        out = json_is_object(target) ? json_deep_copy(target) : json_object();
+        if (!out)
+                return NULL;
+        json_object_foreach (patch, k, v) {
+                const char *field;
+                bool del = false;
+                json_t *merged;
+
+                if (streq(k, "$patch") || streq(k, "$retainKeys") ||
+                    startswith(k, "$setElementOrder/"))
+                        continue;
+                if ((field = startswith(k, "$deleteFromPrimitiveList/"))) {
+                        json_t *list = json_object_get(out, field), *x;
+                        size_t i;
+                        if (!json_is_array(v))
+                                return json_decref(out), smp_fail(c, k, "a list is expected");
+                        json_array_foreach (v, i, x)
+                                for (size_t j = json_array_size(list); j-- > 0;)
+                                        if (json_equal(json_array_get(list, j), x))
+                                                json_array_remove(list, j);
+                        continue;
+                }
+                if (k[0] == '$')
+                        return json_decref(out),
+                               smp_fail(c, k, "not a strategic merge patch directive");
+                if (json_is_null(v)) {
+                        json_object_del(out, k);
+                        continue;
+                }
+                if (json_is_object(v))
+                        merged = smp_map(c, json_object_get(out, k), v, &del);
+                else if (json_is_array(v) && spec_list_merge_key(k))
+                        merged = smp_list(c, k, spec_list_merge_key(k), json_object_get(out, k), v);
+                else
+                        merged = strip_directives(v); /* atomic */
+                if (!merged)
+                        return json_decref(out), NULL;
+                if (del) {
+                        json_object_del(out, k);
+                        continue;
+                }
+                if (json_object_set_new(out, k, merged) < 0)
+                        return json_decref(out), NULL;
+        }
+        json_object_foreach (patch, k, v) {
+                const char *field = startswith(k, "$setElementOrder/");
+                if (field &&
+                    smp_order(json_object_get(out, field), v, spec_list_merge_key(field)) < 0)
+                        return json_decref(out), NULL;
+        }
+        if (retain) {
+                void *tmp;
+                json_t *x;
+                size_t i;
+                bool keep;
+                if (!json_is_array(retain))
+                        return json_decref(out), smp_fail(c, "$retainKeys", "a list is expected");
+                json_object_foreach_safe(out, tmp, k, v) {
+                        keep = false;
+                        json_array_foreach (retain, i, x)
+                                keep = keep || streq_ptr(json_string_value(x), k);
+                        if (!keep)
+                                json_object_del(out, k);
+                }
+        }
+        return out;
+}
+
+json_t *patch_strategic(json_t *target, json_t *patch, char **ret_error) {
+        smp c = {};
+        bool del = false;
+        json_t *out;
+
+        *ret_error = NULL;
+        out = smp_map(&c, target, patch, &del);
+        if (out && del) {
+                json_decref(out);
+                out = smp_fail(&c, "$patch", "delete of the whole object: use DELETE");
+        }
+        if (!out) {
+                *ret_error = c.error;
+                return NULL;
+        }
+        return within_limits(out, ret_error);
+}

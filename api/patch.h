@@ -11,6 +11,13 @@
  * over the limits of a manifest (SPEC_MAX_*). */
 json_t *patch_merge(json_t *target, json_t *patch, char **ret_error);
 
+/* Kubernetes' strategic merge patch: a merge patch in which containers and
+ * env merge by name, with kubectl's directives ($patch, $setElementOrder/,
+ * $deleteFromPrimitiveList/, $retainKeys). As patch_merge for the result
+ * and errors; an unknown directive or a list element without its merge key
+ * is an error. */
+json_t *patch_strategic(json_t *target, json_t *patch, char **ret_error);
+
 /* RFC 6902 JSON patch (add, remove, replace, move, copy, test) with strict
  * RFC 6901 pointers. Applies to a copy; returns it, or NULL with *ret_error
  * set (new string; NULL when out of memory) and nothing changed. Bounded:

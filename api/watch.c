@@ -19,6 +19,7 @@ struct watch {
         size_t sent;
         bool suspended;
         bool closed;
+        int table; /* 0: objects; else Table rows, 2: with the whole object (kubectl -w) */
         usec_t last_write;
         usec_t ends_at; /* timeoutSeconds, or USEC_INFINITY */
 };
@@ -101,6 +102,24 @@ static char *event_line(const char *type, json_t *obj) {
         return line;
 }
 
+/* An event of obj (its encoding) as this watcher takes it: the object, or
+ * a Table of its one row. */
+static void watch_add_event(watch *w, const char *type, json_t *obj, const char *line) {
+        _cleanup_free_ char *own = NULL;
+
+        if (w->table) {
+                json_t *t = api__table_of_json(w->s, w->res, obj, w->table == 2);
+                own = t ? event_line(type, t) : NULL;
+                json_decref(t);
+                if (!own)
+                        return; /* a row that cannot be made is left out, as the filter does */
+                line = own;
+        } else if (!line)
+                line = own = event_line(type, obj);
+        if (line)
+                watch_append(w, line);
+}
+
 enum MHD_Result api__start_watch(req *r, const resource *res, filter *f) {
         api_server *s = r->s;
         const char *rvs = api__arg(r, "resourceVersion"), *ts = api__arg(r, "timeoutSeconds");
@@ -139,6 +158,7 @@ enum MHD_Result api__start_watch(req *r, const resource *res, filter *f) {
         w->res = res;
         w->f = *f;
         w->out = TEND_BUF_INIT(MAX_WATCH_BUFFER);
+        w->table = api__wants_table(r) ? 1 + streq_ptr(api__arg(r, "includeObject"), "Object") : 0;
         /* saturating: a timeout past what usec_t holds is no timeout */
         w->ends_at = timeout > 0 && (uint64_t) timeout <
                                              (USEC_INFINITY - now_monotonic()) / USEC_PER_SEC
@@ -152,12 +172,9 @@ enum MHD_Result api__start_watch(req *r, const resource *res, filter *f) {
                 _cleanup_free_ list_ref *refs = api__sorted_refs(s, res, &n);
                 for (size_t i = 0; refs && i < n; i++) {
                         json_t *item = api__encode_obj(res->kind, refs[i].obj);
-                        _cleanup_free_ char *line = item && api__filter_match(&w->f, item)
-                                                            ? event_line("ADDED", item)
-                                                            : NULL;
+                        if (item && api__filter_match(&w->f, item))
+                                watch_add_event(w, "ADDED", item, NULL);
                         json_decref(item);
-                        if (line)
-                                (void) tend_buf_adds(&w->out, line);
                 }
         } else {
                 /* From the ring: every change after `since`, or 410 if the
@@ -182,7 +199,9 @@ enum MHD_Result api__start_watch(req *r, const resource *res, filter *f) {
                                         continue;
                                 ev = json_loads(c->line, 0, NULL);
                                 if (ev && api__filter_match(&w->f, json_object_get(ev, "object")))
-                                        (void) tend_buf_adds(&w->out, c->line);
+                                        watch_add_event(
+                                                w, json_string_value(json_object_get(ev, "type")),
+                                                json_object_get(ev, "object"), c->line);
                                 json_decref(ev);
                         }
         }
@@ -241,7 +260,7 @@ void api__on_store_change(store_kind kind, store_change change_type, const void 
                 if (!j && !(j = api__encode_obj(kind, obj)))
                         break;
                 if (api__filter_match(&w->f, j))
-                        watch_append(w, line);
+                        watch_add_event(w, types[change_type], j, line);
         }
         json_decref(j);
 }

@@ -88,6 +88,9 @@ typedef struct table {
 
 void table_init(table *t, size_t cols, ...); /* header names, NULL-terminated */
 void table_row(table *t, ...);               /* cols strings */
+/* spec's columns (table.c), the wide ones with wide; a row takes the cells. */
+void table_init_columns(table *t, const spec_column *c, size_t n, bool wide);
+void table_row_cells(table *t, char **cells, const spec_column *c, size_t n, bool wide);
 void table_print(const table *t, FILE *f, bool header);
 /* With a first column (NAMESPACE for -A): lead[i] is row i+1's cell. */
 void table_print_lead(const table *t, FILE *f, bool header, const char *lead_header,

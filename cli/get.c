@@ -2,6 +2,7 @@
 
 /* tend get TYPE [NAME] [-l SELECTOR] [-o wide|json|yaml|name] [-w] [-A] */
 
+#include <assert.h>
 #include <getopt.h>
 #include <inttypes.h>
 
@@ -26,149 +27,32 @@ typedef struct get_ctx {
         bool header_printed;
 } get_ctx;
 
-static const char *cmd_of(const spec_pod_template *t) {
-        return t->spec.n_containers && t->spec.containers[0].command
-                       ? t->spec.containers[0].command[0]
-                       : NULL;
-}
-
-static char *selector_text(const spec_selector *s) {
-        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
-        if (!s)
-                return strdup("<none>");
-        for (size_t i = 0; i < s->match_labels.n; i++)
-                (void) tend_buf_addf(&b, "%s%s=%s", b.len ? "," : "", s->match_labels.items[i].key,
-                                     s->match_labels.items[i].value);
-        for (size_t i = 0; i < s->n_match_expressions; i++) {
-                const spec_requirement *r = &s->match_expressions[i];
-                (void) tend_buf_addf(&b, "%s%s %s", b.len ? "," : "", r->key,
-                                     strna(spec_selector_op_to_string(r->op)));
-                if (r->values) {
-                        (void) tend_buf_adds(&b, " (");
-                        for (char **v = r->values; *v; v++)
-                                (void) tend_buf_addf(&b, "%s%s", v == r->values ? "" : ",", *v);
-                        (void) tend_buf_adds(&b, ")");
-                }
-        }
-        return tend_buf_take(&b);
-}
-
 static void header(get_ctx *g) {
-        bool wide = g->out == OUT_WIDE;
+        const spec_column *c;
+        size_t n = spec_table_columns(g->res->type, &c);
 
-        switch (g->res->type == &spec_type_deployment    ? 0
-                : g->res->type == &spec_type_replica_set ? 1
-                : g->res->type == &spec_type_pod         ? 2
-                                                         : 3) {
-        case 0:
-                if (wide)
-                        table_init(&g->t, 8, "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE",
-                                   "CONTAINERS", "COMMAND", "SELECTOR");
-                else
-                        table_init(&g->t, 5, "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE");
-                break;
-        case 1:
-                if (wide)
-                        table_init(&g->t, 9, "NAME", "DESIRED", "CURRENT", "READY", "AGE",
-                                   "CONTAINERS", "COMMAND", "SELECTOR", "REVISION");
-                else
-                        table_init(&g->t, 5, "NAME", "DESIRED", "CURRENT", "READY", "AGE");
-                break;
-        case 2:
-                if (wide)
-                        table_init(&g->t, 9, "NAME", "READY", "STATUS", "RESTARTS", "AGE", "PID",
-                                   "PORTS", "REVISION", "NODE");
-                else
-                        table_init(&g->t, 5, "NAME", "READY", "STATUS", "RESTARTS", "AGE");
-                break;
-        default:
-                table_init(&g->t, 6, "LAST SEEN", "TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE");
-                break;
-        }
+        table_init_columns(&g->t, c, n, g->out == OUT_WIDE);
+}
+
+static const char *revision_of(const char *ns, const char *rs, void *userdata) {
+        get_ctx *g = userdata;
+        _cleanup_free_ char *key = strprintf("%s/%s", ns, rs);
+
+        return key && g->revisions ? tend_hashmap_get(g->revisions, key) : NULL;
 }
 
 /* One row for an object (a decoded struct of the resource's type). */
 static void row(get_ctx *g, const void *obj) {
-        char age[40], a[32], b[32], c[32];
-        bool wide = g->out == OUT_WIDE;
+        const spec_column *c;
+        size_t n = spec_table_columns(g->res->type, &c);
+        char *cells[16] = {};
+        spec_table_ctx ctx = {
+                .now = now_realtime(), .human = cli.tty, .revision_of = revision_of, .userdata = g
+        };
 
-        if (g->res->type == &spec_type_deployment) {
-                const spec_deployment *d = obj;
-                _cleanup_free_ char *sel = selector_text(d->spec.selector);
-                snprintf(a, sizeof a, "%d/%d", d->status.ready_replicas, d->spec.replicas);
-                snprintf(b, sizeof b, "%d", d->status.updated_replicas);
-                snprintf(c, sizeof c, "%d", d->status.available_replicas);
-                cli_age(age, d->metadata.creation_timestamp);
-                if (wide)
-                        table_row(&g->t, d->metadata.name, a, b, c, age,
-                                  d->spec.template.spec.n_containers
-                                          ? d->spec.template.spec.containers[0].name
-                                          : NULL,
-                                  cmd_of(&d->spec.template), sel);
-                else
-                        table_row(&g->t, d->metadata.name, a, b, c, age);
-        } else if (g->res->type == &spec_type_replica_set) {
-                const spec_replica_set *rs = obj;
-                _cleanup_free_ char *sel = selector_text(rs->spec.selector);
-                snprintf(a, sizeof a, "%d", rs->spec.replicas);
-                snprintf(b, sizeof b, "%d", rs->status.replicas);
-                snprintf(c, sizeof c, "%d", rs->status.ready_replicas);
-                cli_age(age, rs->metadata.creation_timestamp);
-                if (wide)
-                        table_row(&g->t, rs->metadata.name, a, b, c, age,
-                                  rs->spec.template.spec.n_containers
-                                          ? rs->spec.template.spec.containers[0].name
-                                          : NULL,
-                                  cmd_of(&rs->spec.template), sel,
-                                  spec_map_get(&rs->metadata.annotations, SPEC_ANN_REVISION));
-                else
-                        table_row(&g->t, rs->metadata.name, a, b, c, age);
-        } else if (g->res->type == &spec_type_pod) {
-                const spec_pod *p = obj;
-                const spec_container_status *cs = p->status.n_container_statuses
-                                                          ? &p->status.container_statuses[0]
-                                                          : NULL;
-                char restarts[64];
-                snprintf(a, sizeof a, "%d/1", cli_pod_ready(p) ? 1 : 0);
-                snprintf(restarts, sizeof restarts, "%d", cs ? cs->restart_count : 0);
-                if (cs && cs->restart_count > 0 && cs->last_state.terminated &&
-                    cs->last_state.terminated->finished_at && cli.tty) {
-                        char d[32];
-                        usec_t now = now_realtime(), f = cs->last_state.terminated->finished_at;
-                        snprintf(restarts, sizeof restarts, "%d (%s ago)", cs->restart_count,
-                                 cli_human_duration(d, now > f ? now - f : 0));
-                }
-                cli_age(age, p->metadata.creation_timestamp);
-                if (wide) {
-                        const char *cid = cs ? cs->container_id : NULL;
-                        const char *pid = cid ? (startswith(cid, "process://") ?: startswith(cid, "systemd://") ?: cid) : NULL;
-                        /* The ports the pod got, leased ones included. */
-                        const char *ports = spec_map_get(&p->metadata.annotations, "tend.io/ports");
-                        const spec_owner_ref *o = spec_meta_controller(&p->metadata);
-                        _cleanup_free_ char *key = o ? strprintf("%s/%s", p->metadata.namespace,
-                                                                 o->name)
-                                                     : NULL;
-                        const char *rev = key && g->revisions ? tend_hashmap_get(g->revisions, key)
-                                                              : NULL;
-                        table_row(&g->t, p->metadata.name, a, cli_pod_status(p), restarts, age, pid,
-                                  ports, rev, p->spec.node_name);
-                } else
-                        table_row(&g->t, p->metadata.name, a, cli_pod_status(p), restarts, age);
-        } else {
-                const spec_event *e = obj;
-                _cleanup_free_ char *object = NULL;
-                const char *k = e->involved_object.kind;
-                object = strprintf("%s/%s",
-                                   k ? (streq(k, "Deployment")   ? "deployment"
-                                        : streq(k, "ReplicaSet") ? "replicaset"
-                                        : streq(k, "Pod")        ? "pod"
-                                                                 : k)
-                                     : "?",
-                                   strna(e->involved_object.name));
-                snprintf(a, sizeof a, "%d", MAX(e->count, 1));
-                cli_age(age, e->last_timestamp);
-                table_row(&g->t, age, e->type, e->reason, object, a, e->message);
-        }
+        assert(n <= ELEMENTSOF(cells));
+        (void) spec_table_row(g->res->type, obj, &ctx, cells);
+        table_row_cells(&g->t, cells, c, n, g->out == OUT_WIDE);
 }
 
 static const char *name_of(json_t *j) {

@@ -86,37 +86,7 @@ client *cli_connect(void) {
 /* ---- durations ---------------------------------------------------------------------------- */
 
 char *cli_human_duration(char buf[static 32], usec_t d) {
-        uint64_t s = d / USEC_PER_SEC, m = s / 60, h = s / 3600, days = s / 86400;
-
-        if (s < 120)
-                snprintf(buf, 32, "%llus", (unsigned long long) s);
-        else if (m < 10) {
-                if (s % 60)
-                        snprintf(buf, 32, "%llum%llus", (unsigned long long) m,
-                                 (unsigned long long) (s % 60));
-                else
-                        snprintf(buf, 32, "%llum", (unsigned long long) m);
-        } else if (h < 3)
-                snprintf(buf, 32, "%llum", (unsigned long long) m);
-        else if (h < 8) {
-                if (m % 60)
-                        snprintf(buf, 32, "%lluh%llum", (unsigned long long) h,
-                                 (unsigned long long) (m % 60));
-                else
-                        snprintf(buf, 32, "%lluh", (unsigned long long) h);
-        } else if (h < 48)
-                snprintf(buf, 32, "%lluh", (unsigned long long) h);
-        else if (days < 8) {
-                if (h % 24)
-                        snprintf(buf, 32, "%llud%lluh", (unsigned long long) days,
-                                 (unsigned long long) (h % 24));
-                else
-                        snprintf(buf, 32, "%llud", (unsigned long long) days);
-        } else if (days < 365 * 2)
-                snprintf(buf, 32, "%llud", (unsigned long long) days);
-        else
-                snprintf(buf, 32, "%lluy", (unsigned long long) (days / 365));
-        return buf;
+        return spec_human_duration(buf, d);
 }
 
 char *cli_age(char buf[static 40], usec_t since) {
@@ -161,6 +131,32 @@ void table_row(table *t, ...) {
         }
         va_end(ap);
         t->rows++;
+}
+
+void table_init_columns(table *t, const spec_column *c, size_t n, bool wide) {
+        *t = (table){};
+        t->cells = new0(char *, n);
+        for (size_t i = 0; i < n && t->cells; i++)
+                if (wide || c[i].priority == 0)
+                        t->cells[t->cols++] = strdup(c[i].name);
+        t->rows = 1;
+}
+
+void table_row_cells(table *t, char **cells, const spec_column *c, size_t n, bool wide) {
+        char **grown = realloc(t->cells, sizeof(char *) * t->cols * (t->rows + 1));
+        size_t k = 0;
+
+        if (grown)
+                t->cells = grown;
+        for (size_t i = 0; i < n; i++) {
+                if (grown && (wide || c[i].priority == 0))
+                        t->cells[t->rows * t->cols + k++] = cells[i] ?: strdup("<none>");
+                else
+                        free(cells[i]);
+                cells[i] = NULL;
+        }
+        if (grown)
+                t->rows++;
 }
 
 static void print_rows(const table *t, FILE *f, size_t first, const char *indent, size_t gap) {
@@ -217,32 +213,11 @@ void table_done(table *t) {
 /* ---- pods ----------------------------------------------------------------------------------- */
 
 bool cli_pod_ready(const spec_pod *p) {
-        const spec_condition *c = spec_get_condition(p->status.conditions, p->status.n_conditions,
-                                                     "Ready");
-        return c && streq_ptr(c->status, "True");
+        return spec_pod_ready(p, NULL);
 }
 
-/* kubectl's STATUS column: Terminating, a waiting or terminated reason, the
- * pod's own reason, or the phase. */
 const char *cli_pod_status(const spec_pod *p) {
-        const spec_container_status *cs = p->status.n_container_statuses
-                                                  ? &p->status.container_statuses[0]
-                                                  : NULL;
-
-        if (p->metadata.deletion_timestamp && p->status.phase != SPEC_POD_FAILED)
-                return "Terminating";
-        if (!isempty(p->status.reason))
-                return p->status.reason;
-        if (cs && cs->state.waiting && !isempty(cs->state.waiting->reason))
-                return cs->state.waiting->reason;
-        if (cs && cs->state.terminated) {
-                if (cs->state.terminated->signal)
-                        return "Killed";
-                if (!isempty(cs->state.terminated->reason))
-                        return cs->state.terminated->reason;
-                return cs->state.terminated->exit_code ? "Error" : "Completed";
-        }
-        return strna(spec_pod_phase_to_string(p->status.phase));
+        return spec_pod_status_text(p);
 }
 
 void *cli_decode(const spec_type *t, json_t *j) {

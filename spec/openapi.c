@@ -4,8 +4,10 @@
  * OpenAPI v3 schemas of tend's objects, from the same field tables the
  * codec decodes with: what the schema says is accepted is exactly what the
  * decoder accepts. Fields tend refuses are left out (the server's strict
- * decoding names them, with the reason). Lists carry no merge strategy, so
- * kubectl's client-side apply sends a list whole.
+ * decoding names them, with the reason). containers and env merge by name
+ * (spec_list_merge_key, what the server's strategic merge patch does);
+ * other lists are atomic, so kubectl sends them whole — ports among them, as
+ * a leased port has no containerPort to merge on.
  */
 
 #include "spec-internal.h"
@@ -48,6 +50,10 @@ static char *definition_name(const spec_type *t, json_t *schemas) {
 }
 
 static int add_type(const spec_type *t, json_t *schemas, char **ret_name);
+
+const char *spec_list_merge_key(const char *field) {
+        return streq(field, "containers") || streq(field, "env") ? "name" : NULL;
+}
 
 static json_t *ref(const char *name) {
         char *r = strprintf("#/components/schemas/%s", name);
@@ -94,6 +100,13 @@ static json_t *field_schema(const spec_field *f, json_t *schemas) {
         case SK_ARRAY:
                 if (add_type(f->type, schemas, &name) < 0)
                         return NULL;
+                if (spec_list_merge_key(f->name))
+                        return json_pack("{s:s, s:o, s:s, s:[s], s:s, s:s}", "type", "array",
+                                         "items", ref(name), "x-kubernetes-list-type", "map",
+                                         "x-kubernetes-list-map-keys", spec_list_merge_key(f->name),
+                                         "x-kubernetes-patch-strategy", "merge",
+                                         "x-kubernetes-patch-merge-key",
+                                         spec_list_merge_key(f->name));
                 return json_pack("{s:s, s:o, s:s}", "type", "array", "items", ref(name),
                                  "x-kubernetes-list-type", "atomic");
         case SK_UNSUPPORTED:

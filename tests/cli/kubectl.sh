@@ -62,6 +62,56 @@ env_now() { k get deploy stub -o jsonpath='{.spec.template.spec.containers[0].en
 expect_exit 0 "kubectl diff, nothing to change" k diff -f "$tmp/stub2.yaml"
 expect_exit 0 "rollout status" k rollout status deploy/stub --timeout=60s
 
+echo "== strategic merge: patch, set env, apply, edit change what they say"
+envs() { k get deploy stub -o json | jq -c '[.spec.template.spec.containers[0].env[] | [.name, .value]]'; }
+expect_exit 0 "patch (strategic) of the command" k patch deploy stub -p \
+    "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"main\",\"command\":[\"$testprog\",\"sleep\"]}]}}}}"
+[ "$(envs)" = '[["TEST_MARKER","'"$tmp"'"],["KEEP","you"]]' ] &&
+    ok "a strategic patch of the command keeps env" || fail "env after the patch: $(envs)"
+expect_exit 0 "set env" k set env deploy/stub COLOR=purple KEEP=again
+[ "$(envs)" = '[["TEST_MARKER","'"$tmp"'"],["KEEP","again"],["COLOR","purple"]]' ] &&
+    ok "set env changes one, adds one, keeps the rest" || fail "env after set env: $(envs)"
+expect_exit 0 "set env NAME-" k set env deploy/stub COLOR-
+[ "$(envs)" = '[["TEST_MARKER","'"$tmp"'"],["KEEP","again"]]' ] && ok "set env COLOR- takes it out" ||
+    fail "env after COLOR-: $(envs)"
+# apply of a file without KEEP: kubectl's three-way patch deletes it by name
+sed 's/, {name: KEEP, value: "you"}//' "$tmp/stub2.yaml" >"$tmp/stub3.yaml"
+expect_exit 0 "apply without KEEP" k apply -f "$tmp/stub3.yaml"
+[ "$(envs)" = '[["TEST_MARKER","'"$tmp"'"]]' ] && ok "apply took out the env var the file dropped" ||
+    fail "env after apply: $(envs)"
+printf '#!/bin/sh\nsed -i "s/^\\( *\\)- ignore-term$/\\1- sleep/" "$1"\n' >"$tmp/editor"
+chmod +x "$tmp/editor"
+cmd1() { k get deploy stub -o jsonpath='{.spec.template.spec.containers[0].command[1]}'; }
+[ "$(cmd1)" = ignore-term ] || fail "the command before edit: $(cmd1)"
+expect_exit 0 "edit of the command" env EDITOR="$tmp/editor" kubectl edit deploy/stub
+[ "$(cmd1)" = sleep ] && ok "kubectl edit changed the container's command" ||
+    fail "command after edit: $(cmd1); $(cat "$tmp/err")"
+[ "$(envs)" = '[["TEST_MARKER","'"$tmp"'"]]' ] && ok "and kept its env" || fail "env after edit: $(envs)"
+expect_exit 0 "apply back (pods that ignore SIGTERM, for delete below)" k apply -f "$tmp/stub3.yaml"
+expect_exit 0 "rollout status" k rollout status deploy/stub --timeout=60s
+
+echo "== tables: kubectl's columns, the same as tend's"
+expect_exit 0 "get deploy" k get deploy stub
+expect_grep "^NAME  *READY  *UP-TO-DATE  *AVAILABLE  *AGE" "$tmp/out" "deployment columns"
+expect_grep "^stub  *2/2  *2  *2  *[0-9]" "$tmp/out" "the deployment's row"
+expect_exit 0 "get pods -o wide" k get pods -l app=stub -o wide
+expect_grep "^NAME  *READY  *STATUS  *RESTARTS  *AGE  *PID  *PORTS  *REVISION  *NODE" "$tmp/out" \
+    "pod columns, wide ones included"
+expect_grep "^stub-[a-z0-9-]*  *1/1  *Running  *0  *[0-9a-z]*  *[0-9][0-9]*  *<none>  *[0-9][0-9]*  *[a-z]" "$tmp/out" \
+    "a pod's row: ready, running, its pid and revision"
+[ "$(k get pods -o wide | head -1 | tr -s ' ')" = "$(tend get pods -o wide | head -1 | tr -s ' ')" ] &&
+    ok "kubectl and tend print the same columns" || fail "columns differ"
+expect_exit 0 "get rs -A" k get rs -A
+expect_grep "^NAMESPACE  *NAME  *DESIRED  *CURRENT  *READY  *AGE" "$tmp/out" "-A adds NAMESPACE"
+k get pods -l app=stub -w >"$tmp/watch" 2>&1 &
+watcher=$!
+sleep 1
+k delete "$(k get pods -l app=stub -o name | head -1)" --wait=false >/dev/null
+wait_for 10 grep -q Terminating "$tmp/watch" && ok "get -w shows the pod terminating" ||
+    fail "watch: $(cat "$tmp/watch")"
+kill "$watcher" 2>/dev/null
+wait "$watcher" 2>/dev/null
+
 echo "== explain"
 expect_exit 0 "explain deployment.spec.replicas" k explain deployment.spec.replicas
 expect_grep "FIELD: replicas <integer>" "$tmp/out" "explain names the field and its type"

@@ -193,11 +193,94 @@ static void test_results_bounded(void **state) {
                            "a list of more than 10000 entries");
 }
 
+/* Strategic merge patch, with cases from Kubernetes' documented behaviour
+ * (the "Update API objects in place using kubectl patch" task and the
+ * strategic-merge-patch design document), on tend's lists. */
+static char *smp_run(const char *doc, const char *patch) {
+        _cleanup_(json_decrefp) json_t *d = parse(doc), *p = parse(patch), *r = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        r = patch_strategic(d, p, &err);
+        if (!r) {
+                assert_non_null(err);
+                return strprintf("error: %s", err);
+        }
+        return json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);
+}
+
+#define assert_smp(doc, patch, want)                             \
+        do {                                                     \
+                _cleanup_free_ char *_got = smp_run(doc, patch); \
+                assert_string_equal(_got, want);                 \
+        } while (0)
+
+static void test_strategic(void **state) {
+        const char *live =
+                "{\"containers\":[{\"name\":\"a\",\"command\":[\"x\"],"
+                "\"env\":[{\"name\":\"A\",\"value\":\"1\"},{\"name\":\"B\",\"value\":\"2\"}],"
+                "\"ports\":[{\"name\":\"http\"}]}]}";
+
+        /* a container merges by name: what the patch leaves out stays (the data kubectl
+         * patch lost when it was a merge patch) */
+        assert_smp(
+                live, "{\"containers\":[{\"name\":\"a\",\"command\":[\"y\"]}]}",
+                "{\"containers\":[{\"command\":[\"y\"],\"env\":[{\"name\":\"A\",\"value\":\"1\"},"
+                "{\"name\":\"B\",\"value\":\"2\"}],\"name\":\"a\",\"ports\":[{\"name\":\"http\"}]}]"
+                "}");
+        /* env by name: one changed, one added (kubectl set env) */
+        assert_smp(
+                live,
+                "{\"$setElementOrder/"
+                "containers\":[{\"name\":\"a\"}],\"containers\":[{\"name\":\"a\","
+                "\"env\":[{\"name\":\"B\",\"value\":\"3\"},{\"name\":\"C\",\"value\":\"4\"}]}]}",
+                "{\"containers\":[{\"command\":[\"x\"],\"env\":[{\"name\":\"A\",\"value\":\"1\"},"
+                "{\"name\":\"B\",\"value\":\"3\"},{\"name\":\"C\",\"value\":\"4\"}],\"name\":\"a\","
+                "\"ports\":[{\"name\":\"http\"}]}]}");
+        /* $patch: delete of an element; $setElementOrder puts the listed first */
+        assert_smp(
+                live,
+                "{\"containers\":[{\"name\":\"a\",\"$setElementOrder/env\":[{\"name\":\"B\"}],"
+                "\"env\":[{\"$patch\":\"delete\",\"name\":\"A\"}]}]}",
+                "{\"containers\":[{\"command\":[\"x\"],\"env\":[{\"name\":\"B\",\"value\":\"2\"}],"
+                "\"name\":\"a\",\"ports\":[{\"name\":\"http\"}]}]}");
+        assert_smp("{\"env\":[{\"name\":\"A\"},{\"name\":\"B\"}]}",
+                   "{\"$setElementOrder/env\":[{\"name\":\"B\"},{\"name\":\"A\"}]}",
+                   "{\"env\":[{\"name\":\"B\"},{\"name\":\"A\"}]}");
+        /* $patch: replace as an element replaces the list */
+        assert_smp("{\"env\":[{\"name\":\"A\"},{\"name\":\"B\"}]}",
+                   "{\"env\":[{\"name\":\"C\"},{\"$patch\":\"replace\"}]}",
+                   "{\"env\":[{\"name\":\"C\"}]}");
+        /* a list without a merge key is replaced (ports: a leased port has no containerPort) */
+        assert_smp(
+                live, "{\"containers\":[{\"name\":\"a\",\"ports\":[{\"name\":\"admin\"}]}]}",
+                "{\"containers\":[{\"command\":[\"x\"],\"env\":[{\"name\":\"A\",\"value\":\"1\"},"
+                "{\"name\":\"B\",\"value\":\"2\"}],\"name\":\"a\",\"ports\":[{\"name\":\"admin\"}]}"
+                "]}");
+        /* primitive lists: replaced, or values taken out */
+        assert_smp("{\"args\":[\"-a\",\"-b\",\"-a\"]}",
+                   "{\"$deleteFromPrimitiveList/args\":[\"-a\"]}", "{\"args\":[\"-b\"]}");
+        /* maps: $patch replace and delete, null deletes, $retainKeys */
+        assert_smp("{\"s\":{\"a\":1,\"b\":2}}", "{\"s\":{\"$patch\":\"replace\",\"c\":3}}",
+                   "{\"s\":{\"c\":3}}");
+        assert_smp("{\"s\":{\"a\":1},\"t\":1}", "{\"s\":{\"$patch\":\"delete\"}}", "{\"t\":1}");
+        assert_smp("{\"s\":{\"a\":1},\"t\":1}", "{\"s\":null}", "{\"t\":1}");
+        assert_smp("{\"strategy\":{\"type\":\"RollingUpdate\",\"rollingUpdate\":{\"maxSurge\":1}}}",
+                   "{\"strategy\":{\"$retainKeys\":[\"type\"],\"type\":\"Recreate\"}}",
+                   "{\"strategy\":{\"type\":\"Recreate\"}}");
+        /* refused: an unknown directive, an element without its key, a bad $patch */
+        _cleanup_free_ char *e1 = smp_run(live, "{\"$frobnicate\":1}");
+        assert_non_null(strstr(e1, "error: $frobnicate: not a strategic merge patch directive"));
+        _cleanup_free_ char *e2 = smp_run(live, "{\"containers\":[{\"command\":[\"y\"]}]}");
+        assert_non_null(strstr(e2, "error: containers: an element has no merge key"));
+        _cleanup_free_ char *e3 = smp_run(live, "{\"$patch\":\"sideways\"}");
+        assert_non_null(strstr(e3, "error: $patch:"));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_operations),       cmocka_unit_test(test_pointers_strict),
                 cmocka_unit_test(test_doubling_bounded), cmocka_unit_test(test_depth_bounded),
-                cmocka_unit_test(test_results_bounded),
+                cmocka_unit_test(test_results_bounded),  cmocka_unit_test(test_strategic),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

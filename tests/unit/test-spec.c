@@ -1172,6 +1172,9 @@ static void test_openapi_schema(void **state) {
         assert_non_null(json_object_get(c, "command"));
         assert_null(json_object_get(c, "image"));
         assert_string_equal(json_string_value(json_object_get(json_object_get(c, "env"),
+                                                              "x-kubernetes-patch-merge-key")),
+                            "name");
+        assert_string_equal(json_string_value(json_object_get(json_object_get(c, "ports"),
                                                               "x-kubernetes-list-type")),
                             "atomic");
         /* two cuts of ObjectMeta, two names; no bookkeeping left */

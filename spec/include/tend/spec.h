@@ -555,6 +555,9 @@ json_t *spec_encode(const spec_type *t, const void *p);
  * spec_openapi_strip() once every type is in. */
 int spec_openapi_schema(const spec_type *t, json_t *schemas, char **ret_name);
 void spec_openapi_strip(json_t *schemas);
+/* The merge key of a list field for strategic merge patches ("name" for
+ * containers and env), NULL for a list that is replaced whole. */
+const char *spec_list_merge_key(const char *field);
 
 #define SPEC_DEFINE_HELPERS(name, type, tbl)                            \
         static inline type *name##_new(void) {                          \
@@ -704,6 +707,31 @@ const spec_condition *spec_get_condition(const spec_condition *conds, size_t n, 
 bool spec_pod_terminal(const spec_pod *p);
 bool spec_pod_active(const spec_pod *p);
 bool spec_pod_ready(const spec_pod *p, usec_t *ret_since);
+/* kubectl's STATUS of a pod: Terminating, a waiting or terminated reason,
+ * the pod's own reason, or the phase. */
+const char *spec_pod_status_text(const spec_pod *p);
+
+/* ---- the columns of `get` (table.c): the API's Table answers and the CLI ---------- */
+
+typedef struct spec_column {
+        const char *name, *type, *format, *description;
+        int priority; /* 1: -o wide only */
+} spec_column;
+
+typedef struct spec_table_ctx {
+        usec_t now; /* wall clock, for ages */
+        bool human; /* ages as "5m" and restarts as "2 (5m ago)"; else RFC 3339 */
+        /* A pod's REVISION: its ReplicaSet's (NULL: none). */
+        const char *(*revision_of)(const char *ns, const char *replica_set, void *userdata);
+        void *userdata;
+} spec_table_ctx;
+
+/* The columns of t's table (0 for a type without one). */
+size_t spec_table_columns(const spec_type *t, const spec_column **ret);
+/* One row: a new string (or NULL: empty) per column into cells. */
+int spec_table_row(const spec_type *t, const void *obj, const spec_table_ctx *c, char **cells);
+char *spec_human_duration(char buf[static 32], usec_t d); /* "45s", "5m30s", "3d4h" */
+char *spec_selector_text(const spec_selector *s);         /* "app=web,tier in (a,b)" */
 
 typedef enum spec_rollout {
         SPEC_ROLLOUT_WAITING,
