@@ -67,6 +67,7 @@ struct api_server {
         api_tls tls;
         char *listen_url; /* https://HOST:PORT, where there is a TCP listener */
         char *openapi_root, *openapi_core, *openapi_apps; /* openapi.c */
+        tend_hashmap *usage; /* usage.c: pod uid → its last CPU reading */
         size_t max_body;
         usec_t heartbeat_interval;
         usec_t idle_timeout;
@@ -224,3 +225,12 @@ bool api__wants_table(req *r);
 char *api__table_body(req *r, const resource *res, const filter *f);
 json_t *api__table_of(req *r, const resource *res, const void *obj);
 json_t *api__table_of_json(api_server *s, const resource *res, json_t *j, bool whole);
+
+/* usage.c: metrics.k8s.io/v1beta1 (kubectl top); seg: the path after the version */
+enum MHD_Result api__handle_usage(req *r, char **seg, size_t n);
+json_t *api__usage_resources(void);
+void api__usage_done(api_server *s);
+double api__uptime(void); /* seconds since boot */
+
+/* node.c: this host as the one Node */
+enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method);

@@ -332,6 +332,33 @@ spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const
                         jname, name);
                 return NULL;
         }
+        /* fieldValidation (kubectl sends Strict, or Ignore for
+         * --validate=false): Strict, the default, refuses unknown fields;
+         * Warn and Ignore leave them out, Warn saying which. */
+        const char *fv = api__arg(r, "fieldValidation");
+        if (fv && !streq(fv, "Strict") && !streq(fv, "Warn") && !streq(fv, "Ignore")) {
+                *ret = api__send_status(r, 400, "BadRequest",
+                                        "fieldValidation must be Strict, Warn or Ignore, not %s",
+                                        fv);
+                return NULL;
+        }
+        if (fv && !streq(fv, "Strict")) {
+                _cleanup_(json_decrefp) json_t *dropped = json_array();
+                if (!dropped || spec_drop_unknown(&spec_type_deployment, j, dropped) < 0) {
+                        *ret = api__send_oom(r);
+                        return NULL;
+                }
+                if (streq(fv, "Warn") && json_array_size(dropped) > 0 && !r->warning) {
+                        _cleanup_buf_ tend_buf w = TEND_BUF_INIT(4096);
+                        size_t i;
+                        json_t *p;
+                        json_array_foreach (dropped, i, p)
+                                (void) tend_buf_addf(&w, "%sunknown field \\\"%s\\\"",
+                                                     i ? ", " : "299 - \"", json_string_value(p));
+                        (void) tend_buf_adds(&w, "\"");
+                        r->warning = tend_buf_take(&w);
+                }
+        }
         if (spec_decode_new(&spec_type_deployment, j, &errs, (void **) &d) < 0) {
                 *ret = api__send_invalid(r, "deployments.apps", "Deployment", jname ?: name, &errs);
                 spec_errors_done(&errs);

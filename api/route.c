@@ -22,6 +22,10 @@ static json_t *resource_list(const char *gv) {
                 json_array_append_new(a, json_pack("{s:s, s:s, s:b, s:s, s:[s]}", "name",
                                                    "pods/log", "singularName", "", "namespaced", 1,
                                                    "kind", "Pod", "verbs", "get"));
+                json_array_append_new(a, json_pack("{s:s, s:s, s:b, s:s, s:[s,s], s:[s]}", "name",
+                                                   "nodes", "singularName", "node", "namespaced", 0,
+                                                   "kind", "Node", "verbs", "get", "list",
+                                                   "shortNames", "no"));
                 json_array_append_new(a, json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s], s:[s]}", "name",
                                                    "events", "singularName", "event", "namespaced",
                                                    1, "kind", "Event", "verbs", "get", "list",
@@ -144,10 +148,22 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
         if (n == 1 && streq(seg[0], "apis"))
                 return api__send_json(
                         r, 200,
-                        json_pack("{s:s, s:s, s:[{s:s, s:[{s:s, s:s}], s:{s:s, s:s}}]}", "kind",
-                                  "APIGroupList", "apiVersion", "v1", "groups", "name", "apps",
-                                  "versions", "groupVersion", "apps/v1", "version", "v1",
-                                  "preferredVersion", "groupVersion", "apps/v1", "version", "v1"));
+                        json_pack("{s:s, s:s, s:[{s:s, s:[{s:s, s:s}], s:{s:s, s:s}}, "
+                                  "{s:s, s:[{s:s, s:s}], s:{s:s, s:s}}]}",
+                                  "kind", "APIGroupList", "apiVersion", "v1", "groups", "name",
+                                  "apps", "versions", "groupVersion", "apps/v1", "version", "v1",
+                                  "preferredVersion", "groupVersion", "apps/v1", "version", "v1",
+                                  "name", "metrics.k8s.io", "versions", "groupVersion",
+                                  "metrics.k8s.io/v1beta1", "version", "v1beta1",
+                                  "preferredVersion", "groupVersion", "metrics.k8s.io/v1beta1",
+                                  "version", "v1beta1"));
+        if (n >= 3 && streq(seg[0], "apis") && streq(seg[1], "metrics.k8s.io") &&
+            streq(seg[2], "v1beta1")) {
+                if (!streq(method, "GET"))
+                        return api__send_status(r, 405, "MethodNotAllowed",
+                                                "metrics are read-only");
+                return api__handle_usage(r, seg + 3, n - 3);
+        }
         if (n == 2 && streq(seg[0], "api") && streq(seg[1], "v1"))
                 return api__send_json(r, 200, resource_list("v1"));
         if (n == 3 && streq(seg[0], "apis") && streq(seg[1], "apps") && streq(seg[2], "v1"))
@@ -161,6 +177,10 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
                 return streq(method, "POST")
                                ? api__handle_apply(r)
                                : api__send_status(r, 405, NULL, "POST a List to apply");
+
+        if ((n == 3 || n == 4) && streq(seg[0], "api") && streq(seg[1], "v1") &&
+            streq(seg[2], "nodes"))
+                return api__handle_nodes(r, n == 4 ? seg[3] : NULL, method);
 
         /* /api/v1/... and /apis/apps/v1/... */
         size_t base;

@@ -92,6 +92,7 @@ static void on_handle_closed(uv_handle_t *h) {
         free(s->listen_url);
         api__tls_done(&s->tls);
         api__openapi_done(s);
+        api__usage_done(s);
         free(s);
 }
 

@@ -1241,3 +1241,54 @@ int spec_decode_new(const spec_type *t, json_t *j, spec_errors *errs, void **ret
         *ret = p;
         return 0;
 }
+
+/* ---- fieldValidation=Ignore|Warn --------------------------------------------------------- */
+
+static const spec_field *field_named(const spec_type *t, const char *name) {
+        for (const spec_field *f = t->fields; f && f->name; f++)
+                if (streq(f->name, name))
+                        return f;
+        return NULL;
+}
+
+static int drop_unknown(const spec_type *t, json_t *j, const char *path, json_t *paths) {
+        const char *k;
+        json_t *v;
+        void *tmp;
+
+        if (!json_is_object(j) || t->map_like)
+                return 0;
+        json_object_foreach_safe(j, tmp, k, v) {
+                const spec_field *f = field_named(t, k);
+                _cleanup_free_ char *p = strprintf("%s%s%s", path, *path ? "." : "", k);
+                int r = 0;
+
+                if (!p)
+                        return -ENOMEM;
+                if (!f) {
+                        if (json_array_append_new(paths, json_string(p)) < 0)
+                                return -ENOMEM;
+                        json_object_del(j, k);
+                        continue;
+                }
+                if (f->kind == SK_STRUCT || f->kind == SK_PTR)
+                        r = drop_unknown(f->type, v, p, paths);
+                else if (f->kind == SK_ARRAY && json_is_array(v)) {
+                        size_t i;
+                        json_t *e;
+                        json_array_foreach (v, i, e) {
+                                _cleanup_free_ char *pi = strprintf("%s[%zu]", p, i);
+                                r = pi ? drop_unknown(f->type, e, pi, paths) : -ENOMEM;
+                                if (r < 0)
+                                        break;
+                        }
+                }
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int spec_drop_unknown(const spec_type *t, json_t *j, json_t *paths) {
+        return drop_unknown(t, j, "", paths);
+}

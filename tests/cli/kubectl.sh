@@ -51,6 +51,16 @@ expect_exit 1 "a typo" k create -f "$tmp/typo.yaml"
 expect_grep 'spec.replcas: Unknown field (did you mean "replicas"?)' "$tmp/err" "the server names the typo"
 ! grep -q "failed to download openapi" "$tmp/err" && ok "kubectl validates through the server" ||
     fail "$(cat "$tmp/err")"
+sed 's/name: stub}/name: typo}/; s/app: stub/app: typo/g' "$tmp/typo.yaml" >"$tmp/typo2.yaml"
+expect_exit 0 "create --validate=warn" k create --validate=warn -f "$tmp/typo2.yaml"
+expect_grep 'Warning: unknown field "spec.replcas"' "$tmp/err" "Warn: the unknown field is named"
+expect_exit 0 "delete it" k delete deploy typo --wait=false
+expect_exit 0 "create --validate=false" k create --validate=false -f "$tmp/typo2.yaml"
+! grep -q "Warning" "$tmp/err" && ok "Ignore: left out without a word" || fail "$(cat "$tmp/err")"
+expect_exit 0 "delete it" k delete deploy typo --wait=false
+sed 's/command: \[/image: nginx\n        command: [/' "$tmp/typo2.yaml" >"$tmp/image.yaml"
+expect_exit 1 "--validate=false and an image" k create --validate=false -f "$tmp/image.yaml"
+expect_grep "image: Forbidden: not supported by tend" "$tmp/err" "a field tend refuses is refused whatever the validation"
 expect_exit 0 "kubectl create" k create -f "$tmp/stub.yaml"
 wait_for 10 running 2 && ok "2 pods run" || fail "pods: $(k get pods 2>&1)"
 sed 's/value: "me"/value: "you"/' "$tmp/stub.yaml" >"$tmp/stub2.yaml"
@@ -111,6 +121,31 @@ wait_for 10 grep -q Terminating "$tmp/watch" && ok "get -w shows the pod termina
     fail "watch: $(cat "$tmp/watch")"
 kill "$watcher" 2>/dev/null
 wait "$watcher" 2>/dev/null
+
+echo "== top: metrics.k8s.io from /proc"
+expect_exit 0 "top pods" k top pods -l app=stub
+expect_grep "^NAME  *CPU(cores)  *MEMORY(bytes)" "$tmp/out" "kubectl top's columns"
+[ "$(grep -c '^stub-.*  *[0-9][0-9]*m  *[0-9][0-9]*Mi' "$tmp/out")" -eq 2 ] &&
+    ok "CPU and memory of both pods" || fail "top: $(cat "$tmp/out")"
+pod=$(awk '/^stub-/ { print $1; exit }' "$tmp/out")
+rss=$(k get --raw "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/$pod" |
+    jq -r '.containers[0].usage.memory' | sed 's/Ki$//')
+pid=$(k get pod "$pod" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|process://||')
+want=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")
+[ "$rss" -gt 0 ] && [ "$rss" -le $((want * 2)) ] && [ "$rss" -ge $((want / 2)) ] &&
+    ok "the memory is the process's resident set ($rss Ki, /proc says $want kB)" ||
+    fail "memory $rss Ki, /proc says $want kB"
+
+expect_exit 0 "get nodes" k get nodes
+host=$(hostname)
+expect_grep "^$host  *Ready  *<none>  *[0-9a-z]*  *v" "$tmp/out" "this host is the one Node, Ready"
+expect_exit 0 "top node" k top node
+expect_grep "^$host  *[0-9][0-9]*m  *[0-9][0-9]*%  *[0-9][0-9]*Mi  *[0-9][0-9]*%" "$tmp/out" \
+    "the host's CPU and memory, with percentages of its capacity"
+expect_exit 0 "describe node" k describe node "$host"
+expect_grep "^  cpu: *$(nproc)$" "$tmp/out" "its capacity: the CPUs"
+expect_exit 1 "another node" k get node not-this-host
+expect_grep "this tendd's node is its host" "$tmp/err" "another name is NotFound, with the reason"
 
 echo "== explain"
 expect_exit 0 "explain deployment.spec.replicas" k explain deployment.spec.replicas

@@ -1190,6 +1190,35 @@ static void test_openapi_schema(void **state) {
         json_decref(schemas);
 }
 
+/* fieldValidation=Ignore|Warn: unknown keys out, with their paths; fields
+ * tend refuses stay (to be refused); maps keep every key. */
+static void test_drop_unknown(void **state) {
+        json_error_t e;
+        json_t *j = json_loads(
+                "{\"kind\":\"Deployment\",\"spec\":{\"replcas\":2,\"template\":{"
+                "\"metadata\":{\"labels\":{\"any\":\"x\"}},\"spec\":{\"containers\":["
+                "{\"name\":\"a\",\"image\":\"i\",\"colour\":1}]}}}}",
+                0, &e);
+        json_t *paths = json_array();
+
+        assert_non_null(j);
+        assert_int_equal(spec_drop_unknown(&spec_type_deployment, j, paths), 0);
+        assert_int_equal(json_array_size(paths), 2);
+        assert_string_equal(json_string_value(json_array_get(paths, 0)), "spec.replcas");
+        assert_string_equal(json_string_value(json_array_get(paths, 1)),
+                            "spec.template.spec.containers[0].colour");
+        json_t *c = json_array_get(
+                json_object_get(
+                        json_object_get(json_object_get(json_object_get(j, "spec"), "template"),
+                                        "spec"),
+                        "containers"),
+                0);
+        assert_non_null(json_object_get(c, "image"));
+        assert_null(json_object_get(c, "colour"));
+        json_decref(paths);
+        json_decref(j);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_positions),
@@ -1219,6 +1248,7 @@ int main(void) {
                 cmocka_unit_test(test_hostile_positions),
                 cmocka_unit_test(test_hostile_garbage),
                 cmocka_unit_test(test_openapi_schema),
+                cmocka_unit_test(test_drop_unknown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

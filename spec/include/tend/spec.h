@@ -549,6 +549,11 @@ int spec_decode(const spec_type *t, json_t *j, void *out, spec_errors *errs);
  * NULL on OOM. */
 json_t *spec_encode(const spec_type *t, const void *p);
 
+/* For fieldValidation=Ignore|Warn: takes out of j the keys t has no field
+ * for (fields tend refuses are known, and stay, to be refused), and appends
+ * each one's path ("spec.replcas") to the JSON array paths. */
+int spec_drop_unknown(const spec_type *t, json_t *j, json_t *paths);
+
 /* OpenAPI v3 (openapi.c): the schema of t and of every type it holds, from
  * the decoder's own tables, added to schemas (a components.schemas object)
  * under their Kubernetes definition names; *ret_name is t's. Then

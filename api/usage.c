@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * metrics.k8s.io/v1beta1: what `kubectl top pod` reads. A pod's CPU and
+ * memory come from /proc: the CPU time of its process (with the children
+ * it has reaped), as a rate between two reads of it (the first read of a
+ * pod: since the process started), and its resident set. The host's, for
+ * NodeMetrics, from /proc/stat and /proc/meminfo. A pod whose process is a
+ * systemd unit is left out for now (its cgroup is systemd's to name).
+ */
+
+#include <inttypes.h>
+#include <unistd.h>
+
+#include "api-internal.h"
+
+typedef struct sample {
+        uint64_t ticks; /* CPU time, clock ticks */
+        usec_t at;      /* monotonic */
+} sample;
+
+#define SAMPLES_MAX 4096 /* pods remembered; the rest are read as new */
+
+/* utime + stime + cutime + cstime and starttime of pid, and its RSS. */
+static int read_proc(pid_t pid, uint64_t *ret_ticks, uint64_t *ret_start, uint64_t *ret_rss) {
+        char path[64], *data = NULL, *p;
+        unsigned long long f[20] = {};
+        unsigned long long size = 0, resident = 0;
+        size_t n;
+        int r;
+
+        snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+        r = read_full_file(path, 4096, &data, &n);
+        if (r < 0)
+                return r;
+        /* after the command's closing parenthesis: field 3 (state) on */
+        p = strrchr(data, ')');
+        if (!p ||
+            sscanf(p + 2,
+                   "%*c %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
+                   "%llu %llu %llu %llu %llu %llu",
+                   &f[4], &f[5], &f[6], &f[7], &f[8], &f[9], &f[10], &f[11], &f[12], &f[13], &f[14],
+                   &f[15], &f[16], &f[17], &f[18], &f[19], &f[0], &f[1], &f[2]) < 19) {
+                free(data);
+                return -EBADMSG;
+        }
+        free(data);
+        /* fields 4..19 in f[4..19], then 20, 21, 22 in f[0], f[1], f[2] */
+        *ret_ticks = f[14] + f[15] + f[16] + f[17];
+        *ret_start = f[2];
+        snprintf(path, sizeof path, "/proc/%d/statm", (int) pid);
+        r = read_full_file(path, 4096, &data, &n);
+        if (r < 0)
+                return r;
+        if (sscanf(data, "%llu %llu", &size, &resident) != 2)
+                r = -EBADMSG;
+        free(data);
+        *ret_rss = (uint64_t) resident * (uint64_t) sysconf(_SC_PAGESIZE);
+        return r;
+}
+
+double api__uptime(void) {
+        _cleanup_free_ char *data = NULL;
+        double up = 0;
+        size_t n;
+
+        if (read_full_file("/proc/uptime", 256, &data, &n) >= 0)
+                (void) sscanf(data, "%lf", &up);
+        return up;
+}
+
+/* CPU use of a pod, in nanocores, from the change since its last read. */
+static uint64_t cpu_rate(api_server *s, const char *uid, uint64_t ticks, uint64_t start,
+                         usec_t *ret_window) {
+        long hz = sysconf(_SC_CLK_TCK);
+        usec_t now = now_monotonic();
+        sample *prev = s->usage ? tend_hashmap_get(s->usage, uid) : NULL;
+        double seconds, cpu;
+
+        if (prev && ticks >= prev->ticks && now > prev->at) {
+                seconds = (double) (now - prev->at) / USEC_PER_SEC;
+                cpu = (double) (ticks - prev->ticks) / (double) hz;
+        } else {
+                seconds = api__uptime() - (double) start / (double) hz;
+                cpu = (double) ticks / (double) hz;
+        }
+        if (!s->usage)
+                s->usage = tend_hashmap_new();
+        if (!prev && s->usage && tend_hashmap_size(s->usage) < SAMPLES_MAX &&
+            (prev = new0(sample, 1)) && tend_hashmap_put(s->usage, uid, prev, NULL) < 0) {
+                free(prev);
+                prev = NULL;
+        }
+        if (prev)
+                *prev = (sample){ .ticks = ticks, .at = now };
+        if (seconds < 0.001)
+                seconds = 0.001;
+        *ret_window = (usec_t) (seconds * USEC_PER_SEC);
+        return (uint64_t) (cpu / seconds * 1e9);
+}
+
+static char *quantity_mem(uint64_t bytes) {
+        return strprintf("%" PRIu64 "Ki", bytes / 1024);
+}
+
+static json_t *pod_metrics(api_server *s, const spec_pod *p, json_t *encoded) {
+        json_t *rec = store_get_record(s->store, p->metadata.uid);
+        json_int_t pid = json_integer_value(json_object_get(rec, "pid")),
+                   start = json_integer_value(json_object_get(rec, "startTime"));
+        uint64_t ticks, begun, rss, nanocores;
+        char ts[TIMESTAMP_MAX], created[TIMESTAMP_MAX];
+        _cleanup_free_ char *cpu = NULL, *mem = NULL, *window = NULL;
+        usec_t w;
+
+        if (!spec_pod_active(p) || p->status.phase != SPEC_POD_RUNNING || pid <= 0 ||
+            read_proc((pid_t) pid, &ticks, &begun, &rss) < 0 ||
+            (start > 0 && (uint64_t) start != begun))
+                return NULL; /* no process of its own to measure (or a reused pid) */
+        nanocores = cpu_rate(s, p->metadata.uid, ticks, begun, &w);
+        cpu = strprintf("%" PRIu64 "n", nanocores);
+        mem = quantity_mem(rss);
+        window = strprintf("%.3fs", (double) w / USEC_PER_SEC);
+        if (!cpu || !mem || !window)
+                return NULL;
+        return json_pack(
+                "{s:{s:s, s:s, s:s, s:O*}, s:s, s:s, s:[{s:s, s:{s:s, s:s}}]}", "metadata", "name",
+                p->metadata.name, "namespace", p->metadata.namespace, "creationTimestamp",
+                format_timestamp(created, p->metadata.creation_timestamp), "labels",
+                json_object_get(json_object_get(encoded, "metadata"), "labels"), "timestamp",
+                format_timestamp(ts, now_realtime()), "window", window, "containers", "name",
+                p->spec.n_containers ? p->spec.containers[0].name : "main", "usage", "cpu", cpu,
+                "memory", mem);
+}
+
+static enum MHD_Result pods(req *r, const char *ns, const char *name) {
+        _cleanup_(json_decrefp) json_t *list = json_pack(
+                "{s:s, s:s, s:{}, s:[]}", "kind", "PodMetricsList", "apiVersion",
+                "metrics.k8s.io/v1beta1", "metadata", "items");
+        json_t *items = json_object_get(list, "items");
+        const void *const *objs;
+        size_t n = store_list(r->s->store, STORE_POD, &objs);
+        filter f;
+        char *err = NULL;
+
+        if (!list)
+                return api__send_oom(r);
+        if (api__filter_parse(r, ns, &f, &err) < 0) {
+                enum MHD_Result ret = api__send_status(r, 400, "BadRequest", "%s",
+                                                       err ?: "out of memory");
+                free(err);
+                return ret;
+        }
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = objs[i];
+                json_t *j, *m;
+                if ((ns && !streq_ptr(p->metadata.namespace, ns)) ||
+                    (name && !streq_ptr(p->metadata.name, name)))
+                        continue;
+                j = api__encode_obj(STORE_POD, p);
+                m = j && api__filter_match(&f, j) ? pod_metrics(r->s, p, j) : NULL;
+                json_decref(j);
+                if (m && name) {
+                        api__filter_done(&f);
+                        if (json_object_set_new(m, "kind", json_string("PodMetrics")) < 0 ||
+                            json_object_set_new(m, "apiVersion",
+                                                json_string("metrics.k8s.io/v1beta1")) < 0)
+                                m = (json_decref(m), NULL);
+                        return api__send_json(r, 200, m);
+                }
+                if (m && json_array_append_new(items, m) < 0)
+                        break;
+        }
+        api__filter_done(&f);
+        if (name)
+                return api__send_status(r, 404, "NotFound",
+                                        "podmetrics.metrics.k8s.io \"%s\" not found (no running "
+                                        "process of its own to measure)",
+                                        name);
+        return api__send_json(r, 200, json_incref(list));
+}
+
+/* The host: CPU from /proc/stat (all but idle and iowait), memory in use
+ * (MemTotal - MemAvailable). */
+static enum MHD_Result node(req *r, bool list) {
+        _cleanup_free_ char *stat = NULL, *mem = NULL, *cpu = NULL, *used = NULL, *window = NULL;
+        unsigned long long u = 0, ni = 0, sy = 0, idle = 0, io = 0, irq = 0, sirq = 0, st = 0,
+                           total_kb = 0, avail_kb = 0;
+        char host[256] = "localhost", ts[TIMESTAMP_MAX];
+        const char *line;
+        size_t n;
+        usec_t w;
+
+        if (read_full_file("/proc/stat", 1 << 20, &stat, &n) < 0 ||
+            sscanf(stat, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &u, &ni, &sy, &idle, &io,
+                   &irq, &sirq, &st) < 4 ||
+            read_full_file("/proc/meminfo", 1 << 20, &mem, &n) < 0)
+                return api__send_status(r, 500, NULL, "cannot read /proc/stat or /proc/meminfo");
+        if ((line = strstr(mem, "MemTotal:")))
+                (void) sscanf(line, "MemTotal: %llu", &total_kb);
+        if ((line = strstr(mem, "MemAvailable:")))
+                (void) sscanf(line, "MemAvailable: %llu", &avail_kb);
+        (void) gethostname(host, sizeof host - 1);
+        cpu = strprintf("%" PRIu64 "n",
+                        cpu_rate(r->s, "\x01node", u + ni + sy + irq + sirq + st, 0, &w));
+        used = strprintf("%lluKi", total_kb > avail_kb ? total_kb - avail_kb : 0);
+        window = strprintf("%.3fs", (double) w / USEC_PER_SEC);
+        if (!cpu || !used || !window)
+                return api__send_oom(r);
+        json_t *m = json_pack("{s:s, s:s, s:{s:s}, s:s, s:s, s:{s:s, s:s}}", "kind", "NodeMetrics",
+                              "apiVersion", "metrics.k8s.io/v1beta1", "metadata", "name", host,
+                              "timestamp", format_timestamp(ts, now_realtime()), "window", window,
+                              "usage", "cpu", cpu, "memory", used);
+        return api__send_json(r, 200,
+                              list && m
+                                      ? json_pack("{s:s, s:s, s:{}, s:[o]}", "kind",
+                                                  "NodeMetricsList", "apiVersion",
+                                                  "metrics.k8s.io/v1beta1", "metadata", "items", m)
+                                      : m);
+}
+
+void api__usage_done(api_server *s) {
+        const char *k;
+        void *v;
+
+        for (size_t i = 0; s->usage && tend_hashmap_next(s->usage, &i, &k, &v);)
+                free(v);
+        s->usage = tend_hashmap_free(s->usage);
+}
+
+json_t *api__usage_resources(void) {
+        return json_pack("{s:s, s:s, s:s, s:[{s:s, s:s, s:b, s:s, s:[s, s]}, "
+                         "{s:s, s:s, s:b, s:s, s:[s, s]}]}",
+                         "kind", "APIResourceList", "apiVersion", "v1", "groupVersion",
+                         "metrics.k8s.io/v1beta1", "resources", "name", "pods", "singularName", "",
+                         "namespaced", true, "kind", "PodMetrics", "verbs", "get", "list", "name",
+                         "nodes", "singularName", "", "namespaced", false, "kind", "NodeMetrics",
+                         "verbs", "get", "list");
+}
+
+/* seg: the path after /apis/metrics.k8s.io/v1beta1 */
+enum MHD_Result api__handle_usage(req *r, char **seg, size_t n) {
+        if (n == 0)
+                return api__send_json(r, 200, api__usage_resources());
+        if (n == 1 && streq(seg[0], "pods"))
+                return pods(r, NULL, NULL);
+        if ((n == 3 || n == 4) && streq(seg[0], "namespaces") && streq(seg[2], "pods"))
+                return pods(r, seg[1], n == 4 ? seg[3] : NULL);
+        if (n == 1 && streq(seg[0], "nodes"))
+                return node(r, true); /* a list of one: this host */
+        if (n == 2 && streq(seg[0], "nodes"))
+                return node(r, false);
+        return api__send_status(r, 404, "NotFound",
+                                "metrics.k8s.io serves pods and nodes: "
+                                "/apis/metrics.k8s.io/v1beta1/namespaces/NS/pods[/NAME], "
+                                "/apis/metrics.k8s.io/v1beta1/nodes[/NAME]");
+}
