@@ -51,6 +51,109 @@ static char *definition_name(const spec_type *t, json_t *schemas) {
 
 static int add_type(const spec_type *t, json_t *schemas, char **ret_name);
 
+/* What `kubectl explain` says: the Kubernetes meaning, and what tend does
+ * with it where that differs. By type, then field (NULL: the type itself). */
+static const struct {
+        const char *type, *field, *text;
+} docs[] = {
+        { "Deployment", NULL,
+          "A Deployment keeps replicas of a local program running as declared, and "
+          "rolls a new template out replica by replica." },
+        { "Deployment", "spec", "What the deployment should be." },
+        { "Deployment", "status", "What it is, as tendd last saw it." },
+        { "DeploymentSpec", "replicas", "How many pods to run (default 1)." },
+        { "DeploymentSpec", "selector",
+          "The pods this deployment owns: it must match the "
+          "template's labels, and is immutable." },
+        { "DeploymentSpec", "template",
+          "The pod each replica runs: a new template is a new "
+          "revision, rolled out by the strategy." },
+        { "DeploymentSpec", "strategy",
+          "How a new template replaces the old: RollingUpdate "
+          "(default) or Recreate." },
+        { "DeploymentSpec", "minReadySeconds",
+          "How long a new pod must be ready, without a "
+          "crash, before it counts as available (default 0)." },
+        { "DeploymentSpec", "revisionHistoryLimit",
+          "Old ReplicaSets kept for rollback (default 10)." },
+        { "DeploymentSpec", "progressDeadlineSeconds",
+          "How long a rollout may make no progress "
+          "before it is reported failed (default 600)." },
+        { "DeploymentSpec", "paused",
+          "A paused deployment starts no rollout of template changes." },
+        { "DeploymentStrategy", "type", "RollingUpdate or Recreate (stop every old pod first)." },
+        { "RollingUpdateDeployment", "maxSurge",
+          "Pods above replicas during a rollout: a number or "
+          "a percentage, rounded up (default 25%)." },
+        { "RollingUpdateDeployment", "maxUnavailable",
+          "Pods below replicas during a rollout: a "
+          "number or a percentage, rounded down "
+          "(default 25%)." },
+        { "PodTemplateSpec", "metadata", "The pods' labels and annotations." },
+        { "PodTemplateSpec", "spec", "The pods' program and how it is run." },
+        { "PodSpec", "containers", "Exactly one: a pod is one local process." },
+        { "PodSpec", "terminationGracePeriodSeconds",
+          "Seconds between SIGTERM and SIGKILL when a "
+          "pod stops (default 30)." },
+        { "PodSpec", "restartPolicy", "Always: a pod whose process ends is replaced." },
+        { "PodSpec", "runtimeClassName",
+          "process (default): a child process of tendd; systemd: a "
+          "transient systemd unit." },
+        { "PodSpec", "nodeName", "The host that runs the pod; set by tendd." },
+        { "Container", "name", "The container's name (a DNS label)." },
+        { "Container", "command",
+          "The program and its first arguments, run directly: no image, "
+          "no shell. A relative path is resolved against tendd's working "
+          "directory; $(VAR) expands from the container's environment." },
+        { "Container", "args", "More arguments, after command; $(VAR) expands as in command." },
+        { "Container", "env",
+          "Environment variables (a strategic merge patch merges them by "
+          "name)." },
+        { "Container", "workingDir", "The process's working directory." },
+        { "Container", "ports",
+          "Ports the program listens on. A port with a name and no "
+          "containerPort is leased by tendd from --port-range and given to "
+          "the process as $PORT_<NAME> (and $PORT for the first)." },
+        { "Container", "readinessProbe",
+          "When the pod is ready: it counts as available, and the "
+          "rollout goes on." },
+        { "Container", "livenessProbe", "When the process is stuck: the pod is replaced." },
+        { "Container", "resources", "limits.cpu and limits.memory, applied to the process." },
+        { "Container", "securityContext", "runAsUser and runAsGroup of the process." },
+        { "EnvVar", "name", "The variable's name." },
+        { "EnvVar", "value", "Its value." },
+        { "ContainerPort", "name", "The port's name: a leased port's variable is PORT_<NAME>." },
+        { "ContainerPort", "containerPort", "A fixed port; leave it out to lease one." },
+        { "Probe", "httpGet", "Ready or alive when a GET on the port answers 200-399." },
+        { "Probe", "tcpSocket", "Ready or alive when a TCP connection to the port opens." },
+        { "Probe", "exec", "Ready or alive when the command exits 0." },
+        { "Probe", "initialDelaySeconds", "Seconds after the start before the first probe." },
+        { "Probe", "periodSeconds", "Seconds between probes (default 10)." },
+        { "Probe", "timeoutSeconds", "Seconds before a probe counts as failed (default 1)." },
+        { "Probe", "failureThreshold",
+          "Failures in a row that make the pod unready, or for "
+          "liveness, replaced (default 3)." },
+        { "Probe", "successThreshold", "Successes in a row that make it ready (default 1)." },
+        { "Pod", NULL,
+          "A pod is one local process (or systemd unit) that a ReplicaSet runs; "
+          "tendd makes and replaces pods, so they are not created by hand." },
+        { "ReplicaSet", NULL, "The pods of one revision of a deployment; made and scaled by it." },
+        { "Event", NULL, "Something that happened to an object, as tendd reported it." },
+};
+
+static const char *doc_of(const char *type, const char *field) {
+        for (size_t i = 0; i < ELEMENTSOF(docs); i++)
+                if (streq(docs[i].type, type) && streq_ptr(docs[i].field, field))
+                        return docs[i].text;
+        return NULL;
+}
+
+/* A field's description goes beside its $ref, as Kubernetes' documents
+ * have it (allOf keeps the reference alone). */
+static int describe(json_t *schema, const char *text) {
+        return text ? json_object_set_new(schema, "description", json_string(text)) : 0;
+}
+
 const char *spec_list_merge_key(const char *field) {
         return streq(field, "containers") || streq(field, "env") ? "name" : NULL;
 }
@@ -125,7 +228,8 @@ static int add_type(const spec_type *t, json_t *schemas, char **ret_name) {
                 s = json_pack("{s:s, s:{}, s:I}", "type", "object", "properties", "x-tend-type",
                               (json_int_t) (uintptr_t) t);
                 /* in place before the fields: a type that contains itself ends */
-                if (!s || json_object_set_new(schemas, name, s) < 0)
+                if (!s || describe(s, doc_of(t->name, NULL)) < 0 ||
+                    json_object_set_new(schemas, name, s) < 0)
                         return -ENOMEM;
                 props = json_object_get(s, "properties");
                 if (t->map_like) {
@@ -140,7 +244,8 @@ static int add_type(const spec_type *t, json_t *schemas, char **ret_name) {
                                 if (f->kind == SK_UNSUPPORTED)
                                         continue;
                                 fs = field_schema(f, schemas);
-                                if (!fs || json_object_set_new(props, f->name, fs) < 0)
+                                if (!fs || describe(fs, doc_of(t->name, f->name)) < 0 ||
+                                    json_object_set_new(props, f->name, fs) < 0)
                                         return -ENOMEM;
                         }
         }

@@ -153,6 +153,8 @@ expect_grep "FIELD: replicas <integer>" "$tmp/out" "explain names the field and 
 expect_exit 0 "explain pod.spec.containers" k explain pods.spec.containers
 expect_grep "command.*<\[\]string>" "$tmp/out" "explain lists a container's fields"
 ! grep -q "^  image\b" "$tmp/out" && ok "what tend refuses is not offered" || fail "image is listed"
+expect_exit 0 "explain a container's command" k explain deployment.spec.template.spec.containers.command
+expect_grep "run directly: no image" "$tmp/out" "explain says what tend does with it"
 
 echo "== a leased port, v1 then v2 by kubectl apply"
 web="$TEND_SOURCE_DIR/examples"
