@@ -107,6 +107,11 @@ static int check_all(agent *a, spec_deployment *const *ds, size_t n, spec_errors
                 (void) spec_deployment_validate(d, errs);
                 if (old)
                         (void) spec_deployment_validate_update(old, d, errs);
+                if (old && old->metadata.deletion_timestamp)
+                        (void) spec_errors_add(errs, "metadata.deletionTimestamp",
+                                               "Forbidden: the deployment is being deleted (it "
+                                               "goes when its pods have stopped); apply it "
+                                               "again then");
                 if (spec_overlaps_report(ov, all, m + i, errs, NULL, NULL) < 0) {
                         errs->object = saved;
                         return -ENOMEM;
@@ -339,6 +344,22 @@ int agent_delete_deployment(agent *a, const char *ns, const char *name) {
                 return r;
         log_info("deployment/%s: deleted; its replica sets and pods follow", name);
         return acknowledge(a, r);
+}
+
+int agent_delete_deployment_foreground(agent *a, const char *ns, const char *name) {
+        const spec_deployment *d = store_get(a->store, STORE_DEPLOYMENT, ns, name);
+        spec_deployment *n;
+
+        if (!d)
+                return -ENOENT;
+        if (d->metadata.deletion_timestamp)
+                return 0; /* on its way already */
+        n = spec_deployment_copy(d);
+        if (!n)
+                return -ENOMEM;
+        n->metadata.deletion_timestamp = agent_wall(a);
+        log_info("deployment/%s: deleting; it goes when its pods have stopped (foreground)", name);
+        return acknowledge(a, store_put(a->store, STORE_DEPLOYMENT, n, NULL));
 }
 
 int agent_scale_replica_set(agent *a, const char *ns, const char *name, int32_t replicas) {

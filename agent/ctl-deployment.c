@@ -624,6 +624,54 @@ static int sync_scale(dctx *c) {
         return 0;
 }
 
+/* How often a deployment deleted in the foreground looks at its pods. */
+#define FOREGROUND_POLL (200 * USEC_PER_MSEC)
+
+/* Foreground deletion: the ReplicaSets go (their pods stop, each with its
+ * grace period); the deployment itself goes once no pod it selects still
+ * runs. Until then it is kept, with its deletionTimestamp, and does
+ * nothing else. */
+static int finish_foreground(agent *a, const spec_deployment *d) {
+        const void *const *items;
+        size_t n = store_list(a->store, STORE_REPLICA_SET, &items);
+        bool waiting = false;
+        int r = 0;
+
+        /* names first: a delete changes the store's list */
+        _cleanup_strv_free_ char **doomed = NULL;
+        size_t k = 0;
+        if (n > 0 && !(doomed = new0(char *, n + 1)))
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const spec_replica_set *rs = items[i];
+                if (streq_ptr(rs->metadata.namespace, d->metadata.namespace) &&
+                    spec_meta_owned_by(&rs->metadata, d->metadata.uid) &&
+                    !(doomed[k++] = strdup(rs->metadata.name)))
+                        return -ENOMEM;
+        }
+        for (size_t i = 0; i < k; i++) {
+                waiting = true;
+                RET_GATHER(r, store_delete(a->store, STORE_REPLICA_SET, d->metadata.namespace,
+                                           doomed[i]));
+        }
+        n = store_list(a->store, STORE_POD, &items);
+        for (size_t i = 0; i < n && !waiting; i++) {
+                const spec_pod *p = items[i];
+                waiting = streq_ptr(p->metadata.namespace, d->metadata.namespace) &&
+                          !spec_pod_terminal(p) &&
+                          spec_selector_matches(d->spec.selector, &p->metadata.labels);
+        }
+        if (r < 0)
+                return r;
+        if (waiting) {
+                agent__enqueue_at(a, STORE_DEPLOYMENT, d->metadata.namespace, d->metadata.name,
+                                  agent_now(a) + FOREGROUND_POLL);
+                return 0;
+        }
+        log_info("deployment/%s: deleted, its pods gone (foreground)", d->metadata.name);
+        return store_delete(a->store, STORE_DEPLOYMENT, d->metadata.namespace, d->metadata.name);
+}
+
 int ctl_deployment_sync(agent *a, const char *ns, const char *name) {
         const spec_deployment *d = store_get(a->store, STORE_DEPLOYMENT, ns, name);
         dctx c = { .a = a, .d = d };
@@ -633,6 +681,8 @@ int ctl_deployment_sync(agent *a, const char *ns, const char *name) {
 
         if (!d)
                 return 0; /* gone: its RSs follow through garbage collection */
+        if (d->metadata.deletion_timestamp)
+                return finish_foreground(a, d);
         c.now = agent_wall(a);
         c.nd = spec_deployment_copy(d);
         if (!c.nd)

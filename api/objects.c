@@ -271,7 +271,7 @@ void api__warn_file_owned(req *r, const char *ns, const char *name) {
  * cannot honour is an error, not ignored.
  */
 static int delete_options(req *r, const resource *res, const void *obj, int64_t *ret_grace,
-                          enum MHD_Result *ret) {
+                          bool *ret_foreground, enum MHD_Result *ret) {
         _cleanup_(json_decrefp) json_t *body = NULL;
         const char *policy = api__arg(r, "propagationPolicy"),
                    *q = api__arg(r, "gracePeriodSeconds");
@@ -314,6 +314,7 @@ static int delete_options(req *r, const resource *res, const void *obj, int64_t 
                                        "%s stop within their own terminationGracePeriodSeconds; "
                                        "delete a pod to shorten it\"",
                                        res->plural);
+        *ret_foreground = streq_ptr(policy, "Foreground") && res->kind == STORE_DEPLOYMENT;
         if (policy && !streq(policy, "Background") && !streq(policy, "Foreground")) {
                 *ret = api__send_status(
                         r, 422, "Invalid",
@@ -411,16 +412,18 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
 
         if (streq(method, "DELETE")) {
                 int64_t grace = -1;
+                bool foreground = false;
                 if (!obj)
                         return api__not_found(r, res, name);
-                if (delete_options(r, res, obj, &grace, &ret) < 0)
+                if (delete_options(r, res, obj, &grace, &foreground, &ret) < 0)
                         return ret;
                 _cleanup_free_ char *uid = strdup(strempty(api__meta_of(res->kind, obj)->uid));
                 if (!uid)
                         return api__send_oom(r);
                 switch (res->kind) {
                 case STORE_DEPLOYMENT:
-                        rr = agent_delete_deployment(s->agent, ns, name);
+                        rr = foreground ? agent_delete_deployment_foreground(s->agent, ns, name)
+                                        : agent_delete_deployment(s->agent, ns, name);
                         break;
                 case STORE_POD:
                         rr = agent_delete_pod(s->agent, ns, name, grace);
@@ -435,10 +438,13 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
                 if (rr < 0)
                         return api__send_status(r, 500, NULL, "deleting: %s", strerror(-rr));
                 agent_kick(s->agent);
-                /* A pod still stopping is answered with itself, its
-                 * deletionTimestamp set, as the API server does: kubectl
-                 * delete then waits for that uid to go. */
-                obj = res->kind == STORE_POD ? store_get(s->store, res->kind, ns, name) : NULL;
+                /* A pod still stopping, or a deployment deleted in the
+                 * foreground, is answered with itself, its deletionTimestamp
+                 * set, as the API server does: kubectl delete then waits for
+                 * that uid to go. */
+                obj = res->kind == STORE_POD || foreground
+                              ? store_get(s->store, res->kind, ns, name)
+                              : NULL;
                 if (obj)
                         return api__send_json(r, 200, api__encode_obj(res->kind, obj));
                 return api__send_json(

@@ -11,7 +11,7 @@ command -v kubectl >/dev/null || {
 }
 command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
 
-port=44610
+port=45610 # outside the leased range (lib.sh: 44000-44999), which other tests use meanwhile
 start_tendd --listen "127.0.0.1:$port"
 tend kubeconfig >"$tmp/kubeconfig" || { fail "tend kubeconfig"; finish; }
 export KUBECONFIG="$tmp/kubeconfig"
@@ -197,6 +197,25 @@ expect_grep "ephemeral containers are not supported" "$tmp/err" "debug says why"
 expect_exit 1 "create deployment (protobuf)" k create deployment x --image=nginx -- /bin/sleep 1
 expect_grep "tendd reads JSON and YAML bodies, not application/vnd.kubernetes.protobuf" "$tmp/err" \
     "a protobuf body is named as such"
+
+echo "== delete --cascade=foreground waits for the pods"
+pids=$(k get pods -l app=stub -o json | jq -r '.items[] | select(.status.phase == "Running") |
+    .status.containerStatuses[0].containerID' | sed 's|process://||')
+t0=$(date +%s%N)
+k delete deploy stub --cascade=foreground --wait=false >/dev/null &&
+    k get deploy stub -o jsonpath='{.metadata.deletionTimestamp}' >"$tmp/dts" 2>/dev/null
+[ -s "$tmp/dts" ] && ok "the deployment stays, with its deletionTimestamp" ||
+    fail "no deletionTimestamp: $(k get deploy stub -o yaml 2>&1 | head -20)"
+expect_exit 1 "apply (a change) while it is being deleted" k apply -f "$tmp/stub2.yaml"
+expect_grep "being deleted" "$tmp/err" "a write to it is refused, saying why"
+expect_exit 0 "kubectl wait --for=delete" k wait --for=delete deploy/stub --timeout=30s
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+alive=0
+for p in $pids; do gone "$p" || alive=$((alive + 1)); done
+[ "$alive" -eq 0 ] && ok "gone only when its processes were (${ms} ms, grace 2 s)" ||
+    fail "$alive process(es) still run when the deployment went (${ms} ms)"
+[ "$ms" -ge 1500 ] && ok "it waited out the grace period" || fail "gone after $ms ms"
+expect_exit 0 "create it again" k create -f "$tmp/stub3.yaml"
 
 echo "== delete deploy --now"
 expect_exit 0 "kubectl delete deploy --now" k delete deploy stub --now

@@ -70,34 +70,36 @@ expect_exit 0 "tendd --help" "$bin/tendd" --help && expect_grep "--state-dir" "$
 printf 'short\n' >"$tmp/short-token"
 chmod 600 "$tmp/short-token"
 expect_exit 1 "a short token" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
-    --listen 127.0.0.1:44321 --token-file "$tmp/short-token"
+    --listen 127.0.0.1:45321 --token-file "$tmp/short-token"
 expect_grep "$tmp/short-token: the token must be at least 16 characters" "$tmp/err" "short token"
 printf 'a-token-of-32-characters-or-so.\n' >"$tmp/open-token"
 chmod 644 "$tmp/open-token"
 expect_exit 1 "a token every user can read" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
-    --listen 127.0.0.1:44321 --token-file "$tmp/open-token"
+    --listen 127.0.0.1:45321 --token-file "$tmp/open-token"
 expect_grep "$tmp/open-token can be read by every user (mode 0644): chmod o-r" "$tmp/err" "world-readable token"
 chmod 600 "$tmp/open-token"
 expect_exit 1 "--listen on a network address" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
-    --listen 0.0.0.0:44321 --token-file "$tmp/open-token"
+    --listen 0.0.0.0:45321 --token-file "$tmp/open-token"
 expect_grep "only loopback addresses (127.0.0.0/8) are served with the certificate tendd makes; to serve 0.0.0.0, give --tls-cert and --tls-key" \
     "$tmp/err" "a non-loopback --listen wants the user's certificate"
 expect_exit 1 "--tls-cert without --tls-key" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
-    --listen 127.0.0.1:44321 --tls-cert "$tmp/open-token"
+    --listen 127.0.0.1:45321 --tls-cert "$tmp/open-token"
 expect_grep "go together" "$tmp/err" "the pair is asked for"
 expect_exit 1 "--tls-cert that is no certificate" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
-    --listen 127.0.0.1:44321 --tls-cert "$tmp/open-token" --tls-key "$tmp/open-token"
+    --listen 127.0.0.1:45321 --tls-cert "$tmp/open-token" --tls-key "$tmp/open-token"
 expect_grep "tls-cert $tmp/open-token and --tls-key $tmp/open-token: .*PEM files" "$tmp/err" \
     "a bad certificate is named at start"
 
+# Listener ports are 45xxx: the pods of the tests running meanwhile lease
+# 44000-44999 (lib.sh).
 echo "== idle connections are cut, and TCP cannot use up the local socket"
-"$bin/tendd" --state-dir "$tmp/s3" --socket "$tmp/s3.sock" --listen 127.0.0.1:44322 \
+"$bin/tendd" --state-dir "$tmp/s3" --socket "$tmp/s3.sock" --listen 127.0.0.1:45322 \
     --token-file "$tmp/open-token" --idle-timeout 2s >"$tmp/s3.log" 2>&1 &
 s3_pid=$!
 for _ in $(seq 100); do [ -S "$tmp/s3.sock" ] && break; sleep 0.05; done
 # shellcheck disable=SC2016 # the script is bash's
 bash -c '
-    exec 5<>/dev/tcp/127.0.0.1/44322 || exit 3
+    exec 5<>/dev/tcp/127.0.0.1/45322 || exit 3
     sleep 3
     read -r -t 3 -u 5 _; rc=$?
     [ $rc -gt 128 ] && exit 1   # still open after 3 s of a 2 s idle timeout
@@ -106,11 +108,11 @@ bash -c '
 # 300 idle TCP connections, more than TCP may hold: the local socket answers.
 # shellcheck disable=SC2016
 bash -c '
-    for i in $(seq 300); do exec {fd}<>/dev/tcp/127.0.0.1/44322 || break; done
+    for i in $(seq 300); do exec {fd}<>/dev/tcp/127.0.0.1/45322 || break; done
     curl -s -f --max-time 5 --unix-socket "$1/s3.sock" http://localhost/healthz >/dev/null' \
     _ "$tmp" && ok "with TCP flooded, the local socket answers" ||
     fail "TCP flooded: the local socket does not answer"
-kill "$s3_pid" && wait "$s3_pid" || fail "tendd with --idle-timeout: exit $?"
+kill "$s3_pid" && wait "$s3_pid" || { fail "tendd with --idle-timeout: exit $?"; cat "$tmp/s3.log"; }
 expect_exit 2 "a bad --idle-timeout" "$bin/tendd" --state-dir "$tmp/s4" --socket "$tmp/s4.sock" \
     --idle-timeout 0s
 expect_grep "idle-timeout 0s: expected a duration from 1s to 1h" "$tmp/err" "--idle-timeout checked"
@@ -801,25 +803,25 @@ echo "== the TCP listener: HTTPS with the token; tend kubeconfig"
 stop_tendd TERM
 printf 'a-token-of-32-characters-or-so.\n' >"$tmp/token"
 chmod 600 "$tmp/token"
-start_tendd --listen 127.0.0.1:44399 --token-file "$tmp/token"
+start_tendd --listen 127.0.0.1:45399 --token-file "$tmp/token"
 ca="$state/tls/ca.crt"
 [ -f "$ca" ] && [ "$(stat -c %a "$state/tls/ca.key")" = 600 ] && [ "$(stat -c %a "$state/tls")" = 700 ] &&
     ok "a CA made in the state dir, its key 0600" || fail "tls: $(ls -l "$state/tls" 2>&1)"
-code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" https://127.0.0.1:44399/api/v1/pods)
+code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" https://127.0.0.1:45399/api/v1/pods)
 [ "$code" = 401 ] && ok "no token: 401" || fail "no token: $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" -H 'Authorization: Bearer wrong' \
-    https://127.0.0.1:44399/api/v1/pods)
+    https://127.0.0.1:45399/api/v1/pods)
 [ "$code" = 401 ] && ok "wrong token: 401" || fail "wrong token: $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" \
-    -H 'Authorization: Bearer a-token-of-32-characters-or-so.' https://localhost:44399/api/v1/pods)
+    -H 'Authorization: Bearer a-token-of-32-characters-or-so.' https://localhost:45399/api/v1/pods)
 [ "$code" = 200 ] && ok "token: 200, the certificate good for localhost" || fail "token: $code"
-code=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:44399/api/v1/pods)
+code=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:45399/api/v1/pods)
 [ "$code" != 200 ] && ok "plain http is not served ($code)" || fail "plain http: 200"
 expect_exit 0 "tend kubeconfig" tend kubeconfig && cp "$tmp/out" "$tmp/kubeconfig"
-expect_grep "server: https://127.0.0.1:44399" "$tmp/kubeconfig" "the kubeconfig names the listener"
+expect_grep "server: https://127.0.0.1:45399" "$tmp/kubeconfig" "the kubeconfig names the listener"
 expect_grep "token: a-token-of-32-characters-or-so." "$tmp/kubeconfig" "and the token"
 code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" \
-    -H 'Authorization: Bearer a-token-of-32-characters-or-so.' https://127.0.0.1:44399/apis/tend.io/v1/kubeconfig)
+    -H 'Authorization: Bearer a-token-of-32-characters-or-so.' https://127.0.0.1:45399/apis/tend.io/v1/kubeconfig)
 [ "$code" = 403 ] && ok "the kubeconfig is not given over TCP" || fail "over TCP: $code"
 expect_exit 0 "tend kubeconfig --server" tend kubeconfig --server https://tend.example:443
 expect_grep "server: https://tend.example:443" "$tmp/out" "--server replaces the address"
@@ -835,12 +837,12 @@ fi
 # the state dir.
 cp "$ca" "$tmp/ca-before"
 stop_tendd TERM
-start_tendd --listen 127.0.0.2:44399
+start_tendd --listen 127.0.0.2:45399
 cmp -s "$ca" "$tmp/ca-before" && ok "the CA is kept across restarts" || fail "a new CA"
 [ "$(stat -c %a "$state/tls/token")" = 600 ] && ok "a token made in the state dir, 0600" ||
     fail "no token file"
 code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" \
-    -H "Authorization: Bearer $(cat "$state/tls/token")" https://127.0.0.2:44399/api/v1/pods)
+    -H "Authorization: Bearer $(cat "$state/tls/token")" https://127.0.0.2:45399/api/v1/pods)
 [ "$code" = 200 ] && ok "the made token is accepted; a new address, a certificate for it" ||
     fail "made token, 127.0.0.2: $code"
 tend kubeconfig | grep -q "token: $(cat "$state/tls/token")" && ok "tend kubeconfig gives it" ||

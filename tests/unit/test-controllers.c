@@ -1490,6 +1490,38 @@ static void test_delete_cascades(void **state) {
         world_free(w);
 }
 
+/* propagationPolicy=Foreground: the deployment stays, with its
+ * deletionTimestamp, doing nothing else, until the last of its processes
+ * has exited; then it goes. */
+static void test_delete_foreground(void **state) {
+        world *w = world_new();
+        size_t alive;
+
+        apply(w, manifest("web", 3, "web-v1", NULL, NULL)); /* grace 5 s */
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        for (size_t i = 0; i < w->n_procs; i++)
+                w->procs[i]->ignore_term = true; /* killed after the 5 s grace */
+        usec_t t0 = w->now;
+        assert_int_equal(agent_delete_deployment_foreground(w->agent, "default", "web"), 0);
+        for (int t = 0; t < 100; t++) {
+                step(w, 100 * MS);
+                alive = 0;
+                for (size_t i = 0; i < w->n_procs; i++)
+                        alive += w->procs[i]->alive;
+                const spec_deployment *d = dep(w, "web");
+                if (!d)
+                        break;
+                assert_true(d->metadata.deletion_timestamp > 0);
+                assert_true(alive > 0 || t > 0); /* kept while any process lives */
+        }
+        assert_null(dep(w, "web"));
+        assert_int_equal(alive, 0);
+        assert_true(w->now - t0 >= 5 * S); /* it waited for the SIGKILL after the grace */
+        const void *const *items;
+        assert_int_equal(store_list(w->store, STORE_REPLICA_SET, &items), 0);
+        world_free(w);
+}
+
 static void test_delete_pod_replaced(void **state) {
         world *w = world_new();
         proc *victim = NULL;
@@ -2067,6 +2099,7 @@ int main(void) {
                 cmocka_unit_test(test_lost_while_down),
                 cmocka_unit_test(test_selector_contract),
                 cmocka_unit_test(test_delete_cascades),
+                cmocka_unit_test(test_delete_foreground),
                 cmocka_unit_test(test_delete_pod_replaced),
                 cmocka_unit_test(test_liveness_failure),
                 cmocka_unit_test(test_rollout_restart),

@@ -161,6 +161,9 @@ int agent_apply_preview(agent *a, const spec_deployment *d, unsigned flags, spec
 /* Deletes a deployment; its ReplicaSets and pods follow (background
  * cascade, graceful stops). -ENOENT if there is none. */
 int agent_delete_deployment(agent *a, const char *ns, const char *name);
+/* propagationPolicy=Foreground: the deployment is kept, with its
+ * deletionTimestamp, until no pod of it runs; then it goes. */
+int agent_delete_deployment_foreground(agent *a, const char *ns, const char *name);
 int agent_scale_deployment(agent *a, const char *ns, const char *name, int32_t replicas);
 /* Hand-scaling a ReplicaSet is allowed (and the deployment puts it back). */
 int agent_scale_replica_set(agent *a, const char *ns, const char *name, int32_t replicas);
