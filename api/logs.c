@@ -15,6 +15,7 @@ struct follower {
         char *path; /* opened when it appears, for a pod yet to write */
         int fd;
         off_t offset;
+        uint64_t left; /* limitBytes still to send; UINT64_MAX: no limit */
         bool suspended;
         bool gone; /* the client hung up */
         bool done; /* tendd stops */
@@ -60,8 +61,9 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 
         if (f->gone)
                 return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (f->s->closing || f->done)
+        if (f->s->closing || f->done || f->left == 0)
                 return MHD_CONTENT_READER_END_OF_STREAM;
+        max = (size_t) MIN((uint64_t) max, f->left);
         if (f->fd < 0)
                 f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
         if (f->fd >= 0) {
@@ -72,6 +74,7 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
                 n = pread(f->fd, buf, max, f->offset);
                 if (n > 0) {
                         f->offset += n;
+                        f->left -= (uint64_t) n;
                         return n;
                 }
         }
@@ -125,8 +128,8 @@ void api__followers_end(api_server *s) {
 enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
         api_server *s = r->s;
         const spec_pod *p = store_get(s->store, STORE_POD, ns, name);
-        const char *tl = api__arg(r, "tailLines");
-        int64_t tail = -1;
+        const char *tl = api__arg(r, "tailLines"), *lb = api__arg(r, "limitBytes");
+        int64_t tail = -1, limit = INT64_MAX;
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int fd = -EBADF;
         struct MHD_Response *resp;
@@ -139,6 +142,20 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
         if (tl && (safe_atoi64(tl, &tail) < 0 || tail < 0))
                 return api__send_status(r, 400, "BadRequest",
                                         "tailLines must be a non-negative integer");
+        if (lb && (safe_atoi64(lb, &limit) < 0 || limit < 1))
+                return api__send_status(r, 400, "BadRequest",
+                                        "limitBytes must be a positive integer");
+        /* Said, not silently ignored: a pod's output goes from the process
+         * straight to its file (so that it survives tendd), and no time is
+         * kept for each line. */
+        if (api__arg(r, "sinceSeconds") || api__arg(r, "sinceTime") ||
+            api__arg_true(r, "timestamps"))
+                return api__send_status(r, 400, "BadRequest",
+                                        "%s is not supported: tend keeps no time for each line "
+                                        "of a pod's log; --tail=N and --limit-bytes=N are",
+                                        api__arg_true(r, "timestamps") ? "timestamps"
+                                        : api__arg(r, "sinceTime")     ? "sinceTime"
+                                                                       : "sinceSeconds");
         if (api__arg_true(r, "previous")) {
                 const char *pred = spec_map_get(&p->metadata.annotations, AGENT_ANN_PREDECESSOR);
                 const spec_pod *pp = pred ? store_get(s->store, STORE_POD, ns, pred) : NULL;
@@ -197,6 +214,7 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
                 f->path = TAKE_PTR(path);
                 f->fd = TAKE_FD(fd); /* -1: nothing logged yet; opened when it is */
                 f->offset = off;
+                f->left = lb ? (uint64_t) limit : UINT64_MAX;
                 resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, follow_reader,
                                                          f, follow_free);
                 if (!resp) {
@@ -211,7 +229,7 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
                 return api__queue(r, 200, "text/plain", strdup(""));
         else if (!r->conn) {
                 _cleanup_free_ char *text = NULL;
-                size_t len = (size_t) (st.st_size - off);
+                size_t len = (size_t) MIN((int64_t) (st.st_size - off), limit);
                 text = malloc(len + 1);
                 if (!text)
                         return api__send_oom(r);
@@ -220,8 +238,8 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
                 return api__queue(r, 200, "text/plain", TAKE_PTR(text));
         } else {
                 /* Straight from the file, whatever its size or content. */
-                resp = MHD_create_response_from_fd_at_offset64((uint64_t) (st.st_size - off), fd,
-                                                               (uint64_t) off);
+                resp = MHD_create_response_from_fd_at_offset64(
+                        (uint64_t) MIN((int64_t) (st.st_size - off), limit), fd, (uint64_t) off);
                 if (!resp)
                         return MHD_NO;
                 fd = -EBADF; /* the response owns it now */

@@ -170,6 +170,19 @@ k get pods -l app=web -o json | jq -e '[.items[] | select(.status.phase == "Runn
     >/dev/null && ok "3 pods of v2, each with its leased port" || fail "$(k get pods -l app=web -o wide)"
 expect_exit 0 "delete web" k delete deploy web
 
+echo "== logs"
+pod=$(k get pods -l app=stub -o json | jq -r '[.items[] | select(.status.phase == "Running" and
+    .metadata.deletionTimestamp == null)][0].metadata.name')
+said() { k logs "$pod" | grep -q "ignoring SIGTERM"; }
+wait_for 5 said && ok "kubectl logs" || fail "logs of $pod: $(k logs "$pod" 2>&1)"
+expect_exit 0 "logs --limit-bytes" k logs "$pod" --limit-bytes=8
+[ "$(cat "$tmp/out")" = ignoring ] && ok "--limit-bytes=8 gives 8 bytes" || fail "got: $(cat "$tmp/out")"
+expect_exit 1 "logs --since" k logs "$pod" --since=1m
+expect_grep "sinceSeconds is not supported: tend keeps no time for each line" "$tmp/err" \
+    "--since is refused with the reason, not ignored"
+expect_exit 1 "logs --timestamps" k logs "$pod" --timestamps
+expect_grep "timestamps is not supported" "$tmp/err" "--timestamps too"
+
 echo "== delete pod waits until the process is gone"
 pod=$(k get pods -l app=stub -o name | head -1)
 pid=$(k get "$pod" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|process://||')
