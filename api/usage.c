@@ -23,40 +23,26 @@ typedef struct sample {
 
 /* utime + stime + cutime + cstime and starttime of pid, and its RSS. */
 static int read_proc(pid_t pid, uint64_t *ret_ticks, uint64_t *ret_start, uint64_t *ret_rss) {
-        char path[64], *data = NULL, *p;
-        unsigned long long f[20] = {};
+        unsigned long long f[9]; /* fields 14..22 */
         unsigned long long size = 0, resident = 0;
+        _cleanup_free_ char *data = NULL;
+        char path[64];
         size_t n;
         int r;
 
-        snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
-        r = read_full_file(path, 4096, &data, &n);
+        r = proc_stat_fields(pid, 14, 22, f);
         if (r < 0)
                 return r;
-        /* after the command's closing parenthesis: field 3 (state) on */
-        p = strrchr(data, ')');
-        if (!p ||
-            sscanf(p + 2,
-                   "%*c %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
-                   "%llu %llu %llu %llu %llu %llu",
-                   &f[4], &f[5], &f[6], &f[7], &f[8], &f[9], &f[10], &f[11], &f[12], &f[13], &f[14],
-                   &f[15], &f[16], &f[17], &f[18], &f[19], &f[0], &f[1], &f[2]) < 19) {
-                free(data);
-                return -EBADMSG;
-        }
-        free(data);
-        /* fields 4..19 in f[4..19], then 20, 21, 22 in f[0], f[1], f[2] */
-        *ret_ticks = f[14] + f[15] + f[16] + f[17];
-        *ret_start = f[2];
+        *ret_ticks = f[0] + f[1] + f[2] + f[3];
+        *ret_start = f[8];
         snprintf(path, sizeof path, "/proc/%d/statm", (int) pid);
         r = read_full_file(path, 4096, &data, &n);
         if (r < 0)
                 return r;
         if (sscanf(data, "%llu %llu", &size, &resident) != 2)
-                r = -EBADMSG;
-        free(data);
+                return -EBADMSG;
         *ret_rss = (uint64_t) resident * (uint64_t) sysconf(_SC_PAGESIZE);
-        return r;
+        return 0;
 }
 
 double api__uptime(void) {

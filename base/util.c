@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -303,6 +304,47 @@ int read_full_file(const char *path, size_t max, char **ret, size_t *ret_size) {
                 *ret_size = b.len;
         *ret = tend_buf_take(&b);
         return *ret ? 0 : -ENOMEM;
+}
+
+int proc_stat_fields(pid_t pid, int first, int last, unsigned long long *ret) {
+        char path[64], buf[1024];
+        _cleanup_close_ int fd = -EBADF;
+        const char *p;
+        ssize_t n;
+
+        assert(first >= 4 && first <= last);
+        snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+        fd = RET_NERRNO(open(path, O_RDONLY | O_CLOEXEC));
+        if (fd < 0)
+                return fd == -ENOENT ? -ESRCH : fd;
+        n = read(fd, buf, sizeof buf - 1);
+        if (n < 0)
+                return errno == ESRCH ? -ESRCH : -errno;
+        buf[n] = 0;
+        /* after the command name, which may hold spaces and parentheses */
+        p = strrchr(buf, ')');
+        if (!p)
+                return -EIO;
+        p++;
+        /* A zombie has exited: its pid is only waiting to be reaped. */
+        if (p[0] == ' ' && (p[1] == 'Z' || p[1] == 'X'))
+                return -ESRCH;
+        for (int field = 3; field <= last; field++) {
+                char *end;
+                while (*p == ' ')
+                        p++;
+                if (!*p)
+                        return -EIO;
+                if (field >= first) {
+                        /* signed fields (priority, nice) wrap; none is asked for as a number */
+                        ret[field - first] = strtoull(p, &end, 10);
+                        if (end == p)
+                                return -EIO;
+                }
+                while (*p && *p != ' ')
+                        p++;
+        }
+        return 0;
 }
 
 const double tend_histogram_bounds[TEND_HISTOGRAM_BUCKETS] = {

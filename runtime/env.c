@@ -147,49 +147,9 @@ int rt__resolve_path(const char *cmd, char *const *envp, char **ret) {
         return -ENOENT;
 }
 
-/* Fields 3.. of /proc/<pid>/stat, after the command name (which may hold
- * spaces and parentheses, hence the last ")"). */
-static int read_stat_field(pid_t pid, int want, unsigned long long *ret) {
-        char path[64], buf[1024];
-        _cleanup_close_ int fd = -EBADF;
-        const char *p;
-        ssize_t n;
-        unsigned long long v;
-
-        snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
-        fd = RET_NERRNO(open(path, O_RDONLY | O_CLOEXEC));
-        if (fd < 0)
-                return fd == -ENOENT ? -ESRCH : fd;
-        n = read(fd, buf, sizeof buf - 1);
-        if (n < 0)
-                return n == -1 && errno == ESRCH ? -ESRCH : -errno;
-        buf[n] = 0;
-        p = strrchr(buf, ')');
-        if (!p)
-                return -EIO;
-        p++;
-        /* A zombie has exited: its pid is only waiting to be reaped. */
-        if (p[0] == ' ' && (p[1] == 'Z' || p[1] == 'X'))
-                return -ESRCH;
-        for (int field = 3; field <= want; field++) {
-                while (*p == ' ')
-                        p++;
-                if (!*p)
-                        return -EIO;
-                if (field == want)
-                        break;
-                while (*p && *p != ' ')
-                        p++;
-        }
-        if (sscanf(p, "%llu", &v) != 1)
-                return -EIO;
-        *ret = v;
-        return 0;
-}
-
 int rt_process_start_time(pid_t pid, uint64_t *ret) {
         unsigned long long v;
-        int r = read_stat_field(pid, 22, &v);
+        int r = proc_stat_fields(pid, 22, 22, &v);
         if (r >= 0)
                 *ret = v;
         return r;
@@ -216,7 +176,7 @@ char *rt__process_getenv(pid_t pid, const char *name) {
 
 pid_t rt__process_ppid(pid_t pid) {
         unsigned long long v;
-        return read_stat_field(pid, 4, &v) < 0 ? -1 : (pid_t) v;
+        return proc_stat_fields(pid, 4, 4, &v) < 0 ? -1 : (pid_t) v;
 }
 
 int rt_find_pod_process(const char *pod_uid, rt_record *ret) {
@@ -264,7 +224,7 @@ int rt_find_pod_process(const char *pod_uid, rt_record *ret) {
                                 rp->leased = true;
                         }
                         /* The pod's main process leads its own group. */
-                        if (read_stat_field((pid_t) pid, 5, &pgid) < 0 ||
+                        if (proc_stat_fields((pid_t) pid, 5, 5, &pgid) < 0 ||
                             pgid != (unsigned long long) pid ||
                             rt_process_start_time((pid_t) pid, &st) < 0)
                                 break;

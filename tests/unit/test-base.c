@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -276,13 +277,32 @@ static void test_utf8(void **state) {
         assert_int_equal(utf8_cut("\xe2\x82\xac!", 4, 2), 0);
 }
 
+/* /proc/PID/stat by field number: ppid and pgrp of this process, a
+ * start time, and -ESRCH for a pid that is not there. */
+static void test_proc_stat_fields(void **state) {
+        unsigned long long f[2] = {}, start = 0;
+
+        assert_int_equal(proc_stat_fields(getpid(), 4, 5, f), 0);
+        assert_int_equal(f[0], (unsigned long long) getppid());
+        assert_int_equal(f[1], (unsigned long long) getpgrp());
+        assert_int_equal(proc_stat_fields(getpid(), 22, 22, &start), 0);
+        assert_true(start > 0);
+        assert_int_equal(proc_stat_fields(INT32_MAX, 4, 4, f), -ESRCH);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_buf_bounded), cmocka_unit_test(test_timestamps),
-                cmocka_unit_test(test_durations),   cmocka_unit_test(test_strings),
-                cmocka_unit_test(test_log_levels),  cmocka_unit_test(test_read_full_file),
-                cmocka_unit_test(test_hashmap),     cmocka_unit_test(test_usec_from_sec),
-                cmocka_unit_test(test_grow),        cmocka_unit_test(test_utf8),
+                cmocka_unit_test(test_buf_bounded),
+                cmocka_unit_test(test_timestamps),
+                cmocka_unit_test(test_durations),
+                cmocka_unit_test(test_strings),
+                cmocka_unit_test(test_log_levels),
+                cmocka_unit_test(test_read_full_file),
+                cmocka_unit_test(test_hashmap),
+                cmocka_unit_test(test_usec_from_sec),
+                cmocka_unit_test(test_grow),
+                cmocka_unit_test(test_utf8),
+                cmocka_unit_test(test_proc_stat_fields),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
