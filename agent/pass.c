@@ -140,6 +140,10 @@ const agent_metrics *agent_get_metrics(const agent *a) {
         return &a->metrics;
 }
 
+const char *agent_node_name(const agent *a) {
+        return a->node_name;
+}
+
 store *agent_get_store(const agent *a) {
         return a->store;
 }

@@ -19,6 +19,14 @@
 
 #include "tend/api.h"
 
+#if defined(__x86_64__)
+#define API_ARCH "amd64" /* as Kubernetes names it */
+#elif defined(__aarch64__)
+#define API_ARCH "arm64"
+#else
+#define API_ARCH "unknown"
+#endif
+
 #define MAX_WATCH_BUFFER (8u << 20) /* a slower watcher is cut off */
 #define CHANGE_RING 1000            /* changes kept for ?resourceVersion= resumes */
 
@@ -233,4 +241,5 @@ void api__usage_done(api_server *s);
 double api__uptime(void); /* seconds since boot */
 
 /* node.c: this host as the one Node */
+int api__meminfo(uint64_t *ret_total_kb, uint64_t *ret_available_kb); /* /proc/meminfo */
 enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method);

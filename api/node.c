@@ -2,28 +2,33 @@
 
 /*
  * /api/v1/nodes: this host as the one Node (read-only), so that `kubectl
- * get nodes`, `describe node` and `top node` work: its name (the hostname,
+ * get nodes`, `describe node` and `top node` work: its name (the agent's,
  * as pods' spec.nodeName), labels, capacity (CPUs, memory), Ready while
  * tendd answers, addresses and system info.
  */
 
+#include <inttypes.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include "api-internal.h"
 
-#if defined(__x86_64__)
-#define NODE_ARCH "amd64"
-#elif defined(__aarch64__)
-#define NODE_ARCH "arm64"
-#else
-#define NODE_ARCH "unknown"
-#endif
+int api__meminfo(uint64_t *ret_total_kb, uint64_t *ret_available_kb) {
+        _cleanup_free_ char *data = NULL;
+        unsigned long long total = 0, avail = 0;
+        const char *line;
+        size_t n;
+        int r = read_full_file("/proc/meminfo", 1 << 20, &data, &n);
 
-static void host_name(char buf[static 256]) {
-        if (gethostname(buf, 255) < 0 || !*buf)
-                snprintf(buf, 256, "localhost");
-        buf[255] = 0;
+        if (r < 0)
+                return r;
+        if ((line = strstr(data, "MemTotal:")))
+                (void) sscanf(line, "MemTotal: %llu", &total);
+        if ((line = strstr(data, "MemAvailable:")))
+                (void) sscanf(line, "MemAvailable: %llu", &avail);
+        *ret_total_kb = total;
+        *ret_available_kb = avail;
+        return 0;
 }
 
 static char *os_image(void) {
@@ -40,23 +45,18 @@ static char *os_image(void) {
         return strndup(p, strcspn(p, "\"\n"));
 }
 
-static json_t *node_json(void) {
-        char host[256], ts[TIMESTAMP_MAX], boot[TIMESTAMP_MAX], cpus[16];
-        _cleanup_free_ char *mem = NULL, *os = os_image(), *data = NULL;
-        unsigned long long total_kb = 0;
+static json_t *node_json(api_server *s) {
+        const char *host = agent_node_name(s->agent);
+        char ts[TIMESTAMP_MAX], boot[TIMESTAMP_MAX], cpus[16];
+        _cleanup_free_ char *mem = NULL, *os = os_image();
+        uint64_t total_kb = 0, avail_kb;
         struct utsname u = {};
-        const char *line;
-        double up = 0;
-        size_t n;
+        double up = api__uptime();
 
-        host_name(host);
         (void) uname(&u);
-        if (read_full_file("/proc/meminfo", 1 << 20, &data, &n) >= 0 &&
-            (line = strstr(data, "MemTotal:")))
-                (void) sscanf(line, "MemTotal: %llu", &total_kb);
-        up = api__uptime();
+        (void) api__meminfo(&total_kb, &avail_kb);
         snprintf(cpus, sizeof cpus, "%ld", sysconf(_SC_NPROCESSORS_ONLN));
-        mem = strprintf("%lluKi", total_kb);
+        mem = strprintf("%" PRIu64 "Ki", total_kb);
         if (!mem || !os)
                 return NULL;
         format_timestamp(ts, now_realtime());
@@ -66,14 +66,14 @@ static json_t *node_json(void) {
                          "s:[{s:s, s:s}, {s:s, s:s}], s:{s:s, s:s, s:s, s:s, s:s, s:s, s:s}}}",
                          "kind", "Node", "apiVersion", "v1", "metadata", "name", host, "uid", host,
                          "creationTimestamp", boot, "labels", "kubernetes.io/hostname", host,
-                         "kubernetes.io/os", "linux", "kubernetes.io/arch", NODE_ARCH, "spec",
+                         "kubernetes.io/os", "linux", "kubernetes.io/arch", API_ARCH, "spec",
                          "status", "capacity", "cpu", cpus, "memory", mem, "allocatable", "cpu",
                          cpus, "memory", mem, "conditions", "type", "Ready", "status", "True",
                          "reason", "TenddReady", "message", "tendd answers on this host",
                          "lastHeartbeatTime", ts, "lastTransitionTime", boot, "addresses", "type",
                          "Hostname", "address", host, "type", "InternalIP", "address", "127.0.0.1",
                          "nodeInfo", "kernelVersion", u.release, "osImage", os, "operatingSystem",
-                         "linux", "architecture", NODE_ARCH, "kubeletVersion", "v" TEND_VERSION,
+                         "linux", "architecture", API_ARCH, "kubeletVersion", "v" TEND_VERSION,
                          "containerRuntimeVersion", "tend://" TEND_VERSION, "kubeProxyVersion", "");
 }
 
@@ -108,7 +108,7 @@ enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method) 
         if (api__arg_true(r, "watch"))
                 return api__send_status(r, 405, "MethodNotAllowed",
                                         "nodes cannot be watched: the node is this host");
-        node = node_json();
+        node = node_json(r->s);
         if (!node)
                 return api__send_oom(r);
         host = json_string_value(json_object_get(json_object_get(node, "metadata"), "name"));

@@ -63,13 +63,6 @@ static json_t *resource_list(const char *gv) {
 
 #define API_K8S_MAJOR "1"
 #define API_K8S_MINOR "32"
-#if defined(__x86_64__)
-#define API_ARCH "amd64"
-#elif defined(__aarch64__)
-#define API_ARCH "arm64"
-#else
-#define API_ARCH "unknown"
-#endif
 
 /* A kubeconfig for the HTTPS listener: its URL, the CA that signed its
  * certificate (none for a user's certificate: the system's CAs then) and

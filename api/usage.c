@@ -168,27 +168,22 @@ static enum MHD_Result pods(req *r, const char *ns, const char *name) {
 /* The host: CPU from /proc/stat (all but idle and iowait), memory in use
  * (MemTotal - MemAvailable). */
 static enum MHD_Result node(req *r, bool list) {
-        _cleanup_free_ char *stat = NULL, *mem = NULL, *cpu = NULL, *used = NULL, *window = NULL;
-        unsigned long long u = 0, ni = 0, sy = 0, idle = 0, io = 0, irq = 0, sirq = 0, st = 0,
-                           total_kb = 0, avail_kb = 0;
-        char host[256] = "localhost", ts[TIMESTAMP_MAX];
-        const char *line;
+        _cleanup_free_ char *stat = NULL, *cpu = NULL, *used = NULL, *window = NULL;
+        unsigned long long u = 0, ni = 0, sy = 0, idle = 0, io = 0, irq = 0, sirq = 0, st = 0;
+        uint64_t total_kb = 0, avail_kb = 0;
+        const char *host = agent_node_name(r->s->agent);
+        char ts[TIMESTAMP_MAX];
         size_t n;
         usec_t w;
 
         if (read_full_file("/proc/stat", 1 << 20, &stat, &n) < 0 ||
             sscanf(stat, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &u, &ni, &sy, &idle, &io,
                    &irq, &sirq, &st) < 4 ||
-            read_full_file("/proc/meminfo", 1 << 20, &mem, &n) < 0)
+            api__meminfo(&total_kb, &avail_kb) < 0)
                 return api__send_status(r, 500, NULL, "cannot read /proc/stat or /proc/meminfo");
-        if ((line = strstr(mem, "MemTotal:")))
-                (void) sscanf(line, "MemTotal: %llu", &total_kb);
-        if ((line = strstr(mem, "MemAvailable:")))
-                (void) sscanf(line, "MemAvailable: %llu", &avail_kb);
-        (void) gethostname(host, sizeof host - 1);
         cpu = strprintf("%" PRIu64 "n",
                         cpu_rate(r->s, "\x01node", u + ni + sy + irq + sirq + st, 0, &w));
-        used = strprintf("%lluKi", total_kb > avail_kb ? total_kb - avail_kb : 0);
+        used = strprintf("%" PRIu64 "Ki", total_kb > avail_kb ? total_kb - avail_kb : 0);
         window = strprintf("%.3fs", (double) w / USEC_PER_SEC);
         if (!cpu || !used || !window)
                 return api__send_oom(r);

@@ -130,6 +130,8 @@ typedef struct agent_metrics {
 
 const agent_metrics *agent_get_metrics(const agent *a);
 store *agent_get_store(const agent *a);
+/* The node this agent runs its pods on (their spec.nodeName). */
+const char *agent_node_name(const agent *a);
 
 /* ---- user actions (what the API and the CLI do); errs gets field errors ---- */
 
