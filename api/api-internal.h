@@ -211,7 +211,8 @@ enum MHD_Result api__handle_apply(req *r);
 bool api__wants_table(req *r);
 char *api__table_body(req *r, const resource *res, const filter *f);
 json_t *api__table_of(req *r, const resource *res, const void *obj);
-json_t *api__table_of_json(api_server *s, const resource *res, json_t *j, bool whole);
+json_t *api__table_of_one(api_server *s, const resource *res, const void *obj, json_t *j,
+                          bool whole);
 
 /* openapi.c */
 int api__openapi_init(api_server *s);
@@ -232,7 +233,8 @@ void api__authorize(req *r);
 bool api__wants_table(req *r);
 char *api__table_body(req *r, const resource *res, const filter *f);
 json_t *api__table_of(req *r, const resource *res, const void *obj);
-json_t *api__table_of_json(api_server *s, const resource *res, json_t *j, bool whole);
+json_t *api__table_of_one(api_server *s, const resource *res, const void *obj, json_t *j,
+                          bool whole);
 
 /* usage.c: metrics.k8s.io/v1beta1 (kubectl top); seg: the path after the version */
 enum MHD_Result api__handle_usage(req *r, char **seg, size_t n);

@@ -100,32 +100,31 @@ char *api__table_body(req *r, const resource *res, const filter *f) {
         return text ? strprintf("%s\n", text) : NULL;
 }
 
-/* A Table of one object given as its encoding (a watch event's). */
-json_t *api__table_of_json(api_server *s, const resource *res, json_t *j, bool whole) {
+/* A Table of one object (obj; NULL: decoded from its encoding j). */
+json_t *api__table_of_one(api_server *s, const resource *res, const void *obj, json_t *j,
+                          bool whole) {
         const spec_type *t = store_kind_type(res->kind);
         spec_errors errs = {};
-        void *obj = NULL;
+        void *decoded = NULL;
         json_t *tb = NULL, *rw;
 
-        if (spec_decode_new(t, j, &errs, &obj) >= 0) {
+        if (!obj && spec_decode_new(t, j, &errs, &decoded) >= 0)
+                obj = decoded;
+        if (obj) {
                 tb = table(s, res);
                 rw = tb ? row(s, res, obj, j, whole) : NULL;
                 if (!rw || json_array_append_new(json_object_get(tb, "rows"), rw) < 0)
                         tb = (json_decref(tb), NULL);
         }
-        spec_free(t, obj);
+        spec_free(t, decoded);
         spec_errors_done(&errs);
         return tb;
 }
 
 json_t *api__table_of(req *r, const resource *res, const void *obj) {
-        json_t *t = table(r->s, res), *j = api__encode_obj(res->kind, obj), *rw;
+        json_t *j = api__encode_obj(res->kind, obj),
+               *t = j ? api__table_of_one(r->s, res, obj, j, whole_object(r)) : NULL;
 
-        rw = t && j ? row(r->s, res, obj, j, whole_object(r)) : NULL;
         json_decref(j);
-        if (!rw || json_array_append_new(json_object_get(t, "rows"), rw) < 0) {
-                json_decref(t);
-                return NULL;
-        }
         return t;
 }

@@ -102,20 +102,21 @@ static char *event_line(const char *type, json_t *obj) {
         return line;
 }
 
-/* An event of obj (its encoding) as this watcher takes it: the object, or
- * a Table of its one row. */
-static void watch_add_event(watch *w, const char *type, json_t *obj, const char *line) {
+/* An event as this watcher takes it: the object, or a Table of its one
+ * row — from obj where the caller has it, else decoded from its encoding j. */
+static void watch_add_event(watch *w, const char *type, const void *obj, json_t *j,
+                            const char *line) {
         _cleanup_free_ char *own = NULL;
 
         if (w->table) {
-                json_t *t = api__table_of_json(w->s, w->res, obj, w->table == 2);
+                json_t *t = api__table_of_one(w->s, w->res, obj, j, w->table == 2);
                 own = t ? event_line(type, t) : NULL;
                 json_decref(t);
                 if (!own)
                         return; /* a row that cannot be made is left out, as the filter does */
                 line = own;
         } else if (!line)
-                line = own = event_line(type, obj);
+                line = own = event_line(type, j);
         if (line)
                 watch_append(w, line);
 }
@@ -173,7 +174,7 @@ enum MHD_Result api__start_watch(req *r, const resource *res, filter *f) {
                 for (size_t i = 0; refs && i < n; i++) {
                         json_t *item = api__encode_obj(res->kind, refs[i].obj);
                         if (item && api__filter_match(&w->f, item))
-                                watch_add_event(w, "ADDED", item, NULL);
+                                watch_add_event(w, "ADDED", refs[i].obj, item, NULL);
                         json_decref(item);
                 }
         } else {
@@ -201,7 +202,7 @@ enum MHD_Result api__start_watch(req *r, const resource *res, filter *f) {
                                 if (ev && api__filter_match(&w->f, json_object_get(ev, "object")))
                                         watch_add_event(
                                                 w, json_string_value(json_object_get(ev, "type")),
-                                                json_object_get(ev, "object"), c->line);
+                                                NULL, json_object_get(ev, "object"), c->line);
                                 json_decref(ev);
                         }
         }
@@ -260,7 +261,7 @@ void api__on_store_change(store_kind kind, store_change change_type, const void 
                 if (!j && !(j = api__encode_obj(kind, obj)))
                         break;
                 if (api__filter_match(&w->f, j))
-                        watch_add_event(w, types[change_type], j, line);
+                        watch_add_event(w, types[change_type], obj, j, line);
         }
         json_decref(j);
 }
