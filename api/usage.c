@@ -55,6 +55,28 @@ double api__uptime(void) {
         return up;
 }
 
+/* Readings older than this are of pods long gone (or asked about rarely:
+ * their next rate is since the process started, which is still right). */
+#define SAMPLE_STALE (10 * 60 * USEC_PER_SEC)
+
+/* Pods come and go (a crash loop makes a new one each time): when the map
+ * is full, the readings nobody asked for lately go. */
+static void forget_stale(tend_hashmap *h, usec_t now) {
+        _cleanup_strv_free_ char **stale = new0(char *, tend_hashmap_size(h) + 1);
+        size_t n = 0;
+        const char *k;
+        void *v;
+
+        if (!stale)
+                return;
+        /* keys first: the map is not changed while it is walked */
+        for (size_t i = 0; tend_hashmap_next(h, &i, &k, &v);)
+                if (now - ((sample *) v)->at > SAMPLE_STALE && (stale[n] = strdup(k)))
+                        n++;
+        for (size_t i = 0; i < n; i++)
+                free(tend_hashmap_remove(h, stale[i]));
+}
+
 /* CPU use of a pod, in nanocores, from the change since its last read. */
 static uint64_t cpu_rate(api_server *s, const char *uid, uint64_t ticks, uint64_t start,
                          usec_t *ret_window) {
@@ -72,6 +94,8 @@ static uint64_t cpu_rate(api_server *s, const char *uid, uint64_t ticks, uint64_
         }
         if (!s->usage)
                 s->usage = tend_hashmap_new();
+        if (!prev && s->usage && tend_hashmap_size(s->usage) >= SAMPLES_MAX)
+                forget_stale(s->usage, now);
         if (!prev && s->usage && tend_hashmap_size(s->usage) < SAMPLES_MAX &&
             (prev = new0(sample, 1)) && tend_hashmap_put(s->usage, uid, prev, NULL) < 0) {
                 free(prev);
