@@ -7,7 +7,7 @@ set -eu
 
 pkgs="libuv1-dev libyaml-dev libsystemd-dev libcmocka-dev libjansson-dev \
 libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev pkg-config cmake \
-make gcc curl strace jq systemd dbus dbus-user-session util-linux"
+make gcc curl openssl strace jq systemd dbus dbus-user-session util-linux"
 bench=false
 fuzz=false
 for arg in "$@"; do
@@ -31,6 +31,7 @@ have_all() {
     if $fuzz; then have_libfuzzer || return 1; fi
     command -v cmake >/dev/null 2>&1 || return 1
     command -v curl >/dev/null 2>&1 || return 1
+    command -v openssl >/dev/null 2>&1 || return 1
     command -v strace >/dev/null 2>&1 || return 1
     command -v jq >/dev/null 2>&1 || return 1
     # the systemd tests: a user manager with its own bus

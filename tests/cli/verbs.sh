@@ -847,6 +847,18 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" \
     fail "made token, 127.0.0.2: $code"
 tend kubeconfig | grep -q "token: $(cat "$state/tls/token")" && ok "tend kubeconfig gives it" ||
     fail "tend kubeconfig does not give the made token"
+# The user's certificate (here the one tendd made, as any PEM pair): served
+# as given, and the kubeconfig carries no CA of tendd's (the system's then).
+cp "$state/tls/server.crt" "$tmp/user.crt"
+cp "$state/tls/server.key" "$tmp/user.key"
+stop_tendd TERM
+start_tendd --listen 127.0.0.2:45399 --tls-cert "$tmp/user.crt" --tls-key "$tmp/user.key"
+served=$(echo | openssl s_client -connect 127.0.0.2:45399 2>/dev/null | openssl x509 -noout -fingerprint)
+[ -n "$served" ] && [ "$served" = "$(openssl x509 -in "$tmp/user.crt" -noout -fingerprint)" ] &&
+    ok "--tls-cert: that certificate is served" || fail "served: $served"
+tend kubeconfig >"$tmp/kc-user"
+! grep -q certificate-authority-data "$tmp/kc-user" && ok "and the kubeconfig names no CA of tendd's" ||
+    fail "$(cat "$tmp/kc-user")"
 stop_tendd TERM
 start_tendd
 expect_exit 1 "tend kubeconfig with no listener" tend kubeconfig

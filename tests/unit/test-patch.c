@@ -274,6 +274,21 @@ static void test_strategic(void **state) {
         assert_non_null(strstr(e2, "error: containers: an element has no merge key"));
         _cleanup_free_ char *e3 = smp_run(live, "{\"$patch\":\"sideways\"}");
         assert_non_null(strstr(e3, "error: $patch:"));
+        /* bounded: 1001 elements merged into 1001 is more comparisons than allowed */
+        _cleanup_(json_decrefp) json_t *big = json_pack("{s:[]}", "env"),
+                                       *bigp = json_pack("{s:[]}", "env");
+        for (int i = 0; i < 1001; i++) {
+                char name[16];
+                snprintf(name, sizeof name, "V%d", i);
+                json_array_append_new(json_object_get(big, "env"),
+                                      json_pack("{s:s}", "name", name));
+                json_array_append_new(json_object_get(bigp, "env"),
+                                      json_pack("{s:s}", "name", name));
+        }
+        _cleanup_free_ char *err = NULL;
+        assert_null(patch_strategic(big, bigp, &err));
+        assert_non_null(err);
+        assert_non_null(strstr(err, "env: too many elements to merge"));
 }
 
 int main(void) {
