@@ -173,6 +173,22 @@ static spec_deployment *prepare(const spec_deployment *d, const spec_deployment 
         return n;
 }
 
+static bool managed_fields_equal(const spec_meta *a, const spec_meta *b) {
+        _cleanup_(json_decrefp) json_t *x = NULL, *y = NULL;
+
+        if (a->n_managed_fields == 0 && b->n_managed_fields == 0)
+                return true;
+        x = spec_meta_managed_fields_json(a);
+        y = spec_meta_managed_fields_json(b);
+        return x && y && json_equal(x, y);
+}
+
+spec_deployment *agent_apply_stored_form(agent *a, const spec_deployment *d, unsigned flags) {
+        return prepare(
+                d, store_get(a->store, STORE_DEPLOYMENT, d->metadata.namespace, d->metadata.name),
+                flags & AGENT_APPLY_REPLACE);
+}
+
 /* The object an apply of d would store, and whether that is a change. */
 static spec_deployment *to_store(agent *a, const spec_deployment *d, unsigned flags,
                                  agent_apply_result *ret) {
@@ -189,9 +205,10 @@ static spec_deployment *to_store(agent *a, const spec_deployment *d, unsigned fl
         } else if (spec_or_annotations_differ(old, n)) {
                 n->metadata.generation = old->metadata.generation + 1;
                 *ret = AGENT_CONFIGURED;
-        } else if (!spec_map_equal(&old->metadata.labels, &n->metadata.labels)) {
-                /* Labels are not the spec: no new generation (as
-                 * Kubernetes), but they are written. */
+        } else if (!spec_map_equal(&old->metadata.labels, &n->metadata.labels) ||
+                   !managed_fields_equal(&old->metadata, &n->metadata)) {
+                /* Labels and who set what are not the spec: no new
+                 * generation (as Kubernetes), but they are written. */
                 n->metadata.generation = old->metadata.generation;
                 *ret = AGENT_CONFIGURED;
         } else {
@@ -288,18 +305,34 @@ static int update_deployment(agent *a, const char *ns, const char *name,
         return acknowledge(a, store_put(a->store, STORE_DEPLOYMENT, n, NULL));
 }
 
+struct scale {
+        int32_t replicas;
+        json_t *managed;
+};
+
 static int do_scale(agent *a, spec_deployment *d, void *arg) {
-        int32_t replicas = *(int32_t *) arg;
-        if (d->spec.replicas == replicas)
+        struct scale *sc = arg;
+        int r;
+
+        if (d->spec.replicas == sc->replicas)
                 return 0;
-        d->spec.replicas = replicas;
+        d->spec.replicas = sc->replicas;
+        if (sc->managed && (r = spec_meta_set_managed_fields(&d->metadata, sc->managed, NULL)) < 0)
+                return r;
         return 1;
 }
 
-int agent_scale_deployment(agent *a, const char *ns, const char *name, int32_t replicas) {
+int agent_scale_deployment_managed(agent *a, const char *ns, const char *name, int32_t replicas,
+                                   json_t *managed) {
+        struct scale sc = { replicas, managed };
+
         if (replicas < 0)
                 return -EINVAL;
-        return update_deployment(a, ns, name, do_scale, &replicas);
+        return update_deployment(a, ns, name, do_scale, &sc);
+}
+
+int agent_scale_deployment(agent *a, const char *ns, const char *name, int32_t replicas) {
+        return agent_scale_deployment_managed(a, ns, name, replicas, NULL);
 }
 
 static int do_pause(agent *a, spec_deployment *d, void *arg) {

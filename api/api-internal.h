@@ -108,7 +108,8 @@ typedef struct req {
         bool too_large;
         unsigned deny; /* 0, 401 or 403 */
         char *deny_message;
-        char *warning; /* a Warning: header for the answer (kubectl prints it) */
+        char *warning;       /* a Warning: header for the answer (kubectl prints it) */
+        bool fields_tracked; /* managedFields already made (server-side apply) */
 } req;
 
 typedef struct resource {
@@ -157,6 +158,7 @@ enum MHD_Result api__send_status(req *r, unsigned code, const char *reason, cons
         _printf_(4, 5);
 int api__body_docs(req *r, enum MHD_Result *ret, spec_docs *docs);
 json_t *api__body_object(req *r, enum MHD_Result *ret);
+int api__field_validation(req *r, json_t *j, enum MHD_Result *ret);
 json_t *api__body_json(req *r, enum MHD_Result *ret);
 json_t *api__apply_patch(req *r, json_t *cur, enum MHD_Result *ret);
 json_t *api__cause_json(const spec_error *e);
@@ -171,6 +173,24 @@ enum MHD_Result api__send_oom(req *r);
 enum MHD_Result api__not_found(req *r, const resource *res, const char *name);
 void api__count_code(api_server *s, unsigned code);
 const char *api__json_field(json_t *j, const char *path);
+
+/* ssa.c: field managers and server-side apply. */
+/* This request's field manager (new string): fieldManager, else the
+ * client's product name from its User-Agent (kubectl), else "unknown".
+ * NULL with the error answered when fieldManager is not valid or, for an
+ * apply, missing. */
+char *api__field_manager(req *r, bool apply, enum MHD_Result *ret);
+/* d's managedFields made for this request's write of d over what is stored
+ * (an Update, stored by agent_apply_ex with apply_flags); managedFields the request changed are
+ * taken as given, and
+ * [{}] clears them. -1: answered. */
+int api__track_update(req *r, spec_deployment *d, unsigned apply_flags, enum MHD_Result *ret);
+/* The managedFields (a new JSON array) after this request scales the
+ * stored deployment d to replicas: the Scale subresource's Update. NULL:
+ * answered. */
+json_t *api__track_scale(req *r, const spec_deployment *d, int32_t replicas, enum MHD_Result *ret);
+/* PATCH application/apply-patch+yaml on a deployment (obj NULL: creates it). */
+enum MHD_Result api__server_side_apply(req *r, const void *obj, const char *ns, const char *name);
 
 /* selectors.c: label and field selectors, and the sorted lists they filter */
 void api__filter_done(filter *f);

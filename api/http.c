@@ -235,7 +235,8 @@ json_t *api__apply_patch(req *r, json_t *cur, enum MHD_Result *ret) {
                 *ret = api__send_status(r, 415, NULL,
                                         "the PATCH body must be application/merge-patch+json, "
                                         "application/strategic-merge-patch+json or "
-                                        "application/json-patch+json");
+                                        "application/json-patch+json (or, for a deployment, "
+                                        "application/apply-patch+yaml)");
                 return NULL;
         }
         body = api__body_json(r, ret);
@@ -301,6 +302,38 @@ enum MHD_Result api__send_invalid(req *r, const char *qualified, const char *kin
                               api__status_json(422, "Invalid", tend_buf_str(&msg), details));
 }
 
+/* fieldValidation (kubectl sends Strict, or Ignore for --validate=false):
+ * Strict, the default, leaves unknown fields for the decoder to refuse;
+ * Warn and Ignore take them out of j, Warn saying which. -1: answered. */
+int api__field_validation(req *r, json_t *j, enum MHD_Result *ret) {
+        const char *fv = api__arg(r, "fieldValidation");
+
+        if (fv && !streq(fv, "Strict") && !streq(fv, "Warn") && !streq(fv, "Ignore")) {
+                *ret = api__send_status(r, 400, "BadRequest",
+                                        "fieldValidation must be Strict, Warn or Ignore, not %s",
+                                        fv);
+                return -1;
+        }
+        if (fv && !streq(fv, "Strict")) {
+                _cleanup_(json_decrefp) json_t *dropped = json_array();
+                if (!dropped || spec_drop_unknown(&spec_type_deployment, j, dropped) < 0) {
+                        *ret = api__send_oom(r);
+                        return -1;
+                }
+                if (streq(fv, "Warn") && json_array_size(dropped) > 0 && !r->warning) {
+                        _cleanup_buf_ tend_buf w = TEND_BUF_INIT(4096);
+                        size_t i;
+                        json_t *p;
+                        json_array_foreach (dropped, i, p)
+                                (void) tend_buf_addf(&w, "%sunknown field \\\"%s\\\"",
+                                                     i ? ", " : "299 - \"", json_string_value(p));
+                        (void) tend_buf_adds(&w, "\"");
+                        r->warning = tend_buf_take(&w);
+                }
+        }
+        return 0;
+}
+
 /* Decodes, defaults and validates a Deployment from JSON. */
 spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const char *name,
                                         enum MHD_Result *ret) {
@@ -332,33 +365,8 @@ spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const
                         jname, name);
                 return NULL;
         }
-        /* fieldValidation (kubectl sends Strict, or Ignore for
-         * --validate=false): Strict, the default, refuses unknown fields;
-         * Warn and Ignore leave them out, Warn saying which. */
-        const char *fv = api__arg(r, "fieldValidation");
-        if (fv && !streq(fv, "Strict") && !streq(fv, "Warn") && !streq(fv, "Ignore")) {
-                *ret = api__send_status(r, 400, "BadRequest",
-                                        "fieldValidation must be Strict, Warn or Ignore, not %s",
-                                        fv);
+        if (api__field_validation(r, j, ret) < 0)
                 return NULL;
-        }
-        if (fv && !streq(fv, "Strict")) {
-                _cleanup_(json_decrefp) json_t *dropped = json_array();
-                if (!dropped || spec_drop_unknown(&spec_type_deployment, j, dropped) < 0) {
-                        *ret = api__send_oom(r);
-                        return NULL;
-                }
-                if (streq(fv, "Warn") && json_array_size(dropped) > 0 && !r->warning) {
-                        _cleanup_buf_ tend_buf w = TEND_BUF_INIT(4096);
-                        size_t i;
-                        json_t *p;
-                        json_array_foreach (dropped, i, p)
-                                (void) tend_buf_addf(&w, "%sunknown field \\\"%s\\\"",
-                                                     i ? ", " : "299 - \"", json_string_value(p));
-                        (void) tend_buf_adds(&w, "\"");
-                        r->warning = tend_buf_take(&w);
-                }
-        }
         if (spec_decode_new(&spec_type_deployment, j, &errs, (void **) &d) < 0) {
                 *ret = api__send_invalid(r, "deployments.apps", "Deployment", jname ?: name, &errs);
                 spec_errors_done(&errs);
@@ -392,6 +400,10 @@ enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_co
         bool dry_run = streq_ptr(api__arg(r, "dryRun"), "All");
         int rr;
 
+        if (api__track_update(r, d, AGENT_APPLY_REPLACE, &ret) < 0) {
+                spec_deployment_free(d);
+                return ret;
+        }
         rr = dry_run ? agent_apply_preview(s->agent, d, AGENT_APPLY_REPLACE, &errs, &preview)
                      : agent_apply_ex(s->agent, &d, 1, &errs, &res, AGENT_APPLY_REPLACE);
         if (rr == -EINVAL)

@@ -188,9 +188,16 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
                 return ret;
         }
         json_decref(patched);
-        rr = res->kind == STORE_DEPLOYMENT
-                     ? agent_scale_deployment(s->agent, ns, name, (int32_t) want)
-                     : agent_scale_replica_set(s->agent, ns, name, (int32_t) want);
+        if (res->kind == STORE_DEPLOYMENT) {
+                /* spec.replicas becomes the scaler's (an Update of the
+                 * scale subresource), as on the API server. */
+                _cleanup_(json_decrefp)
+                        json_t *managed = api__track_scale(r, obj, (int32_t) want, &ret);
+                if (!managed)
+                        return ret;
+                rr = agent_scale_deployment_managed(s->agent, ns, name, (int32_t) want, managed);
+        } else
+                rr = agent_scale_replica_set(s->agent, ns, name, (int32_t) want);
         if (rr < 0)
                 return api__send_status(r, 500, NULL, "scaling: %s", strerror(-rr));
         agent_kick(s->agent);
@@ -460,6 +467,10 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
                                         "%s is not allowed on %s: tendd manages them "
                                         "(scale ReplicaSets through /scale)",
                                         method, res->plural);
+        if (streq(method, "PATCH") &&
+            startswith(strempty(api__header(r, MHD_HTTP_HEADER_CONTENT_TYPE)),
+                       "application/apply-patch+yaml"))
+                return api__server_side_apply(r, obj, ns, name);
         if (!obj)
                 return api__not_found(r, res, name);
 
@@ -565,6 +576,8 @@ enum MHD_Result api__handle_apply(req *r) {
                                 ds[i]->spec.replicas = cur->spec.replicas;
                         if (cur && !json_object_get(spec, "paused"))
                                 ds[i]->spec.paused = cur->spec.paused;
+                        if (api__track_update(r, ds[i], 0, &ret) < 0)
+                                ds[i] = spec_deployment_free(ds[i]);
                 }
                 if (!ds[i]) {
                         for (size_t k = 0; k < i; k++)

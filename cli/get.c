@@ -25,7 +25,21 @@ typedef struct get_ctx {
         size_t n_ns;
         tend_hashmap *revisions; /* pods -o wide: "ns/rs" → revision (owned) */
         bool header_printed;
+        bool show_managed_fields;
 } get_ctx;
+
+/* As kubectl: metadata.managedFields is left out of -o json|yaml unless
+ * asked for (--show-managed-fields); j is an object or a List. */
+static void hide_managed_fields(const get_ctx *g, json_t *j) {
+        json_t *items = json_object_get(j, "items"), *item;
+        size_t i;
+
+        if (g->show_managed_fields)
+                return;
+        json_object_del(json_object_get(j, "metadata"), "managedFields");
+        json_array_foreach (items, i, item)
+                json_object_del(json_object_get(item, "metadata"), "managedFields");
+}
 
 static void header(get_ctx *g) {
         const spec_column *c;
@@ -62,6 +76,8 @@ static const char *name_of(json_t *j) {
 static int print_one(get_ctx *g, json_t *j) {
         void *obj;
 
+        if (g->out == OUT_JSON || g->out == OUT_YAML)
+                hide_managed_fields(g, j);
         switch (g->out) {
         case OUT_JSON:
                 cli_print_json(j);
@@ -192,6 +208,7 @@ int cli_get(int argc, char **argv) {
                 { "watch", no_argument, NULL, 'w' },
                 { "all-namespaces", no_argument, NULL, 'A' },
                 { "namespace", required_argument, NULL, 'n' },
+                { "show-managed-fields", no_argument, NULL, 'M' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -231,6 +248,9 @@ int cli_get(int argc, char **argv) {
                 case 'w':
                         watch = true;
                         break;
+                case 'M':
+                        g.show_managed_fields = true;
+                        break;
                 case 'A':
                         g.all_namespaces = true;
                         break;
@@ -239,7 +259,7 @@ int cli_get(int argc, char **argv) {
                         break;
                 case 'h':
                         printf("Usage: tend get TYPE [NAME] [-l SELECTOR] [-o wide|json|yaml|name] "
-                               "[-w] [-A]\n\n"
+                               "[-w] [-A] [--show-managed-fields]\n\n"
                                "TYPE: deployments (deploy), replicasets (rs), pods (po), events "
                                "(ev).\n\n"
                                "  -l, --selector SEL     only objects whose labels match "
@@ -248,7 +268,9 @@ int cli_get(int argc, char **argv) {
                                "  -w, --watch            after the list, print changes as they "
                                "happen\n"
                                "  -A, --all-namespaces   every namespace\n"
-                               "  -n, --namespace NS     the namespace (default: default)\n");
+                               "  -n, --namespace NS     the namespace (default: default)\n"
+                               "      --show-managed-fields  keep metadata.managedFields (who "
+                               "set which fields) in -o json|yaml\n");
                         return 0;
                 default:
                         return 2;
@@ -330,6 +352,7 @@ int cli_get(int argc, char **argv) {
                 if (n_names > 1 && (g.out == OUT_JSON || g.out == OUT_YAML)) {
                         json_t *l = json_pack("{s:s, s:s, s:o, s:{}}", "apiVersion", "v1", "kind",
                                               "List", "items", list, "metadata");
+                        hide_managed_fields(&g, l);
                         if (g.out == OUT_JSON)
                                 cli_print_json(l);
                         else
@@ -366,6 +389,8 @@ int cli_get(int argc, char **argv) {
                 return 1;
         }
         header(&g);
+        if (g.out == OUT_JSON || g.out == OUT_YAML)
+                hide_managed_fields(&g, resp);
         if (g.out == OUT_JSON && !watch)
                 cli_print_json(resp);
         else if (g.out == OUT_YAML && !watch)

@@ -369,6 +369,9 @@ static void free_fields(const spec_type *t, void *p) {
                 case SK_PTR:
                         spec_free(f->type, *(void **) v);
                         break;
+                case SK_JSON:
+                        json_decref(*(json_t **) v);
+                        break;
                 case SK_ARRAY: {
                         char *items = *(char **) v;
                         size_t n = *FIELD_COUNT(p, f);
@@ -421,6 +424,7 @@ static void clear_owned(const spec_type *t, void *p) {
                 case SK_STRING:
                 case SK_STRV:
                 case SK_PTR:
+                case SK_JSON:
                         *(void **) v = NULL;
                         break;
                 case SK_INTSTR:
@@ -467,6 +471,7 @@ int spec__copy_into(const spec_type *t, void *dst, const void *src) {
                 case SK_MAP:
                 case SK_PTR:
                 case SK_ARRAY:
+                case SK_JSON:
                         break;
                 case SK_STRUCT:
                         r = spec__copy_into(f->type, d, s);
@@ -515,6 +520,13 @@ int spec__copy_into(const spec_type *t, void *dst, const void *src) {
                         const void *sp = *(void *const *) s;
                         *(void **) d = NULL;
                         if (sp && !(*(void **) d = spec_copy(f->type, sp)))
+                                return -ENOMEM;
+                        break;
+                }
+                case SK_JSON: {
+                        json_t *sj = *(json_t *const *) s;
+                        *(json_t **) d = NULL;
+                        if (sj && !(*(json_t **) d = json_deep_copy(sj)))
                                 return -ENOMEM;
                         break;
                 }
@@ -628,6 +640,12 @@ bool spec_equal(const spec_type *t, const void *a, const void *b) {
                         for (size_t i = 0; i < n; i++)
                                 if (!spec_equal(f->type, ia + i * sz, ib + i * sz))
                                         return false;
+                        break;
+                }
+                case SK_JSON: {
+                        json_t *p = *(json_t *const *) x, *q = *(json_t *const *) y;
+                        if (p != q && (!p || !q || !json_equal(p, q)))
+                                return false;
                         break;
                 }
                 case SK_UNSUPPORTED:
@@ -775,6 +793,10 @@ static int encode_into(const spec_type *t, const void *p, json_t *o) {
                 case SK_PTR:
                         if (*(void *const *) v)
                                 r = set_new(o, f->name, encode_struct(f->type, *(void *const *) v));
+                        break;
+                case SK_JSON:
+                        if (*(json_t *const *) v)
+                                r = set_new(o, f->name, json_deep_copy(*(json_t *const *) v));
                         break;
                 case SK_ARRAY: {
                         size_t n = *FIELD_CCOUNT(p, f), sz = f->type->size;
@@ -1147,6 +1169,12 @@ static void decode_field(decoder *d, const spec_field *f, json_t *j, void *base)
                 }
                 break;
         }
+        case SK_JSON:
+                if (!json_is_object(j))
+                        dec_type_error(d, j, "an object");
+                else if (!(*(json_t **) v = json_deep_copy(j)))
+                        d->oom = true;
+                break;
         case SK_UNSUPPORTED:
                 if (f->note)
                         dec_error(d, "Forbidden: not supported by tend: %s", f->note);

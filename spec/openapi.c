@@ -134,6 +134,16 @@ static const struct {
           "Failures in a row that make the pod unready, or for "
           "liveness, replaced (default 3)." },
         { "Probe", "successThreshold", "Successes in a row that make it ready (default 1)." },
+        { "ObjectMeta", "managedFields",
+          "Who set which fields, one entry per field manager and operation "
+          "(server-side apply). Written by tendd; a write that changes it is "
+          "taken as given, and [] clears it." },
+        { "ManagedFieldsEntry", "manager",
+          "The field manager (fieldManager, else the client's name)." },
+        { "ManagedFieldsEntry", "operation",
+          "Apply (server-side apply) or Update (any other write)." },
+        { "ManagedFieldsEntry", "fieldsV1",
+          "The fields it set: f:<field>, k:<list item by key>, . for the item itself." },
         { "Pod", NULL,
           "A pod is one local process (or systemd unit) that a ReplicaSet runs; "
           "tendd makes and replaces pods, so they are not created by hand." },
@@ -212,6 +222,9 @@ static json_t *field_schema(const spec_field *f, json_t *schemas) {
                                          spec_list_merge_key(f->name));
                 return json_pack("{s:s, s:o, s:s}", "type", "array", "items", ref(name),
                                  "x-kubernetes-list-type", "atomic");
+        case SK_JSON:
+                return json_pack("{s:s, s:b}", "type", "object",
+                                 "x-kubernetes-preserve-unknown-fields", true);
         case SK_UNSUPPORTED:
                 break;
         }

@@ -42,6 +42,8 @@ static const char *const restart_names[] = { "Always", "OnFailure", "Never" };
 static const char *const runtime_names[] = { "process", "systemd" };
 static const char *const phase_names[] = { "Pending", "Running", "Succeeded", "Failed", "Unknown" };
 static const char *const op_names[] = { "In", "NotIn", "Exists", "DoesNotExist" };
+static const char *const manage_op_names[] = { "Apply", "Update" };
+static const char *const fields_type_names[] = { "FieldsV1" };
 
 #define ENUM_STRING(fn, names)                                                                   \
         const char *fn(int v) {                                                                  \
@@ -70,6 +72,15 @@ TYPE(t_owner_ref, "OwnerReference", spec_owner_ref,
      F_BOOL("controller", spec_owner_ref, controller, .flags = SF_OMITEMPTY),
      F_BOOL("blockOwnerDeletion", spec_owner_ref, block_owner_deletion, .flags = SF_OMITEMPTY));
 
+TYPE(t_managed_fields, "ManagedFieldsEntry", spec_managed_fields,
+     F_STR("manager", spec_managed_fields, manager),
+     F_ENUM("operation", spec_managed_fields, operation, manage_op_names),
+     F_STR("apiVersion", spec_managed_fields, api_version),
+     F_TIME("time", spec_managed_fields, time),
+     F_ENUM("fieldsType", spec_managed_fields, fields_type, fields_type_names),
+     F("fieldsV1", SK_JSON, spec_managed_fields, fields_v1),
+     F_STR("subresource", spec_managed_fields, subresource));
+
 TYPE(t_meta, "ObjectMeta", spec_meta,
      F_STR("name", spec_meta, name),
      F_STR("namespace", spec_meta, namespace),
@@ -84,7 +95,7 @@ TYPE(t_meta, "ObjectMeta", spec_meta,
      F_ARR("ownerReferences", spec_meta, owner_references, t_owner_ref),
      F_NO("generateName", "set metadata.name"),
      F_NO("finalizers", NOT_TEND),
-     F_NO("managedFields", "there is no server-side apply; remove it"),
+     F_ARR("managedFields", spec_meta, managed_fields, t_managed_fields),
      F_NO("selfLink", NOT_TEND));
 
 /* A pod template's metadata: only what is copied to pods. */
@@ -464,3 +475,35 @@ const spec_type spec_type_event = {
         .fields = t_event_fields,
 };
 /* clang-format on */
+
+/* ---- managedFields ------------------------------------------------------------------ */
+
+int spec_meta_set_managed_fields(spec_meta *m, json_t *managed, spec_errors *errs) {
+        _cleanup_(json_decrefp) json_t *w = json_pack("{s:O}", "managedFields", managed);
+        spec_errors local = {};
+        spec_meta tmp;
+        int r;
+
+        if (!w)
+                return -ENOMEM;
+        spec__init(&t_meta, &tmp);
+        r = spec_decode(&t_meta, w, &tmp, errs ?: &local);
+        spec_errors_done(&local);
+        if (r >= 0) {
+                for (size_t i = 0; i < m->n_managed_fields; i++)
+                        spec_done(&t_managed_fields, &m->managed_fields[i]);
+                free(m->managed_fields);
+                m->managed_fields = TAKE_PTR(tmp.managed_fields);
+                m->n_managed_fields = tmp.n_managed_fields;
+                tmp.n_managed_fields = 0;
+        }
+        spec_done(&t_meta, &tmp);
+        return r;
+}
+
+json_t *spec_meta_managed_fields_json(const spec_meta *m) {
+        _cleanup_(json_decrefp) json_t *j = spec_encode(&t_meta, m);
+        json_t *a = json_object_get(j, "managedFields");
+
+        return a ? json_incref(a) : j ? json_array() : NULL;
+}

@@ -170,6 +170,86 @@ k get pods -l app=web -o json | jq -e '[.items[] | select(.status.phase == "Runn
     >/dev/null && ok "3 pods of v2, each with its leased port" || fail "$(k get pods -l app=web -o wide)"
 expect_exit 0 "delete web" k delete deploy web
 
+echo "== server-side apply: managers, conflicts, --force-conflicts, pruning"
+cat >"$tmp/ssa.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ssa, labels: {team: a}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: ssa}}
+  template:
+    metadata: {labels: {app: ssa}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        command: ["$testprog", "sleep"]
+        env:
+        - {name: TEST_MARKER, value: "$tmp"}
+        - {name: B, value: "2"}
+YAML
+mf() { k get deploy ssa -o json --show-managed-fields | jq -c "$1"; }
+expect_exit 0 "apply --server-side creates" k apply --server-side -f "$tmp/ssa.yaml"
+expect_grep "deployment.apps/ssa serverside-applied" "$tmp/out" "kubectl says serverside-applied"
+[ "$(mf '[.metadata.managedFields[] | [.manager, .operation]]')" = '[["kubectl","Apply"]]' ] &&
+    ok "managedFields: kubectl, Apply" || fail "$(mf .metadata.managedFields)"
+[ "$(mf '.metadata.managedFields[0].fieldsV1["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"main\"}"]["f:env"] | keys')" = \
+    '["k:{\"name\":\"B\"}","k:{\"name\":\"TEST_MARKER\"}"]' ] &&
+    ok "fieldsV1 keys containers and env by name" || fail "$(mf .metadata.managedFields)"
+k get deploy ssa -o yaml >"$tmp/ssa-plain.yaml"
+! grep -q managedFields "$tmp/ssa-plain.yaml" && ok "hidden from -o yaml, as on a cluster" ||
+    fail "managedFields shown without --show-managed-fields"
+expect_exit 0 "kubectl scale" k scale deploy ssa --replicas=3
+[ "$(mf '[.metadata.managedFields[] | select(.subresource == "scale") | .fieldsV1]')" = '[{"f:spec":{"f:replicas":{}}}]' ] &&
+    ok "the scale owns spec.replicas now" || fail "$(mf .metadata.managedFields)"
+expect_exit 1 "apply --server-side of another replicas" k apply --server-side -f "$tmp/ssa.yaml"
+expect_grep 'Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps/v1 at .*: .spec.replicas' \
+    "$tmp/err" "a conflict names the field and its manager"
+expect_grep "force-conflicts" "$tmp/err" "kubectl's advice follows (a 409 Conflict)"
+[ "$(k get deploy ssa -o jsonpath='{.spec.replicas}')" = 3 ] && ok "a conflict changes nothing" ||
+    fail "replicas changed"
+expect_exit 0 "apply --server-side --force-conflicts" k apply --server-side --force-conflicts -f "$tmp/ssa.yaml"
+[ "$(k get deploy ssa -o jsonpath='{.spec.replicas}')" = 2 ] && ok "forced: replicas 2" || fail "replicas not 2"
+[ "$(mf '[.metadata.managedFields[] | select(.subresource == "scale")] | length')" = 0 ] &&
+    ok "and the scale's entry is gone (it owned nothing else)" || fail "$(mf .metadata.managedFields)"
+expect_exit 0 "kubectl set env (another manager)" k set env deploy/ssa C=3
+sed '/name: B, value/d' "$tmp/ssa.yaml" >"$tmp/ssa2.yaml"
+expect_exit 1 "diff --server-side of a dropped env var" k diff --server-side -f "$tmp/ssa2.yaml"
+expect_grep '^-  *value: "2"' "$tmp/out" "diff shows B going"
+expect_exit 0 "apply --server-side without B" k apply --server-side -f "$tmp/ssa2.yaml"
+envs_ssa() { k get deploy ssa -o json | jq -c '[.spec.template.spec.containers[0].env[].name]'; }
+[ "$(envs_ssa)" = '["TEST_MARKER","C"]' ] &&
+    ok "B, applied before and not now, is removed; C, set by another manager, stays" ||
+    fail "env: $(envs_ssa)"
+expect_exit 0 "a second manager applies the same value" k apply --server-side --field-manager=ci -f "$tmp/ssa2.yaml"
+[ "$(mf '[.metadata.managedFields[] | select(.operation == "Apply") | .manager] | sort')" = '["ci","kubectl"]' ] &&
+    ok "same values: shared, no conflict" || fail "$(mf .metadata.managedFields)"
+sed 's/"sleep"\]/"sleep", "x"]/' "$tmp/ssa2.yaml" >"$tmp/ssa3.yaml"
+expect_exit 1 "ci changes the command kubectl applied" k apply --server-side --field-manager=ci -f "$tmp/ssa3.yaml"
+expect_grep 'conflict with "kubectl": .spec.template.spec.containers\[name="main"\].command' "$tmp/err" \
+    "a conflict inside a container is named by its key"
+sed 's/name: ssa,/name: other,/' "$tmp/ssa.yaml" >"$tmp/ssa-wrong.yaml"
+curl -s -o "$tmp/body" -w '%{http_code}' --cacert "$state/tls/ca.crt" \
+    -H "Authorization: Bearer $(cat "$state/tls/token")" -X PATCH \
+    -H 'Content-Type: application/apply-patch+yaml' --data-binary @"$tmp/ssa.yaml" \
+    "https://127.0.0.1:$port/apis/apps/v1/namespaces/default/deployments/ssa" >"$tmp/code"
+[ "$(cat "$tmp/code")" = 422 ] && grep -q "fieldManager: Required value" "$tmp/body" &&
+    ok "an apply without fieldManager: 422 naming it" || fail "$(cat "$tmp/code") $(cat "$tmp/body")"
+expect_exit 0 "delete ssa" k delete deploy ssa --wait=false
+# A deployment made by client-side apply moves to server-side apply as on a
+# cluster: kubectl rewrites its managedFields (a JSON patch) after the apply.
+sed 's/name: ssa,/name: csa,/; s/app: ssa/app: csa/g' "$tmp/ssa.yaml" >"$tmp/csa.yaml"
+expect_exit 0 "kubectl apply (client-side)" k apply -f "$tmp/csa.yaml"
+mfc() { k get deploy csa -o json --show-managed-fields | jq -c "$1"; }
+[ "$(mfc '[.metadata.managedFields[] | [.manager, .operation]]')" = '[["kubectl-client-side-apply","Update"]]' ] &&
+    ok "client-side apply: an Update by kubectl-client-side-apply" || fail "$(mfc .metadata.managedFields)"
+expect_exit 0 "then apply --server-side" k apply --server-side -f "$tmp/csa.yaml"
+[ "$(mfc '[.metadata.managedFields[] | select(.manager == "kubectl-client-side-apply")] | length')" = 0 ] &&
+    [ "$(mfc '[.metadata.managedFields[] | select(.manager == "kubectl") | .operation]')" = '["Apply"]' ] &&
+    ok "migrated: kubectl owns the fields by Apply" || fail "$(mfc .metadata.managedFields)"
+expect_exit 0 "delete csa" k delete deploy csa --wait=false
+
 echo "== logs"
 pod=$(k get pods -l app=stub -o json | jq -r '[.items[] | select(.status.phase == "Running" and
     .metadata.deletionTimestamp == null)][0].metadata.name')

@@ -1219,6 +1219,52 @@ static void test_drop_unknown(void **state) {
         json_decref(j);
 }
 
+/* metadata.managedFields: typed entries with fieldsV1 kept as given, through
+ * decode, copy, equality and encode (what the store keeps); bad entries are
+ * refused with their path. */
+static void test_managed_fields(void **state) {
+        static const char *const text =
+                "{\"metadata\":{\"name\":\"w\",\"managedFields\":[{\"manager\":\"kubectl\","
+                "\"operation\":\"Apply\",\"apiVersion\":\"apps/v1\",\"time\":"
+                "\"2026-12-04T08:00:00Z\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{"
+                "\"f:spec\":{\"f:replicas\":{}}}}]}}";
+        json_error_t e;
+        _cleanup_(json_decrefp) json_t *j = json_loads(text, 0, &e), *back = NULL, *arr = NULL;
+        spec_errors errs = {};
+        spec_deployment *d = NULL, *c;
+
+        (void) state;
+        assert_int_equal(spec_decode_new(&spec_type_deployment, j, &errs, (void **) &d), 0);
+        assert_int_equal(d->metadata.n_managed_fields, 1);
+        assert_int_equal(d->metadata.managed_fields[0].operation, SPEC_MANAGE_APPLY);
+        c = spec_deployment_copy(d);
+        assert_true(spec_equal(&spec_type_deployment, c, d));
+        back = spec_encode(&spec_type_deployment, c);
+        assert_true(json_equal(json_object_get(json_object_get(back, "metadata"), "managedFields"),
+                               json_object_get(json_object_get(j, "metadata"), "managedFields")));
+        /* replaced from JSON */
+        arr = json_loads("[{\"manager\":\"b\",\"operation\":\"Update\",\"fieldsV1\":{}}]", 0, &e);
+        assert_int_equal(spec_meta_set_managed_fields(&c->metadata, arr, NULL), 0);
+        assert_string_equal(c->metadata.managed_fields[0].manager, "b");
+        assert_false(spec_equal(&spec_type_deployment, c, d));
+        spec_deployment_free(c);
+        spec_deployment_free(d);
+
+        json_t *bad = json_loads("{\"metadata\":{\"managedFields\":[{\"operation\":\"Merge\"},"
+                                 "{\"fieldsV1\":[]}]}}",
+                                 0, &e);
+        d = NULL;
+        assert_int_equal(spec_decode_new(&spec_type_deployment, bad, &errs, (void **) &d), -EINVAL);
+        assert_null(d);
+        _cleanup_free_ char *e0 = spec_error_format(&errs.items[0]),
+                            *e1 = spec_error_format(&errs.items[1]);
+        assert_non_null(strstr(e0, "metadata.managedFields[0].operation: Unsupported value"));
+        assert_non_null(strstr(e1, "metadata.managedFields[1].fieldsV1: Invalid value: []: must be "
+                                   "an object"));
+        spec_errors_done(&errs);
+        json_decref(bad);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_positions),
@@ -1249,6 +1295,7 @@ int main(void) {
                 cmocka_unit_test(test_hostile_garbage),
                 cmocka_unit_test(test_openapi_schema),
                 cmocka_unit_test(test_drop_unknown),
+                cmocka_unit_test(test_managed_fields),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -160,6 +160,9 @@ int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *
  * same checks, nothing written; *ret is new. */
 int agent_apply_preview(agent *a, const spec_deployment *d, unsigned flags, spec_errors *errs,
                         spec_deployment **ret);
+/* d as an apply with flags would store it, the agent's annotations kept
+ * (new; NULL: out of memory); nothing is checked or written. */
+spec_deployment *agent_apply_stored_form(agent *a, const spec_deployment *d, unsigned flags);
 /* Deletes a deployment; its ReplicaSets and pods follow (background
  * cascade, graceful stops). -ENOENT if there is none. */
 int agent_delete_deployment(agent *a, const char *ns, const char *name);
@@ -167,6 +170,10 @@ int agent_delete_deployment(agent *a, const char *ns, const char *name);
  * deletionTimestamp, until no pod of it runs; then it goes. */
 int agent_delete_deployment_foreground(agent *a, const char *ns, const char *name);
 int agent_scale_deployment(agent *a, const char *ns, const char *name, int32_t replicas);
+/* The same, its metadata.managedFields replaced by managed (a JSON array)
+ * in the same write, when the count changes. */
+int agent_scale_deployment_managed(agent *a, const char *ns, const char *name, int32_t replicas,
+                                   json_t *managed);
 /* Hand-scaling a ReplicaSet is allowed (and the deployment puts it back). */
 int agent_scale_replica_set(agent *a, const char *ns, const char *name, int32_t replicas);
 /* Deletes a ReplicaSet (its pods follow; its deployment, if any, makes a new

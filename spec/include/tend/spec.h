@@ -150,6 +150,25 @@ typedef struct spec_owner_ref {
         bool block_owner_deletion;
 } spec_owner_ref;
 
+/* Who set which fields (server-side apply): one manager's set, as
+ * Kubernetes writes it (fieldsV1: {"f:spec": {"f:replicas": {}}}). */
+typedef enum spec_manage_op {
+        SPEC_MANAGE_APPLY,
+        SPEC_MANAGE_UPDATE,
+        _SPEC_MANAGE_OP_MAX,
+        _SPEC_MANAGE_OP_INVALID = -EINVAL,
+} spec_manage_op;
+
+typedef struct spec_managed_fields {
+        char *manager;
+        spec_manage_op operation;
+        char *api_version;
+        usec_t time;
+        int fields_type;   /* 0: FieldsV1, the only one */
+        json_t *fields_v1; /* an object, kept as given */
+        char *subresource;
+} spec_managed_fields;
+
 typedef struct spec_meta {
         char *name;
         char *namespace;
@@ -163,7 +182,16 @@ typedef struct spec_meta {
         spec_map annotations;
         spec_owner_ref *owner_references;
         size_t n_owner_references;
+        spec_managed_fields *managed_fields;
+        size_t n_managed_fields;
 } spec_meta;
+
+/* m's managedFields replaced by the JSON array managed, decoded (errors to
+ * errs, which may be NULL); m is unchanged on error. */
+int spec_meta_set_managed_fields(spec_meta *m, json_t *managed, spec_errors *errs);
+/* m's managedFields as JSON (a new reference; [] when none; NULL: out of
+ * memory). */
+json_t *spec_meta_managed_fields_json(const spec_meta *m);
 
 /* The one ownerReference with controller: true, or NULL. */
 const spec_owner_ref *spec_meta_controller(const spec_meta *m);

@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+
+/* Field managers and server-side apply: every write of a deployment records
+ * who set which fields (metadata.managedFields, as Kubernetes keeps it), and
+ * PATCH application/apply-patch+yaml applies a manager's whole intent with
+ * conflicts against the others (fields.c holds the algebra). */
+
+#include <inttypes.h>
+
+#include "api-internal.h"
+#include "fields.h"
+
+#define MANAGER_MAX 128
+
+static bool utf8_valid(const char *s) {
+        size_t n = strlen(s);
+
+        for (size_t i = 0, l; i < n; i += l)
+                if (!(l = utf8_char_len(s + i, n - i)))
+                        return false;
+        return true;
+}
+
+static void now_string(char buf[static TIMESTAMP_MAX]) {
+        format_timestamp(buf, now_realtime() / USEC_PER_SEC * USEC_PER_SEC);
+}
+
+char *api__field_manager(req *r, bool apply, enum MHD_Result *ret) {
+        const char *fm = api__arg(r, "fieldManager"), *ua;
+
+        if (fm) {
+                bool printable = true;
+                for (const char *p = fm; *p; p++)
+                        if ((unsigned char) *p < 0x20 || *p == 0x7f)
+                                printable = false;
+                if (!*fm || strlen(fm) > MANAGER_MAX || !printable || !utf8_valid(fm)) {
+                        *ret = api__send_status(
+                                r, 422, "Invalid",
+                                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Invalid "
+                                "value: must be 1 to %d printable characters",
+                                MANAGER_MAX);
+                        return NULL;
+                }
+                return strdup(fm) ?: (*ret = api__send_oom(r), NULL);
+        }
+        if (apply) {
+                *ret = api__send_status(r, 422, "Invalid",
+                                        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: "
+                                        "Required value: is required for apply patch (kubectl "
+                                        "apply --server-side sends it; add ?fieldManager=NAME)");
+                return NULL;
+        }
+        /* As the API server: the product of the User-Agent (kubectl/v1.32.0
+         * (linux/amd64) … → kubectl), at most 128 bytes. */
+        ua = api__header(r, "User-Agent");
+        size_t n = ua ? strcspn(ua, "/ ") : 0;
+        if (n > MANAGER_MAX)
+                n = MANAGER_MAX;
+        char *m = n ? strndup(ua, n) : strdup("unknown");
+        if (m && !utf8_valid(m)) {
+                free(m);
+                m = strdup("unknown");
+        }
+        return m ?: (*ret = api__send_oom(r), NULL);
+}
+
+/* The stored deployment as JSON (NULL when there is none); *ret_oom when it
+ * could not be encoded. */
+static json_t *stored_json(req *r, const char *ns, const char *name, bool *ret_oom) {
+        const void *old = store_get(r->s->store, STORE_DEPLOYMENT, ns, name);
+        json_t *j = old ? api__encode_obj(STORE_DEPLOYMENT, old) : NULL;
+
+        *ret_oom = old && !j;
+        return j;
+}
+
+/* A single entry with nothing in it: "clear them all", as Kubernetes. */
+static bool is_reset(json_t *given) {
+        json_t *e = json_array_get(given, 0);
+        return json_array_size(given) == 1 && json_object_size(e) == 0;
+}
+
+int api__track_update(req *r, spec_deployment *d, unsigned flags, enum MHD_Result *ret) {
+        _cleanup_(json_decrefp) json_t *old = NULL, *new = NULL, *given = NULL, *base = NULL,
+                                       *ov = NULL, *nv = NULL, *managed = NULL;
+        _cleanup_free_ char *manager = NULL, *err = NULL;
+        char now[TIMESTAMP_MAX];
+        spec_errors errs = {};
+        bool oom;
+
+        if (r->fields_tracked)
+                return 0;
+        manager = api__field_manager(r, false, ret);
+        if (!manager)
+                return -1;
+        old = stored_json(r, d->metadata.namespace, d->metadata.name, &oom);
+        /* Compared as it will be stored: annotations the agent keeps
+         * (revision, a restart) are no change. */
+        spec_deployment *stored = agent_apply_stored_form(r->s->agent, d, flags);
+        new = stored ? api__encode_obj(STORE_DEPLOYMENT, stored) : NULL;
+        spec_deployment_free(stored);
+        if (oom || !new)
+                goto oom;
+        /* What the request says of managedFields: nothing (or the stored
+         * ones, as any patch of the stored object has): the stored ones;
+         * [{}]: none; others: those, checked. */
+        given = json_incref(json_object_get(json_object_get(new, "metadata"), "managedFields"));
+        base = json_incref(json_object_get(json_object_get(old, "metadata"), "managedFields"));
+        if (given && is_reset(given)) {
+                json_decref(base);
+                base = json_array();
+        } else if (given && !json_equal(given, base)) {
+                if (fields_check(given, &err) < 0) {
+                        if (!err)
+                                goto oom;
+                        *ret = api__send_status(r, 422, "Invalid",
+                                                "Deployment.apps \"%s\" is invalid: %s",
+                                                d->metadata.name, err);
+                        return -1;
+                }
+                json_decref(base);
+                base = json_incref(given);
+        }
+        now_string(now);
+        ov = old ? fields_view(old) : NULL;
+        nv = fields_view(new);
+        if ((old && !ov) || !nv)
+                goto oom;
+        managed = fields_update(base, ov, nv, manager, NULL, now);
+        if (!managed || spec_meta_set_managed_fields(&d->metadata, managed, &errs) < 0) {
+                spec_errors_done(&errs);
+                goto oom;
+        }
+        return 0;
+oom:
+        *ret = api__send_oom(r);
+        return -1;
+}
+
+json_t *api__track_scale(req *r, const spec_deployment *d, int32_t replicas, enum MHD_Result *ret) {
+        _cleanup_(json_decrefp) json_t *old = api__encode_obj(STORE_DEPLOYMENT, d), *ov = NULL,
+                                       *nv = NULL;
+        _cleanup_free_ char *manager = api__field_manager(r, false, ret);
+        char now[TIMESTAMP_MAX];
+        json_t *m;
+
+        if (!manager)
+                return NULL;
+        ov = old ? fields_view(old) : NULL;
+        nv = ov ? json_deep_copy(ov) : NULL;
+        if (!nv || json_object_set_new(json_object_get(nv, "spec"), "replicas",
+                                       json_integer(replicas)) < 0) {
+                *ret = api__send_oom(r);
+                return NULL;
+        }
+        now_string(now);
+        m = fields_update(json_object_get(json_object_get(old, "metadata"), "managedFields"), ov,
+                          nv, manager, "scale", now);
+        if (!m)
+                *ret = api__send_oom(r);
+        return m;
+}
+
+/* 409 as the API server words an apply conflict; kubectl adds its advice
+ * (--force-conflicts) when it sees one. */
+static enum MHD_Result send_conflicts(req *r, json_t *conflicts) {
+        _cleanup_buf_ tend_buf msg = TEND_BUF_INIT(1 << 20);
+        json_t *causes = json_array(), *c;
+        size_t i, n = json_array_size(conflicts);
+
+        if (!causes)
+                return api__send_oom(r);
+        json_array_foreach (conflicts, i, c) {
+                const char *who = json_string_value(json_object_get(c, "manager")),
+                           *field = json_string_value(json_object_get(c, "field"));
+                _cleanup_free_ char *m = strprintf("conflict with %s", strna(who));
+                json_array_append_new(causes, json_pack("{s:s, s:s?, s:s}", "reason",
+                                                        "FieldManagerConflict", "message", m,
+                                                        "field", strna(field)));
+                if (n == 1)
+                        (void) tend_buf_addf(&msg,
+                                             "Apply failed with 1 conflict: conflict with %s: %s",
+                                             strna(who), strna(field));
+                else {
+                        const char *prev = i ? json_string_value(json_object_get(
+                                                       json_array_get(conflicts, i - 1), "manager"))
+                                             : NULL;
+                        if (i == 0)
+                                (void) tend_buf_addf(&msg, "Apply failed with %zu conflicts: ", n);
+                        if (!streq_ptr(prev, who))
+                                (void) tend_buf_addf(&msg, "%sconflicts with %s:", i ? "\n" : "",
+                                                     strna(who));
+                        (void) tend_buf_addf(&msg, "\n- %s", strna(field));
+                }
+        }
+        return api__send_json(r, 409,
+                              api__status_json(409, "Conflict", tend_buf_str(&msg),
+                                               json_pack("{s:o}", "causes", causes)));
+}
+
+/* What an apply body may say of itself: a Deployment of apps/v1, named as
+ * the URL, without managedFields. -1: answered. */
+static int check_config(req *r, json_t *config, const char *ns, const char *name,
+                        enum MHD_Result *ret) {
+        const char *kind = json_string_value(json_object_get(config, "kind")),
+                   *av = json_string_value(json_object_get(config, "apiVersion")),
+                   *jname = api__json_field(config, "metadata.name"),
+                   *jns = api__json_field(config, "metadata.namespace");
+
+        if (!streq_ptr(kind, "Deployment") || !streq_ptr(av, "apps/v1")) {
+                *ret = api__send_status(r, 400, "BadRequest",
+                                        "an apply to deployments.apps must be a Deployment of "
+                                        "apiVersion apps/v1, not %s %s",
+                                        av ?: "(no apiVersion)", kind ?: "(no kind)");
+                return -1;
+        }
+        if (jname && !streq(jname, name)) {
+                *ret = api__send_status(r, 400, "BadRequest",
+                                        "the name of the object (%s) does not match the name on "
+                                        "the URL (%s)",
+                                        jname, name);
+                return -1;
+        }
+        if (jns && !streq(jns, ns)) {
+                *ret = api__send_status(r, 400, "BadRequest",
+                                        "the namespace of the object (%s) does not match the "
+                                        "namespace on the request (%s)",
+                                        jns, ns);
+                return -1;
+        }
+        if (json_object_get(json_object_get(config, "metadata"), "managedFields")) {
+                *ret = api__send_status(r, 400, "BadRequest",
+                                        "metadata.managedFields must be nil in an apply: the "
+                                        "server keeps it");
+                return -1;
+        }
+        return 0;
+}
+
+enum MHD_Result api__server_side_apply(req *r, const void *obj, const char *ns, const char *name) {
+        _cleanup_(json_decrefp) json_t *config = NULL, *live = NULL, *cv = NULL, *lv = NULL,
+                                       *view = NULL, *managed = NULL, *conflicts = NULL,
+                                       *doc = NULL;
+        _cleanup_free_ char *manager = NULL, *err = NULL;
+        const char *force = api__arg(r, "force"), *rv;
+        char now[TIMESTAMP_MAX], have_rv[32];
+        enum MHD_Result ret;
+        spec_deployment *d;
+        int rc;
+
+        if (force && !streq(force, "true") && !streq(force, "false"))
+                return api__send_status(r, 400, "BadRequest", "force must be true or false");
+        manager = api__field_manager(r, true, &ret);
+        if (!manager)
+                return ret;
+        config = api__body_object(r, &ret); /* YAML or JSON */
+        if (!config)
+                return ret;
+        if (!json_is_object(config))
+                return api__send_status(r, 400, "BadRequest", "an apply body is an object");
+        if (check_config(r, config, ns, name, &ret) < 0 ||
+            api__field_validation(r, config, &ret) < 0)
+                return ret;
+        /* A resourceVersion in the configuration is a precondition. */
+        rv = api__json_field(config, "metadata.resourceVersion");
+        if (rv && obj) {
+                snprintf(have_rv, sizeof have_rv, "%" PRIu64,
+                         ((const spec_deployment *) obj)->metadata.resource_version);
+                if (!streq(rv, have_rv))
+                        return api__send_status(r, 409, "Conflict",
+                                                "Operation cannot be fulfilled on deployments.apps "
+                                                "\"%s\": the object has been modified; please "
+                                                "apply your changes to the latest version and try "
+                                                "again",
+                                                name);
+        }
+        json_object_del(config, "status"); /* the controllers' */
+        live = obj ? api__encode_obj(STORE_DEPLOYMENT, obj) : NULL;
+        cv = fields_view(config);
+        lv = live ? fields_view(live) : NULL;
+        if ((obj && (!live || !lv)) || !cv)
+                return api__send_oom(r);
+        now_string(now);
+        rc = fields_apply(json_object_get(json_object_get(live, "metadata"), "managedFields"), lv,
+                          cv, manager, streq_ptr(force, "true"), now, &view, &managed, &conflicts,
+                          &err);
+        if (rc == 1)
+                return send_conflicts(r, conflicts);
+        if (rc == -EINVAL)
+                return api__send_status(r, 422, "Invalid", "Deployment.apps \"%s\" is invalid: %s",
+                                        name, strna(err));
+        if (rc < 0)
+                return api__send_oom(r);
+
+        doc = live ? json_incref(live)
+                   : json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "apps/v1", "kind",
+                               "Deployment", "metadata", "name", name, "namespace", ns);
+        if (!doc || fields_set_view(doc, view) < 0 ||
+            json_object_set(json_object_get(doc, "metadata"), "managedFields", managed) < 0)
+                return api__send_oom(r);
+        d = api__decode_deployment(r, doc, ns, name, &ret);
+        if (!d)
+                return ret;
+        r->fields_tracked = true;
+        return api__write_deployment(r, d, obj ? 200 : 201);
+}
