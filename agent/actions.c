@@ -174,13 +174,17 @@ static spec_deployment *prepare(const spec_deployment *d, const spec_deployment 
 }
 
 static bool managed_fields_equal(const spec_meta *a, const spec_meta *b) {
-        _cleanup_(json_decrefp) json_t *x = NULL, *y = NULL;
-
-        if (a->n_managed_fields == 0 && b->n_managed_fields == 0)
-                return true;
-        x = spec_meta_managed_fields_json(a);
-        y = spec_meta_managed_fields_json(b);
-        return x && y && json_equal(x, y);
+        if (a->n_managed_fields != b->n_managed_fields)
+                return false;
+        for (size_t i = 0; i < a->n_managed_fields; i++) {
+                const spec_managed_fields *x = &a->managed_fields[i], *y = &b->managed_fields[i];
+                if (!streq_ptr(x->manager, y->manager) || x->operation != y->operation ||
+                    !streq_ptr(x->api_version, y->api_version) || x->time != y->time ||
+                    x->fields_type != y->fields_type || !streq_ptr(x->fields_v1, y->fields_v1) ||
+                    !streq_ptr(x->subresource, y->subresource))
+                        return false;
+        }
+        return true;
 }
 
 spec_deployment *agent_apply_stored_form(agent *a, const spec_deployment *d, unsigned flags) {

@@ -678,13 +678,54 @@ static ssize_t find_entry(json_t *managed, const char *manager, const char *op, 
         return -1;
 }
 
+/* Whether fieldsV1 f holds a member of set (walking set only: a small
+ * change to a large object costs its own size). */
+static bool v1_member(json_t *f) {
+        return f && (json_object_size(f) == 0 || json_object_get(f, "."));
+}
+
+static bool v1_has_any(json_t *f, json_t *set) {
+        const char *k;
+        json_t *c;
+
+        if (!f)
+                return false;
+        json_object_foreach (set, k, c)
+                if (streq(k, ".") ? v1_member(f) : v1_has_any(json_object_get(f, k), c))
+                        return true;
+        return false;
+}
+
+/* Whether fieldsV1 f holds every member of set. */
+static bool v1_has_all(json_t *f, json_t *set) {
+        const char *k;
+        json_t *c;
+
+        json_object_foreach (set, k, c)
+                if (!(streq(k, ".") ? v1_member(f) : f && v1_has_all(json_object_get(f, k), c)))
+                        return false;
+        return true;
+}
+
+/* managed with each entry copied, their fieldsV1 shared: fieldsV1 trees are
+ * never changed in place, only replaced (NULL: out of memory). */
+static json_t *copy_entries(json_t *managed) {
+        json_t *out = json_array(), *e;
+        size_t i;
+
+        json_array_foreach (managed, i, e)
+                if (!out || json_array_append_new(out, json_copy(e)) < 0)
+                        return json_decref(out), NULL;
+        return out;
+}
+
 /* Every entry but skip loses the fields in lose (and goes if then empty). */
 static int others_lose(json_t *managed, ssize_t skip, json_t *lose) {
         for (size_t i = json_array_size(managed); i-- > 0;) {
                 json_t *e = json_array_get(managed, i);
                 _cleanup_(json_decrefp) json_t *s = NULL, *left = NULL, *f = NULL;
 
-                if ((ssize_t) i == skip)
+                if ((ssize_t) i == skip || !v1_has_any(json_object_get(e, "fieldsV1"), lose))
                         continue;
                 s = entry_set(e);
                 left = s ? set_minus(s, lose) : NULL;
@@ -705,8 +746,7 @@ static int others_lose(json_t *managed, ssize_t skip, json_t *lose) {
 
 json_t *fields_update(json_t *managed, json_t *old_view, json_t *new_view, const char *manager,
                       const char *subresource, const char *now) {
-        _cleanup_(json_decrefp) json_t *out = json_is_array(managed) ? json_deep_copy(managed)
-                                                                     : json_array();
+        _cleanup_(json_decrefp) json_t *out = copy_entries(managed);
         _cleanup_(json_decrefp) json_t *empty = json_object(), *lose = json_object(), *mine = NULL;
         comparison c = {};
         ssize_t i;
@@ -726,6 +766,14 @@ json_t *fields_update(json_t *managed, json_t *old_view, json_t *new_view, const
         /* (others_lose removes entries after i only when i is -1 or they
          * come later: find it again) */
         i = find_entry(out, manager, "Update", subresource);
+        /* Unchanged when it owned all that changed and none of what went. */
+        json_t *had_f = i >= 0 ? json_object_get(json_array_get(out, (size_t) i), "fieldsV1")
+                               : NULL;
+        if (r >= 0 && had_f && !v1_has_any(had_f, c.removed) && v1_has_all(had_f, c.modified) &&
+            v1_has_all(had_f, c.added)) {
+                comparison_done(&c);
+                return TAKE_PTR(out);
+        }
         if (r >= 0) {
                 json_t *had = i >= 0 ? entry_set(json_array_get(out, (size_t) i)) : json_object();
                 mine = had ? set_minus(had, c.removed) : NULL;
@@ -804,8 +852,7 @@ static char *print_manager(json_t *e) {
 int fields_apply(json_t *managed, json_t *live_view, json_t *config, const char *manager,
                  bool force, const char *now, json_t **ret_view, json_t **ret_managed,
                  json_t **ret_conflicts, char **ret_error) {
-        _cleanup_(json_decrefp) json_t *out = json_is_array(managed) ? json_deep_copy(managed)
-                                                                     : json_array();
+        _cleanup_(json_decrefp) json_t *out = copy_entries(managed);
         _cleanup_(json_decrefp) json_t *empty = json_object(), *cfg = json_object(),
                                        *keep = json_object(), *last = NULL, *rm = NULL,
                                        *merged = NULL, *changed = json_object(),

@@ -370,7 +370,7 @@ static void free_fields(const spec_type *t, void *p) {
                         spec_free(f->type, *(void **) v);
                         break;
                 case SK_JSON:
-                        json_decref(*(json_t **) v);
+                        free(*(char **) v);
                         break;
                 case SK_ARRAY: {
                         char *items = *(char **) v;
@@ -524,9 +524,9 @@ int spec__copy_into(const spec_type *t, void *dst, const void *src) {
                         break;
                 }
                 case SK_JSON: {
-                        json_t *sj = *(json_t *const *) s;
-                        *(json_t **) d = NULL;
-                        if (sj && !(*(json_t **) d = json_deep_copy(sj)))
+                        const char *str = *(char *const *) s;
+                        *(char **) d = NULL;
+                        if (str && !(*(char **) d = strdup(str)))
                                 return -ENOMEM;
                         break;
                 }
@@ -642,12 +642,10 @@ bool spec_equal(const spec_type *t, const void *a, const void *b) {
                                         return false;
                         break;
                 }
-                case SK_JSON: {
-                        json_t *p = *(json_t *const *) x, *q = *(json_t *const *) y;
-                        if (p != q && (!p || !q || !json_equal(p, q)))
+                case SK_JSON:
+                        if (!streq_ptr(*(char *const *) x, *(char *const *) y))
                                 return false;
                         break;
-                }
                 case SK_UNSUPPORTED:
                         break;
                 }
@@ -795,8 +793,8 @@ static int encode_into(const spec_type *t, const void *p, json_t *o) {
                                 r = set_new(o, f->name, encode_struct(f->type, *(void *const *) v));
                         break;
                 case SK_JSON:
-                        if (*(json_t *const *) v)
-                                r = set_new(o, f->name, json_deep_copy(*(json_t *const *) v));
+                        if (*(char *const *) v)
+                                r = set_new(o, f->name, json_loads(*(char *const *) v, 0, NULL));
                         break;
                 case SK_ARRAY: {
                         size_t n = *FIELD_CCOUNT(p, f), sz = f->type->size;
@@ -1172,7 +1170,7 @@ static void decode_field(decoder *d, const spec_field *f, json_t *j, void *base)
         case SK_JSON:
                 if (!json_is_object(j))
                         dec_type_error(d, j, "an object");
-                else if (!(*(json_t **) v = json_deep_copy(j)))
+                else if (!(*(char **) v = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS)))
                         d->oom = true;
                 break;
         case SK_UNSUPPORTED:

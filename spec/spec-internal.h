@@ -23,7 +23,8 @@ typedef enum spec_field_kind {
         SK_STRUCT,      /* embedded struct of .type; omitted when empty  */
         SK_PTR,         /* pointer to a .type, NULL absent               */
         SK_ARRAY,       /* pointer to .type elements + size_t count      */
-        SK_JSON,        /* json_t *, an object kept as given, NULL absent */
+        SK_JSON,        /* char *: a JSON object kept as compact text with
+                           sorted keys (small: one allocation), NULL absent */
         SK_UNSUPPORTED, /* a Kubernetes field tend refuses, with .note   */
 } spec_field_kind;
 
