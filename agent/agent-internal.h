@@ -171,6 +171,9 @@ int agent__mark_lost(agent *a, const spec_pod *p, const char *why);
 
 /* Deletes a pod object with its record and log directory. */
 int agent__remove_pod(agent *a, const spec_pod *p);
+/* The same for a dead pod whose replacement carries its lineage: its log
+ * stays, the replacement's `logs --previous`. p is freed. */
+int agent__remove_replaced_pod(agent *a, const spec_pod *p);
 /* The log directories of the pods a pass removed (after its spawns). */
 void agent__remove_doomed_dirs(agent *a);
 

@@ -3,8 +3,9 @@
 /*
  * The ReplicaSet controller (k8s-semantics §7): compares the active pods it
  * owns with spec.replicas, creates or deletes the difference (deletion order
- * from plan_deletion_order), keeps the last few Failed pods for inspection,
- * applies the crash-loop back-off to replacements, and writes status.
+ * from plan_deletion_order), replaces dead pods (which then go, their log
+ * kept as their replacement's previous log), applies the crash-loop
+ * back-off to replacements, and writes status.
  *
  * Replacements carry their lineage: a pod that replaces a Failed one gets
  * its restartCount + 1 and its last termination as lastState, so `get pods`
@@ -216,14 +217,11 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
         }
         if (!predecessor)
                 return 0;
-        /* The predecessor is replaced: it does not lend its lineage twice. */
-        _cleanup_(spec_pod_freep) spec_pod *pred = spec_pod_copy(predecessor);
-        if (!pred)
-                return -ENOMEM;
-        r = spec_map_set(&pred->metadata.annotations, AGENT_ANN_REPLACED, "true");
-        if (r < 0)
-                return r;
-        return store_put(a->store, STORE_POD, TAKE_PTR(pred), NULL);
+        /* The replacement carries the dead pod on (restartCount, lastState,
+         * its log as `logs --previous`), as a container restarted in place
+         * in Kubernetes: the dead pod goes, so that a selector finds only
+         * live ones (kubectl wait --for=condition=Ready -l). */
+        return agent__remove_replaced_pod(a, predecessor);
 }
 
 static int delete_pod(agent *a, const spec_replica_set *rs, const spec_pod *p) {
@@ -468,17 +466,22 @@ static int manage(agent *a, const spec_replica_set *rs, owned *o) {
                         return r;
         }
 
-        /* Keep the last few Failed pods (logs of the previous instances).
-         * One not yet replaced while replacements are still due (more than
-         * a burst died at once) is kept too: it lends its lineage to the
-         * next sync's replacement. */
-        bool short_still = diff < 0 && (int64_t) created < -diff && !a->draining;
-        for (size_t i = AGENT_FAILED_PODS_KEPT; i < o->n_failed; i++) {
+        /* A dead pod stays only while it waits for its replacement (more
+         * than a burst died at once, or no room yet, or tendd is draining):
+         * it lends its lineage to a later sync's replacement. Replaced ones
+         * went as their replacements were made (used: freed); one marked
+         * replaced by an older tendd goes now; one that will not be replaced
+         * (the ReplicaSet wants no more pods) goes with its log. */
+        bool short_still = (diff < 0 && (int64_t) created < -diff) || a->draining;
+        for (size_t i = 0; i < o->n_failed; i++) {
                 const spec_pod *f = o->failed[i];
-                if (short_still && !used[i] &&
-                    !spec_map_get(&f->metadata.annotations, AGENT_ANN_REPLACED))
+                bool replaced;
+                if (used[i])
                         continue;
-                r = agent__remove_pod(a, f);
+                replaced = spec_map_get(&f->metadata.annotations, AGENT_ANN_REPLACED);
+                if (!replaced && short_still)
+                        continue;
+                r = replaced ? agent__remove_replaced_pod(a, f) : agent__remove_pod(a, f);
                 if (r < 0)
                         return r;
         }

@@ -229,12 +229,12 @@ static void remove_logs(agent *a, const char *key) {
 
 /* The logs of removed pods go after the pass's spawns, as its events do:
  * they are no reason to keep a replacement waiting. */
-static void remove_log_dir(agent *a, const spec_pod *p) {
+static void remove_log_dir(agent *a, const char *ns, const char *name) {
         char *key;
 
         if (!a->backend->remove_logs)
                 return;
-        key = strprintf("%s/%s", p->metadata.namespace, p->metadata.name);
+        key = strprintf("%s/%s", ns, name);
         if (!key)
                 return;
         if (!a->processing || strv_push(&a->doomed_dirs, key) < 0) {
@@ -249,17 +249,32 @@ void agent__remove_doomed_dirs(agent *a) {
         a->doomed_dirs = strv_free(a->doomed_dirs);
 }
 
-int agent__remove_pod(agent *a, const spec_pod *p) {
+/* A pod goes from the store and its runtime record. Its predecessor's log,
+ * kept for its `logs --previous`, goes with it; its own log goes too unless
+ * it was replaced (then it is its successor's previous log). */
+static int remove_pod(agent *a, const spec_pod *p, bool keep_log) {
         _cleanup_free_ char *uid = strdup(strempty(p->metadata.uid));
+        const char *pred = spec_map_get(&p->metadata.annotations, AGENT_ANN_PREDECESSOR);
         int r;
 
         if (!uid)
                 return -ENOMEM;
-        remove_log_dir(a, p);
+        if (!keep_log)
+                remove_log_dir(a, p->metadata.namespace, p->metadata.name);
+        if (pred && !store_get(a->store, STORE_POD, p->metadata.namespace, pred))
+                remove_log_dir(a, p->metadata.namespace, pred);
         (void) store_delete_record(a->store, uid);
         r = store_delete(a->store, STORE_POD, p->metadata.namespace, p->metadata.name);
         agent__pod_rt_drop(a, uid);
         return r == -ENOENT ? 0 : r;
+}
+
+int agent__remove_pod(agent *a, const spec_pod *p) {
+        return remove_pod(a, p, false);
+}
+
+int agent__remove_replaced_pod(agent *a, const spec_pod *p) {
+        return remove_pod(a, p, true);
 }
 
 /* Marks a pod whose process cannot be found as lost. */

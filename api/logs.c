@@ -157,17 +157,20 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
                                         : api__arg(r, "sinceTime")     ? "sinceTime"
                                                                        : "sinceSeconds");
         if (api__arg_true(r, "previous")) {
+                /* The dead pod this one replaced: gone as an object, its
+                 * log kept while this pod lives. */
                 const char *pred = spec_map_get(&p->metadata.annotations, AGENT_ANN_PREDECESSOR);
-                const spec_pod *pp = pred ? store_get(s->store, STORE_POD, ns, pred) : NULL;
-                if (!pp)
-                        return api__send_status(
-                                r, 400, "BadRequest",
-                                "previous terminated container \"%s\" in pod \"%s\" not "
-                                "found",
-                                p->spec.n_containers ? p->spec.containers[0].name : "main", name);
-                p = pp;
-        }
-        path = pod_log_path(s, p);
+                const char *c = p->spec.n_containers ? p->spec.containers[0].name : "main";
+                path = pred ? rt_log_path(s->state_dir, ns, pred, c) : NULL;
+                if (pred && !path)
+                        return MHD_NO;
+                if (!path || access(path, F_OK) < 0)
+                        return api__send_status(r, 400, "BadRequest",
+                                                "previous terminated container \"%s\" in pod "
+                                                "\"%s\" not found",
+                                                c, name);
+        } else
+                path = pod_log_path(s, p);
         if (!path)
                 return MHD_NO;
         fd = open(path, O_RDONLY | O_CLOEXEC);

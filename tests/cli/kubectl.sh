@@ -123,6 +123,11 @@ kill "$watcher" 2>/dev/null
 wait "$watcher" 2>/dev/null
 
 echo "== top: metrics.k8s.io from /proc"
+# (the pod deleted above stops within its 2 s grace, then its replacement
+# starts: two pods again, both running)
+two_running() { k get pods -l app=stub -o json | jq -e '(.items | length) == 2 and
+    ([.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length) == 2' >/dev/null; }
+wait_for 15 two_running || fail "not two running pods: $(k get pods -l app=stub)"
 expect_exit 0 "top pods" k top pods -l app=stub
 expect_grep "^NAME  *CPU(cores)  *MEMORY(bytes)" "$tmp/out" "kubectl top's columns"
 [ "$(grep -c '^stub-.*  *[0-9][0-9]*m  *[0-9][0-9]*Mi' "$tmp/out")" -eq 2 ] &&
@@ -262,6 +267,18 @@ expect_grep "sinceSeconds is not supported: tend keeps no time for each line" "$
     "--since is refused with the reason, not ignored"
 expect_exit 1 "logs --timestamps" k logs "$pod" --timestamps
 expect_grep "timestamps is not supported" "$tmp/err" "--timestamps too"
+
+echo "== kubectl wait --for=condition=Ready -l after a crash"
+pid=$(k get pods -l app=stub -o json | jq -r '[.items[] | select(.status.phase == "Running")][0].status.containerStatuses[0].containerID' | sed 's|process://||')
+kill -9 "$pid"
+expect_exit 0 "kubectl wait Ready -l, the replica killed" \
+    k wait --for=condition=Ready pod -l app=stub --timeout=30s
+[ "$(k get pods -l app=stub -o json | jq '[.items[] | select(.status.phase == "Failed")] | length')" = 0 ] &&
+    ok "the killed pod is not kept to match the selector" || fail "$(k get pods -l app=stub)"
+restarted=$(k get pods -l app=stub -o json | jq -r '.items[] | select(.status.containerStatuses[0].restartCount == 1) | .metadata.name')
+[ -n "$restarted" ] && ok "its replacement counts the restart ($restarted)" || fail "$(k get pods -l app=stub)"
+expect_exit 0 "kubectl logs --previous of it" k logs "$restarted" --previous
+expect_grep "ignoring SIGTERM" "$tmp/out" "the killed instance's output"
 
 echo "== delete pod waits until the process is gone"
 pod=$(k get pods -l app=stub -o name | head -1)

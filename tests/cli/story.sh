@@ -99,9 +99,19 @@ if wait_for 5 replaced; then
 else
     fail "the killed replica was not replaced"
 fi
-tend get pod "$victim" -o json >"$tmp/victim.json"
-expect_grep '"signal": 9' "$tmp/victim.json" "killed pod shows signal 9"
-expect_exit 0 "get killed pod" tend get pod "$victim" && expect_grep "Killed" "$tmp/out" "STATUS Killed"
+# As a container restarted in place: the replacement carries the killed
+# pod on (RESTARTS 1, its end as Last State, its output as logs --previous),
+# and the killed pod is no longer listed.
+succ=$(tend get pods -o json | jq -r --arg v "$victim" \
+    '.items[] | select(.metadata.annotations["tend.io/predecessor"] == $v) | .metadata.name')
+[ -n "$succ" ] && ok "$succ carries $victim on" || fail "no pod names $victim its predecessor"
+tend get pod "$succ" -o json >"$tmp/succ.json"
+[ "$(jq '.status.containerStatuses[0].lastState.terminated.signal' "$tmp/succ.json")" = 9 ] &&
+    ok "its last state: killed by signal 9" || fail "$(jq -c .status "$tmp/succ.json")"
+expect_exit 0 "get the replacement" tend get pod "$succ"
+[ "$(awk 'NR == 2 { print $4 }' "$tmp/out")" = 1 ] && ok "RESTARTS 1" || fail "$(cat "$tmp/out")"
+expect_exit 1 "get the killed pod" tend get pod "$victim"
+expect_grep "not found" "$tmp/err" "the killed pod is gone"
 
 echo "== roll out version 2, sampling the bounds"
 manifest 2 >"$tmp/v2.yaml"

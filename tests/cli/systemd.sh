@@ -98,8 +98,11 @@ echo "== an exec failure is a start error, not a crash"
 : >"$tmp/not-executable"
 deploy broken systemd 5 "$tmp/not-executable" >"$tmp/broken.yaml"
 tend apply -f "$tmp/broken.yaml" >/dev/null
-start_error() { tend get pods -l app=broken -o json | jq -e '[.items[].status.reason] | index("StartError")' >/dev/null; }
-wait_for 10 start_error && ok "pod Failed with reason StartError" || fail "$(tend get pods -l app=broken)"
+# The dead pod goes once replaced; its replacement carries the reason.
+start_error() { tend get pods -l app=broken -o json |
+    jq -e '[.items[].status.containerStatuses[0].lastState.terminated.reason] | index("StartError")' >/dev/null; }
+wait_for 10 start_error && ok "a start error, carried on as the replacement's last state" ||
+    fail "$(tend get pods -l app=broken -o yaml)"
 tend get events >"$tmp/events"
 expect_grep "203" "$tmp/events" "the event gives systemd's exit status"
 expect_grep "$tmp/not-executable" "$tmp/events" "the event names the program"
@@ -212,7 +215,8 @@ deploy proc process 5 "$testprog" sleep >"$tmp/proc.yaml"
 tend apply -f "$tmp/nobus.yaml" >/dev/null
 tend apply -f "$tmp/proc.yaml" >/dev/null
 nobus_failed() { tend get pods -l app=nobus -o json |
-    jq -e '[.items[].status.message // ""] | map(select(test("system bus"))) | length > 0' >/dev/null; }
+    jq -e '[.items[].status.containerStatuses[0].lastState.terminated.message // ""] |
+        map(select(test("system bus"))) | length > 0' >/dev/null; }
 wait_for 10 nobus_failed && ok "the pod says the system bus is unreachable" ||
     fail "$(tend get pods -l app=nobus -o json | jq -c '[.items[].status]')"
 wait_for 10 count_running proc 2 && ok "process pods run meanwhile" || fail "process pods did not run"

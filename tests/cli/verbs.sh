@@ -593,7 +593,16 @@ waiting_said() {
 }
 wait_for 10 waiting_said && ok "logs of a pod that has not run yet: what it waits for" ||
     fail "logs of a waiting pod: $(cat "$tmp/err")"
-expect_exit 0 "get failed pods" tend get pods -l app=crash && expect_grep " Error " "$tmp/out" "STATUS Error"
+# As a container restarted in place: one pod, RESTARTS counting, no dead
+# pods left to match the selector (kubectl wait -l works after a crash).
+tend get pods -l app=crash -o json >"$tmp/crash.json"
+[ "$(jq '.items | length' "$tmp/crash.json")" = 1 ] &&
+    [ "$(jq '[.items[] | select(.status.phase == "Failed")] | length' "$tmp/crash.json")" = 0 ] &&
+    ok "a crashing replica is one pod, no dead ones kept" ||
+    fail "pods: $(tend get pods -l app=crash)"
+expect_exit 0 "describe it" tend describe "pod/$(jq -r '.items[0].metadata.name' "$tmp/crash.json")"
+expect_grep "Last State: *Terminated" "$tmp/out" "describe shows the last run's end"
+expect_grep "Exit Code: *3" "$tmp/out" "with its exit code"
 
 echo "== rollout status: timeout and progress deadline"
 cat >"$tmp/unready.yaml" <<YAML

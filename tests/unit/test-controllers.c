@@ -682,6 +682,20 @@ static bool has_failed_pod(world *w, const char *unused) {
         return false;
 }
 
+/* The last termination a live pod carries on from the dead pod it replaced
+ * (lastState), or NULL. */
+static const spec_state_terminated *carried_death(world *w) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_POD, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                if (p->status.phase != SPEC_POD_FAILED && p->status.n_container_statuses &&
+                    p->status.container_statuses[0].last_state.terminated)
+                        return p->status.container_statuses[0].last_state.terminated;
+        }
+        return NULL;
+}
+
 static void test_kill_replaced(void **state) {
         world *w = world_new();
         proc *victim = NULL;
@@ -696,12 +710,13 @@ static void test_kill_replaced(void **state) {
         fb_signal(victim, SIGKILL); /* kill -9 */
         fire(w);
         process(w);
-        /* Replaced in the same pass: a new process exists already. */
+        /* Replaced in the same pass: a new process exists already, and the
+         * dead pod is gone (its replacement carries it on). */
         assert_int_equal(w->n_procs, before + 1);
         failed = store_get(w->store, STORE_POD, "default", victim->pod);
-        assert_non_null(failed);
-        assert_int_equal(failed->status.phase, SPEC_POD_FAILED);
-        const spec_state_terminated *t = failed->status.container_statuses[0].state.terminated;
+        assert_null(failed);
+        assert_false(has_failed_pod(w, NULL));
+        const spec_state_terminated *t = carried_death(w);
         assert_non_null(t);
         assert_int_equal(t->signal, 9);
         assert_int_equal(t->exit_code, 137);
@@ -861,11 +876,13 @@ static void test_crash_loop_backoff(void **state) {
                 }
         }
         assert_true(saw_backoff);
-        /* At most 5 Failed pods are kept. */
+        /* No dead pod is kept once replaced: the replacement carries it on
+         * (a selector finds only the live pod, kubectl wait -l works). */
         size_t failed = 0;
         for (size_t i = 0; i < n; i++)
                 failed += ((const spec_pod *) items[i])->status.phase == SPEC_POD_FAILED;
-        assert_true(failed <= AGENT_FAILED_PODS_KEPT);
+        assert_int_equal(failed, 0);
+        assert_int_equal(n, 1);
         assert_non_null(find_event(w, "BackOff", NULL));
 
         /* The cap: after many deaths the delay stops at 5 minutes. */
@@ -1185,16 +1202,15 @@ static void test_start_error(void **state) {
 
         apply(w, manifest("bad", 1, "/nonexistent", NULL, NULL));
         step(w, 100 * MS);
-        assert_true(has_failed_pod(w, NULL));
+        /* The replacement carries the start error as its last state. */
+        assert_false(has_failed_pod(w, NULL));
         size_t n = store_list(w->store, STORE_POD, &items);
-        for (size_t i = 0; i < n; i++) {
-                const spec_pod *p = items[i];
-                if (p->status.phase != SPEC_POD_FAILED)
-                        continue;
-                assert_string_equal(p->status.reason, "StartError");
-                assert_non_null(strstr(p->status.message, "exec /nonexistent"));
-                assert_int_equal(p->status.container_statuses[0].state.terminated->exit_code, 128);
-        }
+        assert_int_equal(n, 1);
+        const spec_state_terminated *t = carried_death(w);
+        assert_non_null(t);
+        assert_string_equal(t->reason, "StartError");
+        assert_non_null(strstr(t->message, "exec /nonexistent"));
+        assert_int_equal(t->exit_code, 128);
         assert_non_null(find_event(w, "Failed", "Error: exec /nonexistent"));
         world_free(w);
 }
@@ -1406,7 +1422,10 @@ static void test_lost_while_down(void **state) {
                 }
         new_agent(w);
         process(w);
-        assert_true(has_failed_pod(w, NULL));
+        /* Replaced, the replacement carrying the loss as its last state. */
+        assert_false(has_failed_pod(w, NULL));
+        assert_non_null(carried_death(w));
+        assert_string_equal(carried_death(w)->reason, "ContainerStatusUnknown");
         assert_non_null(find_event(w, "Lost", "lost while the agent was down"));
         {
                 /* Failed: neither ready nor with ready containers. */
@@ -1556,13 +1575,14 @@ static void test_liveness_failure(void **state) {
         agent_pod_probe(w->agent, pr->ud, RT_PROBE_LIVENESS, false,
                         "HTTP probe failed with statuscode: 500");
         step(w, 1 * S);
-        /* Stopped gracefully, Failed with reason Unhealthy, replaced. */
+        /* Stopped gracefully and replaced: the dead pod gone, its
+         * replacement carrying the reason Unhealthy as its last state. */
         assert_false(pr->alive);
         assert_int_equal(pr->exit_signal, SIGTERM);
         p = store_get(w->store, STORE_POD, "default", name);
-        assert_int_equal(p->status.phase, SPEC_POD_FAILED);
-        assert_string_equal(p->status.reason, "Unhealthy");
-        assert_string_equal(p->status.container_statuses[0].state.terminated->reason, "Unhealthy");
+        assert_null(p);
+        assert_non_null(carried_death(w));
+        assert_string_equal(carried_death(w)->reason, "Unhealthy");
         assert_non_null(find_event(w, "Unhealthy", "Liveness probe failed: HTTP probe failed"));
         assert_non_null(find_event(w, "Killing", "failed liveness probe, will be replaced"));
         assert_true(step_until(w, settled, "web", 10 * S));
@@ -1824,7 +1844,7 @@ static void test_failed_commit_recovers(void **state) {
         assert_false(early->alive);
         assert_true(step_until(w, settled, "web", 10 * S));
         assert_int_equal(count_pods(w, "web-v1", true), 2);
-        assert_true(has_failed_pod(w, NULL));
+        assert_non_null(carried_death(w));
         world_free(w);
 }
 

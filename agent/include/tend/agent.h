@@ -214,4 +214,3 @@ int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revisi
 #define AGENT_ANN_REPLACE_AFTER "tend.io/replace-after"
 #define AGENT_ANN_PORTS "tend.io/ports" /* "http=30001,metrics=9100": what the pod got */
 #define AGENT_ANN_DELETION_COST "controller.kubernetes.io/pod-deletion-cost"
-#define AGENT_FAILED_PODS_KEPT 5
