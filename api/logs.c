@@ -4,6 +4,129 @@
 
 #include "api-internal.h"
 
+/* ---- times ------------------------------------------------------------------------------------
+ */
+
+/* A log's times as the runtime notes them (runtime/logs.c): entries of
+ * (end offset, wall time), in order. */
+typedef struct log_times {
+        uint64_t (*e)[2];
+        size_t n;
+        usec_t mtime; /* the log's: the time of what no entry covers yet */
+} log_times;
+
+static void times_done(log_times *t) {
+        free(t->e);
+        *t = (log_times){};
+}
+
+/* At most 16 MiB of entries (a million stretches); past that, the last
+ * ones. */
+#define TIMES_MAX_BYTES (16u << 20)
+
+static int times_load(const char *log_path, int log_fd, log_times *t) {
+        _cleanup_free_ char *path = strprintf("%s.times", log_path);
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        off_t from = 0;
+        ssize_t got;
+        size_t want;
+
+        *t = (log_times){};
+        if (!path)
+                return -ENOMEM;
+        if (log_fd >= 0 && fstat(log_fd, &st) == 0)
+                t->mtime = (usec_t) st.st_mtim.tv_sec * USEC_PER_SEC +
+                           (usec_t) st.st_mtim.tv_nsec / 1000;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return 0; /* no times yet: every line is the log's mtime */
+        want = (size_t) st.st_size / sizeof *t->e * sizeof *t->e;
+        if (want > TIMES_MAX_BYTES) {
+                from = (off_t) (want - TIMES_MAX_BYTES);
+                want = TIMES_MAX_BYTES;
+        }
+        if (want == 0)
+                return 0;
+        t->e = malloc(want);
+        if (!t->e)
+                return -ENOMEM;
+        got = pread(fd, t->e, want, from);
+        t->n = got > 0 ? (size_t) got / sizeof *t->e : 0;
+        for (size_t i = 0; i < t->n; i++) {
+                t->e[i][0] = le64toh(t->e[i][0]);
+                t->e[i][1] = le64toh(t->e[i][1]);
+        }
+        return 0;
+}
+
+/* When the byte at off was written: the first entry that covers it; the
+ * log's mtime for a byte past them all (or 0: unknown, then now). */
+static usec_t time_at(const log_times *t, uint64_t off) {
+        size_t lo = 0, hi = t->n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (t->e[mid][0] > off)
+                        hi = mid;
+                else
+                        lo = mid + 1;
+        }
+        if (lo < t->n)
+                return t->e[lo][1];
+        return t->mtime ?: now_realtime();
+}
+
+/* Where what was written at or after `since` begins: the end of the last
+ * stretch noted before it. */
+static uint64_t since_offset(const log_times *t, usec_t since) {
+        uint64_t off = 0;
+
+        size_t i;
+
+        for (i = 0; i < t->n && t->e[i][1] < since; i++)
+                off = t->e[i][0];
+        /* past every entry: what follows them was written by the mtime */
+        if (i == t->n && t->mtime && t->mtime < since)
+                return UINT64_MAX; /* nothing since then */
+        return off;
+}
+
+/* in[0..n) with each line that starts in it prefixed by its time and a
+ * space, into out (at most cap bytes): as kubectl logs --timestamps. Stops
+ * before a line that would not fit whole (unless nothing fits yet: then
+ * as much of it as fits). Returns the bytes written; *ret_used the bytes
+ * of in consumed. */
+static size_t stamp_lines(const log_times *t, uint64_t at, const char *in, size_t n, char *out,
+                          size_t cap, bool *line_start, size_t *ret_used) {
+        size_t o = 0, i = 0;
+
+        while (i < n) {
+                const char *nl = memchr(in + i, '\n', n - i);
+                size_t len = nl ? (size_t) (nl - (in + i)) + 1 : n - i;
+                char stamp[TIMESTAMP_MAX + 1];
+                size_t sl = 0;
+
+                if (*line_start) {
+                        format_timestamp(stamp, time_at(t, at + i + len - 1));
+                        sl = strlen(stamp);
+                        stamp[sl++] = ' ';
+                }
+                if (o + sl + len > cap) {
+                        if (o > 0 || sl >= cap)
+                                break;
+                        len = cap - sl; /* a line longer than the buffer */
+                }
+                memcpy(out + o, stamp, sl);
+                memcpy(out + o + sl, in + i, len);
+                o += sl + len;
+                i += len;
+                *line_start = len > 0 && in[i - 1] == '\n';
+        }
+        *ret_used = i;
+        return o;
+}
+
 /* ---- logs ----------------------------------------------------------------------------------- */
 
 struct follower {
@@ -15,7 +138,10 @@ struct follower {
         char *path; /* opened when it appears, for a pod yet to write */
         int fd;
         off_t offset;
-        uint64_t left; /* limitBytes still to send; UINT64_MAX: no limit */
+        uint64_t left;   /* limitBytes still to send; UINT64_MAX: no limit */
+        log_times times; /* timestamps=true: each line's time from these */
+        bool timestamps;
+        bool line_start; /* the next byte begins a line */
         bool suspended;
         bool gone; /* the client hung up */
         bool done; /* tendd stops */
@@ -71,8 +197,19 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
                  * are was truncated; start over from its beginning. */
                 if (fstat(f->fd, &st) == 0 && st.st_size < f->offset)
                         f->offset = 0;
-                n = pread(f->fd, buf, max, f->offset);
-                if (n > 0) {
+                if (f->timestamps) {
+                        /* half the buffer read, the rest for the stamps */
+                        _cleanup_free_ char *in = malloc(max / 2 + 1);
+                        size_t used = 0, out;
+                        n = in ? pread(f->fd, in, max / 2, f->offset) : -1;
+                        if (n > 0) {
+                                out = stamp_lines(&f->times, (uint64_t) f->offset, in, (size_t) n,
+                                                  buf, max, &f->line_start, &used);
+                                f->offset += (off_t) used;
+                                f->left -= MIN(f->left, (uint64_t) out);
+                                return (ssize_t) out;
+                        }
+                } else if ((n = pread(f->fd, buf, max, f->offset)) > 0) {
                         f->offset += n;
                         f->left -= (uint64_t) n;
                         return n;
@@ -97,6 +234,7 @@ static void follow_free(void *cls) {
         if (f->next)
                 f->next->prev = f->prev;
         safe_close(f->fd);
+        times_done(&f->times);
         free(f->ns);
         free(f->pod);
         free(f->path);
@@ -128,8 +266,12 @@ void api__followers_end(api_server *s) {
 enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
         api_server *s = r->s;
         const spec_pod *p = store_get(s->store, STORE_POD, ns, name);
-        const char *tl = api__arg(r, "tailLines"), *lb = api__arg(r, "limitBytes");
-        int64_t tail = -1, limit = INT64_MAX;
+        const char *tl = api__arg(r, "tailLines"), *lb = api__arg(r, "limitBytes"),
+                   *ss = api__arg(r, "sinceSeconds"), *st_arg = api__arg(r, "sinceTime");
+        bool timestamps = api__arg_true(r, "timestamps");
+        int64_t tail = -1, limit = INT64_MAX, since_s = 0;
+        usec_t since = 0;
+        _cleanup_(times_done) log_times times = {};
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int fd = -EBADF;
         struct MHD_Response *resp;
@@ -145,17 +287,21 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
         if (lb && (safe_atoi64(lb, &limit) < 0 || limit < 1))
                 return api__send_status(r, 400, "BadRequest",
                                         "limitBytes must be a positive integer");
-        /* Said, not silently ignored: a pod's output goes from the process
-         * straight to its file (so that it survives tendd), and no time is
-         * kept for each line. */
-        if (api__arg(r, "sinceSeconds") || api__arg(r, "sinceTime") ||
-            api__arg_true(r, "timestamps"))
+        /* Each line's time is when tendd saw it written (runtime/logs.c),
+         * right within a quarter second. */
+        if (ss && st_arg)
+                return api__send_status(r, 422, "Invalid",
+                                        "at most one of sinceTime or sinceSeconds may be "
+                                        "specified");
+        if (ss && (safe_atoi64(ss, &since_s) < 0 || since_s < 1))
+                return api__send_status(r, 422, "Invalid",
+                                        "sinceSeconds must be a positive integer");
+        if (st_arg && parse_timestamp(st_arg, &since) < 0)
                 return api__send_status(r, 400, "BadRequest",
-                                        "%s is not supported: tend keeps no time for each line "
-                                        "of a pod's log; --tail=N and --limit-bytes=N are",
-                                        api__arg_true(r, "timestamps") ? "timestamps"
-                                        : api__arg(r, "sinceTime")     ? "sinceTime"
-                                                                       : "sinceSeconds");
+                                        "sinceTime must be an RFC 3339 time, as "
+                                        "2026-01-02T15:04:05Z");
+        if (ss)
+                since = now_realtime() - MIN((usec_t) since_s * USEC_PER_SEC, now_realtime());
         if (api__arg_true(r, "previous")) {
                 /* The dead pod this one replaced: gone as an object, its
                  * log kept while this pod lives. */
@@ -200,6 +346,11 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
                 if (off < 0)
                         return api__send_status(r, 500, NULL, "reading %s: %s", path,
                                                 strerror((int) -off));
+                if ((since || timestamps) && times_load(path, fd, &times) < 0)
+                        return api__send_oom(r);
+                if (since)
+                        off = (off_t) MIN((uint64_t) st.st_size,
+                                          MAX((uint64_t) off, since_offset(&times, since)));
         }
 
         if (api__arg_true(r, "follow") && !api__arg_true(r, "previous") && !r->conn)
@@ -218,6 +369,10 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
                 f->fd = TAKE_FD(fd); /* -1: nothing logged yet; opened when it is */
                 f->offset = off;
                 f->left = lb ? (uint64_t) limit : UINT64_MAX;
+                f->timestamps = timestamps;
+                f->line_start = true;
+                f->times = times;
+                times = (log_times){};
                 resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, follow_reader,
                                                          f, follow_free);
                 if (!resp) {
@@ -230,7 +385,33 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
                 s->followers = f;
         } else if (fd < 0)
                 return api__queue(r, 200, "text/plain", strdup(""));
-        else if (!r->conn) {
+        else if (timestamps) {
+                /* Made in memory: a log is at most its rotation size. */
+                size_t len = (size_t) (st.st_size - off), used = 0, out_len, lines = 1, cap;
+                _cleanup_free_ char *in = malloc(len + 1), *out = NULL;
+                bool line_start = true;
+                ssize_t got;
+                if (!in)
+                        return api__send_oom(r);
+                got = pread(fd, in, len, off);
+                len = got > 0 ? (size_t) got : 0;
+                for (const char *c = in; (c = memchr(c, '\n', len - (size_t) (c - in))); c++)
+                        lines++;
+                cap = len + lines * (TIMESTAMP_MAX + 1) + 1;
+                out = malloc(cap);
+                if (!out)
+                        return api__send_oom(r);
+                out_len = stamp_lines(&times, (uint64_t) off, in, len, out, cap, &line_start,
+                                      &used);
+                out_len = (size_t) MIN((int64_t) out_len, limit);
+                out[out_len] = 0;
+                if (!r->conn)
+                        return api__queue(r, 200, "text/plain", TAKE_PTR(out));
+                resp = MHD_create_response_from_buffer(out_len, out, MHD_RESPMEM_MUST_FREE);
+                if (!resp)
+                        return MHD_NO;
+                out = NULL; /* the response owns it now */
+        } else if (!r->conn) {
                 _cleanup_free_ char *text = NULL;
                 size_t len = (size_t) MIN((int64_t) (st.st_size - off), limit);
                 text = malloc(len + 1);

@@ -47,6 +47,9 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *userdata) {
         return n;
 }
 
+/* --since, --since-time, --timestamps: as query parameters ("a=b&"). */
+static char log_extra[256];
+
 static char *log_path(const char *pod, bool follow, bool previous, int64_t tail) {
         _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
         _cleanup_free_ char *ens = client_escape(cli.namespace), *epod = client_escape(pod);
@@ -59,6 +62,7 @@ static char *log_path(const char *pod, bool follow, bool previous, int64_t tail)
                 (void) tend_buf_adds(&b, "previous=true&");
         if (tail >= 0)
                 (void) tend_buf_addf(&b, "tailLines=%" PRId64 "&", tail);
+        (void) tend_buf_adds(&b, log_extra);
         return tend_buf_take(&b);
 }
 
@@ -132,6 +136,9 @@ int cli_logs(int argc, char **argv) {
                 { "follow", no_argument, NULL, 'f' },
                 { "previous", no_argument, NULL, 'p' },
                 { "tail", required_argument, NULL, 't' },
+                { "since", required_argument, NULL, 's' },
+                { "since-time", required_argument, NULL, 'S' },
+                { "timestamps", no_argument, NULL, 'T' },
                 { "namespace", required_argument, NULL, 'n' },
                 { "help", no_argument, NULL, 'h' },
                 {},
@@ -143,6 +150,7 @@ int cli_logs(int argc, char **argv) {
         int opt;
 
         optind = 1;
+        log_extra[0] = 0;
         while ((opt = getopt_long(argc, argv, "fpn:h", options, NULL)) >= 0)
                 switch (opt) {
                 case 'f':
@@ -158,15 +166,55 @@ int cli_logs(int argc, char **argv) {
                                 return 2;
                         }
                         break;
+                case 's': {
+                        usec_t d;
+                        if (parse_duration(optarg, &d) < 0 || d < USEC_PER_SEC) {
+                                fprintf(stderr,
+                                        "error: --since %s: expected a duration of a "
+                                        "second or more (30s, 5m, 1h)\n",
+                                        optarg);
+                                return 2;
+                        }
+                        snprintf(log_extra + strlen(log_extra),
+                                 sizeof log_extra - strlen(log_extra), "sinceSeconds=%llu&",
+                                 (unsigned long long) (d / USEC_PER_SEC));
+                        break;
+                }
+                case 'S': {
+                        usec_t t;
+                        _cleanup_free_ char *e = client_escape(optarg);
+                        if (parse_timestamp(optarg, &t) < 0 || !e || strlen(e) > 100) {
+                                fprintf(stderr,
+                                        "error: --since-time %s: expected an RFC 3339 "
+                                        "time (2026-01-02T15:04:05Z)\n",
+                                        optarg);
+                                return 2;
+                        }
+                        snprintf(log_extra + strlen(log_extra),
+                                 sizeof log_extra - strlen(log_extra), "sinceTime=%s&", e);
+                        break;
+                }
+                case 'T':
+                        snprintf(log_extra + strlen(log_extra),
+                                 sizeof log_extra - strlen(log_extra), "timestamps=true&");
+                        break;
                 case 'n':
                         cli.namespace = optarg;
                         break;
                 case 'h':
-                        printf("Usage: tend logs POD|deploy/NAME [-f] [--previous] [--tail=N]\n\n"
-                               "  -f, --follow    keep printing as the pod writes\n"
-                               "  -p, --previous  the instance this pod replaced (the last exit)\n"
-                               "      --tail N    only the last N lines\n\n"
-                               "For a deployment, every pod's lines, prefixed with its name.\n");
+                        printf("Usage: tend logs POD|deploy/NAME [-f] [--previous] [--tail=N] "
+                               "[--since=D|--since-time=T] [--timestamps]\n\n"
+                               "  -f, --follow      keep printing as the pod writes\n"
+                               "  -p, --previous    the instance this pod replaced (the last "
+                               "exit)\n"
+                               "      --tail N      only the last N lines\n"
+                               "      --since D     only lines written in the last D (30s, 5m, "
+                               "1h)\n"
+                               "      --since-time T  only lines written at or after T (RFC 3339)\n"
+                               "      --timestamps  each line starts with when it was written\n\n"
+                               "For a deployment, every pod's lines, prefixed with its name.\n"
+                               "A line's time is when tendd saw it written: right within a "
+                               "quarter second.\n");
                         return 0;
                 default:
                         return 2;

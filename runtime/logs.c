@@ -3,16 +3,22 @@
 /*
  * The pods' log files kept within their size: each is checked on a timer
  * (sooner for a pod that just started, later for a quiet one) and rotated
- * off the loop when it grows past the limit.
+ * off the loop when it grows past the limit. And their times: when each
+ * stretch of a log was written, for logs --timestamps and --since.
  */
 
+#include <endian.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "rt-internal.h"
 
 /* ---- logs ------------------------------------------------------------------------------------ */
+
+static void times_look(rt_pod *p, usec_t wall, bool by_mtime);
+static void on_log_timer(uv_timer_t *t);
 
 typedef struct rotation {
         uv_fs_t req;
@@ -48,15 +54,183 @@ static void on_rotated(uv_fs_t *req) {
 
         /* A freed pod's path may already belong to its replacement (names
          * repeat): leave that log alone. */
-        if (tmp && one && req->result >= 0 && !rot->pod->freed && rename(tmp, one) == 0)
+        if (tmp && one && req->result >= 0 && !rot->pod->freed && rename(tmp, one) == 0) {
                 (void) !truncate(rot->path, 0);
-        else if (tmp)
+                times_look(rot->pod, now_realtime(), false); /* starts its times again */
+        } else if (tmp)
                 (void) unlink(tmp);
         uv_fs_req_cleanup(req);
         rot->pod->rotating = false;
         rt__pod_unref(rot->pod);
         free(rot->path);
         free(rot);
+}
+
+/* ---- times ----------------------------------------------------------------------------------- */
+
+/*
+ * A pod writes its log itself (the file survives tendd), so no time is
+ * known per line. tendd watches each log (inotify) and notes, in
+ * <log>.times, entries of (end offset, wall time): the bytes up to that
+ * offset were written by that time. Writes within TIMES_GATE of the last
+ * entry join it (its time is then their earliest), and the watch pauses
+ * for the rest of the gate: a pod that writes a million lines a second
+ * costs at most four looks a second, and a line's time is right within
+ * the gate. Written while tendd was down: the file's mtime at the next
+ * start. Entries are 16 bytes, little-endian u64 pairs; a torn last entry
+ * is cut off.
+ */
+#define TIMES_GATE (250 * USEC_PER_MSEC)
+
+static int times_put(rt_pod *p, uint64_t i, uint64_t off, usec_t at) {
+        uint64_t e[2] = { htole64(off), htole64(at) };
+
+        if (pwrite(p->times_fd, e, sizeof e, (off_t) (i * sizeof e)) != (ssize_t) sizeof e)
+                return -errno ?: -EIO;
+        return 0;
+}
+
+/* A look at the log's size: what grew since the last entry gets a time. */
+static void times_look(rt_pod *p, usec_t wall, bool by_mtime) {
+        struct stat st;
+
+        if (p->times_fd < 0 || !p->record.log_path)
+                return;
+        if ((p->log_fd >= 0 ? fstat(p->log_fd, &st) : stat(p->record.log_path, &st)) < 0)
+                return;
+        if ((uint64_t) st.st_size < p->times_off) {
+                /* truncated (rotated): its times start again */
+                (void) !ftruncate(p->times_fd, 0);
+                p->times_n = p->times_off = 0;
+                p->times_at = 0;
+        }
+        if ((uint64_t) st.st_size == p->times_off)
+                return;
+        if (by_mtime)
+                wall = MIN(wall, (usec_t) st.st_mtim.tv_sec * USEC_PER_SEC +
+                                         (usec_t) st.st_mtim.tv_nsec / 1000);
+        if (p->times_n > 0 && wall >= p->times_at && wall - p->times_at < TIMES_GATE) {
+                if (times_put(p, p->times_n - 1, (uint64_t) st.st_size, p->times_at) >= 0)
+                        p->times_off = (uint64_t) st.st_size;
+                return;
+        }
+        if (times_put(p, p->times_n, (uint64_t) st.st_size, wall) >= 0) {
+                p->times_n++;
+                p->times_off = (uint64_t) st.st_size;
+                p->times_at = wall;
+        }
+}
+
+static void on_watch_closed(uv_handle_t *h) {
+        rt_pod *p = h->data;
+
+        free(h);
+        rt__pod_unref(p);
+}
+
+static void on_log_change(uv_fs_event_t *w, const char *file, int events, int status) {
+        rt_pod *p = w->data;
+        usec_t wall = now_realtime(), mono = now_monotonic();
+
+        if (status < 0 || p->freed)
+                return;
+        if (p->times_n == 0 || wall < p->times_at || wall - p->times_at >= TIMES_GATE) {
+                times_look(p, wall, false);
+                return;
+        }
+        /* Within the gate: one look when it ends, nothing until then. */
+        (void) uv_fs_event_stop(w);
+        p->times_due = mono + (TIMES_GATE - (wall - p->times_at));
+        if (uv_timer_get_due_in(&p->manager->log_timer) >
+            (p->times_due - mono + USEC_PER_MSEC - 1) / USEC_PER_MSEC)
+                uv_timer_start(&p->manager->log_timer, on_log_timer,
+                               (p->times_due - mono + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
+}
+
+static int watch_start(rt_pod *p) {
+        if (!p->watch) {
+                p->watch = new0(uv_fs_event_t, 1);
+                if (!p->watch)
+                        return -ENOMEM;
+                uv_fs_event_init(p->manager->loop, p->watch);
+                p->watch->data = rt__pod_ref(p);
+        }
+        return uv_fs_event_start(p->watch, on_log_change, p->record.log_path, 0);
+}
+
+/* The times file opened (its last entry read back) and the watch started:
+ * at a pod's first log check, not on the path that starts it. */
+static void times_start(rt_pod *p) {
+        _cleanup_free_ char *path = NULL;
+        struct stat st;
+        uint64_t e[2];
+
+        if (p->times_fd >= 0 || !p->record.log_path || p->state == RT_POD_EXITED)
+                return;
+        path = strprintf("%s.times", p->record.log_path);
+        if (!path)
+                return;
+        p->times_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+        if (p->times_fd < 0 || fstat(p->times_fd, &st) < 0)
+                return;
+        p->times_n = (uint64_t) st.st_size / sizeof e;
+        if ((uint64_t) st.st_size % sizeof e)
+                (void) !ftruncate(p->times_fd, (off_t) (p->times_n * sizeof e));
+        if (p->times_n > 0 && pread(p->times_fd, e, sizeof e,
+                                    (off_t) ((p->times_n - 1) * sizeof e)) == (ssize_t) sizeof e) {
+                p->times_off = le64toh(e[0]);
+                p->times_at = le64toh(e[1]);
+        }
+        (void) watch_start(p);
+        /* what was written before: by the file's mtime (tendd was down,
+         * or the pod just started) */
+        times_look(p, now_realtime(), true);
+}
+
+/* A gated look that is due: taken, and the watch on again. */
+static void times_due(rt_pod *p, usec_t now) {
+        if (!p->times_due || p->times_due > now)
+                return;
+        p->times_due = 0;
+        if (p->freed || p->state == RT_POD_EXITED)
+                return;
+        (void) watch_start(p);
+        times_look(p, now_realtime(), false);
+}
+
+/* Nothing more to do at the exit itself: what a dead process wrote last
+ * and no entry covers has the log's mtime as its time (api/logs.c), which
+ * is when it was written. */
+void rt__times_final(rt_pod *p) {
+        p->times_due = 0;
+}
+
+void rt__times_close_dead(rt_manager *m) {
+        for (size_t i = 0; i < m->n_dead_watches; i++)
+                uv_close((uv_handle_t *) m->dead_watches[i], on_watch_closed);
+        free(m->dead_watches);
+        m->dead_watches = NULL;
+        m->n_dead_watches = 0;
+}
+
+void rt__times_stop(rt_pod *p) {
+        rt_manager *m = p->manager;
+        uv_fs_event_t **w;
+
+        p->times_due = 0;
+        if (!p->watch)
+                return;
+        w = m->closing ? NULL : reallocarray(m->dead_watches, m->n_dead_watches + 1, sizeof *w);
+        if (!w)
+                uv_close((uv_handle_t *) p->watch, on_watch_closed);
+        else {
+                m->dead_watches = w;
+                m->dead_watches[m->n_dead_watches++] = p->watch;
+                if (uv_timer_get_due_in(&m->log_timer) > LOG_CHECK_FIRST / USEC_PER_MSEC)
+                        uv_timer_start(&m->log_timer, on_log_timer, LOG_CHECK_FIRST / USEC_PER_MSEC,
+                                       0);
+        }
+        p->watch = NULL;
 }
 
 /* When to look at this log again, from how fast it grew. */
@@ -88,6 +262,12 @@ static void check_log(rt_manager *m, rt_pod *p, usec_t now) {
                 p->log_next_check = USEC_INFINITY;
                 return;
         }
+        times_start(p);
+        /* A watch that could not start (a unit's log not made yet) is
+         * tried again at each check. */
+        if (p->times_fd >= 0 && !p->times_due &&
+            (!p->watch || !uv_is_active((uv_handle_t *) p->watch)) && watch_start(p) >= 0)
+                times_look(p, now_realtime(), false);
         /* A descriptor of the file, kept: with a thousand pods, a stat() of
          * each path every few seconds was most of an idle agent's work.
          * Copy-then-truncate keeps the inode, so the descriptor stays right. */
@@ -125,12 +305,16 @@ static void on_log_timer(uv_timer_t *t) {
         rt_manager *m = t->data;
         usec_t now = now_monotonic(), next = now + m->log_check_interval;
 
+        rt__times_close_dead(m);
         for (rt_pod *p = m->pods; p; p = p->next) {
                 if (p->freed || p->state == RT_POD_EXITED)
                         continue;
                 if (p->log_next_check <= now)
                         check_log(m, p, now);
+                times_due(p, now);
                 next = MIN(next, p->log_next_check);
+                if (p->times_due)
+                        next = MIN(next, p->times_due);
         }
         uv_timer_start(&m->log_timer, on_log_timer,
                        (MAX(next, now + LOG_CHECK_MIN) - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC,

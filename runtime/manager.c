@@ -65,6 +65,7 @@ static void pod_free_now(rt_pod *p) {
                 p->ops->pod_done(p);
         free(p->backend);
         safe_close(p->log_fd);
+        safe_close(p->times_fd);
         free(p->namespace);
         free(p->name);
         free(p->uid);
@@ -159,6 +160,7 @@ static void pod_set_state(rt_pod *p, rt_pod_state state, const rt_exit *e) {
                 p->ready = false;
                 m->pods_ended = true; /* escapees of it may have to go */
                 rt__probes_stop(p);
+                rt__times_final(p);
                 if (!p->freed && m->cb.exited)
                         m->cb.exited(p, e, m->userdata);
                 break;
@@ -285,6 +287,7 @@ void rt_manager_close(rt_manager *m) {
         m->closing = true;
         while (m->pods)
                 rt_pod_free(m->pods);
+        rt__times_close_dead(m);
         /* Pods still waiting for their `started` hold a reference each. */
         while (m->deferred) {
                 rt_pod *p = m->deferred;
@@ -331,6 +334,7 @@ static rt_pod *pod_new(rt_manager *m, const rt_pod_params *p, void *userdata) {
         rt__manager_ref(m);
         pod->refs = 1;
         pod->log_fd = -EBADF;
+        pod->times_fd = -EBADF;
         pod->userdata = userdata;
         container = p->spec->n_containers > 0 ? p->spec->containers[0].name : "main";
         pod->namespace = strdup(p->namespace);
@@ -626,6 +630,7 @@ void rt_pod_free(rt_pod *pod) {
             (pod->manager->detached || (pod->manager->detached = tend_hashmap_new())))
                 (void) tend_hashmap_put(pod->manager->detached, pod->uid, (void *) 1, NULL);
         detach_pod(pod);
+        rt__times_stop(pod);
         release_ports(pod);
         pod_unlink(pod);
         rt__pod_unref(pod);

@@ -72,6 +72,14 @@ struct rt_pod {
         int log_fd;                         /* read-only, for fstat(): no path walk per check */
         uint64_t log_size;                  /* at the last check */
         usec_t log_checked, log_next_check; /* monotonic */
+        /* The log's times (<log>.times: when each stretch of it was seen
+         * written), for logs --timestamps and --since. */
+        int times_fd;         /* -EBADF: not open (yet) */
+        uint64_t times_n;     /* entries in the file */
+        uint64_t times_off;   /* the last entry's end offset */
+        usec_t times_at;      /* its wall-clock time */
+        usec_t times_due;     /* monotonic: a look put off (gated), 0 none */
+        uv_fs_event_t *watch; /* inotify on the log, while it runs */
 
         char *namespace, *name, *uid, *container;
         char *container_id;
@@ -111,6 +119,11 @@ void rt__reap_orphans(rt_manager *m);
 /* logs.c: the log size checks; a new pod's first check soon. */
 void rt__logs_start(rt_manager *m);
 void rt__log_check_soon(rt_pod *pod);
+/* A pod's log times: no more gated looks (it exited); its watch ends
+ * (rt_pod_free, or with the manager: rt__times_close_dead). */
+void rt__times_final(rt_pod *pod);
+void rt__times_stop(rt_pod *pod);
+void rt__times_close_dead(rt_manager *m);
 
 /* Reference counting keeps a pod alive while libuv still holds one of its
  * handles; the last unref frees it (STYLE: freed only in the close cb). */
@@ -159,6 +172,10 @@ struct rt_manager {
         uint64_t log_max_bytes;
         usec_t log_check_interval;
         uv_timer_t log_timer;
+        /* watches of freed pods, closed at the next log timer: removing an
+         * inotify watch is no work for the path that replaces a pod */
+        uv_fs_event_t **dead_watches;
+        size_t n_dead_watches;
 
         /* orphans (child subreaper) and our own children */
         bool subreaper;

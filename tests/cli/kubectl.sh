@@ -262,11 +262,46 @@ said() { k logs "$pod" | grep -q "ignoring SIGTERM"; }
 wait_for 5 said && ok "kubectl logs" || fail "logs of $pod: $(k logs "$pod" 2>&1)"
 expect_exit 0 "logs --limit-bytes" k logs "$pod" --limit-bytes=8
 [ "$(cat "$tmp/out")" = ignoring ] && ok "--limit-bytes=8 gives 8 bytes" || fail "got: $(cat "$tmp/out")"
-expect_exit 1 "logs --since" k logs "$pod" --since=1m
-expect_grep "sinceSeconds is not supported: tend keeps no time for each line" "$tmp/err" \
-    "--since is refused with the reason, not ignored"
-expect_exit 1 "logs --timestamps" k logs "$pod" --timestamps
-expect_grep "timestamps is not supported" "$tmp/err" "--timestamps too"
+# Times: a pod that writes a, then b 2 s later, then c 2 s after that.
+cat >"$tmp/ts.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ts}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: ts}}
+  template:
+    metadata: {labels: {app: ts}}
+    spec:
+      containers:
+      - name: main
+        command: ["/bin/sh", "-c", "echo a; sleep 2; echo b; sleep 2; echo c; exec sleep 1000"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+YAML
+expect_exit 0 "apply ts" k apply -f "$tmp/ts.yaml"
+tspod() { k get pods -l app=ts -o jsonpath='{.items[0].metadata.name}'; }
+wrote_c() { k logs "$(tspod)" 2>/dev/null | grep -qx c; }
+wait_for 20 wrote_c || fail "ts did not write c: $(k logs "$(tspod)" 2>&1)"
+expect_exit 0 "logs --timestamps" k logs "$(tspod)" --timestamps
+cp "$tmp/out" "$tmp/stamped"
+awk 'NF == 2 && $1 ~ /^20[0-9][0-9]-[01][0-9]-[0-3][0-9]T[0-9:.]*Z$/' "$tmp/out" | wc -l >"$tmp/n"
+[ "$(cat "$tmp/n")" = 3 ] && ok "each line starts with its RFC 3339 time" || fail "$(cat "$tmp/out")"
+secs() { date -d "$1" +%s.%N; }
+ta=$(awk '$2 == "a" { print $1 }' "$tmp/out") tb=$(awk '$2 == "b" { print $1 }' "$tmp/out")
+gap=$(awk -v a="$(secs "$ta")" -v b="$(secs "$tb")" 'BEGIN { printf "%.3f", b - a }')
+awk -v g="$gap" 'BEGIN { exit !(g >= 1.0 && g <= 3.5) }' && ok "b came 2 s after a (${gap} s)" ||
+    fail "a at $ta, b at $tb"
+expect_exit 0 "logs --since-time (b's)" k logs "$(tspod)" --since-time="$tb"
+[ "$(tr '\n' ' ' <"$tmp/out")" = "b c " ] && ok "--since-time: from b on" || fail "got: $(cat "$tmp/out")"
+expect_exit 0 "logs --since=1h" k logs "$(tspod)" --since=1h
+[ "$(tr '\n' ' ' <"$tmp/out")" = "a b c " ] && ok "--since=1h: all of it" || fail "got: $(cat "$tmp/out")"
+timeout 3 kubectl logs -f "$(tspod)" --timestamps --tail=1 >"$tmp/follow" 2>&1
+[ "$(cat "$tmp/follow")" = "$(awk '$2 == "c"' "$tmp/stamped")" ] && ok "logs -f --timestamps --tail=1" ||
+    fail "follow: $(cat "$tmp/follow")"
+expect_exit 1 "sinceSeconds and sinceTime together" \
+    k get --raw "/api/v1/namespaces/default/pods/$(tspod)/log?sinceSeconds=5&sinceTime=2026-01-01T00:00:00Z"
+expect_grep "at most one of sinceTime or sinceSeconds" "$tmp/err" "both at once: 422, saying so"
+expect_exit 0 "delete ts" k delete deploy ts --wait=false
 
 echo "== kubectl wait --for=condition=Ready -l after a crash"
 pid=$(k get pods -l app=stub -o json | jq -r '[.items[] | select(.status.phase == "Running")][0].status.containerStatuses[0].containerID' | sed 's|process://||')

@@ -604,6 +604,49 @@ expect_exit 0 "describe it" tend describe "pod/$(jq -r '.items[0].metadata.name'
 expect_grep "Last State: *Terminated" "$tmp/out" "describe shows the last run's end"
 expect_grep "Exit Code: *3" "$tmp/out" "with its exit code"
 
+echo "== logs --timestamps and --since, across a tendd restart"
+cat >"$tmp/tick.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: tick}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: tick}}
+  template:
+    metadata: {labels: {app: tick}}
+    spec:
+      containers:
+      - name: main
+        command: ["/bin/sh", "-c", "echo x; sleep 3; echo y; exec sleep 1000"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+YAML
+tend apply -f "$tmp/tick.yaml" >/dev/null
+tick=$(tend get pods -l app=tick -o name | head -1)
+tick=${tick#pod/}
+wrote() { tend logs "$tick" 2>/dev/null | grep -qx "$1"; }
+wait_for 10 wrote x || fail "tick wrote no x"
+# y is written while tendd is down: its time comes from the log's mtime
+# when tendd is back.
+stop_tendd TERM
+sleep 4
+t_down_end=$(date +%s)
+start_tendd
+wait_for 10 wrote y || fail "tick wrote no y"
+expect_exit 0 "tend logs --timestamps" tend logs "$tick" --timestamps
+xs=$(date -d "$(awk '$2 == "x" { print $1 }' "$tmp/out")" +%s)
+ys=$(date -d "$(awk '$2 == "y" { print $1 }' "$tmp/out")" +%s)
+[ $((ys - xs)) -ge 2 ] && [ $((ys - xs)) -le 4 ] && [ "$ys" -le "$t_down_end" ] &&
+    ok "y, written while tendd was down, has its own time, 3 s after x" ||
+    fail "x at $xs, y at $ys, tendd back at $t_down_end: $(cat "$tmp/out")"
+expect_exit 0 "tend logs --since=1h" tend logs "$tick" --since=1h
+[ "$(tr '\n' ' ' <"$tmp/out")" = "x y " ] && ok "--since=1h: both lines" || fail "$(cat "$tmp/out")"
+expect_exit 0 "tend logs --since-time (y's)" tend logs "$tick" \
+    --since-time="$(tend logs "$tick" --timestamps | awk '$2 == "y" { print $1 }')"
+[ "$(cat "$tmp/out")" = y ] && ok "--since-time: y only" || fail "$(cat "$tmp/out")"
+expect_exit 2 "tend logs --since=soon" tend logs "$tick" --since=soon
+expect_grep "expected a duration" "$tmp/err" "a bad --since is named"
+tend delete deploy/tick >/dev/null
+
 echo "== rollout status: timeout and progress deadline"
 cat >"$tmp/unready.yaml" <<YAML
 apiVersion: apps/v1
