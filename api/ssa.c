@@ -292,9 +292,11 @@ enum MHD_Result api__server_side_apply(req *r, const void *obj, const char *ns, 
         if (rc < 0)
                 return api__send_oom(r);
 
+        /* (a new one's name and namespace come from the URL, checked as
+         * any: api__decode_deployment) */
         doc = live ? json_incref(live)
-                   : json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "apps/v1", "kind",
-                               "Deployment", "metadata", "name", name, "namespace", ns);
+                   : json_pack("{s:s, s:s, s:{}}", "apiVersion", "apps/v1", "kind", "Deployment",
+                               "metadata");
         if (!doc || fields_set_view(doc, view) < 0 ||
             json_object_set(json_object_get(doc, "metadata"), "managedFields", managed) < 0)
                 return api__send_oom(r);
