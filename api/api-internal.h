@@ -74,7 +74,7 @@ struct api_server {
         char *token;
         api_tls tls;
         char *listen_url; /* https://HOST:PORT, where there is a TCP listener */
-        char *openapi_root, *openapi_core, *openapi_apps; /* openapi.c */
+        char *openapi_root, *openapi_core, *openapi_apps, *openapi_v2; /* openapi.c */
         tend_hashmap *usage; /* usage.c: pod uid → its last CPU reading */
         size_t max_body;
         usec_t heartbeat_interval;

@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * /openapi/v3: what kubectl reads to validate (it then asks the server to,
- * with fieldValidation), to explain, and to compute apply and diff patches.
- * Two group-version documents, apps/v1 and v1, with the paths tend serves
- * and the schemas of its objects, made once from the decoder's own tables
- * (spec_openapi_schema). Each is served under a hash of its content, which
- * kubectl caches by.
+ * /openapi/v3 (and the same as Swagger 2.0 JSON at /openapi/v2): what kubectl reads to validate (it
+ * then asks the server to, with fieldValidation), to explain, and to compute apply and diff
+ * patches. Two group-version documents, apps/v1 and v1, with the paths tend serves and the schemas
+ * of its objects, made once from the decoder's own tables (spec_openapi_schema). Each is served
+ * under a hash of its content, which kubectl caches by.
  */
 
 #include "api-internal.h"
@@ -53,10 +52,11 @@ static json_t *operation(const resource *res, const char *verb, const char *acti
         if (!write)
                 return op;
         content = streq(verb, "patch")
-                          ? json_pack("{s:{s:{}}, s:{s:{}}, s:{s:{}}}",
+                          ? json_pack("{s:{s:{}}, s:{s:{}}, s:{s:{}}, s:{s:{}}}",
                                       "application/json-patch+json", "schema",
                                       "application/merge-patch+json", "schema",
-                                      "application/strategic-merge-patch+json", "schema")
+                                      "application/strategic-merge-patch+json", "schema",
+                                      "application/apply-patch+yaml", "schema")
                           : json_pack("{s:{s:{s:s}}}", "application/json", "schema", "$ref",
                                       schema_ref);
         if (!content ||
@@ -131,12 +131,105 @@ static char *group_document(const char *prefix) {
         return json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
 }
 
+/* ---- /openapi/v2: the same, as Swagger 2.0 JSON ---- */
+
+/* Every "#/components/schemas/X" reference becomes "#/definitions/X". */
+static void v2_refs(json_t *j) {
+        const char *k;
+        json_t *v;
+        size_t i;
+
+        if (json_is_array(j))
+                json_array_foreach (j, i, v)
+                        v2_refs(v);
+        if (!json_is_object(j))
+                return;
+        json_object_foreach (j, k, v) {
+                const char *ref = streq(k, "$ref") ? json_string_value(v) : NULL;
+                const char *name = ref ? startswith(ref, "#/components/schemas/") : NULL;
+                if (name) {
+                        _cleanup_free_ char *r2 = strprintf("#/definitions/%s", name);
+                        if (r2)
+                                (void) json_string_set(v, r2);
+                } else
+                        v2_refs(v);
+        }
+}
+
+/* An operation's requestBody becomes a body parameter; query parameters
+ * carry their type directly. */
+static int v2_operation(json_t *op) {
+        json_t *params = json_object_get(op, "parameters"), *p, *body;
+        size_t i;
+
+        json_array_foreach (params, i, p) {
+                json_t *schema = json_object_get(p, "schema");
+                if (schema && json_object_update(p, schema) < 0)
+                        return -ENOMEM;
+                json_object_del(p, "schema");
+        }
+        body = json_object_get(op, "requestBody");
+        if (!body)
+                return 0;
+        json_t *content = json_object_get(body, "content"), *schema = NULL, *types = json_array();
+        const char *type;
+        json_t *c;
+        if (!types)
+                return -ENOMEM;
+        json_object_foreach (content, type, c) {
+                if (!schema && json_object_size(json_object_get(c, "schema")) > 0)
+                        schema = json_object_get(c, "schema");
+                if (json_array_append_new(types, json_string(type)) < 0)
+                        return json_decref(types), -ENOMEM;
+        }
+        if (json_object_set_new(op, "consumes", types) < 0 ||
+            json_array_append_new(params, json_pack("{s:s, s:s, s:b, s:o}", "name", "body", "in",
+                                                    "body", "required", true, "schema",
+                                                    schema ? json_incref(schema) : json_object())) <
+                    0)
+                return -ENOMEM;
+        json_object_del(op, "requestBody");
+        return 0;
+}
+
+/* Both group-versions in one Swagger 2.0 document, from the v3 ones. */
+static char *v2_document(const char *core, const char *apps) {
+        _cleanup_(json_decrefp) json_t *doc = json_pack(
+                "{s:s, s:{s:s, s:s}, s:{}, s:{}}", "swagger", "2.0", "info", "title", "tend",
+                "version", TEND_VERSION, "paths", "definitions");
+        const char *const v3[] = { core, apps };
+
+        if (!doc)
+                return NULL;
+        for (size_t d = 0; d < ELEMENTSOF(v3); d++) {
+                _cleanup_(json_decrefp) json_t *j = json_loads(v3[d], 0, NULL);
+                json_t *paths = json_object_get(j, "paths"), *item, *op;
+                const char *path, *verb;
+                if (!j)
+                        return NULL;
+                v2_refs(j);
+                json_object_foreach (paths, path, item)
+                        json_object_foreach (item, verb, op)
+                                if (v2_operation(op) < 0)
+                                        return NULL;
+                if (json_object_update(json_object_get(doc, "paths"), paths) < 0 ||
+                    json_object_update(
+                            json_object_get(doc, "definitions"),
+                            json_object_get(json_object_get(j, "components"), "schemas")) < 0)
+                        return NULL;
+        }
+        return json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+}
+
 int api__openapi_init(api_server *s) {
         _cleanup_free_ char *h1 = NULL, *h2 = NULL;
 
         s->openapi_core = group_document("api/v1");
         s->openapi_apps = group_document("apis/apps/v1");
         if (!s->openapi_core || !s->openapi_apps)
+                return -ENOMEM;
+        s->openapi_v2 = v2_document(s->openapi_core, s->openapi_apps);
+        if (!s->openapi_v2)
                 return -ENOMEM;
         h1 = hash_of(s->openapi_core);
         h2 = hash_of(s->openapi_apps);
@@ -154,6 +247,7 @@ void api__openapi_done(api_server *s) {
         free(s->openapi_root);
         free(s->openapi_core);
         free(s->openapi_apps);
+        free(s->openapi_v2);
 }
 
 /* GET /openapi/v3[/api/v1|/apis/apps/v1]; seg: the path's segments after
@@ -161,7 +255,16 @@ void api__openapi_done(api_server *s) {
 enum MHD_Result api__handle_openapi(req *r, char **seg, size_t n) {
         const char *doc = NULL;
 
-        if (n == 1 && streq(seg[0], "v3"))
+        if (n == 1 && streq(seg[0], "v2")) {
+                /* JSON only: kubectl asks for protobuf first, then reads v3 */
+                const char *accept = api__header(r, MHD_HTTP_HEADER_ACCEPT);
+                if (accept && strstr(accept, "protobuf") && !strstr(accept, "json"))
+                        return api__send_status(r, 406, "NotAcceptable",
+                                                "/openapi/v2 is served as JSON "
+                                                "(application/json), not protobuf; "
+                                                "/openapi/v3 has the same schemas");
+                doc = r->s->openapi_v2;
+        } else if (n == 1 && streq(seg[0], "v3"))
                 doc = r->s->openapi_root;
         else if (n == 3 && streq(seg[0], "v3") && streq(seg[1], "api") && streq(seg[2], "v1"))
                 doc = r->s->openapi_core;
@@ -170,7 +273,7 @@ enum MHD_Result api__handle_openapi(req *r, char **seg, size_t n) {
                 doc = r->s->openapi_apps;
         if (!doc)
                 return api__send_status(r, 404, "NotFound",
-                                        "tendd serves OpenAPI v3 only: /openapi/v3, "
-                                        "/openapi/v3/api/v1, /openapi/v3/apis/apps/v1");
+                                        "tendd serves /openapi/v2 (JSON), /openapi/v3, "
+                                        "/openapi/v3/api/v1 and /openapi/v3/apis/apps/v1");
         return api__queue(r, 200, "application/json", strdup(doc));
 }

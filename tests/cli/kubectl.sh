@@ -152,6 +152,21 @@ expect_grep "^  cpu: *$(nproc)$" "$tmp/out" "its capacity: the CPUs"
 expect_exit 1 "another node" k get node not-this-host
 expect_grep "this tendd's node is its host" "$tmp/err" "another name is NotFound, with the reason"
 
+echo "== /openapi/v2: the same schemas as Swagger 2.0 JSON"
+expect_exit 0 "get --raw /openapi/v2" k get --raw /openapi/v2
+jq -e '.swagger == "2.0" and (.definitions | length) > 10 and
+    ([.. | .["$ref"]? | select(. != null) | select(startswith("#/definitions/") | not)] | length) == 0 and
+    (.paths["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"].patch.consumes |
+        index("application/apply-patch+yaml")) != null and
+    ([.paths[][] | .parameters[]? | select(.in == "body")] | length) > 0' "$tmp/out" >/dev/null &&
+    ok "definitions, references to them, body parameters, apply among the patch types" ||
+    fail "$(head -c 600 "$tmp/out")"
+[ "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$state/tls/ca.crt" \
+    -H "Authorization: Bearer $(cat "$state/tls/token")" \
+    -H 'Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf' \
+    "https://127.0.0.1:$port/openapi/v2")" = 406 ] && ok "protobuf asked for: 406, not JSON in its place" ||
+    fail "protobuf accept not refused"
+
 echo "== explain"
 expect_exit 0 "explain deployment.spec.replicas" k explain deployment.spec.replicas
 expect_grep "FIELD: replicas <integer>" "$tmp/out" "explain names the field and its type"
