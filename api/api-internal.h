@@ -265,3 +265,5 @@ double api__uptime(void); /* seconds since boot */
 /* node.c: this host as the one Node */
 int api__meminfo(uint64_t *ret_total_kb, uint64_t *ret_available_kb); /* /proc/meminfo */
 enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method);
+enum MHD_Result api__handle_node_lease(req *r, const char *ns, const char *name,
+                                       const char *method);

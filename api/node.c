@@ -129,3 +129,39 @@ enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method) 
                               json_pack("{s:s, s:s, s:{}, s:[O]}", "kind", "NodeList", "apiVersion",
                                         "v1", "metadata", "items", node));
 }
+
+/* GET /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/NAME:
+ * the node's Lease, which `kubectl describe node` shows (renewed while
+ * tendd answers, as the node is Ready while it does). Read-only. */
+enum MHD_Result api__handle_node_lease(req *r, const char *ns, const char *name,
+                                       const char *method) {
+        _cleanup_(json_decrefp) json_t *node = NULL;
+        const char *host, *created;
+        char now[TIMESTAMP_MAX];
+
+        if (!streq(method, "GET"))
+                return api__send_status(r, 405, "MethodNotAllowed",
+                                        "the node's lease is this tendd's: it is read-only");
+        node = node_json(r->s);
+        if (!node)
+                return api__send_oom(r);
+        host = json_string_value(json_object_get(json_object_get(node, "metadata"), "name"));
+        created = json_string_value(
+                json_object_get(json_object_get(node, "metadata"), "creationTimestamp"));
+        if (!streq(ns, "kube-node-lease") || !name || !streq(name, host))
+                return api__send_json(
+                        r, 404,
+                        api__status_json(404, "NotFound",
+                                         "leases are those of nodes, in kube-node-lease: this "
+                                         "tendd's is its host's",
+                                         json_pack("{s:s, s:s, s:s}", "name", strempty(name),
+                                                   "group", "coordination.k8s.io", "kind",
+                                                   "leases")));
+        format_timestamp(now, now_realtime());
+        return api__send_json(r, 200,
+                              json_pack("{s:s, s:s, s:{s:s, s:s, s:s?}, s:{s:s, s:i, s:s}}",
+                                        "apiVersion", "coordination.k8s.io/v1", "kind", "Lease",
+                                        "metadata", "name", host, "namespace", "kube-node-lease",
+                                        "creationTimestamp", created, "spec", "holderIdentity",
+                                        host, "leaseDurationSeconds", 40, "renewTime", now));
+}

@@ -174,6 +174,9 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
         if ((n == 3 || n == 4) && streq(seg[0], "api") && streq(seg[1], "v1") &&
             streq(seg[2], "nodes"))
                 return api__handle_nodes(r, n == 4 ? seg[3] : NULL, method);
+        if (n == 7 && streq(seg[0], "apis") && streq(seg[1], "coordination.k8s.io") &&
+            streq(seg[2], "v1") && streq(seg[3], "namespaces") && streq(seg[5], "leases"))
+                return api__handle_node_lease(r, seg[4], seg[6], method);
 
         /* /api/v1/... and /apis/apps/v1/... */
         size_t base;

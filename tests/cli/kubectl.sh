@@ -149,6 +149,8 @@ expect_grep "^$host  *[0-9][0-9]*m  *[0-9][0-9]*%  *[0-9][0-9]*Mi  *[0-9][0-9]*%
     "the host's CPU and memory, with percentages of its capacity"
 expect_exit 0 "describe node" k describe node "$host"
 expect_grep "^  cpu: *$(nproc)$" "$tmp/out" "its capacity: the CPUs"
+expect_grep "^  HolderIdentity: *$host$" "$tmp/out" "its Lease, held by itself"
+! grep -qi "failed to get lease" "$tmp/out" && ok "no lease lookup error" || fail "$(grep -i lease "$tmp/out")"
 expect_exit 1 "another node" k get node not-this-host
 expect_grep "this tendd's node is its host" "$tmp/err" "another name is NotFound, with the reason"
 
