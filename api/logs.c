@@ -81,7 +81,6 @@ static usec_t time_at(const log_times *t, uint64_t off) {
  * stretch noted before it. */
 static uint64_t since_offset(const log_times *t, usec_t since) {
         uint64_t off = 0;
-
         size_t i;
 
         for (i = 0; i < t->n && t->e[i][1] < since; i++)
@@ -129,6 +128,8 @@ static size_t stamp_lines(const log_times *t, uint64_t at, const char *in, size_
 
 /* ---- logs ----------------------------------------------------------------------------------- */
 
+/* A log being sent in chunks: a follower (logs -f), or a one-shot read
+ * that stamps lines (timestamps=true), which stops at `end`. */
 struct follower {
         follower *prev, *next;
         api_server *s;
@@ -142,6 +143,8 @@ struct follower {
         log_times times; /* timestamps=true: each line's time from these */
         bool timestamps;
         bool line_start; /* the next byte begins a line */
+        bool follow;     /* false: stop at end */
+        off_t end;
         bool suspended;
         bool gone; /* the client hung up */
         bool done; /* tendd stops */
@@ -197,24 +200,27 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
                  * are was truncated; start over from its beginning. */
                 if (fstat(f->fd, &st) == 0 && st.st_size < f->offset)
                         f->offset = 0;
-                if (f->timestamps) {
-                        /* half the buffer read, the rest for the stamps */
-                        _cleanup_free_ char *in = malloc(max / 2 + 1);
-                        size_t used = 0, out;
-                        n = in ? pread(f->fd, in, max / 2, f->offset) : -1;
-                        if (n > 0) {
-                                out = stamp_lines(&f->times, (uint64_t) f->offset, in, (size_t) n,
-                                                  buf, max, &f->line_start, &used);
-                                f->offset += (off_t) used;
-                                f->left -= MIN(f->left, (uint64_t) out);
-                                return (ssize_t) out;
-                        }
-                } else if ((n = pread(f->fd, buf, max, f->offset)) > 0) {
+                /* stamped: half the buffer read, the rest for the stamps */
+                char in[8 * 1024];
+                size_t want = f->timestamps ? MIN(max / 2, sizeof in) : max, used = 0, out;
+                if (!f->follow)
+                        want = (size_t) MIN((off_t) want, MAX(f->end - f->offset, 0));
+                n = want ? pread(f->fd, f->timestamps ? in : buf, want, f->offset) : 0;
+                if (n > 0 && f->timestamps) {
+                        out = stamp_lines(&f->times, (uint64_t) f->offset, in, (size_t) n, buf, max,
+                                          &f->line_start, &used);
+                        f->offset += (off_t) used;
+                        f->left -= MIN(f->left, (uint64_t) out);
+                        return (ssize_t) out;
+                }
+                if (n > 0) {
                         f->offset += n;
                         f->left -= (uint64_t) n;
                         return n;
                 }
         }
+        if (!f->follow)
+                return MHD_CONTENT_READER_END_OF_STREAM;
         p = store_get(f->s->store, STORE_POD, f->ns, f->pod);
         if (!p || spec_pod_terminal(p))
                 return MHD_CONTENT_READER_END_OF_STREAM;
@@ -353,9 +359,10 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
                                           MAX((uint64_t) off, since_offset(&times, since)));
         }
 
-        if (api__arg_true(r, "follow") && !api__arg_true(r, "previous") && !r->conn)
+        bool follow = api__arg_true(r, "follow") && !api__arg_true(r, "previous");
+        if (follow && !r->conn)
                 return api__send_status(r, 400, "BadRequest", "following a log needs a connection");
-        if (api__arg_true(r, "follow") && !api__arg_true(r, "previous")) {
+        if (follow || (timestamps && fd >= 0)) {
                 follower *f = new0(follower, 1);
 
                 if (!f)
@@ -371,47 +378,43 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
                 f->left = lb ? (uint64_t) limit : UINT64_MAX;
                 f->timestamps = timestamps;
                 f->line_start = true;
+                f->follow = follow;
+                f->end = f->fd >= 0 ? st.st_size : 0; /* (read only when not following) */
                 f->times = times;
                 times = (log_times){};
+                /* What a follower reads past the times noted when it began
+                 * is stamped with when it reads it (within its quarter
+                 * second), not with the log's mtime of then. */
+                if (follow)
+                        f->times.mtime = 0;
+                if (!follow && !r->conn) {
+                        /* answered in memory: the same reader, in chunks */
+                        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(SIZE_MAX);
+                        char chunk[16 * 1024];
+                        ssize_t n;
+                        while ((n = follow_reader(f, 0, chunk, sizeof chunk)) > 0)
+                                if (tend_buf_add(&b, chunk, (size_t) n) < 0) {
+                                        follow_free(f);
+                                        return api__send_oom(r);
+                                }
+                        follow_free(f);
+                        return api__queue(r, 200, "text/plain", tend_buf_take(&b));
+                }
                 resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, follow_reader,
                                                          f, follow_free);
                 if (!resp) {
                         follow_free(f);
                         return MHD_NO;
                 }
-                f->next = s->followers;
-                if (s->followers)
-                        s->followers->prev = f;
-                s->followers = f;
+                if (follow) {
+                        f->next = s->followers;
+                        if (s->followers)
+                                s->followers->prev = f;
+                        s->followers = f;
+                }
         } else if (fd < 0)
                 return api__queue(r, 200, "text/plain", strdup(""));
-        else if (timestamps) {
-                /* Made in memory: a log is at most its rotation size. */
-                size_t len = (size_t) (st.st_size - off), used = 0, out_len, lines = 1, cap;
-                _cleanup_free_ char *in = malloc(len + 1), *out = NULL;
-                bool line_start = true;
-                ssize_t got;
-                if (!in)
-                        return api__send_oom(r);
-                got = pread(fd, in, len, off);
-                len = got > 0 ? (size_t) got : 0;
-                for (const char *c = in; (c = memchr(c, '\n', len - (size_t) (c - in))); c++)
-                        lines++;
-                cap = len + lines * (TIMESTAMP_MAX + 1) + 1;
-                out = malloc(cap);
-                if (!out)
-                        return api__send_oom(r);
-                out_len = stamp_lines(&times, (uint64_t) off, in, len, out, cap, &line_start,
-                                      &used);
-                out_len = (size_t) MIN((int64_t) out_len, limit);
-                out[out_len] = 0;
-                if (!r->conn)
-                        return api__queue(r, 200, "text/plain", TAKE_PTR(out));
-                resp = MHD_create_response_from_buffer(out_len, out, MHD_RESPMEM_MUST_FREE);
-                if (!resp)
-                        return MHD_NO;
-                out = NULL; /* the response owns it now */
-        } else if (!r->conn) {
+        else if (!r->conn) {
                 _cleanup_free_ char *text = NULL;
                 size_t len = (size_t) MIN((int64_t) (st.st_size - off), limit);
                 text = malloc(len + 1);

@@ -297,8 +297,15 @@ spec:
 YAML
 expect_exit 0 "apply ts" k apply -f "$tmp/ts.yaml"
 tspod() { k get pods -l app=ts -o jsonpath='{.items[0].metadata.name}'; }
-wrote_c() { k logs "$(tspod)" 2>/dev/null | grep -qx c; }
-wait_for 20 wrote_c || fail "ts did not write c: $(k logs "$(tspod)" 2>&1)"
+wrote() { k logs "$(tspod)" 2>/dev/null | grep -qx "$1"; }
+wait_for 10 wrote a || fail "ts did not write a: $(k logs "$(tspod)" 2>&1)"
+# a follower that begins before c is written stamps c when it comes
+k logs -f "$(tspod)" --timestamps >"$tmp/follow-live" 2>&1 &
+follower=$!
+wait_for 20 wrote c || fail "ts did not write c: $(k logs "$(tspod)" 2>&1)"
+wait_for 5 grep -q " c$" "$tmp/follow-live" || fail "the follower did not get c"
+kill "$follower" 2>/dev/null
+wait "$follower" 2>/dev/null
 expect_exit 0 "logs --timestamps" k logs "$(tspod)" --timestamps
 cp "$tmp/out" "$tmp/stamped"
 awk 'NF == 2 && $1 ~ /^20[0-9][0-9]-[01][0-9]-[0-3][0-9]T[0-9:.]*Z$/' "$tmp/out" | wc -l >"$tmp/n"
@@ -308,6 +315,9 @@ ta=$(awk '$2 == "a" { print $1 }' "$tmp/out") tb=$(awk '$2 == "b" { print $1 }' 
 gap=$(awk -v a="$(secs "$ta")" -v b="$(secs "$tb")" 'BEGIN { printf "%.3f", b - a }')
 awk -v g="$gap" 'BEGIN { exit !(g >= 1.0 && g <= 3.5) }' && ok "b came 2 s after a (${gap} s)" ||
     fail "a at $ta, b at $tb"
+tc=$(awk '$2 == "c" { print $1 }' "$tmp/stamped") tcf=$(awk '$2 == "c" { print $1 }' "$tmp/follow-live")
+awk -v a="$(secs "$tc")" -v b="$(secs "$tcf")" 'BEGIN { d = b - a; exit !(d > -1 && d < 1) }' &&
+    ok "a follower stamps a new line with its time (${tcf} vs ${tc})" || fail "c at $tc, followed at $tcf"
 expect_exit 0 "logs --since-time (b's)" k logs "$(tspod)" --since-time="$tb"
 [ "$(tr '\n' ' ' <"$tmp/out")" = "b c " ] && ok "--since-time: from b on" || fail "got: $(cat "$tmp/out")"
 expect_exit 0 "logs --since=1h" k logs "$(tspod)" --since=1h
