@@ -20,44 +20,17 @@ static void times_done(log_times *t) {
         *t = (log_times){};
 }
 
-/* At most 16 MiB of entries (a million stretches); past that, the last
- * ones. */
-#define TIMES_MAX_BYTES (16u << 20)
+/* At most a million entries (16 MiB); past that, the last ones. */
+#define TIMES_MAX_ENTRIES (1u << 20)
 
 static int times_load(const char *log_path, int log_fd, log_times *t) {
-        _cleanup_free_ char *path = strprintf("%s.times", log_path);
-        _cleanup_close_ int fd = -EBADF;
         struct stat st;
-        off_t from = 0;
-        ssize_t got;
-        size_t want;
 
         *t = (log_times){};
-        if (!path)
-                return -ENOMEM;
         if (log_fd >= 0 && fstat(log_fd, &st) == 0)
                 t->mtime = (usec_t) st.st_mtim.tv_sec * USEC_PER_SEC +
                            (usec_t) st.st_mtim.tv_nsec / 1000;
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) < 0)
-                return 0; /* no times yet: every line is the log's mtime */
-        want = (size_t) st.st_size / sizeof *t->e * sizeof *t->e;
-        if (want > TIMES_MAX_BYTES) {
-                from = (off_t) (want - TIMES_MAX_BYTES);
-                want = TIMES_MAX_BYTES;
-        }
-        if (want == 0)
-                return 0;
-        t->e = malloc(want);
-        if (!t->e)
-                return -ENOMEM;
-        got = pread(fd, t->e, want, from);
-        t->n = got > 0 ? (size_t) got / sizeof *t->e : 0;
-        for (size_t i = 0; i < t->n; i++) {
-                t->e[i][0] = le64toh(t->e[i][0]);
-                t->e[i][1] = le64toh(t->e[i][1]);
-        }
-        return 0;
+        return rt_log_times_load(log_path, TIMES_MAX_ENTRIES, &t->e, &t->n);
 }
 
 /* When the byte at off was written: the first entry that covers it; the

@@ -245,6 +245,10 @@ char *rt_log_path(const char *state_dir, const char *namespace, const char *pod,
         return strprintf("%s/pods/%s_%s/%s.log", state_dir, namespace, pod, container);
 }
 
+char *rt_log_times_path(const char *log_path) {
+        return strprintf("%s.times", log_path);
+}
+
 /* ---- records ------------------------------------------------------------------------------ */
 
 void rt_record_done(rt_record *r) {

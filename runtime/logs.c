@@ -20,6 +20,14 @@
 static void times_look(rt_pod *p, usec_t wall, bool by_mtime);
 static void on_log_timer(uv_timer_t *t);
 
+/* The one log timer fires within `in` (µs) at the latest. */
+static void log_timer_within(rt_manager *m, usec_t in) {
+        uint64_t ms = (in + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
+
+        if (uv_timer_get_due_in(&m->log_timer) > ms)
+                uv_timer_start(&m->log_timer, on_log_timer, ms, 0);
+}
+
 typedef struct rotation {
         uv_fs_t req;
         rt_manager *m;
@@ -82,6 +90,40 @@ static void on_rotated(uv_fs_t *req) {
  */
 #define TIMES_GATE (250 * USEC_PER_MSEC)
 
+int rt_log_times_load(const char *log_path, size_t max_entries, uint64_t (**ret)[2],
+                      size_t *ret_n) {
+        _cleanup_free_ char *path = rt_log_times_path(log_path);
+        _cleanup_close_ int fd = -EBADF;
+        uint64_t(*e)[2];
+        struct stat st;
+        size_t n;
+        ssize_t got;
+
+        *ret = NULL;
+        *ret_n = 0;
+        if (!path)
+                return -ENOMEM;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return 0; /* no times (yet) */
+        n = MIN((size_t) st.st_size / sizeof *e, max_entries);
+        if (n == 0)
+                return 0;
+        e = malloc(n * sizeof *e);
+        if (!e)
+                return -ENOMEM;
+        got = pread(fd, e, n * sizeof *e,
+                    (off_t) ((size_t) st.st_size / sizeof *e - n) * (off_t) sizeof *e);
+        n = got > 0 ? (size_t) got / sizeof *e : 0;
+        for (size_t i = 0; i < n; i++) {
+                e[i][0] = le64toh(e[i][0]);
+                e[i][1] = le64toh(e[i][1]);
+        }
+        *ret = e;
+        *ret_n = n;
+        return 0;
+}
+
 static int times_put(rt_pod *p, uint64_t i, uint64_t off, usec_t at) {
         uint64_t e[2] = { htole64(off), htole64(at) };
 
@@ -141,10 +183,7 @@ static void on_log_change(uv_fs_event_t *w, const char *file, int events, int st
         /* Within the gate: one look when it ends, nothing until then. */
         (void) uv_fs_event_stop(w);
         p->times_due = mono + (TIMES_GATE - (wall - p->times_at));
-        if (uv_timer_get_due_in(&p->manager->log_timer) >
-            (p->times_due - mono + USEC_PER_MSEC - 1) / USEC_PER_MSEC)
-                uv_timer_start(&p->manager->log_timer, on_log_timer,
-                               (p->times_due - mono + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
+        log_timer_within(p->manager, p->times_due - mono);
 }
 
 static int watch_start(rt_pod *p) {
@@ -158,16 +197,23 @@ static int watch_start(rt_pod *p) {
         return uv_fs_event_start(p->watch, on_log_change, p->record.log_path, 0);
 }
 
-/* The times file opened (its last entry read back) and the watch started:
- * at a pod's first log check, not on the path that starts it. */
-static void times_start(rt_pod *p) {
+/* At each log check: the times file opened (its last entry read back) the
+ * first time — not on the path that starts a pod — and the watch started,
+ * or started again if it could not be (a unit's log not made yet). */
+static void times_keep(rt_pod *p) {
         _cleanup_free_ char *path = NULL;
         struct stat st;
         uint64_t e[2];
 
-        if (p->times_fd >= 0 || !p->record.log_path || p->state == RT_POD_EXITED)
+        if (!p->record.log_path || p->state == RT_POD_EXITED)
                 return;
-        path = strprintf("%s.times", p->record.log_path);
+        if (p->times_fd >= 0) {
+                if (!p->times_due && (!p->watch || !uv_is_active((uv_handle_t *) p->watch)) &&
+                    watch_start(p) >= 0)
+                        times_look(p, now_realtime(), false);
+                return;
+        }
+        path = rt_log_times_path(p->record.log_path);
         if (!path)
                 return;
         p->times_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
@@ -198,13 +244,6 @@ static void times_due(rt_pod *p, usec_t now) {
         times_look(p, now_realtime(), false);
 }
 
-/* Nothing more to do at the exit itself: what a dead process wrote last
- * and no entry covers has the log's mtime as its time (api/logs.c), which
- * is when it was written. */
-void rt__times_final(rt_pod *p) {
-        p->times_due = 0;
-}
-
 void rt__times_close_dead(rt_manager *m) {
         for (size_t i = 0; i < m->n_dead_watches; i++)
                 uv_close((uv_handle_t *) m->dead_watches[i], on_watch_closed);
@@ -226,9 +265,7 @@ void rt__times_stop(rt_pod *p) {
         else {
                 m->dead_watches = w;
                 m->dead_watches[m->n_dead_watches++] = p->watch;
-                if (uv_timer_get_due_in(&m->log_timer) > LOG_CHECK_FIRST / USEC_PER_MSEC)
-                        uv_timer_start(&m->log_timer, on_log_timer, LOG_CHECK_FIRST / USEC_PER_MSEC,
-                                       0);
+                log_timer_within(m, LOG_CHECK_FIRST);
         }
         p->watch = NULL;
 }
@@ -262,12 +299,7 @@ static void check_log(rt_manager *m, rt_pod *p, usec_t now) {
                 p->log_next_check = USEC_INFINITY;
                 return;
         }
-        times_start(p);
-        /* A watch that could not start (a unit's log not made yet) is
-         * tried again at each check. */
-        if (p->times_fd >= 0 && !p->times_due &&
-            (!p->watch || !uv_is_active((uv_handle_t *) p->watch)) && watch_start(p) >= 0)
-                times_look(p, now_realtime(), false);
+        times_keep(p);
         /* A descriptor of the file, kept: with a thousand pods, a stat() of
          * each path every few seconds was most of an idle agent's work.
          * Copy-then-truncate keeps the inode, so the descriptor stays right. */
@@ -334,6 +366,5 @@ void rt__log_check_soon(rt_pod *pod) {
         rt_manager *m = pod->manager;
 
         pod->log_next_check = now_monotonic() + LOG_CHECK_FIRST;
-        if (uv_timer_get_due_in(&m->log_timer) > LOG_CHECK_FIRST / USEC_PER_MSEC)
-                uv_timer_start(&m->log_timer, on_log_timer, LOG_CHECK_FIRST / USEC_PER_MSEC, 0);
+        log_timer_within(m, LOG_CHECK_FIRST);
 }

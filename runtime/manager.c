@@ -160,7 +160,6 @@ static void pod_set_state(rt_pod *p, rt_pod_state state, const rt_exit *e) {
                 p->ready = false;
                 m->pods_ended = true; /* escapees of it may have to go */
                 rt__probes_stop(p);
-                rt__times_final(p);
                 if (!p->freed && m->cb.exited)
                         m->cb.exited(p, e, m->userdata);
                 break;

@@ -119,9 +119,8 @@ void rt__reap_orphans(rt_manager *m);
 /* logs.c: the log size checks; a new pod's first check soon. */
 void rt__logs_start(rt_manager *m);
 void rt__log_check_soon(rt_pod *pod);
-/* A pod's log times: no more gated looks (it exited); its watch ends
- * (rt_pod_free, or with the manager: rt__times_close_dead). */
-void rt__times_final(rt_pod *pod);
+/* A pod's log times: its watch ends (rt_pod_free; closed at the next log
+ * timer, or with the manager: rt__times_close_dead). */
 void rt__times_stop(rt_pod *pod);
 void rt__times_close_dead(rt_manager *m);
 

@@ -206,6 +206,12 @@ void rt_manager_remove_pod_logs(rt_manager *m, const char *namespace, const char
 /* <state_dir>/pods/<namespace>_<pod>/<container>.log; new string. */
 char *rt_log_path(const char *state_dir, const char *namespace, const char *pod,
                   const char *container);
+/* <log>.times beside a log: when each stretch of it was seen written, as
+ * entries of (end offset, wall-clock µs), in order (runtime/logs.c). */
+char *rt_log_times_path(const char *log_path);
+/* The last max_entries of them (*ret: new array, NULL and 0 when there
+ * are none). */
+int rt_log_times_load(const char *log_path, size_t max_entries, uint64_t (**ret)[2], size_t *ret_n);
 
 /* ---- pure helpers (exported for tests) --------------------------------------------- */
 
