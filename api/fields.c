@@ -117,12 +117,9 @@ static json_t *set_op(json_t *a, json_t *b, bool intersect) {
                         continue;
                 }
                 bc = json_object_get(b, k);
-                if (!bc)
-                        r = intersect ? NULL : json_deep_copy(c);
-                else
-                        r = set_op(c, bc, intersect);
                 if (!bc && intersect)
                         continue;
+                r = bc ? set_op(c, bc, intersect) : json_deep_copy(c);
                 if (!r)
                         goto oom;
                 if (set_is_empty(r)) {
@@ -637,9 +634,9 @@ static json_t *entry_set(json_t *e) {
         return f ? set_import(f) : json_object();
 }
 
-/* A copy of managed in which entry i (or a new one at the end, i = -1)
- * holds set for (manager, op, sub); an empty set drops it. The time changes
- * only when the fields do. */
+/* Entry i of managed (or a new one at the end, i = -1) made to hold set for
+ * (manager, op, sub); an empty set drops it. The time changes only when the
+ * fields do. */
 static int put_entry(json_t *managed, ssize_t i, json_t *set, const char *manager, const char *op,
                      const char *sub, const char *now) {
         json_t *old = i >= 0 ? json_array_get(managed, (size_t) i) : NULL, *e, *f;
@@ -763,8 +760,7 @@ json_t *fields_update(json_t *managed, json_t *old_view, json_t *new_view, const
         i = find_entry(out, manager, "Update", subresource);
         if (r >= 0)
                 r = others_lose(out, i, lose);
-        /* (others_lose removes entries after i only when i is -1 or they
-         * come later: find it again) */
+        /* (others_lose may have removed entries before it: found again) */
         i = find_entry(out, manager, "Update", subresource);
         /* Unchanged when it owned all that changed and none of what went. */
         json_t *had_f = i >= 0 ? json_object_get(json_array_get(out, (size_t) i), "fieldsV1")
@@ -901,7 +897,7 @@ int fields_apply(json_t *managed, json_t *live_view, json_t *config, const char 
         json_array_foreach (out, i, e) {
                 _cleanup_(json_decrefp) json_t *s = NULL, *x = NULL;
                 char path[1024] = "";
-                if ((ssize_t) i == mine)
+                if ((ssize_t) i == mine || !v1_has_any(json_object_get(e, "fieldsV1"), changed))
                         continue;
                 _cleanup_free_ char *who = print_manager(e);
                 s = entry_set(e);

@@ -12,15 +12,6 @@
 
 #define MANAGER_MAX 128
 
-static bool utf8_valid(const char *s) {
-        size_t n = strlen(s);
-
-        for (size_t i = 0, l; i < n; i += l)
-                if (!(l = utf8_char_len(s + i, n - i)))
-                        return false;
-        return true;
-}
-
 static void now_string(char buf[static TIMESTAMP_MAX]) {
         format_timestamp(buf, now_realtime() / USEC_PER_SEC * USEC_PER_SEC);
 }
@@ -33,7 +24,7 @@ char *api__field_manager(req *r, bool apply, enum MHD_Result *ret) {
                 for (const char *p = fm; *p; p++)
                         if ((unsigned char) *p < 0x20 || *p == 0x7f)
                                 printable = false;
-                if (!*fm || strlen(fm) > MANAGER_MAX || !printable || !utf8_valid(fm)) {
+                if (!*fm || strlen(fm) > MANAGER_MAX || !printable || !utf8_is_valid(fm)) {
                         *ret = api__send_status(
                                 r, 422, "Invalid",
                                 "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Invalid "
@@ -57,7 +48,7 @@ char *api__field_manager(req *r, bool apply, enum MHD_Result *ret) {
         if (n > MANAGER_MAX)
                 n = MANAGER_MAX;
         char *m = n ? strndup(ua, n) : strdup("unknown");
-        if (m && !utf8_valid(m)) {
+        if (m && !utf8_is_valid(m)) {
                 free(m);
                 m = strdup("unknown");
         }
@@ -146,10 +137,13 @@ json_t *api__track_scale(req *r, const spec_deployment *d, int32_t replicas, enu
 
         if (!manager)
                 return NULL;
+        /* the view with another spec.replicas: copies of the two objects
+         * on the way, the rest shared */
         ov = old ? fields_view(old) : NULL;
-        nv = ov ? json_deep_copy(ov) : NULL;
-        if (!nv || json_object_set_new(json_object_get(nv, "spec"), "replicas",
-                                       json_integer(replicas)) < 0) {
+        nv = ov ? json_copy(ov) : NULL;
+        json_t *spec = nv ? json_copy(json_object_get(ov, "spec")) : NULL;
+        if (!spec || json_object_set_new(nv, "spec", spec) < 0 ||
+            json_object_set_new(spec, "replicas", json_integer(replicas)) < 0) {
                 *ret = api__send_oom(r);
                 return NULL;
         }

@@ -137,6 +137,15 @@ size_t utf8_char_len(const char *s, size_t n) {
         return len;
 }
 
+bool utf8_is_valid(const char *s) {
+        size_t n = strlen(s);
+
+        for (size_t i = 0, l; i < n; i += l)
+                if (!(l = utf8_char_len(s + i, n - i)))
+                        return false;
+        return true;
+}
+
 char *utf8_escape_invalid(const char *s) {
         size_t n = strlen(s), bad = 0, o = 0;
         char *out;

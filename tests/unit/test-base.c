@@ -260,6 +260,11 @@ static void test_utf8(void **state) {
         assert_int_equal(utf8_char_len("\xe0\x80\xaf", 3), 0);     /* overlong */
         assert_int_equal(utf8_char_len("\xed\xa0\x80", 3), 0);     /* surrogate */
         assert_int_equal(utf8_char_len("\xf4\x90\x80\x80", 4), 0); /* over U+10FFFF */
+        assert_true(utf8_is_valid(""));
+        assert_true(utf8_is_valid("kubectl-é€😀"));
+        assert_false(utf8_is_valid("kube\xff"
+                                   "ctl"));
+        assert_false(utf8_is_valid("cut \xc3"));
         assert_int_equal(utf8_char_len("\xff", 1), 0);
         assert_int_equal(utf8_char_len("\x80", 1), 0);
 

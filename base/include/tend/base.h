@@ -137,6 +137,8 @@ size_t utf8_char_len(const char *s, size_t n) _pure_;
 /* s with each byte of an invalid sequence written as "\xNN", so that it is
  * valid UTF-8 whatever it held (new string, NULL on failure). */
 char *utf8_escape_invalid(const char *s);
+/* Whether all of s is valid UTF-8. */
+bool utf8_is_valid(const char *s) _pure_;
 /* How many bytes of s (length n) to keep so as to cut at most max bytes
  * without splitting a character. */
 size_t utf8_cut(const char *s, size_t n, size_t max) _pure_;
