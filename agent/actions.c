@@ -173,20 +173,6 @@ static spec_deployment *prepare(const spec_deployment *d, const spec_deployment 
         return n;
 }
 
-static bool managed_fields_equal(const spec_meta *a, const spec_meta *b) {
-        if (a->n_managed_fields != b->n_managed_fields)
-                return false;
-        for (size_t i = 0; i < a->n_managed_fields; i++) {
-                const spec_managed_fields *x = &a->managed_fields[i], *y = &b->managed_fields[i];
-                if (!streq_ptr(x->manager, y->manager) || x->operation != y->operation ||
-                    !streq_ptr(x->api_version, y->api_version) || x->time != y->time ||
-                    x->fields_type != y->fields_type || !streq_ptr(x->fields_v1, y->fields_v1) ||
-                    !streq_ptr(x->subresource, y->subresource))
-                        return false;
-        }
-        return true;
-}
-
 spec_deployment *agent_apply_stored_form(agent *a, const spec_deployment *d, unsigned flags) {
         return prepare(
                 d, store_get(a->store, STORE_DEPLOYMENT, d->metadata.namespace, d->metadata.name),
@@ -210,7 +196,7 @@ static spec_deployment *to_store(agent *a, const spec_deployment *d, unsigned fl
                 n->metadata.generation = old->metadata.generation + 1;
                 *ret = AGENT_CONFIGURED;
         } else if (!spec_map_equal(&old->metadata.labels, &n->metadata.labels) ||
-                   !managed_fields_equal(&old->metadata, &n->metadata)) {
+                   !spec_meta_managed_fields_equal(&old->metadata, &n->metadata)) {
                 /* Labels and who set what are not the spec: no new
                  * generation (as Kubernetes), but they are written. */
                 n->metadata.generation = old->metadata.generation;

@@ -501,6 +501,15 @@ int spec_meta_set_managed_fields(spec_meta *m, json_t *managed, spec_errors *err
         return r;
 }
 
+bool spec_meta_managed_fields_equal(const spec_meta *a, const spec_meta *b) {
+        if (a->n_managed_fields != b->n_managed_fields)
+                return false;
+        for (size_t i = 0; i < a->n_managed_fields; i++)
+                if (!spec_equal(&t_managed_fields, &a->managed_fields[i], &b->managed_fields[i]))
+                        return false;
+        return true;
+}
+
 json_t *spec_meta_managed_fields_json(const spec_meta *m) {
         _cleanup_(json_decrefp) json_t *j = spec_encode(&t_meta, m);
         json_t *a = json_object_get(j, "managedFields");

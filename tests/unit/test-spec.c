@@ -1239,6 +1239,7 @@ static void test_managed_fields(void **state) {
         assert_int_equal(d->metadata.managed_fields[0].operation, SPEC_MANAGE_APPLY);
         c = spec_deployment_copy(d);
         assert_true(spec_equal(&spec_type_deployment, c, d));
+        assert_true(spec_meta_managed_fields_equal(&c->metadata, &d->metadata));
         back = spec_encode(&spec_type_deployment, c);
         assert_true(json_equal(json_object_get(json_object_get(back, "metadata"), "managedFields"),
                                json_object_get(json_object_get(j, "metadata"), "managedFields")));
@@ -1247,6 +1248,7 @@ static void test_managed_fields(void **state) {
         assert_int_equal(spec_meta_set_managed_fields(&c->metadata, arr, NULL), 0);
         assert_string_equal(c->metadata.managed_fields[0].manager, "b");
         assert_false(spec_equal(&spec_type_deployment, c, d));
+        assert_false(spec_meta_managed_fields_equal(&c->metadata, &d->metadata));
         spec_deployment_free(c);
         spec_deployment_free(d);
 

@@ -189,6 +189,8 @@ typedef struct spec_meta {
 /* m's managedFields replaced by the JSON array managed, decoded (errors to
  * errs, which may be NULL); m is unchanged on error. */
 int spec_meta_set_managed_fields(spec_meta *m, json_t *managed, spec_errors *errs);
+/* Whether a and b have the same managedFields, entry by entry. */
+bool spec_meta_managed_fields_equal(const spec_meta *a, const spec_meta *b);
 /* m's managedFields as JSON (a new reference; [] when none; NULL: out of
  * memory). */
 json_t *spec_meta_managed_fields_json(const spec_meta *m);
