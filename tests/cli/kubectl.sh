@@ -219,9 +219,13 @@ expect_grep "deployment.apps/ssa serverside-applied" "$tmp/out" "kubectl says se
 [ "$(mf '.metadata.managedFields[0].fieldsV1["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"main\"}"]["f:env"] | keys')" = \
     '["k:{\"name\":\"B\"}","k:{\"name\":\"TEST_MARKER\"}"]' ] &&
     ok "fieldsV1 keys containers and env by name" || fail "$(mf .metadata.managedFields)"
-k get deploy ssa -o yaml >"$tmp/ssa-plain.yaml"
-! grep -q managedFields "$tmp/ssa-plain.yaml" && ok "hidden from -o yaml, as on a cluster" ||
+# tend get hides them as kubectl does (kubectl does it on its own side)
+tend get deploy ssa -o yaml >"$tmp/ssa-plain.yaml"
+! grep -q managedFields "$tmp/ssa-plain.yaml" && ok "tend get -o yaml hides managedFields" ||
     fail "managedFields shown without --show-managed-fields"
+tend get deploy ssa -o json --show-managed-fields >"$tmp/ssa-shown.json"
+[ "$(jq -r '.metadata.managedFields[0].manager' "$tmp/ssa-shown.json")" = kubectl ] &&
+    ok "tend get --show-managed-fields shows them" || fail "$(head -c 400 "$tmp/ssa-shown.json")"
 expect_exit 0 "kubectl scale" k scale deploy ssa --replicas=3
 [ "$(mf '[.metadata.managedFields[] | select(.subresource == "scale") | .fieldsV1]')" = '[{"f:spec":{"f:replicas":{}}}]' ] &&
     ok "the scale owns spec.replicas now" || fail "$(mf .metadata.managedFields)"
@@ -258,6 +262,13 @@ curl -s -o "$tmp/body" -w '%{http_code}' --cacert "$state/tls/ca.crt" \
     "https://127.0.0.1:$port/apis/apps/v1/namespaces/default/deployments/ssa" >"$tmp/code"
 [ "$(cat "$tmp/code")" = 422 ] && grep -q "fieldManager: Required value" "$tmp/body" &&
     ok "an apply without fieldManager: 422 naming it" || fail "$(cat "$tmp/code") $(cat "$tmp/body")"
+expect_exit 1 "a managedFields patch with a bad key" k patch deploy ssa --type=json \
+    -p '[{"op":"replace","path":"/metadata/managedFields","value":[{"manager":"x","operation":"Update","fieldsV1":{"spec":{}}}]}]'
+expect_grep 'managedFields\[0\].fieldsV1: key "spec" must start with f:' "$tmp/err" "refused, naming the key"
+expect_exit 0 "managedFields set to [{}]" k patch deploy ssa --type=json \
+    -p '[{"op":"replace","path":"/metadata/managedFields","value":[{}]}]'
+[ "$(mf '.metadata.managedFields // [] | length')" = 0 ] && ok "[{}] clears them, as on a cluster" ||
+    fail "$(mf .metadata.managedFields)"
 expect_exit 0 "delete ssa" k delete deploy ssa --wait=false
 # A deployment made by client-side apply moves to server-side apply as on a
 # cluster: kubectl rewrites its managedFields (a JSON patch) after the apply.

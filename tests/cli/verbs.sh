@@ -605,21 +605,7 @@ expect_grep "Last State: *Terminated" "$tmp/out" "describe shows the last run's 
 expect_grep "Exit Code: *3" "$tmp/out" "with its exit code"
 
 echo "== logs --timestamps and --since, across a tendd restart"
-cat >"$tmp/tick.yaml" <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: tick}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: tick}}
-  template:
-    metadata: {labels: {app: tick}}
-    spec:
-      containers:
-      - name: main
-        command: ["/bin/sh", "-c", "echo x; sleep 3; echo y; exec sleep 1000"]
-        env: [{name: TEST_MARKER, value: "$tmp"}]
-YAML
+deploy tick 1 /bin/sh -c "echo x; sleep 3; echo y; exec sleep 1000" >"$tmp/tick.yaml"
 tend apply -f "$tmp/tick.yaml" >/dev/null
 tick=$(tend get pods -l app=tick -o name | head -1)
 tick=${tick#pod/}

@@ -44,6 +44,13 @@ static const char *const base_view =
         "\"template\":{\"spec\":{\"containers\":[{\"name\":\"web\",\"command\":[\"/bin/web\"],"
         "\"env\":[{\"name\":\"A\",\"value\":\"1\"}]}]}}}}";
 
+/* The env list of a view's first container. */
+static json_t *env_of(json_t *view) {
+        json_t *spec = json_object_get(json_object_get(json_object_get(view, "spec"), "template"),
+                                       "spec");
+        return json_object_get(json_array_get(json_object_get(spec, "containers"), 0), "env");
+}
+
 /* The fieldsV1 of entry (manager, op), or NULL. */
 static json_t *fields_of(json_t *managed, const char *manager, const char *op) {
         size_t i;
@@ -197,14 +204,7 @@ static void test_apply_keeps_what_others_own(void **state) {
         assert_int_equal(apply(NULL, live, applied_config, "kubectl", false, &v1, &m1, &c), 0);
         /* kubectl set env changes B: B's value is now kubectl-set's. */
         v2 = json_deep_copy(v1);
-        json_t *env = json_object_get(
-                json_array_get(
-                        json_object_get(json_object_get(json_object_get(json_object_get(v2, "spec"),
-                                                                        "template"),
-                                                        "spec"),
-                                        "containers"),
-                        0),
-                "env");
+        json_t *env = env_of(v2);
         json_object_set_new(json_array_get(env, 1), "value", json_string("3"));
         m2 = fields_update(m1, v1, v2, "kubectl-set", NULL, NOW);
         /* An apply without B: B's item goes from the applier's set, but its
@@ -246,15 +246,7 @@ static void test_big_lists_are_linear(void **state) {
         json_t *env;
 
         (void) state;
-        env = json_object_get(
-                json_array_get(
-                        json_object_get(
-                                json_object_get(
-                                        json_object_get(json_object_get(live, "spec"), "template"),
-                                        "spec"),
-                                "containers"),
-                        0),
-                "env");
+        env = env_of(live);
         for (int i = 0; i < 20000; i++) {
                 char name[16];
                 snprintf(name, sizeof name, "V%d", i);
@@ -264,14 +256,7 @@ static void test_big_lists_are_linear(void **state) {
         assert_non_null(m0);
         cfg = json_deep_copy(live);
         /* every other one dropped, the rest changed */
-        env = json_object_get(
-                json_array_get(json_object_get(
-                                       json_object_get(json_object_get(json_object_get(cfg, "spec"),
-                                                                       "template"),
-                                                       "spec"),
-                                       "containers"),
-                               0),
-                "env");
+        env = env_of(cfg);
         for (size_t i = json_array_size(env); i-- > 0;)
                 if (i % 2)
                         json_array_remove(env, i);
