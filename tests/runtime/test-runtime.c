@@ -548,6 +548,7 @@ static void test_log_rotation(void **state) {
                                                .log_check_interval = 5 * USEC_PER_SEC });
         char *c = cmd("\"spew\"");
         spec_pod_spec *s = pod_spec(c, NULL);
+        usec_t started = now_monotonic();
         rt_pod *pod = start(h, "spew", s);
         const char *path = rt_pod_record(pod)->log_path;
         char *one = strprintf("%s.1", path);
@@ -556,15 +557,33 @@ static void test_log_rotation(void **state) {
         assert_true(run_until(h, rotated, (void *) path, 10000));
         assert_true(run_until(h, written_after_truncate, "spew", 10000));
         /* Keep writing for a while: the log stays bounded by the limit plus
-         * what one check interval lets through, however long it runs. */
+         * what one check interval lets through, however long it runs. Its
+         * times (logs --timestamps) start again at each rotation: offsets
+         * rise within the log as it is (between two turns of the loop the
+         * file only grows), times never go back, and a log written without
+         * pause gets at most four a second. */
         off_t most = 0;
+        size_t most_times = 0;
         for (int i = 0; i < 40; i++) {
+                uint64_t(*e)[2] = NULL;
+                size_t n = 0;
                 run_for(h, 50);
+                assert_int_equal(rt_log_times_load(path, SIZE_MAX, &e, &n), 0);
                 assert_int_equal(stat(path, &st), 0);
                 most = MAX(most, st.st_size);
+                most_times = MAX(most_times, n);
+                for (size_t k = 1; k < n; k++) {
+                        assert_true(e[k][0] > e[k - 1][0]);
+                        assert_true(e[k][1] >= e[k - 1][1]);
+                }
+                assert_true(n == 0 || e[n - 1][0] <= (uint64_t) st.st_size);
+                assert_true(n <= 4 * (now_monotonic() - started) / USEC_PER_SEC + 2);
+                free(e);
         }
-        fprintf(stderr, "log_rotation: at most %lld bytes (limit 262144)\n", (long long) most);
+        fprintf(stderr, "log_rotation: at most %lld bytes (limit 262144), %zu times\n",
+                (long long) most, most_times);
         assert_true(most < 256 * 1024 + 64 * 1024 * 1024); /* at 5 s: gigabytes */
+        assert_true(most_times > 0);
         rt_pod_stop(pod, 0);
         assert_true(run_until(h, pod_exited, pod, 5000));
         assert_int_equal(stat(one, &st1), 0);
@@ -573,6 +592,45 @@ static void test_log_rotation(void **state) {
         rt_pod_free(pod);
         pod_spec_free(s);
         free(c);
+        harness_free(h);
+}
+
+/* A log written a hundred times a second for two seconds: its times are
+ * noted at most four times a second (the gate), each on a line boundary of
+ * what was written, and they cover it all by the end. */
+static void test_log_times_gated(void **state) {
+        harness *h = harness_new(NULL);
+        spec_pod_spec *s = pod_spec("      containers:\n      - name: main\n"
+                                    "        command: [\"/bin/sh\", \"-c\", \"i=0; while [ $i -lt "
+                                    "200 ]; do echo line $i; i=$((i+1)); sleep 0.01; done; exec "
+                                    "sleep 100\"]",
+                                    NULL);
+        usec_t started = now_monotonic();
+        rt_pod *pod = start(h, "chatty", s);
+        const char *path = rt_pod_record(pod)->log_path;
+        uint64_t(*e)[2] = NULL;
+        size_t n = 0;
+        struct stat st;
+        char *text = NULL;
+        size_t len = 0;
+
+        run_for(h, 3500);
+        assert_int_equal(rt_log_times_load(path, SIZE_MAX, &e, &n), 0);
+        usec_t ran = now_monotonic() - started;
+        fprintf(stderr, "log_times_gated: %zu notes in %.1f s\n", n, (double) ran / USEC_PER_SEC);
+        assert_true(n >= 2);
+        assert_true(n <= 4 * ran / USEC_PER_SEC + 2);
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(e[n - 1][0], (uint64_t) st.st_size);
+        assert_int_equal(read_full_file(path, 1 << 20, &text, &len), 0);
+        for (size_t i = 0; i < n; i++)
+                assert_int_equal(text[e[i][0] - 1], '\n');
+        free(text);
+        free(e);
+        rt_pod_signal(pod, SIGKILL);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        rt_pod_free(pod);
+        pod_spec_free(s);
         harness_free(h);
 }
 
@@ -1217,6 +1275,7 @@ int main(void) {
                 cmocka_unit_test(test_close_right_after_start),
                 cmocka_unit_test(test_stop_shortens_grace),
                 cmocka_unit_test(test_log_rotation),
+                cmocka_unit_test(test_log_times_gated),
                 cmocka_unit_test(test_escapee_goes_with_its_pod),
                 cmocka_unit_test(test_adopt_refuses_reused_pid),
                 cmocka_unit_test(test_adopt_by_second_agent),
