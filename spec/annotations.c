@@ -6,6 +6,7 @@
  * is parsed here, as strictly as a field.
  */
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -126,12 +127,180 @@ int spec_backoff_parse(const char *s, spec_backoff *ret, char **ret_problem) {
         return 0;
 }
 
+/* The items of a comma-separated value, one at a time: *ret_item is a new
+ * string; 0 at the end; -EINVAL with a problem for an empty item. */
+static int next_item(const char **p, char **ret_item, char **ret_problem, const char *format) {
+        size_t len;
+
+        *ret_item = NULL;
+        if (!**p)
+                return 0;
+        len = strcspn(*p, ",");
+        if (len == 0)
+                return problem(ret_problem, "has an empty item: must be %s", format);
+        *ret_item = strndup(*p, len);
+        if (!*ret_item)
+                return -ENOMEM;
+        *p += len;
+        if (**p == ',') {
+                (*p)++;
+                if (!**p) {
+                        free(*ret_item);
+                        *ret_item = NULL;
+                        return problem(ret_problem, "ends with a comma");
+                }
+        }
+        return 1;
+}
+
+/* A duration from 10ms to 24h. */
+static int duration_item(const char *key, const char *value, usec_t *ret, char **ret_problem) {
+        usec_t d;
+
+        if (parse_duration(value, &d) < 0 || d > BACKOFF_MAX_MAX || d < 10 * USEC_PER_MSEC)
+                return problem(ret_problem,
+                               "%s=%s: must be a duration from 10ms to 24h, as \"500ms\", "
+                               "\"10s\" or \"5m\"",
+                               key, value);
+        *ret = d;
+        return 0;
+}
+
+#define LISTEN_FORMAT                                                                   \
+        "container port names separated by commas, each with \"@ADDRESS\" to bind one " \
+        "address only (as \"http\" or \"http@127.0.0.1,admin@::1\")"
+
+int spec_listen_parse(const char *s, spec_listen ret[static SPEC_LISTEN_MAX], size_t *ret_n,
+                      char **ret_problem) {
+        const char *p = s;
+        size_t n = 0;
+        int r;
+
+        *ret_problem = NULL;
+        *ret_n = 0;
+        if (!s || !*s)
+                return problem(ret_problem, "must be " LISTEN_FORMAT);
+        for (;;) {
+                _cleanup_free_ char *item = NULL;
+                const char *at, *addr = "";
+                size_t nlen;
+
+                r = next_item(&p, &item, ret_problem, LISTEN_FORMAT);
+                if (r <= 0)
+                        break;
+                at = strchr(item, '@');
+                nlen = at ? (size_t) (at - item) : strlen(item);
+                if (at)
+                        addr = at + 1;
+                if (nlen == 0 || nlen >= sizeof ret[0].port)
+                        return problem(ret_problem,
+                                       "\"%s\": a port name must have 1 to 15 characters "
+                                       "(the name of one of the container's ports)",
+                                       item);
+                if (at) {
+                        unsigned char buf[sizeof(struct in6_addr)];
+                        if (inet_pton(AF_INET, addr, buf) != 1 &&
+                            inet_pton(AF_INET6, addr, buf) != 1)
+                                return problem(ret_problem,
+                                               "\"%s\": \"%s\" is not a numeric IPv4 or IPv6 "
+                                               "address (as 127.0.0.1 or ::1)",
+                                               item, addr);
+                }
+                if (n == SPEC_LISTEN_MAX)
+                        return problem(ret_problem, "names more than %d ports", SPEC_LISTEN_MAX);
+                memcpy(ret[n].port, item, nlen);
+                ret[n].port[nlen] = 0;
+                snprintf(ret[n].address, sizeof ret[n].address, "%s", addr);
+                for (size_t i = 0; i < n; i++)
+                        if (streq(ret[i].port, ret[n].port))
+                                return problem(ret_problem, "port \"%s\" is named twice",
+                                               ret[n].port);
+                n++;
+        }
+        if (r < 0)
+                return r;
+        *ret_n = n;
+        return 0;
+}
+
+#define NOTIFY_FORMAT                                                                      \
+        "\"ready\", \"watchdog=DURATION\", or both separated by a comma (as \"ready\" or " \
+        "\"ready,watchdog=10s\")"
+
+int spec_notify_parse(const char *s, spec_notify *ret, char **ret_problem) {
+        spec_notify n = {};
+        bool seen_watchdog = false;
+        const char *p = s;
+        int r;
+
+        *ret_problem = NULL;
+        if (!s || !*s)
+                return problem(ret_problem, "must be " NOTIFY_FORMAT);
+        for (;;) {
+                _cleanup_free_ char *item = NULL;
+                const char *value;
+
+                r = next_item(&p, &item, ret_problem, NOTIFY_FORMAT);
+                if (r <= 0)
+                        break;
+                if (streq(item, "ready")) {
+                        if (n.ready)
+                                return problem(ret_problem, "ready is given twice");
+                        n.ready = true;
+                } else if ((value = startswith(item, "watchdog="))) {
+                        if (seen_watchdog)
+                                return problem(ret_problem, "watchdog is given twice");
+                        seen_watchdog = true;
+                        r = duration_item("watchdog", value, &n.watchdog, ret_problem);
+                        if (r < 0)
+                                return r;
+                } else
+                        return problem(ret_problem, "unknown item \"%s\": must be %s", item,
+                                       NOTIFY_FORMAT);
+        }
+        if (r < 0)
+                return r;
+        *ret = n;
+        return 0;
+}
+
+int spec_canary_parse(const char *s, spec_canary *ret, char **ret_problem) {
+        size_t len = s ? strlen(s) : 0;
+        bool percent = len > 0 && s[len - 1] == '%';
+        _cleanup_free_ char *digits = s ? strndup(s, len - percent) : NULL;
+        int64_t n;
+
+        *ret_problem = NULL;
+        if (s && !digits)
+                return -ENOMEM;
+        if (!digits || !*digits || !isdigit((unsigned char) digits[0]) ||
+            safe_atoi64(digits, &n) < 0 || n < 1 || n > (percent ? 100 : 100000))
+                return problem(ret_problem,
+                               "must be a number of pods from 1 to 100000 (as \"2\") or a "
+                               "percentage of replicas from 1%% to 100%% (as \"10%%\")");
+        *ret = percent ? (spec_canary){ .percent = (int32_t) n }
+                       : (spec_canary){ .count = (int32_t) n };
+        return 0;
+}
+
+int32_t spec_canary_count(const spec_canary *c, int32_t replicas) {
+        int64_t n = c->percent ? ((int64_t) replicas * c->percent + 99) / 100 : c->count;
+
+        return (int32_t) MAX(MIN(n, (int64_t) replicas), (int64_t) 1);
+}
+
 /* The annotations a user may write under tend.io/, and where. */
 static const struct {
         const char *key;
         bool on_deployment, on_template;
 } known[] = {
         { SPEC_ANN_CRASH_BACKOFF, true, false },
+        { SPEC_ANN_AUTO_ROLLBACK, true, false },
+        { SPEC_ANN_CANARY, true, false },
+        { SPEC_ANN_CANARY_PROMOTE_AFTER, true, false },
+        { SPEC_ANN_PROMOTE, true, false },
+        { SPEC_ANN_LISTEN, false, true },
+        { SPEC_ANN_NOTIFY, false, true },
         /* set by tendd --manifests; a user may carry it over from `get -o yaml` */
         { SPEC_ANN_SOURCE, true, false },
 };
@@ -181,9 +350,42 @@ int spec_tend_annotation_problem(const char *key, const char *value, bool on_tem
         if (streq(key, SPEC_ANN_CRASH_BACKOFF)) {
                 spec_backoff b;
                 r = spec_backoff_parse(value, &b, &detail);
-                if (r == -EINVAL)
-                        return problem(ret_problem, "Invalid value: %s: %s", vrepr, detail);
-                return r;
-        }
-        return 0;
+        } else if (streq(key, SPEC_ANN_LISTEN)) {
+                spec_listen l[SPEC_LISTEN_MAX];
+                size_t n;
+                r = spec_listen_parse(value, l, &n, &detail);
+        } else if (streq(key, SPEC_ANN_NOTIFY)) {
+                spec_notify n;
+                r = spec_notify_parse(value, &n, &detail);
+        } else if (streq(key, SPEC_ANN_CANARY)) {
+                spec_canary c;
+                r = spec_canary_parse(value, &c, &detail);
+        } else if (streq(key, SPEC_ANN_CANARY_PROMOTE_AFTER)) {
+                usec_t d;
+                r = duration_item("value", value, &d, &detail);
+                if (r == -EINVAL) {
+                        free(detail);
+                        detail = strdup("must be a duration from 10ms to 24h, as \"30s\" or "
+                                        "\"10m\"");
+                        if (!detail)
+                                return -ENOMEM;
+                }
+        } else if (streq(key, SPEC_ANN_AUTO_ROLLBACK)) {
+                r = streq(value, "true") || streq(value, "false") ? 0 : -EINVAL;
+                if (r < 0 && !(detail = strdup("must be \"true\" or \"false\"")))
+                        return -ENOMEM;
+        } else if (streq(key, SPEC_ANN_PROMOTE)) {
+                int64_t rev;
+                r = streq(value, "true") || (isdigit((unsigned char) value[0]) &&
+                                             safe_atoi64(value, &rev) == 0 && rev > 0)
+                            ? 0
+                            : -EINVAL;
+                if (r < 0 && !(detail = strdup("must be \"true\" (the canaries waiting now) or "
+                                               "the revision of the canaries to promote")))
+                        return -ENOMEM;
+        } else
+                return 0;
+        if (r == -EINVAL)
+                return problem(ret_problem, "Invalid value: %s: %s", vrepr, detail);
+        return r;
 }

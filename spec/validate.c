@@ -684,6 +684,52 @@ static void check_pod_spec(vctx *v, const spec_pod_spec *s) {
         check_security_context(v, &s->security_context);
 }
 
+/* tend.io/listen against the ports it names (its own form is checked with
+ * the other annotations). The path is the annotation's. */
+static void check_listen(vctx *v, const spec_pod_template *t) {
+        const char *value = spec_map_get(&t->metadata.annotations, SPEC_ANN_LISTEN);
+        const spec_container *c = t->spec.n_containers == 1 ? &t->spec.containers[0] : NULL;
+        _cleanup_free_ char *problem = NULL, *repr = NULL;
+        spec_listen l[SPEC_LISTEN_MAX];
+        size_t n, old;
+
+        if (!value || !c || spec_listen_parse(value, l, &n, &problem) < 0)
+                return;
+        repr = spec__repr_str(value);
+        if (!repr) {
+                v->oom = true;
+                return;
+        }
+        old = spec__path_field(&v->path, "annotations");
+        spec__path_key(&v->path, SPEC_ANN_LISTEN);
+        if (t->spec.runtime_class_name == SPEC_RUNTIME_SYSTEMD)
+                verr(v,
+                     "Forbidden: held sockets need runtimeClassName \"process\": a transient "
+                     "systemd unit cannot be given a socket on this systemd (ExtraFileDescriptors "
+                     "came in systemd 254)");
+        for (size_t i = 0; i < n; i++) {
+                const spec_container_port *port = NULL;
+                for (size_t k = 0; k < c->n_ports; k++)
+                        if (streq_ptr(c->ports[k].name, l[i].port))
+                                port = &c->ports[k];
+                if (!port)
+                        verr(v,
+                             "Invalid value: %s: port \"%s\" is not among "
+                             "spec.template.spec.containers[0].ports (name it there, with its "
+                             "containerPort)",
+                             repr, l[i].port);
+                else if (port->container_port == SPEC_UNSET)
+                        verr(v,
+                             "Invalid value: %s: port \"%s\" has no containerPort: a held "
+                             "socket listens on a fixed port (leased ports are per pod)",
+                             repr, l[i].port);
+                else if (port->protocol && !streq(port->protocol, "TCP"))
+                        verr(v, "Invalid value: %s: port \"%s\" is %s: a held socket is TCP", repr,
+                             l[i].port, port->protocol);
+        }
+        spec__path_pop(&v->path, old);
+}
+
 /* ---- Deployment ---------------------------------------------------------------------- */
 
 static void check_intstr(vctx *v, const char *field, const spec_intstr *is, bool percent_cap) {
@@ -773,6 +819,7 @@ int spec_deployment_validate(const spec_deployment *d, spec_errors *errs) {
                 size_t errs_before = errs->n;
                 check_labels(&v, "labels", &s->template.metadata.labels);
                 check_annotations(&v, "annotations", &s->template.metadata.annotations, true);
+                check_listen(&v, &s->template);
                 if (errs->n == errs_before && selector_ok &&
                     !spec_selector_matches(s->selector, &s->template.metadata.labels)) {
                         _cleanup_free_ char *repr = go_map_repr(&s->template.metadata.labels);

@@ -726,6 +726,52 @@ static void test_backoff_parse(void **state) {
         }
 }
 
+/* tend.io/listen, tend.io/notify and tend.io/canary read what they say. */
+static void test_rollout_annotations(void **state) {
+        spec_listen l[SPEC_LISTEN_MAX];
+        spec_notify no;
+        spec_canary c;
+        char *problem;
+        size_t n;
+
+        assert_int_equal(spec_listen_parse("http,admin@127.0.0.1,v6@::1", l, &n, &problem), 0);
+        assert_int_equal(n, 3);
+        assert_string_equal(l[0].port, "http");
+        assert_string_equal(l[0].address, "");
+        assert_string_equal(l[1].port, "admin");
+        assert_string_equal(l[1].address, "127.0.0.1");
+        assert_string_equal(l[2].address, "::1");
+        assert_int_equal(spec_listen_parse("a,b,c,d,e,f,g,h,i", l, &n, &problem), -EINVAL);
+        assert_non_null(strstr(problem, "more than 8 ports"));
+        free(problem);
+        assert_int_equal(spec_listen_parse("@127.0.0.1", l, &n, &problem), -EINVAL);
+        free(problem);
+
+        assert_int_equal(spec_notify_parse("ready", &no, &problem), 0);
+        assert_true(no.ready);
+        assert_int_equal(no.watchdog, 0);
+        assert_int_equal(spec_notify_parse("watchdog=2s", &no, &problem), 0);
+        assert_false(no.ready);
+        assert_int_equal(no.watchdog, 2 * USEC_PER_SEC);
+        assert_int_equal(spec_notify_parse("watchdog=2s,ready", &no, &problem), 0);
+        assert_true(no.ready);
+        assert_int_equal(spec_notify_parse("", &no, &problem), -EINVAL);
+        free(problem);
+
+        assert_int_equal(spec_canary_parse("2", &c, &problem), 0);
+        assert_int_equal(spec_canary_count(&c, 10), 2);
+        assert_int_equal(spec_canary_count(&c, 1), 1); /* at most replicas */
+        assert_int_equal(spec_canary_parse("10%", &c, &problem), 0);
+        assert_int_equal(spec_canary_count(&c, 10), 1);
+        assert_int_equal(spec_canary_count(&c, 11), 2); /* rounds up */
+        assert_int_equal(spec_canary_count(&c, 3), 1);
+        assert_int_equal(spec_canary_count(&c, 0), 1);
+        assert_int_equal(spec_canary_parse("%", &c, &problem), -EINVAL);
+        free(problem);
+        assert_int_equal(spec_canary_parse("-1", &c, &problem), -EINVAL);
+        free(problem);
+}
+
 static void test_fenceposts(void **state) {
         /* k8s-semantics §3.1 with the 25%/25% default, and the forced 1. */
         static const struct {
@@ -1298,6 +1344,7 @@ int main(void) {
                 cmocka_unit_test(test_openapi_schema),
                 cmocka_unit_test(test_drop_unknown),
                 cmocka_unit_test(test_managed_fields),
+                cmocka_unit_test(test_rollout_annotations),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

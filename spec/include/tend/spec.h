@@ -64,6 +64,22 @@
 #define SPEC_ANN_CRASH_BACKOFF "tend.io/crash-backoff"
 /* On a Deployment: the manifest file it comes from (tendd --manifests). */
 #define SPEC_ANN_SOURCE "tend.io/source"
+/* On a pod template: container ports whose socket tendd binds once and
+ * hands to every pod of the deployment (spec_listen_parse()). */
+#define SPEC_ANN_LISTEN "tend.io/listen"
+/* On a pod template: readiness and liveness by sd_notify (spec_notify_parse()). */
+#define SPEC_ANN_NOTIFY "tend.io/notify"
+/* On a Deployment: "true" rolls a failed rollout back to the last revision
+ * that completed. */
+#define SPEC_ANN_AUTO_ROLLBACK "tend.io/auto-rollback"
+/* On a Deployment: a new template first gets this many pods ("2", "10%"),
+ * then the rollout waits for promotion (spec_canary_parse()). */
+#define SPEC_ANN_CANARY "tend.io/canary"
+/* On a Deployment: canaries healthy this long are promoted by themselves. */
+#define SPEC_ANN_CANARY_PROMOTE_AFTER "tend.io/canary-promote-after"
+/* On a Deployment: "true" (or the canaries' revision) promotes them; tendd
+ * removes it once done. */
+#define SPEC_ANN_PROMOTE "tend.io/promote"
 
 /* ---- errors ---------------------------------------------------------------- */
 
@@ -711,6 +727,34 @@ extern const spec_backoff spec_backoff_default; /* after=2,initial=1s,max=5m */
  * with any of the keys); NULL gives the default. -EINVAL with *ret_problem
  * (new string) saying what is wrong, or -ENOMEM. */
 int spec_backoff_parse(const char *s, spec_backoff *ret, char **ret_problem);
+
+/* tend.io/listen: "http", "http,metrics@127.0.0.1": the named container
+ * ports (TCP, with a containerPort), each on every address or on the one
+ * after '@'. */
+#define SPEC_LISTEN_MAX 8
+typedef struct spec_listen {
+        char port[16];    /* the container port's name */
+        char address[46]; /* numeric IPv4 or IPv6; "": every address */
+} spec_listen;
+int spec_listen_parse(const char *s, spec_listen ret[static SPEC_LISTEN_MAX], size_t *ret_n,
+                      char **ret_problem);
+
+/* tend.io/notify: "ready", "watchdog=10s", or both ("ready,watchdog=10s"). */
+typedef struct spec_notify {
+        bool ready;      /* the pod is ready once it sends READY=1 */
+        usec_t watchdog; /* 0: none; else WATCHDOG=1 at least this often */
+} spec_notify;
+int spec_notify_parse(const char *s, spec_notify *ret, char **ret_problem);
+
+/* tend.io/canary: a count ("2") or a percentage of replicas ("10%"). */
+typedef struct spec_canary {
+        int32_t count;   /* > 0, or 0 with percent */
+        int32_t percent; /* 1..100, or 0 */
+} spec_canary;
+int spec_canary_parse(const char *s, spec_canary *ret, char **ret_problem);
+/* The canaries for `replicas`: a percentage rounds up; at least 1, at most
+ * replicas. */
+int32_t spec_canary_count(const spec_canary *c, int32_t replicas);
 
 /* Whether key=value is a valid tend.io/ annotation where it stands (on a
  * Deployment, or on its pod template): 0, or -EINVAL with *ret_problem, a
