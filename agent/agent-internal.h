@@ -38,6 +38,7 @@ typedef struct pod_rt {
         char *probe_message; /* last readiness failure, for events */
         bool probe_dirty;    /* readiness changed: write the pod */
         bool probe_failed;   /* a readiness failure to tell (an event) */
+        char *notify_status; /* its last STATUS= (tend.io/notify), NULL: none */
         usec_t started_wall;
 } pod_rt;
 
@@ -137,14 +138,10 @@ const spec_replica_set *agent__replica_set_by_uid(agent *a, const char *ns, cons
 
 /* ---- pods.c: the pods' runtime state, container status, replica facts ---- */
 
-/* What the backend is told of pod p (borrowed from it). */
-static inline rt_pod_params agent__pod_params(const spec_pod *p) {
-        return (rt_pod_params){ .namespace = p->metadata.namespace,
-                                .name = p->metadata.name,
-                                .uid = p->metadata.uid,
-                                .spec = &p->spec,
-                                .labels = &p->metadata.labels };
-}
+/* What the backend is told of pod p (borrowed from it; owner is the
+ * room for its socket_owner: "ns/deployment"). */
+#define AGENT_OWNER_MAX 160
+rt_pod_params agent__pod_params(const spec_pod *p, char owner[static AGENT_OWNER_MAX]);
 
 pod_rt *agent__pod_rt(agent *a, const char *uid);
 /* Frees it, detaching its process (which keeps running). */

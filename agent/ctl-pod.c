@@ -179,7 +179,8 @@ static void observe_respawn(agent *a, const spec_pod *p, usec_t spawn_begin, use
 }
 
 static int start_pod(agent *a, const spec_pod *p, pod_rt *pr) {
-        rt_pod_params params = agent__pod_params(p);
+        char owner[AGENT_OWNER_MAX];
+        rt_pod_params params = agent__pod_params(p, owner);
         _cleanup_free_ char *err = NULL;
         json_t *rec;
         void *handle = NULL;
@@ -390,7 +391,10 @@ static int reflect(agent *a, const spec_pod *p, pod_rt *pr) {
         pr->probe_failed = false;
         if (p->status.phase == SPEC_POD_RUNNING &&
             spec_get_condition(p->status.conditions, p->status.n_conditions, "Ready") &&
-            spec_pod_ready(p, &since) == pr->ready) {
+            spec_pod_ready(p, &since) == pr->ready &&
+            (!pr->notify_status ||
+             streq_ptr(spec_map_get(&p->metadata.annotations, AGENT_ANN_STATUS),
+                       pr->notify_status))) {
                 pr->probe_dirty = false;
                 return 0; /* nothing new: no copy, no write */
         }
@@ -426,6 +430,14 @@ static int reflect(agent *a, const spec_pod *p, pod_rt *pr) {
         } else if (pr->started &&
                    !spec_get_condition(n->status.conditions, n->status.n_conditions, "Ready")) {
                 RET_GATHER(r, set_ready(a, n, pr->ready));
+                changed = true;
+        }
+        /* after a restart, the last STATUS= stays until a new one comes */
+        if (pr->notify_status &&
+            !streq_ptr(spec_map_get(&n->metadata.annotations, AGENT_ANN_STATUS),
+                       pr->notify_status)) {
+                RET_GATHER(r, spec_map_set(&n->metadata.annotations, AGENT_ANN_STATUS,
+                                           pr->notify_status));
                 changed = true;
         }
         if (r < 0)

@@ -346,7 +346,8 @@ int agent_start(agent *a) {
                 const spec_pod *p = pods[i];
                 json_t *j = store_get_record(a->store, p->metadata.uid);
                 rt_record rec = {};
-                rt_pod_params params = agent__pod_params(p);
+                char owner[AGENT_OWNER_MAX];
+                rt_pod_params params = agent__pod_params(p, owner);
                 _cleanup_free_ char *err = NULL;
                 pod_rt *pr;
                 void *handle = NULL;

@@ -137,6 +137,38 @@ void agent_pod_probe(agent *a, void *pod_userdata, rt_probe_type type, bool ok,
         poke(a, pr);
 }
 
+void agent_pod_status(agent *a, void *pod_userdata, const char *text) {
+        pod_rt *pr = pod_userdata;
+
+        if (streq_ptr(pr->notify_status, text))
+                return;
+        free(pr->notify_status);
+        pr->notify_status = text ? strdup(text) : NULL;
+        pr->probe_dirty = true;
+        poke(a, pr);
+}
+
+rt_pod_params agent__pod_params(const spec_pod *p, char owner[static AGENT_OWNER_MAX]) {
+        const spec_owner_ref *o = spec_meta_controller(&p->metadata);
+        const char *hash = spec_map_get(&p->metadata.labels, SPEC_LABEL_POD_TEMPLATE_HASH);
+        size_t n = o && o->name ? strlen(o->name) : 0;
+
+        /* The deployment: its ReplicaSet's name without "-<pod-template-hash>". */
+        if (n && hash && n > strlen(hash) + 1 && endswith(o->name, hash) &&
+            o->name[n - strlen(hash) - 1] == '-')
+                n -= strlen(hash) + 1;
+        snprintf(owner, AGENT_OWNER_MAX, "%s/%.*s", p->metadata.namespace, (int) n,
+                 n ? o->name : p->metadata.name);
+        return (rt_pod_params){ .namespace = p->metadata.namespace,
+                                .name = p->metadata.name,
+                                .uid = p->metadata.uid,
+                                .spec = &p->spec,
+                                .labels = &p->metadata.labels,
+                                .annotations = &p->metadata.annotations,
+                                .socket_owner = owner,
+                                .was_ready = spec_pod_ready(p, NULL) };
+}
+
 /* ---- pods' runtime state ------------------------------------------------------------------- */
 
 pod_rt *agent__pod_rt(agent *a, const char *uid) {
@@ -153,6 +185,7 @@ void agent__pod_rt_free(agent *a, pod_rt *pr) {
         free(pr->liveness_message);
         free(pr->probe_message);
         free(pr->exit_message);
+        free(pr->notify_status);
         free(pr);
 }
 

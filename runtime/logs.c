@@ -338,6 +338,7 @@ static void on_log_timer(uv_timer_t *t) {
         usec_t now = now_monotonic(), next = now + m->log_check_interval;
 
         rt__times_close_dead(m);
+        rt__held_sweep(m, false);
         for (rt_pod *p = m->pods; p; p = p->next) {
                 if (p->freed || p->state == RT_POD_EXITED)
                         continue;

@@ -40,6 +40,8 @@ static void manager_free(rt_manager *m) {
                 tend_hashmap_free(m->escapees);
         }
         rt__log_spares_free(m);
+        rt__held_unreserve(m);
+        free(m->held_lost);
         free(m->state_dir);
         free(m);
 }
@@ -76,6 +78,7 @@ static void pod_free_now(rt_pod *p) {
         strv_free(p->envp);
         free(p->working_dir);
         free(p->description);
+        free(p->notify_status);
         rt_record_done(&p->record);
         free(p);
         rt__manager_unref(m);
@@ -97,7 +100,9 @@ static void report_started(rt_pod *p) {
                 return;
         if (m->cb.started)
                 m->cb.started(p, m->userdata);
-        if (!p->freed && !p->probes[RT_PROBE_READINESS] && !p->ready) {
+        rt__notify_started(p);
+        if (!p->freed && !p->probes[RT_PROBE_READINESS] && !p->ready &&
+            (!p->notify_declared_ready || p->notify_ready)) {
                 p->ready = true;
                 if (m->cb.probe)
                         m->cb.probe(p, RT_PROBE_READINESS, true, NULL, m->userdata);
@@ -160,10 +165,27 @@ static void pod_set_state(rt_pod *p, rt_pod_state state, const rt_exit *e) {
                 p->ready = false;
                 m->pods_ended = true; /* escapees of it may have to go */
                 rt__probes_stop(p);
+                rt__notify_close(p);
                 if (!p->freed && m->cb.exited)
                         m->cb.exited(p, e, m->userdata);
                 break;
         }
+}
+
+void rt__readiness_update(rt_pod *p, const char *message) {
+        rt_manager *m = p->manager;
+        bool ok;
+
+        /* before `started` went out, report_started() publishes it */
+        if (p->state != RT_POD_RUNNING || p->started_queued || p->freed)
+                return;
+        ok = (p->probes[RT_PROBE_READINESS] ? p->probe_ready : true) &&
+             (!p->notify_declared_ready || p->notify_ready);
+        if (ok == p->ready)
+                return;
+        p->ready = ok;
+        if (m->cb.probe)
+                m->cb.probe(p, RT_PROBE_READINESS, ok, message, m->userdata);
 }
 
 void rt__pod_started(rt_pod *p) {
@@ -222,6 +244,8 @@ int rt_manager_new(const rt_config *c, rt_manager **ret) {
         if (!m)
                 return -ENOMEM;
         m->refs = 1;
+        for (size_t i = 0; i < RT_HELD_SLOTS; i++)
+                m->held_slots[i] = -EBADF;
         m->loop = c->loop;
         m->cb = *c->callbacks;
         m->userdata = c->userdata;
@@ -243,6 +267,7 @@ int rt_manager_new(const rt_config *c, rt_manager **ret) {
                         r = -errno;
                         goto fail;
                 }
+        rt__held_reserve(m);
 
         /* 1000 pods need more than the usual 1024 descriptors (a pidfd each,
          * plus probes); children get the original limit back. */
@@ -298,6 +323,7 @@ void rt_manager_close(rt_manager *m) {
                 rt__pod_unref(p);
         }
         rt__reap_orphans(m);
+        rt__held_sweep(m, true);
         rt__backends_close(m);
         uv_close((uv_handle_t *) &m->deferred_idle, manager_handle_closed);
         uv_close((uv_handle_t *) &m->log_timer, manager_handle_closed);
@@ -334,6 +360,7 @@ static rt_pod *pod_new(rt_manager *m, const rt_pod_params *p, void *userdata) {
         pod->refs = 1;
         pod->log_fd = -EBADF;
         pod->times_fd = -EBADF;
+        pod->notify_fd = -EBADF;
         pod->userdata = userdata;
         container = p->spec->n_containers > 0 ? p->spec->containers[0].name : "main";
         pod->namespace = strdup(p->namespace);
@@ -409,6 +436,111 @@ static int resolve_ids(rt_pod *pod, const spec_pod_spec *s, char **ret_error) {
         return 0;
 }
 
+/* A variable whose value the child writes: its own pid (RT_PID_SLOT). */
+static int push_pid_slot(rt_pod *pod, const char *name, size_t slot, const rt_record *rec) {
+        char *e = strprintf("%s=%*s", name, RT_PID_SLOT - 1, "");
+
+        if (!e || strv_push(&pod->envp, e) < 0) {
+                free(e);
+                return -ENOMEM;
+        }
+        pod->pid_slots[slot] = e + strlen(name) + 1;
+        if (rec) /* adopted: known (exec probes run with this environment) */
+                snprintf(pod->pid_slots[slot], RT_PID_SLOT, "%d", (int) rec->pid);
+        return 0;
+}
+
+static int push_env(rt_pod *pod, const char *fmt, ...) _printf_(2, 3);
+static int push_env(rt_pod *pod, const char *fmt, ...) {
+        va_list ap;
+        char *e;
+
+        va_start(ap, fmt);
+        if (vasprintf(&e, fmt, ap) < 0)
+                e = NULL;
+        va_end(ap);
+        if (!e || strv_push(&pod->envp, e) < 0) {
+                free(e);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* tend.io/listen and tend.io/notify: what they add to the environment
+ * (the sockets themselves come in pod_begin()). As systemd's socket
+ * activation and Type=notify: LISTEN_FDS, LISTEN_FDNAMES, LISTEN_PID;
+ * NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID. A systemd unit gets its
+ * NOTIFY_SOCKET and WATCHDOG_USEC from systemd. */
+static int notify_listen_env(rt_pod *pod, const rt_pod_params *p, const rt_record *rec,
+                             char **ret_error) {
+        const char *listen = p->annotations ? spec_map_get(p->annotations, SPEC_ANN_LISTEN) : NULL;
+        const char *notify = p->annotations ? spec_map_get(p->annotations, SPEC_ANN_NOTIFY) : NULL;
+        bool unit = p->spec->runtime_class_name == SPEC_RUNTIME_SYSTEMD;
+        _cleanup_free_ char *problem = NULL;
+        int r;
+
+        if (listen) {
+                spec_listen l[SPEC_LISTEN_MAX];
+                size_t n;
+                _cleanup_buf_ tend_buf names = TEND_BUF_INIT(1024);
+
+                if (spec_listen_parse(listen, l, &n, &problem) < 0) {
+                        *ret_error = strprintf("%s: %s", SPEC_ANN_LISTEN, strna(problem));
+                        return -EINVAL;
+                }
+                if (unit || !p->socket_owner) {
+                        *ret_error = strprintf("%s: held sockets need runtimeClassName process",
+                                               SPEC_ANN_LISTEN);
+                        return -EOPNOTSUPP;
+                }
+                for (size_t i = 0; i < n; i++) {
+                        const spec_container *c = &p->spec->containers[0];
+                        rt_held_addr *a = &pod->record.held[i];
+                        int32_t port = SPEC_UNSET;
+                        for (size_t k = 0; k < c->n_ports; k++)
+                                if (streq_ptr(c->ports[k].name, l[i].port))
+                                        port = c->ports[k].container_port;
+                        if (port <= 0 || port > 65535) {
+                                *ret_error = strprintf("%s: port \"%s\" has no containerPort",
+                                                       SPEC_ANN_LISTEN, l[i].port);
+                                return -EINVAL;
+                        }
+                        snprintf(a->address, sizeof a->address, "%s", l[i].address);
+                        a->port = (uint16_t) port;
+                        (void) tend_buf_addf(&names, "%s%s", i ? ":" : "", l[i].port);
+                }
+                pod->record.n_held = n;
+                if (!tend_buf_str(&names))
+                        return -ENOMEM;
+                r = push_env(pod, "LISTEN_FDS=%zu", n);
+                if (r >= 0)
+                        r = push_env(pod, "LISTEN_FDNAMES=%s", tend_buf_str(&names));
+                if (r >= 0)
+                        r = push_pid_slot(pod, "LISTEN_PID", 0, rec);
+                if (r < 0)
+                        return r;
+        }
+        if (notify && !unit) {
+                spec_notify n;
+                _cleanup_free_ char *name = rt__notify_name(pod->uid);
+
+                if (spec_notify_parse(notify, &n, &problem) < 0) {
+                        *ret_error = strprintf("%s: %s", SPEC_ANN_NOTIFY, strna(problem));
+                        return -EINVAL;
+                }
+                if (!name)
+                        return -ENOMEM;
+                r = push_env(pod, "NOTIFY_SOCKET=%s", name);
+                if (r >= 0 && n.watchdog)
+                        r = push_env(pod, "WATCHDOG_USEC=%llu", (unsigned long long) n.watchdog);
+                if (r >= 0 && n.watchdog)
+                        r = push_pid_slot(pod, "WATCHDOG_PID", 1, rec);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* argv and environment, expanded; ports leased (or taken from a record). */
 static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec,
                        char **ret_error) {
@@ -459,6 +591,9 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
                 }
 
         r = rt_build_env(p, pod->record.ports, pod->record.n_ports, &pod->envp);
+        if (r < 0)
+                return r;
+        r = notify_listen_env(pod, p, rec, ret_error);
         if (r < 0)
                 return r;
         for (int part = 0; part < 2; part++) {
@@ -531,6 +666,36 @@ static void release_ports(rt_pod *pod) {
                 }
 }
 
+/* The pod's held sockets (before a start: they go with the spawn; after an
+ * adoption: taken back from the pod if tendd has none) and its notify
+ * socket (before the start: the program may speak at once). */
+static int held_and_notify(rt_pod *pod, const rt_pod_params *p, const rt_record *rec,
+                           char **ret_error) {
+        const char *notify = p->annotations ? spec_map_get(p->annotations, SPEC_ANN_NOTIFY) : NULL;
+        int r;
+
+        for (size_t i = 0; i < pod->record.n_held; i++) {
+                r = rt__held_acquire(pod, p->socket_owner, &pod->record.held[i], !!rec, i,
+                                     ret_error);
+                if (r < 0)
+                        return r;
+        }
+        if (notify && p->spec->runtime_class_name != SPEC_RUNTIME_SYSTEMD) {
+                spec_notify n;
+                _cleanup_free_ char *problem = NULL;
+
+                if (spec_notify_parse(notify, &n, &problem) < 0)
+                        return -EINVAL; /* pod_prepare() said so already */
+                r = rt__notify_open(pod, &n);
+                if (r < 0) {
+                        *ret_error = strprintf("binding its NOTIFY_SOCKET: %s", strerror(-r));
+                        return r;
+                }
+                pod->notify_ready = rec && p->was_ready;
+        }
+        return 0;
+}
+
 static int pod_begin(rt_manager *m, const rt_pod_params *p, const rt_record *rec, void *userdata,
                      rt_pod **ret, char **ret_error) {
         _cleanup_free_ char *err = NULL;
@@ -571,10 +736,18 @@ static int pod_begin(rt_manager *m, const rt_pod_params *p, const rt_record *rec
         }
 
         r = pod_prepare(pod, p, rec, &err);
+        if (r >= 0 && !rec)
+                r = held_and_notify(pod, p, rec, &err);
         if (r >= 0)
                 r = rec ? ops->adopt(pod, &err) : ops->start(pod, &err);
+        if (r >= 0 && rec)
+                r = held_and_notify(pod, p, rec, &err);
         if (r < 0) {
+                if (rec && pod->ops->detach)
+                        pod->ops->detach(pod);
                 release_ports(pod);
+                rt__held_release(pod);
+                rt__notify_close(pod);
                 rt__pod_unref(pod);
                 *ret_error = TAKE_PTR(err) ?: strdup(strerror(-r));
                 return r;
@@ -630,6 +803,8 @@ void rt_pod_free(rt_pod *pod) {
                 (void) tend_hashmap_put(pod->manager->detached, pod->uid, (void *) 1, NULL);
         detach_pod(pod);
         rt__times_stop(pod);
+        rt__notify_close(pod);
+        rt__held_release(pod);
         release_ports(pod);
         pod_unlink(pod);
         rt__pod_unref(pod);

@@ -90,8 +90,14 @@ static void publish(rt_prober *p, bool ok, const char *message) {
         rt_manager *m = pod->manager;
 
         p->result = ok;
-        if (p->type == RT_PROBE_READINESS)
+        if (p->type == RT_PROBE_READINESS) {
+                pod->probe_ready = ok;
+                /* tend.io/notify ready: READY=1 is needed too
+                 * (rt__readiness_update() publishes once it comes) */
+                if (ok && pod->notify_declared_ready && !pod->notify_ready)
+                        return;
                 pod->ready = ok;
+        }
         if (!pod->freed && m->cb.probe)
                 m->cb.probe(pod, p->type, ok, message, m->userdata);
 }

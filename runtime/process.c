@@ -164,9 +164,12 @@ static int watch(rt_pod *p) {
 
 static int process_start(rt_pod *p, char **ret_error) {
         rt_manager *m = p->manager;
+        int fds[SPEC_LISTEN_MAX];
         rt_spawn s;
         int r;
 
+        for (size_t i = 0; i < p->n_held; i++)
+                fds[i] = rt__held_fd(p, i);
         s = (rt_spawn){
                 .path = p->path,
                 .argv = p->argv,
@@ -176,6 +179,9 @@ static int process_start(rt_pod *p, char **ret_error) {
                 .set_ids = p->set_ids,
                 .uid = p->uid_n,
                 .gid = p->gid_n,
+                .fds = fds,
+                .n_fds = p->n_held,
+                .pid_slots = { p->pid_slots[0], p->pid_slots[1] },
         };
         r = rt__spawn(m, &s, &p->record.pid, &proc_of(p)->pidfd, ret_error);
         if (r < 0)

@@ -92,6 +92,9 @@ struct rt_pod {
         char **argv;
         char **envp;
         char *working_dir;
+        /* in envp: the values of LISTEN_PID= and WATCHDOG_PID=, written by
+         * the child (rt_spawn.pid_slots); NULL: none */
+        char *pid_slots[2];
         char *description;              /* systemd: "tend pod NS/NAME (labels)" */
         usec_t grace;                   /* terminationGracePeriodSeconds */
         uint64_t memory_max, cpu_milli; /* resources.limits, 0: none */
@@ -101,7 +104,23 @@ struct rt_pod {
         usec_t started_mono;
 
         rt_prober *probes[_RT_PROBE_TYPE_MAX];
-        bool ready; /* published readiness (false until a probe says so) */
+        bool ready;       /* published readiness (false until a probe says so) */
+        bool probe_ready; /* the readiness probe's own verdict */
+
+        /* tend.io/listen: the sockets it got (NULL: adopted, and tendd
+         * could not get that one back), fd 3 onward. */
+        struct rt_held *held[SPEC_LISTEN_MAX];
+        size_t n_held;
+
+        /* tend.io/notify (notify.c; process backend) */
+        int notify_fd;
+        uv_poll_t *notify_poll;
+        uv_timer_t *watchdog_timer;
+        bool notify_declared_ready; /* ready only after READY=1 */
+        bool notify_ready;          /* READY=1 came */
+        usec_t notify_watchdog;     /* 0: none */
+        char *notify_status;
+        unsigned notify_refused; /* messages from processes not of the pod */
 
         /* The stop's grace period, for either backend (rt__grace_arm). */
         uv_timer_t grace_timer;
@@ -112,6 +131,30 @@ struct rt_pod {
          * (systemd.c), ops->pod_size bytes. */
         void *backend;
 };
+
+/* manager.c: publishes readiness after READY=1 (the probe's verdict and
+ * READY=1 both needed). */
+void rt__readiness_update(rt_pod *p, const char *message);
+
+/* notify.c */
+char *rt__notify_name(const char *pod_uid);
+int rt__notify_open(rt_pod *p, const spec_notify *n);
+void rt__notify_started(rt_pod *p);
+void rt__notify_close(rt_pod *p);
+
+/* held.c */
+typedef struct rt_held rt_held;
+#define RT_HELD_SLOTS 16
+void rt__held_reserve(rt_manager *m);
+void rt__held_unreserve(rt_manager *m);
+/* Gets the pod the socket of a (its index-th), bound now, or — adopt — the
+ * one held already or taken back from the pod itself. */
+int rt__held_acquire(rt_pod *pod, const char *owner, const rt_held_addr *a, bool adopt,
+                     size_t index, char **ret_error);
+void rt__held_release(rt_pod *pod);
+int rt__held_fd(const rt_pod *pod, size_t i);
+/* Closes held sockets unused for a while (all: every one, at close). */
+void rt__held_sweep(rt_manager *m, bool all);
 
 /* reaper.c: SIGCHLD and the reap timer; the orphans reaped now. */
 void rt__reaper_start(rt_manager *m);
@@ -191,6 +234,13 @@ struct rt_manager {
         size_t spawn_stack_size;
         struct rlimit nofile_orig; /* restored in children */
 
+        /* held sockets (held.c) */
+        rt_held *held;
+        bool fdstore;
+        char *held_lost; /* why one could not be taken back from a pod */
+        int held_slots[RT_HELD_SLOTS];
+        bool held_slot_used[RT_HELD_SLOTS];
+
         /* HTTP probes */
         CURLM *curlm;
         uv_timer_t curl_timer;
@@ -238,7 +288,15 @@ typedef struct rt_spawn {
         bool set_ids;
         uid_t uid;
         gid_t gid;
+        /* Passed as fd 3, 4, ... (held sockets); at most SPEC_LISTEN_MAX. */
+        const int *fds;
+        size_t n_fds;
+        /* Room of RT_PID_SLOT bytes where the child writes its own pid
+         * (the value of LISTEN_PID=, WATCHDOG_PID=); NULL: none. */
+        char *pid_slots[2];
 } rt_spawn;
+
+#define RT_PID_SLOT 16
 
 /*
  * Starts a process in its own session (pgid = pid) with clean signal state

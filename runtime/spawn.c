@@ -51,6 +51,7 @@ typedef enum spawn_step {
 
 typedef struct child_ctx {
         const rt_spawn *s;
+        int moved[SPEC_LISTEN_MAX]; /* where the held sockets wait for their places */
         struct rlimit nofile;
         /* written by the child, read by the parent after clone() returns */
         volatile int err;
@@ -88,14 +89,38 @@ NO_SANITIZE static int child_main(void *arg) {
         }
         if (syscall(SYS_setsid) < 0)
                 child_fail(c, STEP_SETSID);
-        /* A descriptor table of its own, empty: nothing of the agent's goes
-         * with it, CLOEXEC or not (libraries such as libcurl do not all set
-         * it, and a pod must not hold the agent's sockets). We share the
-         * agent's table (CLONE_FILES), so its thousands of descriptors — a
-         * pidfd and a log per pod — are neither copied at clone() nor
-         * closed here one by one: at a thousand pods that copy and close
-         * cost more than the rest of a spawn. */
-        if (syscall(SYS_close_range, 0, ~0U, CLOSE_RANGE_UNSHARE) < 0) {
+        if (s->n_fds > 0) {
+                /* Held sockets go to fd 3 onward. Only the table below the
+                 * highest of them is copied (close_range() copies no more
+                 * than it keeps: held.c keeps them low), they are moved
+                 * above what stdio and their own places need, and all the
+                 * rest is closed. */
+                int hi = 0, base;
+                for (size_t i = 0; i < s->n_fds; i++)
+                        if (s->fds[i] >= hi)
+                                hi = s->fds[i] + 1;
+                base = hi > 3 + (int) s->n_fds ? hi : 3 + (int) s->n_fds;
+                if (syscall(SYS_close_range, hi, ~0U, CLOSE_RANGE_UNSHARE) < 0) {
+                        if (syscall(SYS_unshare, CLONE_FILES) < 0)
+                                child_fail(c, STEP_FDTABLE);
+                        for (int fd = hi; fd < 65536; fd++)
+                                (void) syscall(SYS_close, fd);
+                }
+                for (size_t i = 0; i < s->n_fds; i++)
+                        if (syscall(SYS_fcntl, s->fds[i], F_DUPFD, base) != base + (long) i)
+                                child_fail(c, STEP_FDTABLE);
+                if (syscall(SYS_close_range, 0, base - 1, 0) < 0)
+                        child_fail(c, STEP_FDTABLE);
+                for (size_t i = 0; i < s->n_fds; i++)
+                        c->moved[i] = base + (int) i;
+        } else if (syscall(SYS_close_range, 0, ~0U, CLOSE_RANGE_UNSHARE) < 0) {
+                /* A descriptor table of its own, empty: nothing of the agent's goes
+                 * with it, CLOEXEC or not (libraries such as libcurl do not all set
+                 * it, and a pod must not hold the agent's sockets). We share the
+                 * agent's table (CLONE_FILES), so its thousands of descriptors — a
+                 * pidfd and a log per pod — are neither copied at clone() nor
+                 * closed here one by one: at a thousand pods that copy and close
+                 * cost more than the rest of a spawn. */
                 /* before Linux 5.9: a copy, then empty it */
                 if (syscall(SYS_unshare, CLONE_FILES) < 0)
                         child_fail(c, STEP_FDTABLE);
@@ -114,6 +139,25 @@ NO_SANITIZE static int child_main(void *arg) {
                 child_fail(c, STEP_STDIO);
         if (syscall(SYS_dup, 1) != 2)
                 child_fail(c, STEP_STDIO);
+        if (s->n_fds > 0) {
+                for (size_t i = 0; i < s->n_fds; i++)
+                        if (syscall(SYS_dup2, c->moved[i], 3 + (int) i) != 3 + (long) i)
+                                child_fail(c, STEP_FDTABLE);
+                (void) syscall(SYS_close_range, 3 + s->n_fds, ~0U, 0);
+        }
+        /* LISTEN_PID=, WATCHDOG_PID=: the child's own pid, known only now */
+        for (size_t k = 0; k < ELEMENTSOF(s->pid_slots); k++)
+                if (s->pid_slots[k]) {
+                        char digits[16];
+                        long pid = syscall(SYS_getpid);
+                        int n = 0;
+                        do
+                                digits[n++] = (char) ('0' + pid % 10);
+                        while ((pid /= 10) > 0);
+                        for (int i = 0; i < n; i++)
+                                s->pid_slots[k][i] = digits[n - 1 - i];
+                        s->pid_slots[k][n] = 0;
+                }
         if (s->cwd && syscall(SYS_chdir, s->cwd) < 0)
                 child_fail(c, STEP_CHDIR);
         if (s->set_ids) {

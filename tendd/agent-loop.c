@@ -13,6 +13,8 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "agent-loop.h"
 #include "backend-rt.h"
 
@@ -65,6 +67,29 @@ int agent_lock_state_dir(const char *dir, int *ret_fd, char **ret_error) {
         }
         *ret_fd = TAKE_FD(fd);
         return 0;
+}
+
+/* Under systemd, held sockets (tend.io/listen) are kept in the service's
+ * file-descriptor store too, and the previous tendd's come back here as
+ * LISTEN_FDS, before the pods are adopted (runtime/held.c says why that
+ * store comes first). Descriptors that are not ours are closed. */
+static void take_stored_sockets(rt_manager *rt) {
+        _cleanup_strv_free_ char **names = NULL;
+        int n = sd_listen_fds_with_names(true, &names);
+
+        rt_manager_set_fdstore(rt, getenv("NOTIFY_SOCKET") != NULL);
+        for (int i = 0; i < n; i++) {
+                int fd = SD_LISTEN_FDS_START + i, r = -EBADMSG;
+                if (names && rt_held_fdname(names[i]))
+                        r = rt_manager_add_held_socket(rt, fd);
+                if (r < 0) {
+                        if (r != -EBADMSG)
+                                log_warning_errno(r, "held socket %s from the fd store: %m",
+                                                  names ? strna(names[i]) : "?");
+                        (void) close(fd);
+                } else
+                        log_info("held socket %s: back from systemd's fd store", names[i]);
+        }
 }
 
 static void run(agent_loop *l);
@@ -180,6 +205,7 @@ int agent_loop_new(uv_loop_t *loop, const agent_loop_config *c, agent_loop **ret
                 goto fail;
         /* The runtime's callbacks go to the agent. */
         rt_manager_set_userdata(l->rt, l->agent);
+        take_stored_sockets(l->rt);
 
         uv_idle_init(loop, &l->work);
         l->work.data = l;

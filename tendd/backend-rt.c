@@ -97,6 +97,10 @@ static void on_probe(rt_pod *pod, rt_probe_type type, bool success, const char *
         agent_pod_probe(userdata, rt_pod_userdata(pod), type, success, message);
 }
 
+static void on_status(rt_pod *pod, const char *text, void *userdata) {
+        agent_pod_status(userdata, rt_pod_userdata(pod), text);
+}
+
 static void on_orphan_stopped(const char *unit, void *userdata) {
         agent_orphan_stopped(userdata, unit);
 }
@@ -106,4 +110,5 @@ const rt_callbacks agent_rt_callbacks = {
         .exited = on_exited,
         .probe = on_probe,
         .orphan_stopped = on_orphan_stopped,
+        .status = on_status,
 };

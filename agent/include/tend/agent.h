@@ -96,6 +96,8 @@ void agent_resync(agent *a);
 /* Backend up-calls (pod_userdata as given to start/adopt). */
 void agent_pod_started(agent *a, void *pod_userdata);
 void agent_pod_exited(agent *a, void *pod_userdata, const rt_exit *e);
+/* A pod's STATUS= (tend.io/notify): shown as its tend.io/status annotation. */
+void agent_pod_status(agent *a, void *pod_userdata, const char *text);
 void agent_pod_probe(agent *a, void *pod_userdata, rt_probe_type type, bool ok,
                      const char *message);
 /* The runtime stopped a unit that had no pod (an event says so). */
@@ -212,5 +214,6 @@ int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revisi
 #define AGENT_ANN_CRASH_STREAK "tend.io/crash-streak" /* see agent__pod_streak() */
 /* On a dead pod: its replacement waits until then (the crash-loop back-off). */
 #define AGENT_ANN_REPLACE_AFTER "tend.io/replace-after"
-#define AGENT_ANN_PORTS "tend.io/ports" /* "http=30001,metrics=9100": what the pod got */
+#define AGENT_ANN_PORTS "tend.io/ports"   /* "http=30001,metrics=9100": what the pod got */
+#define AGENT_ANN_STATUS "tend.io/status" /* its last STATUS= (tend.io/notify) */
 #define AGENT_ANN_DELETION_COST "controller.kubernetes.io/pod-deletion-cost"

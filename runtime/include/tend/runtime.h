@@ -74,6 +74,8 @@ typedef struct rt_callbacks {
         /* A tend-* unit that ran with no pod was stopped by the orphan
          * sweep (rt_manager_sweep_orphan_units()). */
         void (*orphan_stopped)(const char *unit, void *userdata);
+        /* A pod with tend.io/notify sent a new STATUS= (at most 256 bytes). */
+        void (*status)(rt_pod *pod, const char *text, void *userdata);
 } rt_callbacks;
 
 /* Which bus the systemd backend talks to. AUTO: the system bus as root on
@@ -116,6 +118,12 @@ typedef struct rt_port {
         bool leased; /* from the agent's range (released when the pod goes) */
 } rt_port;
 
+/* A held socket's address (tend.io/listen); "" for every address. */
+typedef struct rt_held_addr {
+        char address[46];
+        uint16_t port;
+} rt_held_addr;
+
 typedef struct rt_record {
         char *backend;       /* "process" or "systemd" */
         pid_t pid;           /* process backend */
@@ -124,6 +132,9 @@ typedef struct rt_record {
         char *log_path;
         rt_port ports[RT_MAX_PORTS];
         size_t n_ports;
+        /* The held sockets the pod got, as fd 3 onward, in order. */
+        rt_held_addr held[SPEC_LISTEN_MAX];
+        size_t n_held;
         usec_t started_at; /* wall clock */
 } rt_record;
 
@@ -139,6 +150,15 @@ typedef struct rt_pod_params {
         const char *uid;
         const spec_pod_spec *spec; /* borrowed for the call; containers[0] is run */
         const spec_map *labels;    /* may be NULL; for the unit's Description */
+        /* The pod's annotations (may be NULL): tend.io/listen and
+         * tend.io/notify are read from them. */
+        const spec_map *annotations;
+        /* Who holds the pod's tend.io/listen sockets ("ns/deployment"):
+         * pods of one owner share them, another owner cannot have them. */
+        const char *socket_owner;
+        /* rt_pod_adopt() of a pod with tend.io/notify ready: it said
+         * READY=1 before (it will not again). */
+        bool was_ready;
 } rt_pod_params;
 
 /* Starts a pod with the backend its runtimeClassName names. On failure
@@ -174,6 +194,19 @@ bool rt_pod_ready(const rt_pod *pod);
 /* The last failure of a probe ("HTTP probe failed with statuscode: 503"),
  * or NULL; borrowed, valid until the next probe result. */
 const char *rt_pod_probe_message(const rt_pod *pod, rt_probe_type type);
+
+/* ---- held sockets --------------------------------------------------------------------- */
+
+/* Under systemd (NOTIFY_SOCKET set): held sockets also go to the service
+ * manager's file-descriptor store (FDSTORE=1), which hands them back to
+ * the next tendd as LISTEN_FDS (the unit needs FileDescriptorStoreMax=). */
+void rt_manager_set_fdstore(rt_manager *m, bool on);
+/* Whether an fd name of LISTEN_FDNAMES is a held socket's. */
+bool rt_held_fdname(const char *name);
+/* At start, before adoption: a held socket from the fd store (takes fd;
+ * -ENOTSOCK if it is not a listening TCP socket, -EEXIST if one of its
+ * address is held already). */
+int rt_manager_add_held_socket(rt_manager *m, int fd);
 
 /* ---- systemd units ------------------------------------------------------------------ */
 

@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * Readiness and liveness by notify (tend.io/notify), for the process
+ * backend: each pod gets a NOTIFY_SOCKET of its own, and speaks
+ * sd_notify(3)'s protocol, so a program written for systemd's Type=notify
+ * runs unchanged.
+ *
+ *   READY=1      the pod is ready (with a readiness probe: once both say so)
+ *   STATUS=...   shown in the pod's tend.io/status annotation
+ *   WATCHDOG=1   liveness: with a watchdog declared, a pod that sends none
+ *                for an interval is stopped and replaced, with the reason
+ *   WATCHDOG=trigger  the same at once
+ *
+ * The socket is an abstract one, "@tend-notify/<pod uid>": pods running
+ * as other users reach it without a path through tendd's state directory,
+ * and it needs no clean-up. Anyone in the network namespace could send to
+ * it, so every message's sender is checked by the kernel's credentials
+ * (SO_PASSCRED): only the pod's main process or a process of its session
+ * (every process it starts, unless one leaves with setsid) speaks for it.
+ * After a tendd restart the name is bound again: sd_notify() sends to the
+ * name each time.
+ */
+
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "rt-internal.h"
+
+#define NOTIFY_MESSAGE_MAX 4096
+#define STATUS_MAX 256
+
+char *rt__notify_name(const char *pod_uid) {
+        return strprintf("@tend-notify/%s", pod_uid);
+}
+
+/* The session of a process: field 6 of /proc/<pid>/stat. */
+static pid_t session_of(pid_t pid) {
+        char path[64], buf[1024];
+        _cleanup_close_ int fd = -EBADF;
+        const char *p;
+        ssize_t n;
+        long ppid, pgrp, session;
+        char state;
+
+        snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        n = read(fd, buf, sizeof buf - 1);
+        if (n <= 0)
+                return -1;
+        buf[n] = 0;
+        p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+        if (!p || sscanf(p + 1, " %c %ld %ld %ld", &state, &ppid, &pgrp, &session) != 4)
+                return -1;
+        return (pid_t) session;
+}
+
+static void on_watchdog(uv_timer_t *t);
+
+static void watchdog_arm(rt_pod *p) {
+        if (p->notify_watchdog && p->watchdog_timer)
+                uv_timer_start(p->watchdog_timer, on_watchdog,
+                               (p->notify_watchdog + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
+}
+
+static void liveness_failed(rt_pod *p, const char *why) {
+        rt_manager *m = p->manager;
+
+        if (p->freed || p->state != RT_POD_RUNNING)
+                return;
+        uv_timer_stop(p->watchdog_timer);
+        if (m->cb.probe)
+                m->cb.probe(p, RT_PROBE_LIVENESS, false, why, m->userdata);
+}
+
+static void on_watchdog(uv_timer_t *t) {
+        rt_pod *p = t->data;
+        char d[DURATION_MAX];
+        _cleanup_free_ char *why = strprintf("watchdog: no WATCHDOG=1 within %s",
+                                             format_duration(d, p->notify_watchdog));
+
+        liveness_failed(p, why ?: "watchdog");
+}
+
+static void handle_line(rt_pod *p, const char *line, size_t len) {
+        rt_manager *m = p->manager;
+
+        if (len == 7 && memcmp(line, "READY=1", 7) == 0) {
+                if (!p->notify_ready) {
+                        p->notify_ready = true;
+                        rt__readiness_update(p, NULL);
+                }
+        } else if (len >= 7 && memcmp(line, "STATUS=", 7) == 0) {
+                _cleanup_free_ char *text = strndup(line + 7, MIN(len - 7, (size_t) STATUS_MAX));
+                if (text && !streq_ptr(text, p->notify_status)) {
+                        free(p->notify_status);
+                        p->notify_status = TAKE_PTR(text);
+                        if (!p->freed && m->cb.status)
+                                m->cb.status(p, p->notify_status, m->userdata);
+                }
+        } else if (len == 10 && memcmp(line, "WATCHDOG=1", 10) == 0) {
+                if (p->state == RT_POD_RUNNING || p->state == RT_POD_STARTING)
+                        watchdog_arm(p);
+        } else if (len == 16 && memcmp(line, "WATCHDOG=trigger", 16) == 0)
+                liveness_failed(p, "watchdog: the pod sent WATCHDOG=trigger");
+        /* others (STOPPING=1, RELOADING=1, MAINPID=, ...) say nothing tend uses */
+}
+
+static void on_notify(uv_poll_t *h, int status, int events) {
+        rt_pod *p = h->data;
+        char buf[NOTIFY_MESSAGE_MAX];
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 16)];
+        } control;
+
+        /* a few at a time: a pod flooding its socket must not hold the loop */
+        for (int k = 0; k < 16; k++) {
+                struct iovec iov = { buf, sizeof buf };
+                struct msghdr msg = {
+                        .msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = &control,
+                        .msg_controllen = sizeof control,
+                };
+                struct ucred *cred = NULL;
+                ssize_t n = recvmsg(p->notify_fd, &msg,
+                                    MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
+
+                if (n < 0)
+                        return;
+                for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+                            c->cmsg_len == CMSG_LEN(sizeof(struct ucred)))
+                                cred = (struct ucred *) CMSG_DATA(c);
+                        else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                                /* fds are not asked for (FDSTORE): close them */
+                                int *fds = (int *) CMSG_DATA(c);
+                                size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                                for (size_t i = 0; i < nfd; i++)
+                                        safe_close(fds[i]);
+                        }
+                if (!cred || (size_t) n > sizeof buf || p->state == RT_POD_EXITED)
+                        continue;
+                if (cred->pid != p->record.pid && session_of(cred->pid) != p->record.pid) {
+                        p->notify_refused++;
+                        continue;
+                }
+                for (size_t at = 0; at < (size_t) n;) {
+                        const char *nl = memchr(buf + at, '\n', (size_t) n - at);
+                        size_t len = nl ? (size_t) (nl - (buf + at)) : (size_t) n - at;
+                        handle_line(p, buf + at, len);
+                        at += len + 1;
+                }
+                if (p->freed)
+                        return;
+        }
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+        rt_pod *p = h->data;
+        free(h);
+        rt__pod_unref(p);
+}
+
+/* The socket is closed after its poll handle (libuv's rule). */
+static void on_poll_closed(uv_handle_t *h) {
+        rt_pod *p = h->data;
+        p->notify_fd = safe_close(p->notify_fd);
+        on_handle_closed(h);
+}
+
+int rt__notify_open(rt_pod *p, const spec_notify *n) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *name = rt__notify_name(p->uid);
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int one = 1, r;
+        size_t len;
+
+        if (!name)
+                return -ENOMEM;
+        len = strlen(name);
+        if (len >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, name, len);
+        sa.sun_path[0] = 0; /* abstract */
+        fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        r = RET_NERRNO(setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one));
+        if (r >= 0)
+                r = RET_NERRNO(bind(fd, (struct sockaddr *) &sa,
+                                    offsetof(struct sockaddr_un, sun_path) + len));
+        if (r < 0)
+                return r;
+
+        p->notify_poll = new0(uv_poll_t, 1);
+        if (!p->notify_poll)
+                return -ENOMEM;
+        r = uv_poll_init(p->manager->loop, p->notify_poll, fd);
+        if (r < 0) {
+                free(p->notify_poll);
+                p->notify_poll = NULL;
+                return r;
+        }
+        p->notify_poll->data = rt__pod_ref(p);
+        p->notify_fd = TAKE_FD(fd);
+        p->notify_declared_ready = n->ready;
+        p->notify_watchdog = n->watchdog;
+        (void) uv_poll_start(p->notify_poll, UV_READABLE, on_notify);
+        if (n->watchdog) {
+                p->watchdog_timer = new0(uv_timer_t, 1);
+                if (!p->watchdog_timer)
+                        return -ENOMEM;
+                uv_timer_init(p->manager->loop, p->watchdog_timer);
+                p->watchdog_timer->data = rt__pod_ref(p);
+        }
+        return 0;
+}
+
+/* The watchdog runs from the pod's start (as systemd's does): a program
+ * that takes longer than the interval to start sends WATCHDOG=1 while it
+ * starts. */
+void rt__notify_started(rt_pod *p) {
+        watchdog_arm(p);
+}
+
+void rt__notify_close(rt_pod *p) {
+        if (p->notify_poll) {
+                uv_poll_stop(p->notify_poll);
+                uv_close((uv_handle_t *) p->notify_poll, on_poll_closed);
+                p->notify_poll = NULL;
+        } else
+                p->notify_fd = safe_close(p->notify_fd);
+        if (p->watchdog_timer) {
+                uv_timer_stop(p->watchdog_timer);
+                uv_close((uv_handle_t *) p->watchdog_timer, on_handle_closed);
+                p->watchdog_timer = NULL;
+        }
+}
