@@ -520,7 +520,17 @@ static int notify_listen_env(rt_pod *pod, const rt_pod_params *p, const rt_recor
                 if (r < 0)
                         return r;
         }
-        if (notify && !unit) {
+        if (notify && unit) {
+                /* systemd runs the protocol (Type=notify, WatchdogUSec) and
+                 * gives the unit its NOTIFY_SOCKET and WATCHDOG_USEC */
+                spec_notify n;
+                if (spec_notify_parse(notify, &n, &problem) < 0) {
+                        *ret_error = strprintf("%s: %s", SPEC_ANN_NOTIFY, strna(problem));
+                        return -EINVAL;
+                }
+                pod->notify_declared_ready = n.ready;
+                pod->notify_watchdog = n.watchdog;
+        } else if (notify) {
                 spec_notify n;
                 _cleanup_free_ char *name = rt__notify_name(pod->uid);
 

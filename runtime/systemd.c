@@ -641,6 +641,8 @@ static void unit_changed(rt_pod *p) {
                         p->started_mono = now_monotonic();
                         if (!p->record.started_at)
                                 p->record.started_at = now_realtime();
+                        /* Type=notify: active only once it said READY=1 */
+                        p->notify_ready = p->notify_declared_ready;
                         rt__pod_started(p);
                 }
                 return;
@@ -677,6 +679,15 @@ static int read_properties(rt_pod *p, sd_bus_message *msg) {
                         r = sd_bus_message_read(msg, "v", "s", &s);
                         if (r >= 0)
                                 r = free_and_strdup(&sd_of(p)->result, s);
+                } else if (streq(key, "StatusText")) {
+                        /* STATUS= of a Type=notify unit (tend.io/notify) */
+                        r = sd_bus_message_read(msg, "v", "s", &s);
+                        if (r >= 0 && *s && !streq_ptr(s, p->notify_status)) {
+                                r = free_and_strdup(&p->notify_status, s);
+                                if (r >= 0 && !p->freed && p->manager->cb.status)
+                                        p->manager->cb.status(p, p->notify_status,
+                                                              p->manager->userdata);
+                        }
                 } else if (streq(key, "MainPID")) {
                         r = sd_bus_message_read(msg, "v", "u", &u);
                         if (r >= 0 && u > 0)
@@ -832,9 +843,21 @@ static int build_start(rt_pod *p, sd_bus_message **ret) {
                 r = sd_bus_message_open_container(msg, 'a', "(sv)");
         if (r >= 0)
                 r = append_prop_s(msg, "Description", p->description);
-        /* exec: the start job fails if the program cannot be executed. */
+        /* exec: the start job fails if the program cannot be executed.
+         * notify (tend.io/notify ready): the unit is active, and the pod
+         * started and ready, once it says READY=1 — however long that
+         * takes: the rollout's progress deadline judges that, not a start
+         * timeout. */
         if (r >= 0)
-                r = append_prop_s(msg, "Type", "exec");
+                r = append_prop_s(msg, "Type", p->notify_declared_ready ? "notify" : "exec");
+        if (r >= 0 && p->notify_declared_ready)
+                r = append_prop_t(msg, "TimeoutStartUSec", UINT64_MAX);
+        /* any process of the unit may speak for it, as a process pod's
+         * session may; WATCHDOG=1 missed: systemd stops it (SIGABRT) */
+        if (r >= 0 && (p->notify_declared_ready || p->notify_watchdog))
+                r = append_prop_s(msg, "NotifyAccess", "all");
+        if (r >= 0 && p->notify_watchdog)
+                r = append_prop_t(msg, "WatchdogUSec", p->notify_watchdog);
         if (r >= 0)
                 r = append_exec_start(msg, p->path, p->argv);
         /* Units inherit the manager's whole environment otherwise. */

@@ -202,6 +202,55 @@ wait_for 10 orphan2_gone && ok "the orphan unit is stopped once the bus is back"
 orphan2_event() { tend get events | grep -q "orphan-x2"; }
 wait_for 5 orphan2_event && ok "a Warning event for it" || fail "no event: $(tend get events)"
 
+echo "== tend.io/notify in a unit: Type=notify, ready once READY=1, STATUS=, the watchdog"
+# notify_web NAME ARGS...: one unit of the example server, notify ready and a 1 s watchdog
+notify_web() {
+    name=$1
+    shift
+    cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $name}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: $name}}
+  template:
+    metadata:
+      labels: {app: $name}
+      annotations: {tend.io/notify: "ready,watchdog=1s"}
+    spec:
+      runtimeClassName: systemd
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: main
+        command: ["$bin/tend-example-web", "--version=u1", "--ready-after=2" $*]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+        ports: [{name: http}]
+YAML
+}
+notify_web nweb | tend apply -f - >/dev/null || fail "apply nweb"
+nweb_unit() { tend get pods -l app=nweb -o json | jq -r '.items[0].status.containerStatuses[0].containerID // ""' | sed 's|systemd://||'; }
+sleep 1
+tend get pods -l app=nweb | grep -q "0/1" && ok "the unit's pod is not ready before READY=1" ||
+    fail "ready before READY=1: $(tend get pods -l app=nweb)"
+nweb_ready() { tend get pods -l app=nweb | grep -q "1/1"; }
+wait_for 10 nweb_ready && ok "ready once the program said READY=1" || fail "nweb never ready"
+unit=$(tend get pods -l app=nweb -o wide | awk 'NR == 2 { print $6 }')
+[ "$(systemctl --user show -P Type "$unit")" = notify ] && ok "$unit is Type=notify" ||
+    fail "$unit: Type=$(systemctl --user show -P Type "$unit")"
+[ "$(systemctl --user show -P WatchdogUSec "$unit")" = 1s ] && ok "with WatchdogUSec=1s" ||
+    fail "$unit: WatchdogUSec=$(systemctl --user show -P WatchdogUSec "$unit")"
+nweb_status() { tend get pods -l app=nweb -o json | jq -e '.items[0].metadata.annotations["tend.io/status"] == "serving u1"' >/dev/null; }
+wait_for 5 nweb_status && ok "its STATUS= is the pod's tend.io/status" ||
+    fail "no tend.io/status: $(tend get pods -l app=nweb -o json | jq -c '.items[0].metadata.annotations')"
+tend delete deploy/nweb >/dev/null
+notify_web nhang ', "--watchdog-stop-after=3"' | tend apply -f - >/dev/null || fail "apply nhang"
+nhang_replaced() { tend get pods -l app=nhang -o json | jq -e '.items[] | select(.status.phase == "Running" and
+    .status.containerStatuses[0].restartCount >= 1)' >/dev/null; }
+wait_for 20 nhang_replaced && ok "a unit whose watchdog stops is stopped by systemd and replaced" ||
+    fail "nhang not replaced: $(tend get pods -l app=nhang -o wide)"
+tend delete deploy/nhang >/dev/null
+
 echo "== no bus: systemd pods fail with the reason, process pods run"
 tend delete deploy/move >/dev/null
 no_units() { [ -z "$(systemctl --user list-units --plain --no-legend 'tend-*' | grep -v inactive)" ]; }

@@ -73,6 +73,44 @@ expect_exit 0 "the API answers at once" tend get pods
 wait_for 10 running
 [ "$(pids)" = "$before" ] && ok "same pids: $(echo $before)" || fail "before: $before, after: $(pids)"
 
+echo "== a held socket survives tendd and all its pods dying at once (the fd store)"
+hport=$((46000 + $$ % 1000))
+cat >"$mdir/held.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: held}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: held}}
+  template:
+    metadata:
+      labels: {app: held}
+      annotations: {tend.io/listen: "http@127.0.0.1"}
+    spec:
+      containers:
+      - name: main
+        command: ["$bin/tend-example-web", "--version=h1"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+        ports: [{name: http, containerPort: $hport}]
+YAML
+expect_exit 0 "reload with held.yaml" systemctl --user reload tendd
+held_pids() { tend get pods -l app=held -o wide | awk 'NR > 1 && $3 == "Running" { print $6 }' | sed 's|process://||'; }
+two_held() { [ "$(held_pids | wc -l)" -eq 2 ] && curl -s "http://127.0.0.1:$hport/" | grep -q h1; }
+wait_for 10 two_held || fail "held pods: $(tend get pods -l app=held)"
+inode=$(readlink "/proc/$(held_pids | head -1)/fd/3")
+old_main=$(systemctl --user show -P MainPID tendd)
+# tendd dies (restarted by systemd: Restart=on-failure), and so does every pod
+kill -KILL "$old_main" $(held_pids)
+new_main() { m=$(systemctl --user show -P MainPID tendd); [ "$m" != 0 ] && [ "$m" != "$old_main" ]; }
+wait_for 15 new_main || fail "tendd was not restarted"
+wait_for 15 two_held && ok "the held pods are back and answer" || fail "held pods: $(tend get pods -l app=held)"
+[ "$(readlink "/proc/$(held_pids | head -1)/fd/3")" = "$inode" ] &&
+    ok "with the same socket ($inode): from the fd store, not bound again" ||
+    fail "socket $inode became $(readlink "/proc/$(held_pids | head -1)/fd/3")"
+rm "$mdir/held.yaml"
+expect_exit 0 "reload without held.yaml" systemctl --user reload tendd
+tend delete deploy/held >/dev/null 2>&1
+
 echo "== reload re-reads the manifests"
 sed -i 's/replicas: 2/replicas: 3/' "$mdir/web.yaml"
 expect_exit 0 "systemctl --user reload tendd" systemctl --user reload tendd
