@@ -442,7 +442,10 @@ typedef struct rollback_arg {
 } rollback_arg;
 
 static int do_rollback(agent *a, spec_deployment *d, void *arg) {
-        const spec_replica_set *rs = ((rollback_arg *) arg)->target;
+        return agent__rollback_to(d, ((rollback_arg *) arg)->target);
+}
+
+int agent__rollback_to(spec_deployment *d, const spec_replica_set *rs) {
         spec_pod_template *t = spec_pod_template_copy(&rs->spec.template);
         spec_map ann = {};
         int r = 0;
@@ -468,7 +471,7 @@ static int do_rollback(agent *a, spec_deployment *d, void *arg) {
                 if (!streq(k, SPEC_ANN_REVISION) && !streq(k, SPEC_ANN_REVISION_HISTORY) &&
                     !streq(k, SPEC_ANN_DESIRED_REPLICAS) && !streq(k, SPEC_ANN_MAX_REPLICAS) &&
                     !streq(k, SPEC_ANN_LAST_APPLIED) &&
-                    !streq(k, "deprecated.deployment.rollback.to"))
+                    !streq(k, "deprecated.deployment.rollback.to") && !agent__rs_own_annotation(k))
                         RET_GATHER(r,
                                    spec_map_set(&ann, k, rs->metadata.annotations.items[i].value));
         }

@@ -136,6 +136,18 @@ void agent__drop_events(agent *a);
 const spec_deployment *agent__deployment_by_uid(agent *a, const char *ns, const char *uid);
 const spec_replica_set *agent__replica_set_by_uid(agent *a, const char *ns, const char *uid);
 
+/* A ReplicaSet annotation the deployment controller keeps for itself
+ * (AGENT_ANN_COMPLETE, ...): not copied between deployment and RS. */
+static inline bool agent__rs_own_annotation(const char *key) {
+        return streq(key, AGENT_ANN_COMPLETE) || streq(key, AGENT_ANN_ROLLOUT_FAILED) ||
+               streq(key, AGENT_ANN_PROMOTED) || streq(key, AGENT_ANN_CANARY_SINCE);
+}
+
+/* actions.c: d's template and annotations become the ReplicaSet rs's, as
+ * `rollout undo` does (the pod-template-hash label removed; the
+ * deployment's own controller keys kept). Returns 1 (changed) or -errno. */
+int agent__rollback_to(spec_deployment *d, const spec_replica_set *rs);
+
 /* ---- pods.c: the pods' runtime state, container status, replica facts ---- */
 
 /* What the backend is told of pod p (borrowed from it; owner is the

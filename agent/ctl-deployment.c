@@ -22,8 +22,10 @@ typedef struct dctx {
         size_t n;
         plan_rs *in;
         ssize_t new_index;
+        int32_t new_crashlooping; /* pods of the new RS in CrashLoopBackOff */
         int32_t surge, unav;
         bool has_deadline;
+        char *canary_wait; /* tend.io/canary: the rollout waits for promotion (why) */
         usec_t now;
         int error; /* a setter on nd failed (-ENOMEM): nd is not written, the sync is retried */
 } dctx;
@@ -40,6 +42,7 @@ static const char *const skip_annotations[] = {
         SPEC_ANN_DESIRED_REPLICAS,
         SPEC_ANN_MAX_REPLICAS,
         "deprecated.deployment.rollback.to",
+        SPEC_ANN_PROMOTE, /* a request to the deployment controller, not a setting */
         NULL,
 };
 
@@ -56,6 +59,7 @@ static int cmp_rs(const spec_replica_set *x, const spec_replica_set *y) {
 static void dctx_done(dctx *c) {
         free(c->rss);
         free(c->in);
+        free(c->canary_wait);
         spec_deployment_free(c->nd);
 }
 
@@ -71,6 +75,7 @@ static int gather(dctx *c) {
         free(c->in);
         c->n = 0;
         c->new_index = -1;
+        c->new_crashlooping = 0;
         c->rss = new0(const spec_replica_set *, n);
         c->in = new0(plan_rs, n);
         if (!c->rss || !c->in)
@@ -119,10 +124,17 @@ static int gather(dctx *c) {
                         continue;
                 for (size_t k = 0; k < c->n; k++)
                         if (streq_ptr(c->rss[k]->metadata.uid, o->uid)) {
+                                const spec_container_status *cs =
+                                        p->status.n_container_statuses
+                                                ? &p->status.container_statuses[0]
+                                                : NULL;
                                 if (p->metadata.deletion_timestamp)
                                         c->in[k].terminating++;
                                 else
                                         c->in[k].active++;
+                                if ((ssize_t) k == c->new_index && cs && cs->state.waiting &&
+                                    streq_ptr(cs->state.waiting->reason, "CrashLoopBackOff"))
+                                        c->new_crashlooping++;
                                 break;
                         }
         }
@@ -230,6 +242,16 @@ static ssize_t new_rs(dctx *c, bool create) {
                         snprintf(buf, sizeof buf, "%" PRId64, want);
                         RET_GATHER(r,
                                    spec_map_set(&n->metadata.annotations, SPEC_ANN_REVISION, buf));
+                        /* Tried again (undo, apply): a failure now is a new
+                         * one, with its own automatic rollback. */
+                        spec_map_remove(&n->metadata.annotations, AGENT_ANN_ROLLOUT_FAILED);
+                        spec_map_remove(&n->metadata.annotations, AGENT_ANN_CANARY_SINCE);
+                        /* a revision that never completed tried again: an
+                         * automatic rollback before is history (going back
+                         * to one that completed may be that rollback) */
+                        if (!spec_map_get(&n->metadata.annotations, AGENT_ANN_COMPLETE))
+                                plan_remove_condition(&c->nd->status.conditions,
+                                                      &c->nd->status.n_conditions, "RolledBack");
                 }
                 for (size_t i = 0; i < d->metadata.annotations.n; i++)
                         if (!skipped(d->metadata.annotations.items[i].key))
@@ -243,7 +265,7 @@ static ssize_t new_rs(dctx *c, bool create) {
                  * back-off), so one removed from the deployment goes. */
                 for (size_t i = n->metadata.annotations.n; i > 0; i--) {
                         const char *k = n->metadata.annotations.items[i - 1].key;
-                        if (startswith(k, SPEC_ANN_PREFIX) &&
+                        if (startswith(k, SPEC_ANN_PREFIX) && !agent__rs_own_annotation(k) &&
                             !spec_map_get(&d->metadata.annotations, k))
                                 spec_map_remove(&n->metadata.annotations, k);
                 }
@@ -341,6 +363,8 @@ static ssize_t new_rs(dctx *c, bool create) {
         if (r < 0)
                 return r;
         c->a->metrics.rollouts_started++;
+        /* a new rollout: an automatic rollback before it is history */
+        plan_remove_condition(&c->nd->status.conditions, &c->nd->status.n_conditions, "RolledBack");
         log_info("deployment/%s: created replica set %s (revision %" PRId64 ")", d->metadata.name,
                  rs_name, want);
         if (size > 0)
@@ -423,7 +447,8 @@ static void progress(dctx *c) {
         if (cond && !complete && !progressing) {
                 if (streq_ptr(cond->reason, "ProgressDeadlineExceeded"))
                         timed_out = true;
-                else if (!streq_ptr(cond->reason, "NewReplicaSetAvailable"))
+                else if (!streq_ptr(cond->reason, "NewReplicaSetAvailable") &&
+                         !streq_ptr(cond->reason, "WaitingForPromotion"))
                         timed_out = cond->last_update_time +
                                             (usec_t) c->d->spec.progress_deadline_seconds *
                                                     USEC_PER_SEC <
@@ -481,6 +506,128 @@ static int write_back(dctx *c) {
         return store_put(c->a->store, STORE_DEPLOYMENT, n, NULL);
 }
 
+/* ---- automatic rollback ------------------------------------------------------------------ */
+
+/* Sets (value) or removes (NULL) an annotation the controller keeps on
+ * ReplicaSet i. */
+static int set_rs_annotation(dctx *c, size_t i, const char *key, const char *value) {
+        const spec_replica_set *rs = c->rss[i];
+        _cleanup_(spec_replica_set_freep) spec_replica_set *n = NULL;
+        const void *stored;
+        int r;
+
+        if (streq_ptr(spec_map_get(&rs->metadata.annotations, key), value))
+                return 0;
+        n = spec_replica_set_copy(rs);
+        if (!n)
+                return -ENOMEM;
+        if (value) {
+                r = spec_map_set(&n->metadata.annotations, key, value);
+                if (r < 0)
+                        return r;
+        } else
+                spec_map_remove(&n->metadata.annotations, key);
+        r = store_put(c->a->store, STORE_REPLICA_SET, TAKE_PTR(n), &stored);
+        if (r >= 0)
+                c->rss[i] = stored;
+        return r;
+}
+
+/* A revision whose rollout completed is one an automatic rollback may go
+ * back to (and a canary gate never holds again). */
+static int mark_complete(dctx *c) {
+        const spec_condition *cond = spec_get_condition(c->nd->status.conditions,
+                                                        c->nd->status.n_conditions, "Progressing");
+        if (c->new_index < 0 || !plan_deployment_complete(c->nd) ||
+            (c->has_deadline && (!cond || !streq_ptr(cond->reason, "NewReplicaSetAvailable"))))
+                return 0;
+        return set_rs_annotation(c, (size_t) c->new_index, AGENT_ANN_COMPLETE, "true");
+}
+
+/*
+ * tend.io/auto-rollback (issue 16): a rollout that failed — its progress
+ * deadline passed, or replicas of the new revision are in CrashLoopBackOff
+ * — goes back to the last revision that completed, once: the failed
+ * ReplicaSet is marked, and a marked one is not rolled back from again
+ * until it is tried anew (an apply or undo that makes it the new one
+ * again clears the mark, new_rs()). A revision that completed once is not
+ * rolled back from: a crash then is the crash-loop back-off's business.
+ */
+static int auto_rollback(dctx *c) {
+        const spec_deployment *d = c->d;
+        const spec_condition *cond = spec_get_condition(c->nd->status.conditions,
+                                                        c->nd->status.n_conditions, "Progressing");
+        const spec_replica_set *failed, *target = NULL;
+        _cleanup_free_ char *why = NULL, *msg = NULL;
+        const char *reason;
+        int64_t failed_rev, target_rev = 0;
+        int r;
+
+        if (!streq_ptr(spec_map_get(&d->metadata.annotations, SPEC_ANN_AUTO_ROLLBACK), "true") ||
+            d->spec.paused || c->new_index < 0)
+                return 0;
+        failed = c->rss[c->new_index];
+        if (spec_map_get(&failed->metadata.annotations, AGENT_ANN_COMPLETE) ||
+            spec_map_get(&failed->metadata.annotations, AGENT_ANN_ROLLOUT_FAILED))
+                return 0;
+        if (cond && streq_ptr(cond->reason, "ProgressDeadlineExceeded")) {
+                reason = "ProgressDeadlineExceeded";
+                why = strdup(strna(cond->message));
+        } else if (c->new_crashlooping > 0) {
+                reason = "CrashLoopBackOff";
+                why = strprintf("%d replica%s of replica set \"%s\" in CrashLoopBackOff",
+                                c->new_crashlooping, c->new_crashlooping == 1 ? "" : "s",
+                                failed->metadata.name);
+        } else
+                return 0;
+        if (!why)
+                return -ENOMEM;
+        failed_rev = spec_meta_revision(&failed->metadata);
+        for (size_t i = 0; i < c->n; i++) {
+                const spec_replica_set *rs = c->rss[i];
+                int64_t rev = spec_meta_revision(&rs->metadata);
+                if ((ssize_t) i != c->new_index &&
+                    spec_map_get(&rs->metadata.annotations, AGENT_ANN_COMPLETE) &&
+                    rev > target_rev) {
+                        target = rs;
+                        target_rev = rev;
+                }
+        }
+        r = set_rs_annotation(c, (size_t) c->new_index, AGENT_ANN_ROLLOUT_FAILED, reason);
+        if (r < 0)
+                return r;
+        if (!target) {
+                (void) agent__event(c->a, STORE_DEPLOYMENT, &d->metadata, "Warning",
+                                    "AutoRollbackImpossible",
+                                    "Revision %" PRId64 " failed (%s: %s); no earlier revision "
+                                    "completed, so there is none to roll back to",
+                                    failed_rev, reason, why);
+                log_warning("deployment/%s: revision %" PRId64 " failed (%s); no completed "
+                            "revision to roll back to",
+                            d->metadata.name, failed_rev, reason);
+                return 0;
+        }
+        /* the template of target_rev comes back as the newest revision */
+        msg = strprintf("Revision %" PRId64 " failed (%s: %s); rolled back to revision %" PRId64
+                        " (now revision %" PRId64 ")",
+                        failed_rev, reason, why, target_rev,
+                        MAX(failed_rev, max_old_revision(c)) + 1);
+        if (!msg)
+                return -ENOMEM;
+        r = agent__rollback_to(c->nd, target);
+        if (r < 0)
+                return r;
+        c->nd->metadata.generation++;
+        RET_GATHER(c->error,
+                   plan_set_condition(&c->nd->status.conditions, &c->nd->status.n_conditions,
+                                      "RolledBack", "True", reason, msg, c->now));
+        (void) agent__event(c->a, STORE_DEPLOYMENT, &d->metadata, "Warning", "RolledBack", "%s",
+                            msg);
+        log_warning("deployment/%s: %s", d->metadata.name, msg);
+        agent__enqueue(c->a, STORE_DEPLOYMENT, d->metadata.namespace, d->metadata.name);
+        return 0;
+}
+
 /* ---- history ------------------------------------------------------------------------------ */
 
 static int cleanup_history(dctx *c) {
@@ -526,26 +673,186 @@ static int cleanup_history(dctx *c) {
         return 0;
 }
 
+/* ---- canaries ------------------------------------------------------------------------------ */
+
+/*
+ * tend.io/canary (issue 16): a new template first gets N pods, within the
+ * rolling bounds as ever — the old ReplicaSets keep the rest, D - N — and
+ * once they are all available (minReadySeconds), the rollout waits,
+ * Progressing Unknown/WaitingForPromotion, with no deadline. Promotion —
+ * tend.io/promote on the deployment (`tend rollout promote`, or
+ * `kubectl annotate`), or tend.io/canary-promote-after of healthy
+ * canaries — marks the ReplicaSet, and the rollout goes on. A revision
+ * that completed once, or the first (nothing to replace), has no canary
+ * gate; `rollout undo` abandons the canaries as any rollback does.
+ */
+static int promote(dctx *c, size_t ni, const char *how) {
+        const spec_replica_set *rs = c->rss[ni];
+        int64_t rev = spec_meta_revision(&rs->metadata);
+        int r = set_rs_annotation(c, ni, AGENT_ANN_PROMOTED, "true");
+
+        if (r < 0)
+                return r;
+        (void) agent__event(c->a, STORE_DEPLOYMENT, &c->d->metadata, "Normal", "Promoted",
+                            "Canaries of revision %" PRId64 " (replica set %s) promoted %s", rev,
+                            rs->metadata.name, how);
+        log_info("deployment/%s: canaries of revision %" PRId64 " promoted %s", c->d->metadata.name,
+                 rev, how);
+        /* the deadline counts from now, not from when the wait began */
+        set_progressing(c, "True", "ReplicaSetUpdated", "ReplicaSet \"%s\" is progressing.",
+                        rs->metadata.name);
+        return 0;
+}
+
+/* tend.io/promote: consumed (removed from the deployment) whatever it says. */
+static int promote_request(dctx *c, ssize_t ni) {
+        const char *v = spec_map_get(&c->d->metadata.annotations, SPEC_ANN_PROMOTE);
+        const spec_replica_set *rs;
+        int64_t want = 0, rev;
+
+        if (!v)
+                return 0;
+        if (!streq(v, "true"))
+                (void) safe_atoi64(v, &want);
+        spec_map_remove(&c->nd->metadata.annotations, SPEC_ANN_PROMOTE);
+        if (ni < 0)
+                return 0;
+        rs = c->rss[ni];
+        rev = spec_meta_revision(&rs->metadata);
+        if (spec_map_get(&rs->metadata.annotations, AGENT_ANN_PROMOTED) ||
+            spec_map_get(&rs->metadata.annotations, AGENT_ANN_COMPLETE)) {
+                (void) agent__event(c->a, STORE_DEPLOYMENT, &c->d->metadata, "Normal",
+                                    "PromoteIgnored",
+                                    "Nothing to promote: revision %" PRId64 " has no canaries "
+                                    "waiting",
+                                    rev);
+                return 0;
+        }
+        if (want > 0 && want != rev) {
+                (void) agent__event(c->a, STORE_DEPLOYMENT, &c->d->metadata, "Warning",
+                                    "PromoteIgnored",
+                                    "%s asks for revision %" PRId64 ", but the canaries are of "
+                                    "revision %" PRId64 ": not promoted",
+                                    SPEC_ANN_PROMOTE, want, rev);
+                return 0;
+        }
+        return promote(c, (size_t) ni, "on request");
+}
+
+/* The canaries the new ReplicaSet ni is held to, or -1: none. */
+static int32_t canary_cap(dctx *c, size_t ni) {
+        const char *v = spec_map_get(&c->d->metadata.annotations, SPEC_ANN_CANARY);
+        const spec_replica_set *rs = c->rss[ni];
+        _cleanup_free_ char *problem = NULL;
+        spec_canary cn;
+        bool old = false;
+
+        if (!v || spec_map_get(&rs->metadata.annotations, AGENT_ANN_PROMOTED) ||
+            spec_map_get(&rs->metadata.annotations, AGENT_ANN_COMPLETE) ||
+            spec_canary_parse(v, &cn, &problem) < 0)
+                return -1;
+        for (size_t i = 0; i < c->n; i++)
+                if (i != ni && (c->rss[i]->spec.replicas > 0 || c->in[i].active > 0))
+                        old = true;
+        if (!old)
+                return -1; /* nothing to replace: nothing to compare the canaries with */
+        return spec_canary_count(&cn, c->d->spec.replicas);
+}
+
+/* With canaries held: the old ReplicaSets keep D - (the new one's size),
+ * the newest first, never above what they have (plan_scale_down_old()
+ * gave the most it may take). */
+static void canary_keep_old(dctx *c, size_t ni, int32_t *targets) {
+        int32_t keep = c->d->spec.replicas - c->rss[ni]->spec.replicas, sum = 0;
+
+        for (size_t i = 0; i < c->n; i++)
+                if (i != ni)
+                        sum += targets[i];
+        for (size_t i = c->n; i > 0 && sum < keep; i--) {
+                size_t k = i - 1;
+                int32_t more;
+                if (k == ni || targets[k] >= c->rss[k]->spec.replicas)
+                        continue;
+                more = MIN(keep - sum, c->rss[k]->spec.replicas - targets[k]);
+                targets[k] += more;
+                sum += more;
+        }
+}
+
+/* Are the canaries all available? Then the rollout waits — or promotes
+ * them, once they have been for tend.io/canary-promote-after. */
+static int canary_check(dctx *c, size_t ni, int32_t cap) {
+        const spec_replica_set *rs = c->rss[ni];
+        const char *since_s = spec_map_get(&rs->metadata.annotations, AGENT_ANN_CANARY_SINCE);
+        const char *after_s = spec_map_get(&c->d->metadata.annotations,
+                                           SPEC_ANN_CANARY_PROMOTE_AFTER);
+        usec_t since = 0, after = 0;
+        char buf[32], d[DURATION_MAX];
+        int r;
+
+        if (rs->spec.replicas < cap || rs->status.available_replicas < cap) {
+                /* not (or no longer) all available: the clock starts again */
+                return since_s ? set_rs_annotation(c, ni, AGENT_ANN_CANARY_SINCE, NULL) : 0;
+        }
+        if (!since_s || safe_atou64(since_s, &since) < 0) {
+                since = c->now;
+                snprintf(buf, sizeof buf, "%" PRIu64, (uint64_t) since);
+                r = set_rs_annotation(c, ni, AGENT_ANN_CANARY_SINCE, buf);
+                if (r < 0)
+                        return r;
+        }
+        if (after_s && parse_duration(after_s, &after) >= 0) {
+                if (c->now >= since + after) {
+                        _cleanup_free_ char *how = strprintf("automatically, healthy for %s (%s)",
+                                                             format_duration(d, after),
+                                                             SPEC_ANN_CANARY_PROMOTE_AFTER);
+                        return promote(c, ni, how ?: "automatically");
+                }
+                agent__enqueue_at_wall(c->a, STORE_DEPLOYMENT, c->d->metadata.namespace,
+                                       c->d->metadata.name, since + after);
+        }
+        c->canary_wait = strprintf(
+                "%d of %d canaries of replica set \"%s\" (revision %" PRId64 ") ready; waiting "
+                "for promotion (tend rollout promote deploy/%s)%s%s",
+                rs->status.available_replicas, cap, rs->metadata.name,
+                spec_meta_revision(&rs->metadata), c->d->metadata.name,
+                after ? ", or automatically after " : "", after ? format_duration(d, after) : "");
+        return c->canary_wait ? 0 : -ENOMEM;
+}
+
 /* ---- strategies ------------------------------------------------------------------------------ */
 
 static int rollout_rolling(dctx *c) {
         _cleanup_free_ int32_t *targets = NULL;
         bool was_complete = plan_deployment_complete(c->d);
         ssize_t ni;
-        int32_t want;
+        int32_t want, cap;
         int r;
 
         ni = new_rs(c, true);
         if (ni < 0)
                 return ni == -1 ? 0 : (int) ni; /* -1: a collision, retried */
+        r = promote_request(c, ni);
+        if (r < 0)
+                return r;
+        cap = canary_cap(c, (size_t) ni);
         want = plan_new_rs_replicas(c->d->spec.replicas, c->surge, c->in, c->n, (size_t) ni);
+        if (cap >= 0 && want > MAX(cap, c->rss[ni]->spec.replicas))
+                want = MAX(cap, c->rss[ni]->spec.replicas);
         if (want != c->rss[ni]->spec.replicas)
                 return scale_rs(c, (size_t) ni, want);
 
         targets = new0(int32_t, c->n);
         if (!targets)
                 return -ENOMEM;
+        if (cap >= 0) {
+                r = canary_check(c, (size_t) ni, cap);
+                if (r < 0)
+                        return r;
+        }
         if (plan_scale_down_old(c->d->spec.replicas, c->unav, c->in, c->n, targets)) {
+                if (cap >= 0)
+                        canary_keep_old(c, (size_t) ni, targets);
                 for (size_t i = 0; i < c->n; i++)
                         if (targets[i] != c->rss[i]->spec.replicas) {
                                 r = scale_rs(c, i, targets[i]);
@@ -729,8 +1036,16 @@ int ctl_deployment_sync(agent *a, const char *ns, const char *name) {
         if (r < 0)
                 goto out;
         compute_status(&c);
-        if (!scaling_only)
+        if (c.canary_wait)
+                /* no deadline while it waits (as while paused) */
+                set_progressing(&c, "Unknown", "WaitingForPromotion", "%s", c.canary_wait);
+        else if (!scaling_only)
                 progress(&c);
+        r = mark_complete(&c);
+        if (r >= 0 && !scaling_only)
+                r = auto_rollback(&c);
+        if (r < 0)
+                goto out;
         r = write_back(&c);
 out:
         dctx_done(&c);

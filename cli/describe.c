@@ -273,6 +273,17 @@ static void describe_deployment(client *c, const spec_deployment *d) {
                 kv("Paused:", "true");
         print_template(&d->spec.template, NULL);
         print_conditions(d->status.conditions, d->status.n_conditions, true);
+        {
+                /* tend's own: the canaries a rollout waits on, an automatic rollback */
+                const spec_condition *w = spec_get_condition(d->status.conditions,
+                                                             d->status.n_conditions, "Progressing");
+                const spec_condition *rb = spec_get_condition(d->status.conditions,
+                                                              d->status.n_conditions, "RolledBack");
+                if (w && streq_ptr(w->reason, "WaitingForPromotion"))
+                        printf("Canaries:               %s\n", strna(w->message));
+                if (rb && streq_ptr(rb->status, "True"))
+                        printf("Rolled back:            %s\n", strna(rb->message));
+        }
         printf("%-17s", "OldReplicaSets:");
         bool any = false;
         for (size_t i = 0; i < n; i++) {

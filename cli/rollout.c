@@ -190,6 +190,11 @@ static void rollout_help(const char *sub) {
                 { "pause", "Stops rolling out template changes; scaling still works.", "" },
                 { "resume", "Carries on rolling out.", "" },
                 { "restart", "Replaces every pod, replica by replica, as a rollout does.", "" },
+                { "promote",
+                  "Promotes the canaries a rollout waits on (tend.io/canary): the rollout\n"
+                  "goes on. kubectl does the same with\n"
+                  "kubectl annotate deploy/NAME tend.io/promote=true.",
+                  "" },
         };
         for (size_t i = 0; i < ELEMENTSOF(helps); i++)
                 if (streq(sub, helps[i].sub)) {
@@ -198,7 +203,8 @@ static void rollout_help(const char *sub) {
                                sub, helps[i].what, helps[i].options);
                         return;
                 }
-        printf("Usage: tend rollout status|history|undo|pause|resume|restart deploy/NAME\n");
+        printf("Usage: tend rollout status|history|undo|pause|resume|restart|promote "
+               "deploy/NAME\n");
 }
 
 static int cmp_rev(const void *a, const void *b) {
@@ -310,13 +316,15 @@ int cli_rollout(int argc, char **argv) {
         optind = 2; /* after "rollout SUB" */
         if (argc < 2 || streq(argv[1], "--help") || streq(argv[1], "-h")) {
                 printf("Usage: tend rollout SUBCOMMAND deploy/NAME [OPTIONS]\n\n"
-                       "  status   wait until the rollout is done (exit 0) or failed (exit 1)\n"
+                       "  status   wait until the rollout is done (exit 0) or failed (exit 1;\n"
+                       "           a rollout rolled back automatically failed)\n"
                        "           [--timeout=DURATION] [--watch=false] [--revision=N]\n"
                        "  history  the revisions [--revision=N shows one's template]\n"
                        "  undo     back to the previous revision [--to-revision=N]\n"
                        "  pause    stop rolling out template changes (scaling still works)\n"
                        "  resume   carry on rolling out\n"
-                       "  restart  replace every pod, replica by replica\n");
+                       "  restart  replace every pod, replica by replica\n"
+                       "  promote  let a rollout that waits on its canaries go on\n");
                 return argc < 2 ? 2 : 0;
         }
         sub = argv[1];
@@ -434,9 +442,38 @@ int cli_rollout(int argc, char **argv) {
                 printf("deployment.apps/%s %s\n", name, pause ? "paused" : "resumed");
                 return 0;
         }
+        if (streq(sub, "promote")) {
+                /* tend.io/canary: the deployment controller takes the request
+                 * (tend.io/promote) and removes it; kubectl can make the same
+                 * one: kubectl annotate deploy/NAME tend.io/promote=true */
+                spec_deployment *d = cli_fetch(c, res, name);
+                const spec_condition *p;
+                _cleanup_free_ char *body = NULL;
+                bool waiting;
+                if (!d)
+                        return 1;
+                if (!spec_map_get(&d->metadata.annotations, SPEC_ANN_CANARY)) {
+                        fprintf(stderr,
+                                "error: deployments.apps \"%s\" has no canaries to promote (it "
+                                "has no %s annotation)\n",
+                                name, SPEC_ANN_CANARY);
+                        spec_deployment_free(d);
+                        return 1;
+                }
+                p = spec_get_condition(d->status.conditions, d->status.n_conditions, "Progressing");
+                waiting = p && streq_ptr(p->reason, "WaitingForPromotion");
+                spec_deployment_free(d);
+                body = strprintf("{\"metadata\":{\"annotations\":{\"%s\":\"true\"}}}",
+                                 SPEC_ANN_PROMOTE);
+                if (!body || patch_deployment(c, name, body) < 0)
+                        return 1;
+                printf("deployment.apps/%s promoted%s\n", name,
+                       waiting ? "" : " (its canaries were not all ready yet)");
+                return 0;
+        }
         fprintf(stderr,
                 "error: unknown rollout subcommand \"%s\" (status, history, undo, pause, "
-                "resume, restart)\n",
+                "resume, restart, promote)\n",
                 sub);
         return 2;
 }

@@ -53,7 +53,20 @@ spec_rollout spec_rollout_status(const spec_deployment *d, int64_t revision, cha
                 snprintf(msg, size, "Waiting for deployment spec update to be observed...");
                 return SPEC_ROLLOUT_WAITING;
         }
+        p = spec_get_condition(st->conditions, st->n_conditions, "RolledBack");
+        if (p && streq_ptr(p->status, "True")) {
+                /* tend.io/auto-rollback: the rollout asked for failed */
+                snprintf(msg, size, "deployment \"%s\" was rolled back automatically: %s", name,
+                         strna(p->message));
+                return SPEC_ROLLOUT_FAILED;
+        }
         p = spec_get_condition(st->conditions, st->n_conditions, "Progressing");
+        if (p && streq_ptr(p->reason, "WaitingForPromotion")) {
+                /* tend.io/canary */
+                snprintf(msg, size, "Waiting for deployment \"%s\" rollout: %s", name,
+                         strna(p->message));
+                return SPEC_ROLLOUT_WAITING;
+        }
         if (p && streq_ptr(p->reason, "ProgressDeadlineExceeded")) {
                 snprintf(msg, size, "deployment \"%s\" exceeded its progress deadline", name);
                 return SPEC_ROLLOUT_FAILED;

@@ -181,4 +181,143 @@ n=0
 while [ $n -lt 100 ] && ! replaced_hang; do sleep 0.1; n=$((n + 1)); done
 replaced_hang && ok "and it is replaced (restartCount 1, running)" || fail "the hung pod was not replaced"
 
+echo "== automatic rollback: a crash-looping revision goes back to the last that completed, once"
+# prog NAME ANNOTATIONS REPLICAS DEADLINE V ARGS...: tend-testprog ARGS
+prog() {
+    name=$1 ann=$2 replicas=$3 deadline=$4 v=$5
+    shift 5
+    args=
+    for a in "$@"; do args="$args\"$a\", "; done
+    cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: $name
+  annotations: {$ann}
+spec:
+  replicas: $replicas
+  minReadySeconds: 1
+  progressDeadlineSeconds: $deadline
+  selector: {matchLabels: {app: $name}}
+  template:
+    metadata: {labels: {app: $name}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        command: ["$testprog", ${args%, }]
+        env: [{name: TEST_MARKER, value: "$tmp"}, {name: V, value: "$v"}]
+YAML
+}
+command_of() { api "/apis/apps/v1/namespaces/default/deployments/$1" | jq -c '.spec.template.spec.containers[0].command[1:]'; }
+prog ar '"tend.io/auto-rollback": "true"' 2 600 v1 sleep | tend apply -f - >/dev/null
+tend rollout status deploy/ar --timeout=30s >/dev/null || fail "ar v1"
+prog ar '"tend.io/auto-rollback": "true"' 2 600 v2 exit 1 | tend apply -f - >/dev/null
+expect_exit 1 "rollout status of a rolled-back rollout fails" tend rollout status deploy/ar --timeout=60s
+expect_grep 'deployment "ar" was rolled back automatically: Revision 2 failed (CrashLoopBackOff: 1 replica of replica set "ar-[a-z0-9]*" in CrashLoopBackOff); rolled back to revision 1 (now revision 3)' \
+    "$tmp/err" "rollout status says which revision failed, why, and where it went"
+[ "$(command_of ar)" = '["sleep"]' ] && ok "the template is revision 1's again" || fail "template: $(command_of ar)"
+tend get events >"$tmp/events"
+expect_grep "Warning *RolledBack *deployment/ar .*Revision 2 failed (CrashLoopBackOff" "$tmp/events" \
+    "a Warning event RolledBack"
+api /apis/apps/v1/namespaces/default/deployments/ar |
+    jq -e '.status.conditions[] | select(.type == "RolledBack" and .status == "True" and .reason == "CrashLoopBackOff")' \
+    >/dev/null && ok "a RolledBack condition with the reason" || fail "no RolledBack condition"
+tend describe deploy/ar >"$tmp/describe"
+expect_grep "Rolled back: *Revision 2 failed" "$tmp/describe" "describe shows the rollback"
+tend rollout status deploy/ar --timeout=30s --watch=false >/dev/null 2>&1
+sleep 3
+[ "$(tend get events | grep -c 'RolledBack *deployment/ar')" -eq 1 ] && [ "$(command_of ar)" = '["sleep"]' ] &&
+    ok "no loop: one rollback, and the failed template is not tried again" ||
+    fail "more than one rollback: $(tend get events | grep RolledBack)"
+running_ar() { [ "$(pods_json ar | jq '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length')" -eq 2 ]; }
+wait_for 10 running_ar && ok "2 replicas of revision 1's template run" || fail "ar: $(tend get pods -l app=ar)"
+# Applied again, the failed template is a new try: a new failure, a new rollback.
+prog ar '"tend.io/auto-rollback": "true"' 2 600 v2 exit 1 | tend apply -f - >/dev/null
+expect_exit 1 "applied again, it fails again" tend rollout status deploy/ar --timeout=60s
+[ "$(tend get events | grep -c 'RolledBack *deployment/ar')" -eq 2 ] && ok "and is rolled back again, once" ||
+    fail "rollbacks: $(tend get events | grep -c 'RolledBack *deployment/ar')"
+
+echo "== automatic rollback on the progress deadline; none without the annotation"
+prog dl '"tend.io/auto-rollback": "true"' 1 3 v1 sleep | tend apply -f - >/dev/null
+tend rollout status deploy/dl --timeout=30s >/dev/null || fail "dl v1"
+# pods that never become ready: a readiness probe that always fails
+prog dl '"tend.io/auto-rollback": "true"' 1 3 v2 sleep |
+    sed 's/^      - name: main$/      - name: main\n        readinessProbe: {exec: {command: [\/bin\/false]}, periodSeconds: 1}/' |
+    tend apply -f - >/dev/null
+expect_exit 1 "a rollout past its deadline" tend rollout status deploy/dl --timeout=60s
+expect_grep "Revision 2 failed (ProgressDeadlineExceeded: ReplicaSet .* has timed out progressing.); rolled back to revision 1" \
+    "$tmp/err" "rolled back when its progress deadline passed"
+prog nar '' 1 600 v1 sleep | tend apply -f - >/dev/null
+tend rollout status deploy/nar --timeout=30s >/dev/null || fail "nar v1"
+prog nar '' 1 600 v2 exit 1 | tend apply -f - >/dev/null
+sleep 4
+[ "$(command_of nar)" = '["exit","1"]' ] && ! tend get events | grep -q "RolledBack *deployment/nar" &&
+    ok "without tend.io/auto-rollback, a failing rollout stays" || fail "nar was rolled back"
+tend delete deploy/ar deploy/dl deploy/nar >/dev/null
+
+echo "== canaries: N new pods, then the rollout waits for promotion, within the bounds"
+canary='"tend.io/canary": "1"'
+prog can "$canary" 4 2 v1 sleep | tend apply -f - >/dev/null
+tend rollout status deploy/can --timeout=30s >/dev/null || fail "can v1"
+# bounds, sampled throughout: at most 4 + 1 pods (terminating ones too), at
+# least 4 - 1 available
+sample() {
+    while [ ! -e "$tmp/stop-sample" ]; do
+        pods_json can | jq -r '[.items[] | select(.status.phase != "Failed" and .status.phase != "Succeeded")] |
+            "\(length) \([.[] | select(.status.conditions // [] | any(.type == "Ready" and .status == "True"))] | length)"'
+        sleep 0.1
+    done >"$tmp/samples"
+}
+rm -f "$tmp/stop-sample"
+sample &
+sampler=$!
+prog can "$canary" 4 2 v2 sleep | tend apply -f - >/dev/null
+waiting() { tend rollout status deploy/can --watch=false 2>/dev/null | grep -q "1 of 1 canaries .* ready; waiting for promotion"; }
+wait_for 20 waiting && ok "rollout status: 1 of 1 canaries ready, waiting for promotion" ||
+    fail "status: $(tend rollout status deploy/can --watch=false 2>&1)"
+sleep 3 # more than progressDeadlineSeconds (2): waiting is not failing
+tend rollout status deploy/can --watch=false >"$tmp/out" 2>&1 && grep -q "waiting for promotion" "$tmp/out" &&
+    ok "still waiting past the progress deadline, not failed" || fail "after the deadline: $(cat "$tmp/out")"
+tend get rs -l app=can -o json | jq -r '.items[] | "\(.spec.template.spec.containers[0].env[1].value) \(.spec.replicas)"' |
+    sort >"$tmp/rs"
+printf 'v1 3\nv2 1\n' | cmp -s - "$tmp/rs" && ok "1 canary of v2 beside 3 of v1" || fail "replica sets: $(cat "$tmp/rs")"
+tend describe deploy/can >"$tmp/describe"
+expect_grep "Canaries: *1 of 1 canaries .* waiting for promotion" "$tmp/describe" "describe says so"
+expect_exit 0 "tend rollout promote" tend rollout promote deploy/can
+tend rollout status deploy/can --timeout=60s >/dev/null && ok "promoted, the rollout completes" ||
+    fail "after promote: $(tend rollout status deploy/can --watch=false 2>&1)"
+touch "$tmp/stop-sample"
+wait "$sampler"
+awk '$1 > 5 || $2 < 3 { bad = bad " " $0 } END { if (bad) { print "out of bounds:" bad; exit 1 } }' \
+    "$tmp/samples" && ok "bounds held throughout ($(wc -l <"$tmp/samples") samples: pods <= 5, ready >= 3)" ||
+    fail "$(awk '$1 > 5 || $2 < 3' "$tmp/samples" | head -3)"
+api /apis/apps/v1/namespaces/default/deployments/can | jq -e '.metadata.annotations["tend.io/promote"] == null' \
+    >/dev/null && ok "the promote request is taken off the deployment" || fail "tend.io/promote left behind"
+
+echo "== promote as kubectl would (an annotation), undo abandons canaries, automatic promotion"
+prog can "$canary" 4 600 v3 sleep | tend apply -f - >/dev/null
+waiting3() { tend rollout status deploy/can --watch=false 2>/dev/null | grep -q "revision 3) ready; waiting"; }
+wait_for 20 waiting3 || fail "v3 canary not waiting"
+curl -s --unix-socket "$TEND_SOCKET" -X PATCH -H "Content-Type: application/merge-patch+json" \
+    -d '{"metadata":{"annotations":{"tend.io/promote":"3"}}}' \
+    http://localhost/apis/apps/v1/namespaces/default/deployments/can >/dev/null
+tend rollout status deploy/can --timeout=60s >/dev/null && ok "tend.io/promote=3 (kubectl annotate) promotes revision 3" ||
+    fail "annotation did not promote"
+prog can "$canary" 4 600 v4 sleep | tend apply -f - >/dev/null
+waiting4() { tend rollout status deploy/can --watch=false 2>/dev/null | grep -q "revision 4) ready; waiting"; }
+wait_for 20 waiting4 || fail "v4 canary not waiting"
+expect_exit 0 "rollout undo" tend rollout undo deploy/can
+tend rollout status deploy/can --timeout=60s >/dev/null || fail "undo did not complete"
+[ "$(tend get rs -l app=can -o json | jq -r '.items[] | select(.spec.template.spec.containers[0].env[1].value == "v4") | .spec.replicas')" = 0 ] &&
+    [ "$(api /apis/apps/v1/namespaces/default/deployments/can | jq -r '.spec.template.spec.containers[0].env[1].value')" = v3 ] &&
+    ok "undo abandons the canaries: v4 at 0, v3 whole, no canary gate on the way back" ||
+    fail "after undo: $(tend get rs -l app=can)"
+prog can "$canary, \"tend.io/canary-promote-after\": \"2s\"" 4 600 v5 sleep | tend apply -f - >/dev/null
+tend rollout status deploy/can --timeout=60s >/dev/null && tend get events | grep -q "promoted automatically, healthy for 2s" &&
+    ok "canaries healthy for tend.io/canary-promote-after are promoted by themselves" ||
+    fail "no automatic promotion: $(tend rollout status deploy/can --watch=false 2>&1)"
+expect_exit 1 "promote without canaries is refused" tend rollout promote deploy/late
+expect_grep "has no canaries to promote" "$tmp/err" "and says why"
+
 finish

@@ -216,4 +216,12 @@ int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revisi
 #define AGENT_ANN_REPLACE_AFTER "tend.io/replace-after"
 #define AGENT_ANN_PORTS "tend.io/ports"   /* "http=30001,metrics=9100": what the pod got */
 #define AGENT_ANN_STATUS "tend.io/status" /* its last STATUS= (tend.io/notify) */
+/* On a ReplicaSet, kept by the deployment controller (never copied to or
+ * from the deployment): its rollout completed once; why its rollout
+ * failed (auto-rollback: rolled back once, not again); its canaries were
+ * promoted; since when its canaries are all available. */
+#define AGENT_ANN_COMPLETE "tend.io/complete"
+#define AGENT_ANN_ROLLOUT_FAILED "tend.io/rollout-failed"
+#define AGENT_ANN_PROMOTED "tend.io/promoted"
+#define AGENT_ANN_CANARY_SINCE "tend.io/canary-ready-since"
 #define AGENT_ANN_DELETION_COST "controller.kubernetes.io/pod-deletion-cost"
