@@ -72,10 +72,18 @@ served() {
 mkdir -p "$tmp/root/build"
 ln -s "$bin" "$tmp/root/build/bin"
 # Mark the tour's pods, so that they can be stopped at the end.
-for v in v1 v2; do
+for v in v1 v2 held; do
     sed "s|^      - name: web$|      - name: web\n        env: [{name: TOUR, value: \"$tmp\"}]|" \
         "$repo/examples/web-$v.yaml" >"$tmp/web-$v.yaml"
 done
+# web-held listens on 8080; the tour takes a port of its own
+hport=$((47000 + $$ % 1000))
+sed -i "s/containerPort: 8080/containerPort: $hport/" "$tmp/web-held.yaml"
+# held VERSION [ANNOTATIONS]: web-held at VERSION, with deployment annotations
+held() {
+    sed -e "s/--version=v1/--version=$1/" -e "${3:-}" \
+        -e "s|^  labels:$|  annotations: {${2:-}}\n  labels:|" "$tmp/web-held.yaml"
+}
 
 step "Start an agent"
 say "tendd keeps its state (a SQLite file, the pods' logs) in a directory and"
@@ -140,6 +148,60 @@ until_ok 10 back || die "the ReplicaSet was not put back"
 show tend get rs
 tend get events | grep -q "Scaled down replica set $rs from 5 to 3" || die "no event for it"
 show tend describe "deploy/web"
+
+step "Zero downtime: tendd holds the listening socket"
+say "examples/web-held.yaml asks tendd to hold 127.0.0.1:$hport (tend.io/listen) and"
+say "to count a replica ready once it says READY=1 on its NOTIFY_SOCKET"
+say "(tend.io/notify), as a systemd Type=notify service would. Every replica of"
+say "every revision gets the same listening socket as fd 3 (LISTEN_FDS):"
+held v1 >"$tmp/held.yaml"
+show tend apply -f "$tmp/held.yaml" || die "apply web-held"
+show tend rollout status deploy/web-held --timeout=60s || die "web-held did not roll out"
+show ss -ltnp "sport = :$hport"
+ss -ltnp "sport = :$hport" | grep -q tendd || die "tendd does not hold :$hport"
+say "Now requests, one after another, while a new version rolls out:"
+rm -f "$tmp/stop"
+(ok=0 bad=0; while [ ! -e "$tmp/stop" ]; do
+    if curl -s -f -m 5 -o /dev/null "http://127.0.0.1:$hport/"; then ok=$((ok + 1)); else bad=$((bad + 1)); fi
+done; echo "$ok $bad" >"$tmp/load") &
+loader=$!
+held v2 >"$tmp/held.yaml"
+show tend apply -f "$tmp/held.yaml" || die "apply web-held v2"
+show tend rollout status deploy/web-held --timeout=60s || die "web-held v2 did not roll out"
+touch "$tmp/stop"
+wait "$loader"
+read -r good bad <"$tmp/load"
+say "$good requests during the rollout, $bad failed: old and new replicas accept"
+say "from one queue, and a replica that stops leaves what waits to the others."
+[ "$bad" -eq 0 ] || die "$bad requests failed"
+curl -s "http://127.0.0.1:$hport/" | grep -q v2 || die "no v2 answer on :$hport"
+
+step "Canaries: one new pod first, then promote"
+say "With tend.io/canary: \"1\", a new template gets one pod, and the rollout"
+say "waits until someone promotes it:"
+held v3 '"tend.io/canary": "1"' >"$tmp/held.yaml"
+show tend apply -f "$tmp/held.yaml" || die "apply the canary"
+canary_waits() { tend rollout status deploy/web-held --watch=false | grep -q "waiting for promotion"; }
+until_ok 30 canary_waits || die "the canary is not waiting"
+show tend rollout status deploy/web-held --watch=false
+show tend get pods -l app=web-held
+show tend rollout promote deploy/web-held || die "promote"
+show tend rollout status deploy/web-held --timeout=60s || die "the promoted rollout did not finish"
+
+step "Automatic rollback: a version that crashes goes back by itself"
+say "With tend.io/auto-rollback: \"true\", a rollout whose new pods crash-loop (or"
+say "that passes its progress deadline) goes back to the last revision that"
+say "completed. v4 here is given --drain=oops, which it refuses: it exits at once."
+held v4 '"tend.io/auto-rollback": "true"' 's/--drain=1/--drain=oops/' >"$tmp/held.yaml"
+show tend apply -f "$tmp/held.yaml" || die "apply the bad version"
+printf '%s$ tend rollout status deploy/web-held%s\n' "$bold" "$plain"
+if tend rollout status deploy/web-held --timeout=60s; then die "the bad rollout succeeded"; fi
+tend get events | grep -q "RolledBack" || die "no RolledBack event"
+say "The event it left (tend get events | grep RolledBack):"
+tend get events | grep RolledBack
+curl -s "http://127.0.0.1:$hport/" | grep -q v3 || die "v3 does not answer after the rollback"
+say "v3 answers again; the failed revision is not tried again until you apply it anew."
+show tend delete deploy/web-held
 
 step "Stop"
 say "tendd stops and leaves the pods running: the next tendd adopts them."
