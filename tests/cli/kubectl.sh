@@ -400,6 +400,35 @@ for p in $pids; do gone "$p" || alive=$((alive + 1)); done
 [ "$ms" -ge 1500 ] && ok "it waited out the grace period" || fail "gone after $ms ms"
 expect_exit 0 "create it again" k create -f "$tmp/stub3.yaml"
 
+echo "== canaries promoted by kubectl annotate; an automatic rollback fails kubectl rollout status"
+sed -e 's/name: stub}/name: can, annotations: {tend.io\/canary: "1", tend.io\/auto-rollback: "true"}}/' \
+    -e 's/app: stub/app: can/g' -e 's/replicas: 2/replicas: 3/' "$tmp/stub.yaml" >"$tmp/can.yaml"
+expect_exit 0 "create the canary deployment" k apply -f "$tmp/can.yaml"
+expect_exit 0 "rollout status" k rollout status deploy/can --timeout=60s
+sed 's/value: "me"/value: "canary"/' "$tmp/can.yaml" >"$tmp/can2.yaml"
+expect_exit 0 "apply a new template" k apply -f "$tmp/can2.yaml"
+can_waits() { k get deploy can -o jsonpath='{.status.conditions[?(@.type=="Progressing")].reason}' | grep -qx WaitingForPromotion; }
+wait_for 20 can_waits && ok "the rollout waits for promotion (Progressing: WaitingForPromotion)" ||
+    fail "conditions: $(k get deploy can -o jsonpath='{.status.conditions}')"
+[ "$(k get deploy can -o jsonpath='{.status.updatedReplicas}')" = 1 ] && ok "with 1 updated replica of 3" ||
+    fail "updated: $(k get deploy can -o jsonpath='{.status.updatedReplicas}')"
+expect_exit 0 "kubectl annotate tend.io/promote=true" k annotate deploy/can tend.io/promote=true
+expect_exit 0 "rollout status after promotion" k rollout status deploy/can --timeout=60s
+[ "$(k get deploy can -o jsonpath='{.status.updatedReplicas}')" = 3 ] && ok "promoted: all 3 updated" ||
+    fail "updated after promote: $(k get deploy can -o jsonpath='{.status.updatedReplicas}')"
+expect_exit 1 "a bad annotation through kubectl" k annotate deploy/can tend.io/canary=lots --overwrite
+expect_grep 'tend.io/canary\]: Invalid value: "lots"' "$tmp/err" "refused with its field path"
+sed 's/"ignore-term"/"exit", "3"/' "$tmp/can.yaml" >"$tmp/can3.yaml"
+expect_exit 0 "apply a crashing template" k apply -f "$tmp/can3.yaml"
+# the crashing canary: promote it so that the rollout goes on and crash-loops
+k annotate deploy/can tend.io/promote=true >/dev/null 2>&1
+rolled_back() { k get deploy can -o jsonpath='{.status.conditions[?(@.type=="RolledBack")].status}' | grep -qx True; }
+wait_for 30 rolled_back && ok "the crashing revision was rolled back (condition RolledBack)" ||
+    fail "conditions: $(k get deploy can -o jsonpath='{.status.conditions}')"
+k get deploy can -o jsonpath='{.spec.template.spec.containers[0].command[1]}' >"$tmp/cmd"
+expect_grep "^ignore-term$" "$tmp/cmd" "the template is the last that completed"
+expect_exit 0 "delete it" k delete deploy can --wait=false
+
 echo "== delete deploy --now"
 expect_exit 0 "kubectl delete deploy --now" k delete deploy stub --now
 expect_grep "gracePeriodSeconds applies to pods" "$tmp/err" "a warning says what --now does"
