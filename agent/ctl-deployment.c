@@ -209,6 +209,8 @@ static void set_progressing(dctx *c, const char *status, const char *reason, con
                                       "Progressing", status, reason, msg, c->now));
 }
 
+static int32_t canary_cap(dctx *c, const spec_replica_set *rs, ssize_t ni);
+
 /* getNewReplicaSet (§2.4): the RS of the current template, its revision
  * brought up to date — or a new one when create is set. Returns its index,
  * -1 when there is none (and none was to be created), or -errno. */
@@ -354,6 +356,9 @@ static ssize_t new_rs(dctx *c, bool create) {
                 in[c->n] = (plan_rs){ .name = n->metadata.name, .is_new = true };
                 n->spec.replicas = plan_new_rs_replicas(d->spec.replicas, c->surge, in, c->n + 1,
                                                         c->n);
+                int32_t cap = canary_cap(c, NULL, -1);
+                if (cap >= 0 && n->spec.replicas > cap)
+                        n->spec.replicas = cap; /* tend.io/canary */
         }
         int32_t size = n->spec.replicas;
         _cleanup_free_ char *rs_name = strdup(n->metadata.name);
@@ -739,20 +744,22 @@ static int promote_request(dctx *c, ssize_t ni) {
         return promote(c, (size_t) ni, "on request");
 }
 
-/* The canaries the new ReplicaSet ni is held to, or -1: none. */
-static int32_t canary_cap(dctx *c, size_t ni) {
+/* The canaries a new ReplicaSet is held to, or -1: none. rs: the new
+ * ReplicaSet, index ni among c->rss — or NULL (and ni -1) for one about to
+ * be made. */
+static int32_t canary_cap(dctx *c, const spec_replica_set *rs, ssize_t ni) {
         const char *v = spec_map_get(&c->d->metadata.annotations, SPEC_ANN_CANARY);
-        const spec_replica_set *rs = c->rss[ni];
         _cleanup_free_ char *problem = NULL;
         spec_canary cn;
         bool old = false;
 
-        if (!v || spec_map_get(&rs->metadata.annotations, AGENT_ANN_PROMOTED) ||
-            spec_map_get(&rs->metadata.annotations, AGENT_ANN_COMPLETE) ||
+        if (!v || c->d->spec.strategy.type != SPEC_STRATEGY_ROLLING_UPDATE ||
+            (rs && (spec_map_get(&rs->metadata.annotations, AGENT_ANN_PROMOTED) ||
+                    spec_map_get(&rs->metadata.annotations, AGENT_ANN_COMPLETE))) ||
             spec_canary_parse(v, &cn, &problem) < 0)
                 return -1;
         for (size_t i = 0; i < c->n; i++)
-                if (i != ni && (c->rss[i]->spec.replicas > 0 || c->in[i].active > 0))
+                if ((ssize_t) i != ni && (c->rss[i]->spec.replicas > 0 || c->in[i].active > 0))
                         old = true;
         if (!old)
                 return -1; /* nothing to replace: nothing to compare the canaries with */
@@ -835,7 +842,7 @@ static int rollout_rolling(dctx *c) {
         r = promote_request(c, ni);
         if (r < 0)
                 return r;
-        cap = canary_cap(c, (size_t) ni);
+        cap = canary_cap(c, c->rss[ni], ni);
         want = plan_new_rs_replicas(c->d->spec.replicas, c->surge, c->in, c->n, (size_t) ni);
         if (cap >= 0 && want > MAX(cap, c->rss[ni]->spec.replicas))
                 want = MAX(cap, c->rss[ni]->spec.replicas);

@@ -1269,6 +1269,102 @@ static void test_progress_deadline(void **state) {
         world_free(w);
 }
 
+static spec_deployment *annotated(spec_deployment *d, const char *key, const char *value) {
+        assert_int_equal(spec_map_set(&d->metadata.annotations, key, value), 0);
+        return d;
+}
+
+static bool waits_for_promotion(world *w, const char *name) {
+        const spec_deployment *d = dep(w, name);
+        const spec_condition *c = spec_get_condition(d->status.conditions, d->status.n_conditions,
+                                                     "Progressing");
+        return c && streq_ptr(c->reason, "WaitingForPromotion");
+}
+
+/* tend.io/canary: 20% of 10 is 2 new pods beside 8 old, the bounds held
+ * at every start (check_bounds, check_available), no deadline while it
+ * waits, and tend.io/promote lets it finish. */
+static void test_canary(void **state) {
+        world *w = world_new();
+        char msg[512];
+
+        apply(w, annotated(manifest("web", 10, "web-v1", "  progressDeadlineSeconds: 30\n", NULL),
+                           SPEC_ANN_CANARY, "20%"));
+        assert_true(step_until(w, rolled_out, "web", 20 * S)); /* the first: no canary step */
+        w->check_bounds = true;
+        w->check_available = true;
+        apply(w, annotated(manifest("web", 10, "web-v2", "  progressDeadlineSeconds: 30\n", NULL),
+                           SPEC_ANN_CANARY, "20%"));
+        assert_true(step_until(w, waits_for_promotion, "web", 30 * S));
+        step(w, 60 * S); /* twice the deadline */
+        assert_true(waits_for_promotion(w, "web"));
+        if (count_pods(w, "web-v2", true) != 2 || count_pods(w, "web-v1", true) != 8)
+                fail_msg("v2 %zu, v1 %zu", count_pods(w, "web-v2", true),
+                         count_pods(w, "web-v1", true));
+        assert_int_equal(spec_rollout_status(dep(w, "web"), 0, msg, sizeof msg),
+                         SPEC_ROLLOUT_WAITING);
+        assert_non_null(strstr(msg, "2 of 2 canaries"));
+        /* a promotion of another revision is not taken, and is consumed */
+        spec_deployment *d = annotated(
+                manifest("web", 10, "web-v2", "  progressDeadlineSeconds: 30\n", NULL),
+                SPEC_ANN_CANARY, "20%");
+        apply(w, annotated(d, SPEC_ANN_PROMOTE, "7"));
+        step(w, 5 * S);
+        assert_true(waits_for_promotion(w, "web"));
+        assert_null(spec_map_get(&dep(w, "web")->metadata.annotations, SPEC_ANN_PROMOTE));
+        d = annotated(manifest("web", 10, "web-v2", "  progressDeadlineSeconds: 30\n", NULL),
+                      SPEC_ANN_CANARY, "20%");
+        apply(w, annotated(d, SPEC_ANN_PROMOTE, "true"));
+        assert_true(step_until(w, settled, "web", 60 * S));
+        assert_int_equal(count_pods(w, "web-v2", true), 10);
+        assert_int_equal(count_pods(w, "web-v1", true), 0);
+        world_free(w);
+}
+
+static bool rolled_back(world *w, const char *name) {
+        const spec_deployment *d = dep(w, name);
+        const spec_condition *c = spec_get_condition(d->status.conditions, d->status.n_conditions,
+                                                     "RolledBack");
+        return c && streq_ptr(c->status, "True");
+}
+
+/* tend.io/auto-rollback: a crashing revision goes back to the last one
+ * that completed, once; a never-ready one after its deadline. */
+static void test_auto_rollback(void **state) {
+        world *w = world_new();
+        const spec_deployment *d;
+        char msg[512];
+
+        apply(w, annotated(manifest("web", 3, "web-v1", "  progressDeadlineSeconds: 30\n", NULL),
+                           SPEC_ANN_AUTO_ROLLBACK, "true"));
+        assert_true(step_until(w, rolled_out, "web", 20 * S));
+        apply(w, annotated(manifest("web", 3, "web-crash", "  progressDeadlineSeconds: 30\n", NULL),
+                           SPEC_ANN_AUTO_ROLLBACK, "true"));
+        assert_true(step_until(w, rolled_back, "web", 60 * S));
+        d = dep(w, "web");
+        assert_string_equal(d->spec.template.spec.containers[0].command[0], "web-v1");
+        assert_int_equal(spec_rollout_status(d, 0, msg, sizeof msg), SPEC_ROLLOUT_FAILED);
+        assert_non_null(strstr(msg, "Revision 2 failed (CrashLoopBackOff"));
+        assert_non_null(strstr(msg, "rolled back to revision 1 (now revision 3)"));
+        step(w, 120 * S); /* no second rollback, no loop */
+        assert_string_equal(dep(w, "web")->spec.template.spec.containers[0].command[0], "web-v1");
+        assert_int_equal(count_pods(w, "web-v1", true), 3);
+        assert_int_equal(count_pods(w, "web-crash", true), 0);
+
+        apply(w,
+              annotated(manifest("web", 3, "never-ready", "  progressDeadlineSeconds: 30\n", NULL),
+                        SPEC_ANN_AUTO_ROLLBACK, "true"));
+        assert_true(step_until(w, deadline_exceeded, "web", 5 * S) == false);
+        assert_true(step_until(w, rolled_back, "web", 60 * S));
+        d = dep(w, "web");
+        assert_string_equal(d->spec.template.spec.containers[0].command[0], "web-v1");
+        assert_non_null(strstr(
+                spec_get_condition(d->status.conditions, d->status.n_conditions, "RolledBack")
+                        ->message,
+                "ProgressDeadlineExceeded"));
+        world_free(w);
+}
+
 static void test_pause_and_proportional(void **state) {
         world *w = world_new();
         const void *const *items;
@@ -2111,6 +2207,8 @@ int main(void) {
                 cmocka_unit_test(test_start_error),
                 cmocka_unit_test(test_start_error_spin),
                 cmocka_unit_test(test_progress_deadline),
+                cmocka_unit_test(test_canary),
+                cmocka_unit_test(test_auto_rollback),
                 cmocka_unit_test(test_pause_and_proportional),
                 cmocka_unit_test(test_recreate),
                 cmocka_unit_test(test_hand_scaled_rs_reverted),
