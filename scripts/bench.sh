@@ -31,3 +31,10 @@ echo
 echo "== bench-agent under a real systemd user manager (runtimeClassName: systemd)"
 # shellcheck disable=SC2086
 tests/systemd/harness.sh "$PWD/$build/bench/bench-agent" --runtime systemd $quick 2>&1 | grep -v '^<'
+echo
+echo "== bench-rollout: zero-downtime rolling updates"
+# shellcheck disable=SC2086
+"$build/bench/bench-rollout" $quick || exit 1
+echo "-- beside: the same program as a socket-activated systemd service, systemctl restart"
+# shellcheck disable=SC2086
+tests/systemd/harness.sh "$PWD/$build/bench/bench-rollout" --only systemd $quick 2>&1 | grep -v '^<'
