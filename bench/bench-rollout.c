@@ -70,9 +70,7 @@ static pid_t main_pid, tendd = -1, rollouts = -1;
 static bool deployed, units_written;
 
 static uint64_t now_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+        return bench_now_ns();
 }
 
 static void sleep_ms(unsigned ms) {
@@ -740,18 +738,8 @@ static void cleanup(void) {
 }
 
 static void find_bindir(void) {
-        char exe[PATH_MAX - 16];
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        char *slash;
-
-        if (n <= 0)
+        if (bench_find_bindir(bindir, sizeof bindir) < 0)
                 die("cannot find myself");
-        exe[n] = 0;
-        slash = strrchr(exe, '/');
-        *slash = 0; /* <build>/bench */
-        slash = strrchr(exe, '/');
-        *slash = 0; /* <build> */
-        snprintf(bindir, sizeof bindir, "%s/bin", exe);
 }
 
 int main(int argc, char **argv) {

@@ -3,8 +3,13 @@
 
 /* What the benchmarks share: sorting figures and reading our own RSS. */
 
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static inline int bench_cmp_double(const void *a, const void *b) {
         double x = *(const double *) a, y = *(const double *) b;
@@ -23,4 +28,30 @@ static inline long bench_rss_kb(void) {
         if (f)
                 fclose(f);
         return kb;
+}
+
+/* CLOCK_MONOTONIC in ns. */
+static inline uint64_t bench_now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+/* <build>/bin of the build this benchmark (<build>/bench/NAME) belongs to:
+ * the tendd, tend and example server it runs. 0, or -1 if unknown. */
+static inline int bench_find_bindir(char *buf, size_t size) {
+        char exe[PATH_MAX - 16];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+
+        if (n <= 0)
+                return -1;
+        exe[n] = 0;
+        for (int up = 0; up < 2; up++) { /* <build>/bench, then <build> */
+                char *slash = strrchr(exe, '/');
+                if (!slash)
+                        return -1;
+                *slash = 0;
+        }
+        snprintf(buf, size, "%s/bin", exe);
+        return 0;
 }
