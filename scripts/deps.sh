@@ -7,7 +7,7 @@ set -eu
 
 pkgs="libuv1-dev libyaml-dev libsystemd-dev libcmocka-dev libjansson-dev \
 libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev pkg-config cmake \
-make gcc curl openssl strace jq systemd dbus dbus-user-session util-linux"
+make gcc curl openssl strace jq systemd dbus dbus-user-session util-linux iproute2"
 bench=false
 fuzz=false
 for arg in "$@"; do
@@ -34,6 +34,8 @@ have_all() {
     command -v openssl >/dev/null 2>&1 || return 1
     command -v strace >/dev/null 2>&1 || return 1
     command -v jq >/dev/null 2>&1 || return 1
+    command -v ss >/dev/null 2>&1 || return 1 # held sockets: who listens (tests, tour)
+    command -v systemd-notify >/dev/null 2>&1 || return 1
     # the systemd tests: a user manager with its own bus
     [ -x /usr/lib/systemd/systemd ] || return 1
     [ -f /usr/lib/systemd/user/dbus.socket ] || return 1

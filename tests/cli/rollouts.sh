@@ -8,6 +8,7 @@
 
 command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
 command -v curl >/dev/null || { echo "curl missing (make deps)"; exit 77; }
+command -v ss >/dev/null || { echo "ss missing (iproute2; make deps)"; exit 77; }
 web="$bin/tend-example-web"
 port=$((45000 + $$ % 1000))
 
@@ -160,7 +161,7 @@ sleep 0.5
 tend get pods -l app=late | grep -q "0/1" && ok "READY=1 from a process not of the pod is not heard" ||
     fail "a stranger's READY=1 made the pod ready"
 wait_for 10 sh -c "$bin/tend get pods -l app=late | grep -q 1/1" || fail "late never became ready"
-took=$(echo "$(date +%s.%N) - $started" | bc)
+took=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 echo "  ready after ${took}s more"
 pods_json late | jq -r '.items[0].metadata.annotations["tend.io/status"]' >"$tmp/status"
 expect_grep "^serving v1$" "$tmp/status" "STATUS= shows as the pod's tend.io/status annotation"
