@@ -520,26 +520,24 @@ static int notify_listen_env(rt_pod *pod, const rt_pod_params *p, const rt_recor
                 if (r < 0)
                         return r;
         }
-        if (notify && unit) {
-                /* systemd runs the protocol (Type=notify, WatchdogUSec) and
-                 * gives the unit its NOTIFY_SOCKET and WATCHDOG_USEC */
+        if (notify) {
                 spec_notify n;
+                _cleanup_free_ char *name = NULL;
+
                 if (spec_notify_parse(notify, &n, &problem) < 0) {
                         *ret_error = strprintf("%s: %s", SPEC_ANN_NOTIFY, strna(problem));
                         return -EINVAL;
                 }
                 pod->notify_declared_ready = n.ready;
                 pod->notify_watchdog = n.watchdog;
-        } else if (notify) {
-                spec_notify n;
-                _cleanup_free_ char *name = rt__notify_name(pod->uid);
-
-                if (spec_notify_parse(notify, &n, &problem) < 0) {
-                        *ret_error = strprintf("%s: %s", SPEC_ANN_NOTIFY, strna(problem));
-                        return -EINVAL;
-                }
+                /* a unit: systemd runs the protocol (Type=notify, WatchdogUSec)
+                 * and gives it its NOTIFY_SOCKET and WATCHDOG_USEC */
+                if (unit)
+                        return 0;
+                name = rt__notify_name(pod->uid);
                 if (!name)
                         return -ENOMEM;
+                pod->notify_socket = true;
                 r = push_env(pod, "NOTIFY_SOCKET=%s", name);
                 if (r >= 0 && n.watchdog)
                         r = push_env(pod, "WATCHDOG_USEC=%llu", (unsigned long long) n.watchdog);
@@ -681,7 +679,6 @@ static void release_ports(rt_pod *pod) {
  * socket (before the start: the program may speak at once). */
 static int held_and_notify(rt_pod *pod, const rt_pod_params *p, const rt_record *rec,
                            char **ret_error) {
-        const char *notify = p->annotations ? spec_map_get(p->annotations, SPEC_ANN_NOTIFY) : NULL;
         int r;
 
         for (size_t i = 0; i < pod->record.n_held; i++) {
@@ -690,13 +687,8 @@ static int held_and_notify(rt_pod *pod, const rt_pod_params *p, const rt_record 
                 if (r < 0)
                         return r;
         }
-        if (notify && p->spec->runtime_class_name != SPEC_RUNTIME_SYSTEMD) {
-                spec_notify n;
-                _cleanup_free_ char *problem = NULL;
-
-                if (spec_notify_parse(notify, &n, &problem) < 0)
-                        return -EINVAL; /* pod_prepare() said so already */
-                r = rt__notify_open(pod, &n);
+        if (pod->notify_socket) {
+                r = rt__notify_open(pod);
                 if (r < 0) {
                         *ret_error = strprintf("binding its NOTIFY_SOCKET: %s", strerror(-r));
                         return r;

@@ -175,7 +175,7 @@ static void on_poll_closed(uv_handle_t *h) {
         on_handle_closed(h);
 }
 
-int rt__notify_open(rt_pod *p, const spec_notify *n) {
+int rt__notify_open(rt_pod *p) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *name = rt__notify_name(p->uid);
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -210,10 +210,8 @@ int rt__notify_open(rt_pod *p, const spec_notify *n) {
         }
         p->notify_poll->data = rt__pod_ref(p);
         p->notify_fd = TAKE_FD(fd);
-        p->notify_declared_ready = n->ready;
-        p->notify_watchdog = n->watchdog;
         (void) uv_poll_start(p->notify_poll, UV_READABLE, on_notify);
-        if (n->watchdog) {
+        if (p->notify_watchdog) {
                 p->watchdog_timer = new0(uv_timer_t, 1);
                 if (!p->watchdog_timer)
                         return -ENOMEM;

@@ -112,7 +112,8 @@ struct rt_pod {
         struct rt_held *held[SPEC_LISTEN_MAX];
         size_t n_held;
 
-        /* tend.io/notify (notify.c; process backend) */
+        /* tend.io/notify (notify.c; a socket for the process backend) */
+        bool notify_socket;
         int notify_fd;
         uv_poll_t *notify_poll;
         uv_timer_t *watchdog_timer;
@@ -138,7 +139,7 @@ void rt__readiness_update(rt_pod *p, const char *message);
 
 /* notify.c */
 char *rt__notify_name(const char *pod_uid);
-int rt__notify_open(rt_pod *p, const spec_notify *n);
+int rt__notify_open(rt_pod *p);
 void rt__notify_started(rt_pod *p);
 void rt__notify_close(rt_pod *p);
 
