@@ -230,6 +230,47 @@ int agent_apply_preview(agent *a, const spec_deployment *d, unsigned flags, spec
         return 0;
 }
 
+/* AGENT_APPLY_KEEP_ROLLBACK: a copy of d with the stored template, when d
+ * declares again the template that failed and was rolled back
+ * automatically (the stored deployment has RolledBack and a ReplicaSet of
+ * d's template is marked failed); NULL otherwise (or out of memory: then
+ * d is applied as it is, and the controller's mark still keeps it from
+ * rolling back twice). */
+static spec_deployment *keep_rollback(agent *a, const spec_deployment *d) {
+        const spec_deployment *cur = store_get(
+                a->store, STORE_DEPLOYMENT, d->metadata.namespace ?: "default", d->metadata.name);
+        const spec_condition *rb;
+        const void *const *items;
+        size_t n;
+
+        if (!cur)
+                return NULL;
+        rb = spec_get_condition(cur->status.conditions, cur->status.n_conditions, "RolledBack");
+        if (!rb || !streq_ptr(rb->status, "True") ||
+            spec_template_equal(&cur->spec.template, &d->spec.template))
+                return NULL;
+        n = store_list(a->store, STORE_REPLICA_SET, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_replica_set *rs = items[i];
+                if (!spec_meta_owned_by(&rs->metadata, cur->metadata.uid) ||
+                    !spec_map_get(&rs->metadata.annotations, AGENT_ANN_ROLLOUT_FAILED) ||
+                    !spec_template_equal(&rs->spec.template, &d->spec.template))
+                        continue;
+                spec_deployment *k = spec_deployment_copy(d);
+                spec_pod_template *t = k ? spec_pod_template_copy(&cur->spec.template) : NULL;
+                if (!t)
+                        return spec_deployment_free(k);
+                spec_done(&spec_type_pod_template, &k->spec.template);
+                k->spec.template = *t;
+                free(t);
+                log_debug("deployment/%s: its declaration asks again for the template of "
+                          "replica set %s, which failed and was rolled back: kept rolled back",
+                          d->metadata.name, rs->metadata.name);
+                return k;
+        }
+        return NULL;
+}
+
 int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
                    agent_apply_result *results, unsigned flags) {
         bool dry_run = flags & AGENT_APPLY_DRY_RUN;
@@ -243,7 +284,11 @@ int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *
 
         for (size_t i = 0; i < n; i++) {
                 agent_apply_result res;
-                spec_deployment *d = to_store(a, ds[i], flags, &res);
+                _cleanup_(spec_deployment_freep)
+                        spec_deployment *kept = flags & AGENT_APPLY_KEEP_ROLLBACK
+                                                        ? keep_rollback(a, ds[i])
+                                                        : NULL;
+                spec_deployment *d = to_store(a, kept ?: ds[i], flags, &res);
 
                 if (!d) {
                         store_rollback(a->store);

@@ -251,9 +251,12 @@ static ssize_t new_rs(dctx *c, bool create) {
                         /* a revision that never completed tried again: an
                          * automatic rollback before is history (going back
                          * to one that completed may be that rollback) */
-                        if (!spec_map_get(&n->metadata.annotations, AGENT_ANN_COMPLETE))
+                        if (!spec_map_get(&n->metadata.annotations, AGENT_ANN_COMPLETE)) {
                                 plan_remove_condition(&c->nd->status.conditions,
                                                       &c->nd->status.n_conditions, "RolledBack");
+                                /* its canaries were abandoned: they come first again */
+                                spec_map_remove(&n->metadata.annotations, AGENT_ANN_PROMOTED);
+                        }
                 }
                 for (size_t i = 0; i < d->metadata.annotations.n; i++)
                         if (!skipped(d->metadata.annotations.items[i].key))
@@ -543,11 +546,17 @@ static int set_rs_annotation(dctx *c, size_t i, const char *key, const char *val
 static int mark_complete(dctx *c) {
         const spec_condition *cond = spec_get_condition(c->nd->status.conditions,
                                                         c->nd->status.n_conditions, "Progressing");
+        char buf[32];
+
         if (c->new_index < 0 || !plan_deployment_complete(c->nd) ||
-            (c->has_deadline && (!cond || !streq_ptr(cond->reason, "NewReplicaSetAvailable"))))
+            (c->has_deadline && (!cond || !streq_ptr(cond->reason, "NewReplicaSetAvailable"))) ||
+            spec_map_get(&c->rss[c->new_index]->metadata.annotations, AGENT_ANN_COMPLETE))
                 return 0;
-        return set_rs_annotation(c, (size_t) c->new_index, AGENT_ANN_COMPLETE, "true");
+        snprintf(buf, sizeof buf, "%" PRIu64, (uint64_t) c->now); /* when (wall, µs) */
+        return set_rs_annotation(c, (size_t) c->new_index, AGENT_ANN_COMPLETE, buf);
 }
+
+#define AUTO_ROLLBACK_SETTLE (60 * USEC_PER_SEC)
 
 /*
  * tend.io/auto-rollback (issue 16): a rollout that failed — its progress
@@ -555,8 +564,9 @@ static int mark_complete(dctx *c) {
  * — goes back to the last revision that completed, once: the failed
  * ReplicaSet is marked, and a marked one is not rolled back from again
  * until it is tried anew (an apply or undo that makes it the new one
- * again clears the mark, new_rs()). A revision that completed once is not
- * rolled back from: a crash then is the crash-loop back-off's business.
+ * again clears the mark, new_rs()). A revision that completed more than
+ * AUTO_ROLLBACK_SETTLE ago is not rolled back from: a crash then is the
+ * crash-loop back-off's business.
  */
 static int auto_rollback(dctx *c) {
         const spec_deployment *d = c->d;
@@ -564,6 +574,7 @@ static int auto_rollback(dctx *c) {
                                                         c->nd->status.n_conditions, "Progressing");
         const spec_replica_set *failed, *target = NULL;
         _cleanup_free_ char *why = NULL, *msg = NULL;
+        const char *done;
         const char *reason;
         int64_t failed_rev, target_rev = 0;
         int r;
@@ -572,9 +583,18 @@ static int auto_rollback(dctx *c) {
             d->spec.paused || c->new_index < 0)
                 return 0;
         failed = c->rss[c->new_index];
-        if (spec_map_get(&failed->metadata.annotations, AGENT_ANN_COMPLETE) ||
-            spec_map_get(&failed->metadata.annotations, AGENT_ANN_ROLLOUT_FAILED))
+        if (spec_map_get(&failed->metadata.annotations, AGENT_ANN_ROLLOUT_FAILED))
                 return 0;
+        if ((done = spec_map_get(&failed->metadata.annotations, AGENT_ANN_COMPLETE))) {
+                /* Completed. A program that dies a moment after it starts,
+                 * with no readiness probe, completes a rollout (as in
+                 * Kubernetes): a crash loop within AUTO_ROLLBACK_SETTLE of
+                 * completing still counts as the rollout's failure. */
+                uint64_t at;
+                if (c->new_crashlooping == 0 || safe_atou64(done, &at) < 0 ||
+                    c->now >= at + AUTO_ROLLBACK_SETTLE)
+                        return 0;
+        }
         if (cond && streq_ptr(cond->reason, "ProgressDeadlineExceeded")) {
                 reason = "ProgressDeadlineExceeded";
                 why = strdup(strna(cond->message));
@@ -622,6 +642,19 @@ static int auto_rollback(dctx *c) {
         r = agent__rollback_to(c->nd, target);
         if (r < 0)
                 return r;
+        /* the deployment's tend.io/ settings stay as they are now (the
+         * target's may predate auto-rollback itself) */
+        for (size_t i = c->nd->metadata.annotations.n; i > 0; i--) {
+                const char *k = c->nd->metadata.annotations.items[i - 1].key;
+                if (startswith(k, SPEC_ANN_PREFIX) && !spec_map_get(&d->metadata.annotations, k))
+                        spec_map_remove(&c->nd->metadata.annotations, k);
+        }
+        for (size_t i = 0; i < d->metadata.annotations.n; i++)
+                if (startswith(d->metadata.annotations.items[i].key, SPEC_ANN_PREFIX) &&
+                    !streq(d->metadata.annotations.items[i].key, SPEC_ANN_PROMOTE))
+                        RET_GATHER(c->error, spec_map_set(&c->nd->metadata.annotations,
+                                                          d->metadata.annotations.items[i].key,
+                                                          d->metadata.annotations.items[i].value));
         c->nd->metadata.generation++;
         RET_GATHER(c->error,
                    plan_set_condition(&c->nd->status.conditions, &c->nd->status.n_conditions,
@@ -733,6 +766,17 @@ static int promote_request(dctx *c, ssize_t ni) {
                                     rev);
                 return 0;
         }
+        if (want == 0 && !spec_map_get(&rs->metadata.annotations, AGENT_ANN_CANARY_SINCE)) {
+                /* "true" is for canaries that wait now, not for a revision
+                 * made since the request was written */
+                (void) agent__event(c->a, STORE_DEPLOYMENT, &c->d->metadata, "Warning",
+                                    "PromoteIgnored",
+                                    "No canaries wait for promotion now (revision %" PRId64
+                                    "'s are not all available); to promote them anyway: "
+                                    "%s: \"%" PRId64 "\"",
+                                    rev, SPEC_ANN_PROMOTE, rev);
+                return 0;
+        }
         if (want > 0 && want != rev) {
                 (void) agent__event(c->a, STORE_DEPLOYMENT, &c->d->metadata, "Warning",
                                     "PromoteIgnored",
@@ -766,11 +810,13 @@ static int32_t canary_cap(dctx *c, const spec_replica_set *rs, ssize_t ni) {
         return spec_canary_count(&cn, c->d->spec.replicas);
 }
 
-/* With canaries held: the old ReplicaSets keep D - (the new one's size),
- * the newest first, never above what they have (plan_scale_down_old()
+/* With canaries held: the old ReplicaSets keep D - (the canaries), the
+ * newest first, never above what they have (plan_scale_down_old()
  * gave the most it may take). */
-static void canary_keep_old(dctx *c, size_t ni, int32_t *targets) {
-        int32_t keep = c->d->spec.replicas - c->rss[ni]->spec.replicas, sum = 0;
+static void canary_keep_old(dctx *c, size_t ni, int32_t cap, int32_t *targets) {
+        /* room for all the canaries: with maxSurge 0 the new ReplicaSet
+         * grows only as the old ones shrink */
+        int32_t keep = c->d->spec.replicas - MAX(cap, c->rss[ni]->spec.replicas), sum = 0;
 
         for (size_t i = 0; i < c->n; i++)
                 if (i != ni)
@@ -798,7 +844,13 @@ static int canary_check(dctx *c, size_t ni, int32_t cap) {
         int r;
 
         if (rs->spec.replicas < cap || rs->status.available_replicas < cap) {
-                /* not (or no longer) all available: the clock starts again */
+                const spec_condition *p = spec_get_condition(
+                        c->nd->status.conditions, c->nd->status.n_conditions, "Progressing");
+                /* not (or no longer) all available: no more waiting, and the
+                 * progress deadline runs again from now */
+                if (p && streq_ptr(p->reason, "WaitingForPromotion"))
+                        set_progressing(c, "True", "ReplicaSetUpdated",
+                                        "ReplicaSet \"%s\" is progressing.", rs->metadata.name);
                 return since_s ? set_rs_annotation(c, ni, AGENT_ANN_CANARY_SINCE, NULL) : 0;
         }
         if (!since_s || safe_atou64(since_s, &since) < 0) {
@@ -859,7 +911,7 @@ static int rollout_rolling(dctx *c) {
         }
         if (plan_scale_down_old(c->d->spec.replicas, c->unav, c->in, c->n, targets)) {
                 if (cap >= 0)
-                        canary_keep_old(c, (size_t) ni, targets);
+                        canary_keep_old(c, (size_t) ni, cap, targets);
                 for (size_t i = 0; i < c->n; i++)
                         if (targets[i] != c->rss[i]->spec.replicas) {
                                 r = scale_rs(c, i, targets[i]);

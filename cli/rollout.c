@@ -448,6 +448,7 @@ int cli_rollout(int argc, char **argv) {
                  * one: kubectl annotate deploy/NAME tend.io/promote=true */
                 spec_deployment *d = cli_fetch(c, res, name);
                 const spec_condition *p;
+                const char *rev;
                 _cleanup_free_ char *body = NULL;
                 bool waiting;
                 if (!d)
@@ -462,13 +463,18 @@ int cli_rollout(int argc, char **argv) {
                 }
                 p = spec_get_condition(d->status.conditions, d->status.n_conditions, "Progressing");
                 waiting = p && streq_ptr(p->reason, "WaitingForPromotion");
+                /* the revision by number: a request that waits (a paused
+                 * deployment) does not promote a revision applied after it */
+                rev = spec_map_get(&d->metadata.annotations, SPEC_ANN_REVISION);
+                body = strprintf("{\"metadata\":{\"annotations\":{\"%s\":\"%s\"}}}",
+                                 SPEC_ANN_PROMOTE, rev ?: "true");
                 spec_deployment_free(d);
-                body = strprintf("{\"metadata\":{\"annotations\":{\"%s\":\"true\"}}}",
-                                 SPEC_ANN_PROMOTE);
                 if (!body || patch_deployment(c, name, body) < 0)
                         return 1;
                 printf("deployment.apps/%s promoted%s\n", name,
-                       waiting ? "" : " (its canaries were not all ready yet)");
+                       waiting ? ""
+                               : " (its canaries were not all available yet: they are promoted "
+                                 "as they are)");
                 return 0;
         }
         fprintf(stderr,

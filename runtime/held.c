@@ -16,8 +16,9 @@
  *      rt_manager_add_held_socket()): it needs no rights over the pods and
  *      works even if every pod died while tendd was down;
  *   2. from a running pod that holds it (pidfd_getfd(2) of its fd 3+i, as
- *      the record says): needs ptrace rights over the pod (tendd as root,
- *      or the pod's own user), and a pod still running;
+ *      the record says): needs ptrace rights over the pod — tendd as root,
+ *      or as the pod's own user where Yama's ptrace_scope is 0 (the new
+ *      tendd is not the pods' ancestor) — and a pod still running;
  *   3. else it is bound anew — which, if some pod still holds the old one,
  *      fails with EADDRINUSE, and the error says why.
  *
@@ -112,6 +113,15 @@ static bool addr_equal(const rt_held_addr *a, const rt_held_addr *b) {
 static rt_held *find(rt_manager *m, const rt_held_addr *a) {
         for (rt_held *h = m->held; h; h = h->next)
                 if (addr_equal(&h->addr, a))
+                        return h;
+        return NULL;
+}
+
+/* Another held socket on the same port that a bind to a would collide
+ * with (one of the two on every address). */
+static rt_held *find_overlap(rt_manager *m, const rt_held_addr *a) {
+        for (rt_held *h = m->held; h; h = h->next)
+                if (h->addr.port == a->port && (!h->addr.address[0] || !a->address[0]))
                         return h;
         return NULL;
 }
@@ -264,6 +274,17 @@ int rt__held_acquire(rt_pod *pod, const char *owner, const rt_held_addr *a, bool
         int fd = -EBADF, r;
 
         format_addr(a, where, sizeof where);
+        if (!h && !adopt) {
+                rt_held *o = find_overlap(m, a);
+                char theirs[80];
+                if (o && o->owner && !streq(o->owner, owner)) {
+                        format_addr(&o->addr, theirs, sizeof theirs);
+                        *ret_error = strprintf("%s overlaps %s, held for %s: two deployments "
+                                               "cannot hold one port",
+                                               where, theirs, o->owner);
+                        return -EADDRINUSE;
+                }
+        }
         if (h && h->owner && !streq(h->owner, owner)) {
                 *ret_error = strprintf("%s is held for %s: two deployments cannot hold one port",
                                        where, h->owner);
@@ -285,6 +306,13 @@ int rt__held_acquire(rt_pod *pod, const char *owner, const rt_held_addr *a, bool
         if (!h && !adopt) {
                 r = bind_new(a, &fd);
                 if (r < 0) {
+                        if (r == -EACCES) {
+                                *ret_error = strprintf("binding %s for %s: %s (a port below "
+                                                       "1024 needs tendd as root, or with "
+                                                       "CAP_NET_BIND_SERVICE)",
+                                                       where, owner, strerror(-r));
+                                return r;
+                        }
                         *ret_error = strprintf(
                                 "binding %s for %s: %s%s%s", where, owner, strerror(-r),
                                 r == -EADDRINUSE && m->held_lost

@@ -436,9 +436,26 @@ static int resolve_ids(rt_pod *pod, const spec_pod_spec *s, char **ret_error) {
         return 0;
 }
 
+/* What tend sets wins over the container's env of the same name
+ * (LISTEN_FDS, NOTIFY_SOCKET, ...: a program must not be told of fds it
+ * does not have). */
+static void env_unset(rt_pod *pod, const char *name) {
+        size_t len = strlen(name), k = 0;
+
+        for (size_t i = 0; pod->envp && pod->envp[i]; i++)
+                if (strncmp(pod->envp[i], name, len) == 0 && pod->envp[i][len] == '=')
+                        free(pod->envp[i]);
+                else
+                        pod->envp[k++] = pod->envp[i];
+        if (pod->envp)
+                pod->envp[k] = NULL;
+}
+
 /* A variable whose value the child writes: its own pid (RT_PID_SLOT). */
 static int push_pid_slot(rt_pod *pod, const char *name, size_t slot, const rt_record *rec) {
         char *e = strprintf("%s=%*s", name, RT_PID_SLOT - 1, "");
+
+        env_unset(pod, name);
 
         if (!e || strv_push(&pod->envp, e) < 0) {
                 free(e);
@@ -459,6 +476,14 @@ static int push_env(rt_pod *pod, const char *fmt, ...) {
         if (vasprintf(&e, fmt, ap) < 0)
                 e = NULL;
         va_end(ap);
+        if (e) {
+                _cleanup_free_ char *name = strndup(e, strcspn(e, "="));
+                if (!name) {
+                        free(e);
+                        return -ENOMEM;
+                }
+                env_unset(pod, name);
+        }
         if (!e || strv_push(&pod->envp, e) < 0) {
                 free(e);
                 return -ENOMEM;
@@ -693,7 +718,11 @@ static int held_and_notify(rt_pod *pod, const rt_pod_params *p, const rt_record 
                         *ret_error = strprintf("binding its NOTIFY_SOCKET: %s", strerror(-r));
                         return r;
                 }
-                pod->notify_ready = rec && p->was_ready;
+                if (rec) {
+                        /* it said READY=1 before the restart (and will not again) */
+                        _cleanup_free_ char *mark = rt__notify_ready_mark(pod->record.log_path);
+                        pod->notify_ready = p->was_ready || (mark && access(mark, F_OK) == 0);
+                }
         }
         return 0;
 }

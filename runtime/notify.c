@@ -37,6 +37,12 @@ char *rt__notify_name(const char *pod_uid) {
         return strprintf("@tend-notify/%s", pod_uid);
 }
 
+char *rt__notify_ready_mark(const char *log_path) {
+        const char *slash = log_path ? strrchr(log_path, '/') : NULL;
+
+        return slash ? strprintf("%.*s/notify-ready", (int) (slash - log_path), log_path) : NULL;
+}
+
 /* The session of a process: field 6 of /proc/<pid>/stat. */
 static pid_t session_of(pid_t pid) {
         char path[64], buf[1024];
@@ -92,7 +98,14 @@ static void handle_line(rt_pod *p, const char *line, size_t len) {
 
         if (len == 7 && memcmp(line, "READY=1", 7) == 0) {
                 if (!p->notify_ready) {
+                        _cleanup_free_ char *mark = rt__notify_ready_mark(p->record.log_path);
                         p->notify_ready = true;
+                        /* it will not say so again: a tendd after a restart
+                         * reads it here (created once, no data, no fsync: a
+                         * crash of the machine ends the pod too) */
+                        if (mark)
+                                safe_close(open(mark, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY,
+                                                0600));
                         rt__readiness_update(p, NULL);
                 }
         } else if (len >= 7 && memcmp(line, "STATUS=", 7) == 0) {
@@ -168,10 +181,15 @@ static void on_handle_closed(uv_handle_t *h) {
         rt__pod_unref(p);
 }
 
-/* The socket is closed after its poll handle (libuv's rule). */
+/* The poll handle and the socket it watches, which is closed after it
+ * (libuv's rule) and only then. */
+typedef struct notify_poll {
+        uv_poll_t poll; /* first: the handle is the struct */
+        int fd;
+} notify_poll;
+
 static void on_poll_closed(uv_handle_t *h) {
-        rt_pod *p = h->data;
-        p->notify_fd = safe_close(p->notify_fd);
+        safe_close(((notify_poll *) h)->fd);
         on_handle_closed(h);
 }
 
@@ -179,6 +197,7 @@ int rt__notify_open(rt_pod *p) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *name = rt__notify_name(p->uid);
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        notify_poll *np;
         int one = 1, r;
         size_t len;
 
@@ -199,17 +218,17 @@ int rt__notify_open(rt_pod *p) {
         if (r < 0)
                 return r;
 
-        p->notify_poll = new0(uv_poll_t, 1);
-        if (!p->notify_poll)
+        np = new0(notify_poll, 1);
+        if (!np)
                 return -ENOMEM;
-        r = uv_poll_init(p->manager->loop, p->notify_poll, fd);
+        r = uv_poll_init(p->manager->loop, &np->poll, fd);
         if (r < 0) {
-                free(p->notify_poll);
-                p->notify_poll = NULL;
+                free(np);
                 return r;
         }
-        p->notify_poll->data = rt__pod_ref(p);
-        p->notify_fd = TAKE_FD(fd);
+        np->poll.data = rt__pod_ref(p);
+        np->fd = p->notify_fd = TAKE_FD(fd);
+        p->notify_poll = &np->poll;
         (void) uv_poll_start(p->notify_poll, UV_READABLE, on_notify);
         if (p->notify_watchdog) {
                 p->watchdog_timer = new0(uv_timer_t, 1);
@@ -230,11 +249,12 @@ void rt__notify_started(rt_pod *p) {
 
 void rt__notify_close(rt_pod *p) {
         if (p->notify_poll) {
+                /* the socket goes with its handle (on_poll_closed) */
                 uv_poll_stop(p->notify_poll);
                 uv_close((uv_handle_t *) p->notify_poll, on_poll_closed);
                 p->notify_poll = NULL;
-        } else
-                p->notify_fd = safe_close(p->notify_fd);
+                p->notify_fd = -EBADF;
+        }
         if (p->watchdog_timer) {
                 uv_timer_stop(p->watchdog_timer);
                 uv_close((uv_handle_t *) p->watchdog_timer, on_handle_closed);

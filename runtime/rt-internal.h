@@ -139,6 +139,8 @@ void rt__readiness_update(rt_pod *p, const char *message);
 
 /* notify.c */
 char *rt__notify_name(const char *pod_uid);
+/* Beside the pod's log: it said READY=1 (for a tendd after a restart). */
+char *rt__notify_ready_mark(const char *log_path);
 int rt__notify_open(rt_pod *p);
 void rt__notify_started(rt_pod *p);
 void rt__notify_close(rt_pod *p);

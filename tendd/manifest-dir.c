@@ -249,7 +249,9 @@ static int apply_file(manifest_dir *m, parsed *p, tend_hashmap *own, char ***dec
                                 return r;
                 }
                 p->errs.file = p->file;
-                r = agent_apply(a, ds, mf->n, &p->errs, res);
+                /* the file is declared again at each sync: an automatic
+                 * rollback of its template stays until the file changes it */
+                r = agent_apply_ex(a, ds, mf->n, &p->errs, res, AGENT_APPLY_KEEP_ROLLBACK);
                 p->errs.file = NULL;
                 if (r < 0 && r != -EINVAL)
                         return r;

@@ -143,6 +143,29 @@ wait_for 10 has_running later 1 && ok "removed and made again in place: still wa
     fail "later not running"
 [ "$(pids extra)" = "$p" ] || fail "extra changed when its directory was made again"
 
+echo "== an automatic rollback stays through the syncs, until the file changes"
+auto() { deployment auto 1 "$1" | sed "s/metadata: {name: auto}/metadata: {name: auto, annotations: {tend.io\/auto-rollback: \"true\"}}/" |
+    sed "s/\"argv\", \"$1\"/$2/"; }
+auto v1 '"argv", "v1"' >"$mdir/auto.yaml"
+wait_for 10 has_running auto 1 || fail "auto v1 not running"
+wait_for 10 tend rollout status deploy/auto --watch=false || fail "auto v1 not rolled out"
+auto v2 '"exit", "1"' >"$mdir/auto.yaml.tmp" && mv "$mdir/auto.yaml.tmp" "$mdir/auto.yaml"
+rolled_back() { tend get events | grep -q "RolledBack *deployment/auto"; }
+wait_for 30 rolled_back && ok "the crashing template in the file is rolled back" || fail "no rollback"
+hup
+sleep 2
+hup
+sleep 2
+[ "$(tend get events | grep -c 'RolledBack *deployment/auto')" -eq 1 ] &&
+    tend get deploy auto -o json | jq -e '.spec.template.spec.containers[0].command[1] == "argv"' >/dev/null &&
+    ok "two syncs later: still rolled back, once" ||
+    fail "rollbacks: $(tend get events | grep -c 'RolledBack *deployment/auto'), command: $(tend get deploy auto -o json | jq -c '.spec.template.spec.containers[0].command')"
+auto v3 '"argv", "v3"' >"$mdir/auto.yaml.tmp" && mv "$mdir/auto.yaml.tmp" "$mdir/auto.yaml"
+v3() { tend get deploy auto -o json | jq -e '.spec.template.spec.containers[0].command[2] == "v3"' >/dev/null &&
+    tend rollout status deploy/auto --watch=false >/dev/null 2>&1; }
+wait_for 20 v3 && ok "a changed file rolls out again" || fail "v3: $(tend rollout status deploy/auto --watch=false 2>&1)"
+rm "$mdir/auto.yaml"
+
 echo "== --stop-pods-on-exit: every pod stopped, gracefully, before tendd exits"
 stop_tendd TERM
 start_tendd --manifests "$mdir" --stop-pods-on-exit

@@ -168,6 +168,43 @@ expect_grep "^serving v1$" "$tmp/status" "STATUS= shows as the pod's tend.io/sta
 tend describe "pod/$(pod_of late)" >"$tmp/describe"
 expect_grep "tend.io/status" "$tmp/describe" "describe shows the STATUS="
 
+echo "== READY=1 is remembered across a tendd restart, whatever the probe said then"
+cat >"$tmp/both.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: both}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: both}}
+  template:
+    metadata:
+      labels: {app: both}
+      annotations: {tend.io/notify: "ready"}
+    spec:
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: web
+        command: ["$web", "--ready-after=0.3"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+        ports: [{name: http}]
+        readinessProbe: {exec: {command: [test, -f, "$tmp/ok"]}, periodSeconds: 1}
+YAML
+touch "$tmp/ok"
+tend apply -f "$tmp/both.yaml" >/dev/null || fail "apply both"
+both_ready() { tend get pods -l app=both | grep -q "1/1"; }
+both_unready() { tend get pods -l app=both | grep -q "0/1"; }
+wait_for 10 both_ready && ok "ready: the probe and READY=1 both say so" || fail "both never ready"
+rm "$tmp/ok"
+wait_for 10 both_unready && ok "the probe failing makes it unready" || fail "still ready without the file"
+both_pid=$(pids both)
+stop_tendd TERM
+start_tendd
+touch "$tmp/ok"
+wait_for 10 both_ready && [ "$(pids both)" = "$both_pid" ] &&
+    ok "after the restart the probe passes again: ready, READY=1 not needed again (same pid)" ||
+    fail "not ready after the restart: $(tend get pods -l app=both)"
+tend delete deploy/both >/dev/null
+
 echo "== liveness by notify: a pod whose watchdog stops is replaced, with the reason"
 LEASED=" " REPLICAS=1 web hang v1 '"tend.io/notify": "ready,watchdog=1s"' ', "--watchdog-stop-after=2"' |
     tend apply -f - >/dev/null || fail "apply hang"

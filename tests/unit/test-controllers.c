@@ -1321,6 +1321,25 @@ static void test_canary(void **state) {
         world_free(w);
 }
 
+/* With maxSurge 0 the canaries get room only as the old pods go: the old
+ * ReplicaSets keep D - N, not D (which stalled the rollout). */
+static void test_canary_no_surge(void **state) {
+        world *w = world_new();
+        const char *strategy = "  strategy: {rollingUpdate: {maxSurge: 0, maxUnavailable: 1}}\n";
+
+        apply(w, annotated(manifest("web", 10, "web-v1", strategy, NULL), SPEC_ANN_CANARY, "3"));
+        assert_true(step_until(w, rolled_out, "web", 20 * S));
+        w->check_bounds = true;
+        w->check_available = true;
+        apply(w, annotated(manifest("web", 10, "web-v2", strategy, NULL), SPEC_ANN_CANARY, "3"));
+        assert_true(step_until(w, waits_for_promotion, "web", 60 * S));
+        step(w, 5 * S);
+        if (count_pods(w, "web-v2", true) != 3 || count_pods(w, "web-v1", true) != 7)
+                fail_msg("v2 %zu, v1 %zu", count_pods(w, "web-v2", true),
+                         count_pods(w, "web-v1", true));
+        world_free(w);
+}
+
 static bool rolled_back(world *w, const char *name) {
         const spec_deployment *d = dep(w, name);
         const spec_condition *c = spec_get_condition(d->status.conditions, d->status.n_conditions,
@@ -2208,6 +2227,7 @@ int main(void) {
                 cmocka_unit_test(test_start_error_spin),
                 cmocka_unit_test(test_progress_deadline),
                 cmocka_unit_test(test_canary),
+                cmocka_unit_test(test_canary_no_surge),
                 cmocka_unit_test(test_auto_rollback),
                 cmocka_unit_test(test_pause_and_proportional),
                 cmocka_unit_test(test_recreate),

@@ -155,6 +155,10 @@ enum {
         /* A replace (PUT, PATCH), not an apply: the template's restartedAt
          * (of `tend rollout restart`) goes if the object leaves it out. */
         AGENT_APPLY_REPLACE = 1 << 1,
+        /* The same declaration again (tendd --manifests' sync): a template
+         * that was rolled back automatically (tend.io/auto-rollback) stays
+         * rolled back; only a changed template is tried. */
+        AGENT_APPLY_KEEP_ROLLBACK = 1 << 2,
 };
 int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
                    agent_apply_result *results, unsigned flags);
