@@ -787,6 +787,26 @@ int spec_deployment_validate(const spec_deployment *d, spec_errors *errs) {
         check_annotations(&v, "annotations", &d->metadata.annotations, false);
         spec__path_pop(&v.path, old);
 
+        /* tend's rollout annotations that need one another (their own form
+         * is checked with the other annotations) */
+        {
+                const spec_map *ann = &d->metadata.annotations;
+                size_t o = spec__path_field(&v.path, "metadata");
+                spec__path_field(&v.path, "annotations");
+                if (spec_map_get(ann, SPEC_ANN_CANARY) &&
+                    s->strategy.type == SPEC_STRATEGY_RECREATE) {
+                        spec__path_key(&v.path, SPEC_ANN_CANARY);
+                        verr(&v, "Forbidden: canaries are a step of a rolling update; with "
+                                 "strategy Recreate every pod is replaced at once");
+                } else if (spec_map_get(ann, SPEC_ANN_CANARY_PROMOTE_AFTER) &&
+                           !spec_map_get(ann, SPEC_ANN_CANARY)) {
+                        spec__path_key(&v.path, SPEC_ANN_CANARY_PROMOTE_AFTER);
+                        verr(&v, "Forbidden: promotes canaries, and there are none: set %s too",
+                             SPEC_ANN_CANARY);
+                }
+                spec__path_pop(&v.path, o);
+        }
+
         /* spec */
         old = spec__path_field(&v.path, "spec");
         check_min(&v, "replicas", s->replicas, 0);
