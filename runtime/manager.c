@@ -42,6 +42,13 @@ static void manager_free(rt_manager *m) {
         rt__log_spares_free(m);
         rt__held_unreserve(m);
         free(m->held_lost);
+        if (m->notify_stored) {
+                const char *k;
+                void *v;
+                for (size_t i = 0; tend_hashmap_next(m->notify_stored, &i, &k, &v);)
+                        safe_close((int) (intptr_t) v - 1);
+                tend_hashmap_free(m->notify_stored);
+        }
         free(m->state_dir);
         free(m);
 }

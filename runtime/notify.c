@@ -19,7 +19,10 @@
  * (SO_PASSCRED): only the pod's main process or a process of its session
  * (every process it starts, unless one leaves with setsid) speaks for it.
  * After a tendd restart the name is bound again: sd_notify() sends to the
- * name each time.
+ * name each time. What a pod says while no tendd runs would be lost (a
+ * READY=1 is said once): under systemd the socket is kept in the service's
+ * file-descriptor store too (FDNAME tend-notify-<uid>), where it stays
+ * bound and queues what pods say, and the next tendd takes it back.
  */
 
 #include <fcntl.h>
@@ -27,6 +30,7 @@
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <systemd/sd-daemon.h>
 
 #include "rt-internal.h"
 
@@ -35,6 +39,49 @@
 
 char *rt__notify_name(const char *pod_uid) {
         return strprintf("@tend-notify/%s", pod_uid);
+}
+
+#define NOTIFY_FDNAME_PREFIX "tend-notify-"
+
+bool rt_notify_fdname(const char *name) {
+        return name && startswith(name, NOTIFY_FDNAME_PREFIX);
+}
+
+int rt_manager_add_notify_socket(rt_manager *m, int fd, const char *name) {
+        int type = 0;
+        socklen_t len = sizeof type;
+
+        if (!rt_notify_fdname(name))
+                return -EINVAL;
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0)
+                return -errno;
+        if (type != SOCK_DGRAM)
+                return -ENOTSOCK;
+        if (!m->notify_stored && !(m->notify_stored = tend_hashmap_new()))
+                return -ENOMEM;
+        /* the value: fd + 1 (a NULL value is "none") */
+        return tend_hashmap_put(m->notify_stored, name + strlen(NOTIFY_FDNAME_PREFIX),
+                                (void *) (intptr_t) (fd + 1), NULL);
+}
+
+static void fdstore_remove(const char *uid) {
+        char msg[128];
+
+        snprintf(msg, sizeof msg, "FDSTOREREMOVE=1\nFDNAME=" NOTIFY_FDNAME_PREFIX "%s", uid);
+        (void) sd_notify(0, msg);
+}
+
+void rt__notify_sweep_stored(rt_manager *m) {
+        const char *uid;
+        void *v;
+
+        if (!m->notify_stored)
+                return;
+        for (size_t i = 0; tend_hashmap_next(m->notify_stored, &i, &uid, &v);) {
+                safe_close((int) (intptr_t) v - 1);
+                fdstore_remove(uid);
+        }
+        m->notify_stored = tend_hashmap_free(m->notify_stored);
 }
 
 char *rt__notify_ready_mark(const char *log_path) {
@@ -198,6 +245,7 @@ int rt__notify_open(rt_pod *p) {
         _cleanup_free_ char *name = rt__notify_name(p->uid);
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         notify_poll *np;
+        void *stored;
         int one = 1, r;
         size_t len;
 
@@ -208,15 +256,31 @@ int rt__notify_open(rt_pod *p) {
                 return -ENAMETOOLONG;
         memcpy(sa.sun_path, name, len);
         sa.sun_path[0] = 0; /* abstract */
-        fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return -errno;
-        r = RET_NERRNO(setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one));
-        if (r >= 0)
-                r = RET_NERRNO(bind(fd, (struct sockaddr *) &sa,
-                                    offsetof(struct sockaddr_un, sun_path) + len));
-        if (r < 0)
-                return r;
+        stored = p->manager->notify_stored ? tend_hashmap_remove(p->manager->notify_stored, p->uid)
+                                           : NULL;
+        if (stored) {
+                /* the one the previous tendd bound, from the fd store: what
+                 * the pod said meanwhile waits in it */
+                fd = (int) (intptr_t) stored - 1;
+                p->notify_in_store = true;
+                (void) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        } else {
+                fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (fd < 0)
+                        return -errno;
+                r = RET_NERRNO(setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one));
+                if (r >= 0)
+                        r = RET_NERRNO(bind(fd, (struct sockaddr *) &sa,
+                                            offsetof(struct sockaddr_un, sun_path) + len));
+                if (r < 0)
+                        return r;
+                if (p->manager->fdstore) {
+                        char msg[128];
+                        snprintf(msg, sizeof msg, "FDSTORE=1\nFDNAME=" NOTIFY_FDNAME_PREFIX "%s",
+                                 p->uid);
+                        p->notify_in_store = sd_pid_notify_with_fds(0, 0, msg, &fd, 1) > 0;
+                }
+        }
 
         np = new0(notify_poll, 1);
         if (!np)
@@ -248,6 +312,12 @@ void rt__notify_started(rt_pod *p) {
 }
 
 void rt__notify_close(rt_pod *p) {
+        /* gone from the store once the pod is, not when tendd stops (the
+         * next tendd takes it back) */
+        if (p->notify_in_store && (p->state == RT_POD_EXITED || !p->manager->closing)) {
+                fdstore_remove(p->uid);
+                p->notify_in_store = false;
+        }
         if (p->notify_poll) {
                 /* the socket goes with its handle (on_poll_closed) */
                 uv_poll_stop(p->notify_poll);

@@ -247,6 +247,8 @@ void rt_manager_sweep_orphan_processes(rt_manager *m) {
         DIR *d;
         struct dirent *de;
 
+        rt__notify_sweep_stored(m);
+
         base = realpath(m->state_dir, NULL);
         prefix = base ? strprintf("%s/pods/", base) : NULL;
         if (!prefix)

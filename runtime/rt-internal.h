@@ -114,6 +114,7 @@ struct rt_pod {
 
         /* tend.io/notify (notify.c; a socket for the process backend) */
         bool notify_socket;
+        bool notify_in_store; /* also in systemd's fd store */
         int notify_fd;
         uv_poll_t *notify_poll;
         uv_timer_t *watchdog_timer;
@@ -139,6 +140,8 @@ void rt__readiness_update(rt_pod *p, const char *message);
 
 /* notify.c */
 char *rt__notify_name(const char *pod_uid);
+/* Notify sockets from the fd store that no adopted pod took: closed. */
+void rt__notify_sweep_stored(rt_manager *m);
 /* Beside the pod's log: it said READY=1 (for a tendd after a restart). */
 char *rt__notify_ready_mark(const char *log_path);
 int rt__notify_open(rt_pod *p);
@@ -236,6 +239,9 @@ struct rt_manager {
         void *spawn_stack;
         size_t spawn_stack_size;
         struct rlimit nofile_orig; /* restored in children */
+
+        /* notify sockets of the previous tendd, from the fd store: uid → fd + 1 */
+        tend_hashmap *notify_stored;
 
         /* held sockets (held.c) */
         rt_held *held;

@@ -69,10 +69,12 @@ int agent_lock_state_dir(const char *dir, int *ret_fd, char **ret_error) {
         return 0;
 }
 
-/* Under systemd, held sockets (tend.io/listen) are kept in the service's
- * file-descriptor store too, and the previous tendd's come back here as
- * LISTEN_FDS, before the pods are adopted (runtime/held.c says why that
- * store comes first). Descriptors that are not ours are closed. */
+/* Under systemd, held sockets (tend.io/listen) and pods' notify sockets
+ * (tend.io/notify) are kept in the service's file-descriptor store too,
+ * and the previous tendd's come back here as LISTEN_FDS, before the pods
+ * are adopted (runtime/held.c says why that store comes first for held
+ * sockets; runtime/notify.c why notify sockets go there). Descriptors
+ * that are not ours are closed. */
 static void take_stored_sockets(rt_manager *rt) {
         _cleanup_strv_free_ char **names = NULL;
         int n = sd_listen_fds_with_names(true, &names);
@@ -82,12 +84,14 @@ static void take_stored_sockets(rt_manager *rt) {
                 int fd = SD_LISTEN_FDS_START + i, r = -EBADMSG;
                 if (names && rt_held_fdname(names[i]))
                         r = rt_manager_add_held_socket(rt, fd);
+                else if (names && rt_notify_fdname(names[i]))
+                        r = rt_manager_add_notify_socket(rt, fd, names[i]);
                 if (r < 0) {
                         if (r != -EBADMSG)
                                 log_warning_errno(r, "held socket %s from the fd store: %m",
                                                   names ? strna(names[i]) : "?");
                         (void) close(fd);
-                } else
+                } else if (rt_held_fdname(names[i]))
                         log_info("held socket %s: back from systemd's fd store", names[i]);
         }
 }

@@ -26,6 +26,8 @@ expect_exit 0 "verify the user unit" systemd-analyze --user verify \
 cat >"$XDG_CONFIG_HOME/systemd/user/tendd.service.d/test.conf" <<EOF
 [Service]
 WatchdogSec=2s
+# long enough for a pod to speak while no tendd runs (the fd store test)
+RestartSec=3s
 Environment=ASAN_OPTIONS=detect_leaks=0 TEST_MARKER=$tmp
 EOF
 systemctl --user daemon-reload
@@ -110,6 +112,40 @@ wait_for 15 two_held && ok "the held pods are back and answer" || fail "held pod
 rm "$mdir/held.yaml"
 expect_exit 0 "reload without held.yaml" systemctl --user reload tendd
 tend delete deploy/held >/dev/null 2>&1
+
+echo "== READY=1 said while tendd is down is not lost (the notify socket waits in the fd store)"
+cat >"$mdir/late.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: late}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: late}}
+  template:
+    metadata:
+      labels: {app: late}
+      annotations: {tend.io/notify: "ready"}
+    spec:
+      containers:
+      - name: main
+        command: ["$bin/tend-example-web", "--ready-after=1.5"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+        ports: [{name: http}]
+YAML
+expect_exit 0 "reload with late.yaml" systemctl --user reload tendd
+late_running() { tend get pods -l app=late | grep -q "0/1 *Running"; }
+wait_for 10 late_running || fail "late: $(tend get pods -l app=late)"
+late_pid=$(tend get pods -l app=late -o wide | awk 'NR == 2 { print $6 }')
+old_main=$(systemctl --user show -P MainPID tendd)
+kill -KILL "$old_main" # the pod says READY=1 1.5 s after it started; tendd is back 3 s after this
+wait_for 15 new_main || fail "tendd was not restarted"
+late_ready() { tend get pods -l app=late | grep -q "1/1"; }
+wait_for 10 late_ready &&
+    [ "$(tend get pods -l app=late -o wide | awk 'NR == 2 { print $6 }')" = "$late_pid" ] &&
+    ok "the pod is ready: its READY=1 waited for the new tendd (same pid $late_pid)" ||
+    fail "late not ready: $(tend get pods -l app=late -o wide)"
+rm "$mdir/late.yaml"
+expect_exit 0 "reload without late.yaml" systemctl --user reload tendd
 
 echo "== reload re-reads the manifests"
 sed -i 's/replicas: 2/replicas: 3/' "$mdir/web.yaml"

@@ -207,6 +207,12 @@ bool rt_held_fdname(const char *name);
  * -ENOTSOCK if it is not a listening TCP socket, -EEXIST if one of its
  * address is held already). */
 int rt_manager_add_held_socket(rt_manager *m, int fd);
+/* The same for pods' notify sockets (tend.io/notify; FDNAME
+ * tend-notify-<pod uid>): each goes back to its pod at adoption, with what
+ * the pod said meanwhile; one no pod takes is closed at the end of
+ * start-up (rt_manager_sweep_orphan_processes()). Takes fd. */
+bool rt_notify_fdname(const char *name);
+int rt_manager_add_notify_socket(rt_manager *m, int fd, const char *name);
 
 /* ---- systemd units ------------------------------------------------------------------ */
 
