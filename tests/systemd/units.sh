@@ -77,24 +77,28 @@ wait_for 10 running
 
 echo "== a held socket survives tendd and all its pods dying at once (the fd store)"
 hport=$((46000 + $$ % 1000))
-cat >"$mdir/held.yaml" <<YAML
+# web NAME REPLICAS ANNOTATION ARG PORT: the example server, one manifest
+web() {
+    cat <<YAML
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: held}
+metadata: {name: $1}
 spec:
-  replicas: 2
-  selector: {matchLabels: {app: held}}
+  replicas: $2
+  selector: {matchLabels: {app: $1}}
   template:
     metadata:
-      labels: {app: held}
-      annotations: {tend.io/listen: "http@127.0.0.1"}
+      labels: {app: $1}
+      annotations: {$3}
     spec:
       containers:
       - name: main
-        command: ["$bin/tend-example-web", "--version=h1"]
+        command: ["$bin/tend-example-web", "$4"]
         env: [{name: TEST_MARKER, value: "$tmp"}]
-        ports: [{name: http, containerPort: $hport}]
+        ports: [{name: http$5}]
 YAML
+}
+web held 2 'tend.io/listen: "http@127.0.0.1"' --version=h1 ", containerPort: $hport" >"$mdir/held.yaml"
 expect_exit 0 "reload with held.yaml" systemctl --user reload tendd
 held_pids() { tend get pods -l app=held -o wide | awk 'NR > 1 && $3 == "Running" { print $6 }' | sed 's|process://||'; }
 two_held() { [ "$(held_pids | wc -l)" -eq 2 ] && curl -s "http://127.0.0.1:$hport/" | grep -q h1; }
@@ -114,24 +118,7 @@ expect_exit 0 "reload without held.yaml" systemctl --user reload tendd
 tend delete deploy/held >/dev/null 2>&1
 
 echo "== READY=1 said while tendd is down is not lost (the notify socket waits in the fd store)"
-cat >"$mdir/late.yaml" <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: late}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: late}}
-  template:
-    metadata:
-      labels: {app: late}
-      annotations: {tend.io/notify: "ready"}
-    spec:
-      containers:
-      - name: main
-        command: ["$bin/tend-example-web", "--ready-after=1.5"]
-        env: [{name: TEST_MARKER, value: "$tmp"}]
-        ports: [{name: http}]
-YAML
+web late 1 'tend.io/notify: "ready"' --ready-after=1.5 "" >"$mdir/late.yaml"
 expect_exit 0 "reload with late.yaml" systemctl --user reload tendd
 late_running() { tend get pods -l app=late | grep -q "0/1 *Running"; }
 wait_for 10 late_running || fail "late: $(tend get pods -l app=late)"
