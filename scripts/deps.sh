@@ -7,7 +7,7 @@ set -eu
 
 pkgs="libuv1-dev libyaml-dev libsystemd-dev libcmocka-dev libjansson-dev \
 libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev pkg-config cmake \
-make gcc curl openssl strace jq systemd dbus dbus-user-session util-linux iproute2"
+make gcc curl openssl strace jq systemd dbus dbus-user-session util-linux iproute2 etcd-server etcd-client"
 bench=false
 fuzz=false
 for arg in "$@"; do
@@ -36,6 +36,9 @@ have_all() {
     command -v jq >/dev/null 2>&1 || return 1
     command -v ss >/dev/null 2>&1 || return 1 # held sockets: who listens (tests, tour)
     command -v systemd-notify >/dev/null 2>&1 || return 1
+    # fleet mode's tests and benchmarks run a real etcd (3 members on loopback)
+    command -v etcd >/dev/null 2>&1 || return 1
+    command -v etcdctl >/dev/null 2>&1 || return 1
     # the systemd tests: a user manager with its own bus
     [ -x /usr/lib/systemd/systemd ] || return 1
     [ -f /usr/lib/systemd/user/dbus.socket ] || return 1

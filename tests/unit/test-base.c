@@ -248,6 +248,48 @@ static void test_hashmap(void **state) {
         tend_hashmap_free(h);
 }
 
+/* RFC 4648 §10's vectors both ways; what is not canonical base64 is refused. */
+static void test_base64(void **state) {
+        static const char *const vectors[][2] = {
+                { "", "" },
+                { "f", "Zg==" },
+                { "fo", "Zm8=" },
+                { "foo", "Zm9v" },
+                { "foob", "Zm9vYg==" },
+                { "fooba", "Zm9vYmE=" },
+                { "foobar", "Zm9vYmFy" },
+        };
+        static const char *const bad[] = { "Zg=",      "Zg",       "Z===", "=Zg=",
+                                           "Zm9v!A==", "Zg==Zg==", "Zm 9v" };
+        unsigned char all[256];
+        void *out;
+        size_t n;
+
+        for (size_t i = 0; i < ELEMENTSOF(vectors); i++) {
+                char *e = tend_base64_encode(vectors[i][0], strlen(vectors[i][0]));
+                assert_string_equal(e, vectors[i][1]);
+                free(e);
+                assert_int_equal(tend_base64_decode(vectors[i][1], strlen(vectors[i][1]), &out, &n),
+                                 0);
+                assert_int_equal(n, strlen(vectors[i][0]));
+                assert_string_equal(out, vectors[i][0]);
+                free(out);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                if (tend_base64_decode(bad[i], strlen(bad[i]), &out, &n) != -EINVAL)
+                        fail_msg("\"%s\" decoded", bad[i]);
+        /* every byte value, through and back */
+        for (size_t i = 0; i < sizeof all; i++)
+                all[i] = (unsigned char) i;
+        char *e = tend_base64_encode(all, sizeof all);
+        assert_non_null(e);
+        assert_int_equal(tend_base64_decode(e, strlen(e), &out, &n), 0);
+        assert_int_equal(n, sizeof all);
+        assert_memory_equal(out, all, sizeof all);
+        free(out);
+        free(e);
+}
+
 static void test_utf8(void **state) {
         _cleanup_free_ char *a = NULL, *b = NULL, *c = NULL;
 
@@ -297,17 +339,12 @@ static void test_proc_stat_fields(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_buf_bounded),
-                cmocka_unit_test(test_timestamps),
-                cmocka_unit_test(test_durations),
-                cmocka_unit_test(test_strings),
-                cmocka_unit_test(test_log_levels),
-                cmocka_unit_test(test_read_full_file),
-                cmocka_unit_test(test_hashmap),
-                cmocka_unit_test(test_usec_from_sec),
-                cmocka_unit_test(test_grow),
-                cmocka_unit_test(test_utf8),
-                cmocka_unit_test(test_proc_stat_fields),
+                cmocka_unit_test(test_buf_bounded), cmocka_unit_test(test_timestamps),
+                cmocka_unit_test(test_durations),   cmocka_unit_test(test_strings),
+                cmocka_unit_test(test_log_levels),  cmocka_unit_test(test_read_full_file),
+                cmocka_unit_test(test_hashmap),     cmocka_unit_test(test_usec_from_sec),
+                cmocka_unit_test(test_grow),        cmocka_unit_test(test_utf8),
+                cmocka_unit_test(test_base64),      cmocka_unit_test(test_proc_stat_fields),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -139,6 +139,13 @@ size_t utf8_char_len(const char *s, size_t n) _pure_;
 char *utf8_escape_invalid(const char *s);
 /* Whether all of s is valid UTF-8. */
 bool utf8_is_valid(const char *s) _pure_;
+
+/* Base64, RFC 4648's standard alphabet with padding (etcd's JSON gateway).
+ * Encode: a new string, NULL on failure. Decode: len characters of s (no
+ * whitespace) into *ret (new, NUL-terminated beyond *ret_n bytes); -EINVAL
+ * on anything that is not canonical base64, -ENOMEM. */
+char *tend_base64_encode(const void *data, size_t n);
+int tend_base64_decode(const char *s, size_t len, void **ret, size_t *ret_n);
 /* How many bytes of s (length n) to keep so as to cut at most max bytes
  * without splitting a character. */
 size_t utf8_cut(const char *s, size_t n, size_t max) _pure_;
