@@ -27,7 +27,6 @@ void rt__manager_ref(rt_manager *m) {
 }
 
 static void manager_free(rt_manager *m) {
-        rt__curl_close(m);
         if (m->spawn_stack)
                 munmap(m->spawn_stack, m->spawn_stack_size);
         free(m->known_pids);
@@ -284,7 +283,7 @@ int rt_manager_new(const rt_config *c, rt_manager **ret) {
                 (void) setrlimit(RLIMIT_NOFILE, &rl);
         }
 
-        r = rt__curl_init(m);
+        r = net_curl_new(m->loop, &m->curl);
         if (r < 0)
                 goto fail;
 
@@ -336,8 +335,8 @@ void rt_manager_close(rt_manager *m) {
         uv_close((uv_handle_t *) &m->log_timer, manager_handle_closed);
         uv_close((uv_handle_t *) &m->sigchld, manager_handle_closed);
         uv_close((uv_handle_t *) &m->reap_timer, manager_handle_closed);
-        if (m->curlm)
-                uv_close((uv_handle_t *) &m->curl_timer, manager_handle_closed);
+        net_curl_close(m->curl); /* the probes were cancelled with their pods */
+        m->curl = NULL;
         rt__manager_unref(m);
 }
 

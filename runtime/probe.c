@@ -215,7 +215,7 @@ static void attempt_close(attempt *a) {
         if (a->tcp_init)
                 uv_close((uv_handle_t *) &a->tcp, on_attempt_handle_closed);
         if (a->easy)
-                rt__curl_cancel(a->prober->pod->manager, a->easy);
+                net_curl_cancel(a->prober->pod->manager->curl, a->easy);
         attempt_unref(a);
 }
 
@@ -466,7 +466,7 @@ static bool follow_redirect(attempt *a, long status) {
         curl_easy_setopt(a->easy, CURLOPT_URL, target);
         curl_easy_setopt(a->easy, CURLOPT_TIMEOUT_MS,
                          (long) MAX((a->http_deadline - now) / USEC_PER_MSEC, (usec_t) 1));
-        if (rt__curl_start(a->prober->pod->manager, a->easy, on_http_done, a) < 0)
+        if (net_curl_start(a->prober->pod->manager->curl, a->easy, on_http_done, a) < 0)
                 finish(a, false, "HTTP probe failed: cannot follow the redirect");
         return true;
 }
@@ -526,7 +526,7 @@ static int start_http(attempt *a) {
         curl_easy_setopt(a->easy, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(a->easy, CURLOPT_SSL_VERIFYHOST, 0L);
         curl_easy_setopt(a->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-        r = rt__curl_start(m, a->easy, on_http_done, a);
+        r = net_curl_start(m->curl, a->easy, on_http_done, a);
         return r;
 }
 

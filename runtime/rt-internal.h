@@ -6,6 +6,7 @@
 #include <curl/curl.h>
 #include <sys/resource.h>
 
+#include "tend/net.h"
 #include "tend/runtime.h"
 
 /* ---- backends --------------------------------------------------------------------- */
@@ -251,8 +252,7 @@ struct rt_manager {
         bool held_slot_used[RT_HELD_SLOTS];
 
         /* HTTP probes */
-        CURLM *curlm;
-        uv_timer_t curl_timer;
+        net_curl *curl;
 
         /* systemd */
         rt_bus bus_kind; /* resolved: USER, SYSTEM or NONE */
@@ -333,14 +333,6 @@ void rt__port_mark(rt_manager *m, uint16_t port);
 int rt__probes_start(rt_pod *p, const spec_container *c);
 void rt__probes_stop(rt_pod *p);
 void rt__probes_stop_one(rt_pod *p, rt_probe_type type);
-
-int rt__curl_init(rt_manager *m);
-void rt__curl_close(rt_manager *m);
-/* Runs one GET on the shared multi handle; done(ok, code, error) follows
- * from the loop. The easy handle is owned by the caller's attempt. */
-typedef void (*rt_curl_done)(void *userdata, CURLcode result, long status);
-int rt__curl_start(rt_manager *m, CURL *easy, rt_curl_done done, void *userdata);
-void rt__curl_cancel(rt_manager *m, CURL *easy);
 
 /* Field 4 of /proc/<pid>/stat, or -1. */
 pid_t rt__process_ppid(pid_t pid);

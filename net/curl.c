@@ -4,28 +4,56 @@
  * libcurl's multi-socket interface on the libuv loop: one uv_poll_t per
  * socket curl asks us to watch, one uv_timer_t for curl's timeout, and the
  * finished transfers drained after every action. Nothing here blocks.
+ *
+ * Lifetime: the net_curl is referenced by itself until net_curl_close(),
+ * by its timer, and by each socket's poll handle; the last unref cleans
+ * the multi handle up and frees it (STYLE: freed only once libuv has
+ * closed every handle that points at it).
  */
 
+#include <stdbool.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 
-#include "rt-internal.h"
+#include "tend/base.h"
+#include "tend/net.h"
+
+struct net_curl {
+        uv_loop_t *loop;
+        CURLM *multi;
+        uv_timer_t timer;
+        unsigned refs;
+};
 
 typedef struct curl_sock {
         uv_poll_t poll;
         curl_socket_t fd;
-        rt_manager *m;
+        net_curl *n;
 } curl_sock;
 
 typedef struct transfer {
-        rt_curl_done done;
+        net_curl_done done;
         void *userdata;
 } transfer;
 
-static void drain(rt_manager *m) {
+static net_curl *ref(net_curl *n) {
+        n->refs++;
+        return n;
+}
+
+static void unref(net_curl *n) {
+        if (--n->refs > 0)
+                return;
+        if (n->multi)
+                curl_multi_cleanup(n->multi);
+        free(n);
+}
+
+static void drain(net_curl *n) {
         CURLMsg *msg;
         int left;
 
-        while ((msg = curl_multi_info_read(m->curlm, &left))) {
+        while ((msg = curl_multi_info_read(n->multi, &left))) {
                 CURL *easy = msg->easy_handle;
                 CURLcode result = msg->data.result;
                 transfer *t = NULL;
@@ -35,7 +63,7 @@ static void drain(rt_manager *m) {
                         continue;
                 (void) curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &t);
                 (void) curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-                curl_multi_remove_handle(m->curlm, easy);
+                curl_multi_remove_handle(n->multi, easy);
                 curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
                 if (t) {
                         transfer copy = *t;
@@ -47,7 +75,7 @@ static void drain(rt_manager *m) {
 
 static void on_poll(uv_poll_t *h, int status, int events) {
         curl_sock *cs = h->data;
-        rt_manager *m = cs->m;
+        net_curl *n = ref(cs->n);
         int flags = 0, running;
 
         if (status < 0)
@@ -56,20 +84,19 @@ static void on_poll(uv_poll_t *h, int status, int events) {
                 flags |= CURL_CSELECT_IN;
         if (events & UV_WRITABLE)
                 flags |= CURL_CSELECT_OUT;
-        rt__manager_ref(m);
-        curl_multi_socket_action(m->curlm, cs->fd, flags, &running);
-        drain(m);
-        rt__manager_unref(m);
+        curl_multi_socket_action(n->multi, cs->fd, flags, &running);
+        drain(n);
+        unref(n);
 }
 
 static void on_sock_closed(uv_handle_t *h) {
         curl_sock *cs = h->data;
-        rt__manager_unref(cs->m);
+        unref(cs->n);
         free(cs);
 }
 
 static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp) {
-        rt_manager *m = userp;
+        net_curl *n = userp;
         curl_sock *cs = socketp;
         int events = 0;
 
@@ -79,7 +106,7 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *s
                          * the socket under it. */
                         uv_poll_stop(&cs->poll);
                         uv_close((uv_handle_t *) &cs->poll, on_sock_closed);
-                        curl_multi_assign(m->curlm, s, NULL);
+                        curl_multi_assign(n->multi, s, NULL);
                 }
                 return 0;
         }
@@ -87,15 +114,14 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *s
                 cs = new0(curl_sock, 1);
                 if (!cs)
                         return -1;
-                if (uv_poll_init_socket(m->loop, &cs->poll, s) < 0) {
+                if (uv_poll_init_socket(n->loop, &cs->poll, s) < 0) {
                         free(cs);
                         return -1;
                 }
                 cs->fd = s;
-                cs->m = m;
+                cs->n = ref(n);
                 cs->poll.data = cs;
-                rt__manager_ref(m);
-                curl_multi_assign(m->curlm, s, cs);
+                curl_multi_assign(n->multi, s, cs);
         }
         if (what & CURL_POLL_IN)
                 events |= UV_READABLE;
@@ -106,59 +132,71 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *s
 }
 
 static void on_timeout(uv_timer_t *t) {
-        rt_manager *m = t->data;
+        net_curl *n = ref(t->data);
         int running;
 
-        rt__manager_ref(m);
-        curl_multi_socket_action(m->curlm, CURL_SOCKET_TIMEOUT, 0, &running);
-        drain(m);
-        rt__manager_unref(m);
+        curl_multi_socket_action(n->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        drain(n);
+        unref(n);
 }
 
 /* Never calls curl from here (curl's rule): only arms the timer. */
 static int on_timer(CURLM *multi, long timeout_ms, void *userp) {
-        rt_manager *m = userp;
+        net_curl *n = userp;
 
         if (timeout_ms < 0)
-                uv_timer_stop(&m->curl_timer);
+                uv_timer_stop(&n->timer);
         else
-                uv_timer_start(&m->curl_timer, on_timeout, (uint64_t) timeout_ms, 0);
+                uv_timer_start(&n->timer, on_timeout, (uint64_t) timeout_ms, 0);
         return 0;
 }
 
-int rt__curl_init(rt_manager *m) {
+int net_curl_new(uv_loop_t *loop, net_curl **ret) {
         static bool global_done = false;
+        net_curl *n;
 
         if (!global_done) {
                 if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
                         return -EIO;
                 global_done = true;
         }
-        m->curlm = curl_multi_init();
-        if (!m->curlm)
+        n = new0(net_curl, 1);
+        if (!n)
                 return -ENOMEM;
-        curl_multi_setopt(m->curlm, CURLMOPT_SOCKETFUNCTION, on_socket);
-        curl_multi_setopt(m->curlm, CURLMOPT_SOCKETDATA, m);
-        curl_multi_setopt(m->curlm, CURLMOPT_TIMERFUNCTION, on_timer);
-        curl_multi_setopt(m->curlm, CURLMOPT_TIMERDATA, m);
-        uv_timer_init(m->loop, &m->curl_timer);
-        m->curl_timer.data = m;
-        rt__manager_ref(m);
+        n->loop = loop;
+        n->refs = 1;
+        n->multi = curl_multi_init();
+        if (!n->multi) {
+                free(n);
+                return -ENOMEM;
+        }
+        curl_multi_setopt(n->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+        curl_multi_setopt(n->multi, CURLMOPT_SOCKETDATA, n);
+        curl_multi_setopt(n->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+        curl_multi_setopt(n->multi, CURLMOPT_TIMERDATA, n);
+        uv_timer_init(loop, &n->timer);
+        n->timer.data = ref(n);
+        *ret = n;
         return 0;
 }
 
-void rt__curl_close(rt_manager *m) {
-        if (m->curlm)
-                curl_multi_cleanup(m->curlm);
-        m->curlm = NULL;
+static void on_timer_closed(uv_handle_t *h) {
+        unref(h->data);
 }
 
-/* Probe connections are opened CLOEXEC like everything of ours. */
+void net_curl_close(net_curl *n) {
+        if (!n)
+                return;
+        uv_close((uv_handle_t *) &n->timer, on_timer_closed);
+        unref(n);
+}
+
+/* Connections are opened CLOEXEC like everything of ours. */
 static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a) {
         return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
-int rt__curl_start(rt_manager *m, CURL *easy, rt_curl_done done, void *userdata) {
+int net_curl_start(net_curl *n, CURL *easy, net_curl_done done, void *userdata) {
         transfer *t = new0(transfer, 1);
 
         if (!t)
@@ -167,7 +205,7 @@ int rt__curl_start(rt_manager *m, CURL *easy, rt_curl_done done, void *userdata)
         t->done = done;
         t->userdata = userdata;
         curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
-        if (curl_multi_add_handle(m->curlm, easy) != CURLM_OK) {
+        if (curl_multi_add_handle(n->multi, easy) != CURLM_OK) {
                 curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
                 free(t);
                 return -EIO;
@@ -175,13 +213,13 @@ int rt__curl_start(rt_manager *m, CURL *easy, rt_curl_done done, void *userdata)
         return 0;
 }
 
-void rt__curl_cancel(rt_manager *m, CURL *easy) {
+void net_curl_cancel(net_curl *n, CURL *easy) {
         transfer *t = NULL;
 
         (void) curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &t);
         if (!t)
                 return; /* finished already */
-        curl_multi_remove_handle(m->curlm, easy);
+        curl_multi_remove_handle(n->multi, easy);
         curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
         free(t);
 }
