@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The etcd v3 JSON gateway over libcurl (fleet.md §2.2 has every request
+ * and answer shape, verified on etcd 3.4). Unary calls only, so far: one
+ * POST each on the shared multi handle (curl keeps the connection alive
+ * between them); a call that gets no answer, a timeout or a 503 from one
+ * endpoint goes to the next, each endpoint once. Answers omit fields at
+ * their zero value (a failed txn has no "succeeded", an empty range no
+ * "kvs"), and int64s come as strings: the parser defaults and converts.
+ */
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "tend/etcd.h"
+#include "tend/net.h"
+
+#define ANSWER_MAX (16 * 1024 * 1024) /* a range of a whole prefix, bounded */
+
+typedef struct request request;
+
+struct etcd {
+        uv_loop_t *loop;
+        net_curl *net;
+        char **endpoints;
+        size_t n_endpoints, current;
+        usec_t timeout;
+        request *requests; /* in flight, for etcd_close() */
+};
+
+struct request {
+        etcd *e;
+        request *prev, *next;
+        char *path, *body;
+        CURL *easy;
+        struct curl_slist *headers;
+        tend_buf answer;
+        size_t tries;
+        etcd_cb cb;
+        void *userdata;
+};
+
+static request *request_free(request *r) {
+        if (!r)
+                return NULL;
+        if (r->easy)
+                curl_easy_cleanup(r->easy);
+        curl_slist_free_all(r->headers);
+        tend_buf_free(&r->answer);
+        free(r->path);
+        free(r->body);
+        free(r);
+        return NULL;
+}
+
+static void unlink_request(request *r) {
+        if (r->prev)
+                r->prev->next = r->next;
+        else
+                r->e->requests = r->next;
+        if (r->next)
+                r->next->prev = r->prev;
+        r->prev = r->next = NULL;
+}
+
+/* ---- values ------------------------------------------------------------------------------- */
+
+/* int64 fields come as strings ("12"), sometimes as numbers; absent is 0. */
+static int64_t int64_of(json_t *j) {
+        int64_t v = 0;
+
+        if (json_is_integer(j))
+                return json_integer_value(j);
+        if (json_is_string(j) && safe_atoi64(json_string_value(j), &v) >= 0)
+                return v;
+        return 0;
+}
+
+static json_t *b64(const void *data, size_t n) {
+        _cleanup_free_ char *s = tend_base64_encode(data, n);
+        return s ? json_string(s) : NULL;
+}
+
+static json_t *b64_str(const char *s) {
+        return b64(s, strlen(s));
+}
+
+char *etcd_prefix_end(const char *prefix) {
+        char *end = strdup(prefix);
+        size_t n = end ? strlen(end) : 0;
+
+        /* the last byte below 0xff, plus one; "" (all keys) is "\0" in etcd
+         * terms, which is not a C string: not offered */
+        while (n > 0 && (unsigned char) end[n - 1] == 0xff)
+                end[--n] = 0;
+        if (n == 0) {
+                free(end);
+                return NULL;
+        }
+        end[n - 1]++;
+        return end;
+}
+
+static int decode_kv(json_t *j, etcd_kv *ret) {
+        const char *k = json_string_value(json_object_get(j, "key"));
+        const char *v = json_string_value(json_object_get(j, "value"));
+        void *key = NULL, *value = NULL;
+        size_t kn = 0, vn = 0;
+
+        *ret = (etcd_kv){};
+        if (!k || tend_base64_decode(k, strlen(k), &key, &kn) < 0)
+                return -EPROTO;
+        if (v && tend_base64_decode(v, strlen(v), &value, &vn) < 0) {
+                free(key);
+                return -EPROTO;
+        }
+        if (!value && !(value = strdup(""))) {
+                free(key);
+                return -ENOMEM;
+        }
+        *ret = (etcd_kv){
+                .key = key,
+                .value = value,
+                .value_len = vn,
+                .create_revision = int64_of(json_object_get(j, "create_revision")),
+                .mod_revision = int64_of(json_object_get(j, "mod_revision")),
+                .version = int64_of(json_object_get(j, "version")),
+                .lease = int64_of(json_object_get(j, "lease")),
+        };
+        return 0;
+}
+
+static void kvs_free(etcd_kv *kvs, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(kvs[i].key);
+                free(kvs[i].value);
+        }
+        free(kvs);
+}
+
+static int decode_kvs(json_t *arr, etcd_result *res) {
+        size_t n = json_array_size(arr);
+
+        if (n == 0)
+                return 0;
+        res->kvs = new0(etcd_kv, n);
+        if (!res->kvs)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                int r = decode_kv(json_array_get(arr, i), &res->kvs[i]);
+                if (r < 0)
+                        return r;
+                res->n_kvs++;
+        }
+        return 0;
+}
+
+/* gRPC's codes, as -errno (fleet.md §2.2's table). */
+static int errno_of(int code) {
+        switch (code) {
+        case 3: /* INVALID_ARGUMENT */
+                return -EINVAL;
+        case 5: /* NOT_FOUND: lease not found */
+                return -ENOENT;
+        case 9: /* FAILED_PRECONDITION: lease exists */
+                return -EEXIST;
+        case 11: /* OUT_OF_RANGE: compacted */
+                return -ERANGE;
+        case 14: /* UNAVAILABLE: no leader, leader changed, timed out */
+                return -EAGAIN;
+        default:
+                return -EIO;
+        }
+}
+
+/* ---- requests -------------------------------------------------------------------------------- */
+
+static size_t on_data(char *p, size_t size, size_t n, void *userdata) {
+        request *r = userdata;
+
+        if (r->answer.len + size * n > ANSWER_MAX || tend_buf_add(&r->answer, p, size * n) < 0)
+                return 0; /* too much: the transfer fails */
+        return size * n;
+}
+
+static int start(request *r);
+
+static void finish(request *r, CURLcode code, long status) {
+        etcd_result res = { .http_status = status };
+        _cleanup_free_ char *msg = NULL;
+        json_t *j = NULL, *h, *result;
+
+        if (code != CURLE_OK) {
+                res.error = -EIO;
+                msg = strprintf("%s%s: %s", r->e->endpoints[r->e->current], r->path,
+                                curl_easy_strerror(code));
+        } else {
+                j = json_loadb(r->answer.data ?: "", r->answer.len, 0, NULL);
+                if (!j) {
+                        res.error = -EPROTO;
+                        msg = strprintf("%s%s: HTTP %ld, an answer that is not JSON",
+                                        r->e->endpoints[r->e->current], r->path, status);
+                } else if (status != 200) {
+                        res.grpc_code = (int) int64_of(json_object_get(j, "code"));
+                        res.error = errno_of(res.grpc_code);
+                        msg = strprintf("%s%s: HTTP %ld: %s", r->e->endpoints[r->e->current],
+                                        r->path, status,
+                                        strna(json_string_value(json_object_get(j, "error"))));
+                }
+        }
+        if (res.error == 0) {
+                /* keepalive answers {"result": {...}} */
+                result = json_object_get(j, "result") ?: j;
+                h = json_object_get(result, "header");
+                res.body = j;
+                res.revision = int64_of(json_object_get(h, "revision"));
+                res.succeeded = json_is_true(json_object_get(result, "succeeded"));
+                res.count = int64_of(json_object_get(result, "count"));
+                res.deleted = int64_of(json_object_get(result, "deleted"));
+                res.lease_id = int64_of(json_object_get(result, "ID"));
+                res.ttl = int64_of(json_object_get(result, "TTL"));
+                json_t *kvs = json_object_get(result, "kvs");
+                if (!kvs) { /* a txn's first range answer */
+                        json_t *resp;
+                        size_t i;
+                        json_array_foreach (json_object_get(result, "responses"), i, resp)
+                                if ((kvs = json_object_get(json_object_get(resp, "response_range"),
+                                                           "kvs")))
+                                        break;
+                }
+                res.error = decode_kvs(kvs, &res);
+                if (res.error < 0)
+                        msg = strprintf("%s%s: a key or value that is not base64",
+                                        r->e->endpoints[r->e->current], r->path);
+        }
+        res.message = res.error < 0 ? (msg ?: "out of memory") : NULL;
+        r->cb(&res, r->userdata);
+        kvs_free(res.kvs, res.n_kvs);
+        json_decref(j);
+}
+
+static void on_done(void *userdata, CURLcode code, long status) {
+        request *r = userdata;
+        etcd *e = r->e;
+
+        /* no answer, or no leader here: the next endpoint, each once */
+        if ((code != CURLE_OK || status == 503) && ++r->tries < e->n_endpoints) {
+                e->current = (e->current + 1) % e->n_endpoints;
+                tend_buf_reset(&r->answer);
+                if (start(r) >= 0)
+                        return;
+        }
+        unlink_request(r);
+        finish(r, code, status);
+        request_free(r);
+}
+
+static int start(request *r) {
+        etcd *e = r->e;
+        _cleanup_free_ char *url = strprintf("%s%s", e->endpoints[e->current], r->path);
+        long ms = (long) (e->timeout / USEC_PER_MSEC);
+
+        if (!url)
+                return -ENOMEM;
+        if (!r->easy && !(r->easy = curl_easy_init()))
+                return -ENOMEM;
+        if (!r->headers &&
+            !(r->headers = curl_slist_append(NULL, "Content-Type: application/json")))
+                return -ENOMEM;
+        curl_easy_setopt(r->easy, CURLOPT_URL, url);
+        curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, r->body);
+        curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
+        curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
+        curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, ms);
+        curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, MIN(ms, 1000L));
+        curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(r->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+        return net_curl_start(e->net, r->easy, on_done, r);
+}
+
+/* Takes body (a new reference). */
+static int call(etcd *e, const char *path, json_t *body, etcd_cb cb, void *userdata) {
+        request *r;
+        int ret;
+
+        if (!body)
+                return -ENOMEM;
+        r = new0(request, 1);
+        if (!r || !(r->path = strdup(path)) || !(r->body = json_dumps(body, JSON_COMPACT))) {
+                json_decref(body);
+                request_free(r);
+                return -ENOMEM;
+        }
+        json_decref(body);
+        r->e = e;
+        tend_buf_init(&r->answer, ANSWER_MAX);
+        r->cb = cb;
+        r->userdata = userdata;
+        ret = start(r);
+        if (ret < 0) {
+                request_free(r);
+                return ret;
+        }
+        r->next = e->requests;
+        if (r->next)
+                r->next->prev = r;
+        e->requests = r;
+        return 0;
+}
+
+/* ---- the calls ---------------------------------------------------------------------------------
+ */
+
+static json_t *put_body(const char *key, const void *value, size_t len, int64_t lease) {
+        json_t *put = json_pack("{s:o, s:o}", "key", b64_str(key), "value", b64(value, len));
+
+        if (put && lease && json_object_set_new(put, "lease", json_sprintf("%" PRId64, lease)) < 0)
+                put = (json_decref(put), NULL);
+        return put;
+}
+
+int etcd_put(etcd *e, const char *key, const void *value, size_t len, int64_t lease, etcd_cb cb,
+             void *userdata) {
+        return call(e, "/v3/kv/put", put_body(key, value, len, lease), cb, userdata);
+}
+
+json_t *etcd_op_put(const char *key, const void *value, size_t len, int64_t lease) {
+        json_t *put = put_body(key, value, len, lease);
+        return put ? json_pack("{s:o}", "request_put", put) : NULL;
+}
+
+static json_t *range_body(const char *key, const char *range_end) {
+        json_t *j = json_pack("{s:o}", "key", b64_str(key));
+
+        if (j && range_end && json_object_set_new(j, "range_end", b64_str(range_end)) < 0)
+                j = (json_decref(j), NULL);
+        return j;
+}
+
+json_t *etcd_op_range(const char *key, const char *range_end) {
+        json_t *j = range_body(key, range_end);
+        return j ? json_pack("{s:o}", "request_range", j) : NULL;
+}
+
+json_t *etcd_op_delete(const char *key, const char *range_end) {
+        json_t *j = range_body(key, range_end);
+        return j ? json_pack("{s:o}", "request_delete_range", j) : NULL;
+}
+
+json_t *etcd_cmp_revision(const char *key, const char *target, const char *result, int64_t rev) {
+        bool create = streq(target, "create");
+
+        return json_pack("{s:o, s:s, s:s, s:o}", "key", b64_str(key), "target",
+                         create ? "CREATE" : "MOD", "result", result,
+                         create ? "create_revision" : "mod_revision",
+                         json_sprintf("%" PRId64, rev));
+}
+
+int etcd_range(etcd *e, const char *key, const char *range_end, etcd_cb cb, void *userdata) {
+        return call(e, "/v3/kv/range", range_body(key, range_end), cb, userdata);
+}
+
+int etcd_delete(etcd *e, const char *key, const char *range_end, etcd_cb cb, void *userdata) {
+        return call(e, "/v3/kv/deleterange", range_body(key, range_end), cb, userdata);
+}
+
+int etcd_txn(etcd *e, json_t *compare, json_t *success, json_t *failure, etcd_cb cb,
+             void *userdata) {
+        return call(e, "/v3/kv/txn",
+                    json_pack("{s:o, s:o, s:o}", "compare", compare ?: json_array(), "success",
+                              success ?: json_array(), "failure", failure ?: json_array()),
+                    cb, userdata);
+}
+
+int etcd_lease_grant(etcd *e, int64_t ttl_seconds, etcd_cb cb, void *userdata) {
+        return call(e, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t) ttl_seconds), cb,
+                    userdata);
+}
+
+int etcd_lease_keepalive(etcd *e, int64_t id, etcd_cb cb, void *userdata) {
+        return call(e, "/v3/lease/keepalive",
+                    json_pack("{s:o}", "ID", json_sprintf("%" PRId64, id)), cb, userdata);
+}
+
+/* ---- the client ------------------------------------------------------------------------------ */
+
+int etcd_new(const etcd_config *c, etcd **ret) {
+        etcd *e;
+        int r;
+
+        if (!c->endpoints || !c->endpoints[0])
+                return -EINVAL;
+        e = new0(etcd, 1);
+        if (!e)
+                return -ENOMEM;
+        e->loop = c->loop;
+        e->timeout = c->timeout ?: 5 * USEC_PER_SEC;
+        for (size_t i = 0; c->endpoints[i]; i++) {
+                /* "host:port" means http:// */
+                char *ep = strstr(c->endpoints[i], "://") ? strdup(c->endpoints[i])
+                                                          : strprintf("http://%s", c->endpoints[i]);
+                if (!ep || strv_push(&e->endpoints, ep) < 0) {
+                        free(ep);
+                        etcd_close(e);
+                        return -ENOMEM;
+                }
+                e->n_endpoints++;
+        }
+        r = net_curl_new(c->loop, &e->net);
+        if (r < 0) {
+                etcd_close(e);
+                return r;
+        }
+        *ret = e;
+        return 0;
+}
+
+void etcd_close(etcd *e) {
+        if (!e)
+                return;
+        while (e->requests) {
+                request *r = e->requests;
+                net_curl_cancel(e->net, r->easy);
+                unlink_request(r);
+                request_free(r);
+        }
+        net_curl_close(e->net);
+        strv_free(e->endpoints);
+        free(e);
+}

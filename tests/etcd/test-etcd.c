@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The etcd client (tend_etcd) against a real etcd: Debian's etcd-server
+ * (3.4, `make deps`), one member on loopback ports of its own, a data dir
+ * of its own. Skipped (77) where etcd is not installed.
+ */
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tend/etcd.h"
+
+static uv_loop_t loop;
+static pid_t etcd_pid = -1;
+static char data_dir[] = "/tmp/tend-etcd-XXXXXX";
+static char endpoint[64];
+
+static int free_port(void) {
+        struct sockaddr_in sa = { .sin_family = AF_INET,
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof sa;
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port;
+
+        assert_true(fd >= 0);
+        assert_int_equal(bind(fd, (struct sockaddr *) &sa, sizeof sa), 0);
+        assert_int_equal(getsockname(fd, (struct sockaddr *) &sa, &len), 0);
+        port = ntohs(sa.sin_port);
+        close(fd);
+        return port;
+}
+
+/* One call, run to its answer. */
+typedef struct answer {
+        bool done;
+        int error, grpc_code;
+        char message[512];
+        int64_t revision, count, deleted, lease_id, ttl;
+        bool succeeded;
+        size_t n_kvs;
+        char key[256], value[256];
+        int64_t mod_revision, create_revision, lease;
+} answer;
+
+static void on_answer(const etcd_result *r, void *userdata) {
+        answer *a = userdata;
+
+        *a = (answer){
+                .done = true,
+                .error = r->error,
+                .grpc_code = r->grpc_code,
+                .revision = r->revision,
+                .count = r->count,
+                .deleted = r->deleted,
+                .lease_id = r->lease_id,
+                .ttl = r->ttl,
+                .succeeded = r->succeeded,
+                .n_kvs = r->n_kvs,
+        };
+        snprintf(a->message, sizeof a->message, "%s", strempty(r->message));
+        if (r->n_kvs) {
+                snprintf(a->key, sizeof a->key, "%s", r->kvs[0].key);
+                snprintf(a->value, sizeof a->value, "%.*s", (int) r->kvs[0].value_len,
+                         r->kvs[0].value);
+                a->mod_revision = r->kvs[0].mod_revision;
+                a->create_revision = r->kvs[0].create_revision;
+                a->lease = r->kvs[0].lease;
+        }
+}
+
+static void wait_answer(answer *a) {
+        while (!a->done)
+                uv_run(&loop, UV_RUN_ONCE);
+}
+
+static etcd *client(char *const *endpoints) {
+        etcd *e;
+        assert_int_equal(etcd_new(&(etcd_config){ .loop = &loop,
+                                                  .endpoints = endpoints,
+                                                  .timeout = 2 * USEC_PER_SEC },
+                                  &e),
+                         0);
+        return e;
+}
+
+static int setup(void **state) {
+        char peer[64], client_url[64], initial[96], log[128];
+        int cport = free_port(), pport = free_port();
+        char *eps[] = { endpoint, NULL };
+
+        if (!mkdtemp(data_dir))
+                return -1;
+        snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", cport);
+        snprintf(client_url, sizeof client_url, "http://127.0.0.1:%d", cport);
+        snprintf(peer, sizeof peer, "http://127.0.0.1:%d", pport);
+        snprintf(initial, sizeof initial, "default=%s", peer);
+        snprintf(log, sizeof log, "%s.log", data_dir);
+        etcd_pid = fork();
+        if (etcd_pid == 0) {
+                int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                dup2(fd, 1);
+                dup2(fd, 2);
+                execlp("etcd", "etcd", "--data-dir", data_dir, "--listen-client-urls", client_url,
+                       "--advertise-client-urls", client_url, "--listen-peer-urls", peer,
+                       "--initial-advertise-peer-urls", peer, "--initial-cluster", initial,
+                       (char *) NULL);
+                _exit(127);
+        }
+        uv_loop_init(&loop);
+        /* ready once it answers a range */
+        etcd *e = client(eps);
+        for (int i = 0; i < 100; i++) {
+                answer a = {};
+                assert_int_equal(etcd_range(e, "/health", NULL, on_answer, &a), 0);
+                wait_answer(&a);
+                if (a.error == 0) {
+                        etcd_close(e);
+                        return 0;
+                }
+                usleep(100 * 1000);
+        }
+        etcd_close(e);
+        fprintf(stderr, "etcd did not come up: see %s\n", log);
+        return -1;
+}
+
+static int teardown(void **state) {
+        char cmd[128];
+
+        if (etcd_pid > 0) {
+                kill(etcd_pid, SIGTERM);
+                waitpid(etcd_pid, NULL, 0);
+        }
+        uv_run(&loop, UV_RUN_DEFAULT); /* the clients' handles close */
+        uv_loop_close(&loop);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.log'", data_dir, data_dir);
+        return system(cmd) == 0 ? 0 : -1;
+}
+
+/* put, then range: the value and revisions come back; a prefix range
+ * counts what is under it; delete says how many went. */
+static void test_kv(void **state) {
+        char *eps[] = { endpoint, NULL };
+        etcd *e = client(eps);
+        _cleanup_free_ char *end = etcd_prefix_end("/t/");
+        answer put = {}, get = {}, pre = {}, del = {}, none = {};
+
+        assert_string_equal(end, "/t0");
+        assert_int_equal(etcd_put(e, "/t/a", "hello", 5, 0, on_answer, &put), 0);
+        wait_answer(&put);
+        assert_int_equal(put.error, 0);
+        assert_true(put.revision > 1);
+        assert_int_equal(etcd_range(e, "/t/a", NULL, on_answer, &get), 0);
+        wait_answer(&get);
+        assert_int_equal(get.n_kvs, 1);
+        assert_string_equal(get.key, "/t/a");
+        assert_string_equal(get.value, "hello");
+        assert_int_equal(get.mod_revision, put.revision);
+        answer b = {}, u = {};
+        assert_int_equal(etcd_put(e, "/t/b", "\xff\x00x", 3, 0, on_answer, &b), 0);
+        wait_answer(&b);
+        assert_int_equal(etcd_put(e, "/u/c", "", 0, 0, on_answer, &u), 0);
+        wait_answer(&u);
+        assert_int_equal(etcd_range(e, "/t/", end, on_answer, &pre), 0);
+        wait_answer(&pre);
+        assert_int_equal(pre.count, 2);
+        assert_int_equal(pre.n_kvs, 2);
+        assert_int_equal(etcd_delete(e, "/t/", end, on_answer, &del), 0);
+        wait_answer(&del);
+        assert_int_equal(del.deleted, 2);
+        assert_int_equal(etcd_range(e, "/t/a", NULL, on_answer, &none), 0);
+        wait_answer(&none);
+        assert_int_equal(none.error, 0);
+        assert_int_equal(none.n_kvs, 0); /* absent: no "kvs" in the answer */
+        etcd_close(e);
+}
+
+/* create-if-absent, then fencing on a revision: a txn that fails says so
+ * and runs its failure branch. */
+static void test_txn(void **state) {
+        char *eps[] = { endpoint, NULL };
+        etcd *e = client(eps);
+        answer first = {}, second = {}, fenced = {}, moved = {};
+
+        for (int i = 0; i < 2; i++) {
+                answer *a = i == 0 ? &first : &second;
+                json_t *cmp = json_pack("[o]", etcd_cmp_revision("/leader", "create", "EQUAL", 0));
+                json_t *ok = json_pack("[o]", etcd_op_put("/leader", i ? "b" : "a", 1, 0));
+                json_t *no = json_pack("[o]", etcd_op_range("/leader", NULL));
+                assert_int_equal(etcd_txn(e, cmp, ok, no, on_answer, a), 0);
+                wait_answer(a);
+                assert_int_equal(a->error, 0);
+        }
+        assert_true(first.succeeded);
+        assert_false(second.succeeded);         /* no "succeeded" in the answer */
+        assert_string_equal(second.value, "a"); /* the failure branch's range */
+        int64_t mine = second.create_revision;
+        assert_int_equal(mine, first.revision);
+
+        /* someone else writes it: a write fenced on the old revision fails */
+        assert_int_equal(etcd_put(e, "/leader", "c", 1, 0, on_answer, &moved), 0);
+        wait_answer(&moved);
+        json_t *cmp = json_pack("[o]", etcd_cmp_revision("/leader", "mod", "EQUAL", mine));
+        json_t *ok = json_pack("[o]", etcd_op_delete("/leader", NULL));
+        assert_int_equal(etcd_txn(e, cmp, ok, NULL, on_answer, &fenced), 0);
+        wait_answer(&fenced);
+        assert_int_equal(fenced.error, 0);
+        assert_false(fenced.succeeded);
+        etcd_close(e);
+}
+
+/* A lease: granted, kept alive, carries a key; an unknown one is gone. */
+static void test_lease(void **state) {
+        char *eps[] = { endpoint, NULL };
+        etcd *e = client(eps);
+        answer grant = {}, ka = {}, put = {}, get = {}, gone = {}, dead = {};
+
+        assert_int_equal(etcd_lease_grant(e, 5, on_answer, &grant), 0);
+        wait_answer(&grant);
+        assert_int_equal(grant.error, 0);
+        assert_true(grant.lease_id != 0);
+        assert_int_equal(grant.ttl, 5);
+        assert_int_equal(etcd_lease_keepalive(e, grant.lease_id, on_answer, &ka), 0);
+        wait_answer(&ka);
+        assert_int_equal(ka.error, 0);
+        assert_true(ka.ttl > 0);
+        assert_int_equal(etcd_put(e, "/nodes/a", "up", 2, grant.lease_id, on_answer, &put), 0);
+        wait_answer(&put);
+        assert_int_equal(put.error, 0);
+        assert_int_equal(etcd_range(e, "/nodes/a", NULL, on_answer, &get), 0);
+        wait_answer(&get);
+        assert_int_equal(get.lease, grant.lease_id);
+        assert_int_equal(etcd_lease_keepalive(e, 4242, on_answer, &gone), 0);
+        wait_answer(&gone);
+        assert_int_equal(gone.error, 0);
+        assert_int_equal(gone.ttl, 0); /* no "TTL": the lease is gone */
+        assert_int_equal(etcd_put(e, "/nodes/b", "up", 2, 4242, on_answer, &dead), 0);
+        wait_answer(&dead);
+        assert_int_equal(dead.error, -ENOENT); /* HTTP 404, code 5 */
+        assert_int_equal(dead.grpc_code, 5);
+        assert_non_null(strstr(dead.message, "lease not found"));
+        etcd_close(e);
+}
+
+/* A dead endpoint first: the call goes to the next. All dead: an error
+ * that names the endpoint. Closed with a call in flight: no callback. */
+static void test_endpoints(void **state) {
+        char dead1[64], dead2[64];
+        answer a = {}, b = {}, never = {};
+
+        snprintf(dead1, sizeof dead1, "127.0.0.1:%d", free_port()); /* no scheme: http */
+        snprintf(dead2, sizeof dead2, "http://127.0.0.1:%d", free_port());
+        char *some[] = { dead1, endpoint, NULL }, *none[] = { dead1, dead2, NULL };
+        etcd *e = client(some), *f = client(none);
+
+        assert_int_equal(etcd_put(e, "/x", "1", 1, 0, on_answer, &a), 0);
+        wait_answer(&a);
+        assert_int_equal(a.error, 0);
+        assert_int_equal(etcd_put(f, "/x", "2", 1, 0, on_answer, &b), 0);
+        wait_answer(&b);
+        assert_int_equal(b.error, -EIO);
+        assert_non_null(strstr(b.message, "/v3/kv/put"));
+        assert_int_equal(etcd_range(e, "/x", NULL, on_answer, &never), 0);
+        etcd_close(e);
+        etcd_close(f);
+        uv_run(&loop, UV_RUN_NOWAIT);
+        assert_false(never.done);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_kv),
+                cmocka_unit_test(test_txn),
+                cmocka_unit_test(test_lease),
+                cmocka_unit_test(test_endpoints),
+        };
+
+        if (system("command -v etcd >/dev/null 2>&1") != 0) {
+                printf("etcd is not installed (make deps installs etcd-server): skipped\n");
+                return 77;
+        }
+        return cmocka_run_group_tests(tests, setup, teardown);
+}
