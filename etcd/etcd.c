@@ -27,6 +27,7 @@ struct etcd {
         size_t n_endpoints, current;
         usec_t timeout;
         request *requests; /* in flight, for etcd_close() */
+        etcd_watch *watches;
 };
 
 struct request {
@@ -374,6 +375,13 @@ int etcd_txn(etcd *e, json_t *compare, json_t *success, json_t *failure, etcd_cb
                     cb, userdata);
 }
 
+int etcd_compact(etcd *e, int64_t revision, etcd_cb cb, void *userdata) {
+        return call(e, "/v3/kv/compaction",
+                    json_pack("{s:o, s:b}", "revision", json_sprintf("%" PRId64, revision),
+                              "physical", true),
+                    cb, userdata);
+}
+
 int etcd_lease_grant(etcd *e, int64_t ttl_seconds, etcd_cb cb, void *userdata) {
         return call(e, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t) ttl_seconds), cb,
                     userdata);
@@ -420,6 +428,8 @@ int etcd_new(const etcd_config *c, etcd **ret) {
 void etcd_close(etcd *e) {
         if (!e)
                 return;
+        while (e->watches)
+                etcd_watch_cancel(e->watches);
         while (e->requests) {
                 request *r = e->requests;
                 net_curl_cancel(e->net, r->easy);
@@ -429,4 +439,232 @@ void etcd_close(etcd *e) {
         net_curl_close(e->net);
         strv_free(e->endpoints);
         free(e);
+}
+
+/* ---- watches ----------------------------------------------------------------------------- */
+
+#define WATCH_LINE_MAX (8 * 1024 * 1024) /* a 128-op txn of big values is one line */
+
+struct etcd_watch {
+        etcd *e;
+        etcd_watch *prev, *next;
+        CURL *easy;
+        struct curl_slist *headers;
+        char *body;
+        tend_buf line; /* the line being received */
+        json_t *queue; /* lines received, not yet handed over */
+        bool running;  /* the transfer is on the multi handle */
+        bool ended;    /* the stream is over (after queue) */
+        int end_error;
+        char *end_message;
+        bool canceled;   /* etcd_watch_cancel(): nothing more is called */
+        uv_timer_t kick; /* hands the queue over from the loop */
+        etcd_watch_events on_events;
+        etcd_watch_end on_end;
+        void *userdata;
+};
+
+static void watch_closed(uv_handle_t *h) {
+        etcd_watch *w = h->data;
+
+        if (w->easy)
+                curl_easy_cleanup(w->easy);
+        curl_slist_free_all(w->headers);
+        free(w->body);
+        tend_buf_free(&w->line);
+        json_decref(w->queue);
+        free(w->end_message);
+        free(w);
+}
+
+void etcd_watch_cancel(etcd_watch *w) {
+        if (!w || w->canceled)
+                return;
+        w->canceled = true;
+        if (w->running)
+                net_curl_cancel(w->e->net, w->easy);
+        w->running = false;
+        if (w->prev)
+                w->prev->next = w->next;
+        else
+                w->e->watches = w->next;
+        if (w->next)
+                w->next->prev = w->prev;
+        uv_timer_stop(&w->kick);
+        uv_close((uv_handle_t *) &w->kick, watch_closed);
+}
+
+/* Hands the received lines over, then the end. */
+static void on_kick(uv_timer_t *t) {
+        etcd_watch *w = t->data;
+
+        while (!w->canceled && json_array_size(w->queue) > 0) {
+                json_t *line = json_incref(json_array_get(w->queue, 0));
+                json_t *res = json_object_get(line, "result"),
+                       *err = json_object_get(line, "error");
+                json_t *evs = json_object_get(res, "events");
+                size_t n = json_array_size(evs);
+
+                json_array_remove(w->queue, 0);
+                if (err) {
+                        w->ended = true;
+                        w->end_error = errno_of((int) int64_of(json_object_get(err, "grpc_code")));
+                        free(w->end_message);
+                        w->end_message = strprintf(
+                                "watch: %s",
+                                strna(json_string_value(json_object_get(err, "message"))));
+                        json_array_clear(w->queue);
+                } else if (json_is_true(json_object_get(res, "canceled"))) {
+                        int64_t compacted = int64_of(json_object_get(res, "compact_revision"));
+                        json_decref(line);
+                        w->canceled = true; /* no end twice: this is the end */
+                        w->on_end(compacted ? -ERANGE : -ECANCELED,
+                                  compacted ? "watch: the start revision has been compacted"
+                                            : "watch: canceled by etcd",
+                                  compacted, w->userdata);
+                        w->canceled = false;
+                        etcd_watch_cancel(w);
+                        return;
+                } else if (n > 0) {
+                        _cleanup_free_ etcd_event *ev = new0(etcd_event, n);
+                        size_t got = 0;
+                        int r = ev ? 0 : -ENOMEM;
+                        for (size_t i = 0; r >= 0 && i < n; i++, got++) {
+                                json_t *je = json_array_get(evs, i);
+                                ev[i].deleted = streq_ptr(
+                                        json_string_value(json_object_get(je, "type")), "DELETE");
+                                r = decode_kv(json_object_get(je, "kv"), &ev[i].kv);
+                        }
+                        if (r >= 0)
+                                w->on_events(ev, n,
+                                             int64_of(json_object_get(
+                                                     json_object_get(res, "header"), "revision")),
+                                             w->userdata);
+                        for (size_t i = 0; ev && i < got; i++) {
+                                free(ev[i].kv.key);
+                                free(ev[i].kv.value);
+                        }
+                        if (r < 0 && !w->canceled) {
+                                w->ended = true;
+                                w->end_error = r;
+                                free(w->end_message);
+                                w->end_message = strdup("watch: an event that cannot be read");
+                                json_array_clear(w->queue);
+                        }
+                }
+                json_decref(line);
+        }
+        if (!w->canceled && w->ended && json_array_size(w->queue) == 0) {
+                if (w->running) {
+                        net_curl_cancel(w->e->net, w->easy);
+                        w->running = false;
+                }
+                w->canceled = true;
+                w->on_end(w->end_error ?: -EIO, w->end_message ?: "watch: the stream ended", 0,
+                          w->userdata);
+                w->canceled = false;
+                etcd_watch_cancel(w);
+        }
+}
+
+static void kick_soon(etcd_watch *w) {
+        if (!w->canceled)
+                uv_timer_start(&w->kick, on_kick, 0, 0);
+}
+
+/* Inside libcurl: only queue (no client call may be made from here). */
+static size_t on_watch_data(char *p, size_t size, size_t n, void *userdata) {
+        etcd_watch *w = userdata;
+        size_t len = size * n;
+
+        for (size_t at = 0; at < len;) {
+                const char *nl = memchr(p + at, '\n', len - at);
+                size_t part = nl ? (size_t) (nl - (p + at)) : len - at;
+                if (tend_buf_add(&w->line, p + at, part) < 0)
+                        return 0; /* a line too long: the transfer fails */
+                at += part;
+                if (!nl)
+                        break;
+                at++;
+                json_t *j = json_loadb(w->line.data ?: "", w->line.len, 0, NULL);
+                tend_buf_reset(&w->line);
+                if (!j || json_array_append_new(w->queue, j) < 0)
+                        return 0;
+                kick_soon(w);
+        }
+        return len;
+}
+
+static void on_watch_done(void *userdata, CURLcode code, long status) {
+        etcd_watch *w = userdata;
+
+        w->running = false;
+        w->ended = true;
+        if (!w->end_message)
+                w->end_message = code != CURLE_OK
+                                         ? strprintf("watch: %s", curl_easy_strerror(code))
+                                         : strprintf("watch: the stream ended (HTTP %ld)", status);
+        w->end_error = status == 503 ? -EAGAIN : -EIO;
+        kick_soon(w);
+}
+
+int etcd_watch_start(etcd *e, const char *key, const char *range_end, int64_t start_revision,
+                     etcd_watch_events on_events, etcd_watch_end on_end, void *userdata,
+                     etcd_watch **ret) {
+        _cleanup_free_ char *url = strprintf("%s/v3/watch", e->endpoints[e->current]);
+        json_t *create = range_body(key, range_end);
+        etcd_watch *w;
+        int r;
+
+        if (create && start_revision > 0 &&
+            json_object_set_new(create, "start_revision",
+                                json_sprintf("%" PRId64, start_revision)) < 0)
+                create = (json_decref(create), NULL);
+        w = new0(etcd_watch, 1);
+        if (!w || !url || !create) {
+                json_decref(create);
+                free(w);
+                return -ENOMEM;
+        }
+        w->e = e;
+        w->on_events = on_events;
+        w->on_end = on_end;
+        w->userdata = userdata;
+        tend_buf_init(&w->line, WATCH_LINE_MAX);
+        uv_timer_init(e->loop, &w->kick);
+        w->kick.data = w;
+        w->queue = json_array();
+        json_t *req = json_pack("{s:o}", "create_request", create);
+        w->body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+        json_decref(req);
+        w->easy = curl_easy_init();
+        w->headers = curl_slist_append(NULL, "Content-Type: application/json");
+        if (w->headers)
+                w->headers = curl_slist_append(w->headers, "Grpc-Metadata-hasleader: true");
+        /* linked first, so that a failure below is undone by one cancel */
+        w->next = e->watches;
+        if (w->next)
+                w->next->prev = w;
+        e->watches = w;
+        if (!w->queue || !w->body || !w->easy || !w->headers) {
+                etcd_watch_cancel(w);
+                return -ENOMEM;
+        }
+        curl_easy_setopt(w->easy, CURLOPT_URL, url);
+        curl_easy_setopt(w->easy, CURLOPT_POSTFIELDS, w->body);
+        curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, w->headers);
+        curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, on_watch_data);
+        curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
+        curl_easy_setopt(w->easy, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
+        curl_easy_setopt(w->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+        curl_easy_setopt(w->easy, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(w->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+        r = net_curl_start(e->net, w->easy, on_watch_done, w);
+        if (r < 0) {
+                etcd_watch_cancel(w);
+                return r;
+        }
+        w->running = true;
+        *ret = w;
+        return 0;
 }

@@ -278,12 +278,102 @@ static void test_endpoints(void **state) {
         assert_false(never.done);
 }
 
+/* A watch of a prefix: puts and deletes in order with their revisions, a
+ * txn's two puts as one call, the history from an older revision; a
+ * compacted start revision ends it with -ERANGE. */
+typedef struct seen {
+        char log[1024];
+        int calls;
+        int64_t last_revision;
+        bool ended;
+        int end_error;
+        int64_t compacted;
+} seen;
+
+static void on_events(const etcd_event *ev, size_t n, int64_t revision, void *userdata) {
+        seen *s = userdata;
+        size_t len = strlen(s->log);
+
+        s->calls++;
+        s->last_revision = revision;
+        for (size_t i = 0; i < n; i++)
+                len += (size_t) snprintf(s->log + len, sizeof s->log - len, "%s %s=%.*s;",
+                                         ev[i].deleted ? "del" : "put", ev[i].kv.key,
+                                         (int) ev[i].kv.value_len, ev[i].kv.value);
+}
+
+static void on_end(int error, const char *message, int64_t compacted, void *userdata) {
+        seen *s = userdata;
+        s->ended = true;
+        s->end_error = error;
+        s->compacted = compacted;
+}
+
+static void put_wait(etcd *e, const char *k, const char *v, int64_t *ret_rev) {
+        answer a = {};
+        assert_int_equal(etcd_put(e, k, v, strlen(v), 0, on_answer, &a), 0);
+        wait_answer(&a);
+        assert_int_equal(a.error, 0);
+        if (ret_rev)
+                *ret_rev = a.revision;
+}
+
+static void test_watch(void **state) {
+        char *eps[] = { endpoint, NULL };
+        etcd *e = client(eps);
+        _cleanup_free_ char *end = etcd_prefix_end("/w/");
+        etcd_watch *w, *h;
+        seen now = {}, hist = {};
+        int64_t first, last;
+        answer t = {}, d = {};
+
+        assert_int_equal(etcd_watch_start(e, "/w/", end, 0, on_events, on_end, &now, &w), 0);
+        /* the stream is open once etcd says "created"; give it a moment */
+        for (int i = 0; i < 20; i++)
+                uv_run(&loop, UV_RUN_NOWAIT), usleep(10 * 1000);
+        put_wait(e, "/w/a", "1", &first);
+        put_wait(e, "/other", "x", NULL); /* not under the prefix */
+        json_t *ops = json_pack("[o, o]", etcd_op_put("/w/b", "2", 1, 0),
+                                etcd_op_put("/w/c", "3", 1, 0));
+        assert_int_equal(etcd_txn(e, NULL, ops, NULL, on_answer, &t), 0);
+        wait_answer(&t);
+        assert_int_equal(etcd_delete(e, "/w/a", NULL, on_answer, &d), 0);
+        wait_answer(&d);
+        last = d.revision;
+        while (now.last_revision < last)
+                uv_run(&loop, UV_RUN_ONCE);
+        assert_string_equal(now.log, "put /w/a=1;put /w/b=2;put /w/c=3;del /w/a=;");
+        assert_int_equal(now.calls, 3); /* the txn's two puts in one call */
+        etcd_watch_cancel(w);
+
+        /* the history, from the first put on */
+        assert_int_equal(etcd_watch_start(e, "/w/", end, first, on_events, on_end, &hist, &h), 0);
+        while (hist.last_revision < last)
+                uv_run(&loop, UV_RUN_ONCE);
+        assert_string_equal(hist.log, now.log);
+        etcd_watch_cancel(h);
+
+        /* compacted past: the watch ends, saying where to relist from */
+        answer c = {};
+        seen old = {};
+        etcd_watch *o;
+        assert_int_equal(etcd_compact(e, last, on_answer, &c), 0);
+        wait_answer(&c);
+        assert_int_equal(c.error, 0);
+        assert_int_equal(etcd_watch_start(e, "/w/", end, first, on_events, on_end, &old, &o), 0);
+        while (!old.ended)
+                uv_run(&loop, UV_RUN_ONCE);
+        assert_int_equal(old.end_error, -ERANGE);
+        assert_int_equal(old.compacted, last);
+        assert_int_equal(old.calls, 0);
+        etcd_close(e);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_kv),
-                cmocka_unit_test(test_txn),
-                cmocka_unit_test(test_lease),
-                cmocka_unit_test(test_endpoints),
+                cmocka_unit_test(test_kv),    cmocka_unit_test(test_txn),
+                cmocka_unit_test(test_lease), cmocka_unit_test(test_endpoints),
+                cmocka_unit_test(test_watch),
         };
 
         if (system("command -v etcd >/dev/null 2>&1") != 0) {

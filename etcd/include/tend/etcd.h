@@ -13,8 +13,9 @@
  * back. A call that fails on one endpoint (no connection, a timeout, 503:
  * no leader, leader changed) is tried on the next, each endpoint once.
  *
- * So far: put, range, delete, txn, lease grant and keepalive. Watches, the
- * session and the store mirror come next (fleet.md §2.5, §3).
+ * So far: put, range, delete, txn, lease grant and keepalive, and a watch
+ * (one stream, no resumption yet). The session and the store mirror come
+ * next (fleet.md §2.5, §3).
  */
 
 #include <jansson.h>
@@ -78,5 +79,41 @@ json_t *etcd_op_put(const char *key, const void *value, size_t len, int64_t leas
 json_t *etcd_op_range(const char *key, const char *range_end);
 json_t *etcd_op_delete(const char *key, const char *range_end);
 
+/* Forgets the history before revision (physical: done when it answers). */
+int etcd_compact(etcd *e, int64_t revision, etcd_cb cb, void *userdata);
+
 int etcd_lease_grant(etcd *e, int64_t ttl_seconds, etcd_cb cb, void *userdata);
 int etcd_lease_keepalive(etcd *e, int64_t id, etcd_cb cb, void *userdata);
+
+/* ---- watches ----------------------------------------------------------------------------- */
+
+typedef struct etcd_event {
+        bool deleted; /* else a put */
+        etcd_kv kv;   /* of a delete: the key and its mod_revision only */
+} etcd_event;
+
+typedef struct etcd_watch etcd_watch;
+
+/* The events of one revision (one txn is one call, its events in order). */
+typedef void (*etcd_watch_events)(const etcd_event *ev, size_t n, int64_t revision, void *userdata);
+/* The stream ended: error -EIO (the connection), -ERANGE (start_revision
+ * was compacted: relist from compact_revision on), -EAGAIN (the member has
+ * no leader), or another -errno; message says what. This is its last
+ * call: the watch frees itself after it (a cancel from inside it is a
+ * no-op). */
+typedef void (*etcd_watch_end)(int error, const char *message, int64_t compact_revision,
+                               void *userdata);
+
+/*
+ * Watches [key, range_end) (range_end NULL: the key) from start_revision
+ * (0: from now) on one long request of its own (the gateway streams one
+ * JSON object per line). Events are handed over from the loop, never from
+ * inside libcurl's callbacks, so a callback may call the client.
+ */
+int etcd_watch_start(etcd *e, const char *key, const char *range_end, int64_t start_revision,
+                     etcd_watch_events on_events, etcd_watch_end on_end, void *userdata,
+                     etcd_watch **ret);
+/* No more callbacks; frees it (once the loop has closed its timer).
+ * Accepts NULL; may be called from its own callbacks; not after its end
+ * was reported. */
+void etcd_watch_cancel(etcd_watch *w);
