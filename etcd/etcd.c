@@ -387,6 +387,11 @@ int etcd_lease_grant(etcd *e, int64_t ttl_seconds, etcd_cb cb, void *userdata) {
                     userdata);
 }
 
+int etcd_lease_revoke(etcd *e, int64_t id, etcd_cb cb, void *userdata) {
+        return call(e, "/v3/lease/revoke", json_pack("{s:o}", "ID", json_sprintf("%" PRId64, id)),
+                    cb, userdata);
+}
+
 int etcd_lease_keepalive(etcd *e, int64_t id, etcd_cb cb, void *userdata) {
         return call(e, "/v3/lease/keepalive",
                     json_pack("{s:o}", "ID", json_sprintf("%" PRId64, id)), cb, userdata);
@@ -423,6 +428,21 @@ int etcd_new(const etcd_config *c, etcd **ret) {
         }
         *ret = e;
         return 0;
+}
+
+void etcd_cancel_calls(etcd *e, void *userdata) {
+        for (request *r = e->requests, *next; r; r = next) {
+                next = r->next;
+                if (r->userdata != userdata)
+                        continue;
+                net_curl_cancel(e->net, r->easy);
+                unlink_request(r);
+                request_free(r);
+        }
+}
+
+uv_loop_t *etcd_loop(const etcd *e) {
+        return e->loop;
 }
 
 void etcd_close(etcd *e) {

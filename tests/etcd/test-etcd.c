@@ -369,11 +369,94 @@ static void test_watch(void **state) {
         etcd_close(e);
 }
 
+/* The session: a granted lease kept alive past its TTL, resumed by a
+ * second session, lost (-ENOENT) once revoked behind its back. */
+typedef struct sess {
+        int64_t lease;
+        bool ready, resumed, lost;
+        int lost_error;
+} sess;
+
+static void on_ready(int64_t lease, bool resumed, void *userdata) {
+        sess *s = userdata;
+        s->ready = true;
+        s->lease = lease;
+        s->resumed = resumed;
+}
+
+static void on_lost(int error, const char *why, void *userdata) {
+        sess *s = userdata;
+        s->lost = true;
+        s->lost_error = error;
+}
+
+/* Runs the loop for t, waking at least every 10 ms. */
+static void run_for(usec_t t) {
+        usec_t end = now_monotonic() + t;
+        while (now_monotonic() < end) {
+                uv_run(&loop, UV_RUN_NOWAIT);
+                usleep(10 * 1000);
+        }
+}
+
+static void test_session(void **state) {
+        char *eps[] = { endpoint, NULL };
+        etcd *e = client(eps);
+        etcd_session *s1, *s2;
+        sess a = {}, b = {};
+        answer put = {}, get = {}, rev = {};
+
+        assert_int_equal(etcd_session_start(e,
+                                            &(etcd_session_config){ .ttl = 2,
+                                                                    .ready = on_ready,
+                                                                    .lost = on_lost,
+                                                                    .userdata = &a },
+                                            &s1),
+                         0);
+        while (!a.ready)
+                uv_run(&loop, UV_RUN_ONCE);
+        assert_false(a.resumed);
+        assert_true(etcd_session_safe_until(s1) > now_monotonic());
+        assert_int_equal(etcd_put(e, "/nodeleases/n1", "n1", 2, a.lease, on_answer, &put), 0);
+        wait_answer(&put);
+        assert_int_equal(put.error, 0);
+        run_for(5 * USEC_PER_SEC); /* 2.5 TTLs */
+        assert_false(a.lost);
+        assert_int_equal(etcd_range(e, "/nodeleases/n1", NULL, on_answer, &get), 0);
+        wait_answer(&get);
+        assert_int_equal(get.n_kvs, 1); /* kept alive */
+
+        assert_int_equal(etcd_session_start(e,
+                                            &(etcd_session_config){ .ttl = 2,
+                                                                    .resume_lease = a.lease,
+                                                                    .ready = on_ready,
+                                                                    .lost = on_lost,
+                                                                    .userdata = &b },
+                                            &s2),
+                         0);
+        while (!b.ready)
+                uv_run(&loop, UV_RUN_ONCE);
+        assert_true(b.resumed);
+        assert_int_equal(b.lease, a.lease);
+        etcd_session_stop(s2);
+
+        assert_int_equal(etcd_lease_revoke(e, a.lease, on_answer, &rev), 0);
+        wait_answer(&rev);
+        assert_int_equal(rev.error, 0);
+        usec_t t0 = now_monotonic();
+        while (!a.lost && now_monotonic() < t0 + 3 * USEC_PER_SEC)
+                run_for(50 * USEC_PER_MSEC);
+        assert_true(a.lost);
+        assert_int_equal(a.lost_error, -ENOENT);
+        etcd_session_stop(s1);
+        etcd_close(e);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_kv),    cmocka_unit_test(test_txn),
                 cmocka_unit_test(test_lease), cmocka_unit_test(test_endpoints),
-                cmocka_unit_test(test_watch),
+                cmocka_unit_test(test_watch), cmocka_unit_test(test_session),
         };
 
         if (system("command -v etcd >/dev/null 2>&1") != 0) {

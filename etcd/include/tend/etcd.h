@@ -34,6 +34,7 @@ typedef struct etcd_config {
 } etcd_config;
 
 int etcd_new(const etcd_config *c, etcd **ret);
+uv_loop_t *etcd_loop(const etcd *e);
 /* Cancels what is in flight (no callbacks) and frees it. Accepts NULL. */
 void etcd_close(etcd *e);
 
@@ -59,6 +60,9 @@ typedef struct etcd_result {
 } etcd_result;
 
 typedef void (*etcd_cb)(const etcd_result *r, void *userdata);
+
+/* Cancels every call in flight made with this userdata: no callback. */
+void etcd_cancel_calls(etcd *e, void *userdata);
 
 int etcd_put(etcd *e, const char *key, const void *value, size_t len, int64_t lease, etcd_cb cb,
              void *userdata);
@@ -117,3 +121,37 @@ int etcd_watch_start(etcd *e, const char *key, const char *range_end, int64_t st
  * Accepts NULL; may be called from its own callbacks; not after its end
  * was reported. */
 void etcd_watch_cancel(etcd_watch *w);
+
+int etcd_lease_revoke(etcd *e, int64_t id, etcd_cb cb, void *userdata);
+
+/* ---- the session: one lease, kept alive -------------------------------------------------- */
+
+/*
+ * A tendd's session in the fleet (fleet.md §3.2): one lease, resumed if it
+ * is still alive (a restart within the TTL is invisible to the fleet) or
+ * granted anew, then kept alive every TTL/3. The lease cannot expire
+ * before the last acknowledged keepalive's send time + TTL (etcd measures
+ * from its receipt, later): etcd_session_safe_until(). The session is lost
+ * when etcd says the lease is gone, or when no keepalive has been
+ * acknowledged for a whole TTL (etcd unreachable: it may have expired).
+ */
+typedef struct etcd_session etcd_session;
+
+typedef struct etcd_session_config {
+        int64_t ttl;          /* seconds, at least 2 (etcd's minimum) */
+        int64_t resume_lease; /* a lease of a previous run to resume; 0: none */
+        /* The lease is alive (resumed: the one given). */
+        void (*ready)(int64_t lease, bool resumed, void *userdata);
+        /* The lease is gone (-ENOENT) or unconfirmed for a TTL (-ETIMEDOUT);
+         * the last call: stop the session after it. */
+        void (*lost)(int error, const char *why, void *userdata);
+        void *userdata;
+} etcd_session_config;
+
+int etcd_session_start(etcd *e, const etcd_session_config *c, etcd_session **ret);
+int64_t etcd_session_lease(const etcd_session *s);
+/* Monotonic: until when the lease is certainly alive (0: not yet). */
+usec_t etcd_session_safe_until(const etcd_session *s);
+/* Stops keeping it alive (no revoke: a restart resumes it); no more
+ * callbacks. Accepts NULL. */
+void etcd_session_stop(etcd_session *s);
