@@ -478,7 +478,12 @@ struct etcd_watch {
         int end_error;
         char *end_message;
         bool canceled;   /* etcd_watch_cancel(): nothing more is called */
-        uv_timer_t kick; /* hands the queue over from the loop */
+        uv_timer_t kick; /* hands the queue over from the loop; resumes */
+        /* resumption: what it watches, from where, after how long */
+        char *key, *range_end;
+        int64_t next_revision; /* 0: from now (not yet known) */
+        bool broken;           /* the stream broke: resume it */
+        uint64_t retry_ms;
         etcd_watch_events on_events;
         etcd_watch_end on_end;
         void *userdata;
@@ -493,6 +498,8 @@ static void watch_closed(uv_handle_t *h) {
         free(w->body);
         tend_buf_free(&w->line);
         json_decref(w->queue);
+        free(w->key);
+        free(w->range_end);
         free(w->end_message);
         free(w);
 }
@@ -514,26 +521,48 @@ void etcd_watch_cancel(etcd_watch *w) {
         uv_close((uv_handle_t *) &w->kick, watch_closed);
 }
 
-/* Hands the received lines over, then the end. */
+static int watch_resume(etcd_watch *w);
+
+/* Hands one line with events over; -errno if it cannot be read. */
+static int hand_over(etcd_watch *w, json_t *evs, int64_t revision) {
+        size_t n = json_array_size(evs), got = 0;
+        _cleanup_free_ etcd_event *ev = new0(etcd_event, n);
+        int r = ev ? 0 : -ENOMEM;
+
+        for (size_t i = 0; r >= 0 && i < n; i++, got++) {
+                json_t *je = json_array_get(evs, i);
+                ev[i].deleted = streq_ptr(json_string_value(json_object_get(je, "type")), "DELETE");
+                r = decode_kv(json_object_get(je, "kv"), &ev[i].kv);
+                if (r >= 0 && ev[i].kv.mod_revision + 1 > w->next_revision)
+                        w->next_revision = ev[i].kv.mod_revision + 1;
+        }
+        if (r >= 0)
+                w->on_events(ev, n, revision, w->userdata);
+        for (size_t i = 0; ev && i < got; i++) {
+                free(ev[i].kv.key);
+                free(ev[i].kv.value);
+        }
+        return r;
+}
+
+/* Hands the received lines over; then resumes a broken stream, or ends. */
 static void on_kick(uv_timer_t *t) {
         etcd_watch *w = t->data;
 
-        while (!w->canceled && json_array_size(w->queue) > 0) {
+        while (!w->canceled && !w->ended && json_array_size(w->queue) > 0) {
                 json_t *line = json_incref(json_array_get(w->queue, 0));
-                json_t *res = json_object_get(line, "result"),
-                       *err = json_object_get(line, "error");
+                json_t *res = json_object_get(line, "result");
                 json_t *evs = json_object_get(res, "events");
-                size_t n = json_array_size(evs);
+                int64_t h = int64_of(json_object_get(json_object_get(res, "header"), "revision"));
 
                 json_array_remove(w->queue, 0);
-                if (err) {
-                        w->ended = true;
-                        w->end_error = errno_of((int) int64_of(json_object_get(err, "grpc_code")));
-                        free(w->end_message);
-                        w->end_message = strprintf(
-                                "watch: %s",
-                                strna(json_string_value(json_object_get(err, "message"))));
+                if (json_object_get(line, "error")) {
+                        /* "no leader" on this member: resume elsewhere */
                         json_array_clear(w->queue);
+                        if (w->running)
+                                net_curl_cancel(w->e->net, w->easy);
+                        w->running = false;
+                        w->broken = true;
                 } else if (json_is_true(json_object_get(res, "canceled"))) {
                         int64_t compacted = int64_of(json_object_get(res, "compact_revision"));
                         json_decref(line);
@@ -545,36 +574,31 @@ static void on_kick(uv_timer_t *t) {
                         w->canceled = false;
                         etcd_watch_cancel(w);
                         return;
-                } else if (n > 0) {
-                        _cleanup_free_ etcd_event *ev = new0(etcd_event, n);
-                        size_t got = 0;
-                        int r = ev ? 0 : -ENOMEM;
-                        for (size_t i = 0; r >= 0 && i < n; i++, got++) {
-                                json_t *je = json_array_get(evs, i);
-                                ev[i].deleted = streq_ptr(
-                                        json_string_value(json_object_get(je, "type")), "DELETE");
-                                r = decode_kv(json_object_get(je, "kv"), &ev[i].kv);
-                        }
-                        if (r >= 0)
-                                w->on_events(ev, n,
-                                             int64_of(json_object_get(
-                                                     json_object_get(res, "header"), "revision")),
-                                             w->userdata);
-                        for (size_t i = 0; ev && i < got; i++) {
-                                free(ev[i].kv.key);
-                                free(ev[i].kv.value);
-                        }
-                        if (r < 0 && !w->canceled) {
-                                w->ended = true;
-                                w->end_error = r;
-                                free(w->end_message);
-                                w->end_message = strdup("watch: an event that cannot be read");
-                                json_array_clear(w->queue);
-                        }
+                } else {
+                        w->retry_ms = 0; /* it answers */
+                        if (json_array_size(evs) > 0) {
+                                int r = hand_over(w, evs, h);
+                                if (r < 0 && !w->canceled) {
+                                        w->ended = true;
+                                        w->end_error = r;
+                                        free(w->end_message);
+                                        w->end_message = strdup(
+                                                "watch: an event that cannot be read");
+                                }
+                        } else if (h > 0 && h + 1 > w->next_revision)
+                                /* created, or a progress note: nothing before h + 1 is missed */
+                                w->next_revision = h + 1;
                 }
                 json_decref(line);
         }
-        if (!w->canceled && w->ended && json_array_size(w->queue) == 0) {
+        if (!w->canceled && !w->ended && w->broken && json_array_size(w->queue) == 0) {
+                int r = watch_resume(w);
+                if (r < 0) {
+                        w->ended = true;
+                        w->end_error = r;
+                }
+        }
+        if (!w->canceled && w->ended) {
                 if (w->running) {
                         net_curl_cancel(w->e->net, w->easy);
                         w->running = false;
@@ -615,61 +639,39 @@ static size_t on_watch_data(char *p, size_t size, size_t n, void *userdata) {
         return len;
 }
 
+/* The stream broke (the member went, no leader, a cut): what came is
+ * handed over, then it resumes on the next endpoint from the revision
+ * after the last it saw — after 100 ms, twice as long each time it fails
+ * again, up to 2 s. It does not end by itself for this: the session's
+ * keepalive tells whether etcd is reachable at all. */
 static void on_watch_done(void *userdata, CURLcode code, long status) {
         etcd_watch *w = userdata;
 
         w->running = false;
-        w->ended = true;
-        if (!w->end_message)
-                w->end_message = code != CURLE_OK
-                                         ? strprintf("watch: %s", curl_easy_strerror(code))
-                                         : strprintf("watch: the stream ended (HTTP %ld)", status);
-        w->end_error = status == 503 ? -EAGAIN : -EIO;
-        kick_soon(w);
+        w->broken = true;
+        w->retry_ms = w->retry_ms ? MIN(w->retry_ms * 2, (uint64_t) 2000) : 100;
+        if (!w->canceled)
+                uv_timer_start(&w->kick, on_kick, w->retry_ms, 0);
 }
 
-int etcd_watch_start(etcd *e, const char *key, const char *range_end, int64_t start_revision,
-                     etcd_watch_events on_events, etcd_watch_end on_end, void *userdata,
-                     etcd_watch **ret) {
+/* (Re)starts the stream on the current endpoint from next_revision. */
+static int watch_begin(etcd_watch *w) {
+        etcd *e = w->e;
         _cleanup_free_ char *url = strprintf("%s/v3/watch", e->endpoints[e->current]);
-        json_t *create = range_body(key, range_end);
-        etcd_watch *w;
+        json_t *create = range_body(w->key, w->range_end), *req;
         int r;
 
-        if (create && start_revision > 0 &&
+        if (create && w->next_revision > 0 &&
             json_object_set_new(create, "start_revision",
-                                json_sprintf("%" PRId64, start_revision)) < 0)
+                                json_sprintf("%" PRId64, w->next_revision)) < 0)
                 create = (json_decref(create), NULL);
-        w = new0(etcd_watch, 1);
-        if (!w || !url || !create) {
-                json_decref(create);
-                free(w);
-                return -ENOMEM;
-        }
-        w->e = e;
-        w->on_events = on_events;
-        w->on_end = on_end;
-        w->userdata = userdata;
-        tend_buf_init(&w->line, WATCH_LINE_MAX);
-        uv_timer_init(e->loop, &w->kick);
-        w->kick.data = w;
-        w->queue = json_array();
-        json_t *req = json_pack("{s:o}", "create_request", create);
+        req = create ? json_pack("{s:o}", "create_request", create) : NULL;
+        free(w->body);
         w->body = req ? json_dumps(req, JSON_COMPACT) : NULL;
         json_decref(req);
-        w->easy = curl_easy_init();
-        w->headers = curl_slist_append(NULL, "Content-Type: application/json");
-        if (w->headers)
-                w->headers = curl_slist_append(w->headers, "Grpc-Metadata-hasleader: true");
-        /* linked first, so that a failure below is undone by one cancel */
-        w->next = e->watches;
-        if (w->next)
-                w->next->prev = w;
-        e->watches = w;
-        if (!w->queue || !w->body || !w->easy || !w->headers) {
-                etcd_watch_cancel(w);
+        if (!url || !w->body)
                 return -ENOMEM;
-        }
+        tend_buf_reset(&w->line);
         curl_easy_setopt(w->easy, CURLOPT_URL, url);
         curl_easy_setopt(w->easy, CURLOPT_POSTFIELDS, w->body);
         curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, w->headers);
@@ -680,11 +682,57 @@ int etcd_watch_start(etcd *e, const char *key, const char *range_end, int64_t st
         curl_easy_setopt(w->easy, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(w->easy, CURLOPT_PROTOCOLS_STR, "http,https");
         r = net_curl_start(e->net, w->easy, on_watch_done, w);
+        if (r < 0)
+                return r;
+        w->running = true;
+        return 0;
+}
+
+static int watch_resume(etcd_watch *w) {
+        etcd *e = w->e;
+
+        w->broken = false;
+        e->current = (e->current + 1) % e->n_endpoints;
+        return watch_begin(w);
+}
+
+int etcd_watch_start(etcd *e, const char *key, const char *range_end, int64_t start_revision,
+                     etcd_watch_events on_events, etcd_watch_end on_end, void *userdata,
+                     etcd_watch **ret) {
+        etcd_watch *w = new0(etcd_watch, 1);
+        int r;
+
+        if (!w)
+                return -ENOMEM;
+        w->e = e;
+        w->on_events = on_events;
+        w->on_end = on_end;
+        w->userdata = userdata;
+        w->next_revision = start_revision;
+        tend_buf_init(&w->line, WATCH_LINE_MAX);
+        uv_timer_init(e->loop, &w->kick);
+        w->kick.data = w;
+        w->key = strdup(key);
+        w->range_end = range_end ? strdup(range_end) : NULL;
+        w->queue = json_array();
+        w->easy = curl_easy_init();
+        w->headers = curl_slist_append(NULL, "Content-Type: application/json");
+        if (w->headers)
+                w->headers = curl_slist_append(w->headers, "Grpc-Metadata-hasleader: true");
+        /* linked first, so that a failure below is undone by one cancel */
+        w->next = e->watches;
+        if (w->next)
+                w->next->prev = w;
+        e->watches = w;
+        if (!w->key || (range_end && !w->range_end) || !w->queue || !w->easy || !w->headers) {
+                etcd_watch_cancel(w);
+                return -ENOMEM;
+        }
+        r = watch_begin(w);
         if (r < 0) {
                 etcd_watch_cancel(w);
                 return r;
         }
-        w->running = true;
         *ret = w;
         return 0;
 }

@@ -14,7 +14,7 @@
  * no leader, leader changed) is tried on the next, each endpoint once.
  *
  * So far: put, range, delete, txn, lease grant and keepalive, and a watch
- * (one stream, no resumption yet). The session and the store mirror come
+ * (one stream, resumed where it broke). The session and the store mirror come
  * next (fleet.md §2.5, §3).
  */
 
@@ -100,11 +100,12 @@ typedef struct etcd_watch etcd_watch;
 
 /* The events of one revision (one txn is one call, its events in order). */
 typedef void (*etcd_watch_events)(const etcd_event *ev, size_t n, int64_t revision, void *userdata);
-/* The stream ended: error -EIO (the connection), -ERANGE (start_revision
- * was compacted: relist from compact_revision on), -EAGAIN (the member has
- * no leader), or another -errno; message says what. This is its last
- * call: the watch frees itself after it (a cancel from inside it is a
- * no-op). */
+/* The watch ended: -ERANGE (the revision it needed was compacted:
+ * relist, and watch from compact_revision on), -ECANCELED (etcd canceled
+ * it), or another -errno; message says what. A broken stream (a member
+ * gone, no leader) does not end it: it resumes on the next endpoint from
+ * the revision after the last it saw. This is its last call: the watch
+ * frees itself after it (a cancel from inside it is a no-op). */
 typedef void (*etcd_watch_end)(int error, const char *message, int64_t compact_revision,
                                void *userdata);
 
