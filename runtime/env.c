@@ -61,12 +61,14 @@ char *rt_expand(const char *s, char *const *env) {
 }
 
 /* Sets NAME=value in the vector, replacing an earlier NAME. */
-static int env_set(char ***env, const char *name, const char *value) {
+int rt__env_set(char ***env, const char *name, const char *value, char **ret_entry) {
         size_t n = strlen(name);
         char *entry = strprintf("%s=%s", name, value);
 
         if (!entry)
                 return -ENOMEM;
+        if (ret_entry)
+                *ret_entry = entry;
         for (char **e = *env; e && *e; e++)
                 if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') {
                         free(*e);
@@ -94,27 +96,27 @@ int rt_build_env(const rt_pod_params *p, const rt_port *ports, size_t n_ports, c
 
         /* What tend provides comes first, so the container's own values
          * can refer to it: value: "127.0.0.1:$(PORT)". */
-        r = env_set(&env, "PATH", DEFAULT_PATH);
+        r = rt__env_set(&env, "PATH", DEFAULT_PATH, NULL);
         if (r >= 0)
-                r = env_set(&env, "POD_NAME", p->name);
+                r = rt__env_set(&env, "POD_NAME", p->name, NULL);
         if (r >= 0)
-                r = env_set(&env, "POD_NAMESPACE", p->namespace);
+                r = rt__env_set(&env, "POD_NAMESPACE", p->namespace, NULL);
         if (r >= 0)
-                r = env_set(&env, "POD_UID", strempty(p->uid));
+                r = rt__env_set(&env, "POD_UID", strempty(p->uid), NULL);
         for (size_t i = 0; i < n_ports && r >= 0; i++) {
                 char name[32], var[48], num[8];
                 snprintf(num, sizeof num, "%u", ports[i].port);
                 if (i == 0)
-                        r = env_set(&env, "PORT", num);
+                        r = rt__env_set(&env, "PORT", num, NULL);
                 if (r >= 0 && ports[i].name[0]) {
                         port_env_name(ports[i].name, name, sizeof name);
                         snprintf(var, sizeof var, "PORT_%s", name);
-                        r = env_set(&env, var, num);
+                        r = rt__env_set(&env, var, num, NULL);
                 }
         }
         for (size_t i = 0; i < c->n_env && r >= 0; i++) {
                 _cleanup_free_ char *v = rt_expand(strempty(c->env[i].value), env);
-                r = v ? env_set(&env, c->env[i].name, v) : -ENOMEM;
+                r = v ? rt__env_set(&env, c->env[i].name, v, NULL) : -ENOMEM;
         }
         if (r < 0)
                 return r;
@@ -177,6 +179,11 @@ char *rt__process_getenv(pid_t pid, const char *name) {
 pid_t rt__process_ppid(pid_t pid) {
         unsigned long long v;
         return proc_stat_fields(pid, 4, 4, &v) < 0 ? -1 : (pid_t) v;
+}
+
+pid_t rt__process_session(pid_t pid) {
+        unsigned long long v;
+        return proc_stat_fields(pid, 6, 6, &v) < 0 ? -1 : (pid_t) v;
 }
 
 int rt_find_pod_process(const char *pod_uid, rt_record *ret) {

@@ -306,27 +306,20 @@ int rt__held_acquire(rt_pod *pod, const char *owner, const rt_held_addr *a, bool
         if (!h && !adopt) {
                 r = bind_new(a, &fd);
                 if (r < 0) {
-                        if (r == -EACCES) {
-                                *ret_error = strprintf("binding %s for %s: %s (a port below "
-                                                       "1024 needs tendd as root, or with "
-                                                       "CAP_NET_BIND_SERVICE)",
-                                                       where, owner, strerror(-r));
-                                return r;
-                        }
-                        *ret_error = strprintf(
-                                "binding %s for %s: %s%s%s", where, owner, strerror(-r),
-                                r == -EADDRINUSE && m->held_lost
-                                        ? " (pods still hold the socket "
-                                          "tendd held before it restarted; "
-                                        : "",
-                                r == -EADDRINUSE && m->held_lost ? m->held_lost : "");
-                        if (r == -EADDRINUSE && m->held_lost) {
-                                char *e = strprintf("%s; run tendd as root, or under systemd with "
-                                                    "FileDescriptorStoreMax=, to keep it)",
-                                                    *ret_error);
-                                free(*ret_error);
-                                *ret_error = e;
-                        }
+                        if (r == -EACCES)
+                                *ret_error = strprintf(
+                                        "binding %s for %s: %s (a port below 1024 needs tendd "
+                                        "as root, or with CAP_NET_BIND_SERVICE)",
+                                        where, owner, strerror(-r));
+                        else if (r == -EADDRINUSE && m->held_lost)
+                                *ret_error = strprintf(
+                                        "binding %s for %s: %s (pods still hold the socket tendd "
+                                        "held before it restarted; %s; run tendd as root, or "
+                                        "under systemd with FileDescriptorStoreMax=, to keep it)",
+                                        where, owner, strerror(-r), m->held_lost);
+                        else
+                                *ret_error = strprintf("binding %s for %s: %s", where, owner,
+                                                       strerror(-r));
                         return r;
                 }
         }

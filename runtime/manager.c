@@ -442,72 +442,36 @@ static int resolve_ids(rt_pod *pod, const spec_pod_spec *s, char **ret_error) {
         return 0;
 }
 
-/* What tend sets wins over the container's env of the same name
- * (LISTEN_FDS, NOTIFY_SOCKET, ...: a program must not be told of fds it
- * does not have). */
-static void env_unset(rt_pod *pod, const char *name) {
-        size_t len = strlen(name), k = 0;
+/* A variable whose value the child writes: its own pid (RT_PID_SLOT
+ * bytes of room). */
+static int set_pid_slot(rt_pod *pod, const char *name, size_t slot, const rt_record *rec) {
+        char room[RT_PID_SLOT], *entry;
+        int r;
 
-        for (size_t i = 0; pod->envp && pod->envp[i]; i++)
-                if (strncmp(pod->envp[i], name, len) == 0 && pod->envp[i][len] == '=')
-                        free(pod->envp[i]);
-                else
-                        pod->envp[k++] = pod->envp[i];
-        if (pod->envp)
-                pod->envp[k] = NULL;
-}
-
-/* A variable whose value the child writes: its own pid (RT_PID_SLOT). */
-static int push_pid_slot(rt_pod *pod, const char *name, size_t slot, const rt_record *rec) {
-        char *e = strprintf("%s=%*s", name, RT_PID_SLOT - 1, "");
-
-        env_unset(pod, name);
-
-        if (!e || strv_push(&pod->envp, e) < 0) {
-                free(e);
-                return -ENOMEM;
-        }
-        pod->pid_slots[slot] = e + strlen(name) + 1;
+        snprintf(room, sizeof room, "%*s", RT_PID_SLOT - 1, "");
+        r = rt__env_set(&pod->envp, name, room, &entry);
+        if (r < 0)
+                return r;
+        pod->pid_slots[slot] = entry + strlen(name) + 1;
         if (rec) /* adopted: known (exec probes run with this environment) */
                 snprintf(pod->pid_slots[slot], RT_PID_SLOT, "%d", (int) rec->pid);
-        return 0;
-}
-
-static int push_env(rt_pod *pod, const char *fmt, ...) _printf_(2, 3);
-static int push_env(rt_pod *pod, const char *fmt, ...) {
-        va_list ap;
-        char *e;
-
-        va_start(ap, fmt);
-        if (vasprintf(&e, fmt, ap) < 0)
-                e = NULL;
-        va_end(ap);
-        if (e) {
-                _cleanup_free_ char *name = strndup(e, strcspn(e, "="));
-                if (!name) {
-                        free(e);
-                        return -ENOMEM;
-                }
-                env_unset(pod, name);
-        }
-        if (!e || strv_push(&pod->envp, e) < 0) {
-                free(e);
-                return -ENOMEM;
-        }
         return 0;
 }
 
 /* tend.io/listen and tend.io/notify: what they add to the environment
  * (the sockets themselves come in pod_begin()). As systemd's socket
  * activation and Type=notify: LISTEN_FDS, LISTEN_FDNAMES, LISTEN_PID;
- * NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID. A systemd unit gets its
- * NOTIFY_SOCKET and WATCHDOG_USEC from systemd. */
+ * NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID — each replacing a container
+ * env of the same name (a program must not be told of fds it does not
+ * have). A systemd unit gets its NOTIFY_SOCKET and WATCHDOG_USEC from
+ * systemd. */
 static int notify_listen_env(rt_pod *pod, const rt_pod_params *p, const rt_record *rec,
                              char **ret_error) {
         const char *listen = p->annotations ? spec_map_get(p->annotations, SPEC_ANN_LISTEN) : NULL;
         const char *notify = p->annotations ? spec_map_get(p->annotations, SPEC_ANN_NOTIFY) : NULL;
         bool unit = p->spec->runtime_class_name == SPEC_RUNTIME_SYSTEMD;
         _cleanup_free_ char *problem = NULL;
+        char num[32];
         int r;
 
         if (listen) {
@@ -543,11 +507,12 @@ static int notify_listen_env(rt_pod *pod, const rt_pod_params *p, const rt_recor
                 pod->record.n_held = n;
                 if (!tend_buf_str(&names))
                         return -ENOMEM;
-                r = push_env(pod, "LISTEN_FDS=%zu", n);
+                snprintf(num, sizeof num, "%zu", n);
+                r = rt__env_set(&pod->envp, "LISTEN_FDS", num, NULL);
                 if (r >= 0)
-                        r = push_env(pod, "LISTEN_FDNAMES=%s", tend_buf_str(&names));
+                        r = rt__env_set(&pod->envp, "LISTEN_FDNAMES", tend_buf_str(&names), NULL);
                 if (r >= 0)
-                        r = push_pid_slot(pod, "LISTEN_PID", 0, rec);
+                        r = set_pid_slot(pod, "LISTEN_PID", 0, rec);
                 if (r < 0)
                         return r;
         }
@@ -569,11 +534,12 @@ static int notify_listen_env(rt_pod *pod, const rt_pod_params *p, const rt_recor
                 if (!name)
                         return -ENOMEM;
                 pod->notify_socket = true;
-                r = push_env(pod, "NOTIFY_SOCKET=%s", name);
+                snprintf(num, sizeof num, "%llu", (unsigned long long) n.watchdog);
+                r = rt__env_set(&pod->envp, "NOTIFY_SOCKET", name, NULL);
                 if (r >= 0 && n.watchdog)
-                        r = push_env(pod, "WATCHDOG_USEC=%llu", (unsigned long long) n.watchdog);
+                        r = rt__env_set(&pod->envp, "WATCHDOG_USEC", num, NULL);
                 if (r >= 0 && n.watchdog)
-                        r = push_pid_slot(pod, "WATCHDOG_PID", 1, rec);
+                        r = set_pid_slot(pod, "WATCHDOG_PID", 1, rec);
                 if (r < 0)
                         return r;
         }

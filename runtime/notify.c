@@ -90,29 +90,6 @@ char *rt__notify_ready_mark(const char *log_path) {
         return slash ? strprintf("%.*s/notify-ready", (int) (slash - log_path), log_path) : NULL;
 }
 
-/* The session of a process: field 6 of /proc/<pid>/stat. */
-static pid_t session_of(pid_t pid) {
-        char path[64], buf[1024];
-        _cleanup_close_ int fd = -EBADF;
-        const char *p;
-        ssize_t n;
-        long ppid, pgrp, session;
-        char state;
-
-        snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -1;
-        n = read(fd, buf, sizeof buf - 1);
-        if (n <= 0)
-                return -1;
-        buf[n] = 0;
-        p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
-        if (!p || sscanf(p + 1, " %c %ld %ld %ld", &state, &ppid, &pgrp, &session) != 4)
-                return -1;
-        return (pid_t) session;
-}
-
 static void on_watchdog(uv_timer_t *t);
 
 static void watchdog_arm(rt_pod *p) {
@@ -207,7 +184,7 @@ static void on_notify(uv_poll_t *h, int status, int events) {
                         }
                 if (!cred || (size_t) n > sizeof buf || p->state == RT_POD_EXITED)
                         continue;
-                if (cred->pid != p->record.pid && session_of(cred->pid) != p->record.pid) {
+                if (cred->pid != p->record.pid && rt__process_session(cred->pid) != p->record.pid) {
                         p->notify_refused++;
                         continue;
                 }

@@ -336,6 +336,11 @@ void rt__probes_stop_one(rt_pod *p, rt_probe_type type);
 
 /* Field 4 of /proc/<pid>/stat, or -1. */
 pid_t rt__process_ppid(pid_t pid);
+/* Field 6 (the session), or -1. */
+pid_t rt__process_session(pid_t pid);
+/* Sets NAME=value in env, replacing an entry of that name; *ret_entry
+ * (may be NULL) gets the entry, owned by env. */
+int rt__env_set(char ***env, const char *name, const char *value, char **ret_entry);
 /* /proc/<pid>/environ (NUL-separated), and one variable of it (new string). */
 int rt__process_environ(pid_t pid, char **ret, size_t *ret_size);
 char *rt__process_getenv(pid_t pid, const char *name);
