@@ -35,7 +35,8 @@ spec:
       containers:
       - name: web
         command: ["$web", "--version=$2", "--ready-after=0.5", "--drain=1" ${4:-}]
-        env: [{name: TEST_MARKER, value: "$tmp"}]
+        # a LISTEN_FDS of its own: tend's must win (it has one fd, not 7)
+        env: [{name: TEST_MARKER, value: "$tmp"}, {name: LISTEN_FDS, value: "7"}]
         ports: [{name: http${LEASED:-, containerPort: $port}}]
 YAML
 }
@@ -66,7 +67,7 @@ load() {
 }
 load_start() { rm -f "$tmp/stop" "$tmp/load"; load & loader=$!; }
 load_stop() { touch "$tmp/stop"; wait "$loader"; read -r good bad <"$tmp/load"; }
-# one_pod_name APP
+# pod_of APP: the name of its first pod
 pod_of() { pods_json "$1" | jq -r '.items[0].metadata.name'; }
 
 start_tendd
@@ -75,6 +76,7 @@ echo "== a held socket: one listening socket, tendd's, passed to every replica a
 web front v1 | tend apply -f - >/dev/null || fail "apply"
 tend rollout status deploy/front --timeout=30s >/dev/null || fail "rollout of v1"
 ss -ltnp "sport = :$port" >"$tmp/ss"
+expect_grep "tendd" "$tmp/ss" "tendd holds the listening socket on :$port"
 n=0 first=
 for p in $(pids front); do
     s=$(socket_of "$p" 3)
@@ -83,10 +85,12 @@ for p in $(pids front); do
     tr '\0' '\n' <"/proc/$p/environ" >"$tmp/env"
     grep -qx "LISTEN_PID=$p" "$tmp/env" || fail "pid $p: LISTEN_PID is not its own pid"
     grep -qx "LISTEN_FDS=1" "$tmp/env" || fail "pid $p: no LISTEN_FDS=1"
+    [ "$(grep -c '^LISTEN_FDS=' "$tmp/env")" -eq 1 ] || fail "pid $p: the container's LISTEN_FDS=7 is there too"
     grep -qx "LISTEN_FDNAMES=http" "$tmp/env" || fail "pid $p: no LISTEN_FDNAMES=http"
 done
 [ "$n" -eq 3 ] && ok "the 3 replicas have one socket as fd 3 ($first), with LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES" ||
     fail "replicas with the same socket as fd 3: $n of 3"
+held_socket=$first
 curl -s "http://127.0.0.1:$port/" | grep -q "tend-example-web v1" && ok "the socket serves v1" ||
     fail "no answer of v1 on :$port"
 
@@ -113,16 +117,15 @@ load_stop
     fail "rollout across a tendd restart: $bad of $((good + bad)) requests failed"
 curl -s "http://127.0.0.1:$port/" | grep -q "v7" || fail "v7 does not answer after the restart"
 ss -ltnp "sport = :$port" >"$tmp/ss"
-expect_grep "tendd" "$tmp/ss" "the new tendd holds the socket again" &&
-    [ "$(grep -c LISTEN "$tmp/ss")" -eq 1 ] && ok "one listening socket on :$port, never a second"
-first= n=0
+expect_grep "tendd" "$tmp/ss" "the new tendd holds the socket again"
+[ "$(grep -c LISTEN "$tmp/ss")" -eq 1 ] && ok "one listening socket on :$port, never a second" ||
+    fail "listening sockets on :$port: $(cat "$tmp/ss")"
+n=0
 for p in $(pids front); do
-    s=$(socket_of "$p" 3)
-    [ -n "$first" ] || first=$s
-    [ "$s" = "$first" ] && n=$((n + 1))
+    [ "$(socket_of "$p" 3)" = "$held_socket" ] && n=$((n + 1))
 done
-[ "$n" -eq 3 ] && ok "the replicas started by the new tendd have the same socket" ||
-    fail "replicas with one socket after the restart: $n of 3"
+[ "$n" -eq 3 ] && ok "the replicas started by the new tendd have the socket of the first ($held_socket)" ||
+    fail "replicas with the first socket after the restart: $n of 3"
 
 echo "== another deployment cannot have the port"
 web other v1 | tend apply -f - >/dev/null || fail "apply other"
