@@ -266,40 +266,33 @@ void rt_record_done(rt_record *r) {
 }
 
 json_t *rt_record_to_json(const rt_record *r) {
-        json_t *ports = json_array(), *held = r->n_held ? json_array() : NULL;
+        json_t *ports = json_array(), *j;
 
-        if (!ports || (r->n_held && !held)) {
-                json_decref(ports);
-                json_decref(held);
+        if (!ports)
                 return NULL;
-        }
         for (size_t i = 0; i < r->n_ports; i++)
                 json_array_append_new(ports, json_pack("{s:s, s:i, s:b}", "name", r->ports[i].name,
                                                        "port", (int) r->ports[i].port, "leased",
                                                        r->ports[i].leased));
-        for (size_t i = 0; i < r->n_held; i++)
-                json_array_append_new(held, json_pack("{s:s, s:i}", "address", r->held[i].address,
-                                                      "port", (int) r->held[i].port));
-        /* "held" only when there are some: records stay as they were */
-        return json_pack("{s:s*, s:i, s:I, s:s*, s:s*, s:o, s:I, s:o*}", "backend", r->backend,
-                         "pid", (int) r->pid, "startTime", (json_int_t) r->start_time, "unit",
-                         r->unit, "logPath", r->log_path, "ports", ports, "startedAt",
-                         (json_int_t) r->started_at, "held", held);
+        j = json_pack("{s:s*, s:i, s:I, s:s*, s:s*, s:o, s:I}", "backend", r->backend, "pid",
+                      (int) r->pid, "startTime", (json_int_t) r->start_time, "unit", r->unit,
+                      "logPath", r->log_path, "ports", ports, "startedAt",
+                      (json_int_t) r->started_at);
+        return j;
 }
 
 int rt_record_from_json(json_t *j, rt_record *ret) {
         const char *backend = NULL, *unit = NULL, *log_path = NULL;
         json_int_t start_time = 0, started_at = 0;
         int pid = 0;
-        json_t *ports = NULL, *held = NULL, *e;
+        json_t *ports = NULL, *e;
         json_error_t err;
         rt_record r = {};
         size_t i;
 
-        if (json_unpack_ex(j, &err, 0, "{s?s, s?i, s?I, s?s, s?s, s?o, s?I, s?o}", "backend",
-                           &backend, "pid", &pid, "startTime", &start_time, "unit", &unit,
-                           "logPath", &log_path, "ports", &ports, "startedAt", &started_at, "held",
-                           &held) < 0)
+        if (json_unpack_ex(j, &err, 0, "{s?s, s?i, s?I, s?s, s?s, s?o, s?I}", "backend", &backend,
+                           "pid", &pid, "startTime", &start_time, "unit", &unit, "logPath",
+                           &log_path, "ports", &ports, "startedAt", &started_at) < 0)
                 return -EINVAL;
         r.pid = pid;
         r.start_time = (uint64_t) start_time;
@@ -323,19 +316,6 @@ int rt_record_from_json(json_t *j, rt_record *ret) {
                 r.ports[r.n_ports].port = (uint16_t) port;
                 r.ports[r.n_ports].leased = leased;
                 r.n_ports++;
-        }
-        json_array_foreach (held, i, e) {
-                const char *address = "";
-                int port = 0;
-                if (r.n_held >= SPEC_LISTEN_MAX ||
-                    json_unpack(e, "{s?s, s:i}", "address", &address, "port", &port) < 0 ||
-                    port <= 0 || port > 65535 || strlen(address) >= sizeof r.held[0].address) {
-                        rt_record_done(&r);
-                        return -EINVAL;
-                }
-                snprintf(r.held[r.n_held].address, sizeof r.held[0].address, "%s", address);
-                r.held[r.n_held].port = (uint16_t) port;
-                r.n_held++;
         }
         *ret = r;
         return 0;

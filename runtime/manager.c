@@ -490,7 +490,7 @@ static int notify_listen_env(rt_pod *pod, const rt_pod_params *p, const rt_recor
                 }
                 for (size_t i = 0; i < n; i++) {
                         const spec_container *c = &p->spec->containers[0];
-                        rt_held_addr *a = &pod->record.held[i];
+                        rt_held_addr *a = &pod->listen[i];
                         int32_t port = SPEC_UNSET;
                         for (size_t k = 0; k < c->n_ports; k++)
                                 if (streq_ptr(c->ports[k].name, l[i].port))
@@ -504,7 +504,7 @@ static int notify_listen_env(rt_pod *pod, const rt_pod_params *p, const rt_recor
                         a->port = (uint16_t) port;
                         (void) tend_buf_addf(&names, "%s%s", i ? ":" : "", l[i].port);
                 }
-                pod->record.n_held = n;
+                pod->n_listen = n;
                 if (!tend_buf_str(&names))
                         return -ENOMEM;
                 snprintf(num, sizeof num, "%zu", n);
@@ -678,9 +678,8 @@ static int held_and_notify(rt_pod *pod, const rt_pod_params *p, const rt_record 
                            char **ret_error) {
         int r;
 
-        for (size_t i = 0; i < pod->record.n_held; i++) {
-                r = rt__held_acquire(pod, p->socket_owner, &pod->record.held[i], !!rec, i,
-                                     ret_error);
+        for (size_t i = 0; i < pod->n_listen; i++) {
+                r = rt__held_acquire(pod, p->socket_owner, &pod->listen[i], !!rec, i, ret_error);
                 if (r < 0)
                         return r;
         }

@@ -9,6 +9,12 @@
 #include "tend/net.h"
 #include "tend/runtime.h"
 
+/* A held socket's address (tend.io/listen); "" for every address. */
+typedef struct rt_held_addr {
+        char address[46];
+        uint16_t port;
+} rt_held_addr;
+
 /* ---- backends --------------------------------------------------------------------- */
 
 /*
@@ -108,8 +114,12 @@ struct rt_pod {
         bool ready;       /* published readiness (false until a probe says so) */
         bool probe_ready; /* the readiness probe's own verdict */
 
-        /* tend.io/listen: the sockets it got (NULL: adopted, and tendd
-         * could not get that one back), fd 3 onward. */
+        /* tend.io/listen: the addresses it asks for (from its annotation,
+         * which a pod keeps for life: an adopted one asks the same), and
+         * the sockets it got (NULL: adopted, and tendd could not get that
+         * one back), fd 3 onward. */
+        rt_held_addr listen[SPEC_LISTEN_MAX];
+        size_t n_listen;
         struct rt_held *held[SPEC_LISTEN_MAX];
         size_t n_held;
 

@@ -118,12 +118,6 @@ typedef struct rt_port {
         bool leased; /* from the agent's range (released when the pod goes) */
 } rt_port;
 
-/* A held socket's address (tend.io/listen); "" for every address. */
-typedef struct rt_held_addr {
-        char address[46];
-        uint16_t port;
-} rt_held_addr;
-
 typedef struct rt_record {
         char *backend;       /* "process" or "systemd" */
         pid_t pid;           /* process backend */
@@ -132,9 +126,6 @@ typedef struct rt_record {
         char *log_path;
         rt_port ports[RT_MAX_PORTS];
         size_t n_ports;
-        /* The held sockets the pod got, as fd 3 onward, in order. */
-        rt_held_addr held[SPEC_LISTEN_MAX];
-        size_t n_held;
         usec_t started_at; /* wall clock */
 } rt_record;
 
