@@ -103,7 +103,8 @@ static void liveness_failed(rt_pod *p, const char *why) {
 
         if (p->freed || p->state != RT_POD_RUNNING)
                 return;
-        uv_timer_stop(p->watchdog_timer);
+        if (p->watchdog_timer) /* none without watchdog=: WATCHDOG=trigger still counts */
+                uv_timer_stop(p->watchdog_timer);
         if (m->cb.probe)
                 m->cb.probe(p, RT_PROBE_LIVENESS, false, why, m->userdata);
 }

@@ -221,6 +221,36 @@ replaced_hang() {
 n=0
 while [ $n -lt 100 ] && ! replaced_hang; do sleep 0.1; n=$((n + 1)); done
 replaced_hang && ok "and it is replaced (restartCount 1, running)" || fail "the hung pod was not replaced"
+tend delete deploy/hang >/dev/null
+
+echo "== WATCHDOG=trigger from a pod with no watchdog declared: replaced, and tendd lives on"
+# the pod's main process speaks for it (--pid: as root, the shell's pid);
+# \$\$\$\$: tend's \$(VAR) expansion makes it \$\$ for sh
+cat >"$tmp/trigger.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: trigger}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: trigger}}
+  template:
+    metadata:
+      labels: {app: trigger}
+      annotations: {tend.io/notify: "ready"}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        command: [/bin/sh, -c, "systemd-notify --pid=\$\$\$\$ READY=1; sleep 1; systemd-notify --pid=\$\$\$\$ WATCHDOG=trigger; exec sleep 100"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+YAML
+tend apply -f "$tmp/trigger.yaml" >/dev/null || fail "apply trigger"
+triggered() { tend get events 2>/dev/null | grep -q "the pod sent WATCHDOG=trigger"; }
+wait_for 15 triggered && ok "WATCHDOG=trigger stops the pod, with the reason" ||
+    fail "no trigger event: $(tend get events | tail -3)"
+kill -0 "$tendd_pid" 2>/dev/null && tend version >/dev/null 2>&1 && ok "tendd still answers" ||
+    fail "tendd died on WATCHDOG=trigger"
+tend delete deploy/trigger >/dev/null
 
 echo "== automatic rollback: a crash-looping revision goes back to the last that completed, once"
 # prog NAME ANNOTATIONS REPLICAS DEADLINE V ARGS...: tend-testprog ARGS
