@@ -61,6 +61,7 @@ void api__tls_done(api_tls *t);
 char *api__base64(const char *data, size_t len);
 
 typedef struct watch watch;
+typedef struct req req;
 typedef struct follower follower;
 
 struct api_server {
@@ -92,12 +93,15 @@ struct api_server {
         uv_timer_t heartbeat;
         uv_timer_t follow_timer;
 
+        const api_fleet *fleet; /* NULL: single host */
+        req *waiting;           /* answered later */
+
         /* requests by status code */
         unsigned codes[16];
         uint64_t code_counts[16];
 };
 
-typedef struct req {
+struct req {
         api_server *s;
         slot *slot;
         struct MHD_Connection *conn; /* NULL: answered in memory */
@@ -110,7 +114,13 @@ typedef struct req {
         char *deny_message;
         char *warning;       /* a Warning: header for the answer (kubectl prints it) */
         bool fields_tracked; /* managedFields already made (server-side apply) */
-} req;
+        /* Answered later (a write to the fleet's etcd): suspended until
+         * then; the answer is sent when MHD calls again. */
+        bool waiting;
+        unsigned later_code;
+        json_t *later;
+        struct req *next_waiting;
+};
 
 typedef struct resource {
         const char *prefix;    /* "api/v1" or "apis/apps/v1" */
@@ -265,5 +275,9 @@ double api__uptime(void); /* seconds since boot */
 /* node.c: this host as the one Node */
 int api__meminfo(uint64_t *ret_total_kb, uint64_t *ret_available_kb); /* /proc/meminfo */
 enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method);
+/* Requests waiting for the fleet: answered 503 and resumed (tendd stops),
+ * or forgotten (their client went). */
+void api__waiting_end(api_server *s);
+void api__waiting_forget(req *r);
 enum MHD_Result api__handle_node_lease(req *r, const char *ns, const char *name,
                                        const char *method);

@@ -15,6 +15,7 @@ void api__req_free(req *r) {
         free(r->direct_body);
         free(r->deny_message);
         free(r->warning);
+        json_decref(r->later);
         free(r);
 }
 

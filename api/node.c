@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * /api/v1/nodes: this host as the one Node (read-only), so that `kubectl
- * get nodes`, `describe node` and `top node` work: its name (the agent's,
- * as pods' spec.nodeName), labels, capacity (CPUs, memory), Ready while
- * tendd answers, addresses and system info.
+ * /api/v1/nodes, so that `kubectl get nodes`, `describe node` and `top
+ * node` work. A single tendd: this host as the one Node (read-only): its
+ * name (the agent's, as pods' spec.nodeName), labels, capacity (CPUs,
+ * memory), Ready while tendd answers, addresses and system info. In fleet
+ * mode: every node of the fleet, as tendd keeps them in etcd, Ready while
+ * its tendd holds its lease; a PATCH of spec.unschedulable cordons one
+ * (kubectl cordon, tend cordon).
  */
 
 #include <inttypes.h>
@@ -45,13 +48,13 @@ static char *os_image(void) {
         return strndup(p, strcspn(p, "\"\n"));
 }
 
-static json_t *node_json(api_server *s) {
-        const char *host = agent_node_name(s->agent);
-        char ts[TIMESTAMP_MAX], boot[TIMESTAMP_MAX], cpus[16];
+json_t *api_host_node(const char *name, json_t *labels) {
+        char boot[TIMESTAMP_MAX], cpus[16];
         _cleanup_free_ char *mem = NULL, *os = os_image();
         uint64_t total_kb = 0, avail_kb;
         struct utsname u = {};
         double up = api__uptime();
+        json_t *node, *l;
 
         (void) uname(&u);
         (void) api__meminfo(&total_kb, &avail_kb);
@@ -59,109 +62,305 @@ static json_t *node_json(api_server *s) {
         mem = strprintf("%" PRIu64 "Ki", total_kb);
         if (!mem || !os)
                 return NULL;
-        format_timestamp(ts, now_realtime());
         format_timestamp(boot, now_realtime() - (usec_t) (up * USEC_PER_SEC));
-        return json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s, s:s, s:s}}, s:{}, "
-                         "s:{s:{s:s, s:s}, s:{s:s, s:s}, s:[{s:s, s:s, s:s, s:s, s:s, s:s}], "
+        node = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s, s:s, s:s}}, s:{}, "
+                         "s:{s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}, "
                          "s:[{s:s, s:s}, {s:s, s:s}], s:{s:s, s:s, s:s, s:s, s:s, s:s, s:s}}}",
-                         "kind", "Node", "apiVersion", "v1", "metadata", "name", host, "uid", host,
-                         "creationTimestamp", boot, "labels", "kubernetes.io/hostname", host,
+                         "kind", "Node", "apiVersion", "v1", "metadata", "name", name, "uid", name,
+                         "creationTimestamp", boot, "labels", "kubernetes.io/hostname", name,
                          "kubernetes.io/os", "linux", "kubernetes.io/arch", API_ARCH, "spec",
-                         "status", "capacity", "cpu", cpus, "memory", mem, "allocatable", "cpu",
-                         cpus, "memory", mem, "conditions", "type", "Ready", "status", "True",
-                         "reason", "TenddReady", "message", "tendd answers on this host",
-                         "lastHeartbeatTime", ts, "lastTransitionTime", boot, "addresses", "type",
-                         "Hostname", "address", host, "type", "InternalIP", "address", "127.0.0.1",
-                         "nodeInfo", "kernelVersion", u.release, "osImage", os, "operatingSystem",
-                         "linux", "architecture", API_ARCH, "kubeletVersion", "v" TEND_VERSION,
-                         "containerRuntimeVersion", "tend://" TEND_VERSION, "kubeProxyVersion", "");
+                         "status", "capacity", "cpu", cpus, "memory", mem, "pods", "1000",
+                         "allocatable", "cpu", cpus, "memory", mem, "pods", "1000", "addresses",
+                         "type", "Hostname", "address", name, "type", "InternalIP", "address",
+                         "127.0.0.1", "nodeInfo", "kernelVersion", u.release, "osImage", os,
+                         "operatingSystem", "linux", "architecture", API_ARCH, "kubeletVersion",
+                         "v" TEND_VERSION, "containerRuntimeVersion", "tend://" TEND_VERSION,
+                         "kubeProxyVersion", "");
+        l = json_object_get(json_object_get(node, "metadata"), "labels");
+        if (node && json_is_object(labels) && json_object_update(l, labels) < 0)
+                node = (json_decref(node), NULL);
+        return node;
 }
 
-/* kubectl's columns for nodes; AGE: since the host booted. */
-static json_t *node_table(json_t *node) {
-        char age[32];
+/* This host, Ready while tendd answers (a single tendd). */
+static json_t *host_node(api_server *s) {
+        char now[TIMESTAMP_MAX];
+        json_t *node = api_host_node(agent_node_name(s->agent), NULL);
+        const char *boot = json_string_value(
+                json_object_get(json_object_get(node, "metadata"), "creationTimestamp"));
 
-        spec_human_duration(age, (usec_t) (api__uptime() * USEC_PER_SEC));
-        return json_pack(
-                "{s:s, s:s, s:{}, s:[{s:s, s:s, s:s, s:i}, {s:s, s:s, s:s, s:i}, "
-                "{s:s, s:s, s:s, s:i}, {s:s, s:s, s:s, s:i}, {s:s, s:s, s:s, s:i}], "
-                "s:[{s:[s, s, s, s, s], s:{s:s, s:s, s:O}}]}",
-                "kind", "Table", "apiVersion", "meta.k8s.io/v1", "metadata", "columnDefinitions",
-                "name", "NAME", "type", "string", "format", "name", "priority", 0, "name", "STATUS",
-                "type", "string", "format", "", "priority", 0, "name", "ROLES", "type", "string",
-                "format", "", "priority", 0, "name", "AGE", "type", "string", "format", "",
-                "priority", 0, "name", "VERSION", "type", "string", "format", "", "priority", 0,
-                "rows", "cells",
-                json_string_value(json_object_get(json_object_get(node, "metadata"), "name")),
-                "Ready", "<none>", age, "v" TEND_VERSION, "object", "kind", "PartialObjectMetadata",
-                "apiVersion", "meta.k8s.io/v1", "metadata", json_object_get(node, "metadata"));
+        format_timestamp(now, now_realtime());
+        if (node &&
+            json_object_set_new(json_object_get(node, "status"), "conditions",
+                                json_pack("[{s:s, s:s, s:s, s:s, s:s, s:s}]", "type", "Ready",
+                                          "status", "True", "reason", "TenddReady", "message",
+                                          "tendd answers on this host", "lastHeartbeatTime", now,
+                                          "lastTransitionTime", boot)) < 0)
+                node = (json_decref(node), NULL);
+        return node;
 }
 
-/* GET /api/v1/nodes[/NAME]; name NULL for the list. */
-enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method) {
-        _cleanup_(json_decrefp) json_t *node = NULL;
-        const char *host;
+/* Every node, sorted by name: a new array. */
+static json_t *all_nodes(api_server *s) {
+        json_t *one;
 
-        if (!streq(method, "GET"))
-                return api__send_status(r, 405, "MethodNotAllowed",
-                                        "the node is this host: it is read-only");
-        if (api__arg_true(r, "watch"))
-                return api__send_status(r, 405, "MethodNotAllowed",
-                                        "nodes cannot be watched: the node is this host");
-        node = node_json(r->s);
-        if (!node)
-                return api__send_oom(r);
-        host = json_string_value(json_object_get(json_object_get(node, "metadata"), "name"));
-        if (name && !streq(name, host)) {
-                _cleanup_free_ char *msg = strprintf("nodes \"%s\" not found: this tendd's "
-                                                     "node is its host, %s",
-                                                     name, host);
-                return api__send_json(
-                        r, 404,
-                        api__status_json(404, "NotFound", msg,
-                                         json_pack("{s:s, s:s}", "name", name, "kind", "nodes")));
+        if (s->fleet)
+                return s->fleet->nodes(s->fleet->userdata);
+        one = host_node(s);
+        return one ? json_pack("[o]", one) : NULL;
+}
+
+static json_t *find_node(json_t *nodes, const char *name) {
+        json_t *n;
+        size_t i;
+
+        json_array_foreach (nodes, i, n)
+                if (streq_ptr(json_string_value(
+                                      json_object_get(json_object_get(n, "metadata"), "name")),
+                              name))
+                        return n;
+        return NULL;
+}
+
+/* kubectl's STATUS of a node: Ready, NotReady or Unknown, then
+ * SchedulingDisabled when cordoned. */
+static char *node_status(json_t *node) {
+        json_t *c;
+        const char *ready = "Unknown";
+        size_t i;
+
+        json_array_foreach (json_object_get(json_object_get(node, "status"), "conditions"), i, c)
+                if (streq_ptr(json_string_value(json_object_get(c, "type")), "Ready")) {
+                        const char *st = json_string_value(json_object_get(c, "status"));
+                        ready = streq_ptr(st, "True") ? "Ready" : "NotReady";
+                }
+        return strprintf(
+                "%s%s", ready,
+                json_is_true(json_object_get(json_object_get(node, "spec"), "unschedulable"))
+                        ? ",SchedulingDisabled"
+                        : "");
+}
+
+/* kubectl's columns for nodes. */
+static json_t *node_table(json_t *nodes) {
+        json_t *rows = json_array(), *n;
+        size_t i;
+
+        if (!rows)
+                return NULL;
+        json_array_foreach (nodes, i, n) {
+                json_t *m = json_object_get(n, "metadata");
+                usec_t created = 0;
+                char age[32] = "<unknown>";
+                _cleanup_free_ char *status = node_status(n);
+                const char *version = json_string_value(
+                        json_object_get(json_object_get(json_object_get(n, "status"), "nodeInfo"),
+                                        "kubeletVersion"));
+
+                if (parse_timestamp(json_string_value(json_object_get(m, "creationTimestamp")),
+                                    &created) >= 0)
+                        spec_human_duration(age, now_realtime() - MIN(created, now_realtime()));
+                if (!status ||
+                    json_array_append_new(
+                            rows, json_pack("{s:[s, s, s, s, s], s:{s:s, s:s, s:O}}", "cells",
+                                            strempty(json_string_value(json_object_get(m, "name"))),
+                                            status, "<none>", age, strempty(version), "object",
+                                            "kind", "PartialObjectMetadata", "apiVersion",
+                                            "meta.k8s.io/v1", "metadata", m)) < 0) {
+                        json_decref(rows);
+                        return NULL;
+                }
         }
-        if (api__wants_table(r))
-                return api__send_json(r, 200, node_table(node));
+        return json_pack("{s:s, s:s, s:{}, s:[{s:s, s:s, s:s, s:i}, {s:s, s:s, s:s, s:i}, "
+                         "{s:s, s:s, s:s, s:i}, {s:s, s:s, s:s, s:i}, {s:s, s:s, s:s, s:i}], "
+                         "s:o}",
+                         "kind", "Table", "apiVersion", "meta.k8s.io/v1", "metadata",
+                         "columnDefinitions", "name", "NAME", "type", "string", "format", "name",
+                         "priority", 0, "name", "STATUS", "type", "string", "format", "",
+                         "priority", 0, "name", "ROLES", "type", "string", "format", "", "priority",
+                         0, "name", "AGE", "type", "string", "format", "", "priority", 0, "name",
+                         "VERSION", "type", "string", "format", "", "priority", 0, "rows", rows);
+}
+
+static enum MHD_Result node_not_found(req *r, const char *name) {
+        _cleanup_free_ char *msg =
+                r->s->fleet ? strprintf("nodes \"%s\" not found: no tendd of the fleet has "
+                                        "joined as %s (tend get nodes lists them)",
+                                        name, name)
+                            : strprintf("nodes \"%s\" not found: this tendd's node is its "
+                                        "host, %s",
+                                        name, agent_node_name(r->s->agent));
+        return api__send_json(
+                r, 404,
+                api__status_json(404, "NotFound", msg,
+                                 json_pack("{s:s, s:s}", "name", name, "kind", "nodes")));
+}
+
+/* ---- answers that come later (a write to etcd) ---------------------------------------------- */
+
+static void waiting_unlink(req *r) {
+        for (req **p = &r->s->waiting; *p; p = &(*p)->next_waiting)
+                if (*p == r) {
+                        *p = r->next_waiting;
+                        break;
+                }
+        r->next_waiting = NULL;
+        r->waiting = false;
+}
+
+static void on_later(unsigned code, json_t *answer, void *userdata) {
+        req *r = userdata;
+
+        if (!r->waiting) {
+                json_decref(answer);
+                return;
+        }
+        waiting_unlink(r);
+        r->later_code = code;
+        r->later = answer ?: api__status_json(500, "InternalError", "out of memory", NULL);
+        MHD_resume_connection(r->conn);
+        api__kick(r->slot);
+}
+
+void api__waiting_forget(req *r) {
+        if (!r->waiting)
+                return;
+        r->s->fleet->cancel(r->s->fleet->userdata, r);
+        waiting_unlink(r);
+}
+
+void api__waiting_end(api_server *s) {
+        while (s->waiting) {
+                req *r = s->waiting;
+                s->fleet->cancel(s->fleet->userdata, r);
+                on_later(503,
+                         api__status_json(503, "ServiceUnavailable", "tendd is stopping", NULL), r);
+        }
+}
+
+/* PATCH /api/v1/nodes/NAME in fleet mode: only spec.unschedulable may
+ * change (a node's labels are its tendd's --node-labels). */
+static enum MHD_Result patch_node(req *r, json_t *nodes, const char *name) {
+        json_t *cur = find_node(nodes, name), *want_spec, *want;
+        _cleanup_(json_decrefp) json_t *patched = NULL, *rest_cur = NULL, *rest_new = NULL;
+        enum MHD_Result ret;
+        bool value;
+        int e;
+
+        if (!cur)
+                return node_not_found(r, name);
+        patched = api__apply_patch(r, cur, &ret);
+        if (!patched)
+                return ret;
+        want_spec = json_object_get(patched, "spec");
+        want = json_object_get(want_spec, "unschedulable");
+        if (want && !json_is_boolean(want) && !json_is_null(want))
+                return api__send_status(r, 422, "Invalid",
+                                        "spec.unschedulable: Invalid value: must be true or false");
+        value = json_is_true(want);
+        rest_cur = json_deep_copy(cur);
+        rest_new = json_deep_copy(patched);
+        if (!rest_cur || !rest_new)
+                return api__send_oom(r);
+        json_object_del(json_object_get(rest_cur, "spec"), "unschedulable");
+        json_object_del(json_object_get(rest_new, "spec"), "unschedulable");
+        if (!json_equal(rest_cur, rest_new))
+                return api__send_status(r, 422, "Invalid",
+                                        "nodes \"%s\": only spec.unschedulable can be changed "
+                                        "(tend cordon / uncordon): a node's labels are its "
+                                        "tendd's --node-labels, the rest is what its tendd "
+                                        "reports",
+                                        name);
+        if (!r->conn)
+                return api__send_status(r, 400, "BadRequest",
+                                        "a node is written to the fleet's etcd: that needs a "
+                                        "connection to answer on");
+        e = r->s->fleet->set_unschedulable(r->s->fleet->userdata, name, value, on_later, r);
+        if (e < 0)
+                return api__send_status(r, 503, "ServiceUnavailable",
+                                        "cannot write node %s to etcd: %s", name, strerror(-e));
+        r->waiting = true;
+        r->next_waiting = r->s->waiting;
+        r->s->waiting = r;
+        MHD_suspend_connection(r->conn);
+        return MHD_YES;
+}
+
+/* /api/v1/nodes[/NAME]; name NULL for the list. */
+enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method) {
+        _cleanup_(json_decrefp) json_t *nodes = NULL;
+        json_t *node;
+
+        if (r->later) {
+                json_t *answer = TAKE_PTR(r->later);
+                return api__send_json(r, r->later_code, answer);
+        }
+        if (!streq(method, "GET") && !(r->s->fleet && name && streq(method, "PATCH")))
+                return api__send_status(r, 405, "MethodNotAllowed",
+                                        r->s->fleet ? "a node is changed by PATCH of "
+                                                      "spec.unschedulable (tend cordon)"
+                                                    : "the node is this host: it is read-only "
+                                                      "(cordoning is for a fleet: tendd "
+                                                      "--fleet)");
+        if (api__arg_true(r, "watch"))
+                return api__send_status(r, 405, "MethodNotAllowed", "nodes cannot be watched");
+        nodes = all_nodes(r->s);
+        if (!nodes)
+                return api__send_oom(r);
+        if (streq(method, "PATCH"))
+                return patch_node(r, nodes, name);
+        node = name ? find_node(nodes, name) : NULL;
+        if (name && !node)
+                return node_not_found(r, name);
+        if (api__wants_table(r)) {
+                _cleanup_(json_decrefp) json_t *one = node ? json_pack("[O]", node) : NULL;
+                return api__send_json(r, 200, node_table(one ?: nodes));
+        }
         if (name)
                 return api__send_json(r, 200, json_incref(node));
         return api__send_json(r, 200,
-                              json_pack("{s:s, s:s, s:{}, s:[O]}", "kind", "NodeList", "apiVersion",
-                                        "v1", "metadata", "items", node));
+                              json_pack("{s:s, s:s, s:{}, s:O}", "kind", "NodeList", "apiVersion",
+                                        "v1", "metadata", "items", nodes));
 }
 
 /* GET /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/NAME:
- * the node's Lease, which `kubectl describe node` shows (renewed while
- * tendd answers, as the node is Ready while it does). Read-only. */
+ * the node's Lease, which `kubectl describe node` shows (renewed while the
+ * node is Ready). Read-only. */
 enum MHD_Result api__handle_node_lease(req *r, const char *ns, const char *name,
                                        const char *method) {
-        _cleanup_(json_decrefp) json_t *node = NULL;
-        const char *host, *created;
+        _cleanup_(json_decrefp) json_t *nodes = NULL;
+        json_t *node, *c;
+        const char *created, *renewed = NULL;
         char now[TIMESTAMP_MAX];
+        size_t i;
 
         if (!streq(method, "GET"))
                 return api__send_status(r, 405, "MethodNotAllowed",
-                                        "the node's lease is this tendd's: it is read-only");
-        node = node_json(r->s);
-        if (!node)
+                                        "a node's lease is its tendd's: it is read-only");
+        nodes = all_nodes(r->s);
+        if (!nodes)
                 return api__send_oom(r);
-        host = json_string_value(json_object_get(json_object_get(node, "metadata"), "name"));
-        created = json_string_value(
-                json_object_get(json_object_get(node, "metadata"), "creationTimestamp"));
-        if (!streq(ns, "kube-node-lease") || !name || !streq(name, host))
+        node = streq(ns, "kube-node-lease") && name ? find_node(nodes, name) : NULL;
+        if (!node)
                 return api__send_json(
                         r, 404,
-                        api__status_json(404, "NotFound",
-                                         "leases are those of nodes, in kube-node-lease: this "
-                                         "tendd's is its host's",
-                                         json_pack("{s:s, s:s, s:s}", "name", strempty(name),
-                                                   "group", "coordination.k8s.io", "kind",
-                                                   "leases")));
+                        api__status_json(
+                                404, "NotFound", "leases are those of nodes, in kube-node-lease",
+                                json_pack("{s:s, s:s, s:s}", "name", strempty(name), "group",
+                                          "coordination.k8s.io", "kind", "leases")));
+        created = json_string_value(
+                json_object_get(json_object_get(node, "metadata"), "creationTimestamp"));
         format_timestamp(now, now_realtime());
+        json_array_foreach (json_object_get(json_object_get(node, "status"), "conditions"), i, c)
+                if (streq_ptr(json_string_value(json_object_get(c, "type")), "Ready"))
+                        renewed = streq_ptr(json_string_value(json_object_get(c, "status")), "True")
+                                          ? now
+                                          : json_string_value(
+                                                    json_object_get(c, "lastHeartbeatTime"));
         return api__send_json(r, 200,
-                              json_pack("{s:s, s:s, s:{s:s, s:s, s:s?}, s:{s:s, s:i, s:s}}",
+                              json_pack("{s:s, s:s, s:{s:s, s:s, s:s?}, s:{s:s, s:i, s:s?}}",
                                         "apiVersion", "coordination.k8s.io/v1", "kind", "Lease",
-                                        "metadata", "name", host, "namespace", "kube-node-lease",
+                                        "metadata", "name", name, "namespace", "kube-node-lease",
                                         "creationTimestamp", created, "spec", "holderIdentity",
-                                        host, "leaseDurationSeconds", 40, "renewTime", now));
+                                        name, "leaseDurationSeconds", 40, "renewTime", renewed));
 }

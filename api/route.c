@@ -290,6 +290,8 @@ void api__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         req *r = *con_cls;
         bool large = r && r->body.len >= TRIM_AFTER_BODY;
 
+        if (r)
+                api__waiting_forget(r);
         api__req_free(r);
         *con_cls = NULL;
         if (large)

@@ -293,6 +293,7 @@ int api_server_new(const api_config *c, api_server **ret, char **ret_error) {
         s->max_body = c->max_body ?: 2 * 1024 * 1024;
         s->heartbeat_interval = c->heartbeat ?: 15 * USEC_PER_SEC;
         s->idle_timeout = c->idle_timeout ?: 30 * USEC_PER_SEC;
+        s->fleet = c->fleet;
         if (!s->state_dir || !s->socket_path || (c->token && !s->token)) {
                 free(s->state_dir);
                 free(s->socket_path);
@@ -356,7 +357,9 @@ fail:
 void api_server_close(api_server *s) {
         if (!s || s->closing)
                 return;
-        /* Streams end; MHD wants every connection resumed before it stops. */
+        /* Streams end, and answers that wait for etcd; MHD wants every
+         * connection resumed before it stops. */
+        api__waiting_end(s);
         api__watches_end(s);
         api__followers_end(s);
         for (size_t i = 0; i < s->n_slots; i++)

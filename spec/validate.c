@@ -913,3 +913,18 @@ char *spec_object_label(const char *kind, const char *name, unsigned doc_index) 
                 return strprintf("%s (document %u)", lower, doc_index);
         return strprintf("document %u", doc_index);
 }
+
+bool spec_is_dns_subdomain(const char *s) {
+        return s && is_dns1123_subdomain(s, strlen(s));
+}
+
+char *spec_label_problem(const char *key, const char *value) {
+        _cleanup_free_ char *kp = label_key_problems(key);
+        const char *vp = label_value_problem(value);
+
+        if (kp)
+                return strprintf("label key \"%s\": %s", key, kp);
+        if (vp)
+                return strprintf("label value \"%s\": %s", value, vp);
+        return NULL;
+}

@@ -8,11 +8,35 @@
  * optional HTTPS listener on TCP that wants a bearer token.
  */
 
+#include <jansson.h>
 #include <uv.h>
 
 #include "tend/agent.h"
 
 typedef struct api_server api_server;
+
+/*
+ * Fleet mode (tendd --fleet): the nodes are the fleet's, kept in etcd by
+ * tendd; the API lists them and cordons them through these. NULL in the
+ * config: this host is the one node.
+ */
+typedef struct api_fleet {
+        /* Every node as a core/v1 Node (its Ready condition derived from its
+         * tendd's lease), sorted by name: a new JSON array. */
+        json_t *(*nodes)(void *userdata);
+        /* Sets a node's spec.unschedulable (cordon). Answers later, from the
+         * loop: done(code, the Node or a Status, req) — unless canceled.
+         * Fails at once (< 0, no call) if it cannot begin. */
+        int (*set_unschedulable)(void *userdata, const char *name, bool value,
+                                 void (*done)(unsigned code, json_t *answer, void *req), void *req);
+        void (*cancel)(void *userdata, void *req);
+        void *userdata;
+} api_fleet;
+
+/* This host as a core/v1 Node named name (capacity, addresses, system
+ * info; labels: the well-known ones and labels, a JSON object or NULL),
+ * without status.conditions: new. */
+json_t *api_host_node(const char *name, json_t *labels);
 
 typedef struct api_config {
         uv_loop_t *loop;
@@ -25,9 +49,10 @@ typedef struct api_config {
         const char *token;    /* for the TCP listener; NULL: STATE_DIR/tls/token */
         const char *tls_cert; /* PEM files; NULL: a CA and certificate in STATE_DIR/tls */
         const char *tls_key;
-        size_t max_body;     /* 0: 2 MiB */
-        usec_t heartbeat;    /* idle watch streams get a newline; 0: 15 s */
-        usec_t idle_timeout; /* a connection idle this long is closed; 0: 30 s */
+        size_t max_body;        /* 0: 2 MiB */
+        usec_t heartbeat;       /* idle watch streams get a newline; 0: 15 s */
+        usec_t idle_timeout;    /* a connection idle this long is closed; 0: 30 s */
+        const api_fleet *fleet; /* borrowed; NULL: a single host */
 } api_config;
 
 int api_server_new(const api_config *c, api_server **ret, char **ret_error);

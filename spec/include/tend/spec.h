@@ -694,6 +694,11 @@ void spec_deployment_default(spec_deployment *d);
 
 /* Every error of the object at once; errs->file/object should be set.
  * Returns 0 if valid, -EINVAL if errors were added, -ENOMEM. */
+/* A DNS-1123 subdomain (a node's name): lowercase alphanumerics, '-' and
+ * '.', at most 253 characters. */
+bool spec_is_dns_subdomain(const char *s);
+/* What is wrong with a label (key=value), as Kubernetes says it; NULL: valid. */
+char *spec_label_problem(const char *key, const char *value);
 int spec_deployment_validate(const spec_deployment *d, spec_errors *errs);
 
 /* Rules for replacing old by new (same namespace/name): the selector is
