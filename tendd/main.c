@@ -17,6 +17,7 @@
 
 #include "agent-loop.h"
 #include "tend/api.h"
+#include "fleet.h"
 #include "manifest-dir.h"
 
 static bool stop_pods_on_exit; /* --stop-pods-on-exit */
@@ -33,7 +34,93 @@ typedef struct args {
         usec_t resync;
         usec_t idle_timeout;
         rt_bus bus;
+        char **fleet; /* etcd endpoints */
+        char *node_name;
+        json_t *node_labels;
+        char *etcd_prefix;
+        int64_t lease_ttl;
 } args;
+
+static void args_done(args *a) {
+        strv_free(a->fleet);
+        json_decref(a->node_labels);
+}
+
+/* "http://a:2379,http://b:2379" → a NULL-terminated list. */
+static int parse_endpoints(const char *s, char ***ret) {
+        _cleanup_strv_free_ char **l = NULL;
+        _cleanup_free_ char *copy = strdup(s);
+        size_t n = 0;
+        char *save = NULL;
+
+        if (!copy)
+                return -ENOMEM;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                char **nl;
+                if (!startswith(t, "http://") && !startswith(t, "https://")) {
+                        fprintf(stderr,
+                                "tendd: --fleet %s: \"%s\" is not an etcd client URL: expected "
+                                "http://HOST:PORT (or https://), e.g. "
+                                "http://127.0.0.1:2379,http://10.0.0.2:2379\n",
+                                s, t);
+                        return -EINVAL;
+                }
+                nl = reallocarray(l, n + 2, sizeof(char *));
+                if (!nl)
+                        return -ENOMEM;
+                l = nl;
+                if (!(l[n] = strdup(t)))
+                        return -ENOMEM;
+                l[++n] = NULL;
+        }
+        if (n == 0) {
+                fprintf(stderr, "tendd: --fleet: expected etcd client URLs, e.g. "
+                                "http://127.0.0.1:2379\n");
+                return -EINVAL;
+        }
+        strv_free(*ret);
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+/* "zone=a,disk=ssd" → {"zone": "a", "disk": "ssd"}, each checked as
+ * Kubernetes checks labels. */
+static int parse_labels(const char *s, json_t **ret) {
+        _cleanup_(json_decrefp) json_t *o = json_object();
+        _cleanup_free_ char *copy = strdup(s);
+        char *save = NULL;
+
+        if (!o || !copy)
+                return -ENOMEM;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                char *eq = strchr(t, '=');
+                _cleanup_free_ char *problem = NULL;
+                if (!eq) {
+                        fprintf(stderr,
+                                "tendd: --node-labels %s: \"%s\" is not KEY=VALUE (e.g. "
+                                "zone=a,disk=ssd)\n",
+                                s, t);
+                        return -EINVAL;
+                }
+                *eq = 0;
+                problem = spec_label_problem(t, eq + 1);
+                if (problem) {
+                        fprintf(stderr, "tendd: --node-labels %s: %s\n", s, problem);
+                        return -EINVAL;
+                }
+                if (startswith(t, "kubernetes.io/")) {
+                        fprintf(stderr,
+                                "tendd: --node-labels %s: %s is tendd's to set (the node's "
+                                "host name, OS and architecture)\n",
+                                s, t);
+                        return -EINVAL;
+                }
+                json_object_set_new(o, t, json_string(eq + 1));
+        }
+        json_decref(*ret);
+        *ret = TAKE_PTR(o);
+        return 0;
+}
 
 static void usage(FILE *f) {
         fprintf(f,
@@ -65,6 +152,19 @@ static void usage(FILE *f) {
                 "  --systemd-bus BUS        user, system or none: where pods with\n"
                 "                           runtimeClassName: systemd run (default: system\n"
                 "                           as root on a systemd host, else user)\n"
+                "  --node-name NAME         this node's name: pods' spec.nodeName, and its\n"
+                "                           name in a fleet (default: the host name)\n"
+                "  --fleet URL[,URL...]     join the fleet kept in this etcd (its client URLs,\n"
+                "                           http://HOST:PORT): the node is registered with\n"
+                "                           its labels, Ready while this tendd holds its\n"
+                "                           lease; `tend get nodes` lists the fleet, `tend\n"
+                "                           cordon` marks a node unschedulable. So far the\n"
+                "                           deployments stay this host's own\n"
+                "  --node-labels K=V,...    the node's labels in the fleet\n"
+                "  --etcd-prefix PREFIX     the fleet's keys in etcd (default /tend)\n"
+                "  --lease-ttl DURATION     the node's lease: it counts as gone this long\n"
+                "                           after its tendd stops renewing it (default 10s,\n"
+                "                           at least 2s)\n"
                 "  --stop-pods-on-exit      on SIGTERM, stop every pod (each with its grace\n"
                 "                           period) before exiting, instead of leaving them\n"
                 "                           running for the next tendd to adopt\n"
@@ -94,6 +194,11 @@ static int parse_args(int argc, char **argv, args *a) {
                 OPT_IDLE,
                 OPT_TLS_CERT,
                 OPT_TLS_KEY,
+                OPT_FLEET,
+                OPT_NODE_NAME,
+                OPT_NODE_LABELS,
+                OPT_ETCD_PREFIX,
+                OPT_LEASE_TTL,
                 OPT_VERSION
         };
         static const struct option options[] = {
@@ -111,6 +216,11 @@ static int parse_args(int argc, char **argv, args *a) {
                 { "systemd-bus", required_argument, NULL, OPT_BUS },
                 { "stop-pods-on-exit", no_argument, NULL, OPT_STOP_PODS },
                 { "manifests", required_argument, NULL, OPT_MANIFESTS },
+                { "fleet", required_argument, NULL, OPT_FLEET },
+                { "node-name", required_argument, NULL, OPT_NODE_NAME },
+                { "node-labels", required_argument, NULL, OPT_NODE_LABELS },
+                { "etcd-prefix", required_argument, NULL, OPT_ETCD_PREFIX },
+                { "lease-ttl", required_argument, NULL, OPT_LEASE_TTL },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
@@ -204,6 +314,49 @@ static int parse_args(int argc, char **argv, args *a) {
                 case OPT_MANIFESTS:
                         a->manifests = optarg;
                         break;
+                case OPT_FLEET:
+                        if (parse_endpoints(optarg, &a->fleet) < 0)
+                                return -EINVAL;
+                        break;
+                case OPT_NODE_NAME:
+                        if (!spec_is_dns_subdomain(optarg)) {
+                                fprintf(stderr,
+                                        "tendd: --node-name %s: a node name is a DNS subdomain: "
+                                        "lowercase letters, digits, '-' and '.', at most 253 "
+                                        "characters, starting and ending with a letter or digit "
+                                        "(e.g. node-1)\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        a->node_name = optarg;
+                        break;
+                case OPT_NODE_LABELS:
+                        if (parse_labels(optarg, &a->node_labels) < 0)
+                                return -EINVAL;
+                        break;
+                case OPT_ETCD_PREFIX:
+                        if (optarg[0] != '/' || strlen(optarg) < 2 || endswith(optarg, "/")) {
+                                fprintf(stderr,
+                                        "tendd: --etcd-prefix %s: expected a key prefix that "
+                                        "starts with / and does not end with it, e.g. /tend\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        a->etcd_prefix = optarg;
+                        break;
+                case OPT_LEASE_TTL: {
+                        usec_t ttl;
+                        if (parse_duration(optarg, &ttl) < 0 || ttl < 2 * USEC_PER_SEC ||
+                            ttl > 3600 * USEC_PER_SEC || ttl % USEC_PER_SEC) {
+                                fprintf(stderr,
+                                        "tendd: --lease-ttl %s: expected whole seconds from 2s "
+                                        "to 1h, e.g. 10s\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        a->lease_ttl = (int64_t) (ttl / USEC_PER_SEC);
+                        break;
+                }
                 case OPT_STOP_PODS:
                         stop_pods_on_exit = true;
                         break;
@@ -221,6 +374,11 @@ static int parse_args(int argc, char **argv, args *a) {
                 fprintf(stderr, "tendd: unexpected argument \"%s\"\n", argv[optind]);
                 return -EINVAL;
         }
+        if (!a->fleet && (a->node_labels || a->etcd_prefix || a->lease_ttl)) {
+                fprintf(stderr, "tendd: --node-labels, --etcd-prefix and --lease-ttl are for a "
+                                "fleet: give --fleet URL too\n");
+                return -EINVAL;
+        }
         return 0;
 }
 
@@ -234,6 +392,14 @@ static uv_timer_t tick;  /* sd_notify WATCHDOG=1 and STATUS= */
 static uv_timer_t drain; /* --stop-pods-on-exit: until the pods are gone */
 static usec_t drain_until;
 static uv_signal_t sigterm, sigint;
+static fleet *fl;
+static int join_error = 1; /* 1: joining; 0: joined; < 0: failed */
+
+static void on_joined(int error, const char *why, void *userdata) {
+        join_error = error;
+        if (error < 0)
+                log_error("fleet: %s", why);
+}
 
 static void notify_status(void) {
         size_t running, total;
@@ -257,6 +423,8 @@ static void finish(void) {
         mf = NULL;
         api_server_close(api);
         api = NULL;
+        fleet_close(fl);
+        fl = NULL;
         agent_loop_close(al);
         al = NULL;
         uv_close((uv_handle_t *) &tick, NULL);
@@ -318,7 +486,7 @@ static void on_signal(uv_signal_t *h, int sig) {
 }
 
 int main(int argc, char **argv) {
-        args a = {};
+        _cleanup_(args_done) args a = {};
         _cleanup_free_ char *state_dir = NULL, *socket = NULL, *token = NULL;
         _cleanup_free_ char *err = NULL;
         gid_t group = 0;
@@ -379,11 +547,33 @@ int main(int argc, char **argv) {
                                                  .port_lo = a.port_lo,
                                                  .port_hi = a.port_hi,
                                                  .resync_interval = a.resync,
+                                                 .node_name = a.node_name,
                                                  .systemd_bus = a.bus },
                            &al, &err);
         if (r < 0) {
                 log_error("%s", err ?: strerror(-r));
                 return 1;
+        }
+        if (a.fleet) {
+                /* Before the API answers: its nodes are the fleet's. */
+                r = fleet_join(&(fleet_config){ .loop = loop,
+                                                .endpoints = a.fleet,
+                                                .prefix = a.etcd_prefix,
+                                                .node_name = agent_node_name(agent_loop_agent(al)),
+                                                .labels = a.node_labels,
+                                                .ttl = a.lease_ttl,
+                                                .state_dir = state_dir },
+                               on_joined, NULL, &fl);
+                if (r < 0)
+                        log_error_errno(r, "fleet: cannot join: %m");
+                while (r >= 0 && join_error > 0)
+                        (void) uv_run(loop, UV_RUN_ONCE);
+                if (r < 0 || join_error < 0) {
+                        fleet_close(fl);
+                        agent_loop_close(al);
+                        uv_run(loop, UV_RUN_NOWAIT);
+                        return 1;
+                }
         }
         r = api_server_new(&(api_config){ .loop = loop,
                                           .agent = agent_loop_agent(al),
@@ -395,10 +585,12 @@ int main(int argc, char **argv) {
                                           .token = token,
                                           .tls_cert = a.tls_cert,
                                           .tls_key = a.tls_key,
-                                          .idle_timeout = a.idle_timeout },
+                                          .idle_timeout = a.idle_timeout,
+                                          .fleet = fl ? fleet_api(fl) : NULL },
                            &api, &err);
         if (r < 0) {
                 log_error("%s", err ?: strerror(-r));
+                fleet_close(fl);
                 agent_loop_close(al);
                 uv_run(loop, UV_RUN_NOWAIT);
                 return 1;

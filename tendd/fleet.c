@@ -1,0 +1,854 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * Fleet membership (see fleet.h). Everything goes through tend_etcd on the
+ * loop: the join is a chain of calls (schema → session → claim → Node →
+ * list → watch), each answer starting the next; after it, the session
+ * keeps the lease alive and the watch keeps the mirror of the nodes.
+ */
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fleet.h"
+#include "tend/etcd.h"
+
+#define SCHEMA_VERSION 1
+#define JOIN_PATIENCE (15 * USEC_PER_SEC) /* etcd not answering at start */
+
+typedef struct fnode {
+        char *name;
+        json_t *node; /* the stored Node; NULL: no key (a lease without one) */
+        int64_t node_mod;
+        json_t *holder; /* the nodeleases value; NULL: nobody holds the name */
+        usec_t since;   /* wall: when it was seen to join or to go */
+} fnode;
+
+typedef struct op op;
+
+struct op {
+        fleet *f;
+        op *next;
+        char *name;
+        bool value;
+        unsigned tries;
+        void (*done)(unsigned code, json_t *answer, void *req);
+        void *req;
+};
+
+struct fleet {
+        fleet_config c;
+        char *prefix, *node_name;
+        char **endpoints;
+        json_t *labels;
+        char *state_file;
+        char hostname[256], boot_id[40];
+        etcd *e;
+        etcd_session *session;
+        int64_t lease;
+        bool joined, failed, closing;
+        usec_t join_started;
+        void (*on_joined)(int error, const char *why, void *userdata);
+        void *userdata;
+        char *k_schema, *k_node, *k_lease, *p_all, *p_nodes, *p_leases;
+        tend_hashmap *nodes; /* name → fnode */
+        etcd_watch *watch;
+        int64_t revision; /* of the mirror */
+        uv_timer_t retry;
+        void (*retry_fn)(fleet *f);
+        bool retry_open;
+        op *ops;
+        api_fleet api;
+};
+
+static void join_failed(fleet *f, int error, const char *fmt, ...) _printf_(3, 4);
+
+/* ---- small things ---------------------------------------------------------------------------- */
+
+static void on_retry(uv_timer_t *t) {
+        fleet *f = t->data;
+        void (*fn)(fleet *) = f->retry_fn;
+
+        f->retry_fn = NULL;
+        if (fn && !f->closing)
+                fn(f);
+}
+
+static void retry_in(fleet *f, void (*fn)(fleet *f), uint64_t msec) {
+        f->retry_fn = fn;
+        uv_timer_start(&f->retry, on_retry, msec, 0);
+}
+
+static char *lease_hex(int64_t lease) {
+        return strprintf("%" PRIx64, (uint64_t) lease);
+}
+
+static void fnode_free(fnode *n) {
+        if (!n)
+                return;
+        free(n->name);
+        json_decref(n->node);
+        json_decref(n->holder);
+        free(n);
+}
+
+static fnode *fnode_get(fleet *f, const char *name, bool create) {
+        fnode *n = tend_hashmap_get(f->nodes, name);
+
+        if (n || !create)
+                return n;
+        n = new0(fnode, 1);
+        if (!n || !(n->name = strdup(name)) || tend_hashmap_put(f->nodes, name, n, NULL) < 0) {
+                fnode_free(n);
+                return NULL;
+        }
+        return n;
+}
+
+static void fnodes_clear(fleet *f) {
+        const char *k;
+        void *v;
+
+        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &k, &v);)
+                fnode_free(v);
+        tend_hashmap_free(f->nodes);
+        f->nodes = tend_hashmap_new();
+}
+
+/* The last run's lease, if it was this node's in this fleet. */
+static int64_t load_lease(fleet *f) {
+        _cleanup_free_ char *data = NULL;
+        _cleanup_(json_decrefp) json_t *j = NULL;
+        size_t n;
+        uint64_t lease = 0;
+
+        if (read_full_file(f->state_file, 4096, &data, &n) < 0 ||
+            !(j = json_loadb(data, n, 0, NULL)))
+                return 0;
+        if (!streq_ptr(json_string_value(json_object_get(j, "node")), f->node_name) ||
+            !streq_ptr(json_string_value(json_object_get(j, "prefix")), f->prefix))
+                return 0;
+        if (sscanf(strempty(json_string_value(json_object_get(j, "lease"))), "%" SCNx64, &lease) !=
+            1)
+                return 0;
+        return (int64_t) lease;
+}
+
+/* Written whole or not at all (a rename), so a crash leaves the old or the new. */
+static void save_lease(fleet *f) {
+        _cleanup_free_ char *hex = lease_hex(f->lease), *tmp = strprintf("%s.tmp", f->state_file);
+        _cleanup_(json_decrefp) json_t *j = json_pack("{s:s, s:s, s:s?}", "node", f->node_name,
+                                                      "prefix", f->prefix, "lease", hex);
+        FILE *out;
+        bool ok;
+
+        if (!j || !tmp || !(out = fopen(tmp, "we"))) {
+                log_warning("fleet: cannot write %s: %m (a restart will take a new lease)",
+                            f->state_file);
+                return;
+        }
+        ok = json_dumpf(j, out, JSON_COMPACT) == 0 && fflush(out) == 0 && fsync(fileno(out)) == 0;
+        ok = fclose(out) == 0 && ok;
+        if (!ok || rename(tmp, f->state_file) < 0) {
+                log_warning("fleet: cannot write %s: %m (a restart will take a new lease)",
+                            f->state_file);
+                (void) unlink(tmp);
+        }
+}
+
+/* ---- the mirror of the nodes ------------------------------------------------------------------
+ */
+
+/* Applies one key of P/v1/ (value NULL: deleted). */
+static void mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
+        const char *name;
+        bool is_node;
+        fnode *n;
+
+        if (startswith(kv->key, f->p_nodes))
+                name = kv->key + strlen(f->p_nodes), is_node = true;
+        else if (startswith(kv->key, f->p_leases))
+                name = kv->key + strlen(f->p_leases), is_node = false;
+        else
+                return;
+        n = fnode_get(f, name, !deleted);
+        if (!n)
+                return;
+        if (is_node) {
+                if (!deleted && kv->mod_revision <= n->node_mod)
+                        return; /* our own write, applied already */
+                json_decref(n->node);
+                n->node = deleted ? NULL : json_loadb(kv->value, kv->value_len, 0, NULL);
+                n->node_mod = deleted ? 0 : kv->mod_revision;
+        } else {
+                bool was = n->holder != NULL;
+                json_decref(n->holder);
+                n->holder = deleted ? NULL : json_loadb(kv->value, kv->value_len, 0, NULL);
+                if (was != (n->holder != NULL) || !n->since) {
+                        n->since = now_realtime();
+                        if (f->joined)
+                                log_info("fleet: node/%s %s", name,
+                                         n->holder ? "joined (holds its lease)"
+                                                   : "lost its lease: NotReady");
+                }
+        }
+        if (!n->node && !n->holder) {
+                tend_hashmap_remove(f->nodes, name);
+                fnode_free(n);
+        }
+}
+
+static void watch_start(fleet *f);
+static void list(fleet *f);
+
+static void on_watch_events(const etcd_event *ev, size_t n, int64_t revision, void *userdata) {
+        fleet *f = userdata;
+
+        for (size_t i = 0; i < n; i++)
+                mirror_apply(f, &ev[i].kv, ev[i].deleted);
+        f->revision = MAX(f->revision, revision);
+}
+
+static void on_watch_end(int error, const char *message, int64_t compact_revision, void *userdata) {
+        fleet *f = userdata;
+
+        f->watch = NULL;
+        if (f->closing)
+                return;
+        log_warning("fleet: the watch of %s ended (%s); listing again", f->p_all, strna(message));
+        retry_in(f, list, error == -ERANGE ? 0 : 1000);
+}
+
+static void watch_start(fleet *f) {
+        _cleanup_free_ char *end = etcd_prefix_end(f->p_all);
+        int r = end ? etcd_watch_start(f->e, f->p_all, end, f->revision + 1, on_watch_events,
+                                       on_watch_end, f, &f->watch)
+                    : -ENOMEM;
+        if (r < 0) {
+                log_warning_errno(r, "fleet: cannot watch %s: %m; trying again", f->p_all);
+                retry_in(f, watch_start, 1000);
+        }
+}
+
+static void on_list(const etcd_result *r, void *userdata) {
+        fleet *f = userdata;
+
+        if (r->error < 0) {
+                if (!f->joined && now_monotonic() > f->join_started + JOIN_PATIENCE) {
+                        join_failed(f, r->error, "listing %s in etcd: %s", f->p_all,
+                                    strna(r->message));
+                        return;
+                }
+                log_warning("fleet: listing %s: %s; trying again", f->p_all, strna(r->message));
+                retry_in(f, list, 1000);
+                return;
+        }
+        fnodes_clear(f);
+        for (size_t i = 0; i < r->n_kvs; i++)
+                mirror_apply(f, &r->kvs[i], false);
+        f->revision = r->revision;
+        watch_start(f);
+        if (!f->joined) {
+                fnode *me = fnode_get(f, f->node_name, false);
+                f->joined = true;
+                log_info("fleet: joined as node/%s (lease %" PRIx64 "); %zu node%s in the fleet",
+                         f->node_name, (uint64_t) f->lease, tend_hashmap_size(f->nodes),
+                         tend_hashmap_size(f->nodes) == 1 ? "" : "s");
+                if (me)
+                        me->since = now_realtime();
+                f->on_joined(0, NULL, f->userdata);
+        }
+}
+
+static void list(fleet *f) {
+        _cleanup_free_ char *end = etcd_prefix_end(f->p_all);
+
+        if (f->watch) {
+                etcd_watch_cancel(f->watch);
+                f->watch = NULL;
+        }
+        if (!end || etcd_range(f->e, f->p_all, end, on_list, f) < 0)
+                retry_in(f, list, 1000);
+}
+
+/* ---- joining ----------------------------------------------------------------------------------
+ */
+
+static void join_failed(fleet *f, int error, const char *fmt, ...) {
+        _cleanup_free_ char *why = NULL;
+        va_list ap;
+
+        if (f->joined || f->failed)
+                return;
+        f->failed = true;
+        va_start(ap, fmt);
+        if (vasprintf(&why, fmt, ap) < 0)
+                why = NULL;
+        va_end(ap);
+        f->on_joined(error, why ?: "out of memory", f->userdata);
+}
+
+/* A call of the join that etcd did not answer: again in a second, for a
+ * while (etcd may be starting); then the join fails with why. */
+static bool join_patience(fleet *f, const etcd_result *r, void (*again)(fleet *f),
+                          const char *what) {
+        if (r->error >= 0)
+                return false;
+        if (f->joined) {
+                log_warning("fleet: %s: %s; trying again", what, strna(r->message));
+                retry_in(f, again, 1000);
+                return true;
+        }
+        if (now_monotonic() > f->join_started + JOIN_PATIENCE) {
+                _cleanup_buf_ tend_buf eps = TEND_BUF_INIT(4096);
+                for (char **e = f->endpoints; *e; e++)
+                        (void) tend_buf_addf(&eps, "%s%s", eps.len ? ", " : "", *e);
+                join_failed(f, r->error,
+                            "%s: etcd (%s) did not answer for %llds: %s; is etcd running, and "
+                            "are the --fleet URLs right?",
+                            what, strna(tend_buf_str(&eps)),
+                            (long long) (JOIN_PATIENCE / USEC_PER_SEC), strna(r->message));
+                return true;
+        }
+        log_info("fleet: %s: %s; trying again", what, strna(r->message));
+        retry_in(f, again, 1000);
+        return true;
+}
+
+static void put_node(fleet *f);
+
+/* The Node as this tendd says it is: the host's facts, its --node-labels,
+ * and what the fleet set (uid, creation time, spec.unschedulable). */
+static json_t *my_node(fleet *f, json_t *stored) {
+        json_t *node = api_host_node(f->node_name, f->labels), *m, *sm;
+        char uid[37];
+
+        if (!node)
+                return NULL;
+        m = json_object_get(node, "metadata");
+        sm = json_object_get(stored, "metadata");
+        json_t *old_uid = json_object_get(sm, "uid"),
+               *created = json_object_get(sm, "creationTimestamp");
+        char now[TIMESTAMP_MAX];
+
+        /* The first join's uid and time stay; so does a cordon. */
+        format_timestamp(now, now_realtime());
+        if (json_object_set_new(m, "uid",
+                                old_uid ? json_incref(old_uid) : json_string(store_new_uid(uid))) <
+                    0 ||
+            json_object_set_new(m, "creationTimestamp",
+                                created ? json_incref(created) : json_string(now)) < 0)
+                return json_decref(node), NULL;
+        if (json_is_true(json_object_get(json_object_get(stored, "spec"), "unschedulable")))
+                json_object_set_new(json_object_get(node, "spec"), "unschedulable", json_true());
+        return node;
+}
+
+static void on_put_node(const etcd_result *r, void *userdata) {
+        fleet *f = userdata;
+
+        if (join_patience(f, r, put_node, "writing the Node"))
+                return;
+        if (!r->succeeded) { /* changed meanwhile (a cordon): again, from it */
+                put_node(f);
+                return;
+        }
+        if (!f->joined)
+                list(f);
+}
+
+static void on_read_node(const etcd_result *r, void *userdata) {
+        fleet *f = userdata;
+        _cleanup_(json_decrefp) json_t *stored = NULL, *node = NULL;
+        _cleanup_free_ char *value = NULL;
+        int64_t mod = 0;
+
+        if (join_patience(f, r, put_node, "reading the Node"))
+                return;
+        if (r->n_kvs > 0) {
+                stored = json_loadb(r->kvs[0].value, r->kvs[0].value_len, 0, NULL);
+                mod = r->kvs[0].mod_revision;
+        }
+        node = my_node(f, stored);
+        value = node ? json_dumps(node, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (!value ||
+            etcd_txn(f->e, json_pack("[o]", etcd_cmp_revision(f->k_node, "mod", "EQUAL", mod)),
+                     json_pack("[o]", etcd_op_put(f->k_node, value, strlen(value), 0)),
+                     json_array(), on_put_node, f) < 0)
+                join_failed(f, -ENOMEM, "writing the Node: out of memory");
+}
+
+static void put_node(fleet *f) {
+        if (etcd_range(f->e, f->k_node, NULL, on_read_node, f) < 0)
+                join_failed(f, -ENOMEM, "reading the Node: out of memory");
+}
+
+static void claim(fleet *f);
+
+/* Whether the holder of the name is this host's earlier tendd, gone. */
+static bool holder_is_gone(fleet *f, json_t *holder) {
+        int64_t pid = json_integer_value(json_object_get(holder, "pid"));
+
+        return streq_ptr(json_string_value(json_object_get(holder, "host")), f->hostname) &&
+               streq_ptr(json_string_value(json_object_get(holder, "bootID")), f->boot_id) &&
+               pid > 0 && kill((pid_t) pid, 0) < 0 && errno == ESRCH;
+}
+
+static void on_reclaimed(const etcd_result *r, void *userdata) {
+        fleet *f = userdata;
+
+        if (!join_patience(f, r, claim, "claiming the node name"))
+                put_node(f);
+}
+
+static void on_claim(const etcd_result *r, void *userdata) {
+        fleet *f = userdata;
+        _cleanup_(json_decrefp) json_t *holder = NULL;
+
+        if (join_patience(f, r, claim, "claiming the node name"))
+                return;
+        if (r->succeeded) {
+                put_node(f);
+                return;
+        }
+        if (r->n_kvs == 0) { /* gone between the compare and the read */
+                claim(f);
+                return;
+        }
+        holder = json_loadb(r->kvs[0].value, r->kvs[0].value_len, 0, NULL);
+        if (r->kvs[0].lease == f->lease) {
+                /* Ours: a restart that resumed the lease. Say who we are now. */
+                _cleanup_free_ char *hex = lease_hex(f->lease);
+                char now[TIMESTAMP_MAX];
+                _cleanup_free_ char *value = NULL;
+                _cleanup_(json_decrefp) json_t *v = NULL;
+
+                format_timestamp(now, now_realtime());
+                v = json_pack("{s:s, s:s?, s:I, s:s, s:s, s:s}", "node", f->node_name, "leaseID",
+                              hex, "pid", (json_int_t) getpid(), "host", f->hostname, "bootID",
+                              f->boot_id, "startedAt", now);
+                value = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+                if (!value ||
+                    etcd_put(f->e, f->k_lease, value, strlen(value), f->lease, on_reclaimed, f) < 0)
+                        join_failed(f, -ENOMEM, "claiming the node name: out of memory");
+                return;
+        }
+        if (holder_is_gone(f, holder)) {
+                log_info("fleet: node name %s is still held by this host's earlier tendd (pid "
+                         "%" PRId64 "), which is gone; waiting for its lease to expire",
+                         f->node_name,
+                         (int64_t) json_integer_value(json_object_get(holder, "pid")));
+                retry_in(f, claim, 1000);
+                return;
+        }
+        if (f->joined) {
+                log_error("fleet: node name %s was taken by another tendd (pid %" PRId64
+                          " on %s) while this one was cut off: stop one of them",
+                          f->node_name,
+                          (int64_t) json_integer_value(json_object_get(holder, "pid")),
+                          strna(json_string_value(json_object_get(holder, "host"))));
+                retry_in(f, claim, (uint64_t) f->c.ttl * 1000);
+                return;
+        }
+        join_failed(f, -EADDRINUSE,
+                    "node name %s is held by another tendd: pid %" PRId64
+                    " on host %s, since %s (lease %s). Two tendds on one name would run the "
+                    "same pods twice: stop that tendd, or give this one another --node-name "
+                    "(a tendd that died loses its name within its lease's TTL)",
+                    f->node_name, (int64_t) json_integer_value(json_object_get(holder, "pid")),
+                    strna(json_string_value(json_object_get(holder, "host"))),
+                    strna(json_string_value(json_object_get(holder, "startedAt"))),
+                    strna(json_string_value(json_object_get(holder, "leaseID"))));
+}
+
+/* The name, on the session lease: create-if-absent, else learn who holds it. */
+static void claim(fleet *f) {
+        _cleanup_free_ char *hex = lease_hex(f->lease), *value = NULL;
+        _cleanup_(json_decrefp) json_t *v = NULL;
+        char now[TIMESTAMP_MAX];
+
+        format_timestamp(now, now_realtime());
+        v = json_pack("{s:s, s:s?, s:I, s:s, s:s, s:s}", "node", f->node_name, "leaseID", hex,
+                      "pid", (json_int_t) getpid(), "host", f->hostname, "bootID", f->boot_id,
+                      "startedAt", now);
+        value = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (!value ||
+            etcd_txn(f->e, json_pack("[o]", etcd_cmp_revision(f->k_lease, "create", "EQUAL", 0)),
+                     json_pack("[o]", etcd_op_put(f->k_lease, value, strlen(value), f->lease)),
+                     json_pack("[o]", etcd_op_range(f->k_lease, NULL)), on_claim, f) < 0)
+                join_failed(f, -ENOMEM, "claiming the node name: out of memory");
+}
+
+static void session_start(fleet *f);
+
+static void on_session_ready(int64_t lease, bool resumed, void *userdata) {
+        fleet *f = userdata;
+
+        log_info("fleet: %s lease %" PRIx64 " (TTL %llds)", resumed ? "resumed" : "granted",
+                 (uint64_t) lease, (long long) f->c.ttl);
+        f->lease = lease;
+        save_lease(f);
+        claim(f);
+}
+
+static void on_session_lost(int error, const char *why, void *userdata) {
+        fleet *f = userdata;
+
+        log_warning("fleet: %s; joining again", why);
+        etcd_session_stop(f->session);
+        f->session = NULL;
+        if (error == -ENOENT)
+                f->lease = 0; /* gone: a new one */
+        retry_in(f, session_start, 0);
+}
+
+static void session_start(fleet *f) {
+        int r = etcd_session_start(f->e,
+                                   &(etcd_session_config){ .ttl = f->c.ttl,
+                                                           .resume_lease = f->lease,
+                                                           .ready = on_session_ready,
+                                                           .lost = on_session_lost,
+                                                           .userdata = f },
+                                   &f->session);
+        if (r < 0)
+                join_failed(f, r, "starting the session: %s", strerror(-r));
+}
+
+static void schema(fleet *f);
+
+static void on_schema(const etcd_result *r, void *userdata) {
+        fleet *f = userdata;
+        _cleanup_(json_decrefp) json_t *j = NULL;
+        int64_t version;
+
+        if (join_patience(f, r, schema, "reading the fleet's schema"))
+                return;
+        if (!r->succeeded) {
+                j = r->n_kvs ? json_loadb(r->kvs[0].value, r->kvs[0].value_len, 0, NULL) : NULL;
+                version = json_integer_value(json_object_get(j, "version"));
+                if (version != SCHEMA_VERSION) {
+                        join_failed(f, -EPROTO,
+                                    "%s holds a fleet of key layout version %" PRId64
+                                    ", not %d: a tendd of another version made it; use that "
+                                    "version, or another --etcd-prefix",
+                                    f->k_schema, version, SCHEMA_VERSION);
+                        return;
+                }
+        }
+        session_start(f);
+}
+
+static void schema(fleet *f) {
+        static const char v[] = "{\"version\":1}";
+
+        if (etcd_txn(f->e, json_pack("[o]", etcd_cmp_revision(f->k_schema, "create", "EQUAL", 0)),
+                     json_pack("[o]", etcd_op_put(f->k_schema, v, strlen(v), 0)),
+                     json_pack("[o]", etcd_op_range(f->k_schema, NULL)), on_schema, f) < 0)
+                join_failed(f, -ENOMEM, "out of memory");
+}
+
+/* ---- what the API asks -------------------------------------------------------------------------
+ */
+
+/* A Node as the API shows it: the stored one, with its Ready condition
+ * derived from its lease (nothing of it is stored: only the holder writes
+ * its lease key, and etcd deletes it when the holder is gone a TTL). */
+static json_t *node_view(fleet *f, const fnode *n) {
+        char since[TIMESTAMP_MAX], now[TIMESTAMP_MAX];
+        _cleanup_free_ char *msg = NULL;
+        json_t *node, *status;
+
+        node = n->node ? json_deep_copy(n->node)
+                       : json_pack("{s:s, s:s, s:{s:s}, s:{}, s:{}}", "kind", "Node", "apiVersion",
+                                   "v1", "metadata", "name", n->name, "spec", "status");
+        if (!node)
+                return NULL;
+        format_timestamp(since, n->since ?: now_realtime());
+        format_timestamp(now, now_realtime());
+        if (n->holder)
+                msg = strprintf("tendd (pid %" PRId64 " on %s) holds the node's lease",
+                                (int64_t) json_integer_value(json_object_get(n->holder, "pid")),
+                                strna(json_string_value(json_object_get(n->holder, "host"))));
+        else
+                msg = strdup("tendd holds no lease for this node: it stopped, or cannot reach "
+                             "etcd (its lease expired)");
+        status = json_object_get(node, "status");
+        if (!json_is_object(status))
+                json_object_set_new(node, "status", status = json_object());
+        if (!msg ||
+            json_object_set_new(status, "conditions",
+                                json_pack("[{s:s, s:s, s:s, s:s, s:s, s:s}]", "type", "Ready",
+                                          "status", n->holder ? "True" : "Unknown", "reason",
+                                          n->holder ? "TenddReady" : "NodeStatusUnknown", "message",
+                                          msg, "lastHeartbeatTime", n->holder ? now : since,
+                                          "lastTransitionTime", since)) < 0)
+                return json_decref(node), NULL;
+        return node;
+}
+
+static int cmp_names(const void *a, const void *b) {
+        return strcmp(((const fnode *const *) a)[0]->name, ((const fnode *const *) b)[0]->name);
+}
+
+static json_t *api_nodes(void *userdata) {
+        fleet *f = userdata;
+        size_t n = tend_hashmap_size(f->nodes), k = 0;
+        _cleanup_free_ fnode **v = new0(fnode *, n + 1);
+        json_t *a = json_array();
+        const char *key;
+        void *val;
+
+        if (!v || !a)
+                return json_decref(a), NULL;
+        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &key, &val);)
+                v[k++] = val;
+        qsort(v, k, sizeof(fnode *), cmp_names);
+        for (size_t i = 0; i < k; i++)
+                if (json_array_append_new(a, node_view(f, v[i])) < 0)
+                        return json_decref(a), NULL;
+        return a;
+}
+
+static void op_free(op *o) {
+        fleet *f = o->f;
+
+        for (op **p = &f->ops; *p; p = &(*p)->next)
+                if (*p == o) {
+                        *p = o->next;
+                        break;
+                }
+        etcd_cancel_calls(f->e, o);
+        free(o->name);
+        free(o);
+}
+
+static void op_done(op *o, unsigned code, json_t *answer) {
+        void (*done)(unsigned, json_t *, void *) = o->done;
+        void *req = o->req;
+
+        op_free(o);
+        done(code, answer, req);
+}
+
+static json_t *status_json(unsigned code, const char *reason, const char *message) {
+        return json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status", "apiVersion",
+                         "v1", "metadata", "status", "Failure", "message", message, "reason",
+                         reason, "code", (int) code);
+}
+
+static int op_write(op *o, const fnode *n);
+
+static void on_op(const etcd_result *r, void *userdata) {
+        op *o = userdata;
+        fleet *f = o->f;
+        fnode *n;
+
+        if (r->error < 0) {
+                _cleanup_free_ char *msg = strprintf("writing node %s to etcd: %s", o->name,
+                                                     strna(r->message));
+                op_done(o, 503, status_json(503, "ServiceUnavailable", strna(msg)));
+                return;
+        }
+        n = fnode_get(f, o->name, false);
+        if (!r->succeeded) {
+                /* Changed meanwhile (its tendd restarted): again from the latest. */
+                if (r->n_kvs > 0 && n)
+                        mirror_apply(f, &r->kvs[0], false);
+                if (n && r->n_kvs > 0 && ++o->tries < 5 && op_write(o, n) >= 0)
+                        return;
+                _cleanup_free_ char *msg = strprintf(
+                        "node %s changed while it was written: try again", o->name);
+                op_done(o, 409, status_json(409, "Conflict", strna(msg)));
+                return;
+        }
+        if (n && n->node) {
+                /* Read your writes: the mirror has it before the watch says so. */
+                json_object_set_new(json_object_get(n->node, "spec"), "unschedulable",
+                                    o->value ? json_true() : json_false());
+                if (!o->value)
+                        json_object_del(json_object_get(n->node, "spec"), "unschedulable");
+                n->node_mod = r->revision;
+        }
+        op_done(o, 200, n ? node_view(f, n) : NULL);
+}
+
+static int op_write(op *o, const fnode *n) {
+        _cleanup_(json_decrefp) json_t *node = json_deep_copy(n->node);
+        _cleanup_free_ char *key = strprintf("%s%s", o->f->p_nodes, o->name), *value = NULL;
+        json_t *spec;
+
+        if (!node || !key)
+                return -ENOMEM;
+        spec = json_object_get(node, "spec");
+        if (!json_is_object(spec))
+                json_object_set_new(node, "spec", spec = json_object());
+        if (o->value)
+                json_object_set_new(spec, "unschedulable", json_true());
+        else
+                json_object_del(spec, "unschedulable");
+        value = json_dumps(node, JSON_COMPACT | JSON_SORT_KEYS);
+        if (!value)
+                return -ENOMEM;
+        return etcd_txn(o->f->e,
+                        json_pack("[o]", etcd_cmp_revision(key, "mod", "EQUAL", n->node_mod)),
+                        json_pack("[o]", etcd_op_put(key, value, strlen(value), 0)),
+                        json_pack("[o]", etcd_op_range(key, NULL)), on_op, o);
+}
+
+static int api_set_unschedulable(void *userdata, const char *name, bool value,
+                                 void (*done)(unsigned code, json_t *answer, void *req),
+                                 void *req) {
+        fleet *f = userdata;
+        fnode *n = fnode_get(f, name, false);
+        op *o;
+        int r;
+
+        if (!n || !n->node)
+                return -ENOENT;
+        o = new0(op, 1);
+        if (!o || !(o->name = strdup(name))) {
+                free(o);
+                return -ENOMEM;
+        }
+        o->f = f;
+        o->value = value;
+        o->done = done;
+        o->req = req;
+        o->next = f->ops;
+        f->ops = o;
+        r = op_write(o, n);
+        if (r < 0) {
+                o->done = NULL;
+                op_free(o);
+        }
+        return r;
+}
+
+static void api_cancel(void *userdata, void *req) {
+        fleet *f = userdata;
+
+        for (op *o = f->ops; o; o = o->next)
+                if (o->req == req) {
+                        op_free(o);
+                        return;
+                }
+}
+
+const api_fleet *fleet_api(fleet *f) {
+        return &f->api;
+}
+
+/* ---- life
+ * ---------------------------------------------------------------------------------------- */
+
+static void read_boot_id(char buf[static 40]) {
+        _cleanup_free_ char *data = NULL;
+        size_t n;
+
+        buf[0] = 0;
+        if (read_full_file("/proc/sys/kernel/random/boot_id", 64, &data, &n) >= 0)
+                snprintf(buf, 40, "%.*s", (int) strcspn(data, "\n"), data);
+}
+
+static void on_retry_closed(uv_handle_t *h) {
+        fleet *f = h->data;
+        const char *k;
+        void *v;
+
+        for (size_t i = 0; f->nodes && tend_hashmap_next(f->nodes, &i, &k, &v);)
+                fnode_free(v);
+        tend_hashmap_free(f->nodes);
+        strv_free(f->endpoints);
+        json_decref(f->labels);
+        free(f->prefix);
+        free(f->node_name);
+        free(f->state_file);
+        free(f->k_schema);
+        free(f->k_node);
+        free(f->k_lease);
+        free(f->p_all);
+        free(f->p_nodes);
+        free(f->p_leases);
+        free(f);
+}
+
+void fleet_close(fleet *f) {
+        if (!f || f->closing)
+                return;
+        f->closing = true;
+        while (f->ops)
+                op_free(f->ops);
+        etcd_watch_cancel(f->watch);
+        f->watch = NULL;
+        etcd_session_stop(f->session);
+        f->session = NULL;
+        etcd_close(f->e);
+        f->e = NULL;
+        uv_timer_stop(&f->retry);
+        uv_close((uv_handle_t *) &f->retry, on_retry_closed);
+}
+
+int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why, void *userdata),
+               void *userdata, fleet **ret) {
+        fleet *f = new0(fleet, 1);
+        size_t n = 0;
+        int r;
+
+        if (!f)
+                return -ENOMEM;
+        f->c = *c;
+        f->c.ttl = c->ttl ?: 10;
+        f->on_joined = joined;
+        f->userdata = userdata;
+        f->join_started = now_monotonic();
+        while (c->endpoints[n])
+                n++;
+        f->endpoints = new0(char *, n + 1);
+        for (size_t i = 0; f->endpoints && i < n; i++)
+                f->endpoints[i] = strdup(c->endpoints[i]);
+        f->prefix = strdup(c->prefix ?: "/tend");
+        f->node_name = strdup(c->node_name);
+        f->labels = c->labels ? json_incref(c->labels) : json_object();
+        f->state_file = strprintf("%s/fleet.json", c->state_dir);
+        f->nodes = tend_hashmap_new();
+        if (f->prefix) {
+                f->k_schema = strprintf("%s/v1/schema", f->prefix);
+                f->k_node = strprintf("%s/v1/nodes/%s", f->prefix, strempty(f->node_name));
+                f->k_lease = strprintf("%s/v1/nodeleases/%s", f->prefix, strempty(f->node_name));
+                f->p_all = strprintf("%s/v1/", f->prefix);
+                f->p_nodes = strprintf("%s/v1/nodes/", f->prefix);
+                f->p_leases = strprintf("%s/v1/nodeleases/", f->prefix);
+        }
+        f->api = (api_fleet){ .nodes = api_nodes,
+                              .set_unschedulable = api_set_unschedulable,
+                              .cancel = api_cancel,
+                              .userdata = f };
+        uv_timer_init(c->loop, &f->retry);
+        f->retry.data = f;
+        if (gethostname(f->hostname, sizeof f->hostname - 1) < 0)
+                strcpy(f->hostname, "localhost");
+        read_boot_id(f->boot_id);
+        if (!f->endpoints || !f->prefix || !f->node_name || !f->labels || !f->state_file ||
+            !f->nodes || !f->k_schema || !f->k_node || !f->k_lease || !f->p_all || !f->p_nodes ||
+            !f->p_leases) {
+                fleet_close(f);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (!f->endpoints[i]) {
+                        fleet_close(f);
+                        return -ENOMEM;
+                }
+        r = etcd_new(&(etcd_config){ .loop = c->loop, .endpoints = f->endpoints }, &f->e);
+        if (r < 0) {
+                fleet_close(f);
+                return r;
+        }
+        f->lease = load_lease(f);
+        schema(f);
+        *ret = f;
+        return 0;
+}

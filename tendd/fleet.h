@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Fleet membership (tendd --fleet, issue 17, ../shared/reference/fleet.md
+ * §3.2–3.3): one etcd session lease per tendd, the node's name claimed on
+ * it, the node's Node object in etcd, and a mirror of every node of the
+ * fleet (Ready while its tendd holds its lease) for the API. Cordon writes
+ * the node's spec.unschedulable.
+ *
+ * Keys, under the prefix P (default /tend):
+ *   P/v1/schema            {"version":1}: the layout of the keys below
+ *   P/v1/nodes/NAME        the Node (labels, capacity, spec.unschedulable)
+ *   P/v1/nodeleases/NAME   who holds the name: pid, host, boot id; on the
+ *                          holder's session lease, so it vanishes when
+ *                          that tendd is gone for a TTL
+ */
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "tend/api.h"
+
+typedef struct fleet fleet;
+
+typedef struct fleet_config {
+        uv_loop_t *loop;
+        char *const *endpoints; /* "http://127.0.0.1:2379", ...; NULL-terminated */
+        const char *prefix;     /* NULL: "/tend" */
+        const char *node_name;
+        json_t *labels;        /* the node's own (--node-labels), an object; borrowed */
+        int64_t ttl;           /* the session lease, seconds; 0: 10 */
+        const char *state_dir; /* the lease of the last run: STATE_DIR/fleet.json */
+} fleet_config;
+
+/* Joins: schema, session lease (resumed when the last run's is alive),
+ * the name, the Node, the mirror. joined(0) once all is done, or
+ * joined(-errno, why) when it cannot be (the name is another live tendd's,
+ * etcd does not answer): then close it. */
+int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why, void *userdata),
+               void *userdata, fleet **ret);
+/* What the API asks of the fleet (valid while f is). */
+const api_fleet *fleet_api(fleet *f);
+/* Stops the session (no revoke: a restart within the TTL resumes it, and
+ * the fleet never sees the node go) and frees f. Accepts NULL. */
+void fleet_close(fleet *f);
