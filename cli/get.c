@@ -261,7 +261,7 @@ int cli_get(int argc, char **argv) {
                         printf("Usage: tend get TYPE [NAME] [-l SELECTOR] [-o wide|json|yaml|name] "
                                "[-w] [-A] [--show-managed-fields]\n\n"
                                "TYPE: deployments (deploy), replicasets (rs), pods (po), events "
-                               "(ev).\n\n"
+                               "(ev), nodes (no).\n\n"
                                "  -l, --selector SEL     only objects whose labels match "
                                "(a=b,c!=d,e in (x,y))\n"
                                "  -o, --output FORMAT    wide, json, yaml or name\n"
@@ -279,6 +279,18 @@ int cli_get(int argc, char **argv) {
                 fprintf(stderr, "error: what to get? tend get deployments|replicasets|pods|events "
                                 "[NAME]\n");
                 return 2;
+        }
+        if (cli_is_nodes(argv[optind])) {
+                static const char *const outs[] = { [OUT_TABLE] = "",
+                                                    [OUT_WIDE] = "wide",
+                                                    [OUT_JSON] = "json",
+                                                    [OUT_YAML] = "yaml",
+                                                    [OUT_NAME] = "name" };
+                if (watch || selector || g.all_namespaces) {
+                        fprintf(stderr, "error: nodes are listed whole: no -w, -l or -A\n");
+                        return 2;
+                }
+                return cli_get_nodes(argv + optind, (size_t) (argc - optind), outs[g.out]);
         }
         /* "get deploy/web" works too, and several names at once (of one
          * type: "get deploy a b" or "get deploy/a deploy/b"). */
@@ -302,7 +314,7 @@ int cli_get(int argc, char **argv) {
                 if (!g.res) {
                         fprintf(stderr,
                                 "error: the server doesn't have a resource type \"%s\" (tend "
-                                "knows deployments, replicasets, pods, events)\n",
+                                "knows deployments, replicasets, pods, events, nodes)\n",
                                 argv[optind]);
                         return 1;
                 }

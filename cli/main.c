@@ -22,6 +22,8 @@ static const struct verb {
         { "rollout", cli_rollout, "status, history, undo, pause, resume, restart of a deployment" },
         { "logs", cli_logs, "print a pod's output: logs POD [-f] [--previous] [--tail=N]" },
         { "events", cli_events, "list events (get events)" },
+        { "cordon", cli_cordon, "mark a node of the fleet unschedulable: cordon NODE" },
+        { "uncordon", cli_uncordon, "mark a node schedulable again: uncordon NODE" },
         { "validate", cli_validate, "check manifests offline: validate -f FILE|DIR|-" },
         { "version", cli_version, "print the client and server versions" },
         { "kubeconfig", cli_kubeconfig,
