@@ -1,0 +1,272 @@
+#!/bin/sh
+# Fleet membership (issue 17), through a real 3-member etcd and three real
+# tendd: joining with labels, one name per live tendd (the holder named),
+# Ready from the lease (not from the process), cordon seen fleet-wide,
+# a restart within the TTL invisible to the fleet, an etcd member lost
+# without a node lost, and kubectl's get/cordon/uncordon/describe.
+. "$(dirname "$0")/../cli/lib.sh"
+. "$(dirname "$0")/etcd.sh"
+
+command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
+rc=0
+etcd_cluster_start "$tmp" || rc=$?
+[ "$rc" = 0 ] || exit "$rc"
+
+ttl=3
+n1_pid= n2_pid= n3_pid=
+
+# node N [ARGS...]: starts tendd nN (its own state dir, socket, ports) in
+# the fleet; its pid in nN_pid.
+node() {
+    n=$1
+    shift
+    "$bin/tendd" --state-dir "$tmp/n$n" --socket "$tmp/n$n.sock" \
+        --port-range "4${n}000-4${n}999" --fleet "$ETCD_ENDPOINTS" --node-name "n$n" \
+        --lease-ttl "${ttl}s" "$@" >>"$tmp/n$n.log" 2>&1 &
+    eval "n${n}_pid=$!"
+    for _ in $(seq 100); do
+        TEND_SOCKET="$tmp/n$n.sock" tend version >/dev/null 2>&1 && return 0
+        sleep 0.05
+    done
+    echo "tendd n$n did not come up:"; cat "$tmp/n$n.log"; exit 1
+}
+
+# on N ARGS...: tend against node N.
+on() {
+    n=$1
+    shift
+    TEND_SOCKET="$tmp/n$n.sock" "$bin/tend" "$@"
+}
+
+# status ON NODE: that node's STATUS column as node ON sees it.
+status() {
+    on "$1" get nodes | awk -v n="$2" '$1 == n { print $2 }'
+}
+is_status() { [ "$(status "$1" "$2")" = "$3" ]; }
+
+stop_nodes() {
+    for n in 1 2 3; do
+        eval "p=\$n${n}_pid"
+        [ -n "$p" ] || continue
+        kill -TERM "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+        r=$?
+        [ "$r" = 0 ] || fail "tendd n$n exited $r on SIGTERM"
+        eval "n${n}_pid="
+    done
+}
+
+cleanup_fleet() {
+    exit_rc=$?
+    stop_nodes
+    etcd_cluster_stop
+    kill_marked
+    if [ "$failures" -ne 0 ] || [ "$exit_rc" -ne 0 ]; then
+        for f in "$tmp"/n*.log; do
+            echo "---- $f ----"; tail -30 "$f"
+        done
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup_fleet EXIT
+
+# ---- joining ---------------------------------------------------------------------------------
+node 1 --node-labels zone=a,disk=ssd
+node 2 --node-labels zone=b
+node 3
+on 3 get nodes >"$tmp/out"
+if [ "$(awk 'NR > 1 && $2 == "Ready"' "$tmp/out" | wc -l)" = 3 ] &&
+    grep -q '^n1 .*disk=ssd,zone=a' "$tmp/out" && grep -q '^n2 .*zone=b' "$tmp/out"; then
+    ok "three tendd joined: every one lists the three, Ready, with their labels"
+else
+    fail "tend get nodes on n3:"; cat "$tmp/out"
+fi
+on 1 get node n2 -o json >"$tmp/out"
+if [ "$(jq -r '.metadata.labels.zone + " " + .metadata.labels["kubernetes.io/hostname"] +
+        " " + .status.conditions[0].reason' "$tmp/out")" = "b n2 TenddReady" ]; then
+    ok "a node as JSON: its labels, and Ready because its tendd holds its lease"
+else
+    fail "n2 as JSON:"; cat "$tmp/out"
+fi
+
+# ---- one live tendd per name ------------------------------------------------------------------
+expect_exit 1 "a second tendd as n1 is refused" \
+    "$bin/tendd" --state-dir "$tmp/other" --socket "$tmp/other.sock" --fleet "$ETCD_ENDPOINTS" \
+    --node-name n1 --lease-ttl "${ttl}s"
+if grep -q "node name n1 is held by another tendd: pid $n1_pid on host" "$tmp/err" &&
+    ! [ -S "$tmp/other.sock" ]; then
+    ok "a second tendd as n1 is refused, naming the holder (pid $n1_pid), and serves nothing"
+else
+    fail "second n1:"; cat "$tmp/err"
+fi
+expect_exit 2 "a bad --node-labels" "$bin/tendd" --state-dir "$tmp/other" --fleet \
+    "$ETCD_ENDPOINTS" --node-labels "zone=a,bad key=x" &&
+    expect_grep 'label key "bad key"' "$tmp/err" "a bad --node-labels names the key" &&
+    ok "a bad --node-labels is refused with the key"
+
+# ---- cordon --------------------------------------------------------------------------------------
+expect_exit 0 "cordon n2 from n1" on 1 cordon n2 && expect_grep "node/n2 cordoned" "$tmp/out" "cordon"
+if wait_for 5 is_status 3 n2 Ready,SchedulingDisabled; then
+    ok "cordoned on n1, seen on n3 (through etcd)"
+else
+    fail "n3 does not see n2 cordoned: $(status 3 n2)"
+fi
+expect_exit 0 "cordon n2 again" on 3 cordon n2 &&
+    expect_grep "node/n2 already cordoned" "$tmp/out" "a second cordon says so"
+code=$(curl -s -o "$tmp/out" -w '%{http_code}' --unix-socket "$tmp/n1.sock" -X PATCH \
+    -H 'Content-Type: application/merge-patch+json' -d '{"metadata":{"labels":{"zone":"c"}}}' \
+    http://localhost/api/v1/nodes/n2)
+if [ "$code" = 422 ] && grep -q "only spec.unschedulable can be changed" "$tmp/out" &&
+    [ "$(on 3 get node n2 -o json | jq -r .metadata.labels.zone)" = b ]; then
+    ok "a node's labels cannot be changed through the API (422, says why); unchanged"
+else
+    fail "label PATCH: $code $(cat "$tmp/out")"
+fi
+expect_exit 1 "cordon of a node that is not in the fleet" on 1 cordon n9 &&
+    expect_grep 'no tendd of the fleet has joined as n9' "$tmp/err" "cordon n9 says why" &&
+    ok "cordon of an unknown node: an error that says so"
+
+# ---- pods per node ----------------------------------------------------------------------------------
+cat >"$tmp/web.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        command: ["$testprog", "sleep"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+YAML
+on 1 apply -f "$tmp/web.yaml" >/dev/null
+pods_of() { on 1 get nodes | awk -v n="$1" '$1 == n { print $3 }'; }
+if wait_for 10 sh -c "[ \"\$(TEND_SOCKET=$tmp/n1.sock $bin/tend get pods -o json |
+        jq -r '[.items[] | select(.spec.nodeName == \"n1\" and .status.phase == \"Running\")] |
+        length')\" = 2 ]" && [ "$(pods_of n1)" = 2 ]; then
+    ok "--node-name is the pods' spec.nodeName; PODS counts them (2 on n1)"
+else
+    fail "pods on n1: $(pods_of n1)"; on 1 get pods -o wide
+fi
+
+# ---- Ready is the lease ---------------------------------------------------------------------------
+expect_exit 0 "cordon n3" on 1 cordon n3
+kill -KILL "$n3_pid"
+wait "$n3_pid" 2>/dev/null
+n3_pid=
+killed=$(date +%s%N)
+sleep 0.5
+if is_status 1 n3 Ready,SchedulingDisabled; then
+    ok "n3's tendd killed: still Ready half a second later (its lease runs)"
+else
+    fail "n3 half a second after the kill: $(status 1 n3)"
+fi
+if wait_for $((ttl + 3)) is_status 1 n3 NotReady,SchedulingDisabled; then
+    ms=$((($(date +%s%N) - killed) / 1000000))
+    ok "n3 NotReady ${ms} ms after its tendd was killed (TTL ${ttl}s)"
+    on 2 get node n3 -o json | jq -r '.status.conditions[0] | .status + " " + .reason' \
+        >"$tmp/out"
+    expect_grep "Unknown NodeStatusUnknown" "$tmp/out" "n3's Ready condition"
+else
+    fail "n3 not NotReady $((ttl + 3)) s after the kill: $(status 1 n3)"
+fi
+node 3
+if wait_for 5 is_status 2 n3 Ready,SchedulingDisabled; then
+    ok "n3 back: Ready, and still cordoned (the fleet keeps it)"
+else
+    fail "n3 after its restart: $(status 2 n3)"
+fi
+
+# ---- a restart within the TTL is invisible -----------------------------------------------------
+kill -TERM "$n2_pid"
+wait "$n2_pid" 2>/dev/null || fail "n2 exited non-zero on SIGTERM"
+n2_pid=
+node 2 --node-labels zone=b
+expect_grep "resumed lease" "$tmp/n2.log" "n2 resumed its lease"
+sleep $((ttl + 1))
+if ! grep -q "node/n2 lost its lease" "$tmp/n1.log" "$tmp/n3.log" && is_status 1 n2 \
+    Ready,SchedulingDisabled; then
+    ok "n2 restarted within its TTL: it resumed its lease, no other node saw it go"
+else
+    fail "n2's restart was seen:"; grep "node/n2" "$tmp/n1.log" "$tmp/n3.log"
+fi
+
+# ---- this host's earlier tendd, dead: its name is free after its lease -------------------------
+kill -KILL "$n1_pid"
+wait "$n1_pid" 2>/dev/null
+n1_pid=
+mv "$tmp/n1" "$tmp/n1-old" # no lease to resume: a new one, while the old one still holds the name
+node 1 --node-labels zone=a,disk=ssd
+if grep -q "held by this host's earlier tendd" "$tmp/n1.log" && is_status 2 n1 Ready; then
+    ok "a new n1 on a fresh state dir waits out the dead one's lease, then joins"
+else
+    fail "n1 on a fresh state dir:"; tail -5 "$tmp/n1.log"
+fi
+
+# ---- an etcd member lost: no node lost ------------------------------------------------------------
+# shellcheck disable=SC2154 # set by etcd_cluster_start
+lost_before=$(cat "$tmp"/n*.log | grep -c "lost its lease")
+kill -KILL "$etcd_pid_0"
+sleep $((ttl + 2))
+if [ "$(cat "$tmp"/n*.log | grep -c "lost its lease")" = "$lost_before" ] &&
+    [ "$(on 2 get nodes | awk 'NR > 1 && $2 ~ /^Ready/' | wc -l)" = 3 ] &&
+    expect_exit 0 "uncordon with one etcd member gone" on 2 uncordon n3 &&
+    wait_for 5 is_status 1 n3 Ready; then
+    ok "one etcd member killed: every node stays Ready, uncordon still works"
+else
+    fail "after an etcd member was killed:"; on 2 get nodes
+fi
+
+# ---- kubectl -------------------------------------------------------------------------------------
+if command -v kubectl >/dev/null 2>&1; then
+    kill -TERM "$n3_pid"
+    wait "$n3_pid" 2>/dev/null
+    port=$(shuf -i 20000-59000 -n 1)
+    node 3 --listen "127.0.0.1:$port"
+    on 3 kubeconfig >"$tmp/kubeconfig"
+    export KUBECONFIG="$tmp/kubeconfig"
+    kubectl get nodes >"$tmp/out" 2>&1
+    if [ "$(awk 'NR > 1 && $2 ~ /^Ready/' "$tmp/out" | wc -l)" = 3 ] &&
+        grep -q "^n2 .*Ready,SchedulingDisabled" "$tmp/out"; then
+        ok "kubectl get nodes: the fleet, n2 cordoned"
+    else
+        fail "kubectl get nodes:"; cat "$tmp/out"
+    fi
+    if kubectl uncordon n2 >"$tmp/out" 2>&1 && grep -q "node/n2 uncordoned" "$tmp/out" &&
+        kubectl cordon n1 >"$tmp/out" 2>&1 && grep -q "node/n1 cordoned" "$tmp/out" &&
+        wait_for 5 is_status 2 n1 Ready,SchedulingDisabled && is_status 2 n2 Ready; then
+        ok "kubectl cordon / uncordon, seen by the other nodes"
+    else
+        fail "kubectl cordon/uncordon:"; cat "$tmp/out"
+    fi
+    kubectl describe node n1 >"$tmp/out" 2>&1
+    if grep -q "Unschedulable: *true" "$tmp/out" && grep -q "zone=a" "$tmp/out" &&
+        grep -q "HolderIdentity: *n1" "$tmp/out"; then
+        ok "kubectl describe node: labels, Unschedulable, lease"
+    else
+        fail "kubectl describe node n1:"; cat "$tmp/out"
+    fi
+    if ! kubectl label node n1 x=y >"$tmp/out" 2>&1 &&
+        grep -q "only spec.unschedulable" "$tmp/out"; then
+        ok "kubectl label node: refused with the reason"
+    else
+        fail "kubectl label node:"; cat "$tmp/out"
+    fi
+else
+    echo "skip: kubectl is not on the PATH"
+fi
+
+stop_nodes
+if grep -q -E "Sanitizer|runtime error" "$tmp"/n*.log; then
+    fail "sanitizer report in a tendd log"
+fi
+if [ "$failures" -eq 0 ]; then
+    echo "all passed"
+    exit 0
+fi
+echo "$failures failure(s)"
+exit 1
