@@ -6,6 +6,8 @@
 #   make run     build, then start the agent with the examples
 #   make test    debug build with ASan/UBSan and -Werror, then ctest
 #   make bench   release build, then run the benchmarks under bench/
+#   make fleet   release build, then a fleet on this machine to try by hand:
+#                a 3-member etcd and three tendd (n1, n2, n3); Ctrl-C stops it
 #   make chaos   release build, then a long seeded chaos run of the real tendd
 #                (SEED=N STEPS=N; CHAOS_BOUND=warn reports the live bound only)
 #   make fuzz    clang build of tests/fuzz/, then each libFuzzer target for
@@ -28,7 +30,7 @@ SEED        ?=
 STEPS       ?= 3000
 CHAOS_BOUND ?= fail
 
-.PHONY: all deps build run test bench chaos fuzz format clean
+.PHONY: all deps build run test bench chaos fleet fuzz format clean
 
 all: build
 
@@ -43,6 +45,9 @@ build: deps $(BUILD_DIR)/CMakeCache.txt
 
 run: build
 	@scripts/run.sh $(BUILD_DIR)
+
+fleet: build
+	@scripts/fleet.sh $(BUILD_DIR)
 
 test: deps
 	$(CMAKE) -S . -B $(TEST_DIR) -DCMAKE_BUILD_TYPE=Debug \
