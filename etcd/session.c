@@ -131,7 +131,21 @@ static void keepalive(etcd_session *s) {
 }
 
 static void on_tick(uv_timer_t *t) {
-        keepalive(t->data);
+        etcd_session *s = t->data;
+        char why[256];
+
+        /* A keepalive stuck on a dead connection answers only when its
+         * request times out (per endpoint): the session is lost after a
+         * TTL without an acknowledgement all the same. */
+        if (s->ready && now_monotonic() >= s->last_ok + (usec_t) s->c.ttl * USEC_PER_SEC) {
+                snprintf(why, sizeof why, "no keepalive of lease %llx acknowledged for %llds",
+                         (unsigned long long) s->lease, (long long) s->c.ttl);
+                etcd_cancel_calls(s->e, s);
+                s->in_flight = false;
+                lost(s, -ETIMEDOUT, why);
+                return;
+        }
+        keepalive(s);
 }
 
 int etcd_session_start(etcd *e, const etcd_session_config *c, etcd_session **ret) {
