@@ -207,13 +207,56 @@ else
     fail "n1 on a fresh state dir:"; tail -5 "$tmp/n1.log"
 fi
 
-# ---- an etcd member lost: no node lost ------------------------------------------------------------
+# ---- a partition: n4 behind a TCP gate that SIGSTOP turns into a blackhole ----------------
+"$bin/../tests/tend-tcp-gate" $etcd_base $((etcd_base + 1)) $((etcd_base + 2)) >"$tmp/gate" &
+gate_pid=$!
+wait_for 5 grep -q ready "$tmp/gate" || fail "the TCP gate did not start"
+gated=$(head -3 "$tmp/gate" | sed 's,^,http://127.0.0.1:,' | paste -sd, -)
+"$bin/tendd" --state-dir "$tmp/n4" --socket "$tmp/n4.sock" --port-range 45000-45999 \
+    --fleet "$gated" --node-name n4 --lease-ttl "${ttl}s" >>"$tmp/n4.log" 2>&1 &
+n4_pid=$!
+wait_for 10 is_status 1 n4 Ready || fail "n4 (behind the gate) did not join"
+kill -STOP "$gate_pid"
+sleep 1
+kill -CONT "$gate_pid"
+sleep $((ttl + 1))
+if ! grep -q "node/n4 lost its lease" "$tmp/n1.log" && is_status 1 n4 Ready; then
+    ok "n4 cut off from etcd for 1 s (< its TTL): no node saw it go"
+else
+    fail "a 1 s partition of n4 was seen: $(status 1 n4)"
+fi
+kill -STOP "$gate_pid"
+cut=$(date +%s%N)
+# Its keepalive is stuck in the gate (no answer, no error until the request
+# times out): the node must count its lease lost a TTL after the last
+# acknowledgement all the same, not when the request gives up.
+if wait_for $((ttl + 1)) grep -q "no keepalive of lease .* acknowledged" "$tmp/n4.log"; then
+    ok "n4 knows itself that its lease is lost after $((($(date +%s%N) - cut) / 1000000)) ms"
+else
+    fail "n4 did not notice its lease lost within $((ttl + 1)) s:"; tail -5 "$tmp/n4.log"
+fi
+if wait_for $((ttl + 3)) is_status 1 n4 NotReady; then
+    ok "n4 cut off for longer than its TTL: NotReady after $((($(date +%s%N) - cut) / 1000000)) ms"
+else
+    fail "n4 cut off: $(status 1 n4)"
+fi
+kill -CONT "$gate_pid"
+if wait_for 10 is_status 1 n4 Ready && [ "$(grep -c "granted lease" "$tmp/n4.log")" = 2 ]; then
+    ok "the partition healed: n4 joined again on a new lease, Ready"
+else
+    fail "n4 after the heal: $(status 1 n4)"; tail -5 "$tmp/n4.log"
+fi
+kill -TERM "$n4_pid"
+wait "$n4_pid" || fail "n4 exited non-zero on SIGTERM"
+kill -KILL "$gate_pid"
+
+# ---- an etcd member lost: no node lost (n4, stopped, is left out) ------------------------------------------------------------
 # shellcheck disable=SC2154 # set by etcd_cluster_start
-lost_before=$(cat "$tmp"/n*.log | grep -c "lost its lease")
+lost_before=$(cat "$tmp"/n*.log | grep -v "node/n4" | grep -c "lost its lease")
 kill -KILL "$etcd_pid_0"
 sleep $((ttl + 2))
-if [ "$(cat "$tmp"/n*.log | grep -c "lost its lease")" = "$lost_before" ] &&
-    [ "$(on 2 get nodes | awk 'NR > 1 && $2 ~ /^Ready/' | wc -l)" = 3 ] &&
+if [ "$(cat "$tmp"/n*.log | grep -v "node/n4" | grep -c "lost its lease")" = "$lost_before" ] &&
+    [ "$(on 2 get nodes | awk '$1 ~ /^n[123]$/ && $2 ~ /^Ready/' | wc -l)" = 3 ] &&
     expect_exit 0 "uncordon with one etcd member gone" on 2 uncordon n3 &&
     wait_for 5 is_status 1 n3 Ready; then
     ok "one etcd member killed: every node stays Ready, uncordon still works"
@@ -230,7 +273,7 @@ if command -v kubectl >/dev/null 2>&1; then
     on 3 kubeconfig >"$tmp/kubeconfig"
     export KUBECONFIG="$tmp/kubeconfig"
     kubectl get nodes >"$tmp/out" 2>&1
-    if [ "$(awk 'NR > 1 && $2 ~ /^Ready/' "$tmp/out" | wc -l)" = 3 ] &&
+    if [ "$(awk '$1 ~ /^n[123]$/ && $2 ~ /^Ready/' "$tmp/out" | wc -l)" = 3 ] &&
         grep -q "^n2 .*Ready,SchedulingDisabled" "$tmp/out"; then
         ok "kubectl get nodes: the fleet, n2 cordoned"
     else
