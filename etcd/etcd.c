@@ -26,7 +26,11 @@ struct etcd {
         char **endpoints;
         size_t n_endpoints, current;
         usec_t timeout;
-        request *requests; /* in flight, for etcd_close() */
+        char *ca_file, *cert_file, *key_file;
+        char *user, *password;
+        char *token;       /* etcd's for user; NULL: none yet */
+        bool authing;      /* asking for one */
+        request *requests; /* in flight (or waiting for a token), for etcd_close() */
         etcd_watch *watches;
 };
 
@@ -38,9 +42,18 @@ struct request {
         struct curl_slist *headers;
         tend_buf answer;
         size_t tries;
+        bool is_auth;      /* asks for the token */
+        bool waiting_auth; /* not started: waits for a token */
+        bool reauthed;     /* refused a token once, asked for a new one */
         etcd_cb cb;
         void *userdata;
 };
+
+static void secret_free(char *s) {
+        if (s)
+                explicit_bzero(s, strlen(s));
+        free(s);
+}
 
 static request *request_free(request *r) {
         if (!r)
@@ -193,15 +206,27 @@ static void finish(request *r, CURLcode code, long status) {
         json_t *j = NULL, *h, *result;
 
         if (code != CURLE_OK) {
-                res.error = -EIO;
+                /* a certificate that does not do: not worth waiting for */
+                res.error = code == CURLE_PEER_FAILED_VERIFICATION ||
+                                            code == CURLE_SSL_CERTPROBLEM ||
+                                            code == CURLE_SSL_CACERT_BADFILE
+                                    ? -EACCES
+                                    : -EIO;
                 msg = strprintf("%s%s: %s", r->e->endpoints[r->e->current], r->path,
                                 curl_easy_strerror(code));
         } else {
                 j = json_loadb(r->answer.data ?: "", r->answer.len, 0, NULL);
                 if (!j) {
                         res.error = -EPROTO;
-                        msg = strprintf("%s%s: HTTP %ld, an answer that is not JSON",
-                                        r->e->endpoints[r->e->current], r->path, status);
+                        /* etcd's gateway says some things in plain text (a
+                         * client certificate with a CommonName, say) */
+                        const char *t = r->answer.data ?: "";
+                        int len = (int) MIN(strcspn(t, "\n"), (size_t) 300);
+                        msg = strprintf("%s%s: HTTP %ld: %.*s", r->e->endpoints[r->e->current],
+                                        r->path, status, len,
+                                        len ? t : "an answer that is not JSON");
+                        if (status == 400 || status == 401 || status == 403)
+                                res.error = -EACCES;
                 } else if (status != 200) {
                         res.grpc_code = (int) int64_of(json_object_get(j, "code"));
                         res.error = errno_of(res.grpc_code);
@@ -245,6 +270,16 @@ static void on_done(void *userdata, CURLcode code, long status) {
         request *r = userdata;
         etcd *e = r->e;
 
+        /* a token etcd no longer knows (it restarted, or the token's TTL
+         * passed): a new one, once */
+        if (code == CURLE_OK && status == 401 && e->user && !r->is_auth && !r->reauthed) {
+                r->reauthed = true;
+                free(e->token);
+                e->token = NULL;
+                tend_buf_reset(&r->answer);
+                if (start(r) >= 0)
+                        return;
+        }
         /* no answer, or no leader here: the next endpoint, each once */
         if ((code != CURLE_OK || status == 503) && ++r->tries < e->n_endpoints) {
                 e->current = (e->current + 1) % e->n_endpoints;
@@ -257,6 +292,31 @@ static void on_done(void *userdata, CURLcode code, long status) {
         request_free(r);
 }
 
+static int authenticate(etcd *e);
+
+/* The headers of a call: JSON, and the token where etcd wants one. */
+static struct curl_slist *headers(etcd *e, bool watch) {
+        struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+        _cleanup_free_ char *auth = e->token ? strprintf("Authorization: %s", e->token) : NULL;
+
+        if (h && watch)
+                h = curl_slist_append(h, "Grpc-Metadata-hasleader: true");
+        if (h && e->token && (!auth || !curl_slist_append(h, auth))) {
+                curl_slist_free_all(h);
+                return NULL;
+        }
+        return h;
+}
+
+static void tls_options(etcd *e, CURL *easy) {
+        if (e->ca_file)
+                curl_easy_setopt(easy, CURLOPT_CAINFO, e->ca_file);
+        if (e->cert_file)
+                curl_easy_setopt(easy, CURLOPT_SSLCERT, e->cert_file);
+        if (e->key_file)
+                curl_easy_setopt(easy, CURLOPT_SSLKEY, e->key_file);
+}
+
 static int start(request *r) {
         etcd *e = r->e;
         _cleanup_free_ char *url = strprintf("%s%s", e->endpoints[e->current], r->path);
@@ -264,11 +324,16 @@ static int start(request *r) {
 
         if (!url)
                 return -ENOMEM;
+        if (e->user && !e->token && !r->is_auth) {
+                r->waiting_auth = true; /* started when the token comes */
+                return authenticate(e);
+        }
         if (!r->easy && !(r->easy = curl_easy_init()))
                 return -ENOMEM;
-        if (!r->headers &&
-            !(r->headers = curl_slist_append(NULL, "Content-Type: application/json")))
+        curl_slist_free_all(r->headers);
+        if (!(r->headers = headers(e, false)))
                 return -ENOMEM;
+        tls_options(e, r->easy);
         curl_easy_setopt(r->easy, CURLOPT_URL, url);
         curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, r->body);
         curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
@@ -282,7 +347,8 @@ static int start(request *r) {
 }
 
 /* Takes body (a new reference). */
-static int call(etcd *e, const char *path, json_t *body, etcd_cb cb, void *userdata) {
+static int call_ex(etcd *e, const char *path, json_t *body, bool is_auth, etcd_cb cb,
+                   void *userdata) {
         request *r;
         int ret;
 
@@ -296,6 +362,7 @@ static int call(etcd *e, const char *path, json_t *body, etcd_cb cb, void *userd
         }
         json_decref(body);
         r->e = e;
+        r->is_auth = is_auth;
         tend_buf_init(&r->answer, ANSWER_MAX);
         r->cb = cb;
         r->userdata = userdata;
@@ -309,6 +376,61 @@ static int call(etcd *e, const char *path, json_t *body, etcd_cb cb, void *userd
                 r->next->prev = r;
         e->requests = r;
         return 0;
+}
+
+static int call(etcd *e, const char *path, json_t *body, etcd_cb cb, void *userdata) {
+        return call_ex(e, path, body, false, cb, userdata);
+}
+
+/* ---- authentication ----------------------------------------------------------------------------
+ */
+
+static request *first_waiting(etcd *e) {
+        for (request *r = e->requests; r; r = r->next)
+                if (r->waiting_auth)
+                        return r;
+        return NULL;
+}
+
+/* The token came (or did not): the calls that waited for it go on (or
+ * fail with why). One at a time from the list, as a callback may cancel
+ * others. */
+static void on_auth(const etcd_result *res, void *userdata) {
+        etcd *e = userdata;
+        const char *token = res->error == 0 ? json_string_value(json_object_get(res->body, "token"))
+                                            : NULL;
+        _cleanup_free_ char *why = NULL;
+        request *r;
+
+        e->authing = false;
+        if (token && !(e->token = strdup(token)))
+                token = NULL;
+        if (!token)
+                why = strprintf("etcd refused user %s: %s", e->user,
+                                res->message ?: "no token in its answer");
+        while ((r = first_waiting(e))) {
+                r->waiting_auth = false;
+                if (token && start(r) >= 0)
+                        continue;
+                etcd_result fail = { .error = -EACCES, .message = why ?: "out of memory" };
+                unlink_request(r);
+                r->cb(&fail, r->userdata);
+                request_free(r);
+        }
+}
+
+static int authenticate(etcd *e) {
+        int r;
+
+        if (e->authing)
+                return 0;
+        e->authing = true;
+        r = call_ex(e, "/v3/auth/authenticate",
+                    json_pack("{s:s, s:s}", "name", e->user, "password", strempty(e->password)),
+                    true, on_auth, e);
+        if (r < 0)
+                e->authing = false;
+        return r;
 }
 
 /* ---- the calls ---------------------------------------------------------------------------------
@@ -410,6 +532,14 @@ int etcd_new(const etcd_config *c, etcd **ret) {
                 return -ENOMEM;
         e->loop = c->loop;
         e->timeout = c->timeout ?: 5 * USEC_PER_SEC;
+        if ((c->ca_file && !(e->ca_file = strdup(c->ca_file))) ||
+            (c->cert_file && !(e->cert_file = strdup(c->cert_file))) ||
+            (c->key_file && !(e->key_file = strdup(c->key_file))) ||
+            (c->user && !(e->user = strdup(c->user))) ||
+            (c->password && !(e->password = strdup(c->password)))) {
+                etcd_close(e);
+                return -ENOMEM;
+        }
         for (size_t i = 0; c->endpoints[i]; i++) {
                 /* "host:port" means http:// */
                 char *ep = strstr(c->endpoints[i], "://") ? strdup(c->endpoints[i])
@@ -458,6 +588,12 @@ void etcd_close(etcd *e) {
         }
         net_curl_close(e->net);
         strv_free(e->endpoints);
+        free(e->ca_file);
+        free(e->cert_file);
+        free(e->key_file);
+        free(e->user);
+        secret_free(e->password);
+        secret_free(e->token);
         free(e);
 }
 
@@ -557,6 +693,13 @@ static void on_kick(uv_timer_t *t) {
 
                 json_array_remove(w->queue, 0);
                 if (json_object_get(line, "error")) {
+                        /* a token etcd forgot (16: UNAUTHENTICATED): a new one */
+                        if (int64_of(json_object_get(json_object_get(line, "error"),
+                                                     "grpc_code")) == 16 ||
+                            int64_of(json_object_get(line, "code")) == 16) {
+                                free(w->e->token);
+                                w->e->token = NULL;
+                        }
                         /* "no leader" on this member: resume elsewhere */
                         json_array_clear(w->queue);
                         if (w->running)
@@ -649,6 +792,11 @@ static void on_watch_done(void *userdata, CURLcode code, long status) {
 
         w->running = false;
         w->broken = true;
+        if (status == 401 && w->e->user) /* a token etcd forgot: a new one */
+        {
+                free(w->e->token);
+                w->e->token = NULL;
+        }
         w->retry_ms = w->retry_ms ? MIN(w->retry_ms * 2, (uint64_t) 2000) : 100;
         if (!w->canceled)
                 uv_timer_start(&w->kick, on_kick, w->retry_ms, 0);
@@ -671,6 +819,20 @@ static int watch_begin(etcd_watch *w) {
         json_decref(req);
         if (!url || !w->body)
                 return -ENOMEM;
+        if (e->user && !e->token) {
+                /* no token yet: ask, and try again shortly */
+                r = authenticate(e);
+                if (r < 0)
+                        return r;
+                w->broken = true;
+                w->retry_ms = w->retry_ms ?: 100;
+                uv_timer_start(&w->kick, on_kick, w->retry_ms, 0);
+                return 0;
+        }
+        curl_slist_free_all(w->headers);
+        if (!(w->headers = headers(e, true)))
+                return -ENOMEM;
+        tls_options(e, w->easy);
         tend_buf_reset(&w->line);
         curl_easy_setopt(w->easy, CURLOPT_URL, url);
         curl_easy_setopt(w->easy, CURLOPT_POSTFIELDS, w->body);
@@ -716,9 +878,7 @@ int etcd_watch_start(etcd *e, const char *key, const char *range_end, int64_t st
         w->range_end = range_end ? strdup(range_end) : NULL;
         w->queue = json_array();
         w->easy = curl_easy_init();
-        w->headers = curl_slist_append(NULL, "Content-Type: application/json");
-        if (w->headers)
-                w->headers = curl_slist_append(w->headers, "Grpc-Metadata-hasleader: true");
+        w->headers = headers(e, true);
         /* linked first, so that a failure below is undone by one cancel */
         w->next = e->watches;
         if (w->next)

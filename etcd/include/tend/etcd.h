@@ -31,6 +31,13 @@ typedef struct etcd_config {
         uv_loop_t *loop;        /* borrowed */
         char *const *endpoints; /* "http://127.0.0.1:2379", ...; NULL-terminated */
         usec_t timeout;         /* per request and endpoint; 0: 5 s */
+        /* TLS, for https:// endpoints: the CA that signed etcd's certificate
+         * (NULL: the system's), a client certificate and its key (PEM). */
+        const char *ca_file, *cert_file, *key_file;
+        /* etcd's authentication: each call carries the token etcd gives
+         * for user and password (asked again when etcd forgets it). NULL:
+         * none. */
+        const char *user, *password;
 } etcd_config;
 
 int etcd_new(const etcd_config *c, etcd **ret);
