@@ -302,6 +302,15 @@ static bool join_patience(fleet *f, const etcd_result *r, void (*again)(fleet *f
                 retry_in(f, again, 1000);
                 return true;
         }
+        if (r->error == -EACCES) { /* a certificate, a password: waiting will not help */
+                join_failed(f, r->error, "%s: %s%s", what, strna(r->message),
+                            strstr(strempty(r->message), "certificate")
+                                    ? " (--etcd-cacert: the CA that signed etcd's certificate; "
+                                      "--etcd-cert: one without a CommonName, which etcd's "
+                                      "gateway refuses)"
+                                    : "");
+                return true;
+        }
         if (now_monotonic() > f->join_started + JOIN_PATIENCE) {
                 _cleanup_buf_ tend_buf eps = TEND_BUF_INIT(4096);
                 for (char **e = f->endpoints; *e; e++)
@@ -842,7 +851,14 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
                         fleet_close(f);
                         return -ENOMEM;
                 }
-        r = etcd_new(&(etcd_config){ .loop = c->loop, .endpoints = f->endpoints }, &f->e);
+        r = etcd_new(&(etcd_config){ .loop = c->loop,
+                                     .endpoints = f->endpoints,
+                                     .ca_file = c->ca_file,
+                                     .cert_file = c->cert_file,
+                                     .key_file = c->key_file,
+                                     .user = c->user,
+                                     .password = c->password },
+                     &f->e);
         if (r < 0) {
                 fleet_close(f);
                 return r;

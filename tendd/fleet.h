@@ -31,6 +31,9 @@ typedef struct fleet_config {
         json_t *labels;        /* the node's own (--node-labels), an object; borrowed */
         int64_t ttl;           /* the session lease, seconds; 0: 10 */
         const char *state_dir; /* the lease of the last run: STATE_DIR/fleet.json */
+        /* etcd's TLS and authentication (etcd_config's); NULL: none */
+        const char *ca_file, *cert_file, *key_file;
+        const char *user, *password;
 } fleet_config;
 
 /* Joins: schema, session lease (resumed when the last run's is alive),

@@ -39,7 +39,35 @@ typedef struct args {
         json_t *node_labels;
         char *etcd_prefix;
         int64_t lease_ttl;
+        char *etcd_ca, *etcd_cert, *etcd_key, *etcd_user, *etcd_password_file;
 } args;
+
+/* A secret from a file only its owner may read (a token, a password),
+ * without the line end; at least min characters. Says what is wrong. */
+static int read_secret(const char *path, const char *flag, size_t min, char **ret) {
+        _cleanup_free_ char *data = NULL;
+        struct stat st;
+        size_t n;
+        int r;
+
+        if (stat(path, &st) == 0 && (st.st_mode & S_IROTH)) {
+                log_error("%s %s can be read by every user (mode %04o): chmod o-r %s", flag, path,
+                          (unsigned) (st.st_mode & 07777), path);
+                return -EACCES;
+        }
+        r = read_full_file(path, 4096, &data, &n);
+        if (r < 0)
+                return log_error_errno(r, "%s %s: %m", flag, path);
+        while (n > 0 && (data[n - 1] == '\n' || data[n - 1] == '\r' || data[n - 1] == ' '))
+                data[--n] = 0;
+        if (n < min) {
+                log_error("%s %s: it must hold at least %zu character%s", flag, path, min,
+                          min == 1 ? "" : "s");
+                return -EINVAL;
+        }
+        *ret = TAKE_PTR(data);
+        return 0;
+}
 
 static void args_done(args *a) {
         strv_free(a->fleet);
@@ -162,6 +190,12 @@ static void usage(FILE *f) {
                 "                           deployments stay this host's own\n"
                 "  --node-labels K=V,...    the node's labels in the fleet\n"
                 "  --etcd-prefix PREFIX     the fleet's keys in etcd (default /tend)\n"
+                "  --etcd-cacert FILE       the CA of etcd's certificate (https:// URLs;\n"
+                "                           default: the system's CAs)\n"
+                "  --etcd-cert FILE         a client certificate for etcd (PEM)\n"
+                "  --etcd-key FILE          and its key (PEM)\n"
+                "  --etcd-user NAME         etcd's authentication: this user, with the\n"
+                "  --etcd-password-file FILE  password in FILE (not readable by others)\n"
                 "  --lease-ttl DURATION     the node's lease: it counts as gone this long\n"
                 "                           after its tendd stops renewing it (default 10s,\n"
                 "                           at least 2s)\n"
@@ -199,6 +233,11 @@ static int parse_args(int argc, char **argv, args *a) {
                 OPT_NODE_LABELS,
                 OPT_ETCD_PREFIX,
                 OPT_LEASE_TTL,
+                OPT_ETCD_CA,
+                OPT_ETCD_CERT,
+                OPT_ETCD_KEY,
+                OPT_ETCD_USER,
+                OPT_ETCD_PASSWORD,
                 OPT_VERSION
         };
         static const struct option options[] = {
@@ -221,6 +260,11 @@ static int parse_args(int argc, char **argv, args *a) {
                 { "node-labels", required_argument, NULL, OPT_NODE_LABELS },
                 { "etcd-prefix", required_argument, NULL, OPT_ETCD_PREFIX },
                 { "lease-ttl", required_argument, NULL, OPT_LEASE_TTL },
+                { "etcd-cacert", required_argument, NULL, OPT_ETCD_CA },
+                { "etcd-cert", required_argument, NULL, OPT_ETCD_CERT },
+                { "etcd-key", required_argument, NULL, OPT_ETCD_KEY },
+                { "etcd-user", required_argument, NULL, OPT_ETCD_USER },
+                { "etcd-password-file", required_argument, NULL, OPT_ETCD_PASSWORD },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
@@ -357,6 +401,21 @@ static int parse_args(int argc, char **argv, args *a) {
                         a->lease_ttl = (int64_t) (ttl / USEC_PER_SEC);
                         break;
                 }
+                case OPT_ETCD_CA:
+                        a->etcd_ca = optarg;
+                        break;
+                case OPT_ETCD_CERT:
+                        a->etcd_cert = optarg;
+                        break;
+                case OPT_ETCD_KEY:
+                        a->etcd_key = optarg;
+                        break;
+                case OPT_ETCD_USER:
+                        a->etcd_user = optarg;
+                        break;
+                case OPT_ETCD_PASSWORD:
+                        a->etcd_password_file = optarg;
+                        break;
                 case OPT_STOP_PODS:
                         stop_pods_on_exit = true;
                         break;
@@ -374,9 +433,19 @@ static int parse_args(int argc, char **argv, args *a) {
                 fprintf(stderr, "tendd: unexpected argument \"%s\"\n", argv[optind]);
                 return -EINVAL;
         }
-        if (!a->fleet && (a->node_labels || a->etcd_prefix || a->lease_ttl)) {
-                fprintf(stderr, "tendd: --node-labels, --etcd-prefix and --lease-ttl are for a "
-                                "fleet: give --fleet URL too\n");
+        if (!a->fleet && (a->node_labels || a->etcd_prefix || a->lease_ttl || a->etcd_ca ||
+                          a->etcd_cert || a->etcd_key || a->etcd_user || a->etcd_password_file)) {
+                fprintf(stderr, "tendd: --node-labels, --etcd-* and --lease-ttl are for a fleet: "
+                                "give --fleet URL too\n");
+                return -EINVAL;
+        }
+        if (!a->etcd_cert != !a->etcd_key) {
+                fprintf(stderr, "tendd: --etcd-cert and --etcd-key go together: a client "
+                                "certificate and its key\n");
+                return -EINVAL;
+        }
+        if (!a->etcd_user != !a->etcd_password_file) {
+                fprintf(stderr, "tendd: --etcd-user and --etcd-password-file go together\n");
                 return -EINVAL;
         }
         return 0;
@@ -487,7 +556,7 @@ static void on_signal(uv_signal_t *h, int sig) {
 
 int main(int argc, char **argv) {
         _cleanup_(args_done) args a = {};
-        _cleanup_free_ char *state_dir = NULL, *socket = NULL, *token = NULL;
+        _cleanup_free_ char *state_dir = NULL, *socket = NULL, *token = NULL, *etcd_password = NULL;
         _cleanup_free_ char *err = NULL;
         gid_t group = 0;
         int r;
@@ -510,27 +579,14 @@ int main(int argc, char **argv) {
                 group = g->gr_gid;
         }
         if (a.token_file) {
-                struct stat st;
-                size_t n;
-                if (stat(a.token_file, &st) == 0 && (st.st_mode & S_IROTH)) {
-                        log_error("--token-file %s can be read by every user (mode %04o): chmod "
-                                  "o-r %s",
-                                  a.token_file, (unsigned) (st.st_mode & 07777), a.token_file);
+                r = read_secret(a.token_file, "--token-file", 16, &token);
+                if (r < 0)
                         return 1;
-                }
-                r = read_full_file(a.token_file, 4096, &token, &n);
-                if (r < 0) {
-                        log_error_errno(r, "--token-file %s: %m", a.token_file);
+        }
+        if (a.etcd_password_file) {
+                r = read_secret(a.etcd_password_file, "--etcd-password-file", 1, &etcd_password);
+                if (r < 0)
                         return 1;
-                }
-                while (n > 0 &&
-                       (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
-                        token[--n] = 0;
-                if (n < 16) {
-                        log_error("--token-file %s: the token must be at least 16 characters",
-                                  a.token_file);
-                        return 1;
-                }
         }
         if (!a.tls_cert != !a.tls_key) {
                 log_error("--tls-cert and --tls-key go together: a certificate and its key");
@@ -562,7 +618,12 @@ int main(int argc, char **argv) {
                                                 .node_name = agent_node_name(agent_loop_agent(al)),
                                                 .labels = a.node_labels,
                                                 .ttl = a.lease_ttl,
-                                                .state_dir = state_dir },
+                                                .state_dir = state_dir,
+                                                .ca_file = a.etcd_ca,
+                                                .cert_file = a.etcd_cert,
+                                                .key_file = a.etcd_key,
+                                                .user = a.etcd_user,
+                                                .password = etcd_password },
                                on_joined, NULL, &fl);
                 if (r < 0)
                         log_error_errno(r, "fleet: cannot join: %m");

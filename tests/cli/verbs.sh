@@ -71,7 +71,7 @@ printf 'short\n' >"$tmp/short-token"
 chmod 600 "$tmp/short-token"
 expect_exit 1 "a short token" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
     --listen 127.0.0.1:45321 --token-file "$tmp/short-token"
-expect_grep "$tmp/short-token: the token must be at least 16 characters" "$tmp/err" "short token"
+expect_grep "$tmp/short-token: it must hold at least 16 characters" "$tmp/err" "short token"
 printf 'a-token-of-32-characters-or-so.\n' >"$tmp/open-token"
 chmod 644 "$tmp/open-token"
 expect_exit 1 "a token every user can read" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
