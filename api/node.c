@@ -141,6 +141,18 @@ static char *node_status(json_t *node) {
                         : "");
 }
 
+/* kubectl's ROLES: the X of each node-role.kubernetes.io/X label. */
+static char *node_roles(json_t *node) {
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
+        const char *k, *role;
+        json_t *v;
+
+        json_object_foreach (json_object_get(json_object_get(node, "metadata"), "labels"), k, v)
+                if ((role = startswith(k, "node-role.kubernetes.io/")) && *role)
+                        (void) tend_buf_addf(&b, "%s%s", b.len ? "," : "", role);
+        return b.len ? tend_buf_take(&b) : strdup("<none>");
+}
+
 /* kubectl's columns for nodes. */
 static json_t *node_table(json_t *nodes) {
         json_t *rows = json_array(), *n;
@@ -152,7 +164,7 @@ static json_t *node_table(json_t *nodes) {
                 json_t *m = json_object_get(n, "metadata");
                 usec_t created = 0;
                 char age[32] = "<unknown>";
-                _cleanup_free_ char *status = node_status(n);
+                _cleanup_free_ char *status = node_status(n), *roles = node_roles(n);
                 const char *version = json_string_value(
                         json_object_get(json_object_get(json_object_get(n, "status"), "nodeInfo"),
                                         "kubeletVersion"));
@@ -160,13 +172,13 @@ static json_t *node_table(json_t *nodes) {
                 if (parse_timestamp(json_string_value(json_object_get(m, "creationTimestamp")),
                                     &created) >= 0)
                         spec_human_duration(age, now_realtime() - MIN(created, now_realtime()));
-                if (!status ||
+                if (!status || !roles ||
                     json_array_append_new(
                             rows, json_pack("{s:[s, s, s, s, s], s:{s:s, s:s, s:O}}", "cells",
                                             strempty(json_string_value(json_object_get(m, "name"))),
-                                            status, "<none>", age, strempty(version), "object",
-                                            "kind", "PartialObjectMetadata", "apiVersion",
-                                            "meta.k8s.io/v1", "metadata", m)) < 0) {
+                                            status, roles, age, strempty(version), "object", "kind",
+                                            "PartialObjectMetadata", "apiVersion", "meta.k8s.io/v1",
+                                            "metadata", m)) < 0) {
                         json_decref(rows);
                         return NULL;
                 }

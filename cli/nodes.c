@@ -40,9 +40,21 @@ static char *node_labels(json_t *n) {
         json_t *v;
 
         json_object_foreach (json_object_get(json_object_get(n, "metadata"), "labels"), k, v)
-                if (!startswith(k, "kubernetes.io/"))
+                if (!startswith(k, "kubernetes.io/") && !startswith(k, "node-role.kubernetes.io/"))
                         (void) tend_buf_addf(&b, "%s%s=%s", b.len ? "," : "", k,
                                              strempty(json_string_value(v)));
+        return b.len ? tend_buf_take(&b) : strdup("<none>");
+}
+
+/* ROLES, as kubectl shows them: "leader" for the node that leads the fleet. */
+static char *node_roles(json_t *n) {
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
+        const char *k, *role;
+        json_t *v;
+
+        json_object_foreach (json_object_get(json_object_get(n, "metadata"), "labels"), k, v)
+                if ((role = startswith(k, "node-role.kubernetes.io/")) && *role)
+                        (void) tend_buf_addf(&b, "%s%s", b.len ? "," : "", role);
         return b.len ? tend_buf_take(&b) : strdup("<none>");
 }
 
@@ -69,13 +81,15 @@ static void print_table(json_t *items, json_t *pods, bool wide) {
         size_t i;
 
         if (wide)
-                table_init(&t, 8, "NAME", "STATUS", "PODS", "AGE", "VERSION", "LABELS", "OS-IMAGE",
-                           "KERNEL-VERSION", NULL);
+                table_init(&t, 9, "NAME", "STATUS", "ROLES", "PODS", "AGE", "VERSION", "LABELS",
+                           "OS-IMAGE", "KERNEL-VERSION", NULL);
         else
-                table_init(&t, 6, "NAME", "STATUS", "PODS", "AGE", "VERSION", "LABELS", NULL);
+                table_init(&t, 7, "NAME", "STATUS", "ROLES", "PODS", "AGE", "VERSION", "LABELS",
+                           NULL);
         json_array_foreach (items, i, n) {
                 json_t *info = json_object_get(json_object_get(n, "status"), "nodeInfo");
-                _cleanup_free_ char *status = node_status(n), *labels = node_labels(n);
+                _cleanup_free_ char *status = node_status(n), *labels = node_labels(n),
+                                    *roles = node_roles(n);
                 char age[40] = "<unknown>", count[32];
                 usec_t created;
 
@@ -85,7 +99,7 @@ static void print_table(json_t *items, json_t *pods, bool wide) {
                         cli_age(age, created);
                 snprintf(count, sizeof count, "%zu", pods_on(pods, node_name(n)));
                 if (wide)
-                        table_row(&t, strna(node_name(n)), strna(status), count, age,
+                        table_row(&t, strna(node_name(n)), strna(status), strna(roles), count, age,
                                   strempty(json_string_value(
                                           json_object_get(info, "kubeletVersion"))),
                                   strna(labels),
@@ -93,7 +107,7 @@ static void print_table(json_t *items, json_t *pods, bool wide) {
                                   strempty(json_string_value(
                                           json_object_get(info, "kernelVersion"))));
                 else
-                        table_row(&t, strna(node_name(n)), strna(status), count, age,
+                        table_row(&t, strna(node_name(n)), strna(status), strna(roles), count, age,
                                   strempty(json_string_value(
                                           json_object_get(info, "kubeletVersion"))),
                                   strna(labels));

@@ -59,8 +59,15 @@ struct fleet {
         int64_t revision; /* of the mirror */
         uv_timer_t retry;
         void (*retry_fn)(fleet *f);
-        bool retry_open;
+        unsigned open_handles; /* retry, elect: freed when both closed */
         op *ops;
+        /* the election (fleet.md §3.5) */
+        char *k_leader;
+        char *leader;  /* the node that leads, as etcd says; NULL: none */
+        bool leading;  /* this node */
+        int64_t fence; /* the leader key's create revision, while leading */
+        bool campaigning;
+        uv_timer_t elect;
         api_fleet api;
 };
 
@@ -106,6 +113,43 @@ static fnode *fnode_get(fleet *f, const char *name, bool create) {
                 return NULL;
         }
         return n;
+}
+
+static void campaign(fleet *f);
+
+static void on_elect(uv_timer_t *t) {
+        campaign(t->data);
+}
+
+/* The leader key changed (value NULL: gone): who leads; a campaign when
+ * nobody does, soon (0-100 ms: not all at once). */
+static void leader_seen(fleet *f, const etcd_kv *kv) {
+        _cleanup_(json_decrefp) json_t *j = kv ? json_loadb(kv->value, kv->value_len, 0, NULL)
+                                               : NULL;
+        const char *name = json_string_value(json_object_get(j, "node"));
+
+        /* on this node's lease: it leads (a restart that resumed its lease) */
+        if (kv && f->lease && kv->lease == f->lease) {
+                if (!f->leading)
+                        log_info("fleet: this node leads the fleet (fencing revision %" PRId64 ")",
+                                 kv->create_revision);
+                f->leading = true;
+                f->fence = kv->create_revision;
+        }
+        if (!streq_ptr(name, f->leader)) {
+                free(f->leader);
+                f->leader = name ? strdup(name) : NULL;
+                if (f->leading && !streq_ptr(name, f->node_name)) {
+                        f->leading = false;
+                        f->fence = 0;
+                        log_warning("fleet: this node no longer leads the fleet (%s)",
+                                    name ? "another node does" : "its leader key is gone");
+                }
+                if (name && !streq(name, f->node_name))
+                        log_info("fleet: node/%s leads the fleet", name);
+        }
+        if (!name && f->joined && !f->c.no_leader && !f->closing)
+                uv_timer_start(&f->elect, on_elect, (uint64_t) (now_monotonic() % 100), 0);
 }
 
 static void fnodes_clear(fleet *f) {
@@ -168,6 +212,10 @@ static void mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
         bool is_node;
         fnode *n;
 
+        if (streq(kv->key, f->k_leader)) {
+                leader_seen(f, deleted ? NULL : kv);
+                return;
+        }
         if (startswith(kv->key, f->p_nodes))
                 name = kv->key + strlen(f->p_nodes), is_node = true;
         else if (startswith(kv->key, f->p_leases))
@@ -247,8 +295,11 @@ static void on_list(const etcd_result *r, void *userdata) {
                 return;
         }
         fnodes_clear(f);
-        for (size_t i = 0; i < r->n_kvs; i++)
+        bool has_leader = false;
+        for (size_t i = 0; i < r->n_kvs; i++) {
                 mirror_apply(f, &r->kvs[i], false);
+                has_leader = has_leader || streq(r->kvs[i].key, f->k_leader);
+        }
         f->revision = r->revision;
         watch_start(f);
         if (!f->joined) {
@@ -261,6 +312,8 @@ static void on_list(const etcd_result *r, void *userdata) {
                         me->since = now_realtime();
                 f->on_joined(0, NULL, f->userdata);
         }
+        if (!has_leader)
+                leader_seen(f, NULL); /* nobody leads: a campaign */
 }
 
 static void list(fleet *f) {
@@ -367,6 +420,8 @@ static void on_put_node(const etcd_result *r, void *userdata) {
         }
         if (!f->joined)
                 list(f);
+        else
+                campaign(f); /* joined again after a lost session */
 }
 
 static void on_read_node(const etcd_result *r, void *userdata) {
@@ -507,6 +562,11 @@ static void on_session_lost(int error, const char *why, void *userdata) {
         fleet *f = userdata;
 
         log_warning("fleet: %s; joining again", why);
+        if (f->leading) {
+                f->leading = false;
+                f->fence = 0;
+                log_warning("fleet: this node stops leading the fleet: its lease may be gone");
+        }
         etcd_session_stop(f->session);
         f->session = NULL;
         if (error == -ENOENT)
@@ -559,6 +619,65 @@ static void schema(fleet *f) {
                 join_failed(f, -ENOMEM, "out of memory");
 }
 
+/* ---- the election ------------------------------------------------------------------------------
+ */
+
+static void on_campaign(const etcd_result *r, void *userdata) {
+        fleet *f = userdata;
+        _cleanup_(json_decrefp) json_t *holder = NULL;
+
+        f->campaigning = false;
+        if (r->error < 0) {
+                log_warning("fleet: campaigning to lead: %s; trying again", strna(r->message));
+                uv_timer_start(&f->elect, on_elect, 1000, 0);
+                return;
+        }
+        if (r->succeeded || (r->n_kvs > 0 && r->kvs[0].lease == f->lease)) {
+                /* won, or ours already: a restart that resumed the lease */
+                f->fence = r->succeeded ? r->revision : r->kvs[0].create_revision;
+                if (!f->leading)
+                        log_info("fleet: this node leads the fleet (fencing revision %" PRId64 ")",
+                                 f->fence);
+                f->leading = true;
+                free(f->leader);
+                f->leader = strdup(f->node_name);
+                return;
+        }
+        if (r->n_kvs > 0)
+                leader_seen(f, &r->kvs[0]);
+        else /* gone between the compare and the read */
+                uv_timer_start(&f->elect, on_elect, 0, 0);
+}
+
+/* Leads if nobody does: the leader key, created on this node's lease
+ * (fleet.md §3.5). Every leader write will carry compare
+ * CREATE(leader) == fence: a deposed leader's writes are refused. */
+static void campaign(fleet *f) {
+        _cleanup_(json_decrefp) json_t *v = NULL;
+        _cleanup_free_ char *value = NULL;
+        char now[TIMESTAMP_MAX];
+
+        if (f->c.no_leader || f->campaigning || f->closing || !f->lease || !f->session)
+                return;
+        format_timestamp(now, now_realtime());
+        v = json_pack("{s:s, s:I, s:s}", "node", f->node_name, "pid", (json_int_t) getpid(),
+                      "since", now);
+        value = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (value &&
+            etcd_txn(f->e, json_pack("[o]", etcd_cmp_revision(f->k_leader, "create", "EQUAL", 0)),
+                     json_pack("[o]", etcd_op_put(f->k_leader, value, strlen(value), f->lease)),
+                     json_pack("[o]", etcd_op_range(f->k_leader, NULL)), on_campaign, f) >= 0)
+                f->campaigning = true;
+        else
+                uv_timer_start(&f->elect, on_elect, 1000, 0);
+}
+
+bool fleet_leading(const fleet *f, int64_t *ret_fence) {
+        if (ret_fence)
+                *ret_fence = f->leading ? f->fence : 0;
+        return f->leading;
+}
+
 /* ---- what the API asks -------------------------------------------------------------------------
  */
 
@@ -584,6 +703,12 @@ static json_t *node_view(fleet *f, const fnode *n) {
         else
                 msg = strdup("tendd holds no lease for this node: it stopped, or cannot reach "
                              "etcd (its lease expired)");
+        if (streq_ptr(n->name, f->leader)) { /* kubectl's ROLES column */
+                json_t *m = json_object_get(node, "metadata"), *l = json_object_get(m, "labels");
+                if (!json_is_object(l))
+                        json_object_set_new(m, "labels", l = json_object());
+                json_object_set_new(l, "node-role.kubernetes.io/leader", json_string(""));
+        }
         status = json_object_get(node, "status");
         if (!json_is_object(status))
                 json_object_set_new(node, "status", status = json_object());
@@ -767,6 +892,8 @@ static void on_retry_closed(uv_handle_t *h) {
         const char *k;
         void *v;
 
+        if (--f->open_handles > 0)
+                return;
         for (size_t i = 0; f->nodes && tend_hashmap_next(f->nodes, &i, &k, &v);)
                 fnode_free(v);
         tend_hashmap_free(f->nodes);
@@ -781,6 +908,8 @@ static void on_retry_closed(uv_handle_t *h) {
         free(f->p_all);
         free(f->p_nodes);
         free(f->p_leases);
+        free(f->k_leader);
+        free(f->leader);
         free(f);
 }
 
@@ -797,7 +926,9 @@ void fleet_close(fleet *f) {
         etcd_close(f->e);
         f->e = NULL;
         uv_timer_stop(&f->retry);
+        uv_timer_stop(&f->elect);
         uv_close((uv_handle_t *) &f->retry, on_retry_closed);
+        uv_close((uv_handle_t *) &f->elect, on_retry_closed);
 }
 
 int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why, void *userdata),
@@ -830,19 +961,22 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
                 f->p_all = strprintf("%s/v1/", f->prefix);
                 f->p_nodes = strprintf("%s/v1/nodes/", f->prefix);
                 f->p_leases = strprintf("%s/v1/nodeleases/", f->prefix);
+                f->k_leader = strprintf("%s/v1/leader", f->prefix);
         }
         f->api = (api_fleet){ .nodes = api_nodes,
                               .set_unschedulable = api_set_unschedulable,
                               .cancel = api_cancel,
                               .userdata = f };
         uv_timer_init(c->loop, &f->retry);
-        f->retry.data = f;
+        uv_timer_init(c->loop, &f->elect);
+        f->retry.data = f->elect.data = f;
+        f->open_handles = 2;
         if (gethostname(f->hostname, sizeof f->hostname - 1) < 0)
                 strcpy(f->hostname, "localhost");
         read_boot_id(f->boot_id);
         if (!f->endpoints || !f->prefix || !f->node_name || !f->labels || !f->state_file ||
             !f->nodes || !f->k_schema || !f->k_node || !f->k_lease || !f->p_all || !f->p_nodes ||
-            !f->p_leases) {
+            !f->p_leases || !f->k_leader) {
                 fleet_close(f);
                 return -ENOMEM;
         }

@@ -14,6 +14,8 @@
  *   P/v1/nodeleases/NAME   who holds the name: pid, host, boot id; on the
  *                          holder's session lease, so it vanishes when
  *                          that tendd is gone for a TTL
+ *   P/v1/leader            the node that leads: created if absent, on the
+ *                          leader's session lease
  */
 
 #include <jansson.h>
@@ -34,6 +36,7 @@ typedef struct fleet_config {
         /* etcd's TLS and authentication (etcd_config's); NULL: none */
         const char *ca_file, *cert_file, *key_file;
         const char *user, *password;
+        bool no_leader; /* never campaign to lead (--no-leader) */
 } fleet_config;
 
 /* Joins: schema, session lease (resumed when the last run's is alive),
@@ -42,6 +45,10 @@ typedef struct fleet_config {
  * etcd does not answer): then close it. */
 int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why, void *userdata),
                void *userdata, fleet **ret);
+/* Whether this node leads the fleet now, and the revision its leader
+ * writes are fenced on (compare CREATE(P/v1/leader) == it). One node
+ * leads at a time: the one whose lease holds the leader key. */
+bool fleet_leading(const fleet *f, int64_t *ret_fence);
 /* What the API asks of the fleet (valid while f is). */
 const api_fleet *fleet_api(fleet *f);
 /* Stops the session (no revoke: a restart within the TTL resumes it, and

@@ -40,6 +40,7 @@ typedef struct args {
         char *etcd_prefix;
         int64_t lease_ttl;
         char *etcd_ca, *etcd_cert, *etcd_key, *etcd_user, *etcd_password_file;
+        bool no_leader;
 } args;
 
 /* A secret from a file only its owner may read (a token, a password),
@@ -196,6 +197,7 @@ static void usage(FILE *f) {
                 "  --etcd-key FILE          and its key (PEM)\n"
                 "  --etcd-user NAME         etcd's authentication: this user, with the\n"
                 "  --etcd-password-file FILE  password in FILE (not readable by others)\n"
+                "  --no-leader              never lead the fleet (another node will)\n"
                 "  --lease-ttl DURATION     the node's lease: it counts as gone this long\n"
                 "                           after its tendd stops renewing it (default 10s,\n"
                 "                           at least 2s)\n"
@@ -238,6 +240,7 @@ static int parse_args(int argc, char **argv, args *a) {
                 OPT_ETCD_KEY,
                 OPT_ETCD_USER,
                 OPT_ETCD_PASSWORD,
+                OPT_NO_LEADER,
                 OPT_VERSION
         };
         static const struct option options[] = {
@@ -265,6 +268,7 @@ static int parse_args(int argc, char **argv, args *a) {
                 { "etcd-key", required_argument, NULL, OPT_ETCD_KEY },
                 { "etcd-user", required_argument, NULL, OPT_ETCD_USER },
                 { "etcd-password-file", required_argument, NULL, OPT_ETCD_PASSWORD },
+                { "no-leader", no_argument, NULL, OPT_NO_LEADER },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, OPT_VERSION },
                 {},
@@ -416,6 +420,9 @@ static int parse_args(int argc, char **argv, args *a) {
                 case OPT_ETCD_PASSWORD:
                         a->etcd_password_file = optarg;
                         break;
+                case OPT_NO_LEADER:
+                        a->no_leader = true;
+                        break;
                 case OPT_STOP_PODS:
                         stop_pods_on_exit = true;
                         break;
@@ -433,10 +440,11 @@ static int parse_args(int argc, char **argv, args *a) {
                 fprintf(stderr, "tendd: unexpected argument \"%s\"\n", argv[optind]);
                 return -EINVAL;
         }
-        if (!a->fleet && (a->node_labels || a->etcd_prefix || a->lease_ttl || a->etcd_ca ||
-                          a->etcd_cert || a->etcd_key || a->etcd_user || a->etcd_password_file)) {
-                fprintf(stderr, "tendd: --node-labels, --etcd-* and --lease-ttl are for a fleet: "
-                                "give --fleet URL too\n");
+        if (!a->fleet &&
+            (a->node_labels || a->etcd_prefix || a->lease_ttl || a->etcd_ca || a->etcd_cert ||
+             a->etcd_key || a->etcd_user || a->etcd_password_file || a->no_leader)) {
+                fprintf(stderr, "tendd: --node-labels, --etcd-*, --lease-ttl and --no-leader are "
+                                "for a fleet: give --fleet URL too\n");
                 return -EINVAL;
         }
         if (!a->etcd_cert != !a->etcd_key) {
@@ -623,7 +631,8 @@ int main(int argc, char **argv) {
                                                 .cert_file = a.etcd_cert,
                                                 .key_file = a.etcd_key,
                                                 .user = a.etcd_user,
-                                                .password = etcd_password },
+                                                .password = etcd_password,
+                                                .no_leader = a.no_leader },
                                on_joined, NULL, &fl);
                 if (r < 0)
                         log_error_errno(r, "fleet: cannot join: %m");

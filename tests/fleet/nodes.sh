@@ -144,13 +144,70 @@ spec:
         env: [{name: TEST_MARKER, value: "$tmp"}]
 YAML
 on 1 apply -f "$tmp/web.yaml" >/dev/null
-pods_of() { on 1 get nodes | awk -v n="$1" '$1 == n { print $3 }'; }
+pods_of() { on 1 get nodes | awk -v n="$1" '$1 == n { print $4 }'; }
 if wait_for 10 sh -c "[ \"\$(TEND_SOCKET=$tmp/n1.sock $bin/tend get pods -o json |
         jq -r '[.items[] | select(.spec.nodeName == \"n1\" and .status.phase == \"Running\")] |
         length')\" = 2 ]" && [ "$(pods_of n1)" = 2 ]; then
     ok "--node-name is the pods' spec.nodeName; PODS counts them (2 on n1)"
 else
     fail "pods on n1: $(pods_of n1)"; on 1 get pods -o wide
+fi
+
+# ---- the leader ------------------------------------------------------------------------------------
+leader_of() { on "$1" get nodes | awk '$3 == "leader" { print $1 }'; }
+labels_of() { case $1 in 1) echo zone=a,disk=ssd ;; 2) echo zone=b ;; *) echo "" ;; esac; }
+restart() { # N: SIGTERM, then the same tendd again
+    eval "p=\$n${1}_pid"
+    kill -TERM "$p"
+    wait "$p" || fail "n$1 exited non-zero on SIGTERM"
+    l=$(labels_of "$1")
+    node "$1" ${l:+--node-labels "$l"}
+}
+lead=$(leader_of 1)
+if [ -n "$lead" ] && [ "$(leader_of 2)" = "$lead" ] && [ "$(leader_of 3)" = "$lead" ] &&
+    [ "$(on 1 get nodes | awk '$3 == "leader"' | wc -l)" = 1 ] &&
+    grep -q "this node leads the fleet" "$tmp/$lead.log"; then
+    ok "one node leads ($lead), the same on every node, and knows it"
+else
+    fail "leaders: n1 sees '$(leader_of 1)', n2 '$(leader_of 2)', n3 '$(leader_of 3)'"
+fi
+lnum=${lead#n}
+others=$(cat "$tmp"/n*.log | grep -v "^$" | grep -c "this node leads")
+restart "$lnum"
+sleep $((ttl + 1))
+if [ "$(leader_of 1)" = "$lead" ] && [ "$(leader_of 2)" = "$lead" ] &&
+    [ "$(cat "$tmp"/n*.log | grep -c "this node leads")" = $((others + 1)) ] &&
+    tail -5 "$tmp/$lead.log" | grep -q "this node leads the fleet"; then
+    ok "the leader restarted within its TTL: it still leads (its lease resumed), nobody else took over"
+else
+    fail "after the leader's restart: $(leader_of 1) / $(leader_of 2)"
+fi
+kill -KILL "$(eval echo "\$n${lnum}_pid")"
+wait "$(eval echo "\$n${lnum}_pid")" 2>/dev/null
+eval "n${lnum}_pid="
+killed=$(date +%s%N)
+survivor=$((lnum % 3 + 1))
+new_leader() { l=$(leader_of "$survivor"); [ -n "$l" ] && [ "$l" != "$lead" ]; }
+if wait_for $((ttl + 3)) new_leader; then
+    ms=$((($(date +%s%N) - killed) / 1000000))
+    new=$(leader_of "$survivor")
+    other=$((survivor % 3 + 1))
+    [ "$other" = "$lnum" ] && other=$((other % 3 + 1))
+    if [ "$(leader_of "$other")" = "$new" ] && grep -q "this node leads the fleet" "$tmp/$new.log"; then
+        ok "the leader ($lead) killed: $new leads ${ms} ms later (TTL ${ttl}s), both survivors agree"
+    else
+        fail "after the failover: n$survivor sees $new, n$other sees $(leader_of "$other")"
+    fi
+else
+    fail "no new leader $((ttl + 3)) s after the leader was killed: $(leader_of "$survivor")"
+fi
+l=$(labels_of "$lnum")
+node "$lnum" ${l:+--node-labels "$l"}
+sleep 1
+if [ "$(leader_of "$lnum")" = "$new" ]; then
+    ok "$lead back: $new still leads (no leadership moves back)"
+else
+    fail "$lead back: $(leader_of "$lnum") leads"
 fi
 
 # ---- Ready is the lease ---------------------------------------------------------------------------
