@@ -286,12 +286,16 @@ static int phase_rank(int phase) {
 static int cmp_deletion(const plan_pod *a, const plan_pod *b) {
         if (a->started != b->started)
                 return a->started ? 1 : -1;
-        if (phase_rank(a->phase) != phase_rank(b->phase))
-                return phase_rank(a->phase) < phase_rank(b->phase) ? -1 : 1;
+        int ra = a->node_lost ? phase_rank(SPEC_POD_UNKNOWN) : phase_rank(a->phase),
+            rb = b->node_lost ? phase_rank(SPEC_POD_UNKNOWN) : phase_rank(b->phase);
+        if (ra != rb)
+                return ra < rb ? -1 : 1;
         if (a->ready != b->ready)
                 return a->ready ? 1 : -1;
         if (a->deletion_cost != b->deletion_cost)
                 return a->deletion_cost < b->deletion_cost ? -1 : 1;
+        if (a->node_siblings != b->node_siblings)
+                return a->node_siblings > b->node_siblings ? -1 : 1; /* doubled up first */
         if (a->ready && b->ready && a->ready_since != b->ready_since)
                 return a->ready_since > b->ready_since ? -1 : 1; /* ready for less time */
         if (a->restarts != b->restarts)
@@ -566,4 +570,134 @@ bool plan_deployment_complete(const spec_deployment *d) {
         int32_t r = d->spec.replicas;
         return st->updated_replicas == r && st->replicas == r && st->available_replicas == r &&
                st->observed_generation >= d->metadata.generation;
+}
+
+/* ---- fleet mode ----------------------------------------------------------------------------- */
+
+/* FNV-1a of "pod\0node": a tie-break that is stable across leaders. */
+static uint64_t place_hash(const char *pod, const char *node) {
+        uint64_t h = 1469598103934665603ULL;
+
+        for (const char *p = strempty(pod);; p++) {
+                h = (h ^ (unsigned char) *p) * 1099511628211ULL;
+                if (!*p)
+                        break;
+        }
+        for (const char *p = strempty(node); *p; p++)
+                h = (h ^ (unsigned char) *p) * 1099511628211ULL;
+        return h;
+}
+
+static bool ports_clash(const plan_node *n, const plan_new_pod *p) {
+        for (size_t i = 0; i < p->n_ports; i++)
+                for (size_t k = 0; k < n->n_ports; k++)
+                        if (p->ports[i] == n->ports[k])
+                                return true;
+        return false;
+}
+
+static bool feasible(const plan_node *n, const plan_new_pod *p) {
+        if (!n->ready || n->unschedulable)
+                return false;
+        if (n->capacity > 0 && n->pods >= n->capacity)
+                return false;
+        for (size_t i = 0; p->node_selector && i < p->node_selector->n; i++)
+                if (!n->labels ||
+                    !streq_ptr(spec_map_get(n->labels, p->node_selector->items[i].key),
+                               p->node_selector->items[i].value))
+                        return false;
+        return !ports_clash(n, p);
+}
+
+/* <0: a is the better node for p. */
+static int cmp_place(const plan_node *a, const plan_node *b, const plan_new_pod *p) {
+        uint64_t ha, hb;
+
+        if (a->group_pods != b->group_pods)
+                return a->group_pods < b->group_pods ? -1 : 1;
+        if (a->pods != b->pods)
+                return a->pods < b->pods ? -1 : 1;
+        ha = place_hash(p->name, a->name);
+        hb = place_hash(p->name, b->name);
+        if (ha != hb)
+                return ha < hb ? -1 : 1;
+        return strcmp(strempty(a->name), strempty(b->name));
+}
+
+size_t plan_schedule(plan_node *nodes, size_t n_nodes, const plan_new_pod *pods, size_t n_pods,
+                     int *ret_node) {
+        size_t placed = 0;
+
+        for (size_t i = 0; i < n_pods; i++) {
+                int best = -1;
+                for (size_t k = 0; k < n_nodes; k++)
+                        if (feasible(&nodes[k], &pods[i]) &&
+                            (best < 0 || cmp_place(&nodes[k], &nodes[best], &pods[i]) < 0))
+                                best = (int) k;
+                ret_node[i] = best;
+                if (best < 0)
+                        continue;
+                nodes[best].pods++;
+                nodes[best].group_pods++;
+                placed++;
+        }
+        return placed;
+}
+
+plan_fleet_view plan_node_lifecycle(const plan_node_state *nodes, size_t n, usec_t now,
+                                    usec_t lost_after, double disruption, usec_t leader_since,
+                                    usec_t ttl, plan_node_verdict *ret) {
+        plan_fleet_view v = { .next = USEC_INFINITY };
+        size_t lost = 0;
+
+        for (size_t i = 0; i < n; i++)
+                lost += !nodes[i].live;
+        v.disrupted = (lost >= 2 && (double) lost >= disruption * (double) n) ||
+                      now < leader_since + ttl;
+        if (now < leader_since + ttl && lost > 0)
+                v.next = leader_since + ttl;
+        for (size_t i = 0; i < n; i++) {
+                usec_t due = nodes[i].lost_since + lost_after;
+                if (nodes[i].live)
+                        ret[i] = PLAN_NODE_READY;
+                else if (now < due) {
+                        ret[i] = PLAN_NODE_UNKNOWN;
+                        v.next = MIN(v.next, due);
+                } else
+                        ret[i] = v.disrupted ? PLAN_NODE_HOLD : PLAN_NODE_EVICT;
+        }
+        return v;
+}
+
+bool plan_fence(plan_lost_policy policy, usec_t last_ok_send, usec_t ttl, usec_t now) {
+        if (policy != PLAN_LOST_FENCE)
+                return false;
+        if (last_ok_send == 0 || ttl <= PLAN_FENCE_MARGIN)
+                return true;
+        return now >= last_ok_send + ttl - PLAN_FENCE_MARGIN;
+}
+
+usec_t plan_fence_replace_at(usec_t lease_gone, usec_t grace) {
+        return lease_gone + grace + PLAN_FENCE_SLACK;
+}
+
+void plan_local_reconcile(const plan_local_pod *local, size_t n_local, const plan_bound_pod *etcd,
+                          size_t n_etcd, const char *self, plan_local_action *ret_local,
+                          bool *ret_start) {
+        for (size_t i = 0; i < n_local; i++) {
+                const plan_bound_pod *b = NULL;
+                for (size_t k = 0; k < n_etcd && !b; k++)
+                        if (streq_ptr(etcd[k].uid, local[i].uid))
+                                b = &etcd[k];
+                if (!b || !streq_ptr(b->node, self))
+                        ret_local[i] = PLAN_LOCAL_STOP;
+                else
+                        ret_local[i] = b->deleting ? PLAN_LOCAL_STOP_CONFIRM : PLAN_LOCAL_KEEP;
+        }
+        for (size_t k = 0; k < n_etcd; k++) {
+                bool here = false;
+                for (size_t i = 0; i < n_local && !here; i++)
+                        here = streq_ptr(etcd[k].uid, local[i].uid);
+                ret_start[k] = !here && !etcd[k].deleting && streq_ptr(etcd[k].node, self);
+        }
 }

@@ -179,14 +179,14 @@ static void test_availability(void **state) {
 
 static void test_deletion_order(void **state) {
         plan_pod pods[] = {
-                /* 0 */ { "a", true, SPEC_POD_RUNNING, true, 100 * S, 0, 0, 10 * S },
-                /* 1 */ { "b", false, SPEC_POD_PENDING, false, 0, 0, 0, 50 * S },
-                /* 2 */ { "c", true, SPEC_POD_RUNNING, false, 0, 0, 0, 20 * S },
-                /* 3 */ { "d", true, SPEC_POD_RUNNING, true, 200 * S, 0, 0, 30 * S },
-                /* 4 */ { "e", true, SPEC_POD_RUNNING, true, 100 * S, 0, 3, 40 * S },
-                /* 5 */ { "f", true, SPEC_POD_RUNNING, true, 100 * S, 0, 3, 45 * S },
-                /* 6 */ { "g", true, SPEC_POD_RUNNING, true, 50 * S, 5, 0, 5 * S },
-                /* 7 */ { "h", true, SPEC_POD_PENDING, false, 0, 0, 0, 1 * S },
+                /* 0 */ { "a", true, SPEC_POD_RUNNING, true, 100 * S, 0, 0, 10 * S, false, 0 },
+                /* 1 */ { "b", false, SPEC_POD_PENDING, false, 0, 0, 0, 50 * S, false, 0 },
+                /* 2 */ { "c", true, SPEC_POD_RUNNING, false, 0, 0, 0, 20 * S, false, 0 },
+                /* 3 */ { "d", true, SPEC_POD_RUNNING, true, 200 * S, 0, 0, 30 * S, false, 0 },
+                /* 4 */ { "e", true, SPEC_POD_RUNNING, true, 100 * S, 0, 3, 40 * S, false, 0 },
+                /* 5 */ { "f", true, SPEC_POD_RUNNING, true, 100 * S, 0, 3, 45 * S, false, 0 },
+                /* 6 */ { "g", true, SPEC_POD_RUNNING, true, 50 * S, 5, 0, 5 * S, false, 0 },
+                /* 7 */ { "h", true, SPEC_POD_PENDING, false, 0, 0, 0, 1 * S, false, 0 },
         };
         size_t order[ELEMENTSOF(pods)];
         /* not started < pending < not ready < lower cost < ready for less
@@ -491,6 +491,173 @@ static void test_rollout_status(void **state) {
         spec_deployment_free(d);
 }
 
+/* Fleet: pods spread over ready, schedulable, matching nodes — fewest of
+ * the deployment first, then fewest in all, then a stable hash; cordoned,
+ * lost, full, unmatched and port-clashing nodes get none. */
+static void test_schedule(void **state) {
+        spec_kv ssd_items[] = { { (char *) "disk", (char *) "ssd" } },
+                hdd_items[] = { { (char *) "disk", (char *) "hdd" } };
+        spec_map ssd = { ssd_items, 1 }, hdd = { hdd_items, 1 };
+        uint16_t taken[] = { 8080 };
+        plan_node nodes[] = {
+                { "a", true, false, &ssd, 0, 5, 0, NULL, 0 },
+                { "b", true, false, &hdd, 0, 1, 0, NULL, 0 },
+                { "c", true, false, &ssd, 0, 0, 0, NULL, 0 },
+                { "cordoned", true, true, &ssd, 0, 0, 0, NULL, 0 },
+                { "lost", false, false, &ssd, 0, 0, 0, NULL, 0 },
+        };
+        plan_new_pod pods[6] = {};
+        char names[6][8];
+        int where[6];
+
+        for (int i = 0; i < 6; i++) {
+                snprintf(names[i], sizeof names[i], "p%d", i);
+                pods[i].name = names[i];
+        }
+        /* 6 pods on a, b, c: 2 each (spread wins over load); the first goes
+         * to the least loaded (c), the second to b (1 pod) */
+        assert_int_equal(plan_schedule(nodes, 5, pods, 6, where), 6);
+        assert_int_equal(where[0], 2);
+        assert_int_equal(where[1], 1);
+        assert_int_equal(nodes[0].group_pods, 2);
+        assert_int_equal(nodes[1].group_pods, 2);
+        assert_int_equal(nodes[2].group_pods, 2);
+        assert_int_equal(nodes[3].group_pods + nodes[4].group_pods, 0);
+        assert_int_equal(nodes[0].pods, 7);
+
+        /* nodeSelector: only the ssd nodes; a full node is skipped */
+        plan_node sel[] = {
+                { "a", true, false, &ssd, 3, 3, 0, NULL, 0 },
+                { "b", true, false, &hdd, 0, 0, 0, NULL, 0 },
+                { "c", true, false, &ssd, 0, 0, 0, NULL, 0 },
+        };
+        plan_new_pod want_ssd[3] = { { "x", &ssd, NULL, 0 },
+                                     { "y", &ssd, NULL, 0 },
+                                     { "z", &ssd, NULL, 0 } };
+        assert_int_equal(plan_schedule(sel, 3, want_ssd, 3, where), 3);
+        for (int i = 0; i < 3; i++)
+                assert_int_equal(where[i], 2);
+
+        /* a fixed port: not where it is taken; nowhere → -1 (Unschedulable) */
+        uint16_t port[] = { 8080 };
+        plan_node ports[] = {
+                { "a", true, false, NULL, 0, 0, 0, taken, 1 },
+                { "b", true, false, NULL, 0, 9, 9, NULL, 0 },
+        };
+        plan_new_pod web = { "web", NULL, port, 1 };
+        assert_int_equal(plan_schedule(ports, 2, &web, 1, where), 1);
+        assert_int_equal(where[0], 1);
+        plan_new_pod nowhere = { "q", &hdd, NULL, 0 };
+        assert_int_equal(plan_schedule(ports, 2, &nowhere, 1, where), 0);
+        assert_int_equal(where[0], -1);
+
+        /* ties: the same answer whatever the order of the nodes */
+        plan_node t1[] = { { "m", true, false, NULL, 0, 0, 0, NULL, 0 },
+                           { "n", true, false, NULL, 0, 0, 0, NULL, 0 } };
+        plan_node t2[] = { t1[1], t1[0] };
+        plan_new_pod one = { "pod-1", NULL, NULL, 0 };
+        int w1, w2;
+        plan_schedule(t1, 2, &one, 1, &w1);
+        plan_schedule(t2, 2, &one, 1, &w2);
+        assert_string_equal(t1[w1].name, t2[w2].name);
+}
+
+/* Fleet: lost nodes are Unknown, evicted after lost_after, unless the
+ * guard holds (55 % of the nodes, at least 2, lost together; or a leader
+ * younger than a TTL). */
+static void test_node_lifecycle(void **state) {
+        plan_node_state five[] = {
+                { "a", true, 0 }, { "b", false, 100 * S }, { "c", true, 0 },
+                { "d", true, 0 }, { "e", true, 0 },
+        };
+        plan_node_verdict v[5];
+        plan_fleet_view f;
+
+        f = plan_node_lifecycle(five, 5, 105 * S, 10 * S, PLAN_FLEET_DISRUPTION, 0, 3 * S, v);
+        assert_false(f.disrupted);
+        assert_int_equal(v[0], PLAN_NODE_READY);
+        assert_int_equal(v[1], PLAN_NODE_UNKNOWN);
+        assert_int_equal(f.next, 110 * S);
+        f = plan_node_lifecycle(five, 5, 110 * S, 10 * S, PLAN_FLEET_DISRUPTION, 0, 3 * S, v);
+        assert_int_equal(v[1], PLAN_NODE_EVICT);
+        assert_int_equal(f.next, USEC_INFINITY);
+
+        /* 3 of 5 lost at once (60 %): nothing evicted */
+        five[2].live = five[3].live = false;
+        five[2].lost_since = five[3].lost_since = 100 * S;
+        f = plan_node_lifecycle(five, 5, 200 * S, 10 * S, PLAN_FLEET_DISRUPTION, 0, 3 * S, v);
+        assert_true(f.disrupted);
+        assert_int_equal(v[1], PLAN_NODE_HOLD);
+        assert_int_equal(v[2], PLAN_NODE_HOLD);
+        /* 2 of 5 (40 %): evicted */
+        five[3].live = true;
+        f = plan_node_lifecycle(five, 5, 200 * S, 10 * S, PLAN_FLEET_DISRUPTION, 0, 3 * S, v);
+        assert_false(f.disrupted);
+        assert_int_equal(v[2], PLAN_NODE_EVICT);
+
+        /* one of two lost is 50 %, but one node alone never trips the guard */
+        plan_node_state two[] = { { "a", true, 0 }, { "b", false, 0 } };
+        f = plan_node_lifecycle(two, 2, 100 * S, 0, PLAN_FLEET_DISRUPTION, 0, 3 * S, v);
+        assert_int_equal(v[1], PLAN_NODE_EVICT);
+
+        /* a leader younger than a TTL evicts nothing yet, and says when */
+        f = plan_node_lifecycle(two, 2, 101 * S, 0, PLAN_FLEET_DISRUPTION, 100 * S, 3 * S, v);
+        assert_true(f.disrupted);
+        assert_int_equal(v[1], PLAN_NODE_HOLD);
+        assert_int_equal(f.next, 103 * S);
+}
+
+static void test_fence(void **state) {
+        /* replace: never stops */
+        assert_false(plan_fence(PLAN_LOST_REPLACE, 100 * S, 10 * S, 1000 * S));
+        /* fence: a margin before the lease could expire */
+        assert_false(plan_fence(PLAN_LOST_FENCE, 100 * S, 10 * S, 108 * S));
+        assert_true(plan_fence(PLAN_LOST_FENCE, 100 * S, 10 * S, 109 * S));
+        assert_true(plan_fence(PLAN_LOST_FENCE, 0, 10 * S, 1 * S)); /* never acknowledged */
+        assert_int_equal(plan_fence_replace_at(120 * S, 30 * S), 152 * S);
+}
+
+/* Fleet: after a reconnection, keep what is still bound here, stop the
+ * rest (confirming deletions), start only what etcd binds here. */
+static void test_local_reconcile(void **state) {
+        plan_local_pod local[] = { { "keep" }, { "moved" }, { "gone" }, { "deleting" } };
+        plan_bound_pod etcd[] = {
+                { "keep", "n1", false },      { "moved", "n2", false },
+                { "deleting", "n1", true },   { "new-here", "n1", false },
+                { "new-there", "n2", false }, { "new-deleting", "n1", true },
+                { "unbound", NULL, false },
+        };
+        plan_local_action act[4];
+        bool start[7];
+
+        plan_local_reconcile(local, 4, etcd, 7, "n1", act, start);
+        assert_int_equal(act[0], PLAN_LOCAL_KEEP);
+        assert_int_equal(act[1], PLAN_LOCAL_STOP);
+        assert_int_equal(act[2], PLAN_LOCAL_STOP);
+        assert_int_equal(act[3], PLAN_LOCAL_STOP_CONFIRM);
+        static const bool want[] = { false, false, false, true, false, false, false };
+        for (int i = 0; i < 7; i++)
+                assert_int_equal(start[i], want[i]);
+}
+
+/* Fleet: pods on a lost node go first (as Unknown); then, among equals,
+ * those whose node runs more of the ReplicaSet. */
+static void test_deletion_order_fleet(void **state) {
+        plan_pod pods[] = {
+                /* 0 */ { "a", true, SPEC_POD_RUNNING, true, 100 * S, 0, 0, 10 * S, false, 1 },
+                /* 1 */ { "b", true, SPEC_POD_RUNNING, true, 100 * S, 0, 0, 10 * S, false, 3 },
+                /* 2 */ { "c", true, SPEC_POD_RUNNING, true, 100 * S, 0, 0, 10 * S, true, 1 },
+                /* 3 */ { "d", true, SPEC_POD_RUNNING, true, 100 * S, 0, 0, 10 * S, false, 2 },
+        };
+        size_t order[4];
+        static const size_t want[] = { 2, 1, 3, 0 };
+
+        plan_deletion_order(pods, 4, order);
+        for (size_t i = 0; i < 4; i++)
+                if (order[i] != want[i])
+                        fail_msg("position %zu: pod %zu, expected %zu", i, order[i], want[i]);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_rolling_worked_example),
@@ -501,6 +668,11 @@ int main(void) {
                 cmocka_unit_test(test_proportional_simple_cases),
                 cmocka_unit_test(test_availability),
                 cmocka_unit_test(test_deletion_order),
+                cmocka_unit_test(test_deletion_order_fleet),
+                cmocka_unit_test(test_schedule),
+                cmocka_unit_test(test_node_lifecycle),
+                cmocka_unit_test(test_fence),
+                cmocka_unit_test(test_local_reconcile),
                 cmocka_unit_test(test_backoff),
                 cmocka_unit_test(test_crash_death),
                 cmocka_unit_test(test_pod_next),

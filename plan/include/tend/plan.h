@@ -69,11 +69,17 @@ typedef struct plan_pod {
         int32_t deletion_cost; /* controller.kubernetes.io/pod-deletion-cost */
         int32_t restarts;
         usec_t created;
+        /* fleet mode: the pod's node is lost (its pod counts as Unknown), and
+         * how many pods of the same ReplicaSet its node runs (more: deleted
+         * first, Kubernetes' co-location rank). 0 on one host. */
+        bool node_lost;
+        int32_t node_siblings;
 } plan_pod;
 
-/* §7.2 ActivePodsWithRanks on one host: not started < Pending < Unknown <
- * Running < not ready < lower deletion cost < ready for less time < more
- * restarts < newer < uid. Fills order[] with indices, deleted first. */
+/* §7.2 ActivePodsWithRanks: not started < Pending < Unknown (or on a lost
+ * node) < Running < not ready < lower deletion cost < more siblings on its
+ * node < ready for less time < more restarts < newer < uid. Fills order[]
+ * with indices, deleted first. */
 void plan_deletion_order(const plan_pod *pods, size_t n, size_t *order);
 
 /* Crash-loop back-off (DESIGN §5). It belongs to one replica: a pod and the
@@ -197,3 +203,108 @@ void plan_remove_condition(spec_condition **conds, size_t *n, const char *type);
 
 /* DeploymentComplete (§5.2). */
 bool plan_deployment_complete(const spec_deployment *d);
+
+/* ---- fleet mode (fleet.md §3.6–3.11) -------------------------------------------------------- */
+
+/* A node as the scheduler sees it. The counts are updated in place as
+ * plan_schedule() places pods, so that each placement counts for the next. */
+typedef struct plan_node {
+        const char *name;
+        bool ready;             /* its tendd holds its lease */
+        bool unschedulable;     /* cordoned */
+        const spec_map *labels; /* for nodeSelector */
+        int32_t capacity;       /* pods it takes; <= 0: no limit */
+        int32_t pods;           /* active pods bound to it, every deployment's */
+        int32_t group_pods;     /* of them, the pods of the deployment being placed */
+        const uint16_t *ports;  /* fixed ports its pods take */
+        size_t n_ports;
+} plan_node;
+
+typedef struct plan_new_pod {
+        const char *name;              /* the last tie-break: a stable hash of (pod, node) */
+        const spec_map *node_selector; /* every label must match; NULL: any node */
+        const uint16_t *ports;         /* fixed ports it needs (not leased ones) */
+        size_t n_ports;
+} plan_new_pod;
+
+/* Places the pods of one deployment, one after the other: a feasible node
+ * is ready, not cordoned, matches the pod's nodeSelector, is below its
+ * capacity and has none of the pod's fixed ports taken; of those, the one
+ * with the fewest pods of this deployment (spread), then the fewest pods,
+ * then the lowest hash of (pod, node). ret_node[i]: the node's index, or -1
+ * when none is feasible (Unschedulable). Returns how many were placed. */
+size_t plan_schedule(plan_node *nodes, size_t n_nodes, const plan_new_pod *pods, size_t n_pods,
+                     int *ret_node);
+
+/* The default share of lost nodes at which the leader stops evicting. */
+#define PLAN_FLEET_DISRUPTION 0.55
+
+typedef struct plan_node_state {
+        const char *name;
+        bool live;         /* its lease key exists */
+        usec_t lost_since; /* when the leader saw the lease go (its own clock); when !live */
+} plan_node_state;
+
+typedef enum plan_node_verdict {
+        PLAN_NODE_READY,   /* live */
+        PLAN_NODE_UNKNOWN, /* lost, for less than lost_after: its pods are unknown */
+        PLAN_NODE_EVICT,   /* lost for lost_after: its pods go, replaced elsewhere */
+        PLAN_NODE_HOLD,    /* lost for lost_after, but the guard holds evictions */
+} plan_node_verdict;
+
+typedef struct plan_fleet_view {
+        bool disrupted; /* the guard holds: evict nothing */
+        usec_t next;    /* when a verdict changes by time alone; USEC_INFINITY: never */
+} plan_fleet_view;
+
+/* Node lifecycle (the leader's): each node's verdict at now. The guard
+ * evicts nothing while a share >= disruption of the nodes (at least 2) is
+ * lost together — an etcd stall expires every lease at once — or while the
+ * leader has led for less than a TTL (it has not watched long enough to
+ * know who is gone). */
+plan_fleet_view plan_node_lifecycle(const plan_node_state *nodes, size_t n, usec_t now,
+                                    usec_t lost_after, double disruption, usec_t leader_since,
+                                    usec_t ttl, plan_node_verdict *ret);
+
+typedef enum plan_lost_policy {
+        PLAN_LOST_REPLACE, /* tend.io/node-lost-policy: replace (the default) */
+        PLAN_LOST_FENCE,   /* fence */
+} plan_lost_policy;
+
+/* How long before its lease could expire a fenced node stops its pods. */
+#define PLAN_FENCE_MARGIN (1 * USEC_PER_SEC)
+/* What the leader waits beyond a fenced node's lease expiry and the pod's
+ * grace period before it replaces the pod. */
+#define PLAN_FENCE_SLACK (2 * USEC_PER_SEC)
+
+/* A node cut off from etcd: stop this pod now? Under fence, from the last
+ * acknowledged keepalive's send time + TTL − PLAN_FENCE_MARGIN (etcd cannot
+ * expire the lease sooner); under replace, never. last_ok_send 0: never
+ * acknowledged (stop). */
+bool plan_fence(plan_lost_policy policy, usec_t last_ok_send, usec_t ttl, usec_t now);
+/* The leader: when a fenced pod of a lost node may be replaced. */
+usec_t plan_fence_replace_at(usec_t lease_gone, usec_t grace);
+
+typedef struct plan_local_pod {
+        const char *uid; /* a pod this node runs (or has in its SQLite copy) */
+} plan_local_pod;
+
+typedef struct plan_bound_pod {
+        const char *uid;  /* a pod in etcd */
+        const char *node; /* spec.nodeName; NULL: not bound */
+        bool deleting;    /* metadata.deletionTimestamp */
+} plan_bound_pod;
+
+typedef enum plan_local_action {
+        PLAN_LOCAL_KEEP,         /* still bound here, not deleting: adopt, no restart */
+        PLAN_LOCAL_STOP,         /* gone from etcd, or bound elsewhere: stop it */
+        PLAN_LOCAL_STOP_CONFIRM, /* bound here and deleting: stop it, then remove its keys */
+} plan_local_action;
+
+/* A node (re)connected to etcd (fleet.md §3.9 rule 4): what becomes of each
+ * local pod, by identity (uid), and which pods of etcd it starts
+ * (ret_start[i]: bound here, not deleting, not running here). Nothing
+ * else is started. */
+void plan_local_reconcile(const plan_local_pod *local, size_t n_local, const plan_bound_pod *etcd,
+                          size_t n_etcd, const char *self, plan_local_action *ret_local,
+                          bool *ret_start);
