@@ -38,3 +38,7 @@ echo "== bench-rollout: zero-downtime rolling updates"
 echo "-- beside: the same program as a socket-activated systemd service, systemctl restart"
 # shellcheck disable=SC2086
 tests/systemd/harness.sh "$PWD/$build/bench/bench-rollout" --only systemd $quick 2>&1 | grep -v '^<'
+echo
+echo "== bench-fleet: fleet membership on a 3-member etcd and three tendd"
+# shellcheck disable=SC2086
+bench/bench-fleet.sh "$build/bin" $quick || exit 1
