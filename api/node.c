@@ -250,6 +250,8 @@ void api__waiting_end(api_server *s) {
         }
 }
 
+static enum MHD_Result wait_for_fleet(req *r, int e, const char *name);
+
 /* PATCH /api/v1/nodes/NAME in fleet mode: only spec.unschedulable may
  * change (a node's labels are its tendd's --node-labels). */
 static enum MHD_Result patch_node(req *r, json_t *nodes, const char *name) {
@@ -288,6 +290,11 @@ static enum MHD_Result patch_node(req *r, json_t *nodes, const char *name) {
                                         "a node is written to the fleet's etcd: that needs a "
                                         "connection to answer on");
         e = r->s->fleet->set_unschedulable(r->s->fleet->userdata, name, value, on_later, r);
+        return wait_for_fleet(r, e, name);
+}
+
+/* The fleet answers later: the connection waits, suspended. */
+static enum MHD_Result wait_for_fleet(req *r, int e, const char *name) {
         if (e < 0)
                 return api__send_status(r, 503, "ServiceUnavailable",
                                         "cannot write node %s to etcd: %s", name, strerror(-e));
@@ -296,6 +303,18 @@ static enum MHD_Result patch_node(req *r, json_t *nodes, const char *name) {
         r->s->waiting = r;
         MHD_suspend_connection(r->conn);
         return MHD_YES;
+}
+
+/* DELETE /api/v1/nodes/NAME in fleet mode: a node that is gone. */
+static enum MHD_Result delete_node(req *r, json_t *nodes, const char *name) {
+        if (!find_node(nodes, name))
+                return node_not_found(r, name);
+        if (!r->conn)
+                return api__send_status(r, 400, "BadRequest",
+                                        "a node is removed from the fleet's etcd: that needs a "
+                                        "connection to answer on");
+        return wait_for_fleet(r, r->s->fleet->delete_node(r->s->fleet->userdata, name, on_later, r),
+                              name);
 }
 
 /* /api/v1/nodes[/NAME]; name NULL for the list. */
@@ -307,10 +326,12 @@ enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method) 
                 json_t *answer = TAKE_PTR(r->later);
                 return api__send_json(r, r->later_code, answer);
         }
-        if (!streq(method, "GET") && !(r->s->fleet && name && streq(method, "PATCH")))
+        if (!streq(method, "GET") &&
+            !(r->s->fleet && name && (streq(method, "PATCH") || streq(method, "DELETE"))))
                 return api__send_status(r, 405, "MethodNotAllowed",
                                         r->s->fleet ? "a node is changed by PATCH of "
-                                                      "spec.unschedulable (tend cordon)"
+                                                      "spec.unschedulable (tend cordon), or "
+                                                      "removed by DELETE once it is gone"
                                                     : "the node is this host: it is read-only "
                                                       "(cordoning is for a fleet: tendd "
                                                       "--fleet)");
@@ -321,6 +342,8 @@ enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method) 
                 return api__send_oom(r);
         if (streq(method, "PATCH"))
                 return patch_node(r, nodes, name);
+        if (streq(method, "DELETE"))
+                return delete_node(r, nodes, name);
         node = name ? find_node(nodes, name) : NULL;
         if (name && !node)
                 return node_not_found(r, name);

@@ -45,6 +45,24 @@ static int delete_one(client *c, const cli_resource *r, const char *ns, const ch
         return 0;
 }
 
+/* A node of the fleet that is gone: its Node goes too. */
+static int delete_node(client *c, const char *name) {
+        _cleanup_free_ char *path = strprintf("/api/v1/nodes/%s", name);
+        json_t *resp = NULL;
+        long code;
+
+        if (!path || client_request(c, "DELETE", path, NULL, NULL, &code, &resp) < 0)
+                return -EIO;
+        if (code != 200) {
+                client_print_error(code, resp);
+                json_decref(resp);
+                return -EIO;
+        }
+        json_decref(resp);
+        printf("node \"%s\" deleted\n", name);
+        return 0;
+}
+
 int cli_delete(int argc, char **argv) {
         static const struct option options[] = {
                 { "filename", required_argument, NULL, 'f' },
@@ -66,13 +84,14 @@ int cli_delete(int argc, char **argv) {
                         cli.namespace = optarg;
                         break;
                 case 'h':
-                        printf("Usage: tend delete deploy/NAME|rs/NAME|pod/NAME ... | -f "
+                        printf("Usage: tend delete deploy/NAME|rs/NAME|pod/NAME|node/NAME ... | -f "
                                "FILE|DIR|-\n\n"
                                "Deleting a deployment deletes its ReplicaSets and pods (each "
                                "process\n"
                                "stopped gracefully). A deleted pod is replaced by its ReplicaSet; "
                                "a\n"
-                               "deleted ReplicaSet by its deployment.\n");
+                               "deleted ReplicaSet by its deployment. A node of a fleet can be "
+                               "deleted\nonce it is gone (no tendd holds its name).\n");
                         return 0;
                 default:
                         return 2;
@@ -108,6 +127,11 @@ int cli_delete(int argc, char **argv) {
         for (int i = optind; i < argc; i++) {
                 const cli_resource *r;
                 const char *name;
+                if (startswith(argv[i], "node/") || startswith(argv[i], "nodes/")) {
+                        if (delete_node(c, strchr(argv[i], '/') + 1) < 0)
+                                ret = 1;
+                        continue;
+                }
                 if (cli_parse_ref(argv[i], &r, &name) < 0 ||
                     delete_one(c, r, cli.namespace, name) < 0)
                         ret = 1;

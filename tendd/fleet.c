@@ -37,6 +37,7 @@ struct op {
         unsigned tries;
         void (*done)(unsigned code, json_t *answer, void *req);
         void *req;
+        bool deleting; /* delete the node, not cordon it */
 };
 
 struct fleet {
@@ -68,6 +69,8 @@ struct fleet {
         int64_t fence; /* the leader key's create revision, while leading */
         bool campaigning;
         uv_timer_t elect;
+        void (*leave_done)(void *userdata); /* fleet_leave() */
+        void *leave_userdata;
         api_fleet api;
 };
 
@@ -809,6 +812,59 @@ static void on_op(const etcd_result *r, void *userdata) {
         op_done(o, 200, n ? node_view(f, n) : NULL);
 }
 
+static void on_delete_node(const etcd_result *r, void *userdata) {
+        op *o = userdata;
+        fleet *f = o->f;
+
+        if (r->error < 0) {
+                _cleanup_free_ char *msg = strprintf("removing node %s from etcd: %s", o->name,
+                                                     strna(r->message));
+                op_done(o, 503, status_json(503, "ServiceUnavailable", strna(msg)));
+                return;
+        }
+        if (!r->succeeded) {
+                _cleanup_(json_decrefp)
+                        json_t *h = r->n_kvs ? json_loadb(r->kvs[0].value, r->kvs[0].value_len, 0,
+                                                          NULL)
+                                             : NULL;
+                _cleanup_free_ char *msg = strprintf(
+                        "node %s is alive: tendd (pid %" PRId64 " on %s) holds its lease; "
+                        "stop that tendd (with --stop-pods-on-exit it leaves the fleet), then "
+                        "delete the node",
+                        o->name, (int64_t) json_integer_value(json_object_get(h, "pid")),
+                        strna(json_string_value(json_object_get(h, "host"))));
+                op_done(o, 409, status_json(409, "Conflict", strna(msg)));
+                return;
+        }
+        fnode *n = fnode_get(f, o->name, false);
+        if (n && n->node) {
+                json_decref(n->node);
+                n->node = NULL;
+                n->node_mod = 0;
+                if (!n->holder) {
+                        tend_hashmap_remove(f->nodes, n->name);
+                        fnode_free(n);
+                }
+        }
+        op_done(o, 200,
+                json_pack("{s:s, s:s, s:{}, s:s, s:{s:s, s:s}}", "kind", "Status", "apiVersion",
+                          "v1", "metadata", "status", "Success", "details", "name", o->name, "kind",
+                          "nodes"));
+}
+
+/* A node nobody holds: its Node key goes, unless a tendd holds the name
+ * (then the failure branch says who). */
+static int op_delete(op *o) {
+        _cleanup_free_ char *node = strprintf("%s%s", o->f->p_nodes, o->name),
+                            *lease = strprintf("%s%s", o->f->p_leases, o->name);
+
+        if (!node || !lease)
+                return -ENOMEM;
+        return etcd_txn(o->f->e, json_pack("[o]", etcd_cmp_revision(lease, "create", "EQUAL", 0)),
+                        json_pack("[o]", etcd_op_delete(node, NULL)),
+                        json_pack("[o]", etcd_op_range(lease, NULL)), on_delete_node, o);
+}
+
 static int op_write(op *o, const fnode *n) {
         _cleanup_(json_decrefp) json_t *node = json_deep_copy(n->node);
         _cleanup_free_ char *key = strprintf("%s%s", o->f->p_nodes, o->name), *value = NULL;
@@ -832,6 +888,36 @@ static int op_write(op *o, const fnode *n) {
                         json_pack("[o]", etcd_op_range(key, NULL)), on_op, o);
 }
 
+static op *op_new(fleet *f, const char *name, void (*done)(unsigned, json_t *, void *), void *req) {
+        op *o = new0(op, 1);
+
+        if (!o || !(o->name = strdup(name))) {
+                free(o);
+                return NULL;
+        }
+        o->f = f;
+        o->done = done;
+        o->req = req;
+        o->next = f->ops;
+        f->ops = o;
+        return o;
+}
+
+static int api_delete_node(void *userdata, const char *name,
+                           void (*done)(unsigned code, json_t *answer, void *req), void *req) {
+        fleet *f = userdata;
+        op *o = op_new(f, name, done, req);
+        int r;
+
+        if (!o)
+                return -ENOMEM;
+        o->deleting = true;
+        r = op_delete(o);
+        if (r < 0)
+                op_free(o);
+        return r;
+}
+
 static int api_set_unschedulable(void *userdata, const char *name, bool value,
                                  void (*done)(unsigned code, json_t *answer, void *req),
                                  void *req) {
@@ -842,17 +928,10 @@ static int api_set_unschedulable(void *userdata, const char *name, bool value,
 
         if (!n || !n->node)
                 return -ENOENT;
-        o = new0(op, 1);
-        if (!o || !(o->name = strdup(name))) {
-                free(o);
+        o = op_new(f, name, done, req);
+        if (!o)
                 return -ENOMEM;
-        }
-        o->f = f;
         o->value = value;
-        o->done = done;
-        o->req = req;
-        o->next = f->ops;
-        f->ops = o;
         r = op_write(o, n);
         if (r < 0) {
                 o->done = NULL;
@@ -913,6 +992,31 @@ static void on_retry_closed(uv_handle_t *h) {
         free(f);
 }
 
+static void on_revoked(const etcd_result *r, void *userdata) {
+        fleet *f = userdata;
+
+        if (r->error < 0)
+                log_warning("fleet: revoking the lease: %s (the fleet sees this node go when "
+                            "it expires)",
+                            strna(r->message));
+        else
+                log_info("fleet: left the fleet (lease revoked)");
+        f->leave_done(f->leave_userdata);
+}
+
+void fleet_leave(fleet *f, void (*done)(void *userdata), void *userdata) {
+        int64_t lease = f->lease;
+
+        etcd_session_stop(f->session);
+        f->session = NULL;
+        f->leading = false;
+        (void) unlink(f->state_file); /* nothing to resume */
+        f->leave_done = done;
+        f->leave_userdata = userdata;
+        if (!lease || etcd_lease_revoke(f->e, lease, on_revoked, f) < 0)
+                done(userdata);
+}
+
 void fleet_close(fleet *f) {
         if (!f || f->closing)
                 return;
@@ -965,6 +1069,7 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
         }
         f->api = (api_fleet){ .nodes = api_nodes,
                               .set_unschedulable = api_set_unschedulable,
+                              .delete_node = api_delete_node,
                               .cancel = api_cancel,
                               .userdata = f };
         uv_timer_init(c->loop, &f->retry);

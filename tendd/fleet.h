@@ -51,6 +51,10 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
 bool fleet_leading(const fleet *f, int64_t *ret_fence);
 /* What the API asks of the fleet (valid while f is). */
 const api_fleet *fleet_api(fleet *f);
+/* Leaves the fleet at once (tendd --stop-pods-on-exit, its pods stopped):
+ * revokes the lease, so the name, the leadership and Ready go now rather
+ * than a TTL later; done() once etcd answered (or did not). Then close. */
+void fleet_leave(fleet *f, void (*done)(void *userdata), void *userdata);
 /* Stops the session (no revoke: a restart within the TTL resumes it, and
  * the fleet never sees the node go) and frees f. Accepts NULL. */
 void fleet_close(fleet *f);

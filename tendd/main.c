@@ -519,6 +519,10 @@ static void on_sighup(uv_signal_t *h, int sig) {
                 log_info("Received SIGHUP; no --manifests to read.");
 }
 
+static void on_left(void *userdata) {
+        finish();
+}
+
 static void on_drain(uv_timer_t *t) {
         size_t left = agent_live_pods(agent_loop_agent(al));
 
@@ -531,7 +535,11 @@ static void on_drain(uv_timer_t *t) {
                             left);
         else
                 log_info("every pod stopped");
-        finish();
+        uv_timer_stop(&drain);
+        if (fl) /* the pods are gone: so is the node, now rather than a TTL later */
+                fleet_leave(fl, on_left, NULL);
+        else
+                finish();
 }
 
 static void on_signal(uv_signal_t *h, int sig) {

@@ -270,7 +270,8 @@ gate_pid=$!
 wait_for 5 grep -q ready "$tmp/gate" || fail "the TCP gate did not start"
 gated=$(head -3 "$tmp/gate" | sed 's,^,http://127.0.0.1:,' | paste -sd, -)
 "$bin/tendd" --state-dir "$tmp/n4" --socket "$tmp/n4.sock" --port-range 45000-45999 \
-    --fleet "$gated" --node-name n4 --lease-ttl "${ttl}s" >>"$tmp/n4.log" 2>&1 &
+    --fleet "$gated" --node-name n4 --lease-ttl "${ttl}s" --stop-pods-on-exit \
+    >>"$tmp/n4.log" 2>&1 &
 n4_pid=$!
 wait_for 10 is_status 1 n4 Ready || fail "n4 (behind the gate) did not join"
 kill -STOP "$gate_pid"
@@ -303,9 +304,26 @@ if wait_for 10 is_status 1 n4 Ready && [ "$(grep -c "granted lease" "$tmp/n4.log
 else
     fail "n4 after the heal: $(status 1 n4)"; tail -5 "$tmp/n4.log"
 fi
+# --stop-pods-on-exit: its pods stopped, the node leaves at once (its lease revoked)
+t0=$(date +%s%N)
 kill -TERM "$n4_pid"
 wait "$n4_pid" || fail "n4 exited non-zero on SIGTERM"
+if wait_for 2 is_status 1 n4 NotReady && grep -q "left the fleet (lease revoked)" "$tmp/n4.log"; then
+    ok "n4 stopped with --stop-pods-on-exit: NotReady elsewhere after $((($(date +%s%N) - t0) / 1000000)) ms, not a TTL"
+else
+    fail "n4 did not leave at once: $(status 1 n4)"; tail -3 "$tmp/n4.log"
+fi
 kill -KILL "$gate_pid"
+expect_exit 0 "delete node/n4" on 2 delete node/n4 &&
+    expect_grep 'node "n4" deleted' "$tmp/out" "delete node/n4"
+if wait_for 5 sh -c "! TEND_SOCKET=$tmp/n1.sock $bin/tend get nodes | grep -q '^n4 '"; then
+    ok "a node that is gone, deleted: no node lists it"
+else
+    fail "n4 still listed after its deletion"; on 1 get nodes
+fi
+expect_exit 1 "delete a live node" on 1 delete node/n2 &&
+    expect_grep "node n2 is alive: tendd (pid $n2_pid on" "$tmp/err" "delete node/n2" &&
+    on 1 get nodes | grep -q '^n2 ' && ok "a live node cannot be deleted: 409, naming its tendd"
 
 # ---- an etcd member lost: no node lost (n4, stopped, is left out) ------------------------------------------------------------
 # shellcheck disable=SC2154 # set by etcd_cluster_start

@@ -29,6 +29,10 @@ typedef struct api_fleet {
          * Fails at once (< 0, no call) if it cannot begin. */
         int (*set_unschedulable)(void *userdata, const char *name, bool value,
                                  void (*done)(unsigned code, json_t *answer, void *req), void *req);
+        /* Removes a node that is gone (no tendd holds its name): answers as
+         * set_unschedulable does (409 while a tendd holds it). */
+        int (*delete_node)(void *userdata, const char *name,
+                           void (*done)(unsigned code, json_t *answer, void *req), void *req);
         void (*cancel)(void *userdata, void *req);
         void *userdata;
 } api_fleet;
