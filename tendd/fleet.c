@@ -28,6 +28,17 @@ typedef struct fnode {
 } fnode;
 
 typedef struct op op;
+typedef struct fleet fleet;
+
+/* A step to take again later: the join's chain and the mirror's (list,
+ * watch) each have their own, so that one's retry never replaces the
+ * other's (a lost session and a broken watch come together when etcd
+ * restarts). */
+typedef struct later {
+        uv_timer_t timer;
+        fleet *f;
+        void (*fn)(fleet *f);
+} later;
 
 struct op {
         fleet *f;
@@ -58,9 +69,8 @@ struct fleet {
         tend_hashmap *nodes; /* name → fnode */
         etcd_watch *watch;
         int64_t revision; /* of the mirror */
-        uv_timer_t retry;
-        void (*retry_fn)(fleet *f);
-        unsigned open_handles; /* retry, elect: freed when both closed */
+        later retry, remirror;
+        unsigned open_handles; /* retry, remirror, elect: freed when all are closed */
         op *ops;
         /* the election (fleet.md §3.5) */
         char *k_leader;
@@ -78,18 +88,28 @@ static void join_failed(fleet *f, int error, const char *fmt, ...) _printf_(3, 4
 
 /* ---- small things ---------------------------------------------------------------------------- */
 
-static void on_retry(uv_timer_t *t) {
-        fleet *f = t->data;
-        void (*fn)(fleet *) = f->retry_fn;
+static void on_later(uv_timer_t *t) {
+        later *l = t->data;
+        void (*fn)(fleet *) = l->fn;
 
-        f->retry_fn = NULL;
-        if (fn && !f->closing)
-                fn(f);
+        l->fn = NULL;
+        if (fn && !l->f->closing)
+                fn(l->f);
 }
 
+static void later_in(later *l, void (*fn)(fleet *f), uint64_t msec) {
+        l->fn = fn;
+        uv_timer_start(&l->timer, on_later, msec, 0);
+}
+
+/* The join's next step (schema, session, claim, Node), again. */
 static void retry_in(fleet *f, void (*fn)(fleet *f), uint64_t msec) {
-        f->retry_fn = fn;
-        uv_timer_start(&f->retry, on_retry, msec, 0);
+        later_in(&f->retry, fn, msec);
+}
+
+/* The mirror's (list, watch), again. */
+static void remirror_in(fleet *f, void (*fn)(fleet *f), uint64_t msec) {
+        later_in(&f->remirror, fn, msec);
 }
 
 static char *lease_hex(int64_t lease) {
@@ -270,7 +290,7 @@ static void on_watch_end(int error, const char *message, int64_t compact_revisio
         if (f->closing)
                 return;
         log_warning("fleet: the watch of %s ended (%s); listing again", f->p_all, strna(message));
-        retry_in(f, list, error == -ERANGE ? 0 : 1000);
+        remirror_in(f, list, error == -ERANGE ? 0 : 1000);
 }
 
 static void watch_start(fleet *f) {
@@ -280,7 +300,7 @@ static void watch_start(fleet *f) {
                     : -ENOMEM;
         if (r < 0) {
                 log_warning_errno(r, "fleet: cannot watch %s: %m; trying again", f->p_all);
-                retry_in(f, watch_start, 1000);
+                remirror_in(f, watch_start, 1000);
         }
 }
 
@@ -294,7 +314,7 @@ static void on_list(const etcd_result *r, void *userdata) {
                         return;
                 }
                 log_warning("fleet: listing %s: %s; trying again", f->p_all, strna(r->message));
-                retry_in(f, list, 1000);
+                remirror_in(f, list, 1000);
                 return;
         }
         fnodes_clear(f);
@@ -327,7 +347,7 @@ static void list(fleet *f) {
                 f->watch = NULL;
         }
         if (!end || etcd_range(f->e, f->p_all, end, on_list, f) < 0)
-                retry_in(f, list, 1000);
+                remirror_in(f, list, 1000);
 }
 
 /* ---- joining ----------------------------------------------------------------------------------
@@ -966,7 +986,7 @@ static void read_boot_id(char buf[static 40]) {
                 snprintf(buf, 40, "%.*s", (int) strcspn(data, "\n"), data);
 }
 
-static void on_retry_closed(uv_handle_t *h) {
+static void on_handle_closed(uv_handle_t *h) {
         fleet *f = h->data;
         const char *k;
         void *v;
@@ -1029,10 +1049,13 @@ void fleet_close(fleet *f) {
         f->session = NULL;
         etcd_close(f->e);
         f->e = NULL;
-        uv_timer_stop(&f->retry);
+        uv_timer_stop(&f->retry.timer);
+        uv_timer_stop(&f->remirror.timer);
         uv_timer_stop(&f->elect);
-        uv_close((uv_handle_t *) &f->retry, on_retry_closed);
-        uv_close((uv_handle_t *) &f->elect, on_retry_closed);
+        f->retry.timer.data = f->remirror.timer.data = f; /* on_handle_closed's */
+        uv_close((uv_handle_t *) &f->retry.timer, on_handle_closed);
+        uv_close((uv_handle_t *) &f->remirror.timer, on_handle_closed);
+        uv_close((uv_handle_t *) &f->elect, on_handle_closed);
 }
 
 int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why, void *userdata),
@@ -1072,10 +1095,14 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
                               .delete_node = api_delete_node,
                               .cancel = api_cancel,
                               .userdata = f };
-        uv_timer_init(c->loop, &f->retry);
+        uv_timer_init(c->loop, &f->retry.timer);
+        uv_timer_init(c->loop, &f->remirror.timer);
+        f->retry.f = f->remirror.f = f;
+        f->retry.timer.data = &f->retry;
+        f->remirror.timer.data = &f->remirror;
         uv_timer_init(c->loop, &f->elect);
-        f->retry.data = f->elect.data = f;
-        f->open_handles = 2;
+        f->elect.data = f;
+        f->open_handles = 3;
         if (gethostname(f->hostname, sizeof f->hostname - 1) < 0)
                 strcpy(f->hostname, "localhost");
         read_boot_id(f->boot_id);
