@@ -45,6 +45,7 @@ struct request {
         bool is_auth;      /* asks for the token */
         bool waiting_auth; /* not started: waits for a token */
         bool reauthed;     /* refused a token once, asked for a new one */
+        char *token_used;  /* the token it was sent with */
         etcd_cb cb;
         void *userdata;
 };
@@ -62,6 +63,7 @@ static request *request_free(request *r) {
                 curl_easy_cleanup(r->easy);
         curl_slist_free_all(r->headers);
         tend_buf_free(&r->answer);
+        secret_free(r->token_used);
         free(r->path);
         free(r->body);
         free(r);
@@ -183,6 +185,9 @@ static int errno_of(int code) {
                 return -ERANGE;
         case 14: /* UNAVAILABLE: no leader, leader changed, timed out */
                 return -EAGAIN;
+        case 7:  /* PERMISSION_DENIED: the user's roles do not cover the key */
+        case 16: /* UNAUTHENTICATED: no token, or one etcd does not know */
+                return -EACCES;
         default:
                 return -EIO;
         }
@@ -274,8 +279,10 @@ static void on_done(void *userdata, CURLcode code, long status) {
          * passed): a new one, once */
         if (code == CURLE_OK && status == 401 && e->user && !r->is_auth && !r->reauthed) {
                 r->reauthed = true;
-                free(e->token);
-                e->token = NULL;
+                if (streq_ptr(e->token, r->token_used)) { /* not a newer one */
+                        secret_free(e->token);
+                        e->token = NULL;
+                }
                 tend_buf_reset(&r->answer);
                 if (start(r) >= 0)
                         return;
@@ -332,6 +339,10 @@ static int start(request *r) {
                 return -ENOMEM;
         curl_slist_free_all(r->headers);
         if (!(r->headers = headers(e, false)))
+                return -ENOMEM;
+        secret_free(r->token_used);
+        r->token_used = NULL;
+        if (e->token && !(r->token_used = strdup(e->token)))
                 return -ENOMEM;
         tls_options(e, r->easy);
         curl_easy_setopt(r->easy, CURLOPT_URL, url);
@@ -405,14 +416,19 @@ static void on_auth(const etcd_result *res, void *userdata) {
         e->authing = false;
         if (token && !(e->token = strdup(token)))
                 token = NULL;
+        /* etcd not there (or without a leader) is not a refusal */
+        int error = res->error == -EIO || res->error == -EAGAIN ? res->error : -EACCES;
         if (!token)
-                why = strprintf("etcd refused user %s: %s", e->user,
-                                res->message ?: "no token in its answer");
+                why = error == -EACCES ? strprintf("etcd refused user %s: %s", e->user,
+                                                   res->message ?: "no token in its answer")
+                                       : strprintf("asking etcd for user %s's token: %s", e->user,
+                                                   strna(res->message));
         while ((r = first_waiting(e))) {
                 r->waiting_auth = false;
                 if (token && start(r) >= 0)
                         continue;
-                etcd_result fail = { .error = -EACCES, .message = why ?: "out of memory" };
+                etcd_result fail = { .error = token ? -ENOMEM : error,
+                                     .message = token ? "out of memory" : why ?: "out of memory" };
                 unlink_request(r);
                 r->cb(&fail, r->userdata);
                 request_free(r);
@@ -491,9 +507,17 @@ int etcd_delete(etcd *e, const char *key, const char *range_end, etcd_cb cb, voi
 
 int etcd_txn(etcd *e, json_t *compare, json_t *success, json_t *failure, etcd_cb cb,
              void *userdata) {
+        /* A NULL is an array that could not be built: a txn without its
+         * compares would write unguarded. */
+        if (!compare || !success || !failure) {
+                json_decref(compare);
+                json_decref(success);
+                json_decref(failure);
+                return -ENOMEM;
+        }
         return call(e, "/v3/kv/txn",
-                    json_pack("{s:o, s:o, s:o}", "compare", compare ?: json_array(), "success",
-                              success ?: json_array(), "failure", failure ?: json_array()),
+                    json_pack("{s:o, s:o, s:o}", "compare", compare, "success", success, "failure",
+                              failure),
                     cb, userdata);
 }
 
@@ -619,6 +643,7 @@ struct etcd_watch {
         char *key, *range_end;
         int64_t next_revision; /* 0: from now (not yet known) */
         bool broken;           /* the stream broke: resume it */
+        bool from_now;         /* this stream was asked from now (no start revision) */
         uint64_t retry_ms;
         etcd_watch_events on_events;
         etcd_watch_end on_end;
@@ -706,6 +731,19 @@ static void on_kick(uv_timer_t *t) {
                                 net_curl_cancel(w->e->net, w->easy);
                         w->running = false;
                         w->broken = true;
+                } else if (json_is_true(json_object_get(res, "canceled")) &&
+                           strstr(strempty(
+                                          json_string_value(json_object_get(res, "cancel_reason"))),
+                                  "Unauthenticated") &&
+                           w->e->user) {
+                        /* a token etcd forgot (it restarted): a new one, then resume */
+                        secret_free(w->e->token);
+                        w->e->token = NULL;
+                        json_array_clear(w->queue);
+                        if (w->running)
+                                net_curl_cancel(w->e->net, w->easy);
+                        w->running = false;
+                        w->broken = true;
                 } else if (json_is_true(json_object_get(res, "canceled"))) {
                         int64_t compacted = int64_of(json_object_get(res, "compact_revision"));
                         json_decref(line);
@@ -728,8 +766,12 @@ static void on_kick(uv_timer_t *t) {
                                         w->end_message = strdup(
                                                 "watch: an event that cannot be read");
                                 }
-                        } else if (h > 0 && h + 1 > w->next_revision)
-                                /* created, or a progress note: nothing before h + 1 is missed */
+                        } else if (h > 0 && h + 1 > w->next_revision &&
+                                   (w->from_now || !json_is_true(json_object_get(res, "created"))))
+                                /* a progress note (or the creation of a watch from now):
+                                 * nothing before h + 1 is missed. Not the creation of a
+                                 * watch from a revision: its history follows, on later
+                                 * lines, and a break before them must resume from it. */
                                 w->next_revision = h + 1;
                 }
                 json_decref(line);
@@ -809,6 +851,7 @@ static int watch_begin(etcd_watch *w) {
         json_t *create = range_body(w->key, w->range_end), *req;
         int r;
 
+        w->from_now = w->next_revision == 0;
         if (create && w->next_revision > 0 &&
             json_object_set_new(create, "start_revision",
                                 json_sprintf("%" PRId64, w->next_revision)) < 0)
@@ -825,7 +868,7 @@ static int watch_begin(etcd_watch *w) {
                 if (r < 0)
                         return r;
                 w->broken = true;
-                w->retry_ms = w->retry_ms ?: 100;
+                w->retry_ms = w->retry_ms ? MIN(w->retry_ms * 2, (uint64_t) 2000) : 100;
                 uv_timer_start(&w->kick, on_kick, w->retry_ms, 0);
                 return 0;
         }

@@ -226,10 +226,14 @@ static void test_txn(void **state) {
         wait_answer(&moved);
         json_t *cmp = json_pack("[o]", etcd_cmp_revision("/leader", "mod", "EQUAL", mine));
         json_t *ok = json_pack("[o]", etcd_op_delete("/leader", NULL));
-        assert_int_equal(etcd_txn(e, cmp, ok, NULL, on_answer, &fenced), 0);
+        assert_int_equal(etcd_txn(e, cmp, ok, json_array(), on_answer, &fenced), 0);
         wait_answer(&fenced);
         assert_int_equal(fenced.error, 0);
         assert_false(fenced.succeeded);
+        /* a compare that could not be built (NULL) is not taken for none */
+        assert_int_equal(etcd_txn(e, NULL, json_pack("[o]", etcd_op_delete("/leader", NULL)),
+                                  json_array(), on_answer, &fenced),
+                         -ENOMEM);
         etcd_close(e);
 }
 
@@ -348,7 +352,7 @@ static void test_watch(void **state) {
         put_wait(e, "/other", "x", NULL); /* not under the prefix */
         json_t *ops = json_pack("[o, o]", etcd_op_put("/w/b", "2", 1, 0),
                                 etcd_op_put("/w/c", "3", 1, 0));
-        assert_int_equal(etcd_txn(e, NULL, ops, NULL, on_answer, &t), 0);
+        assert_int_equal(etcd_txn(e, json_array(), ops, json_array(), on_answer, &t), 0);
         wait_answer(&t);
         assert_int_equal(etcd_delete(e, "/w/a", NULL, on_answer, &d), 0);
         wait_answer(&d);

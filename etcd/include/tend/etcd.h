@@ -81,7 +81,9 @@ int etcd_delete(etcd *e, const char *key, const char *range_end, etcd_cb cb, voi
 char *etcd_prefix_end(const char *prefix);
 
 /* A txn of compares and operations built with the helpers below (each
- * returns a new reference; the txn call steals all three arrays). */
+ * returns a new reference; the txn call steals all three arrays). Each
+ * must be an array (json_array() for none): a NULL is taken for one that
+ * could not be built, and the txn is not sent (-ENOMEM). */
 int etcd_txn(etcd *e, json_t *compare, json_t *success, json_t *failure, etcd_cb cb,
              void *userdata);
 /* compare: "mod" or "create" revision of key, result "EQUAL", "LESS", ... */
