@@ -295,6 +295,11 @@ static enum MHD_Result patch_node(req *r, json_t *nodes, const char *name) {
 
 /* The fleet answers later: the connection waits, suspended. */
 static enum MHD_Result wait_for_fleet(req *r, int e, const char *name) {
+        if (e == -ENOENT)
+                return api__send_status(r, 409, "Conflict",
+                                        "node %s has no Node in etcd yet (its tendd is joining): "
+                                        "try again",
+                                        name);
         if (e < 0)
                 return api__send_status(r, 503, "ServiceUnavailable",
                                         "cannot write node %s to etcd: %s", name, strerror(-e));

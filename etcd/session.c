@@ -19,20 +19,21 @@ struct etcd_session {
         int64_t lease;
         bool ready, stopped, ended;
         bool in_flight; /* a call is out: freed only after it answers */
-        bool timer_open;
+        unsigned timers_open;
         uv_timer_t tick;
-        usec_t sent_at; /* of the keepalive in flight */
-        usec_t last_ok; /* send time of the last acknowledged keepalive */
+        uv_timer_t deadline; /* at last_ok + TTL: the lease may be gone */
+        usec_t sent_at;      /* of the keepalive in flight */
+        usec_t last_ok;      /* send time of the last acknowledged keepalive */
 };
 
 static void maybe_free(etcd_session *s) {
-        if (s->stopped && !s->in_flight && !s->timer_open)
+        if (s->stopped && !s->in_flight && s->timers_open == 0)
                 free(s);
 }
 
-static void on_tick_closed(uv_handle_t *h) {
+static void on_timer_closed(uv_handle_t *h) {
         etcd_session *s = h->data;
-        s->timer_open = false;
+        s->timers_open--;
         maybe_free(s);
 }
 
@@ -42,11 +43,10 @@ void etcd_session_stop(etcd_session *s) {
         s->stopped = true;
         etcd_cancel_calls(s->e, s);
         s->in_flight = false;
-        if (s->timer_open) {
-                uv_timer_stop(&s->tick);
-                uv_close((uv_handle_t *) &s->tick, on_tick_closed);
-        } else
-                maybe_free(s);
+        uv_timer_stop(&s->tick);
+        uv_timer_stop(&s->deadline);
+        uv_close((uv_handle_t *) &s->tick, on_timer_closed);
+        uv_close((uv_handle_t *) &s->deadline, on_timer_closed);
 }
 
 static void lost(etcd_session *s, int error, const char *why) {
@@ -54,11 +54,22 @@ static void lost(etcd_session *s, int error, const char *why) {
                 return;
         s->ended = true;
         uv_timer_stop(&s->tick);
+        uv_timer_stop(&s->deadline);
         if (s->c.lost)
                 s->c.lost(error, why, s->c.userdata);
 }
 
 static void keepalive(etcd_session *s);
+static void on_deadline(uv_timer_t *t);
+
+/* A new acknowledgement: the lease is certainly alive until last_ok + TTL;
+ * the deadline moves there (the ticks alone would see it up to TTL/3 late). */
+static void acknowledged(etcd_session *s) {
+        usec_t until = s->last_ok + (usec_t) s->c.ttl * USEC_PER_SEC, now = now_monotonic();
+
+        uv_timer_start(&s->deadline, on_deadline,
+                       until > now ? (until - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC : 0, 0);
+}
 
 static void on_keepalive(const etcd_result *r, void *userdata) {
         etcd_session *s = userdata;
@@ -72,6 +83,7 @@ static void on_keepalive(const etcd_result *r, void *userdata) {
         }
         if (r->error == 0 && r->ttl > 0) {
                 s->last_ok = s->sent_at;
+                acknowledged(s);
                 if (!s->ready) {
                         s->ready = true;
                         if (s->c.ready)
@@ -113,6 +125,7 @@ static void on_grant(const etcd_result *r, void *userdata) {
         s->lease = r->lease_id;
         s->last_ok = s->sent_at;
         s->ready = true;
+        acknowledged(s);
         if (s->c.ready)
                 s->c.ready(s->lease, false, s->c.userdata);
 }
@@ -130,22 +143,32 @@ static void keepalive(etcd_session *s) {
         s->in_flight = r >= 0;
 }
 
-static void on_tick(uv_timer_t *t) {
-        etcd_session *s = t->data;
+/* A keepalive stuck on a dead connection answers only when its request
+ * times out (per endpoint): the session is lost a TTL after the last
+ * acknowledgement all the same, to the millisecond. */
+static bool expired(etcd_session *s) {
         char why[256];
 
-        /* A keepalive stuck on a dead connection answers only when its
-         * request times out (per endpoint): the session is lost after a
-         * TTL without an acknowledgement all the same. */
-        if (s->ready && now_monotonic() >= s->last_ok + (usec_t) s->c.ttl * USEC_PER_SEC) {
-                snprintf(why, sizeof why, "no keepalive of lease %llx acknowledged for %llds",
-                         (unsigned long long) s->lease, (long long) s->c.ttl);
-                etcd_cancel_calls(s->e, s);
-                s->in_flight = false;
-                lost(s, -ETIMEDOUT, why);
-                return;
-        }
-        keepalive(s);
+        if (!s->ready || s->ended ||
+            now_monotonic() < s->last_ok + (usec_t) s->c.ttl * USEC_PER_SEC)
+                return false;
+        snprintf(why, sizeof why, "no keepalive of lease %llx acknowledged for %llds",
+                 (unsigned long long) s->lease, (long long) s->c.ttl);
+        etcd_cancel_calls(s->e, s);
+        s->in_flight = false;
+        lost(s, -ETIMEDOUT, why);
+        return true;
+}
+
+static void on_deadline(uv_timer_t *t) {
+        (void) expired(t->data);
+}
+
+static void on_tick(uv_timer_t *t) {
+        etcd_session *s = t->data;
+
+        if (!expired(s))
+                keepalive(s);
 }
 
 int etcd_session_start(etcd *e, const etcd_session_config *c, etcd_session **ret) {
@@ -161,8 +184,9 @@ int etcd_session_start(etcd *e, const etcd_session_config *c, etcd_session **ret
         s->c = *c;
         s->lease = c->resume_lease;
         uv_timer_init(etcd_loop(e), &s->tick);
-        s->tick.data = s;
-        s->timer_open = true;
+        uv_timer_init(etcd_loop(e), &s->deadline);
+        s->tick.data = s->deadline.data = s;
+        s->timers_open = 2;
         every = (uint64_t) c->ttl * 1000 / 3;
         uv_timer_start(&s->tick, on_tick, every, every);
         keepalive(s);

@@ -596,6 +596,17 @@ static bool ports_clash(const plan_node *n, const plan_new_pod *p) {
         return false;
 }
 
+/* A fixed port of pods[i] taken by a pod placed on node k in this call. */
+static bool placed_ports_clash(const plan_new_pod *pods, size_t i, const int *ret_node, int k) {
+        for (size_t j = 0; j < i; j++)
+                if (ret_node[j] == k)
+                        for (size_t a = 0; a < pods[i].n_ports; a++)
+                                for (size_t b = 0; b < pods[j].n_ports; b++)
+                                        if (pods[i].ports[a] == pods[j].ports[b])
+                                                return true;
+        return false;
+}
+
 static bool feasible(const plan_node *n, const plan_new_pod *p) {
         if (!n->ready || n->unschedulable)
                 return false;
@@ -632,6 +643,7 @@ size_t plan_schedule(plan_node *nodes, size_t n_nodes, const plan_new_pod *pods,
                 int best = -1;
                 for (size_t k = 0; k < n_nodes; k++)
                         if (feasible(&nodes[k], &pods[i]) &&
+                            !placed_ports_clash(pods, i, ret_node, (int) k) &&
                             (best < 0 || cmp_place(&nodes[k], &nodes[best], &pods[i]) < 0))
                                 best = (int) k;
                 ret_node[i] = best;

@@ -68,9 +68,9 @@ struct fleet {
         char *k_schema, *k_node, *k_lease, *p_all, *p_nodes, *p_leases;
         tend_hashmap *nodes; /* name → fnode */
         etcd_watch *watch;
-        int64_t revision; /* of the mirror */
-        later retry, remirror;
-        unsigned open_handles; /* retry, remirror, elect: freed when all are closed */
+        int64_t revision;                /* of the mirror */
+        later retry, remirror, deadline; /* deadline: of the join as a whole */
+        unsigned open_handles; /* retry, remirror, deadline, elect: freed when all are closed */
         op *ops;
         /* the election (fleet.md §3.5) */
         char *k_leader;
@@ -78,6 +78,7 @@ struct fleet {
         bool leading;  /* this node */
         int64_t fence; /* the leader key's create revision, while leading */
         bool campaigning;
+        bool campaign_again; /* asked while one was out: once it answers */
         uv_timer_t elect;
         void (*leave_done)(void *userdata); /* fleet_leave() */
         void *leave_userdata;
@@ -151,8 +152,9 @@ static void leader_seen(fleet *f, const etcd_kv *kv) {
                                                : NULL;
         const char *name = json_string_value(json_object_get(j, "node"));
 
-        /* on this node's lease: it leads (a restart that resumed its lease) */
-        if (kv && f->lease && kv->lease == f->lease) {
+        /* on this node's live lease: it leads (a restart that resumed its lease) */
+        if (kv && !f->c.no_leader && f->session && etcd_session_lease(f->session) &&
+            kv->lease == etcd_session_lease(f->session)) {
                 if (!f->leading)
                         log_info("fleet: this node leads the fleet (fencing revision %" PRId64 ")",
                                  kv->create_revision);
@@ -295,12 +297,46 @@ static void on_watch_end(int error, const char *message, int64_t compact_revisio
 
 static void watch_start(fleet *f) {
         _cleanup_free_ char *end = etcd_prefix_end(f->p_all);
+
+        etcd_watch_cancel(f->watch); /* one at a time (two lists may cross) */
+        f->watch = NULL;
         int r = end ? etcd_watch_start(f->e, f->p_all, end, f->revision + 1, on_watch_events,
                                        on_watch_end, f, &f->watch)
                     : -ENOMEM;
         if (r < 0) {
                 log_warning_errno(r, "fleet: cannot watch %s: %m; trying again", f->p_all);
                 remirror_in(f, watch_start, 1000);
+        }
+}
+
+/* A relist is a whole snapshot: what the mirror has and it lacks went
+ * while the watch was down, and is told as a deletion (so a node's
+ * "since", and the log, change only for what did change). */
+static void mirror_forget_missing(fleet *f, const etcd_result *r) {
+        _cleanup_(tend_hashmap_freep) tend_hashmap *present = tend_hashmap_new();
+        size_t n = tend_hashmap_size(f->nodes), k = 0;
+        _cleanup_strv_free_ char **names = new0(char *, n + 1);
+        const char *key;
+        void *v;
+
+        if (!present || !names) {
+                fnodes_clear(f); /* out of memory: start over */
+                return;
+        }
+        for (size_t i = 0; i < r->n_kvs; i++)
+                (void) tend_hashmap_put(present, r->kvs[i].key, (void *) 1, NULL);
+        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &key, &v);)
+                if (k < n && (names[k] = strdup(key)))
+                        k++;
+        for (size_t i = 0; i < k; i++) {
+                _cleanup_free_ char *kn = strprintf("%s%s", f->p_nodes, names[i]),
+                                    *kl = strprintf("%s%s", f->p_leases, names[i]);
+                fnode *fn = fnode_get(f, names[i], false);
+                if (fn && fn->node && kn && !tend_hashmap_get(present, kn))
+                        mirror_apply(f, &(etcd_kv){ .key = kn }, true);
+                fn = fnode_get(f, names[i], false);
+                if (fn && fn->holder && kl && !tend_hashmap_get(present, kl))
+                        mirror_apply(f, &(etcd_kv){ .key = kl }, true);
         }
 }
 
@@ -317,7 +353,7 @@ static void on_list(const etcd_result *r, void *userdata) {
                 remirror_in(f, list, 1000);
                 return;
         }
-        fnodes_clear(f);
+        mirror_forget_missing(f, r);
         bool has_leader = false;
         for (size_t i = 0; i < r->n_kvs; i++) {
                 mirror_apply(f, &r->kvs[i], false);
@@ -367,6 +403,14 @@ static void join_failed(fleet *f, int error, const char *fmt, ...) {
         f->on_joined(error, why ?: "out of memory", f->userdata);
 }
 
+/* An https:// etcd that wants a client certificate, given none, drops the
+ * connection ("Failed sending data to the peer"): say what may be missing. */
+static const char *client_cert_hint(const fleet *f) {
+        return !f->c.cert_file && startswith(f->endpoints[0], "https://")
+                       ? " (an etcd with --client-cert-auth wants --etcd-cert and --etcd-key)"
+                       : "";
+}
+
 /* A call of the join that etcd did not answer: again in a second, for a
  * while (etcd may be starting); then the join fails with why. */
 static bool join_patience(fleet *f, const etcd_result *r, void (*again)(fleet *f),
@@ -384,6 +428,10 @@ static bool join_patience(fleet *f, const etcd_result *r, void (*again)(fleet *f
                                     ? " (--etcd-cacert: the CA that signed etcd's certificate; "
                                       "--etcd-cert: one without a CommonName, which etcd's "
                                       "gateway refuses)"
+                            : strstr(strempty(r->message), "permission denied")
+                                    ? " (--etcd-user needs a role with readwrite on the "
+                                      "fleet's prefix, e.g. etcdctl role grant-permission ROLE "
+                                      "--prefix=true readwrite /tend/)"
                                     : "");
                 return true;
         }
@@ -393,9 +441,10 @@ static bool join_patience(fleet *f, const etcd_result *r, void (*again)(fleet *f
                         (void) tend_buf_addf(&eps, "%s%s", eps.len ? ", " : "", *e);
                 join_failed(f, r->error,
                             "%s: etcd (%s) did not answer for %llds: %s; is etcd running, and "
-                            "are the --fleet URLs right?",
+                            "are the --fleet URLs right?%s",
                             what, strna(tend_buf_str(&eps)),
-                            (long long) (JOIN_PATIENCE / USEC_PER_SEC), strna(r->message));
+                            (long long) (JOIN_PATIENCE / USEC_PER_SEC), strna(r->message),
+                            client_cert_hint(f));
                 return true;
         }
         log_info("fleet: %s: %s; trying again", what, strna(r->message));
@@ -404,6 +453,21 @@ static bool join_patience(fleet *f, const etcd_result *r, void (*again)(fleet *f
 }
 
 static void put_node(fleet *f);
+
+static void join_timeout(fleet *f) {
+        _cleanup_buf_ tend_buf eps = TEND_BUF_INIT(4096);
+
+        if (f->joined || f->failed)
+                return;
+        for (char **e = f->endpoints; *e; e++)
+                (void) tend_buf_addf(&eps, "%s%s", eps.len ? ", " : "", *e);
+        join_failed(f, -ETIMEDOUT,
+                    "joining took longer than %llds: etcd (%s) does not answer%s; is etcd "
+                    "running, and are the --fleet URLs right?%s",
+                    (long long) ((JOIN_PATIENCE + (usec_t) f->c.ttl * USEC_PER_SEC) / USEC_PER_SEC),
+                    tend_buf_str(&eps), f->session ? " (last step: the session lease)" : "",
+                    client_cert_hint(f));
+}
 
 /* The Node as this tendd says it is: the host's facts, its --node-labels,
  * and what the fleet set (uid, creation time, spec.unschedulable). */
@@ -651,11 +715,13 @@ static void on_campaign(const etcd_result *r, void *userdata) {
 
         f->campaigning = false;
         if (r->error < 0) {
+                f->campaign_again = false;
                 log_warning("fleet: campaigning to lead: %s; trying again", strna(r->message));
                 uv_timer_start(&f->elect, on_elect, 1000, 0);
                 return;
         }
-        if (r->succeeded || (r->n_kvs > 0 && r->kvs[0].lease == f->lease)) {
+        bool ours = f->session && etcd_session_lease(f->session) == f->lease && f->lease;
+        if (ours && (r->succeeded || (r->n_kvs > 0 && r->kvs[0].lease == f->lease))) {
                 /* won, or ours already: a restart that resumed the lease */
                 f->fence = r->succeeded ? r->revision : r->kvs[0].create_revision;
                 if (!f->leading)
@@ -666,10 +732,17 @@ static void on_campaign(const etcd_result *r, void *userdata) {
                 f->leader = strdup(f->node_name);
                 return;
         }
-        if (r->n_kvs > 0)
+        /* Who holds it, unless the watch has told of a later state already
+         * (a DELETE after this answer was made: then campaign again). */
+        if (r->n_kvs > 0 && r->revision >= f->revision)
                 leader_seen(f, &r->kvs[0]);
-        else /* gone between the compare and the read */
-                uv_timer_start(&f->elect, on_elect, 0, 0);
+        else if (!f->leader || r->n_kvs == 0)
+                f->campaign_again = true;
+        if (f->campaign_again) {
+                f->campaign_again = false;
+                if (!f->leader)
+                        uv_timer_start(&f->elect, on_elect, 0, 0);
+        }
 }
 
 /* Leads if nobody does: the leader key, created on this node's lease
@@ -680,7 +753,11 @@ static void campaign(fleet *f) {
         _cleanup_free_ char *value = NULL;
         char now[TIMESTAMP_MAX];
 
-        if (f->c.no_leader || f->campaigning || f->closing || !f->lease || !f->session)
+        if (f->campaigning) {
+                f->campaign_again = true;
+                return;
+        }
+        if (f->c.no_leader || f->closing || !f->lease || !f->session)
                 return;
         format_timestamp(now, now_realtime());
         v = json_pack("{s:s, s:I, s:s}", "node", f->node_name, "pid", (json_int_t) getpid(),
@@ -696,9 +773,14 @@ static void campaign(fleet *f) {
 }
 
 bool fleet_leading(const fleet *f, int64_t *ret_fence) {
+        /* only while the lease is certainly alive: past that, another node
+         * may lead already */
+        bool leading = f->leading && f->session &&
+                       now_monotonic() < etcd_session_safe_until(f->session);
+
         if (ret_fence)
-                *ret_fence = f->leading ? f->fence : 0;
-        return f->leading;
+                *ret_fence = leading ? f->fence : 0;
+        return leading;
 }
 
 /* ---- what the API asks -------------------------------------------------------------------------
@@ -812,24 +894,33 @@ static void on_op(const etcd_result *r, void *userdata) {
         n = fnode_get(f, o->name, false);
         if (!r->succeeded) {
                 /* Changed meanwhile (its tendd restarted): again from the latest. */
-                if (r->n_kvs > 0 && n)
+                if (r->n_kvs > 0 && n) {
                         mirror_apply(f, &r->kvs[0], false);
-                if (n && r->n_kvs > 0 && ++o->tries < 5 && op_write(o, n) >= 0)
+                        n = fnode_get(f, o->name, false); /* may be gone */
+                }
+                if (n && n->node && r->n_kvs > 0 && ++o->tries < 5 && op_write(o, n) >= 0)
                         return;
                 _cleanup_free_ char *msg = strprintf(
                         "node %s changed while it was written: try again", o->name);
                 op_done(o, 409, status_json(409, "Conflict", strna(msg)));
                 return;
         }
-        if (n && n->node) {
-                /* Read your writes: the mirror has it before the watch says so. */
+        if (!n || !n->node) {
+                _cleanup_free_ char *msg = strprintf("node %s was removed from the fleet meanwhile",
+                                                     o->name);
+                op_done(o, 404, status_json(404, "NotFound", strna(msg)));
+                return;
+        }
+        if (r->revision > n->node_mod) {
+                /* Read your writes: the mirror has it before the watch says so
+                 * (unless the watch told of a later write already). */
                 json_object_set_new(json_object_get(n->node, "spec"), "unschedulable",
                                     o->value ? json_true() : json_false());
                 if (!o->value)
                         json_object_del(json_object_get(n->node, "spec"), "unschedulable");
                 n->node_mod = r->revision;
         }
-        op_done(o, 200, n ? node_view(f, n) : NULL);
+        op_done(o, 200, node_view(f, n));
 }
 
 static void on_delete_node(const etcd_result *r, void *userdata) {
@@ -1051,8 +1142,10 @@ void fleet_close(fleet *f) {
         f->e = NULL;
         uv_timer_stop(&f->retry.timer);
         uv_timer_stop(&f->remirror.timer);
+        uv_timer_stop(&f->deadline.timer);
         uv_timer_stop(&f->elect);
-        f->retry.timer.data = f->remirror.timer.data = f; /* on_handle_closed's */
+        f->retry.timer.data = f->remirror.timer.data = f->deadline.timer.data = f;
+        uv_close((uv_handle_t *) &f->deadline.timer, on_handle_closed);
         uv_close((uv_handle_t *) &f->retry.timer, on_handle_closed);
         uv_close((uv_handle_t *) &f->remirror.timer, on_handle_closed);
         uv_close((uv_handle_t *) &f->elect, on_handle_closed);
@@ -1097,12 +1190,14 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
                               .userdata = f };
         uv_timer_init(c->loop, &f->retry.timer);
         uv_timer_init(c->loop, &f->remirror.timer);
-        f->retry.f = f->remirror.f = f;
+        uv_timer_init(c->loop, &f->deadline.timer);
+        f->retry.f = f->remirror.f = f->deadline.f = f;
+        f->deadline.timer.data = &f->deadline;
         f->retry.timer.data = &f->retry;
         f->remirror.timer.data = &f->remirror;
         uv_timer_init(c->loop, &f->elect);
         f->elect.data = f;
-        f->open_handles = 3;
+        f->open_handles = 4;
         if (gethostname(f->hostname, sizeof f->hostname - 1) < 0)
                 strcpy(f->hostname, "localhost");
         read_boot_id(f->boot_id);
@@ -1130,6 +1225,10 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
                 return r;
         }
         f->lease = load_lease(f);
+        /* Each step waits for etcd a while; the whole join, a while and a
+         * TTL (a dead tendd's claim on the name may take that to go). */
+        later_in(&f->deadline, join_timeout,
+                 (JOIN_PATIENCE + (usec_t) f->c.ttl * USEC_PER_SEC) / USEC_PER_MSEC);
         schema(f);
         *ret = f;
         return 0;

@@ -95,20 +95,29 @@ else
     fail "nodes over TLS:"; on 1 get nodes; cat "$tmp"/n*.log
 fi
 
+# at_once: the last command took less than 5 s (not the 15 s wait for an
+# etcd that does not answer)
+at_once() { [ $((($(date +%s%N) - t0) / 1000000)) -lt 5000 ] || { fail "$1: not at once"; false; }; }
+t0=$(date +%s%N)
 # shellcheck disable=SC2086
 expect_exit 1 "a wrong password" "$bin/tendd" --state-dir "$tmp/x" --socket "$tmp/x.sock" \
     --fleet "$url" --node-name x --etcd-cacert ca.pem $creds bad &&
     expect_grep "etcd refused user root: .*invalid user ID or password" "$tmp/err" \
-        "a wrong password" && ok "a wrong password: refused at once, with etcd's reason"
+        "a wrong password" && at_once "a wrong password" &&
+    ok "a wrong password: refused at once, with etcd's reason"
+t0=$(date +%s%N)
 expect_exit 1 "no CA" "$bin/tendd" --state-dir "$tmp/x" --socket "$tmp/x.sock" --fleet "$url" \
     --node-name x --etcd-cert cli.pem --etcd-key cli.key --etcd-user root \
     --etcd-password-file pw &&
     expect_grep "etcd-cacert: the CA that signed etcd's certificate" "$tmp/err" "no CA" &&
+    at_once "no CA" &&
     ok "without --etcd-cacert: an error that names the flag"
+t0=$(date +%s%N)
 expect_exit 1 "a certificate with a CommonName" "$bin/tendd" --state-dir "$tmp/x" \
     --socket "$tmp/x.sock" --fleet "$url" --node-name x --etcd-cacert ca.pem --etcd-cert cn.pem \
     --etcd-key cn.key --etcd-user root --etcd-password-file pw &&
     expect_grep "CommonName of client" "$tmp/err" "a certificate with a CommonName" &&
+    at_once "a certificate with a CommonName" &&
     ok "a client certificate with a CommonName: etcd's reason, said at once"
 chmod 644 bad
 expect_exit 1 "a password file others can read" "$bin/tendd" --state-dir "$tmp/x" \

@@ -547,6 +547,15 @@ static void test_schedule(void **state) {
         plan_new_pod web = { "web", NULL, port, 1 };
         assert_int_equal(plan_schedule(ports, 2, &web, 1, where), 1);
         assert_int_equal(where[0], 1);
+        /* two replicas wanting one fixed port: one per node, the third nowhere */
+        plan_node two[] = { { "a", true, false, NULL, 0, 0, 0, NULL, 0 },
+                            { "b", true, false, NULL, 0, 0, 0, NULL, 0 } };
+        plan_new_pod same[3] = { { "w0", NULL, port, 1 },
+                                 { "w1", NULL, port, 1 },
+                                 { "w2", NULL, port, 1 } };
+        assert_int_equal(plan_schedule(two, 2, same, 3, where), 2);
+        assert_true(where[0] >= 0 && where[1] >= 0 && where[0] != where[1]);
+        assert_int_equal(where[2], -1);
         plan_new_pod nowhere = { "q", &hdd, NULL, 0 };
         assert_int_equal(plan_schedule(ports, 2, &nowhere, 1, where), 0);
         assert_int_equal(where[0], -1);

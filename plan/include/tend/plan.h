@@ -229,7 +229,8 @@ typedef struct plan_new_pod {
 
 /* Places the pods of one deployment, one after the other: a feasible node
  * is ready, not cordoned, matches the pod's nodeSelector, is below its
- * capacity and has none of the pod's fixed ports taken; of those, the one
+ * capacity and has none of the pod's fixed ports taken (by its pods, or by
+ * a pod placed on it earlier in this call); of those, the one
  * with the fewest pods of this deployment (spread), then the fewest pods,
  * then the lowest hash of (pod, node). ret_node[i]: the node's index, or -1
  * when none is feasible (Unschedulable). Returns how many were placed. */
