@@ -122,37 +122,6 @@ static json_t *find_node(json_t *nodes, const char *name) {
         return NULL;
 }
 
-/* kubectl's STATUS of a node: Ready, NotReady or Unknown, then
- * SchedulingDisabled when cordoned. */
-static char *node_status(json_t *node) {
-        json_t *c;
-        const char *ready = "Unknown";
-        size_t i;
-
-        json_array_foreach (json_object_get(json_object_get(node, "status"), "conditions"), i, c)
-                if (streq_ptr(json_string_value(json_object_get(c, "type")), "Ready")) {
-                        const char *st = json_string_value(json_object_get(c, "status"));
-                        ready = streq_ptr(st, "True") ? "Ready" : "NotReady";
-                }
-        return strprintf(
-                "%s%s", ready,
-                json_is_true(json_object_get(json_object_get(node, "spec"), "unschedulable"))
-                        ? ",SchedulingDisabled"
-                        : "");
-}
-
-/* kubectl's ROLES: the X of each node-role.kubernetes.io/X label. */
-static char *node_roles(json_t *node) {
-        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
-        const char *k, *role;
-        json_t *v;
-
-        json_object_foreach (json_object_get(json_object_get(node, "metadata"), "labels"), k, v)
-                if ((role = startswith(k, "node-role.kubernetes.io/")) && *role)
-                        (void) tend_buf_addf(&b, "%s%s", b.len ? "," : "", role);
-        return b.len ? tend_buf_take(&b) : strdup("<none>");
-}
-
 /* kubectl's columns for nodes. */
 static json_t *node_table(json_t *nodes) {
         json_t *rows = json_array(), *n;
@@ -164,7 +133,7 @@ static json_t *node_table(json_t *nodes) {
                 json_t *m = json_object_get(n, "metadata");
                 usec_t created = 0;
                 char age[32] = "<unknown>";
-                _cleanup_free_ char *status = node_status(n), *roles = node_roles(n);
+                _cleanup_free_ char *status = spec_node_status(n), *roles = spec_node_roles(n);
                 const char *version = json_string_value(
                         json_object_get(json_object_get(json_object_get(n, "status"), "nodeInfo"),
                                         "kubeletVersion"));

@@ -24,8 +24,8 @@ void *cli_fetch(client *c, const cli_resource *r, const char *name) {
         return obj;
 }
 
-static int delete_one(client *c, const cli_resource *r, const char *ns, const char *name) {
-        _cleanup_free_ char *path = cli_path(r, ns, name);
+/* DELETE path; then kubectl's words: deployment.apps "web" deleted. */
+static int delete_path(client *c, const char *path, const char *what, const char *name) {
         json_t *resp = NULL;
         long code;
 
@@ -37,30 +37,23 @@ static int delete_one(client *c, const cli_resource *r, const char *ns, const ch
                 return -EIO;
         }
         json_decref(resp);
-        /* kubectl's words: deployment.apps "web" deleted */
-        if (isempty(r->group))
-                printf("%s \"%s\" deleted\n", r->singular, name);
-        else
-                printf("%s.%s \"%s\" deleted\n", r->singular, r->group, name);
+        printf("%s \"%s\" deleted\n", what, name);
         return 0;
+}
+
+static int delete_one(client *c, const cli_resource *r, const char *ns, const char *name) {
+        _cleanup_free_ char *path = cli_path(r, ns, name),
+                            *what = isempty(r->group) ? strdup(r->singular)
+                                                      : strprintf("%s.%s", r->singular, r->group);
+
+        return what ? delete_path(c, path, what, name) : -ENOMEM;
 }
 
 /* A node of the fleet that is gone: its Node goes too. */
 static int delete_node(client *c, const char *name) {
         _cleanup_free_ char *path = strprintf("/api/v1/nodes/%s", name);
-        json_t *resp = NULL;
-        long code;
 
-        if (!path || client_request(c, "DELETE", path, NULL, NULL, &code, &resp) < 0)
-                return -EIO;
-        if (code != 200) {
-                client_print_error(code, resp);
-                json_decref(resp);
-                return -EIO;
-        }
-        json_decref(resp);
-        printf("node \"%s\" deleted\n", name);
-        return 0;
+        return delete_path(c, path, "node", name);
 }
 
 int cli_delete(int argc, char **argv) {

@@ -15,23 +15,6 @@ static const char *node_name(json_t *n) {
         return json_string_value(json_object_get(json_object_get(n, "metadata"), "name"));
 }
 
-/* Ready, NotReady or Unknown; ",SchedulingDisabled" when cordoned. */
-static char *node_status(json_t *n) {
-        json_t *c;
-        const char *ready = "Unknown";
-        size_t i;
-
-        json_array_foreach (json_object_get(json_object_get(n, "status"), "conditions"), i, c)
-                if (streq_ptr(json_string_value(json_object_get(c, "type")), "Ready"))
-                        ready = streq_ptr(json_string_value(json_object_get(c, "status")), "True")
-                                        ? "Ready"
-                                        : "NotReady";
-        return strprintf("%s%s", ready,
-                         json_is_true(json_object_get(json_object_get(n, "spec"), "unschedulable"))
-                                 ? ",SchedulingDisabled"
-                                 : "");
-}
-
 /* The labels a user gave (--node-labels), not the kubernetes.io/ ones
  * every node has. */
 static char *node_labels(json_t *n) {
@@ -43,18 +26,6 @@ static char *node_labels(json_t *n) {
                 if (!startswith(k, "kubernetes.io/") && !startswith(k, "node-role.kubernetes.io/"))
                         (void) tend_buf_addf(&b, "%s%s=%s", b.len ? "," : "", k,
                                              strempty(json_string_value(v)));
-        return b.len ? tend_buf_take(&b) : strdup("<none>");
-}
-
-/* ROLES, as kubectl shows them: "leader" for the node that leads the fleet. */
-static char *node_roles(json_t *n) {
-        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
-        const char *k, *role;
-        json_t *v;
-
-        json_object_foreach (json_object_get(json_object_get(n, "metadata"), "labels"), k, v)
-                if ((role = startswith(k, "node-role.kubernetes.io/")) && *role)
-                        (void) tend_buf_addf(&b, "%s%s", b.len ? "," : "", role);
         return b.len ? tend_buf_take(&b) : strdup("<none>");
 }
 
@@ -88,8 +59,8 @@ static void print_table(json_t *items, json_t *pods, bool wide) {
                            NULL);
         json_array_foreach (items, i, n) {
                 json_t *info = json_object_get(json_object_get(n, "status"), "nodeInfo");
-                _cleanup_free_ char *status = node_status(n), *labels = node_labels(n),
-                                    *roles = node_roles(n);
+                _cleanup_free_ char *status = spec_node_status(n), *labels = node_labels(n),
+                                    *roles = spec_node_roles(n);
                 char age[40] = "<unknown>", count[32];
                 usec_t created;
 

@@ -706,6 +706,20 @@ static int hand_over(etcd_watch *w, json_t *evs, int64_t revision) {
         return r;
 }
 
+/* The stream is to be resumed (elsewhere), what it queued dropped;
+ * forget_token: with a new token. */
+static void watch_break(etcd_watch *w, bool forget_token) {
+        if (forget_token) {
+                secret_free(w->e->token);
+                w->e->token = NULL;
+        }
+        json_array_clear(w->queue);
+        if (w->running)
+                net_curl_cancel(w->e->net, w->easy);
+        w->running = false;
+        w->broken = true;
+}
+
 /* Hands the received lines over; then resumes a broken stream, or ends. */
 static void on_kick(uv_timer_t *t) {
         etcd_watch *w = t->data;
@@ -718,32 +732,18 @@ static void on_kick(uv_timer_t *t) {
 
                 json_array_remove(w->queue, 0);
                 if (json_object_get(line, "error")) {
-                        /* a token etcd forgot (16: UNAUTHENTICATED): a new one */
-                        if (int64_of(json_object_get(json_object_get(line, "error"),
-                                                     "grpc_code")) == 16 ||
-                            int64_of(json_object_get(line, "code")) == 16) {
-                                free(w->e->token);
-                                w->e->token = NULL;
-                        }
-                        /* "no leader" on this member: resume elsewhere */
-                        json_array_clear(w->queue);
-                        if (w->running)
-                                net_curl_cancel(w->e->net, w->easy);
-                        w->running = false;
-                        w->broken = true;
+                        /* "no leader" on this member, or (16: UNAUTHENTICATED) a token
+                         * etcd forgot: resume elsewhere, with a new token */
+                        watch_break(w, int64_of(json_object_get(json_object_get(line, "error"),
+                                                                "grpc_code")) == 16 ||
+                                               int64_of(json_object_get(line, "code")) == 16);
                 } else if (json_is_true(json_object_get(res, "canceled")) &&
                            strstr(strempty(
                                           json_string_value(json_object_get(res, "cancel_reason"))),
                                   "Unauthenticated") &&
                            w->e->user) {
                         /* a token etcd forgot (it restarted): a new one, then resume */
-                        secret_free(w->e->token);
-                        w->e->token = NULL;
-                        json_array_clear(w->queue);
-                        if (w->running)
-                                net_curl_cancel(w->e->net, w->easy);
-                        w->running = false;
-                        w->broken = true;
+                        watch_break(w, true);
                 } else if (json_is_true(json_object_get(res, "canceled"))) {
                         int64_t compacted = int64_of(json_object_get(res, "compact_revision"));
                         json_decref(line);

@@ -694,6 +694,13 @@ void spec_deployment_default(spec_deployment *d);
 
 /* Every error of the object at once; errs->file/object should be set.
  * Returns 0 if valid, -EINVAL if errors were added, -ENOMEM. */
+/* A Node as the API gives it (JSON; nodes are not a spec type: tendd
+ * makes them), as kubectl shows it: STATUS ("Ready", "NotReady" or
+ * "Unknown", then ",SchedulingDisabled" when cordoned) and ROLES (the X of
+ * each node-role.kubernetes.io/X label, or "<none>"). New strings. */
+char *spec_node_status(json_t *node);
+char *spec_node_roles(json_t *node);
+
 /* A DNS-1123 subdomain (a node's name): lowercase alphanumerics, '-' and
  * '.', at most 253 characters. */
 bool spec_is_dns_subdomain(const char *s);
