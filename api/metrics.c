@@ -91,5 +91,7 @@ enum MHD_Result api__handle_metrics(req *r) {
         for (size_t i = 0; i < ELEMENTSOF(s->codes) && s->codes[i]; i++)
                 (void) tend_buf_addf(&b, "tend_api_requests_total{code=\"%u\"} %" PRIu64 "\n",
                                      s->codes[i], s->code_counts[i]);
+        if (s->fleet && s->fleet->metrics)
+                s->fleet->metrics(s->fleet->userdata, &b);
         return api__queue(r, 200, "text/plain; version=0.0.4", tend_buf_take(&b));
 }

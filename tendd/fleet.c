@@ -141,6 +141,27 @@ static fnode *fnode_get(fleet *f, const char *name, bool create) {
 
 static void campaign(fleet *f);
 
+/* Leading begins and ends here: said at info, and at debug with the
+ * monotonic time (one clock for every tendd of a machine: the tests check
+ * that no two lead at once). */
+static void start_leading(fleet *f, int64_t fence) {
+        if (!f->leading) {
+                log_info("fleet: this node leads the fleet (fencing revision %" PRId64 ")", fence);
+                log_debug("fleet: leading from monotonic %" PRIu64, (uint64_t) now_monotonic());
+        }
+        f->leading = true;
+        f->fence = fence;
+}
+
+static void stop_leading(fleet *f, const char *why) {
+        if (!f->leading)
+                return;
+        f->leading = false;
+        f->fence = 0;
+        log_warning("fleet: this node no longer leads the fleet: %s", why);
+        log_debug("fleet: leading until monotonic %" PRIu64, (uint64_t) now_monotonic());
+}
+
 static void on_elect(uv_timer_t *t) {
         campaign(t->data);
 }
@@ -154,22 +175,13 @@ static void leader_seen(fleet *f, const etcd_kv *kv) {
 
         /* on this node's live lease: it leads (a restart that resumed its lease) */
         if (kv && !f->c.no_leader && f->session && etcd_session_lease(f->session) &&
-            kv->lease == etcd_session_lease(f->session)) {
-                if (!f->leading)
-                        log_info("fleet: this node leads the fleet (fencing revision %" PRId64 ")",
-                                 kv->create_revision);
-                f->leading = true;
-                f->fence = kv->create_revision;
-        }
+            kv->lease == etcd_session_lease(f->session))
+                start_leading(f, kv->create_revision);
         if (!streq_ptr(name, f->leader)) {
                 free(f->leader);
                 f->leader = name ? strdup(name) : NULL;
-                if (f->leading && !streq_ptr(name, f->node_name)) {
-                        f->leading = false;
-                        f->fence = 0;
-                        log_warning("fleet: this node no longer leads the fleet (%s)",
-                                    name ? "another node does" : "its leader key is gone");
-                }
+                if (!streq_ptr(name, f->node_name))
+                        stop_leading(f, name ? "another node does" : "its leader key is gone");
                 if (name && !streq(name, f->node_name))
                         log_info("fleet: node/%s leads the fleet", name);
         }
@@ -649,11 +661,7 @@ static void on_session_lost(int error, const char *why, void *userdata) {
         fleet *f = userdata;
 
         log_warning("fleet: %s; joining again", why);
-        if (f->leading) {
-                f->leading = false;
-                f->fence = 0;
-                log_warning("fleet: this node stops leading the fleet: its lease may be gone");
-        }
+        stop_leading(f, "its lease may be gone");
         etcd_session_stop(f->session);
         f->session = NULL;
         if (error == -ENOENT)
@@ -723,11 +731,7 @@ static void on_campaign(const etcd_result *r, void *userdata) {
         bool ours = f->session && etcd_session_lease(f->session) == f->lease && f->lease;
         if (ours && (r->succeeded || (r->n_kvs > 0 && r->kvs[0].lease == f->lease))) {
                 /* won, or ours already: a restart that resumed the lease */
-                f->fence = r->succeeded ? r->revision : r->kvs[0].create_revision;
-                if (!f->leading)
-                        log_info("fleet: this node leads the fleet (fencing revision %" PRId64 ")",
-                                 f->fence);
-                f->leading = true;
+                start_leading(f, r->succeeded ? r->revision : r->kvs[0].create_revision);
                 free(f->leader);
                 f->leader = strdup(f->node_name);
                 return;
@@ -1061,6 +1065,29 @@ static void api_cancel(void *userdata, void *req) {
                 }
 }
 
+static void api_metrics(void *userdata, tend_buf *b) {
+        fleet *f = userdata;
+        size_t ready = 0, all = tend_hashmap_size(f->nodes);
+        usec_t until = f->session ? etcd_session_safe_until(f->session) : 0, now = now_monotonic();
+        const char *k;
+        void *v;
+
+        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &k, &v);)
+                ready += ((fnode *) v)->holder != NULL;
+        (void) tend_buf_addf(
+                b,
+                "# HELP tend_fleet_nodes Nodes of the fleet, by whether their tendd holds "
+                "its lease.\n# TYPE tend_fleet_nodes gauge\n"
+                "tend_fleet_nodes{ready=\"true\"} %zu\ntend_fleet_nodes{ready=\"false\"} %zu\n"
+                "# HELP tend_fleet_leading Whether this node leads the fleet now.\n"
+                "# TYPE tend_fleet_leading gauge\ntend_fleet_leading %d\n"
+                "# HELP tend_fleet_lease_seconds How long this node's lease is certainly "
+                "alive (0: lost, or not yet).\n# TYPE tend_fleet_lease_seconds gauge\n"
+                "tend_fleet_lease_seconds %.3f\n",
+                ready, all - ready, fleet_leading(f, NULL) ? 1 : 0,
+                until > now ? (double) (until - now) / USEC_PER_SEC : 0.0);
+}
+
 const api_fleet *fleet_api(fleet *f) {
         return &f->api;
 }
@@ -1118,9 +1145,9 @@ static void on_revoked(const etcd_result *r, void *userdata) {
 void fleet_leave(fleet *f, void (*done)(void *userdata), void *userdata) {
         int64_t lease = f->lease;
 
+        stop_leading(f, "it leaves the fleet");
         etcd_session_stop(f->session);
         f->session = NULL;
-        f->leading = false;
         (void) unlink(f->state_file); /* nothing to resume */
         f->leave_done = done;
         f->leave_userdata = userdata;
@@ -1186,6 +1213,7 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
         f->api = (api_fleet){ .nodes = api_nodes,
                               .set_unschedulable = api_set_unschedulable,
                               .delete_node = api_delete_node,
+                              .metrics = api_metrics,
                               .cancel = api_cancel,
                               .userdata = f };
         uv_timer_init(c->loop, &f->retry.timer);

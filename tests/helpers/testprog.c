@@ -23,6 +23,7 @@
  *                     /redirect-loop → itself, /redirect-away → another host)
  *   tcp PORT          listen and accept, never answer
  *   tcp-full PORT     listen with a full accept queue (connects hang)
+ *   now               print CLOCK_MONOTONIC in microseconds (tendd's clock) and exit
  */
 
 #include <arpa/inet.h>
@@ -35,6 +36,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -108,6 +110,12 @@ int main(int argc, char **argv) {
         const char *mode = argc > 1 ? argv[1] : "sleep";
 
         setvbuf(stdout, NULL, _IOLBF, 0);
+        if (!strcmp(mode, "now")) {
+                struct timespec ts;
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                printf("%lld\n", (long long) ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
+                return 0;
+        }
         if (!strcmp(mode, "exit"))
                 return argc > 2 ? atoi(argv[2]) : 0;
         if (!strcmp(mode, "sleep"))

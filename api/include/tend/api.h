@@ -34,6 +34,8 @@ typedef struct api_fleet {
         int (*delete_node)(void *userdata, const char *name,
                            void (*done)(unsigned code, json_t *answer, void *req), void *req);
         void (*cancel)(void *userdata, void *req);
+        /* The fleet's lines of /metrics (Prometheus text), added to b. */
+        void (*metrics)(void *userdata, tend_buf *b);
         void *userdata;
 } api_fleet;
 

@@ -1,0 +1,147 @@
+#!/bin/sh
+# One leader at a time (issue 17, fleet.md §3.5), through a real 3-member
+# etcd and three real tendd, each behind a TCP gate of its own that SIGSTOP
+# turns into a blackhole: the leader cut off for less than its TTL keeps
+# leading; cut off for longer, another node leads and the old one knows it
+# no longer does — before the other begins: every tendd logs (at debug) the
+# monotonic times at which it starts and stops leading, one clock for the
+# whole machine, and no two intervals may overlap; a killed leader is
+# replaced; /metrics says who leads.
+. "$(dirname "$0")/../cli/lib.sh"
+. "$(dirname "$0")/etcd.sh"
+
+command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
+rc=0
+etcd_cluster_start "$tmp" || rc=$?
+[ "$rc" = 0 ] || exit "$rc"
+
+ttl=3
+pids=
+# (wait_for uses $n: these use other names)
+node() { # K: tendd nK behind gate K
+    k=$1
+    eval "g=\$gate_$k"
+    "$bin/tendd" --state-dir "$tmp/n$k" --socket "$tmp/n$k.sock" --port-range "4${k}000-4${k}999" \
+        --fleet "$g" --node-name "n$k" --lease-ttl "${ttl}s" --log-level debug \
+        >>"$tmp/n$k.log" 2>&1 &
+    eval "n${k}_pid=$!"
+    pids="$pids $!"
+    wait_for 15 sh -c "TEND_SOCKET=$tmp/n$k.sock $bin/tend version" ||
+        { echo "tendd n$k did not come up:"; tail -5 "$tmp/n$k.log"; exit 1; }
+}
+on() { o=$1; shift; TEND_SOCKET="$tmp/n$o.sock" "$bin/tend" "$@"; }
+leader_of() { on "$1" get nodes | awk '$3 == "leader" { print $1 }'; }
+leading_metric() {
+    curl -s --unix-socket "$tmp/n$1.sock" http://localhost/metrics |
+        awk '$1 == "tend_fleet_leading" { print $2 }'
+}
+cleanup_leader() {
+    for p in $pids; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    for k in 1 2 3; do eval "g=\${gate_pid_$k:-}"; [ -n "$g" ] && kill -KILL "$g" 2>/dev/null; done
+    etcd_cluster_stop
+    cleanup
+}
+trap cleanup_leader EXIT
+
+# shellcheck disable=SC2154 # etcd_base: set by etcd_cluster_start
+for k in 1 2 3; do
+    "$bin/../tests/tend-tcp-gate" "$etcd_base" $((etcd_base + 1)) $((etcd_base + 2)) \
+        >"$tmp/gate$k" &
+    eval "gate_pid_$k=$!"
+    wait_for 5 grep -q ready "$tmp/gate$k" || { echo "gate $k did not start"; exit 1; }
+    eval "gate_$k=$(head -3 "$tmp/gate$k" | sed 's,^,http://127.0.0.1:,' | paste -sd, -)"
+done
+for k in 1 2 3; do node "$k"; done
+wait_for 5 sh -c "[ -n \"\$(TEND_SOCKET=$tmp/n2.sock $bin/tend get nodes | awk '\$3 == \"leader\"')\" ]" ||
+    fail "nobody leads"
+lead=$(leader_of 2)
+l=${lead#n}
+if [ "$(leading_metric "$l")" = 1 ] &&
+    [ "$(($(leading_metric 1) + $(leading_metric 2) + $(leading_metric 3)))" = 1 ]; then
+    ok "$lead leads; /metrics says so on it (tend_fleet_leading 1), and 0 on the others"
+else
+    fail "tend_fleet_leading: $(leading_metric 1) $(leading_metric 2) $(leading_metric 3)"
+fi
+
+# a leader cut off for less than its TTL keeps leading
+eval "kill -STOP \$gate_pid_$l"
+sleep 1
+eval "kill -CONT \$gate_pid_$l"
+sleep $((ttl + 1))
+if [ "$(leader_of 1)" = "$lead" ] && [ "$(leader_of 3)" = "$lead" ] && [ "$(leading_metric "$l")" = 1 ]; then
+    ok "$lead cut off from etcd for 1 s (< TTL): it still leads, nobody took over"
+else
+    fail "after a 1 s cut of the leader: $(leader_of 1) / $(leader_of 3)"
+fi
+
+# cut off for longer: another leads; the old one knows it does not
+other=$((l % 3 + 1))
+eval "kill -STOP \$gate_pid_$l"
+cut=$(date +%s%N)
+moved() { x=$(leader_of "$other"); [ -n "$x" ] && [ "$x" != "$lead" ]; }
+if wait_for $((ttl + 4)) moved; then
+    new=$(leader_of "$other")
+    ok "$lead cut off: $new leads $((($(date +%s%N) - cut) / 1000000)) ms later"
+else
+    fail "$lead cut off: nobody else leads: $(leader_of "$other")"
+fi
+if [ "$(leading_metric "$l")" = 0 ]; then
+    ok "the cut-off $lead says it does not lead (its API still answers)"
+else
+    fail "the cut-off $lead still says it leads"
+fi
+sleep 2
+eval "kill -CONT \$gate_pid_$l"
+sleep $((ttl + 1))
+if [ "$(leader_of "$l")" = "$new" ] && [ "$(leading_metric "$l")" = 0 ] &&
+    [ "$(($(leading_metric 1) + $(leading_metric 2) + $(leading_metric 3)))" = 1 ]; then
+    ok "healed: $lead back as a follower, $new still leads, one leader"
+else
+    fail "after the heal: $lead sees $(leader_of "$l"); metrics $(leading_metric 1) $(leading_metric 2) $(leading_metric 3)"
+fi
+
+# the leader killed
+nk=${new#n}
+eval "p=\$n${nk}_pid"
+kill -KILL "$p"
+wait "$p" 2>/dev/null
+killed_at=$("$testprog" now) # its leading ended with it (tendd's clock)
+killed_node=$new
+pids=$(echo "$pids" | tr ' ' '\n' | grep -vx "$p" | tr '\n' ' ')
+survivor=$((nk % 3 + 1))
+moved2() { x=$(leader_of "$survivor"); [ -n "$x" ] && [ "$x" != "$new" ]; }
+if wait_for $((ttl + 4)) moved2; then
+    ok "$new killed: $(leader_of "$survivor") leads"
+else
+    fail "$new killed: no new leader"
+fi
+
+# Every interval of leading, from the logs (monotonic µs; an interval not
+# closed runs to the end): no two overlap.
+for f in "$tmp"/n*.log; do
+    awk -v node="$(basename "$f" .log)" '
+        function t() { for (i = 1; i < NF; i++) if ($i == "monotonic") return $(i + 1) }
+        /leading from monotonic/ { start = t(); open = 1 }
+        /leading until monotonic/ { if (open) print node, start, t(); open = 0 }
+        END { if (open) print node, start, (node == killed ? killed_at : "9223372036854775807") }' \
+        killed="$killed_node" killed_at="$killed_at" "$f"
+done | sort -k2,2n >"$tmp/intervals"
+if [ "$(wc -l <"$tmp/intervals")" -ge 3 ] &&
+    awk 'NR > 1 && $2 < maxend { bad = 1; print "overlap:", last, "and", $0 }
+         { if ($3 > maxend) { maxend = $3; last = $0 } } END { exit bad }' "$tmp/intervals"; then
+    ok "$(wc -l <"$tmp/intervals") terms of leadership, none overlapping another (monotonic clock)"
+else
+    fail "leadership intervals:"; cat "$tmp/intervals"
+fi
+
+for p in $pids; do
+    kill -TERM "$p"
+    wait "$p" || fail "a tendd exited non-zero on SIGTERM"
+done
+pids=
+if grep -q -E "Sanitizer|runtime error" "$tmp"/n*.log; then
+    fail "sanitizer report in a tendd log"
+fi
+[ "$failures" -eq 0 ] && { echo "all passed"; exit 0; }
+echo "$failures failure(s)"
+exit 1
