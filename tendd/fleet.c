@@ -80,6 +80,7 @@ struct fleet {
         bool campaigning;
         bool campaign_again; /* asked while one was out: once it answers */
         uv_timer_t elect;
+        char *refusal;                      /* why the name is not ours */
         void (*leave_done)(void *userdata); /* fleet_leave() */
         void *leave_userdata;
         api_fleet api;
@@ -567,6 +568,12 @@ static void on_reclaimed(const etcd_result *r, void *userdata) {
                 put_node(f);
 }
 
+static void on_refused_revoked(const etcd_result *r, void *userdata) {
+        fleet *f = userdata;
+
+        join_failed(f, -EADDRINUSE, "%s", strna(f->refusal));
+}
+
 static void on_claim(const etcd_result *r, void *userdata) {
         fleet *f = userdata;
         _cleanup_(json_decrefp) json_t *holder = NULL;
@@ -616,15 +623,22 @@ static void on_claim(const etcd_result *r, void *userdata) {
                 retry_in(f, claim, (uint64_t) f->c.ttl * 1000);
                 return;
         }
-        join_failed(f, -EADDRINUSE,
-                    "node name %s is held by another tendd: pid %" PRId64
-                    " on host %s, since %s (lease %s). Two tendds on one name would run the "
-                    "same pods twice: stop that tendd, or give this one another --node-name "
-                    "(a tendd that died loses its name within its lease's TTL)",
-                    f->node_name, (int64_t) json_integer_value(json_object_get(holder, "pid")),
-                    strna(json_string_value(json_object_get(holder, "host"))),
-                    strna(json_string_value(json_object_get(holder, "startedAt"))),
-                    strna(json_string_value(json_object_get(holder, "leaseID"))));
+        /* Refused: the lease this run took holds nothing; it goes now rather
+         * than linger a TTL (and with it what a restart would resume). */
+        f->refusal = strprintf(
+                "node name %s is held by another tendd: pid %" PRId64
+                " on host %s, since %s (lease %s). Two tendds on one name would run the "
+                "same pods twice: stop that tendd, or give this one another --node-name "
+                "(a tendd that died loses its name within its lease's TTL)",
+                f->node_name, (int64_t) json_integer_value(json_object_get(holder, "pid")),
+                strna(json_string_value(json_object_get(holder, "host"))),
+                strna(json_string_value(json_object_get(holder, "startedAt"))),
+                strna(json_string_value(json_object_get(holder, "leaseID"))));
+        etcd_session_stop(f->session);
+        f->session = NULL;
+        (void) unlink(f->state_file);
+        if (etcd_lease_revoke(f->e, f->lease, on_refused_revoked, f) < 0)
+                on_refused_revoked(&(etcd_result){}, f);
 }
 
 /* The name, on the session lease: create-if-absent, else learn who holds it. */
@@ -1127,6 +1141,7 @@ static void on_handle_closed(uv_handle_t *h) {
         free(f->p_leases);
         free(f->k_leader);
         free(f->leader);
+        free(f->refusal);
         free(f);
 }
 

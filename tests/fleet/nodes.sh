@@ -111,6 +111,13 @@ if grep -q "node name n1 is held by another tendd: pid $n1_pid on host" "$tmp/er
 else
     fail "second n1:"; cat "$tmp/err"
 fi
+# the lease the refused tendd took is gone at once: only the three nodes' leases remain
+leases=$(curl -s -X POST "http://127.0.0.1:$etcd_base/v3/lease/leases" -d '{}' | jq '.leases | length')
+if [ "$leases" = 3 ] && ! [ -e "$tmp/other/fleet.json" ]; then
+    ok "the refused tendd revoked the lease it took (3 leases in etcd, one per node)"
+else
+    fail "leases in etcd after the refusal: $leases (expected 3)"
+fi
 expect_exit 2 "a bad --node-labels" "$bin/tendd" --state-dir "$tmp/other" --fleet \
     "$ETCD_ENDPOINTS" --node-labels "zone=a,bad key=x" &&
     expect_grep 'label key "bad key"' "$tmp/err" "a bad --node-labels names the key" &&
