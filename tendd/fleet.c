@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * Fleet membership (see fleet.h). Everything goes through tend_etcd on the
- * loop: the join is a chain of calls (schema → session → claim → Node →
- * list → watch), each answer starting the next; after it, the session
- * keeps the lease alive and the watch keeps the mirror of the nodes.
+ * Fleet membership (see fleet.h): the join, the session, the mirror of the
+ * nodes, leaving. Everything goes through tend_etcd on the loop: the join
+ * is a chain of calls (schema → session → claim → Node → list → watch),
+ * each answer starting the next; after it, the session keeps the lease
+ * alive and the watch keeps the mirror. The election is fleet-elect.c,
+ * what the API asks fleet-api.c.
  */
 
 #include <inttypes.h>
@@ -13,78 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fleet.h"
-#include "tend/etcd.h"
-
-#define SCHEMA_VERSION 1
-#define JOIN_PATIENCE (15 * USEC_PER_SEC) /* etcd not answering at start */
-
-typedef struct fnode {
-        char *name;
-        json_t *node; /* the stored Node; NULL: no key (a lease without one) */
-        int64_t node_mod;
-        json_t *holder; /* the nodeleases value; NULL: nobody holds the name */
-        usec_t since;   /* wall: when it was seen to join or to go */
-} fnode;
-
-typedef struct op op;
-typedef struct fleet fleet;
-
-/* A step to take again later: the join's chain and the mirror's (list,
- * watch) each have their own, so that one's retry never replaces the
- * other's (a lost session and a broken watch come together when etcd
- * restarts). */
-typedef struct later {
-        uv_timer_t timer;
-        fleet *f;
-        void (*fn)(fleet *f);
-} later;
-
-struct op {
-        fleet *f;
-        op *next;
-        char *name;
-        bool value;
-        unsigned tries;
-        void (*done)(unsigned code, json_t *answer, void *req);
-        void *req;
-        bool deleting; /* delete the node, not cordon it */
-};
-
-struct fleet {
-        fleet_config c;
-        char *prefix, *node_name;
-        char **endpoints;
-        json_t *labels;
-        char *state_file;
-        char hostname[256], boot_id[40];
-        etcd *e;
-        etcd_session *session;
-        int64_t lease;
-        bool joined, failed, closing;
-        usec_t join_started;
-        void (*on_joined)(int error, const char *why, void *userdata);
-        void *userdata;
-        char *k_schema, *k_node, *k_lease, *p_all, *p_nodes, *p_leases;
-        tend_hashmap *nodes; /* name → fnode */
-        etcd_watch *watch;
-        int64_t revision;                /* of the mirror */
-        later retry, remirror, deadline; /* deadline: of the join as a whole */
-        unsigned open_handles; /* retry, remirror, deadline, elect: freed when all are closed */
-        op *ops;
-        /* the election (fleet.md §3.5) */
-        char *k_leader;
-        char *leader;  /* the node that leads, as etcd says; NULL: none */
-        bool leading;  /* this node */
-        int64_t fence; /* the leader key's create revision, while leading */
-        bool campaigning;
-        bool campaign_again; /* asked while one was out: once it answers */
-        uv_timer_t elect;
-        char *refusal;                      /* why the name is not ours */
-        void (*leave_done)(void *userdata); /* fleet_leave() */
-        void *leave_userdata;
-        api_fleet api;
-};
+#include "fleet-internal.h"
 
 static void join_failed(fleet *f, int error, const char *fmt, ...) _printf_(3, 4);
 
@@ -118,7 +49,7 @@ static char *lease_hex(int64_t lease) {
         return strprintf("%" PRIx64, (uint64_t) lease);
 }
 
-static void fnode_free(fnode *n) {
+void fleet__node_free(fnode *n) {
         if (!n)
                 return;
         free(n->name);
@@ -127,67 +58,17 @@ static void fnode_free(fnode *n) {
         free(n);
 }
 
-static fnode *fnode_get(fleet *f, const char *name, bool create) {
+fnode *fleet__node(fleet *f, const char *name, bool create) {
         fnode *n = tend_hashmap_get(f->nodes, name);
 
         if (n || !create)
                 return n;
         n = new0(fnode, 1);
         if (!n || !(n->name = strdup(name)) || tend_hashmap_put(f->nodes, name, n, NULL) < 0) {
-                fnode_free(n);
+                fleet__node_free(n);
                 return NULL;
         }
         return n;
-}
-
-static void campaign(fleet *f);
-
-/* Leading begins and ends here: said at info, and at debug with the
- * monotonic time (one clock for every tendd of a machine: the tests check
- * that no two lead at once). */
-static void start_leading(fleet *f, int64_t fence) {
-        if (!f->leading) {
-                log_info("fleet: this node leads the fleet (fencing revision %" PRId64 ")", fence);
-                log_debug("fleet: leading from monotonic %" PRIu64, (uint64_t) now_monotonic());
-        }
-        f->leading = true;
-        f->fence = fence;
-}
-
-static void stop_leading(fleet *f, const char *why) {
-        if (!f->leading)
-                return;
-        f->leading = false;
-        f->fence = 0;
-        log_warning("fleet: this node no longer leads the fleet: %s", why);
-        log_debug("fleet: leading until monotonic %" PRIu64, (uint64_t) now_monotonic());
-}
-
-static void on_elect(uv_timer_t *t) {
-        campaign(t->data);
-}
-
-/* The leader key changed (value NULL: gone): who leads; a campaign when
- * nobody does, soon (0-100 ms: not all at once). */
-static void leader_seen(fleet *f, const etcd_kv *kv) {
-        _cleanup_(json_decrefp) json_t *j = kv ? json_loadb(kv->value, kv->value_len, 0, NULL)
-                                               : NULL;
-        const char *name = json_string_value(json_object_get(j, "node"));
-
-        /* on this node's live lease: it leads (a restart that resumed its lease) */
-        if (kv && !f->c.no_leader && f->session && etcd_session_lease(f->session) &&
-            kv->lease == etcd_session_lease(f->session))
-                start_leading(f, kv->create_revision);
-        if (!streq_ptr(name, f->leader)) {
-                free(f->leader);
-                f->leader = name ? strdup(name) : NULL;
-                if (!streq_ptr(name, f->node_name))
-                        stop_leading(f, name ? "another node does" : "its leader key is gone");
-                if (name && !streq(name, f->node_name))
-                        log_info("fleet: node/%s leads the fleet", name);
-        }
-        if (!name && f->joined && !f->c.no_leader && !f->closing)
-                uv_timer_start(&f->elect, on_elect, (uint64_t) (now_monotonic() % 100), 0);
 }
 
 static void fnodes_clear(fleet *f) {
@@ -195,7 +76,7 @@ static void fnodes_clear(fleet *f) {
         void *v;
 
         for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &k, &v);)
-                fnode_free(v);
+                fleet__node_free(v);
         tend_hashmap_free(f->nodes);
         f->nodes = tend_hashmap_new();
 }
@@ -245,13 +126,13 @@ static void save_lease(fleet *f) {
  */
 
 /* Applies one key of P/v1/ (value NULL: deleted). */
-static void mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
+void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
         const char *name;
         bool is_node;
         fnode *n;
 
         if (streq(kv->key, f->k_leader)) {
-                leader_seen(f, deleted ? NULL : kv);
+                fleet__leader_seen(f, deleted ? NULL : kv);
                 return;
         }
         if (startswith(kv->key, f->p_nodes))
@@ -260,7 +141,7 @@ static void mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
                 name = kv->key + strlen(f->p_leases), is_node = false;
         else
                 return;
-        n = fnode_get(f, name, !deleted);
+        n = fleet__node(f, name, !deleted);
         if (!n)
                 return;
         if (is_node) {
@@ -283,7 +164,7 @@ static void mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
         }
         if (!n->node && !n->holder) {
                 tend_hashmap_remove(f->nodes, name);
-                fnode_free(n);
+                fleet__node_free(n);
         }
 }
 
@@ -294,7 +175,7 @@ static void on_watch_events(const etcd_event *ev, size_t n, int64_t revision, vo
         fleet *f = userdata;
 
         for (size_t i = 0; i < n; i++)
-                mirror_apply(f, &ev[i].kv, ev[i].deleted);
+                fleet__mirror_apply(f, &ev[i].kv, ev[i].deleted);
         f->revision = MAX(f->revision, revision);
 }
 
@@ -344,12 +225,12 @@ static void mirror_forget_missing(fleet *f, const etcd_result *r) {
         for (size_t i = 0; i < k; i++) {
                 _cleanup_free_ char *kn = strprintf("%s%s", f->p_nodes, names[i]),
                                     *kl = strprintf("%s%s", f->p_leases, names[i]);
-                fnode *fn = fnode_get(f, names[i], false);
+                fnode *fn = fleet__node(f, names[i], false);
                 if (fn && fn->node && kn && !tend_hashmap_get(present, kn))
-                        mirror_apply(f, &(etcd_kv){ .key = kn }, true);
-                fn = fnode_get(f, names[i], false);
+                        fleet__mirror_apply(f, &(etcd_kv){ .key = kn }, true);
+                fn = fleet__node(f, names[i], false);
                 if (fn && fn->holder && kl && !tend_hashmap_get(present, kl))
-                        mirror_apply(f, &(etcd_kv){ .key = kl }, true);
+                        fleet__mirror_apply(f, &(etcd_kv){ .key = kl }, true);
         }
 }
 
@@ -369,13 +250,13 @@ static void on_list(const etcd_result *r, void *userdata) {
         mirror_forget_missing(f, r);
         bool has_leader = false;
         for (size_t i = 0; i < r->n_kvs; i++) {
-                mirror_apply(f, &r->kvs[i], false);
+                fleet__mirror_apply(f, &r->kvs[i], false);
                 has_leader = has_leader || streq(r->kvs[i].key, f->k_leader);
         }
         f->revision = r->revision;
         watch_start(f);
         if (!f->joined) {
-                fnode *me = fnode_get(f, f->node_name, false);
+                fnode *me = fleet__node(f, f->node_name, false);
                 f->joined = true;
                 log_info("fleet: joined as node/%s (lease %" PRIx64 "); %zu node%s in the fleet",
                          f->node_name, (uint64_t) f->lease, tend_hashmap_size(f->nodes),
@@ -385,7 +266,7 @@ static void on_list(const etcd_result *r, void *userdata) {
                 f->on_joined(0, NULL, f->userdata);
         }
         if (!has_leader)
-                leader_seen(f, NULL); /* nobody leads: a campaign */
+                fleet__leader_seen(f, NULL); /* nobody leads: a fleet__campaign */
 }
 
 static void list(fleet *f) {
@@ -521,7 +402,7 @@ static void on_put_node(const etcd_result *r, void *userdata) {
         if (!f->joined)
                 list(f);
         else
-                campaign(f); /* joined again after a lost session */
+                fleet__campaign(f); /* joined again after a lost session */
 }
 
 static void on_read_node(const etcd_result *r, void *userdata) {
@@ -675,7 +556,7 @@ static void on_session_lost(int error, const char *why, void *userdata) {
         fleet *f = userdata;
 
         log_warning("fleet: %s; joining again", why);
-        stop_leading(f, "its lease may be gone");
+        fleet__stop_leading(f, "its lease may be gone");
         etcd_session_stop(f->session);
         f->session = NULL;
         if (error == -ENOENT)
@@ -728,384 +609,6 @@ static void schema(fleet *f) {
                 join_failed(f, -ENOMEM, "out of memory");
 }
 
-/* ---- the election ------------------------------------------------------------------------------
- */
-
-static void on_campaign(const etcd_result *r, void *userdata) {
-        fleet *f = userdata;
-        _cleanup_(json_decrefp) json_t *holder = NULL;
-
-        f->campaigning = false;
-        if (r->error < 0) {
-                f->campaign_again = false;
-                log_warning("fleet: campaigning to lead: %s; trying again", strna(r->message));
-                uv_timer_start(&f->elect, on_elect, 1000, 0);
-                return;
-        }
-        bool ours = f->session && etcd_session_lease(f->session) == f->lease && f->lease;
-        if (ours && (r->succeeded || (r->n_kvs > 0 && r->kvs[0].lease == f->lease))) {
-                /* won, or ours already: a restart that resumed the lease */
-                start_leading(f, r->succeeded ? r->revision : r->kvs[0].create_revision);
-                free(f->leader);
-                f->leader = strdup(f->node_name);
-                return;
-        }
-        /* Who holds it, unless the watch has told of a later state already
-         * (a DELETE after this answer was made: then campaign again). */
-        if (r->n_kvs > 0 && r->revision >= f->revision)
-                leader_seen(f, &r->kvs[0]);
-        else if (!f->leader || r->n_kvs == 0)
-                f->campaign_again = true;
-        if (f->campaign_again) {
-                f->campaign_again = false;
-                if (!f->leader)
-                        uv_timer_start(&f->elect, on_elect, 0, 0);
-        }
-}
-
-/* Leads if nobody does: the leader key, created on this node's lease
- * (fleet.md §3.5). Every leader write will carry compare
- * CREATE(leader) == fence: a deposed leader's writes are refused. */
-static void campaign(fleet *f) {
-        _cleanup_(json_decrefp) json_t *v = NULL;
-        _cleanup_free_ char *value = NULL;
-        char now[TIMESTAMP_MAX];
-
-        if (f->campaigning) {
-                f->campaign_again = true;
-                return;
-        }
-        if (f->c.no_leader || f->closing || !f->lease || !f->session)
-                return;
-        format_timestamp(now, now_realtime());
-        v = json_pack("{s:s, s:I, s:s}", "node", f->node_name, "pid", (json_int_t) getpid(),
-                      "since", now);
-        value = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-        if (value &&
-            etcd_txn(f->e, json_pack("[o]", etcd_cmp_revision(f->k_leader, "create", "EQUAL", 0)),
-                     json_pack("[o]", etcd_op_put(f->k_leader, value, strlen(value), f->lease)),
-                     json_pack("[o]", etcd_op_range(f->k_leader, NULL)), on_campaign, f) >= 0)
-                f->campaigning = true;
-        else
-                uv_timer_start(&f->elect, on_elect, 1000, 0);
-}
-
-bool fleet_leading(const fleet *f, int64_t *ret_fence) {
-        /* only while the lease is certainly alive: past that, another node
-         * may lead already */
-        bool leading = f->leading && f->session &&
-                       now_monotonic() < etcd_session_safe_until(f->session);
-
-        if (ret_fence)
-                *ret_fence = leading ? f->fence : 0;
-        return leading;
-}
-
-/* ---- what the API asks -------------------------------------------------------------------------
- */
-
-/* A Node as the API shows it: the stored one, with its Ready condition
- * derived from its lease (nothing of it is stored: only the holder writes
- * its lease key, and etcd deletes it when the holder is gone a TTL). */
-static json_t *node_view(fleet *f, const fnode *n) {
-        char since[TIMESTAMP_MAX], now[TIMESTAMP_MAX];
-        _cleanup_free_ char *msg = NULL;
-        json_t *node, *status;
-
-        node = n->node ? json_deep_copy(n->node)
-                       : json_pack("{s:s, s:s, s:{s:s}, s:{}, s:{}}", "kind", "Node", "apiVersion",
-                                   "v1", "metadata", "name", n->name, "spec", "status");
-        if (!node)
-                return NULL;
-        format_timestamp(since, n->since ?: now_realtime());
-        format_timestamp(now, now_realtime());
-        if (n->holder)
-                msg = strprintf("tendd (pid %" PRId64 " on %s) holds the node's lease",
-                                (int64_t) json_integer_value(json_object_get(n->holder, "pid")),
-                                strna(json_string_value(json_object_get(n->holder, "host"))));
-        else
-                msg = strdup("tendd holds no lease for this node: it stopped, or cannot reach "
-                             "etcd (its lease expired)");
-        if (streq_ptr(n->name, f->leader)) { /* kubectl's ROLES column */
-                json_t *m = json_object_get(node, "metadata"), *l = json_object_get(m, "labels");
-                if (!json_is_object(l))
-                        json_object_set_new(m, "labels", l = json_object());
-                json_object_set_new(l, "node-role.kubernetes.io/leader", json_string(""));
-        }
-        status = json_object_get(node, "status");
-        if (!json_is_object(status))
-                json_object_set_new(node, "status", status = json_object());
-        if (!msg ||
-            json_object_set_new(status, "conditions",
-                                json_pack("[{s:s, s:s, s:s, s:s, s:s, s:s}]", "type", "Ready",
-                                          "status", n->holder ? "True" : "Unknown", "reason",
-                                          n->holder ? "TenddReady" : "NodeStatusUnknown", "message",
-                                          msg, "lastHeartbeatTime", n->holder ? now : since,
-                                          "lastTransitionTime", since)) < 0)
-                return json_decref(node), NULL;
-        return node;
-}
-
-static int cmp_names(const void *a, const void *b) {
-        return strcmp(((const fnode *const *) a)[0]->name, ((const fnode *const *) b)[0]->name);
-}
-
-static json_t *api_nodes(void *userdata) {
-        fleet *f = userdata;
-        size_t n = tend_hashmap_size(f->nodes), k = 0;
-        _cleanup_free_ fnode **v = new0(fnode *, n + 1);
-        json_t *a = json_array();
-        const char *key;
-        void *val;
-
-        if (!v || !a)
-                return json_decref(a), NULL;
-        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &key, &val);)
-                v[k++] = val;
-        qsort(v, k, sizeof(fnode *), cmp_names);
-        for (size_t i = 0; i < k; i++)
-                if (json_array_append_new(a, node_view(f, v[i])) < 0)
-                        return json_decref(a), NULL;
-        return a;
-}
-
-static void op_free(op *o) {
-        fleet *f = o->f;
-
-        for (op **p = &f->ops; *p; p = &(*p)->next)
-                if (*p == o) {
-                        *p = o->next;
-                        break;
-                }
-        etcd_cancel_calls(f->e, o);
-        free(o->name);
-        free(o);
-}
-
-static void op_done(op *o, unsigned code, json_t *answer) {
-        void (*done)(unsigned, json_t *, void *) = o->done;
-        void *req = o->req;
-
-        op_free(o);
-        done(code, answer, req);
-}
-
-static json_t *status_json(unsigned code, const char *reason, const char *message) {
-        return json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status", "apiVersion",
-                         "v1", "metadata", "status", "Failure", "message", message, "reason",
-                         reason, "code", (int) code);
-}
-
-static int op_write(op *o, const fnode *n);
-
-static void on_op(const etcd_result *r, void *userdata) {
-        op *o = userdata;
-        fleet *f = o->f;
-        fnode *n;
-
-        if (r->error < 0) {
-                _cleanup_free_ char *msg = strprintf("writing node %s to etcd: %s", o->name,
-                                                     strna(r->message));
-                op_done(o, 503, status_json(503, "ServiceUnavailable", strna(msg)));
-                return;
-        }
-        n = fnode_get(f, o->name, false);
-        if (!r->succeeded) {
-                /* Changed meanwhile (its tendd restarted): again from the latest. */
-                if (r->n_kvs > 0 && n) {
-                        mirror_apply(f, &r->kvs[0], false);
-                        n = fnode_get(f, o->name, false); /* may be gone */
-                }
-                if (n && n->node && r->n_kvs > 0 && ++o->tries < 5 && op_write(o, n) >= 0)
-                        return;
-                _cleanup_free_ char *msg = strprintf(
-                        "node %s changed while it was written: try again", o->name);
-                op_done(o, 409, status_json(409, "Conflict", strna(msg)));
-                return;
-        }
-        if (!n || !n->node) {
-                _cleanup_free_ char *msg = strprintf("node %s was removed from the fleet meanwhile",
-                                                     o->name);
-                op_done(o, 404, status_json(404, "NotFound", strna(msg)));
-                return;
-        }
-        if (r->revision > n->node_mod) {
-                /* Read your writes: the mirror has it before the watch says so
-                 * (unless the watch told of a later write already). */
-                json_object_set_new(json_object_get(n->node, "spec"), "unschedulable",
-                                    o->value ? json_true() : json_false());
-                if (!o->value)
-                        json_object_del(json_object_get(n->node, "spec"), "unschedulable");
-                n->node_mod = r->revision;
-        }
-        op_done(o, 200, node_view(f, n));
-}
-
-static void on_delete_node(const etcd_result *r, void *userdata) {
-        op *o = userdata;
-        fleet *f = o->f;
-
-        if (r->error < 0) {
-                _cleanup_free_ char *msg = strprintf("removing node %s from etcd: %s", o->name,
-                                                     strna(r->message));
-                op_done(o, 503, status_json(503, "ServiceUnavailable", strna(msg)));
-                return;
-        }
-        if (!r->succeeded) {
-                _cleanup_(json_decrefp)
-                        json_t *h = r->n_kvs ? json_loadb(r->kvs[0].value, r->kvs[0].value_len, 0,
-                                                          NULL)
-                                             : NULL;
-                _cleanup_free_ char *msg = strprintf(
-                        "node %s is alive: tendd (pid %" PRId64 " on %s) holds its lease; "
-                        "stop that tendd (with --stop-pods-on-exit it leaves the fleet), then "
-                        "delete the node",
-                        o->name, (int64_t) json_integer_value(json_object_get(h, "pid")),
-                        strna(json_string_value(json_object_get(h, "host"))));
-                op_done(o, 409, status_json(409, "Conflict", strna(msg)));
-                return;
-        }
-        fnode *n = fnode_get(f, o->name, false);
-        if (n && n->node) {
-                json_decref(n->node);
-                n->node = NULL;
-                n->node_mod = 0;
-                if (!n->holder) {
-                        tend_hashmap_remove(f->nodes, n->name);
-                        fnode_free(n);
-                }
-        }
-        op_done(o, 200,
-                json_pack("{s:s, s:s, s:{}, s:s, s:{s:s, s:s}}", "kind", "Status", "apiVersion",
-                          "v1", "metadata", "status", "Success", "details", "name", o->name, "kind",
-                          "nodes"));
-}
-
-/* A node nobody holds: its Node key goes, unless a tendd holds the name
- * (then the failure branch says who). */
-static int op_delete(op *o) {
-        _cleanup_free_ char *node = strprintf("%s%s", o->f->p_nodes, o->name),
-                            *lease = strprintf("%s%s", o->f->p_leases, o->name);
-
-        if (!node || !lease)
-                return -ENOMEM;
-        return etcd_txn(o->f->e, json_pack("[o]", etcd_cmp_revision(lease, "create", "EQUAL", 0)),
-                        json_pack("[o]", etcd_op_delete(node, NULL)),
-                        json_pack("[o]", etcd_op_range(lease, NULL)), on_delete_node, o);
-}
-
-static int op_write(op *o, const fnode *n) {
-        _cleanup_(json_decrefp) json_t *node = json_deep_copy(n->node);
-        _cleanup_free_ char *key = strprintf("%s%s", o->f->p_nodes, o->name), *value = NULL;
-        json_t *spec;
-
-        if (!node || !key)
-                return -ENOMEM;
-        spec = json_object_get(node, "spec");
-        if (!json_is_object(spec))
-                json_object_set_new(node, "spec", spec = json_object());
-        if (o->value)
-                json_object_set_new(spec, "unschedulable", json_true());
-        else
-                json_object_del(spec, "unschedulable");
-        value = json_dumps(node, JSON_COMPACT | JSON_SORT_KEYS);
-        if (!value)
-                return -ENOMEM;
-        return etcd_txn(o->f->e,
-                        json_pack("[o]", etcd_cmp_revision(key, "mod", "EQUAL", n->node_mod)),
-                        json_pack("[o]", etcd_op_put(key, value, strlen(value), 0)),
-                        json_pack("[o]", etcd_op_range(key, NULL)), on_op, o);
-}
-
-static op *op_new(fleet *f, const char *name, void (*done)(unsigned, json_t *, void *), void *req) {
-        op *o = new0(op, 1);
-
-        if (!o || !(o->name = strdup(name))) {
-                free(o);
-                return NULL;
-        }
-        o->f = f;
-        o->done = done;
-        o->req = req;
-        o->next = f->ops;
-        f->ops = o;
-        return o;
-}
-
-static int api_delete_node(void *userdata, const char *name,
-                           void (*done)(unsigned code, json_t *answer, void *req), void *req) {
-        fleet *f = userdata;
-        op *o = op_new(f, name, done, req);
-        int r;
-
-        if (!o)
-                return -ENOMEM;
-        o->deleting = true;
-        r = op_delete(o);
-        if (r < 0)
-                op_free(o);
-        return r;
-}
-
-static int api_set_unschedulable(void *userdata, const char *name, bool value,
-                                 void (*done)(unsigned code, json_t *answer, void *req),
-                                 void *req) {
-        fleet *f = userdata;
-        fnode *n = fnode_get(f, name, false);
-        op *o;
-        int r;
-
-        if (!n || !n->node)
-                return -ENOENT;
-        o = op_new(f, name, done, req);
-        if (!o)
-                return -ENOMEM;
-        o->value = value;
-        r = op_write(o, n);
-        if (r < 0) {
-                o->done = NULL;
-                op_free(o);
-        }
-        return r;
-}
-
-static void api_cancel(void *userdata, void *req) {
-        fleet *f = userdata;
-
-        for (op *o = f->ops; o; o = o->next)
-                if (o->req == req) {
-                        op_free(o);
-                        return;
-                }
-}
-
-static void api_metrics(void *userdata, tend_buf *b) {
-        fleet *f = userdata;
-        size_t ready = 0, all = tend_hashmap_size(f->nodes);
-        usec_t until = f->session ? etcd_session_safe_until(f->session) : 0, now = now_monotonic();
-        const char *k;
-        void *v;
-
-        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &k, &v);)
-                ready += ((fnode *) v)->holder != NULL;
-        (void) tend_buf_addf(
-                b,
-                "# HELP tend_fleet_nodes Nodes of the fleet, by whether their tendd holds "
-                "its lease.\n# TYPE tend_fleet_nodes gauge\n"
-                "tend_fleet_nodes{ready=\"true\"} %zu\ntend_fleet_nodes{ready=\"false\"} %zu\n"
-                "# HELP tend_fleet_leading Whether this node leads the fleet now.\n"
-                "# TYPE tend_fleet_leading gauge\ntend_fleet_leading %d\n"
-                "# HELP tend_fleet_lease_seconds How long this node's lease is certainly "
-                "alive (0: lost, or not yet).\n# TYPE tend_fleet_lease_seconds gauge\n"
-                "tend_fleet_lease_seconds %.3f\n",
-                ready, all - ready, fleet_leading(f, NULL) ? 1 : 0,
-                until > now ? (double) (until - now) / USEC_PER_SEC : 0.0);
-}
-
-const api_fleet *fleet_api(fleet *f) {
-        return &f->api;
-}
-
 /* ---- life
  * ---------------------------------------------------------------------------------------- */
 
@@ -1126,7 +629,7 @@ static void on_handle_closed(uv_handle_t *h) {
         if (--f->open_handles > 0)
                 return;
         for (size_t i = 0; f->nodes && tend_hashmap_next(f->nodes, &i, &k, &v);)
-                fnode_free(v);
+                fleet__node_free(v);
         tend_hashmap_free(f->nodes);
         strv_free(f->endpoints);
         json_decref(f->labels);
@@ -1160,7 +663,7 @@ static void on_revoked(const etcd_result *r, void *userdata) {
 void fleet_leave(fleet *f, void (*done)(void *userdata), void *userdata) {
         int64_t lease = f->lease;
 
-        stop_leading(f, "it leaves the fleet");
+        fleet__stop_leading(f, "it leaves the fleet");
         etcd_session_stop(f->session);
         f->session = NULL;
         (void) unlink(f->state_file); /* nothing to resume */
@@ -1174,8 +677,7 @@ void fleet_close(fleet *f) {
         if (!f || f->closing)
                 return;
         f->closing = true;
-        while (f->ops)
-                op_free(f->ops);
+        fleet__ops_close(f);
         etcd_watch_cancel(f->watch);
         f->watch = NULL;
         etcd_session_stop(f->session);
@@ -1225,12 +727,7 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
                 f->p_leases = strprintf("%s/v1/nodeleases/", f->prefix);
                 f->k_leader = strprintf("%s/v1/leader", f->prefix);
         }
-        f->api = (api_fleet){ .nodes = api_nodes,
-                              .set_unschedulable = api_set_unschedulable,
-                              .delete_node = api_delete_node,
-                              .metrics = api_metrics,
-                              .cancel = api_cancel,
-                              .userdata = f };
+        fleet__api_init(f);
         uv_timer_init(c->loop, &f->retry.timer);
         uv_timer_init(c->loop, &f->remirror.timer);
         uv_timer_init(c->loop, &f->deadline.timer);

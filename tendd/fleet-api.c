@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * What the API asks of the fleet (fleet.h, api.h's api_fleet): the nodes
+ * as core/v1 Nodes with their Ready condition derived from their leases,
+ * cordon and node removal as etcd txns answered later, and /metrics.
+ */
+
+#include <inttypes.h>
+
+#include "fleet-internal.h"
+
+/* A Node as the API shows it: the stored one, with its Ready condition
+ * derived from its lease (nothing of it is stored: only the holder writes
+ * its lease key, and etcd deletes it when the holder is gone a TTL). */
+static json_t *node_view(fleet *f, const fnode *n) {
+        char since[TIMESTAMP_MAX], now[TIMESTAMP_MAX];
+        _cleanup_free_ char *msg = NULL;
+        json_t *node, *status;
+
+        node = n->node ? json_deep_copy(n->node)
+                       : json_pack("{s:s, s:s, s:{s:s}, s:{}, s:{}}", "kind", "Node", "apiVersion",
+                                   "v1", "metadata", "name", n->name, "spec", "status");
+        if (!node)
+                return NULL;
+        format_timestamp(since, n->since ?: now_realtime());
+        format_timestamp(now, now_realtime());
+        if (n->holder)
+                msg = strprintf("tendd (pid %" PRId64 " on %s) holds the node's lease",
+                                (int64_t) json_integer_value(json_object_get(n->holder, "pid")),
+                                strna(json_string_value(json_object_get(n->holder, "host"))));
+        else
+                msg = strdup("tendd holds no lease for this node: it stopped, or cannot reach "
+                             "etcd (its lease expired)");
+        if (streq_ptr(n->name, f->leader)) { /* kubectl's ROLES column */
+                json_t *m = json_object_get(node, "metadata"), *l = json_object_get(m, "labels");
+                if (!json_is_object(l))
+                        json_object_set_new(m, "labels", l = json_object());
+                json_object_set_new(l, "node-role.kubernetes.io/leader", json_string(""));
+        }
+        status = json_object_get(node, "status");
+        if (!json_is_object(status))
+                json_object_set_new(node, "status", status = json_object());
+        if (!msg ||
+            json_object_set_new(status, "conditions",
+                                json_pack("[{s:s, s:s, s:s, s:s, s:s, s:s}]", "type", "Ready",
+                                          "status", n->holder ? "True" : "Unknown", "reason",
+                                          n->holder ? "TenddReady" : "NodeStatusUnknown", "message",
+                                          msg, "lastHeartbeatTime", n->holder ? now : since,
+                                          "lastTransitionTime", since)) < 0)
+                return json_decref(node), NULL;
+        return node;
+}
+
+static int cmp_names(const void *a, const void *b) {
+        return strcmp(((const fnode *const *) a)[0]->name, ((const fnode *const *) b)[0]->name);
+}
+
+static json_t *api_nodes(void *userdata) {
+        fleet *f = userdata;
+        size_t n = tend_hashmap_size(f->nodes), k = 0;
+        _cleanup_free_ fnode **v = new0(fnode *, n + 1);
+        json_t *a = json_array();
+        const char *key;
+        void *val;
+
+        if (!v || !a)
+                return json_decref(a), NULL;
+        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &key, &val);)
+                v[k++] = val;
+        qsort(v, k, sizeof(fnode *), cmp_names);
+        for (size_t i = 0; i < k; i++)
+                if (json_array_append_new(a, node_view(f, v[i])) < 0)
+                        return json_decref(a), NULL;
+        return a;
+}
+
+static void op_free(op *o) {
+        fleet *f = o->f;
+
+        for (op **p = &f->ops; *p; p = &(*p)->next)
+                if (*p == o) {
+                        *p = o->next;
+                        break;
+                }
+        etcd_cancel_calls(f->e, o);
+        free(o->name);
+        free(o);
+}
+
+static void op_done(op *o, unsigned code, json_t *answer) {
+        void (*done)(unsigned, json_t *, void *) = o->done;
+        void *req = o->req;
+
+        op_free(o);
+        done(code, answer, req);
+}
+
+static json_t *status_json(unsigned code, const char *reason, const char *message) {
+        return json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status", "apiVersion",
+                         "v1", "metadata", "status", "Failure", "message", message, "reason",
+                         reason, "code", (int) code);
+}
+
+static int op_write(op *o, const fnode *n);
+
+static void on_op(const etcd_result *r, void *userdata) {
+        op *o = userdata;
+        fleet *f = o->f;
+        fnode *n;
+
+        if (r->error < 0) {
+                _cleanup_free_ char *msg = strprintf("writing node %s to etcd: %s", o->name,
+                                                     strna(r->message));
+                op_done(o, 503, status_json(503, "ServiceUnavailable", strna(msg)));
+                return;
+        }
+        n = fleet__node(f, o->name, false);
+        if (!r->succeeded) {
+                /* Changed meanwhile (its tendd restarted): again from the latest. */
+                if (r->n_kvs > 0 && n) {
+                        fleet__mirror_apply(f, &r->kvs[0], false);
+                        n = fleet__node(f, o->name, false); /* may be gone */
+                }
+                if (n && n->node && r->n_kvs > 0 && ++o->tries < 5 && op_write(o, n) >= 0)
+                        return;
+                _cleanup_free_ char *msg = strprintf(
+                        "node %s changed while it was written: try again", o->name);
+                op_done(o, 409, status_json(409, "Conflict", strna(msg)));
+                return;
+        }
+        if (!n || !n->node) {
+                _cleanup_free_ char *msg = strprintf("node %s was removed from the fleet meanwhile",
+                                                     o->name);
+                op_done(o, 404, status_json(404, "NotFound", strna(msg)));
+                return;
+        }
+        if (r->revision > n->node_mod) {
+                /* Read your writes: the mirror has it before the watch says so
+                 * (unless the watch told of a later write already). */
+                json_object_set_new(json_object_get(n->node, "spec"), "unschedulable",
+                                    o->value ? json_true() : json_false());
+                if (!o->value)
+                        json_object_del(json_object_get(n->node, "spec"), "unschedulable");
+                n->node_mod = r->revision;
+        }
+        op_done(o, 200, node_view(f, n));
+}
+
+static void on_delete_node(const etcd_result *r, void *userdata) {
+        op *o = userdata;
+        fleet *f = o->f;
+
+        if (r->error < 0) {
+                _cleanup_free_ char *msg = strprintf("removing node %s from etcd: %s", o->name,
+                                                     strna(r->message));
+                op_done(o, 503, status_json(503, "ServiceUnavailable", strna(msg)));
+                return;
+        }
+        if (!r->succeeded) {
+                _cleanup_(json_decrefp)
+                        json_t *h = r->n_kvs ? json_loadb(r->kvs[0].value, r->kvs[0].value_len, 0,
+                                                          NULL)
+                                             : NULL;
+                _cleanup_free_ char *msg = strprintf(
+                        "node %s is alive: tendd (pid %" PRId64 " on %s) holds its lease; "
+                        "stop that tendd (with --stop-pods-on-exit it leaves the fleet), then "
+                        "delete the node",
+                        o->name, (int64_t) json_integer_value(json_object_get(h, "pid")),
+                        strna(json_string_value(json_object_get(h, "host"))));
+                op_done(o, 409, status_json(409, "Conflict", strna(msg)));
+                return;
+        }
+        fnode *n = fleet__node(f, o->name, false);
+        if (n && n->node) {
+                json_decref(n->node);
+                n->node = NULL;
+                n->node_mod = 0;
+                if (!n->holder) {
+                        tend_hashmap_remove(f->nodes, n->name);
+                        fleet__node_free(n);
+                }
+        }
+        op_done(o, 200,
+                json_pack("{s:s, s:s, s:{}, s:s, s:{s:s, s:s}}", "kind", "Status", "apiVersion",
+                          "v1", "metadata", "status", "Success", "details", "name", o->name, "kind",
+                          "nodes"));
+}
+
+/* A node nobody holds: its Node key goes, unless a tendd holds the name
+ * (then the failure branch says who). */
+static int op_delete(op *o) {
+        _cleanup_free_ char *node = strprintf("%s%s", o->f->p_nodes, o->name),
+                            *lease = strprintf("%s%s", o->f->p_leases, o->name);
+
+        if (!node || !lease)
+                return -ENOMEM;
+        return etcd_txn(o->f->e, json_pack("[o]", etcd_cmp_revision(lease, "create", "EQUAL", 0)),
+                        json_pack("[o]", etcd_op_delete(node, NULL)),
+                        json_pack("[o]", etcd_op_range(lease, NULL)), on_delete_node, o);
+}
+
+static int op_write(op *o, const fnode *n) {
+        _cleanup_(json_decrefp) json_t *node = json_deep_copy(n->node);
+        _cleanup_free_ char *key = strprintf("%s%s", o->f->p_nodes, o->name), *value = NULL;
+        json_t *spec;
+
+        if (!node || !key)
+                return -ENOMEM;
+        spec = json_object_get(node, "spec");
+        if (!json_is_object(spec))
+                json_object_set_new(node, "spec", spec = json_object());
+        if (o->value)
+                json_object_set_new(spec, "unschedulable", json_true());
+        else
+                json_object_del(spec, "unschedulable");
+        value = json_dumps(node, JSON_COMPACT | JSON_SORT_KEYS);
+        if (!value)
+                return -ENOMEM;
+        return etcd_txn(o->f->e,
+                        json_pack("[o]", etcd_cmp_revision(key, "mod", "EQUAL", n->node_mod)),
+                        json_pack("[o]", etcd_op_put(key, value, strlen(value), 0)),
+                        json_pack("[o]", etcd_op_range(key, NULL)), on_op, o);
+}
+
+static op *op_new(fleet *f, const char *name, void (*done)(unsigned, json_t *, void *), void *req) {
+        op *o = new0(op, 1);
+
+        if (!o || !(o->name = strdup(name))) {
+                free(o);
+                return NULL;
+        }
+        o->f = f;
+        o->done = done;
+        o->req = req;
+        o->next = f->ops;
+        f->ops = o;
+        return o;
+}
+
+static int api_delete_node(void *userdata, const char *name,
+                           void (*done)(unsigned code, json_t *answer, void *req), void *req) {
+        fleet *f = userdata;
+        op *o = op_new(f, name, done, req);
+        int r;
+
+        if (!o)
+                return -ENOMEM;
+        o->deleting = true;
+        r = op_delete(o);
+        if (r < 0)
+                op_free(o);
+        return r;
+}
+
+static int api_set_unschedulable(void *userdata, const char *name, bool value,
+                                 void (*done)(unsigned code, json_t *answer, void *req),
+                                 void *req) {
+        fleet *f = userdata;
+        fnode *n = fleet__node(f, name, false);
+        op *o;
+        int r;
+
+        if (!n || !n->node)
+                return -ENOENT;
+        o = op_new(f, name, done, req);
+        if (!o)
+                return -ENOMEM;
+        o->value = value;
+        r = op_write(o, n);
+        if (r < 0) {
+                o->done = NULL;
+                op_free(o);
+        }
+        return r;
+}
+
+static void api_cancel(void *userdata, void *req) {
+        fleet *f = userdata;
+
+        for (op *o = f->ops; o; o = o->next)
+                if (o->req == req) {
+                        op_free(o);
+                        return;
+                }
+}
+
+static void api_metrics(void *userdata, tend_buf *b) {
+        fleet *f = userdata;
+        size_t ready = 0, all = tend_hashmap_size(f->nodes);
+        usec_t until = f->session ? etcd_session_safe_until(f->session) : 0, now = now_monotonic();
+        const char *k;
+        void *v;
+
+        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &k, &v);)
+                ready += ((fnode *) v)->holder != NULL;
+        (void) tend_buf_addf(
+                b,
+                "# HELP tend_fleet_nodes Nodes of the fleet, by whether their tendd holds "
+                "its lease.\n# TYPE tend_fleet_nodes gauge\n"
+                "tend_fleet_nodes{ready=\"true\"} %zu\ntend_fleet_nodes{ready=\"false\"} %zu\n"
+                "# HELP tend_fleet_leading Whether this node leads the fleet now.\n"
+                "# TYPE tend_fleet_leading gauge\ntend_fleet_leading %d\n"
+                "# HELP tend_fleet_lease_seconds How long this node's lease is certainly "
+                "alive (0: lost, or not yet).\n# TYPE tend_fleet_lease_seconds gauge\n"
+                "tend_fleet_lease_seconds %.3f\n",
+                ready, all - ready, fleet_leading(f, NULL) ? 1 : 0,
+                until > now ? (double) (until - now) / USEC_PER_SEC : 0.0);
+}
+
+const api_fleet *fleet_api(fleet *f) {
+        return &f->api;
+}
+
+void fleet__ops_close(fleet *f) {
+        while (f->ops)
+                op_free(f->ops);
+}
+
+void fleet__api_init(fleet *f) {
+        f->api = (api_fleet){ .nodes = api_nodes,
+                              .set_unschedulable = api_set_unschedulable,
+                              .delete_node = api_delete_node,
+                              .metrics = api_metrics,
+                              .cancel = api_cancel,
+                              .userdata = f };
+}

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Fleet membership's insides, shared by fleet.c (join, session, mirror,
+ * leaving), fleet-elect.c (the election) and fleet-api.c (what the API
+ * asks). */
+
+#include "fleet.h"
+#include "tend/etcd.h"
+
+#define SCHEMA_VERSION 1
+#define JOIN_PATIENCE (15 * USEC_PER_SEC) /* etcd not answering at start */
+
+typedef struct fnode {
+        char *name;
+        json_t *node; /* the stored Node; NULL: no key (a lease without one) */
+        int64_t node_mod;
+        json_t *holder; /* the nodeleases value; NULL: nobody holds the name */
+        usec_t since;   /* wall: when it was seen to join or to go */
+} fnode;
+
+typedef struct op op;
+typedef struct fleet fleet;
+
+/* A step to take again later: the join's chain and the mirror's (list,
+ * watch) each have their own, so that one's retry never replaces the
+ * other's (a lost session and a broken watch come together when etcd
+ * restarts). */
+typedef struct later {
+        uv_timer_t timer;
+        fleet *f;
+        void (*fn)(fleet *f);
+} later;
+
+struct op {
+        fleet *f;
+        op *next;
+        char *name;
+        bool value;
+        unsigned tries;
+        void (*done)(unsigned code, json_t *answer, void *req);
+        void *req;
+        bool deleting; /* delete the node, not cordon it */
+};
+
+struct fleet {
+        fleet_config c;
+        char *prefix, *node_name;
+        char **endpoints;
+        json_t *labels;
+        char *state_file;
+        char hostname[256], boot_id[40];
+        etcd *e;
+        etcd_session *session;
+        int64_t lease;
+        bool joined, failed, closing;
+        usec_t join_started;
+        void (*on_joined)(int error, const char *why, void *userdata);
+        void *userdata;
+        char *k_schema, *k_node, *k_lease, *p_all, *p_nodes, *p_leases;
+        tend_hashmap *nodes; /* name → fnode */
+        etcd_watch *watch;
+        int64_t revision;                /* of the mirror */
+        later retry, remirror, deadline; /* deadline: of the join as a whole */
+        unsigned open_handles; /* retry, remirror, deadline, elect: freed when all are closed */
+        op *ops;
+        /* the election (fleet.md §3.5) */
+        char *k_leader;
+        char *leader;  /* the node that leads, as etcd says; NULL: none */
+        bool leading;  /* this node */
+        int64_t fence; /* the leader key's create revision, while leading */
+        bool campaigning;
+        bool campaign_again; /* asked while one was out: once it answers */
+        uv_timer_t elect;
+        char *refusal;                      /* why the name is not ours */
+        void (*leave_done)(void *userdata); /* fleet_leave() */
+        void *leave_userdata;
+        api_fleet api;
+};
+
+/* fleet.c */
+fnode *fleet__node(fleet *f, const char *name, bool create);
+void fleet__node_free(fnode *n);
+/* Applies one key of P/v1/ to the mirror (deleted: its DELETE). */
+void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted);
+
+/* fleet-elect.c */
+/* Leads if nobody does (a txn; answered later). */
+void fleet__campaign(fleet *f);
+/* The leader key as etcd has it now (NULL: gone). */
+void fleet__leader_seen(fleet *f, const etcd_kv *kv);
+void fleet__stop_leading(fleet *f, const char *why);
+
+/* fleet-api.c */
+void fleet__api_init(fleet *f);
+/* Cancels what the API asked that is still out (no answers). */
+void fleet__ops_close(fleet *f);
