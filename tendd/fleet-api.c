@@ -308,20 +308,20 @@ static void api_metrics(void *userdata, tend_buf *b) {
                 until > now ? (double) (until - now) / USEC_PER_SEC : 0.0);
 }
 
-const api_fleet *fleet_api(fleet *f) {
-        return &f->api;
-}
-
-void fleet__ops_close(fleet *f) {
+static void ops_close(fleet *f) {
         while (f->ops)
                 op_free(f->ops);
 }
 
-void fleet__api_init(fleet *f) {
-        f->api = (api_fleet){ .nodes = api_nodes,
-                              .set_unschedulable = api_set_unschedulable,
-                              .delete_node = api_delete_node,
-                              .metrics = api_metrics,
-                              .cancel = api_cancel,
-                              .userdata = f };
+const api_fleet *fleet_api(fleet *f) {
+        if (!f->api.nodes) {
+                f->api = (api_fleet){ .nodes = api_nodes,
+                                      .set_unschedulable = api_set_unschedulable,
+                                      .delete_node = api_delete_node,
+                                      .metrics = api_metrics,
+                                      .cancel = api_cancel,
+                                      .userdata = f };
+                f->ops_close = ops_close;
+        }
+        return &f->api;
 }

@@ -75,7 +75,9 @@ struct fleet {
         char *refusal;                      /* why the name is not ours */
         void (*leave_done)(void *userdata); /* fleet_leave() */
         void *leave_userdata;
+        /* fleet-api.c's: set by fleet_api() */
         api_fleet api;
+        void (*ops_close)(fleet *f); /* cancels what is still out (no answers) */
 };
 
 /* fleet.c */
@@ -90,8 +92,3 @@ void fleet__campaign(fleet *f);
 /* The leader key as etcd has it now (NULL: gone). */
 void fleet__leader_seen(fleet *f, const etcd_kv *kv);
 void fleet__stop_leading(fleet *f, const char *why);
-
-/* fleet-api.c */
-void fleet__api_init(fleet *f);
-/* Cancels what the API asked that is still out (no answers). */
-void fleet__ops_close(fleet *f);

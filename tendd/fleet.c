@@ -677,7 +677,8 @@ void fleet_close(fleet *f) {
         if (!f || f->closing)
                 return;
         f->closing = true;
-        fleet__ops_close(f);
+        if (f->ops_close) /* what the API asked that is still out */
+                f->ops_close(f);
         etcd_watch_cancel(f->watch);
         f->watch = NULL;
         etcd_session_stop(f->session);
@@ -727,7 +728,6 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
                 f->p_leases = strprintf("%s/v1/nodeleases/", f->prefix);
                 f->k_leader = strprintf("%s/v1/leader", f->prefix);
         }
-        fleet__api_init(f);
         uv_timer_init(c->loop, &f->retry.timer);
         uv_timer_init(c->loop, &f->remirror.timer);
         uv_timer_init(c->loop, &f->deadline.timer);
