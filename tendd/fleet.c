@@ -677,6 +677,7 @@ void fleet_close(fleet *f) {
         if (!f || f->closing)
                 return;
         f->closing = true;
+        fleet__stop_leading(f, "tendd stops");
         if (f->ops_close) /* what the API asked that is still out */
                 f->ops_close(f);
         etcd_watch_cancel(f->watch);
