@@ -51,7 +51,8 @@ static int delete_one(client *c, const cli_resource *r, const char *ns, const ch
 
 /* A node of the fleet that is gone: its Node goes too. */
 static int delete_node(client *c, const char *name) {
-        _cleanup_free_ char *path = strprintf("/api/v1/nodes/%s", name);
+        _cleanup_free_ char *esc = client_escape(name),
+                            *path = esc ? strprintf("/api/v1/nodes/%s", esc) : NULL;
 
         return delete_path(c, path, "node", name);
 }

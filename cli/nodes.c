@@ -170,7 +170,7 @@ static int cordon(int argc, char **argv, bool on) {
         const char *verb = on ? "cordon" : "uncordon";
         _cleanup_(client_freep) client *c = NULL;
         _cleanup_(json_decrefp) json_t *cur = NULL, *resp = NULL;
-        _cleanup_free_ char *path = NULL;
+        _cleanup_free_ char *path = NULL, *esc = NULL;
         const char *name;
         long code = 0;
 
@@ -187,7 +187,8 @@ static int cordon(int argc, char **argv, bool on) {
         }
         name = startswith(argv[1], "node/") ?: startswith(argv[1], "nodes/") ?: argv[1];
         c = cli_connect();
-        path = strprintf("/api/v1/nodes/%s", name);
+        esc = client_escape(name);
+        path = esc ? strprintf("/api/v1/nodes/%s", esc) : NULL;
         if (!c || !path || client_request(c, "GET", path, NULL, NULL, &code, &cur) < 0)
                 return 1;
         if (code != 200) {

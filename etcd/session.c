@@ -81,6 +81,13 @@ static void on_keepalive(const etcd_result *r, void *userdata) {
                 maybe_free(s);
                 return;
         }
+        if (r->error == 0 && r->ttl > 0 && !s->ready && r->ttl != s->c.ttl) {
+                /* a lease of another TTL (a restart with another --lease-ttl):
+                 * its deadlines would be wrong; a new one */
+                s->lease = 0;
+                keepalive(s);
+                return;
+        }
         if (r->error == 0 && r->ttl > 0) {
                 s->last_ok = s->sent_at;
                 acknowledged(s);
@@ -161,7 +168,12 @@ static bool expired(etcd_session *s) {
 }
 
 static void on_deadline(uv_timer_t *t) {
-        (void) expired(t->data);
+        etcd_session *s = t->data;
+
+        /* libuv counts from its cached, whole-millisecond time: the timer
+         * may fire a moment early; then again for what is left */
+        if (!expired(s) && s->ready && !s->ended)
+                acknowledged(s);
 }
 
 static void on_tick(uv_timer_t *t) {

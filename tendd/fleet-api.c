@@ -172,7 +172,7 @@ static void on_delete_node(const etcd_result *r, void *userdata) {
                 return;
         }
         fnode *n = fleet__node(f, o->name, false);
-        if (n && n->node) {
+        if (n && n->node && n->node_mod <= r->revision) { /* not a Node written after it */
                 json_decref(n->node);
                 n->node = NULL;
                 n->node_mod = 0;

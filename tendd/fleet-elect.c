@@ -107,7 +107,7 @@ void fleet__campaign(fleet *f) {
                 f->campaign_again = true;
                 return;
         }
-        if (f->c.no_leader || f->closing || !f->lease || !f->session)
+        if (f->c.no_leader || f->closing || !fleet__session_live(f))
                 return;
         format_timestamp(now, now_realtime());
         v = json_pack("{s:s, s:I, s:s}", "node", f->node_name, "pid", (json_int_t) getpid(),

@@ -81,6 +81,9 @@ struct fleet {
 };
 
 /* fleet.c */
+/* Whether f->lease is the live session's (a step of the join or the
+ * election made for it may go on). */
+bool fleet__session_live(const fleet *f);
 fnode *fleet__node(fleet *f, const char *name, bool create);
 void fleet__node_free(fnode *n);
 /* Applies one key of P/v1/ to the mirror (deleted: its DELETE). */

@@ -58,6 +58,10 @@ void fleet__node_free(fnode *n) {
         free(n);
 }
 
+bool fleet__session_live(const fleet *f) {
+        return f->session && f->lease && etcd_session_lease(f->session) == f->lease;
+}
+
 fnode *fleet__node(fleet *f, const char *name, bool create) {
         fnode *n = tend_hashmap_get(f->nodes, name);
 
@@ -237,6 +241,8 @@ static void mirror_forget_missing(fleet *f, const etcd_result *r) {
 static void on_list(const etcd_result *r, void *userdata) {
         fleet *f = userdata;
 
+        if (f->failed) /* the join gave up meanwhile: main is closing it */
+                return;
         if (r->error < 0) {
                 if (!f->joined && now_monotonic() > f->join_started + JOIN_PATIENCE) {
                         join_failed(f, r->error, "listing %s in etcd: %s", f->p_all,
@@ -353,6 +359,10 @@ static void join_timeout(fleet *f) {
 
         if (f->joined || f->failed)
                 return;
+        if (f->refusal) { /* refused, and the revoke did not answer in time */
+                join_failed(f, -EADDRINUSE, "%s", f->refusal);
+                return;
+        }
         for (char **e = f->endpoints; *e; e++)
                 (void) tend_buf_addf(&eps, "%s%s", eps.len ? ", " : "", *e);
         join_failed(f, -ETIMEDOUT,
@@ -445,7 +455,7 @@ static bool holder_is_gone(fleet *f, json_t *holder) {
 static void on_reclaimed(const etcd_result *r, void *userdata) {
         fleet *f = userdata;
 
-        if (!join_patience(f, r, claim, "claiming the node name"))
+        if (!join_patience(f, r, claim, "claiming the node name") && fleet__session_live(f))
                 put_node(f);
 }
 
@@ -524,9 +534,16 @@ static void on_claim(const etcd_result *r, void *userdata) {
 
 /* The name, on the session lease: create-if-absent, else learn who holds it. */
 static void claim(fleet *f) {
-        _cleanup_free_ char *hex = lease_hex(f->lease), *value = NULL;
+        _cleanup_free_ char *hex = NULL, *value = NULL;
         _cleanup_(json_decrefp) json_t *v = NULL;
         char now[TIMESTAMP_MAX];
+
+        /* Only on the live session's lease: a step of an earlier session
+         * (its retry, its late answer) would claim the name on a lease that
+         * is gone, or on none — a key that never expires. */
+        if (!fleet__session_live(f))
+                return;
+        hex = lease_hex(f->lease);
 
         format_timestamp(now, now_realtime());
         v = json_pack("{s:s, s:s?, s:I, s:s, s:s, s:s}", "node", f->node_name, "leaseID", hex,

@@ -472,6 +472,13 @@ static uv_signal_t sigterm, sigint;
 static fleet *fl;
 static int join_error = 1; /* 1: joining; 0: joined; < 0: failed */
 
+/* SIGTERM or SIGINT while joining: stop (the pods keep running). */
+static void on_signal_joining(uv_signal_t *h, int sig) {
+        log_info("Received %s while joining the fleet; stopping (pods keep running).",
+                 strsignal(sig));
+        join_error = -EINTR;
+}
+
 static void on_joined(int error, const char *why, void *userdata) {
         join_error = error;
         if (error < 0)
@@ -644,13 +651,22 @@ int main(int argc, char **argv) {
                                on_joined, NULL, &fl);
                 if (r < 0)
                         log_error_errno(r, "fleet: cannot join: %m");
+                /* A join may wait (for etcd, for a dead tendd's lease): a
+                 * stop meanwhile is a clean one. */
+                uv_signal_t jterm, jint;
+                uv_signal_init(loop, &jterm);
+                uv_signal_init(loop, &jint);
+                uv_signal_start(&jterm, on_signal_joining, SIGTERM);
+                uv_signal_start(&jint, on_signal_joining, SIGINT);
                 while (r >= 0 && join_error > 0)
                         (void) uv_run(loop, UV_RUN_ONCE);
+                uv_close((uv_handle_t *) &jterm, NULL);
+                uv_close((uv_handle_t *) &jint, NULL);
                 if (r < 0 || join_error < 0) {
                         fleet_close(fl);
                         agent_loop_close(al);
                         uv_run(loop, UV_RUN_NOWAIT);
-                        return 1;
+                        return join_error == -EINTR ? 0 : 1;
                 }
         }
         r = api_server_new(&(api_config){ .loop = loop,

@@ -123,6 +123,18 @@ expect_exit 2 "a bad --node-labels" "$bin/tendd" --state-dir "$tmp/other" --flee
     expect_grep 'label key "bad key"' "$tmp/err" "a bad --node-labels names the key" &&
     ok "a bad --node-labels is refused with the key"
 
+# a stop while the join waits (here for an etcd that is not there) is a clean one
+"$bin/tendd" --state-dir "$tmp/waiting" --socket "$tmp/waiting.sock" --fleet http://127.0.0.1:9 \
+    --node-name w >"$tmp/waiting.log" 2>&1 &
+w_pid=$!
+sleep 1
+kill -TERM "$w_pid"
+if wait "$w_pid" && grep -q "while joining the fleet; stopping" "$tmp/waiting.log"; then
+    ok "SIGTERM while the join waits for etcd: a clean stop (exit 0)"
+else
+    fail "SIGTERM while joining:"; cat "$tmp/waiting.log"
+fi
+
 # ---- cordon --------------------------------------------------------------------------------------
 expect_exit 0 "cordon n2 from n1" on 1 cordon n2 && expect_grep "node/n2 cordoned" "$tmp/out" "cordon"
 if wait_for 5 is_status 3 n2 Ready,SchedulingDisabled; then
@@ -274,6 +286,25 @@ else
     fail "n2's restart was seen:"; grep "node/n2" "$tmp/n1.log" "$tmp/n3.log"
 fi
 
+# a restart with another --lease-ttl does not resume the old lease (its
+# deadlines would be wrong): a new one, once the old one let the name go
+mark
+kill -TERM "$n2_pid"
+wait "$n2_pid" 2>/dev/null || fail "n2 exited non-zero on SIGTERM"
+"$bin/tendd" --state-dir "$tmp/n2" --socket "$tmp/n2.sock" --port-range 42000-42999 \
+    --fleet "$ETCD_ENDPOINTS" --node-name n2 --lease-ttl 4s --node-labels zone=b \
+    >>"$tmp/n2.log" 2>&1 &
+n2_pid=$!
+# (its API answers once it has joined: after the old lease let the name go)
+if wait_for 15 sh -c "TEND_SOCKET=$tmp/n2.sock $bin/tend version" &&
+    wait_for 5 is_status 1 n2 Ready,SchedulingDisabled && is_status 2 n2 Ready,SchedulingDisabled &&
+    since "$tmp/n2.log" | grep -q "granted lease .* (TTL 4s)" &&
+    ! since "$tmp/n2.log" | grep -q "resumed lease"; then
+    ok "n2 restarted with --lease-ttl 4s: a new lease of 4 s, not the old 3 s one"
+else
+    fail "n2 with another TTL:"; since "$tmp/n2.log" | tail -5
+fi
+
 # ---- this host's earlier tendd, dead: its name is free after its lease -------------------------
 kill -KILL "$n1_pid"
 wait "$n1_pid" 2>/dev/null
@@ -365,7 +396,9 @@ back_all() {
         [ "$(on 1 get nodes | awk '$3 == "leader"' | wc -l)" = 1 ] &&
         [ -n "$(leader_of 2)" ] && [ "$(leader_of 2)" = "$(leader_of 3)" ]
 }
-if wait_for 15 back_all; then
+# etcd may expire the leases a while after its quorum is back: let that
+# happen, then the fleet must be whole again
+if wait_for 15 back_all && sleep $((2 * ttl + 1)) && wait_for 15 back_all; then
     expired=$(for k in 1 2 3; do since "$tmp/n$k.log"; done | grep -c "granted lease")
     ok "etcd without quorum for $((ttl + 2)) s: every node back Ready, one leader ($(leader_of 1)); $expired of 3 leases had expired (new ones granted)"
 else
