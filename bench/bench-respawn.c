@@ -404,21 +404,7 @@ static void wait_running(const char *app, size_t n, unsigned timeout_ms) {
 }
 
 static void start_tendd(void) {
-        char state[128], log[128];
-
-        snprintf(state, sizeof state, "%s/state", dir);
-        snprintf(log, sizeof log, "%s/tendd.log", dir);
-        tendd = fork();
-        if (tendd == 0) {
-                char exe[PATH_MAX + 8];
-                int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-                snprintf(exe, sizeof exe, "%s/tendd", bindir);
-                dup2(fd, 1);
-                dup2(fd, 2);
-                execl(exe, exe, "--state-dir", state, "--socket", sock, "--log-level", "warning",
-                      (char *) NULL);
-                _exit(127);
-        }
+        tendd = bench_spawn_tendd(bindir, dir, sock);
         pc.parent = tendd;
         for (int i = 0; i < 200; i++) {
                 char *b = api_get("/healthz");
@@ -427,7 +413,7 @@ static void start_tendd(void) {
                         return;
                 usleep(25 * 1000);
         }
-        die("tendd did not come up (see %s)", log);
+        die("tendd did not come up (see %s/tendd.log)", dir);
 }
 
 /* tendd's histogram sums and counts for the respawn phases (/metrics). */

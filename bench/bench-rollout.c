@@ -211,23 +211,9 @@ static int pods_listed(void) {
 }
 
 static void start_tendd(void) {
-        char state[128], log[128];
-
-        snprintf(state, sizeof state, "%s/state", dir);
-        snprintf(log, sizeof log, "%s/tendd.log", dir);
-        tendd = fork();
+        tendd = bench_spawn_tendd(bindir, dir, sock);
         if (tendd < 0)
                 die("fork: %s", strerror(errno));
-        if (tendd == 0) {
-                char exe[PATH_MAX + 8];
-                int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-                snprintf(exe, sizeof exe, "%s/tendd", bindir);
-                dup2(fd, 1);
-                dup2(fd, 2);
-                execl(exe, exe, "--state-dir", state, "--socket", sock, "--log-level", "warning",
-                      (char *) NULL);
-                _exit(127);
-        }
         for (int i = 0; i < 200; i++) {
                 char *b = api_get("/healthz");
                 free(b);
@@ -235,7 +221,7 @@ static void start_tendd(void) {
                         return;
                 sleep_ms(25);
         }
-        die("tendd did not come up (see %s)", log);
+        die("tendd did not come up (see %s/tendd.log)", dir);
 }
 
 /* The pods outlive tendd by design: delete the deployment and wait until

@@ -3,6 +3,7 @@
 
 /* What the benchmarks share: sorting figures and reading our own RSS. */
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,4 +55,26 @@ static inline int bench_find_bindir(char *buf, size_t size) {
         }
         snprintf(buf, size, "%s/bin", exe);
         return 0;
+}
+
+/* Starts BINDIR/tendd on DIR/state and the API socket sock, its output
+ * appended to DIR/tendd.log: its pid (-1: fork failed). It does not wait
+ * for the API: the caller polls it with its own client. */
+static inline pid_t bench_spawn_tendd(const char *bindir, const char *dir, const char *sock) {
+        char state[PATH_MAX + 16], log[PATH_MAX + 16], exe[PATH_MAX + 16];
+        pid_t pid;
+
+        snprintf(state, sizeof state, "%s/state", dir);
+        snprintf(log, sizeof log, "%s/tendd.log", dir);
+        snprintf(exe, sizeof exe, "%s/tendd", bindir);
+        pid = fork();
+        if (pid == 0) {
+                int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+                dup2(fd, 1);
+                dup2(fd, 2);
+                execl(exe, exe, "--state-dir", state, "--socket", sock, "--log-level", "warning",
+                      (char *) NULL);
+                _exit(127);
+        }
+        return pid;
 }
