@@ -14,6 +14,7 @@
 #   printed so that a failure can be replayed)
 . "$(dirname "$0")/../cli/lib.sh"
 . "$(dirname "$0")/etcd.sh"
+. "$(dirname "$0")/lib.sh"
 
 command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
 steps=${FLEET_CHAOS_STEPS:-12}
@@ -30,14 +31,7 @@ draw() { # I MAX
     awk -v s="$seed" -v i="$1" -v m="$2" 'BEGIN { srand(s * 7919 + i * 104729); rand(); print int(rand() * m) }'
 }
 
-# shellcheck disable=SC2154 # set by etcd_cluster_start
-for k in 1 2 3; do
-    "$bin/../tests/tend-tcp-gate" "$etcd_base" $((etcd_base + 1)) $((etcd_base + 2)) \
-        >"$tmp/gate$k" &
-    eval "gate_pid_$k=$!"
-    wait_for 5 grep -q ready "$tmp/gate$k" || { echo "gate $k did not start"; exit 1; }
-    eval "gate_$k=$(head -3 "$tmp/gate$k" | sed 's,^,http://127.0.0.1:,' | paste -sd, -)"
-done
+start_gates
 
 start() { # K
     eval "g=\$gate_$1"
@@ -60,15 +54,14 @@ alive_or_fail() {
 }
 cleanup_chaos() {
     for k in 1 2 3; do
-        eval "p=\${pid_$k:-}; g=\${gate_pid_$k:-}"
+        eval "p=\${pid_$k:-}"
         [ -n "$p" ] && { kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; }
-        [ -n "$g" ] && { kill -CONT "$g" 2>/dev/null; kill -KILL "$g" 2>/dev/null; }
     done
+    stop_gates
     etcd_cluster_stop
     cleanup
 }
 trap cleanup_chaos EXIT
-on() { o=$1; shift; TEND_SOCKET="$tmp/n$o.sock" "$bin/tend" "$@"; }
 
 for k in 1 2 3; do start "$k"; done
 sleep 2
@@ -147,34 +140,14 @@ fi
 alive_or_fail
 
 # No two terms of leadership overlap (a term cut by a kill -9 ends at the kill).
-for f in "$tmp"/n*.log; do
-    node=$(basename "$f" .log)
-    awk -v node="$node" -v killfile="$tmp/killed" '
-        BEGIN { while ((getline l < killfile) > 0) { split(l, a, " "); if (a[1] == node) kills[++nk] = a[2] } }
-        function t() { for (i = 1; i < NF; i++) if ($i == "monotonic") return $(i + 1) }
-        function close_before(x) {  # the first kill after the open term began
-                for (j = 1; j <= nk; j++) if (kills[j] > start) return kills[j]
-                return x }
-        /leading from monotonic/ { if (open) print node, start, close_before(t()); start = t(); open = 1 }
-        /leading until monotonic/ { if (open) print node, start, t(); open = 0 }
-        END { if (open) print node, start, close_before("9223372036854775807") }' "$f"
-done | sort -k2,2n >"$tmp/intervals"
-if awk 'NR > 1 && $2 < maxend { bad = 1; print "overlap:", last, "and", $0 }
-        { if ($3 > maxend) { maxend = $3; last = $0 } } END { exit bad }' "$tmp/intervals"; then
-    ok "$(wc -l <"$tmp/intervals") terms of leadership, none overlapping another"
+touch "$tmp/killed"
+leadership_terms "$tmp/killed"
+if terms_apart; then
+    ok "$(wc -l <"$tmp/terms") terms of leadership, none overlapping another"
 else
-    fail "leadership terms overlap (seed $seed):"; cat "$tmp/intervals"
+    fail "leadership terms overlap (seed $seed):"; cat "$tmp/terms"
 fi
 
-for k in 1 2 3; do
-    eval "p=\$pid_$k"
-    kill -TERM "$p"
-    wait "$p" || fail "n$k exited non-zero on SIGTERM"
-    eval "pid_$k="
-done
-if grep -q -E "Sanitizer|runtime error" "$tmp"/n*.log; then
-    fail "sanitizer report in a tendd log"; grep -E -A5 "Sanitizer|runtime error" "$tmp"/n*.log | head -30
-fi
-[ "$failures" -eq 0 ] && { echo "all passed"; exit 0; }
-echo "$failures failure(s) (FLEET_CHAOS_SEED=$seed)"
-exit 1
+stop_tendds "$pid_1" "$pid_2" "$pid_3"
+pid_1= pid_2= pid_3=
+fleet_verdict "FLEET_CHAOS_SEED=$seed"

@@ -9,6 +9,7 @@
 # replaced; /metrics says who leads.
 . "$(dirname "$0")/../cli/lib.sh"
 . "$(dirname "$0")/etcd.sh"
+. "$(dirname "$0")/lib.sh"
 
 command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
 rc=0
@@ -29,28 +30,19 @@ node() { # K: tendd nK behind gate K
     wait_for 15 sh -c "TEND_SOCKET=$tmp/n$k.sock $bin/tend version" ||
         { echo "tendd n$k did not come up:"; tail -5 "$tmp/n$k.log"; exit 1; }
 }
-on() { o=$1; shift; TEND_SOCKET="$tmp/n$o.sock" "$bin/tend" "$@"; }
-leader_of() { on "$1" get nodes | awk '$3 == "leader" { print $1 }'; }
 leading_metric() {
     curl -s --unix-socket "$tmp/n$1.sock" http://localhost/metrics |
         awk '$1 == "tend_fleet_leading" { print $2 }'
 }
 cleanup_leader() {
     for p in $pids; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    for k in 1 2 3; do eval "g=\${gate_pid_$k:-}"; [ -n "$g" ] && kill -KILL "$g" 2>/dev/null; done
+    stop_gates
     etcd_cluster_stop
     cleanup
 }
 trap cleanup_leader EXIT
 
-# shellcheck disable=SC2154 # etcd_base: set by etcd_cluster_start
-for k in 1 2 3; do
-    "$bin/../tests/tend-tcp-gate" "$etcd_base" $((etcd_base + 1)) $((etcd_base + 2)) \
-        >"$tmp/gate$k" &
-    eval "gate_pid_$k=$!"
-    wait_for 5 grep -q ready "$tmp/gate$k" || { echo "gate $k did not start"; exit 1; }
-    eval "gate_$k=$(head -3 "$tmp/gate$k" | sed 's,^,http://127.0.0.1:,' | paste -sd, -)"
-done
+start_gates
 for k in 1 2 3; do node "$k"; done
 wait_for 5 sh -c "[ -n \"\$(TEND_SOCKET=$tmp/n2.sock $bin/tend get nodes | awk '\$3 == \"leader\"')\" ]" ||
     fail "nobody leads"
@@ -116,32 +108,17 @@ else
     fail "$new killed: no new leader"
 fi
 
-# Every interval of leading, from the logs (monotonic µs; an interval not
-# closed runs to the end): no two overlap.
-for f in "$tmp"/n*.log; do
-    awk -v node="$(basename "$f" .log)" '
-        function t() { for (i = 1; i < NF; i++) if ($i == "monotonic") return $(i + 1) }
-        /leading from monotonic/ { start = t(); open = 1 }
-        /leading until monotonic/ { if (open) print node, start, t(); open = 0 }
-        END { if (open) print node, start, (node == killed ? killed_at : "9223372036854775807") }' \
-        killed="$killed_node" killed_at="$killed_at" "$f"
-done | sort -k2,2n >"$tmp/intervals"
-if [ "$(wc -l <"$tmp/intervals")" -ge 3 ] &&
-    awk 'NR > 1 && $2 < maxend { bad = 1; print "overlap:", last, "and", $0 }
-         { if ($3 > maxend) { maxend = $3; last = $0 } } END { exit bad }' "$tmp/intervals"; then
-    ok "$(wc -l <"$tmp/intervals") terms of leadership, none overlapping another (monotonic clock)"
+# Every term of leadership, from the logs (one closed by the kill -9 ends
+# there): no two overlap.
+echo "$killed_node $killed_at" >"$tmp/killed"
+leadership_terms "$tmp/killed"
+if [ "$(wc -l <"$tmp/terms")" -ge 3 ] && terms_apart; then
+    ok "$(wc -l <"$tmp/terms") terms of leadership, none overlapping another (monotonic clock)"
 else
-    fail "leadership intervals:"; cat "$tmp/intervals"
+    fail "leadership terms:"; cat "$tmp/terms"
 fi
 
-for p in $pids; do
-    kill -TERM "$p"
-    wait "$p" || fail "a tendd exited non-zero on SIGTERM"
-done
+# shellcheck disable=SC2086 # a list of pids
+stop_tendds $pids
 pids=
-if grep -q -E "Sanitizer|runtime error" "$tmp"/n*.log; then
-    fail "sanitizer report in a tendd log"
-fi
-[ "$failures" -eq 0 ] && { echo "all passed"; exit 0; }
-echo "$failures failure(s)"
-exit 1
+fleet_verdict

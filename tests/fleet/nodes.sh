@@ -6,6 +6,7 @@
 # without a node lost, and kubectl's get/cordon/uncordon/describe.
 . "$(dirname "$0")/../cli/lib.sh"
 . "$(dirname "$0")/etcd.sh"
+. "$(dirname "$0")/lib.sh"
 
 command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
 rc=0
@@ -42,19 +43,6 @@ since() {
     eval "m=\${mark_$(basename "$1" .log):-0}"
     tail -n +$((m + 1)) "$1"
 }
-
-# on N ARGS...: tend against node N.
-on() {
-    n=$1
-    shift
-    TEND_SOCKET="$tmp/n$n.sock" "$bin/tend" "$@"
-}
-
-# status ON NODE: that node's STATUS column as node ON sees it.
-status() {
-    on "$1" get nodes | awk -v n="$2" '$1 == n { print $2 }'
-}
-is_status() { [ "$(status "$1" "$2")" = "$3" ]; }
 
 stop_nodes() {
     for n in 1 2 3; do
@@ -185,7 +173,6 @@ else
 fi
 
 # ---- the leader ------------------------------------------------------------------------------------
-leader_of() { on "$1" get nodes | awk '$3 == "leader" { print $1 }'; }
 labels_of() { case $1 in 1) echo zone=a,disk=ssd ;; 2) echo zone=b ;; *) echo "" ;; esac; }
 restart() { # N: SIGTERM, then the same tendd again
     eval "p=\$n${1}_pid"
@@ -463,12 +450,4 @@ else
 fi
 
 stop_nodes
-if grep -q -E "Sanitizer|runtime error" "$tmp"/n*.log; then
-    fail "sanitizer report in a tendd log"
-fi
-if [ "$failures" -eq 0 ]; then
-    echo "all passed"
-    exit 0
-fi
-echo "$failures failure(s)"
-exit 1
+fleet_verdict

@@ -11,6 +11,7 @@ command -v etcd >/dev/null 2>&1 || { echo "etcd is not installed (make deps)"; e
 command -v etcdctl >/dev/null 2>&1 || { echo "etcdctl is not installed (make deps)"; exit 77; }
 command -v openssl >/dev/null 2>&1 || { echo "openssl is not installed (make deps)"; exit 77; }
 . "$(dirname "$0")/etcd.sh"
+. "$(dirname "$0")/lib.sh"
 
 cd "$tmp" || exit 1
 # A CA, etcd's certificate for 127.0.0.1, and two client certificates:
@@ -74,9 +75,6 @@ node() { # N [ARGS...]: a tendd in the fleet, with TLS and the user
     wait_for 10 sh -c "TEND_SOCKET=$tmp/n$n.sock $bin/tend version" ||
         { echo "tendd n$n did not come up:"; cat "$tmp/n$n.log"; exit 1; }
 }
-on() { n=$1; shift; TEND_SOCKET="$tmp/n$n.sock" "$bin/tend" "$@"; }
-status() { on "$1" get nodes | awk -v n="$2" '$1 == n { print $2 }'; }
-is_status() { [ "$(status "$1" "$2")" = "$3" ]; }
 cleanup_secure() {
     for p in $pids; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     kill -KILL "$etcd_pid" 2>/dev/null
@@ -138,14 +136,7 @@ else
     fail "after etcd's restart:"; on 2 get nodes; tail -5 "$tmp"/n*.log
 fi
 
-for p in $pids; do
-    kill -TERM "$p"
-    wait "$p" || fail "a tendd exited non-zero on SIGTERM"
-done
+# shellcheck disable=SC2086 # a list of pids
+stop_tendds $pids
 pids=
-if grep -q -E "Sanitizer|runtime error" "$tmp"/n*.log; then
-    fail "sanitizer report in a tendd log"
-fi
-[ "$failures" -eq 0 ] && { echo "all passed"; exit 0; }
-echo "$failures failure(s)"
-exit 1
+fleet_verdict

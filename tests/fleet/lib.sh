@@ -1,0 +1,75 @@
+#!/bin/sh
+# Shared by the fleet tests, sourced after tests/cli/lib.sh and etcd.sh:
+# tend against a node and what it shows, a TCP gate per node, the terms of
+# leadership the tendd logged, and the verdict.
+# (wait_for uses $n: the functions here use other names.)
+
+# on K ARGS...: tend against node nK.
+on() { o=$1; shift; TEND_SOCKET="$tmp/n$o.sock" "$bin/tend" "$@"; }
+# status ON NODE: NODE's STATUS column as node ON sees it.
+status() { on "$1" get nodes | awk -v x="$2" '$1 == x { print $2 }'; }
+is_status() { [ "$(status "$1" "$2")" = "$3" ]; }
+# leader_of ON: the node that leads, as node ON sees it.
+leader_of() { on "$1" get nodes | awk '$3 == "leader" { print $1 }'; }
+
+# start_gates: a tend-tcp-gate for each of nodes 1..3 to the etcd members
+# (SIGSTOP cuts the node off, SIGCONT heals it): gate_K is the --fleet URLs
+# through it, gate_pid_K its pid.
+start_gates() {
+    # shellcheck disable=SC2154 # etcd_base: set by etcd_cluster_start
+    for g in 1 2 3; do
+        "$bin/../tests/tend-tcp-gate" "$etcd_base" $((etcd_base + 1)) $((etcd_base + 2)) \
+            >"$tmp/gate$g" &
+        eval "gate_pid_$g=$!"
+        wait_for 5 grep -q ready "$tmp/gate$g" || { echo "gate $g did not start"; exit 1; }
+        eval "gate_$g=$(head -3 "$tmp/gate$g" | sed 's,^,http://127.0.0.1:,' | paste -sd, -)"
+    done
+}
+stop_gates() {
+    for g in 1 2 3; do
+        eval "gp=\${gate_pid_$g:-}"
+        [ -n "$gp" ] && { kill -CONT "$gp" 2>/dev/null; kill -KILL "$gp" 2>/dev/null; }
+    done
+}
+
+# leadership_terms KILLS: every term of leadership the tendd logged (at
+# debug: "leading from/until monotonic T", one clock for the machine), a
+# line "node start end" each, sorted by start, into $tmp/terms. KILLS holds
+# "nK T" lines: a tendd killed -9 at T, which ends a term it had open then.
+leadership_terms() {
+    for f in "$tmp"/n*.log; do
+        awk -v node="$(basename "$f" .log)" -v killfile="$1" '
+            BEGIN { while ((getline l < killfile) > 0) { split(l, a, " "); if (a[1] == node) kills[++nk] = a[2] } }
+            function t() { for (i = 1; i < NF; i++) if ($i == "monotonic") return $(i + 1) }
+            function close_before(x) {  # the first kill after the open term began
+                    for (j = 1; j <= nk; j++) if (kills[j] > start) return kills[j]
+                    return x }
+            /leading from monotonic/ { if (open) print node, start, close_before(t()); start = t(); open = 1 }
+            /leading until monotonic/ { if (open) print node, start, t(); open = 0 }
+            END { if (open) print node, start, close_before("9223372036854775807") }' "$f"
+    done | sort -k2,2n >"$tmp/terms"
+}
+# terms_apart: no two terms of $tmp/terms overlap (says which do).
+terms_apart() {
+    awk 'NR > 1 && $2 < maxend { bad = 1; print "overlap:", last, "and", $0 }
+         { if ($3 > maxend) { maxend = $3; last = $0 } } END { exit bad }' "$tmp/terms"
+}
+
+# stop_tendds PID...: SIGTERM, and each must exit 0 (no leak at exit either).
+stop_tendds() {
+    for sp in "$@"; do
+        kill -TERM "$sp"
+        wait "$sp" || fail "a tendd exited non-zero on SIGTERM"
+    done
+}
+
+# fleet_verdict: no sanitizer report in a tendd's log, then the verdict.
+fleet_verdict() {
+    if grep -q -E "Sanitizer|runtime error" "$tmp"/n*.log; then
+        fail "sanitizer report in a tendd log"
+        grep -E -A5 "Sanitizer|runtime error" "$tmp"/n*.log | head -30
+    fi
+    [ "$failures" -eq 0 ] && { echo "all passed"; exit 0; }
+    echo "$failures failure(s)${1:+ ($1)}"
+    exit 1
+}
