@@ -254,10 +254,6 @@ static enum MHD_Result patch_node(req *r, json_t *nodes, const char *name) {
                                         "tendd's --node-labels, the rest is what its tendd "
                                         "reports",
                                         name);
-        if (!r->conn)
-                return api__send_status(r, 400, "BadRequest",
-                                        "a node is written to the fleet's etcd: that needs a "
-                                        "connection to answer on");
         e = r->s->fleet->set_unschedulable(r->s->fleet->userdata, name, value, on_later, r);
         return wait_for_fleet(r, e, name);
 }
@@ -283,10 +279,6 @@ static enum MHD_Result wait_for_fleet(req *r, int e, const char *name) {
 static enum MHD_Result delete_node(req *r, json_t *nodes, const char *name) {
         if (!find_node(nodes, name))
                 return node_not_found(r, name);
-        if (!r->conn)
-                return api__send_status(r, 400, "BadRequest",
-                                        "a node is removed from the fleet's etcd: that needs a "
-                                        "connection to answer on");
         return wait_for_fleet(r, r->s->fleet->delete_node(r->s->fleet->userdata, name, on_later, r),
                               name);
 }
@@ -314,6 +306,10 @@ enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method) 
         nodes = all_nodes(r->s);
         if (!nodes)
                 return api__send_oom(r);
+        if (!streq(method, "GET") && !r->conn)
+                return api__send_status(r, 400, "BadRequest",
+                                        "a node is written to the fleet's etcd: that needs a "
+                                        "connection to answer on");
         if (streq(method, "PATCH"))
                 return patch_node(r, nodes, name);
         if (streq(method, "DELETE"))

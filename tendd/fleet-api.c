@@ -246,7 +246,6 @@ static int api_delete_node(void *userdata, const char *name,
 
         if (!o)
                 return -ENOMEM;
-        o->deleting = true;
         r = op_delete(o);
         if (r < 0)
                 op_free(o);

@@ -40,7 +40,6 @@ struct op {
         unsigned tries;
         void (*done)(unsigned code, json_t *answer, void *req);
         void *req;
-        bool deleting; /* delete the node, not cordon it */
 };
 
 struct fleet {

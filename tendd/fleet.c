@@ -443,6 +443,19 @@ static void put_node(fleet *f) {
 
 static void claim(fleet *f);
 
+/* The value of the name's key: who holds it (new string; NULL: no memory). */
+static char *holder_value(fleet *f) {
+        _cleanup_free_ char *hex = lease_hex(f->lease);
+        _cleanup_(json_decrefp) json_t *v = NULL;
+        char now[TIMESTAMP_MAX];
+
+        format_timestamp(now, now_realtime());
+        v = json_pack("{s:s, s:s?, s:I, s:s, s:s, s:s}", "node", f->node_name, "leaseID", hex,
+                      "pid", (json_int_t) getpid(), "host", f->hostname, "bootID", f->boot_id,
+                      "startedAt", now);
+        return v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+}
+
 /* Whether the holder of the name is this host's earlier tendd, gone. */
 static bool holder_is_gone(fleet *f, json_t *holder) {
         int64_t pid = json_integer_value(json_object_get(holder, "pid"));
@@ -482,16 +495,7 @@ static void on_claim(const etcd_result *r, void *userdata) {
         holder = json_loadb(r->kvs[0].value, r->kvs[0].value_len, 0, NULL);
         if (r->kvs[0].lease == f->lease) {
                 /* Ours: a restart that resumed the lease. Say who we are now. */
-                _cleanup_free_ char *hex = lease_hex(f->lease);
-                char now[TIMESTAMP_MAX];
-                _cleanup_free_ char *value = NULL;
-                _cleanup_(json_decrefp) json_t *v = NULL;
-
-                format_timestamp(now, now_realtime());
-                v = json_pack("{s:s, s:s?, s:I, s:s, s:s, s:s}", "node", f->node_name, "leaseID",
-                              hex, "pid", (json_int_t) getpid(), "host", f->hostname, "bootID",
-                              f->boot_id, "startedAt", now);
-                value = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+                _cleanup_free_ char *value = holder_value(f);
                 if (!value ||
                     etcd_put(f->e, f->k_lease, value, strlen(value), f->lease, on_reclaimed, f) < 0)
                         join_failed(f, -ENOMEM, "claiming the node name: out of memory");
@@ -534,22 +538,14 @@ static void on_claim(const etcd_result *r, void *userdata) {
 
 /* The name, on the session lease: create-if-absent, else learn who holds it. */
 static void claim(fleet *f) {
-        _cleanup_free_ char *hex = NULL, *value = NULL;
-        _cleanup_(json_decrefp) json_t *v = NULL;
-        char now[TIMESTAMP_MAX];
+        _cleanup_free_ char *value = NULL;
 
         /* Only on the live session's lease: a step of an earlier session
          * (its retry, its late answer) would claim the name on a lease that
          * is gone, or on none — a key that never expires. */
         if (!fleet__session_live(f))
                 return;
-        hex = lease_hex(f->lease);
-
-        format_timestamp(now, now_realtime());
-        v = json_pack("{s:s, s:s?, s:I, s:s, s:s, s:s}", "node", f->node_name, "leaseID", hex,
-                      "pid", (json_int_t) getpid(), "host", f->hostname, "bootID", f->boot_id,
-                      "startedAt", now);
-        value = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        value = holder_value(f);
         if (!value ||
             etcd_txn(f->e, json_pack("[o]", etcd_cmp_revision(f->k_lease, "create", "EQUAL", 0)),
                      json_pack("[o]", etcd_op_put(f->k_lease, value, strlen(value), f->lease)),
@@ -618,7 +614,9 @@ static void on_schema(const etcd_result *r, void *userdata) {
 }
 
 static void schema(fleet *f) {
-        static const char v[] = "{\"version\":1}";
+        char v[32];
+
+        snprintf(v, sizeof v, "{\"version\":%d}", SCHEMA_VERSION);
 
         if (etcd_txn(f->e, json_pack("[o]", etcd_cmp_revision(f->k_schema, "create", "EQUAL", 0)),
                      json_pack("[o]", etcd_op_put(f->k_schema, v, strlen(v), 0)),
