@@ -117,6 +117,8 @@ struct req {
         /* Answered later (a write to the fleet's etcd): suspended until
          * then; the answer is sent when MHD calls again. */
         bool waiting;
+        void (*cancel)(void *userdata, void *req); /* the work it waits for */
+        void *cancel_userdata;
         unsigned later_code;
         json_t *later;
         struct req *next_waiting;
@@ -157,6 +159,16 @@ bool api__client_gone(struct MHD_Connection *c);
 
 /* http.c: requests and answers (query, headers, bodies, patches, Status, causes, the resources and
  * their answers) */
+/* A handler that answers later (a write to the fleet's etcd) starts the
+ * work with api__later as its callback and r as its argument, then returns
+ * api__wait(r, cancel, userdata): the connection waits, suspended, and
+ * api__on_request sends the answer when MHD calls again. The work is
+ * canceled if the client goes (api__waiting_forget) or tendd stops
+ * (api__waiting_end, which answers 503). */
+enum MHD_Result api__wait(req *r, void (*cancel)(void *userdata, void *req), void *userdata);
+void api__later(unsigned code, json_t *answer, void *req);
+void api__waiting_forget(req *r);
+void api__waiting_end(api_server *s);
 void api__req_free(req *r);
 const char *api__arg(req *r, const char *name);
 const char *api__header(req *r, const char *name);
@@ -275,9 +287,6 @@ double api__uptime(void); /* seconds since boot */
 /* node.c: this host as the one Node */
 int api__meminfo(uint64_t *ret_total_kb, uint64_t *ret_available_kb); /* /proc/meminfo */
 enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method);
-/* Requests waiting for the fleet: answered 503 and resumed (tendd stops),
- * or forgotten (their client went). */
-void api__waiting_end(api_server *s);
-void api__waiting_forget(req *r);
+
 enum MHD_Result api__handle_node_lease(req *r, const char *ns, const char *name,
                                        const char *method);

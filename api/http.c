@@ -8,6 +8,61 @@
 
 /* ---- requests ------------------------------------------------------------------------------ */
 
+/* ---- answers that come later ---------------------------------------------------------------- */
+
+static void waiting_unlink(req *r) {
+        for (req **p = &r->s->waiting; *p; p = &(*p)->next_waiting)
+                if (*p == r) {
+                        *p = r->next_waiting;
+                        break;
+                }
+        r->next_waiting = NULL;
+        r->waiting = false;
+}
+
+enum MHD_Result api__wait(req *r, void (*cancel)(void *userdata, void *req), void *userdata) {
+        r->waiting = true;
+        r->cancel = cancel;
+        r->cancel_userdata = userdata;
+        r->next_waiting = r->s->waiting;
+        r->s->waiting = r;
+        MHD_suspend_connection(r->conn);
+        return MHD_YES;
+}
+
+void api__later(unsigned code, json_t *answer, void *userdata) {
+        req *r = userdata;
+
+        if (!r->waiting) {
+                json_decref(answer);
+                return;
+        }
+        waiting_unlink(r);
+        r->later_code = code;
+        r->later = answer ?: api__status_json(500, "InternalError", "out of memory", NULL);
+        MHD_resume_connection(r->conn);
+        api__kick(r->slot);
+}
+
+void api__waiting_forget(req *r) {
+        if (!r->waiting)
+                return;
+        r->cancel(r->cancel_userdata, r);
+        waiting_unlink(r);
+}
+
+void api__waiting_end(api_server *s) {
+        while (s->waiting) {
+                req *r = s->waiting;
+                r->cancel(r->cancel_userdata, r);
+                api__later(503,
+                           api__status_json(503, "ServiceUnavailable", "tendd is stopping", NULL),
+                           r);
+        }
+}
+
+/* ---- requests ------------------------------------------------------------------------------- */
+
 void api__req_free(req *r) {
         if (!r)
                 return;

@@ -177,48 +177,6 @@ static enum MHD_Result node_not_found(req *r, const char *name) {
                                  json_pack("{s:s, s:s}", "name", name, "kind", "nodes")));
 }
 
-/* ---- answers that come later (a write to etcd) ---------------------------------------------- */
-
-static void waiting_unlink(req *r) {
-        for (req **p = &r->s->waiting; *p; p = &(*p)->next_waiting)
-                if (*p == r) {
-                        *p = r->next_waiting;
-                        break;
-                }
-        r->next_waiting = NULL;
-        r->waiting = false;
-}
-
-static void on_later(unsigned code, json_t *answer, void *userdata) {
-        req *r = userdata;
-
-        if (!r->waiting) {
-                json_decref(answer);
-                return;
-        }
-        waiting_unlink(r);
-        r->later_code = code;
-        r->later = answer ?: api__status_json(500, "InternalError", "out of memory", NULL);
-        MHD_resume_connection(r->conn);
-        api__kick(r->slot);
-}
-
-void api__waiting_forget(req *r) {
-        if (!r->waiting)
-                return;
-        r->s->fleet->cancel(r->s->fleet->userdata, r);
-        waiting_unlink(r);
-}
-
-void api__waiting_end(api_server *s) {
-        while (s->waiting) {
-                req *r = s->waiting;
-                s->fleet->cancel(s->fleet->userdata, r);
-                on_later(503,
-                         api__status_json(503, "ServiceUnavailable", "tendd is stopping", NULL), r);
-        }
-}
-
 static enum MHD_Result wait_for_fleet(req *r, int e, const char *name);
 
 /* PATCH /api/v1/nodes/NAME in fleet mode: only spec.unschedulable may
@@ -254,7 +212,7 @@ static enum MHD_Result patch_node(req *r, json_t *nodes, const char *name) {
                                         "tendd's --node-labels, the rest is what its tendd "
                                         "reports",
                                         name);
-        e = r->s->fleet->set_unschedulable(r->s->fleet->userdata, name, value, on_later, r);
+        e = r->s->fleet->set_unschedulable(r->s->fleet->userdata, name, value, api__later, r);
         return wait_for_fleet(r, e, name);
 }
 
@@ -268,19 +226,15 @@ static enum MHD_Result wait_for_fleet(req *r, int e, const char *name) {
         if (e < 0)
                 return api__send_status(r, 503, "ServiceUnavailable",
                                         "cannot write node %s to etcd: %s", name, strerror(-e));
-        r->waiting = true;
-        r->next_waiting = r->s->waiting;
-        r->s->waiting = r;
-        MHD_suspend_connection(r->conn);
-        return MHD_YES;
+        return api__wait(r, r->s->fleet->cancel, r->s->fleet->userdata);
 }
 
 /* DELETE /api/v1/nodes/NAME in fleet mode: a node that is gone. */
 static enum MHD_Result delete_node(req *r, json_t *nodes, const char *name) {
         if (!find_node(nodes, name))
                 return node_not_found(r, name);
-        return wait_for_fleet(r, r->s->fleet->delete_node(r->s->fleet->userdata, name, on_later, r),
-                              name);
+        return wait_for_fleet(
+                r, r->s->fleet->delete_node(r->s->fleet->userdata, name, api__later, r), name);
 }
 
 /* /api/v1/nodes[/NAME]; name NULL for the list. */
@@ -288,10 +242,6 @@ enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method) 
         _cleanup_(json_decrefp) json_t *nodes = NULL;
         json_t *node;
 
-        if (r->later) {
-                json_t *answer = TAKE_PTR(r->later);
-                return api__send_json(r, r->later_code, answer);
-        }
         if (!streq(method, "GET") &&
             !(r->s->fleet && name && (streq(method, "PATCH") || streq(method, "DELETE"))))
                 return api__send_status(r, 405, "MethodNotAllowed",

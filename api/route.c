@@ -250,6 +250,10 @@ enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const ch
                 *upload_size = 0; /* consumed (or dropped) */
                 return MHD_YES;
         }
+        if (r->later) { /* the answer of api__wait()'s work */
+                json_t *answer = TAKE_PTR(r->later);
+                return api__send_json(r, r->later_code, answer);
+        }
         if (r->deny)
                 return api__send_json(r, r->deny,
                                       api__status_json(r->deny, NULL, r->deny_message, NULL));
