@@ -118,6 +118,25 @@ else
     fail "leadership terms:"; cat "$tmp/terms"
 fi
 
+# A write that waits for etcd when tendd stops: answered 503, tendd exits 0.
+eval "wp=\$n${survivor}_pid; wg=\$gate_pid_$survivor"
+kill -STOP "$wg"
+curl -s -o "$tmp/late" -w '%{http_code}' --unix-socket "$tmp/n$survivor.sock" -X PATCH \
+    -H 'Content-Type: application/merge-patch+json' -d '{"spec":{"unschedulable":true}}' \
+    "http://localhost/api/v1/nodes/n$survivor" >"$tmp/late-code" &
+curl_pid=$!
+sleep 0.5
+kill -TERM "$wp"
+wait "$wp" && stopped=0 || stopped=$?
+wait "$curl_pid"
+kill -CONT "$wg"
+pids=$(echo "$pids" | tr ' ' '\n' | grep -vx "$wp" | tr '\n' ' ')
+if [ "$stopped" = 0 ] && [ "$(cat "$tmp/late-code")" = 503 ] && grep -q "tendd is stopping" "$tmp/late"; then
+    ok "a cordon waiting for etcd when tendd stops: answered 503 (tendd is stopping), exit 0"
+else
+    fail "a waiting cordon at the stop: exit $stopped, $(cat "$tmp/late-code") $(cat "$tmp/late")"
+fi
+
 # shellcheck disable=SC2086 # a list of pids
 stop_tendds $pids
 pids=
