@@ -16,13 +16,10 @@
 . "$(dirname "$0")/etcd.sh"
 . "$(dirname "$0")/lib.sh"
 
-command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
 steps=${FLEET_CHAOS_STEPS:-12}
 seed=${FLEET_CHAOS_SEED:-$(shuf -i 1-1000000 -n 1)}
 echo "seed $seed, $steps steps (FLEET_CHAOS_SEED=$seed to replay)"
-rc=0
-etcd_cluster_start "$tmp" || rc=$?
-[ "$rc" = 0 ] || exit "$rc"
+fleet_etcd
 ttl=2
 
 # A seeded draw: the I-th number of the run, 0..MAX-1 (awk's rand; each

@@ -11,10 +11,7 @@
 . "$(dirname "$0")/etcd.sh"
 . "$(dirname "$0")/lib.sh"
 
-command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
-rc=0
-etcd_cluster_start "$tmp" || rc=$?
-[ "$rc" = 0 ] || exit "$rc"
+fleet_etcd
 
 ttl=3
 pids=

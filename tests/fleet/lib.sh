@@ -4,6 +4,15 @@
 # leadership the tendd logged, and the verdict.
 # (wait_for uses $n: the functions here use other names.)
 
+# fleet_etcd: what the tests need (jq, etcd: else skipped, 77), then a
+# 3-member etcd under $tmp.
+fleet_etcd() {
+    command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
+    fe_rc=0
+    etcd_cluster_start "$tmp" || fe_rc=$?
+    [ "$fe_rc" = 0 ] || exit "$fe_rc"
+}
+
 # on K ARGS...: tend against node nK.
 on() { o=$1; shift; TEND_SOCKET="$tmp/n$o.sock" "$bin/tend" "$@"; }
 # status ON NODE: NODE's STATUS column as node ON sees it.
