@@ -108,6 +108,29 @@ expect_exit 2 "a bad --node-labels" "$bin/tendd" --state-dir "$tmp/other" --flee
     expect_grep 'label key "bad key"' "$tmp/err" "a bad --node-labels names the key" &&
     ok "a bad --node-labels is refused with the key"
 
+# --etcd-prefix: another fleet in the same etcd, its own names (n1 again),
+# its own nodes; --no-leader: its one node never leads
+"$bin/tendd" --state-dir "$tmp/other" --socket "$tmp/other.sock" --fleet "$ETCD_ENDPOINTS" \
+    --etcd-prefix /other --node-name n1 --no-leader --lease-ttl "${ttl}s" >"$tmp/other.log" 2>&1 &
+other_pid=$!
+if wait_for 10 sh -c "TEND_SOCKET=$tmp/other.sock $bin/tend get nodes" && sleep 1 &&
+    TEND_SOCKET="$tmp/other.sock" "$bin/tend" get nodes >"$tmp/out" &&
+    [ "$(awk 'NR > 1' "$tmp/out" | wc -l)" = 1 ] && grep -q '^n1 *Ready *<none>' "$tmp/out" &&
+    [ "$(on 1 get nodes | awk 'NR > 1' | wc -l)" = 3 ]; then
+    ok "--etcd-prefix /other: a fleet of its own in the same etcd (n1 again, alone); --no-leader: nobody leads it"
+else
+    fail "a second fleet under /other:"; cat "$tmp/out" "$tmp/other.log"
+fi
+kill -TERM "$other_pid"
+wait "$other_pid" || fail "the /other tendd exited non-zero on SIGTERM"
+# a prefix whose keys another layout wrote is refused, with what to do
+curl -s -X POST "http://127.0.0.1:$etcd_base/v3/kv/put" \
+    -d "{\"key\":\"$(printf /bad/v1/schema | base64)\",\"value\":\"$(printf '{"version":2}' | base64)\"}" >/dev/null
+expect_exit 1 "a fleet of another key layout" "$bin/tendd" --state-dir "$tmp/bad" \
+    --socket "$tmp/bad.sock" --fleet "$ETCD_ENDPOINTS" --etcd-prefix /bad --node-name b &&
+    expect_grep "/bad/v1/schema holds a fleet of key layout version 2, not 1" "$tmp/err" \
+        "another key layout" && ok "a prefix of another key layout: refused, saying which"
+
 # a stop while the join waits (here for an etcd that is not there) is a clean one
 "$bin/tendd" --state-dir "$tmp/waiting" --socket "$tmp/waiting.sock" --fleet http://127.0.0.1:9 \
     --node-name w >"$tmp/waiting.log" 2>&1 &
