@@ -69,6 +69,7 @@ struct agent {
         void *backend_data;
         agent_clock clock;
         char *node_name;
+        agent_fleet fleet; /* .leading NULL: a single host */
         void (*wakeup)(void *);
         void *wakeup_userdata;
         bool processing;
@@ -99,6 +100,28 @@ static inline usec_t agent_now(const agent *a) {
 }
 static inline usec_t agent_wall(const agent *a) {
         return a->clock.wall(a->clock.userdata);
+}
+
+/* Fleet mode (agent_fleet): whether this agent runs the deployment and
+ * ReplicaSet controllers (always on a single host), and whether pod p is
+ * its to run. */
+static inline bool agent__fleet(const agent *a) {
+        return a->fleet.leading != NULL;
+}
+static inline bool agent__leads(const agent *a) {
+        return !agent__fleet(a) || a->fleet.leading(a->fleet.userdata);
+}
+static inline bool agent__pod_mine(const agent *a, const spec_pod *p) {
+        return !agent__fleet(a) || streq_ptr(p->spec.node_name, a->node_name);
+}
+/* Whether p's process was ever started (Kubernetes: scheduled). On a single
+ * host the start writes spec.nodeName; in a fleet that is the binding, made
+ * at creation, and the start is its container id or start time. */
+static inline bool agent__pod_started(const agent *a, const spec_pod *p) {
+        if (!agent__fleet(a))
+                return p->spec.node_name != NULL;
+        return p->status.start_time ||
+               (p->status.n_container_statuses && p->status.container_statuses[0].container_id);
 }
 
 /* ---- queue.c: the work queue, delayed keys, lookups, events and starts ---- */

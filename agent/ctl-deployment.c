@@ -705,8 +705,9 @@ int ctl_deployment_sync(agent *a, const char *ns, const char *name) {
         bool scaling_only;
         int r;
 
-        if (!d)
-                return 0; /* gone: its RSs follow through garbage collection */
+        if (!d || !agent__leads(a))
+                return 0; /* gone: its RSs follow through garbage collection; in a
+                           * fleet, the leader's (agent_fleet) */
         if (d->metadata.deletion_timestamp)
                 return finish_foreground(a, d);
         c.now = agent_wall(a);

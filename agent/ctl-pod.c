@@ -491,6 +491,14 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
 
         if (!p)
                 return 0;
+        if (!agent__pod_mine(a, p)) {
+                /* Another node's (it runs it), or bound to none: the
+                 * leader, which made it, removes it when it goes. */
+                if (!p->spec.node_name && agent__leads(a) &&
+                    (p->metadata.deletion_timestamp || pod_view(a, p, NULL).orphaned))
+                        return agent__remove_pod(a, p);
+                return 0;
+        }
         pr = agent__pod_rt(a, p->metadata.uid);
         view = pod_view(a, p, pr);
         step = plan_pod_next(&view);
@@ -595,11 +603,15 @@ size_t agent_live_pods(agent *a) {
 
 void agent_pod_counts(agent *a, size_t *ret_running, size_t *ret_total) {
         const void *const *items;
-        size_t n = store_list(a->store, STORE_POD, &items), running = 0;
+        size_t n = store_list(a->store, STORE_POD, &items), running = 0, total = 0;
 
-        for (size_t i = 0; i < n; i++)
-                if (((const spec_pod *) items[i])->status.phase == SPEC_POD_RUNNING)
-                        running++;
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                if (!agent__pod_mine(a, p))
+                        continue; /* another node's */
+                total++;
+                running += p->status.phase == SPEC_POD_RUNNING;
+        }
         *ret_running = running;
-        *ret_total = n;
+        *ret_total = total;
 }

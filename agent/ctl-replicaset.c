@@ -123,6 +123,91 @@ static int set_backoff(agent *a, spec_pod *p, spec_container_status *cs, usec_t 
         return agent__set_waiting(cs, "CrashLoopBackOff", msg);
 }
 
+/* Whether pod p belongs to the group rs places its pods in: its
+ * deployment's pods (every ReplicaSet of it), else rs's own. */
+static bool same_group(agent *a, const spec_replica_set *rs, const spec_pod *p) {
+        const spec_owner_ref *o = spec_meta_controller(&p->metadata), *d, *pd;
+        const spec_replica_set *prs;
+
+        if (!o || !streq_ptr(p->metadata.namespace, rs->metadata.namespace))
+                return false;
+        if (streq_ptr(o->uid, rs->metadata.uid))
+                return true;
+        d = spec_meta_controller(&rs->metadata);
+        prs = d ? agent__replica_set_by_uid(a, rs->metadata.namespace, o->uid) : NULL;
+        pd = prs ? spec_meta_controller(&prs->metadata) : NULL;
+        return pd && streq_ptr(pd->uid, d->uid);
+}
+
+/* Fleet mode (fleet.md §3.6): binds pod p, of rs, to a node (plan_schedule():
+ * spread over the deployment's pods, then the least loaded), written in the
+ * same put as the rest of p. No node fits: p stays unbound, Pending with
+ * PodScheduled=False (Unschedulable), and is placed when nodes change. */
+static int place(agent *a, const spec_replica_set *rs, spec_pod *p) {
+        const plan_node *given = NULL;
+        size_t n = a->fleet.nodes(a->fleet.userdata, &given), n_pods;
+        _cleanup_free_ plan_node *nodes = new0(plan_node, n + 1);
+        const void *const *pods;
+        int at = -1, r;
+
+        char uid[37];
+
+        if (!nodes)
+                return -ENOMEM;
+        /* its events need its uid, which its put would give it */
+        if (!p->metadata.uid && !(p->metadata.uid = strdup(store_new_uid(uid))))
+                return -ENOMEM;
+        if (n)
+                memcpy(nodes, given, sizeof *nodes * n);
+        n_pods = store_list(a->store, STORE_POD, &pods);
+        for (size_t i = 0; i < n_pods; i++) {
+                const spec_pod *q = pods[i];
+                if (!q->spec.node_name || spec_pod_terminal(q))
+                        continue;
+                for (size_t k = 0; k < n; k++)
+                        if (streq(nodes[k].name, q->spec.node_name)) {
+                                nodes[k].pods++;
+                                nodes[k].group_pods += same_group(a, rs, q);
+                                break;
+                        }
+        }
+        (void) plan_schedule(nodes, n, &(plan_new_pod){ .name = p->metadata.name }, 1, &at);
+        if (at < 0) {
+                (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "FailedScheduling",
+                                    "0/%zu nodes are available: none is ready, uncordoned and "
+                                    "below its capacity",
+                                    n);
+                return plan_set_condition(&p->status.conditions, &p->status.n_conditions,
+                                          "PodScheduled", "False", "Unschedulable",
+                                          "no node is ready, uncordoned and below its capacity",
+                                          agent_wall(a));
+        }
+        r = free_and_strdup(&p->spec.node_name, nodes[at].name);
+        if (r < 0)
+                return r;
+        (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Scheduled",
+                            "Successfully assigned %s/%s to %s", p->metadata.namespace,
+                            p->metadata.name, nodes[at].name);
+        return plan_set_condition(&p->status.conditions, &p->status.n_conditions, "PodScheduled",
+                                  "True", NULL, NULL, agent_wall(a));
+}
+
+/* An unbound pod (no node fitted when it was made) placed now. */
+static int place_again(agent *a, const spec_replica_set *rs, const spec_pod *p) {
+        _cleanup_(spec_pod_freep) spec_pod *n = NULL;
+        int r;
+
+        if (p->spec.node_name || p->metadata.deletion_timestamp)
+                return 0;
+        n = spec_pod_copy(p);
+        if (!n)
+                return -ENOMEM;
+        r = place(a, rs, n);
+        if (r < 0 || !n->spec.node_name)
+                return r;
+        return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
+}
+
 static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *predecessor,
                       const spec_backoff *policy) {
         _cleanup_(spec_pod_template_freep)
@@ -199,6 +284,8 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
                 RET_GATHER(r, set_backoff(a, p, cs, delay, until, streak));
         else
                 RET_GATHER(r, agent__set_waiting(cs, "ContainerCreating", NULL));
+        if (r >= 0 && agent__fleet(a))
+                r = place(a, rs, p);
         if (r < 0)
                 return r; /* half-built: not written; the sync is retried */
 
@@ -236,7 +323,7 @@ static int delete_pod(agent *a, const spec_replica_set *rs, const spec_pod *p) {
         return store_put(a->store, STORE_POD, n, NULL);
 }
 
-static plan_pod to_plan_pod(const spec_pod *p) {
+static plan_pod to_plan_pod(agent *a, const spec_pod *p) {
         const char *cost = spec_map_get(&p->metadata.annotations, AGENT_ANN_DELETION_COST);
         int64_t c = 0;
         usec_t since = 0;
@@ -246,7 +333,7 @@ static plan_pod to_plan_pod(const spec_pod *p) {
                 c = 0;
         return (plan_pod){
                 .uid = p->metadata.uid,
-                .started = p->spec.node_name != NULL,
+                .started = agent__pod_started(a, p),
                 .phase = p->status.phase,
                 .ready = ready,
                 .ready_since = since,
@@ -271,8 +358,8 @@ static int refresh_backoff(agent *a, const spec_pod *p, const spec_backoff *poli
         usec_t t, due;
         spec_pod *n;
 
-        if (!after || p->spec.node_name || parse_timestamp(after, &t) < 0 || t <= agent_wall(a) ||
-            !cs || !cs->last_state.terminated)
+        if (!after || agent__pod_started(a, p) || parse_timestamp(after, &t) < 0 ||
+            t <= agent_wall(a) || !cs || !cs->last_state.terminated)
                 return 0;
         due = cs->last_state.terminated->finished_at +
               plan_backoff_delay(policy, agent__pod_streak(p));
@@ -452,7 +539,7 @@ static int manage(agent *a, const spec_replica_set *rs, owned *o) {
                 if (!pp || !order)
                         return -ENOMEM;
                 for (size_t i = 0; i < n; i++)
-                        pp[i] = to_plan_pod(o->active[i]);
+                        pp[i] = to_plan_pod(a, o->active[i]);
                 plan_deletion_order(pp, n, order);
                 for (size_t i = 0; i < want; i++) {
                         r = delete_pod(a, rs, o->active[order[i]]);
@@ -462,6 +549,8 @@ static int manage(agent *a, const spec_replica_set *rs, owned *o) {
         }
         for (size_t i = 0; i < o->n_active; i++) {
                 r = refresh_backoff(a, o->active[i], &policy);
+                if (r >= 0 && agent__fleet(a))
+                        r = place_again(a, rs, o->active[i]);
                 if (r < 0)
                         return r;
         }
@@ -545,8 +634,8 @@ int ctl_replica_set_sync(agent *a, const char *ns, const char *name) {
         owned pods = {};
         int r;
 
-        if (!rs)
-                return 0;
+        if (!rs || !agent__leads(a))
+                return 0; /* in a fleet, the leader's (agent_fleet) */
         /* Garbage collection: its deployment is gone, so is it (its pods
          * follow, see ctl_pod_sync()). */
         o = spec_meta_controller(&rs->metadata);

@@ -148,6 +148,11 @@ store *agent_get_store(const agent *a) {
         return a->store;
 }
 
+void agent_fleet_changed(agent *a) {
+        agent_resync(a);
+        agent_kick(a);
+}
+
 /* The commit failed: the starts it held were rolled back with it. */
 static void forget_starts(agent *a) {
         for (size_t i = 0; i < a->n_starts; i++) {
@@ -272,6 +277,8 @@ int agent_new(const agent_config *c, agent **ret) {
         a->clock = c->clock ? *c->clock : real_clock;
         a->wakeup = c->wakeup;
         a->wakeup_userdata = c->wakeup_userdata;
+        if (c->fleet)
+                a->fleet = *c->fleet;
         if (!c->node_name)
                 (void) gethostname(host, sizeof host - 1);
         a->node_name = strdup(c->node_name ?: host);
@@ -352,8 +359,8 @@ int agent_start(agent *a) {
                 pod_rt *pr;
                 void *handle = NULL;
 
-                if (spec_pod_terminal(p))
-                        continue;
+                if (spec_pod_terminal(p) || !agent__pod_mine(a, p))
+                        continue; /* another node's: that node adopts it */
                 if (!j) {
                         if (p->status.phase != SPEC_POD_PENDING)
                                 (void) agent__mark_lost(a, p, "it has no runtime record");

@@ -202,6 +202,7 @@ int agent_loop_new(uv_loop_t *loop, const agent_loop_config *c, agent_loop **ret
                                        .backend = &agent_rt_backend,
                                        .backend_data = l->rt,
                                        .node_name = c->node_name,
+                                       .fleet = c->fleet,
                                        .wakeup = wakeup,
                                        .wakeup_userdata = l },
                       &l->agent);

@@ -13,6 +13,7 @@ typedef struct agent_loop_config {
         uint64_t log_max_bytes;    /* 0: the runtime's default */
         usec_t resync_interval;    /* 0: 30 s */
         const char *node_name;     /* NULL: the host name */
+        const agent_fleet *fleet;  /* NULL: a single host */
         rt_bus systemd_bus;        /* for runtimeClassName: systemd */
 } agent_loop_config;
 

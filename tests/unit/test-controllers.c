@@ -2209,8 +2209,112 @@ static void test_random_sequences(void **state) {
         }
 }
 
+/* ---- fleet mode (agent_fleet): the leader's controllers, binding, this node's pods -------- */
+
+static bool fleet_leads;
+static plan_node fleet_nodes[3];
+static size_t fleet_n_nodes;
+
+static bool fl_leading(void *u) {
+        return fleet_leads;
+}
+
+static size_t fl_nodes(void *u, const plan_node **ret) {
+        *ret = fleet_nodes;
+        return fleet_n_nodes;
+}
+
+static const agent_fleet test_fleet = { .leading = fl_leading, .nodes = fl_nodes };
+
+static size_t pods_on(world *w, const char *node) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_POD, &items), c = 0;
+        for (size_t i = 0; i < n; i++)
+                c += streq_ptr(((const spec_pod *) items[i])->spec.node_name, node);
+        return c;
+}
+
+static void test_fleet_binding(void **state) {
+        world *w = world_new();
+        const void *const *items;
+        size_t n;
+
+        /* the same store, this agent one node ("box") of three */
+        agent_free(w->agent);
+        fleet_leads = false;
+        fleet_nodes[0] = (plan_node){ .name = "box", .ready = true };
+        fleet_nodes[1] = (plan_node){ .name = "n2", .ready = true };
+        fleet_nodes[2] = (plan_node){ .name = "n3", .ready = true, .unschedulable = true };
+        fleet_n_nodes = 3;
+        assert_int_equal(agent_new(&(agent_config){ .store = w->store,
+                                                    .backend = &fake_backend,
+                                                    .backend_data = w,
+                                                    .clock = &vclock,
+                                                    .node_name = "box",
+                                                    .fleet = &test_fleet },
+                                   &w->agent),
+                         0);
+        assert_int_equal(agent_start(w->agent), 0);
+
+        /* Not the leader: the declaration is stored, nothing is made. */
+        apply(w, manifest("web", 6, "web-v1", NULL, NULL));
+        step(w, 2 * S);
+        assert_int_equal(count_rs(w, "web", false), 0);
+        assert_int_equal(store_list(w->store, STORE_POD, &items), 0);
+
+        /* Leading: six pods, spread over the two schedulable nodes (n3 is
+         * cordoned); only this node's three run here. */
+        fleet_leads = true;
+        agent_fleet_changed(w->agent);
+        step(w, 3 * S);
+        assert_int_equal(count_rs(w, "web", false), 1);
+        n = store_list(w->store, STORE_POD, &items);
+        assert_int_equal(n, 6);
+        assert_int_equal(pods_on(w, "box"), 3);
+        assert_int_equal(pods_on(w, "n2"), 3);
+        assert_int_equal(count_pods(w, "web-v1", true), 3);
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                const spec_condition *c = spec_get_condition(
+                        p->status.conditions, p->status.n_conditions, "PodScheduled");
+                assert_non_null(c);
+                assert_string_equal(c->status, "True");
+                if (streq(p->spec.node_name, "n2")) /* n2 runs these: not started here */
+                        assert_int_equal(p->status.phase, SPEC_POD_PENDING);
+                else
+                        assert_int_equal(p->status.phase, SPEC_POD_RUNNING);
+        }
+        assert_non_null(find_event(w, "Scheduled", "to n2"));
+
+        /* No node fits: the new pods wait unbound, Unschedulable, and are
+         * placed when a node comes. */
+        fleet_nodes[0].ready = fleet_nodes[1].ready = false;
+        apply(w, manifest("api", 2, "api-v1", NULL, NULL));
+        step(w, 2 * S);
+        assert_int_equal(pods_on(w, NULL), 2);
+        assert_non_null(find_event(w, "FailedScheduling", "0/3 nodes are available"));
+        fleet_nodes[2].unschedulable = false;
+        agent_fleet_changed(w->agent);
+        step(w, 2 * S);
+        assert_int_equal(pods_on(w, NULL), 0);
+        assert_int_equal(pods_on(w, "n3"), 2);
+
+        /* An unbound pod being deleted is the leader's to remove. */
+        fleet_nodes[2].ready = false;
+        const spec_deployment *d = dep(w, "web");
+        assert_int_equal(agent_scale_deployment(w->agent, "default", "web", 8), 0);
+        step(w, 2 * S);
+        assert_int_equal(pods_on(w, NULL), 2);
+        assert_int_equal(agent_delete_deployment(w->agent, "default", "web"), 0);
+        step(w, 5 * S);
+        assert_int_equal(pods_on(w, NULL), 0);
+        (void) d;
+        world_free(w);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_fleet_binding),
                 cmocka_unit_test(test_first_rollout),
                 cmocka_unit_test(test_kill_replaced),
                 cmocka_unit_test(test_rolling_update_bounds),

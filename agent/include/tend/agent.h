@@ -15,6 +15,7 @@
  * through them.
  */
 
+#include "tend/plan.h"
 #include "tend/store.h"
 #include "tend/runtime.h"
 
@@ -58,12 +59,32 @@ typedef struct agent_clock {
         void *userdata;
 } agent_clock;
 
+/*
+ * Fleet mode (tendd --fleet, fleet.md §3): the store is the fleet's (a
+ * mirror of etcd), and this agent is one node of the fleet. The deployment
+ * and ReplicaSet controllers run only while this node leads; the
+ * ReplicaSet controller binds each pod it creates to a node
+ * (plan_schedule(); spec.nodeName is then the binding, not "started"); the
+ * pod worker runs only the pods bound to this node, and leaves the others
+ * alone (their nodes run them).
+ */
+typedef struct agent_fleet {
+        /* Whether this node runs the deployment and ReplicaSet controllers. */
+        bool (*leading)(void *userdata);
+        /* The nodes a new pod may go to: name, ready, unschedulable, labels
+         * and capacity (the agent counts their pods); *ret is borrowed until
+         * the next call. */
+        size_t (*nodes)(void *userdata, const plan_node **ret);
+        void *userdata;
+} agent_fleet;
+
 typedef struct agent_config {
         store *store;                 /* borrowed; the agent subscribes to it */
         const agent_backend *backend; /* borrowed */
         void *backend_data;
         const agent_clock *clock; /* NULL: the real clocks */
         const char *node_name;    /* NULL: the host name */
+        const agent_fleet *fleet; /* borrowed; NULL: a single host */
         /* Called when new work arrived outside agent_process() (a pod
          * exited): the driver should call agent_process() soon. */
         void (*wakeup)(void *userdata);
@@ -132,6 +153,9 @@ typedef struct agent_metrics {
 
 const agent_metrics *agent_get_metrics(const agent *a);
 store *agent_get_store(const agent *a);
+/* Fleet mode: this node began (or ceased) to lead, or the nodes changed:
+ * every object is looked at again. */
+void agent_fleet_changed(agent *a);
 /* The node this agent runs its pods on (their spec.nodeName). */
 const char *agent_node_name(const agent *a);
 
