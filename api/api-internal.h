@@ -122,6 +122,10 @@ struct req {
         unsigned later_code;
         json_t *later;
         struct req *next_waiting;
+        const char *method; /* of the request (MHD's) */
+        bool synced;        /* the answer waited for the fleet's etcd already */
+        unsigned held_code; /* the answer that waits for it */
+        json_t *held;
 };
 
 typedef struct resource {

@@ -66,6 +66,7 @@ void api__waiting_end(api_server *s) {
 void api__req_free(req *r) {
         if (!r)
                 return;
+        json_decref(r->held);
         tend_buf_free(&r->body);
         free(r->direct_body);
         free(r->deny_message);
@@ -129,7 +130,39 @@ enum MHD_Result api__queue(req *r, unsigned code, const char *type, char *body /
         return ret;
 }
 
+static void on_synced(unsigned code, json_t *answer, void *userdata) {
+        req *r = userdata;
+
+        if (code == 0) {
+                code = r->held_code;
+                answer = TAKE_PTR(r->held);
+        } else {
+                json_decref(r->held);
+                r->held = NULL;
+        }
+        api__later(code, answer, r);
+}
+
+/* In a fleet, a write is acknowledged once etcd has it (tend/api.h's
+ * sync): the answer waits. true: it waits (r took j). */
+static bool hold_for_fleet(req *r, unsigned code, json_t *j) {
+        const api_fleet *fl = r->s->fleet;
+        int k;
+
+        if (!r->conn || r->synced || code >= 300 || !fl || !fl->sync || !r->method ||
+            streq(r->method, "GET") || streq(r->method, "HEAD") || streq(r->method, "OPTIONS"))
+                return false;
+        k = fl->sync(fl->userdata, on_synced, r);
+        if (k != 0)
+                return false; /* etcd has it (or cannot tell: as on one host) */
+        r->held_code = code;
+        r->held = j;
+        return true;
+}
+
 enum MHD_Result api__send_json(req *r, unsigned code, json_t *j) {
+        if (hold_for_fleet(r, code, j))
+                return api__wait(r, r->s->fleet->cancel, r->s->fleet->userdata);
         char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         if (!body)

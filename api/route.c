@@ -252,8 +252,10 @@ enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const ch
         }
         if (r->later) { /* the answer of api__wait()'s work */
                 json_t *answer = TAKE_PTR(r->later);
+                r->synced = true;
                 return api__send_json(r, r->later_code, answer);
         }
+        r->method = method;
         if (r->deny)
                 return api__send_json(r, r->deny,
                                       api__status_json(r->deny, NULL, r->deny_message, NULL));

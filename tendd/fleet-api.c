@@ -277,6 +277,7 @@ static int api_set_unschedulable(void *userdata, const char *name, bool value,
 static void api_cancel(void *userdata, void *req) {
         fleet *f = userdata;
 
+        fleet__objects_cancel(f, req);
         for (op *o = f->ops; o; o = o->next)
                 if (o->req == req) {
                         op_free(o);
@@ -307,6 +308,11 @@ static void api_metrics(void *userdata, tend_buf *b) {
                 until > now ? (double) (until - now) / USEC_PER_SEC : 0.0);
 }
 
+static int api_sync(void *userdata, void (*done)(unsigned code, json_t *answer, void *req),
+                    void *req) {
+        return fleet__objects_sync(userdata, done, req);
+}
+
 static void ops_close(fleet *f) {
         while (f->ops)
                 op_free(f->ops);
@@ -319,6 +325,7 @@ const api_fleet *fleet_api(fleet *f) {
                                       .delete_node = api_delete_node,
                                       .metrics = api_metrics,
                                       .cancel = api_cancel,
+                                      .sync = api_sync,
                                       .userdata = f };
                 f->ops_close = ops_close;
         }

@@ -6,6 +6,7 @@
  * asks). */
 
 #include "fleet.h"
+#include "tend/agent.h"
 #include "tend/etcd.h"
 
 #define SCHEMA_VERSION 1
@@ -21,6 +22,8 @@ typedef struct fnode {
 
 typedef struct op op;
 typedef struct fleet fleet;
+typedef struct fobj fobj;       /* fleet-store.c: an object as etcd has it */
+typedef struct fwaiter fwaiter; /* fleet-store.c: an API write waiting for etcd */
 
 /* A step to take again later: the join's chain and the mirror's (list,
  * watch) each have their own, so that one's retry never replaces the
@@ -74,6 +77,21 @@ struct fleet {
         char *refusal;                      /* why the name is not ours */
         void (*leave_done)(void *userdata); /* fleet_leave() */
         void *leave_userdata;
+        bool nodes_changed; /* since the agent was told */
+        /* fleet-store.c: the objects (Deployments, ReplicaSets, Pods) */
+        store *store;
+        tend_hashmap *objs; /* "kind/ns/name" → fobj */
+        bool objs_dirty;    /* etcd changed some: the local store follows */
+        bool applying;      /* the local store is being put in line with etcd */
+        bool txn_out;
+        fobj *sent[64];
+        size_t n_sent;
+        uint64_t seq;       /* of the local writes */
+        int64_t hold_until; /* a refused write: the mirror reaches this first */
+        uv_timer_t flush;
+        fwaiter *waiters;
+        bool agent_leading; /* what the agent was last told */
+        plan_node *sched;   /* fleet_agent_nodes()'s answer */
         /* fleet-api.c's: set by fleet_api() */
         api_fleet api;
         void (*ops_close)(fleet *f); /* cancels what is still out (no answers) */
@@ -87,6 +105,26 @@ fnode *fleet__node(fleet *f, const char *name, bool create);
 void fleet__node_free(fnode *n);
 /* Applies one key of P/v1/ to the mirror (deleted: its DELETE). */
 void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted);
+
+/* fleet-store.c */
+int fleet__objects_init(fleet *f);
+/* A key of P/v1/ that is an object's (false: not one): into the mirror. */
+bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted);
+/* After a relist: what the list lacks is gone. */
+void fleet__objects_relisted(fleet *f, const etcd_result *r);
+/* After a batch of keys: the local store follows etcd, the agent is told,
+ * API writes waiting for etcd are answered. */
+void fleet__objects_settle(fleet *f);
+void fleet__objects_flush_cb(uv_timer_t *t);
+/* Local writes from seq from on (0: every one) did not make it to etcd. */
+void fleet__objects_failed(fleet *f, uint64_t from);
+/* Whether etcd has every local write: 1 yes; 0: done() when it has
+ * (0) or refused one (409), or after 10 s (504). */
+int fleet__objects_sync(fleet *f, void (*done)(unsigned code, json_t *answer, void *req),
+                        void *req);
+void fleet__objects_cancel(fleet *f, void *req);
+void fleet__objects_close(fleet *f);
+void fleet__objects_free(fleet *f);
 
 /* fleet-elect.c */
 /* Leads if nobody does (a txn; answered later). */

@@ -139,6 +139,8 @@ void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
                 fleet__leader_seen(f, deleted ? NULL : kv);
                 return;
         }
+        if (f->objs && fleet__objects_key(f, kv, deleted))
+                return;
         if (startswith(kv->key, f->p_nodes))
                 name = kv->key + strlen(f->p_nodes), is_node = true;
         else if (startswith(kv->key, f->p_leases))
@@ -148,6 +150,7 @@ void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
         n = fleet__node(f, name, !deleted);
         if (!n)
                 return;
+        f->nodes_changed = true;
         if (is_node) {
                 if (!deleted && kv->mod_revision <= n->node_mod)
                         return; /* our own write, applied already */
@@ -181,6 +184,7 @@ static void on_watch_events(const etcd_event *ev, size_t n, int64_t revision, vo
         for (size_t i = 0; i < n; i++)
                 fleet__mirror_apply(f, &ev[i].kv, ev[i].deleted);
         f->revision = MAX(f->revision, revision);
+        fleet__objects_settle(f);
 }
 
 static void on_watch_end(int error, const char *message, int64_t compact_revision, void *userdata) {
@@ -254,6 +258,8 @@ static void on_list(const etcd_result *r, void *userdata) {
                 return;
         }
         mirror_forget_missing(f, r);
+        if (f->objs)
+                fleet__objects_relisted(f, r);
         bool has_leader = false;
         for (size_t i = 0; i < r->n_kvs; i++) {
                 fleet__mirror_apply(f, &r->kvs[i], false);
@@ -273,6 +279,7 @@ static void on_list(const etcd_result *r, void *userdata) {
         }
         if (!has_leader)
                 fleet__leader_seen(f, NULL); /* nobody leads: a fleet__campaign */
+        fleet__objects_settle(f);
 }
 
 static void list(fleet *f) {
@@ -645,6 +652,7 @@ static void on_handle_closed(uv_handle_t *h) {
                 return;
         for (size_t i = 0; f->nodes && tend_hashmap_next(f->nodes, &i, &k, &v);)
                 fleet__node_free(v);
+        fleet__objects_free(f);
         tend_hashmap_free(f->nodes);
         strv_free(f->endpoints);
         json_decref(f->labels);
@@ -695,6 +703,7 @@ void fleet_close(fleet *f) {
         fleet__stop_leading(f, "tendd stops");
         if (f->ops_close) /* what the API asked that is still out */
                 f->ops_close(f);
+        fleet__objects_close(f);
         etcd_watch_cancel(f->watch);
         f->watch = NULL;
         etcd_session_stop(f->session);
@@ -710,6 +719,8 @@ void fleet_close(fleet *f) {
         uv_close((uv_handle_t *) &f->retry.timer, on_handle_closed);
         uv_close((uv_handle_t *) &f->remirror.timer, on_handle_closed);
         uv_close((uv_handle_t *) &f->elect, on_handle_closed);
+        uv_timer_stop(&f->flush);
+        uv_close((uv_handle_t *) &f->flush, on_handle_closed);
 }
 
 int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why, void *userdata),
@@ -753,7 +764,9 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
         f->remirror.timer.data = &f->remirror;
         uv_timer_init(c->loop, &f->elect);
         f->elect.data = f;
-        f->open_handles = 4;
+        uv_timer_init(c->loop, &f->flush);
+        f->flush.data = f;
+        f->open_handles = 5;
         if (gethostname(f->hostname, sizeof f->hostname - 1) < 0)
                 strcpy(f->hostname, "localhost");
         read_boot_id(f->boot_id);
@@ -768,6 +781,11 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
                         fleet_close(f);
                         return -ENOMEM;
                 }
+        r = fleet__objects_init(f);
+        if (r < 0) {
+                fleet_close(f);
+                return r;
+        }
         r = etcd_new(&(etcd_config){ .loop = c->loop,
                                      .endpoints = f->endpoints,
                                      .ca_file = c->ca_file,

@@ -21,6 +21,7 @@
 #include <jansson.h>
 #include <uv.h>
 
+#include "tend/agent.h"
 #include "tend/api.h"
 
 typedef struct fleet fleet;
@@ -37,6 +38,9 @@ typedef struct fleet_config {
         const char *ca_file, *cert_file, *key_file;
         const char *user, *password;
         bool no_leader; /* never campaign to lead (--no-leader) */
+        /* The agent whose store mirrors the fleet's objects; NULL: nodes
+         * only. */
+        agent *agent;
 } fleet_config;
 
 /* Joins: schema, session lease (resumed when the last run's is alive),
@@ -49,6 +53,9 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
  * writes are fenced on (compare CREATE(P/v1/leader) == it). One node
  * leads at a time: the one whose lease holds the leader key. */
 bool fleet_leading(const fleet *f, int64_t *ret_fence);
+/* agent_fleet's functions; userdata: a fleet ** (NULL until joined). */
+bool fleet_agent_leading(void *userdata);
+size_t fleet_agent_nodes(void *userdata, const plan_node **ret);
 /* What the API asks of the fleet (valid while f is). */
 const api_fleet *fleet_api(fleet *f);
 /* Leaves the fleet at once (tendd --stop-pods-on-exit, its pods stopped):

@@ -621,12 +621,18 @@ int main(int argc, char **argv) {
         }
 
         loop = uv_default_loop();
+        /* In a fleet the agent asks it who leads and which nodes there are
+         * (fl: NULL until joined). */
+        static const agent_fleet agent_fleet_ops = { .leading = fleet_agent_leading,
+                                                     .nodes = fleet_agent_nodes,
+                                                     .userdata = &fl };
         r = agent_loop_new(loop,
                            &(agent_loop_config){ .state_dir = state_dir,
                                                  .port_lo = a.port_lo,
                                                  .port_hi = a.port_hi,
                                                  .resync_interval = a.resync,
                                                  .node_name = a.node_name,
+                                                 .fleet = a.fleet ? &agent_fleet_ops : NULL,
                                                  .systemd_bus = a.bus },
                            &al, &err);
         if (r < 0) {
@@ -647,7 +653,8 @@ int main(int argc, char **argv) {
                                                 .key_file = a.etcd_key,
                                                 .user = a.etcd_user,
                                                 .password = etcd_password,
-                                                .no_leader = a.no_leader },
+                                                .no_leader = a.no_leader,
+                                                .agent = agent_loop_agent(al) },
                                on_joined, NULL, &fl);
                 if (r < 0)
                         log_error_errno(r, "fleet: cannot join: %m");

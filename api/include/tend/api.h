@@ -34,6 +34,13 @@ typedef struct api_fleet {
         int (*delete_node)(void *userdata, const char *name,
                            void (*done)(unsigned code, json_t *answer, void *req), void *req);
         void (*cancel)(void *userdata, void *req);
+        /* Whether the fleet's etcd has every write made here so far (the
+         * store is a mirror): 1 yes; 0: done(0, NULL, req) once it has, or
+         * done(code, a Status, req) when a write was refused (409) or not
+         * acknowledged in time (504) — unless canceled; < 0: cannot tell.
+         * Every write the API acknowledges waits for it. NULL: no wait. */
+        int (*sync)(void *userdata, void (*done)(unsigned code, json_t *answer, void *req),
+                    void *req);
         /* The fleet's lines of /metrics (Prometheus text), added to b. */
         void (*metrics)(void *userdata, tend_buf *b);
         void *userdata;

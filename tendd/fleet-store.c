@@ -1,0 +1,813 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The fleet's objects (fleet.md §3.3–3.4). Deployments, ReplicaSets and
+ * Pods live in etcd, each as two keys: the object without its status,
+ * P/v1/<kind>/NS/NAME, and its status, P/v1/status/<kind>/NS/NAME (for a
+ * pod, with the annotations its node writes: ports, STATUS=, crash-loop
+ * facts), so that the leader and the node a pod is bound to never write the
+ * same key.
+ *
+ * Every tendd mirrors them into its own store, where the agent and the API
+ * read them as on one host, and sends what its own passes and API requests
+ * wrote there back to etcd, in one txn per batch: each key compared on the
+ * revision it was read at (CREATE == 0 for a new one), the leader's writes
+ * fenced on its leader key. A batch refused (another wrote one of its keys
+ * first, or this node no longer leads) is undone here: its objects go back
+ * to what etcd has, and the next batch waits until the mirror has reached
+ * the refusal's revision, so the agent decides again on what etcd holds.
+ * What another node wrote wins over what this node has not sent yet.
+ *
+ * The local store stays this node's copy (SQLite): a tendd restarted while
+ * etcd is away runs its own pods from it, and a relist corrects it.
+ */
+
+#include <inttypes.h>
+
+#include "fleet-internal.h"
+
+#define BATCH_MAX 60 /* objects per txn: 2 puts each, under etcd's 128 operations */
+#define WAIT_MAX (10 * USEC_PER_SEC)
+
+static const char *const kind_names[] = {
+        [STORE_DEPLOYMENT] = "deployments",
+        [STORE_REPLICA_SET] = "replicasets",
+        [STORE_POD] = "pods",
+};
+
+/* The annotations of a pod its node writes (in its status key). */
+static const char *const node_annotations[] = {
+        AGENT_ANN_PORTS,
+        AGENT_ANN_STATUS,
+        AGENT_ANN_CRASH_STREAK,
+        AGENT_ANN_REPLACE_AFTER,
+};
+
+struct fobj {
+        store_kind kind;
+        char *ns, *name;
+        json_t *main, *status; /* as etcd has them; NULL: no key */
+        int64_t main_mod, main_create, status_mod;
+        bool apply;          /* etcd changed it: the local object follows */
+        bool gone;           /* etcd deleted it while its process stops here */
+        bool dirty;          /* written here, not acknowledged */
+        bool in_flight;      /* in the txn that is out */
+        json_t *want_main;   /* what to send; NULL with dirty: a delete */
+        json_t *want_status; /* NULL: no status */
+        json_t *sent_main, *sent_status;
+        bool sent_delete;
+        uint64_t seq, sent_seq, pending_from; /* local changes: the last, the sent, the
+                                               * first not acknowledged (0: none) */
+        int64_t fence_at;                     /* the leader's fence when written; 0: not leading */
+};
+
+struct fwaiter {
+        fwaiter *next;
+        uint64_t seq;
+        bool failed;
+        usec_t deadline;
+        void (*done)(unsigned code, json_t *answer, void *req);
+        void *req;
+};
+
+/* Every kind's metadata, where a Deployment has it. */
+static spec_meta *meta_of(const void *obj) {
+        return &((spec_deployment *) obj)->metadata;
+}
+
+static char *obj_key(store_kind k, const char *ns, const char *name) {
+        return strprintf("%s/%s/%s", kind_names[k], strempty(ns), strempty(name));
+}
+
+static char *etcd_key(fleet *f, const fobj *o, bool status) {
+        return strprintf("%s%s%s/%s/%s", f->p_all, status ? "status/" : "", kind_names[o->kind],
+                         o->ns, o->name);
+}
+
+static void fobj_free(fobj *o) {
+        if (!o)
+                return;
+        free(o->ns);
+        free(o->name);
+        json_decref(o->main);
+        json_decref(o->status);
+        json_decref(o->want_main);
+        json_decref(o->want_status);
+        json_decref(o->sent_main);
+        json_decref(o->sent_status);
+        free(o);
+}
+
+static fobj *fobj_get(fleet *f, store_kind k, const char *ns, const char *name, bool create) {
+        _cleanup_free_ char *key = obj_key(k, ns, name);
+        fobj *o = key ? tend_hashmap_get(f->objs, key) : NULL;
+
+        if (o || !create || !key)
+                return o;
+        o = new0(fobj, 1);
+        if (!o)
+                return NULL;
+        o->kind = k;
+        o->ns = strdup(strempty(ns));
+        o->name = strdup(strempty(name));
+        if (!o->ns || !o->name || tend_hashmap_put(f->objs, key, o, NULL) < 0) {
+                fobj_free(o);
+                return NULL;
+        }
+        return o;
+}
+
+/* Forgets an entry that holds nothing (no key in etcd, nothing to send). */
+static void fobj_maybe_forget(fleet *f, fobj *o) {
+        _cleanup_free_ char *key = NULL;
+
+        if (o->main || o->status || o->dirty || o->in_flight || o->apply || o->gone)
+                return;
+        key = obj_key(o->kind, o->ns, o->name);
+        if (key && tend_hashmap_remove(f->objs, key) == o)
+                fobj_free(o);
+}
+
+/* ---- splitting and joining ------------------------------------------------------------------ */
+
+/* An object's JSON (as the store wrote it) → its two keys' values. */
+static int split(store_kind k, const char *text, json_t **ret_main, json_t **ret_status) {
+        _cleanup_(json_decrefp) json_t *j = json_loads(text, 0, NULL), *st = NULL;
+        json_t *meta, *ann;
+
+        if (!j)
+                return -ENOMEM;
+        meta = json_object_get(j, "metadata");
+        (void) json_object_del(meta, "resourceVersion"); /* each store's own */
+        st = json_pack("{s:O?}", "status", json_object_get(j, "status"));
+        if (!st)
+                return -ENOMEM;
+        (void) json_object_del(j, "status");
+        ann = json_object_get(meta, "annotations");
+        if (k == STORE_POD && ann) {
+                json_t *mine = json_object();
+                if (!mine)
+                        return -ENOMEM;
+                for (size_t i = 0; i < ELEMENTSOF(node_annotations); i++) {
+                        json_t *v = json_object_get(ann, node_annotations[i]);
+                        if (v) {
+                                (void) json_object_set(mine, node_annotations[i], v);
+                                (void) json_object_del(ann, node_annotations[i]);
+                        }
+                }
+                if (json_object_size(ann) == 0)
+                        (void) json_object_del(meta, "annotations");
+                if (json_object_size(mine))
+                        (void) json_object_set_new(st, "annotations", mine);
+                else
+                        json_decref(mine);
+        }
+        *ret_main = TAKE_PTR(j);
+        *ret_status = TAKE_PTR(st);
+        return 0;
+}
+
+/* The two keys' values → the object (new). */
+static json_t *join(const json_t *main, const json_t *status) {
+        json_t *j = json_deep_copy(main), *meta, *ann, *v;
+        const char *k;
+
+        if (!j || !status)
+                return j;
+        if ((v = json_object_get(status, "status")))
+                (void) json_object_set(j, "status", v);
+        ann = json_object_get(status, "annotations");
+        meta = json_object_get(j, "metadata");
+        if (ann && json_is_object(meta)) {
+                json_t *mine = json_object_get(meta, "annotations");
+                if (!mine) {
+                        mine = json_object();
+                        (void) json_object_set_new(meta, "annotations", mine);
+                }
+                json_object_foreach (ann, k, v)
+                        (void) json_object_set(mine, k, v);
+        }
+        return j;
+}
+
+/* ---- etcd → the local store ----------------------------------------------------------------- */
+
+static const char *meta_node(store_kind k, const void *obj) {
+        return k == STORE_POD ? ((const spec_pod *) obj)->spec.node_name : NULL;
+}
+
+/* etcd no longer has a pod whose process runs here: it is stopped (its
+ * grace period) before it goes, as for a deletion (fleet.md §3.9 rule 4);
+ * nothing of that is sent to etcd. */
+static int stop_gone_pod(fleet *f, fobj *o, const spec_pod *p) {
+        spec_pod *n;
+
+        if (p->metadata.deletion_timestamp) {
+                o->gone = true;
+                return 0;
+        }
+        n = spec_pod_copy(p);
+        if (!n)
+                return -ENOMEM;
+        n->metadata.deletion_timestamp = now_realtime();
+        n->metadata.deletion_grace_period_seconds = n->spec.termination_grace_period_seconds;
+        o->gone = true;
+        log_info("fleet: pod/%s is gone from etcd; stopping it here", p->metadata.name);
+        return store_put(f->store, STORE_POD, n, NULL);
+}
+
+/* The local object becomes what etcd has. */
+static int apply_local(fleet *f, fobj *o) {
+        const void *cur = store_get(f->store, o->kind, o->ns, o->name);
+        const spec_type *t = store_kind_type(o->kind);
+        _cleanup_(json_decrefp) json_t *j = NULL;
+        spec_errors errs = {};
+        void *obj = NULL;
+        int r;
+
+        o->apply = false;
+        if (!o->main) {
+                if (!cur)
+                        return 0;
+                if (o->kind == STORE_POD && streq_ptr(meta_node(o->kind, cur), f->node_name) &&
+                    !spec_pod_terminal(cur) &&
+                    ((const spec_pod *) cur)->status.phase != SPEC_POD_PENDING)
+                        return stop_gone_pod(f, o, cur);
+                return store_delete(f->store, o->kind, o->ns, o->name);
+        }
+        o->gone = false;
+        j = join(o->main, o->status);
+        if (!j)
+                return -ENOMEM;
+        r = spec_decode_new(t, j, &errs, &obj);
+        if (r < 0) {
+                if (r != -ENOMEM)
+                        log_warning("fleet: %s/%s/%s in etcd cannot be read; skipped",
+                                    kind_names[o->kind], o->ns, o->name);
+                spec_errors_done(&errs);
+                return r == -ENOMEM ? r : 0;
+        }
+        spec_errors_done(&errs);
+        if (cur) {
+                /* the same but for the store's own resourceVersion: no write */
+                meta_of(obj)->resource_version = meta_of(cur)->resource_version;
+                if (spec_equal(t, obj, cur)) {
+                        spec_free(t, obj);
+                        return 0;
+                }
+        }
+        return store_put(f->store, o->kind, obj, NULL);
+}
+
+/* A key of the objects: etcd's value (deleted: gone). Applied to the
+ * local store by fleet__objects_settle(), once per batch. */
+static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool deleted) {
+        json_t **slot = status ? &o->status : &o->main;
+        int64_t *mod = status ? &o->status_mod : &o->main_mod;
+        json_t *sent = status ? o->sent_status : o->sent_main;
+        json_t *v = NULL;
+        bool echo;
+
+        if (!deleted && kv->mod_revision <= *mod)
+                return; /* this node's write: applied when etcd answered it */
+        if (!deleted && !(v = json_loadb(kv->value, kv->value_len, 0, NULL))) {
+                log_warning("fleet: %s is not JSON; skipped", kv->key);
+                return;
+        }
+        echo = o->in_flight && (deleted ? o->sent_delete || !sent : json_equal(v, sent));
+        json_decref(*slot);
+        *slot = v;
+        *mod = deleted ? 0 : kv->mod_revision;
+        if (!status)
+                o->main_create = deleted ? 0 : kv->create_revision;
+        if (echo)
+                return; /* the write that is out: its answer settles it */
+        /* Another's write: it wins over what this node has not sent (the
+         * agent decides again on it). A write that is out is refused. */
+        if (o->dirty && !o->in_flight) {
+                o->dirty = false;
+                fleet__objects_failed(f, o->pending_from);
+                o->pending_from = 0;
+        }
+        if (!o->in_flight)
+                o->apply = true;
+}
+
+bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted) {
+        const char *rest = startswith(kv->key, f->p_all), *ns, *slash;
+        bool status = false;
+        int k = -1;
+
+        if (!rest)
+                return false;
+        if (startswith(rest, "status/"))
+                rest += strlen("status/"), status = true;
+        for (int i = 0; i < (int) ELEMENTSOF(kind_names); i++)
+                if (kind_names[i] && startswith(rest, kind_names[i]) &&
+                    rest[strlen(kind_names[i])] == '/') {
+                        k = i;
+                        break;
+                }
+        if (k < 0)
+                return status; /* another kind of status: not ours to read */
+        ns = rest + strlen(kind_names[k]) + 1;
+        slash = strchr(ns, '/');
+        if (!slash || slash == ns || !slash[1])
+                return true;
+        _cleanup_free_ char *nsd = strndup(ns, (size_t) (slash - ns));
+        fobj *o = nsd ? fobj_get(f, (store_kind) k, nsd, slash + 1, !deleted) : NULL;
+        if (o) {
+                remote(f, o, status, kv, deleted);
+                f->objs_dirty = true;
+        }
+        return true;
+}
+
+/* A relist is a whole snapshot: what the mirror has and the list lacks
+ * went while the watch was down; what the local store has and etcd never
+ * had (a copy from an earlier run) goes too. */
+void fleet__objects_relisted(fleet *f, const etcd_result *r) {
+        _cleanup_(tend_hashmap_freep) tend_hashmap *present = tend_hashmap_new();
+        const char *key;
+        void *v;
+
+        if (!present)
+                return;
+        for (size_t i = 0; i < r->n_kvs; i++)
+                (void) tend_hashmap_put(present, r->kvs[i].key, (void *) 1, NULL);
+        for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
+                fobj *o = v;
+                for (int s = 0; s < 2; s++) {
+                        _cleanup_free_ char *ek = etcd_key(f, o, s);
+                        if (ek && (s ? o->status : o->main) && !tend_hashmap_get(present, ek))
+                                remote(f, o, s, &(etcd_kv){ .key = ek }, true);
+                }
+        }
+        for (int k = 0; k < (int) ELEMENTSOF(kind_names); k++) {
+                const void *const *items;
+                size_t n = store_list(f->store, (store_kind) k, &items);
+                for (size_t i = 0; i < n; i++) {
+                        const spec_meta *m = meta_of(items[i]);
+                        fobj *o = fobj_get(f, (store_kind) k, m->namespace, m->name, true);
+                        if (o && !o->main && !o->dirty && !o->in_flight)
+                                o->apply = true;
+                }
+        }
+        f->objs_dirty = true;
+}
+
+/* ---- the local store → etcd ----------------------------------------------------------------- */
+
+static void schedule_flush(fleet *f, uint64_t msec) {
+        if (!f->closing && !(msec && uv_is_active((uv_handle_t *) &f->flush)))
+                uv_timer_start(&f->flush, fleet__objects_flush_cb, msec, 0);
+}
+
+static void on_local_change(store_kind kind, store_change change, const void *obj, void *u) {
+        fleet *f = u;
+        const spec_meta *m = meta_of(obj);
+        json_t *main = NULL, *status = NULL;
+        int64_t fence = 0;
+        fobj *o;
+
+        if (f->applying || kind == STORE_EVENT || kind >= (store_kind) ELEMENTSOF(kind_names))
+                return;
+        o = fobj_get(f, kind, m->namespace, m->name, true);
+        if (!o) {
+                log_oom();
+                return;
+        }
+        if (change != STORE_DELETED &&
+            (!store_note_json(f->store) ||
+             split(kind, store_note_json(f->store), &main, &status) < 0)) {
+                log_warning("fleet: %s/%s/%s: out of memory; it is sent at the next resync",
+                            kind_names[kind], o->ns, o->name);
+                return;
+        }
+        if (o->gone) { /* etcd deleted it: nothing of it goes back */
+                json_decref(main);
+                json_decref(status);
+                if (change == STORE_DELETED)
+                        o->gone = false, fobj_maybe_forget(f, o);
+                return;
+        }
+        json_decref(o->want_main);
+        json_decref(o->want_status);
+        o->want_main = main;
+        o->want_status = status;
+        if (!o->in_flight && json_equal(main, o->main) && json_equal(status, o->status) &&
+            !(change == STORE_DELETED && o->main)) {
+                /* what etcd has already (put back by a refusal, or unchanged) */
+                if (o->dirty)
+                        fleet__objects_failed(f, 0), o->dirty = false, o->pending_from = 0;
+                if (change == STORE_DELETED)
+                        fobj_maybe_forget(f, o);
+                return;
+        }
+        o->dirty = true;
+        o->seq = ++f->seq;
+        if (!o->pending_from)
+                o->pending_from = o->seq;
+        o->fence_at = fleet_leading(f, &fence) ? fence : 0;
+        schedule_flush(f, 0);
+}
+
+/* Takes o out of what is to be sent, and puts the local object back to
+ * what etcd has. */
+static void undo(fleet *f, fobj *o) {
+        if (o->dirty)
+                fleet__objects_failed(f, o->pending_from);
+        o->dirty = false;
+        o->pending_from = 0;
+        o->apply = true;
+        f->objs_dirty = true;
+}
+
+/* The compares and operations of o's write; false: nothing to send. */
+static bool build(fleet *f, fobj *o, json_t *cmp, json_t *ops) {
+        _cleanup_free_ char *km = etcd_key(f, o, false), *ks = etcd_key(f, o, true);
+        bool del = !o->want_main;
+        bool put_main = !del && !json_equal(o->want_main, o->main);
+        bool put_status = !del && o->want_status && !json_equal(o->want_status, o->status);
+        _cleanup_free_ char *tm = NULL, *ts = NULL;
+
+        if (!km || !ks)
+                return false;
+        if (del && !o->main)
+                return false; /* not in etcd */
+        if (!del && !put_main && !put_status)
+                return false;
+        if (del || put_main)
+                (void) json_array_append_new(
+                        cmp, o->main ? etcd_cmp_revision(km, "mod", "EQUAL", o->main_mod)
+                                     : etcd_cmp_revision(km, "create", "EQUAL", 0));
+        else /* the status of the object etcd has, not of a namesake made since */
+                (void) json_array_append_new(
+                        cmp, etcd_cmp_revision(km, "create", "EQUAL", o->main_create));
+        if (del) {
+                (void) json_array_append_new(ops, etcd_op_delete(km, NULL));
+                (void) json_array_append_new(ops, etcd_op_delete(ks, NULL));
+                return true;
+        }
+        if (put_main) {
+                tm = json_dumps(o->want_main, JSON_COMPACT | JSON_SORT_KEYS);
+                (void) json_array_append_new(ops, tm ? etcd_op_put(km, tm, strlen(tm), 0) : NULL);
+        }
+        if (put_status) {
+                ts = json_dumps(o->want_status, JSON_COMPACT | JSON_SORT_KEYS);
+                (void) json_array_append_new(cmp,
+                                             etcd_cmp_revision(ks, "mod", "EQUAL", o->status_mod));
+                (void) json_array_append_new(ops, ts ? etcd_op_put(ks, ts, strlen(ts), 0) : NULL);
+        }
+        return true;
+}
+
+static void on_txn(const etcd_result *r, void *userdata);
+
+static void flush(fleet *f) {
+        _cleanup_(json_decrefp) json_t *cmp = NULL, *ops = NULL;
+        int64_t fence = 0;
+        bool leading;
+        const char *key;
+        void *v;
+        int rr;
+
+        if (f->txn_out || !f->joined || f->closing || !f->e)
+                return;
+        if (f->revision < f->hold_until) {
+                schedule_flush(f, 100); /* the mirror catches up first */
+                return;
+        }
+        leading = fleet_leading(f, &fence);
+        cmp = json_array();
+        ops = json_array();
+        if (!cmp || !ops) {
+                schedule_flush(f, 1000);
+                return;
+        }
+        f->n_sent = 0;
+        /* deployments, then ReplicaSets, then pods: a node never sees a pod
+         * before its ReplicaSet (it would take it for an orphan) */
+        for (int k = 0; k < (int) ELEMENTSOF(kind_names) && f->n_sent < BATCH_MAX; k++)
+                for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
+                        fobj *o = v;
+                        if (f->n_sent >= BATCH_MAX)
+                                break;
+                        if (o->kind != (store_kind) k || !o->dirty || o->in_flight)
+                                continue;
+                        if (o->fence_at && o->fence_at != (leading ? fence : 0)) {
+                                /* decided as a leader that this node no longer is */
+                                undo(f, o);
+                                continue;
+                        }
+                        if (!build(f, o, cmp, ops)) {
+                                if (o->want_main || o->main) {
+                                        o->dirty = false; /* etcd has it */
+                                        o->pending_from = 0;
+                                } else
+                                        undo(f, o); /* a status for what etcd does not have */
+                                continue;
+                        }
+                        o->in_flight = true;
+                        o->sent_seq = o->seq;
+                        o->sent_delete = !o->want_main;
+                        json_decref(o->sent_main);
+                        json_decref(o->sent_status);
+                        o->sent_main = json_incref(o->want_main);
+                        o->sent_status = json_incref(o->want_status);
+                        f->sent[f->n_sent++] = o;
+                }
+        if (f->n_sent == 0) {
+                fleet__objects_settle(f);
+                return;
+        }
+        if (leading)
+                (void) json_array_append_new(
+                        cmp, etcd_cmp_revision(f->k_leader, "create", "EQUAL", fence));
+        rr = etcd_txn(f->e, TAKE_PTR(cmp), TAKE_PTR(ops), json_array(), on_txn, f);
+        if (rr < 0) {
+                for (size_t i = 0; i < f->n_sent; i++)
+                        f->sent[i]->in_flight = false;
+                f->n_sent = 0;
+                schedule_flush(f, 1000);
+                return;
+        }
+        f->txn_out = true;
+}
+
+void fleet__objects_flush_cb(uv_timer_t *t) {
+        flush(t->data);
+}
+
+static void on_txn(const etcd_result *r, void *userdata) {
+        fleet *f = userdata;
+        size_t n = f->n_sent;
+
+        f->txn_out = false;
+        f->n_sent = 0;
+        for (size_t i = 0; i < n; i++) {
+                fobj *o = f->sent[i];
+                o->in_flight = false;
+                if (r->error < 0)
+                        continue; /* sent again */
+                if (!r->succeeded) {
+                        undo(f, o);
+                        continue;
+                }
+                if (o->sent_delete) {
+                        json_decref(o->main);
+                        json_decref(o->status);
+                        o->main = o->status = NULL;
+                        o->main_mod = o->main_create = o->status_mod = 0;
+                } else {
+                        if (!json_equal(o->sent_main, o->main)) {
+                                if (!o->main)
+                                        o->main_create = r->revision;
+                                json_decref(o->main);
+                                o->main = json_incref(o->sent_main);
+                                o->main_mod = r->revision;
+                        }
+                        if (o->sent_status && !json_equal(o->sent_status, o->status)) {
+                                json_decref(o->status);
+                                o->status = json_incref(o->sent_status);
+                                o->status_mod = r->revision;
+                        }
+                }
+                if (o->seq == o->sent_seq) {
+                        o->dirty = false;
+                        o->pending_from = 0;
+                } else
+                        o->pending_from = o->sent_seq + 1;
+        }
+        if (r->error < 0) {
+                log_warning("fleet: writing %zu object%s to etcd: %s; trying again", n,
+                            n == 1 ? "" : "s", strna(r->message));
+                schedule_flush(f, 1000);
+        } else if (!r->succeeded) {
+                /* decided on what etcd no longer has: again, on what it has */
+                log_info("fleet: a write of %zu object%s was refused (another wrote first%s); "
+                         "deciding again",
+                         n, n == 1 ? "" : "s", f->leading ? "" : ", or this node no longer leads");
+                f->hold_until = r->revision;
+        }
+        for (size_t i = 0; i < n; i++)
+                fobj_maybe_forget(f, f->sent[i]);
+        fleet__objects_settle(f);
+        schedule_flush(f, 0);
+}
+
+/* ---- waiting for etcd (an API write is answered once etcd has it) ------------------------- */
+
+void fleet__objects_failed(fleet *f, uint64_t from) {
+        for (fwaiter *w = f->waiters; w; w = w->next)
+                if (!from || from <= w->seq)
+                        w->failed = true;
+}
+
+static bool pending_until(fleet *f, uint64_t seq) {
+        const char *key;
+        void *v;
+
+        for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
+                const fobj *o = v;
+                if (o->pending_from && o->pending_from <= seq && (o->dirty || o->in_flight))
+                        return true;
+        }
+        return false;
+}
+
+static void check_waiters(fleet *f) {
+        usec_t now = now_monotonic();
+
+        for (fwaiter **p = &f->waiters; *p;) {
+                fwaiter *w = *p;
+                bool pending = pending_until(f, w->seq);
+                if (pending && now < w->deadline) {
+                        p = &w->next;
+                        continue;
+                }
+                *p = w->next;
+                if (pending)
+                        w->done(504,
+                                json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",
+                                          "apiVersion", "v1", "metadata", "status", "Failure",
+                                          "message",
+                                          "etcd has not acknowledged the write within 10 s; it "
+                                          "stays queued on this node and is written when etcd "
+                                          "answers",
+                                          "reason", "Timeout", "code", 504),
+                                w->req);
+                else if (w->failed)
+                        w->done(409,
+                                json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",
+                                          "apiVersion", "v1", "metadata", "status", "Failure",
+                                          "message",
+                                          "the object was changed on another node first; read "
+                                          "it again and retry",
+                                          "reason", "Conflict", "code", 409),
+                                w->req);
+                else
+                        w->done(0, NULL, w->req);
+                free(w);
+        }
+        if (f->waiters)
+                schedule_flush(f, 1000); /* their deadlines */
+}
+
+int fleet__objects_sync(fleet *f, void (*done)(unsigned code, json_t *answer, void *req),
+                        void *req) {
+        fwaiter *w;
+
+        if (!pending_until(f, f->seq))
+                return 1; /* etcd has everything */
+        w = new0(fwaiter, 1);
+        if (!w)
+                return -ENOMEM;
+        *w = (fwaiter){ .next = f->waiters,
+                        .seq = f->seq,
+                        .deadline = now_monotonic() + WAIT_MAX,
+                        .done = done,
+                        .req = req };
+        f->waiters = w;
+        return 0;
+}
+
+void fleet__objects_cancel(fleet *f, void *req) {
+        for (fwaiter **p = &f->waiters; *p;) {
+                fwaiter *w = *p;
+                if (w->req != req) {
+                        p = &w->next;
+                        continue;
+                }
+                *p = w->next;
+                free(w);
+        }
+}
+
+/* ---- the agent's view of the fleet (agent_fleet) ------------------------------------------- */
+
+/* Leading, and the mirror has caught up with the win (fleet.md §3.5). */
+static bool agent_leads(fleet *f) {
+        int64_t fence;
+        return fleet_leading(f, &fence) && f->revision >= fence;
+}
+
+bool fleet_agent_leading(void *userdata) {
+        fleet *f = *(fleet **) userdata;
+        return f && f->joined && agent_leads(f);
+}
+
+size_t fleet_agent_nodes(void *userdata, const plan_node **ret) {
+        fleet *f = *(fleet **) userdata;
+        const char *key;
+        void *v;
+        size_t n = 0;
+
+        *ret = NULL;
+        if (!f)
+                return 0;
+        free(f->sched);
+        f->sched = new0(plan_node, tend_hashmap_size(f->nodes) + 1);
+        if (!f->sched)
+                return 0;
+        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &key, &v);) {
+                const fnode *fn = v;
+                const char *cap = json_string_value(json_object_get(
+                        json_object_get(json_object_get(fn->node, "status"), "capacity"), "pods"));
+                int64_t c = 0;
+                if (!fn->node)
+                        continue;
+                if (cap && safe_atoi64(cap, &c) < 0)
+                        c = 0;
+                f->sched[n++] = (plan_node){
+                        .name = fn->name,
+                        .ready = fn->holder != NULL,
+                        .unschedulable = json_is_true(json_object_get(
+                                json_object_get(fn->node, "spec"), "unschedulable")),
+                        .capacity = (int32_t) MIN(MAX(c, 0), INT32_MAX),
+                };
+        }
+        *ret = f->sched;
+        return n;
+}
+
+/* ---- life -------------------------------------------------------------------------------------
+ */
+
+void fleet__objects_settle(fleet *f) {
+        const char *key;
+        void *v;
+        bool leads = f->joined && agent_leads(f), wrote = false;
+        int r;
+
+        if (f->objs_dirty && f->store) {
+                f->objs_dirty = false;
+                (void) store_commit(f->store, false); /* a pass's, should one be open */
+                f->applying = true;
+                for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
+                        fobj *o = v;
+                        if (!o->apply)
+                                continue;
+                        r = apply_local(f, o);
+                        if (r < 0)
+                                log_warning_errno(r, "fleet: %s: cannot apply etcd's state: %m",
+                                                  key);
+                        wrote = true;
+                }
+                r = store_commit(f->store, false);
+                if (r < 0)
+                        log_warning_errno(r, "fleet: cannot write the mirror to the store: %m");
+                f->applying = false;
+                /* entries that hold nothing any more */
+                for (bool again = true; again;) {
+                        again = false;
+                        for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
+                                fobj *o = v;
+                                if (!o->main && !o->status && !o->dirty && !o->in_flight &&
+                                    !o->apply && !o->gone) {
+                                        fobj_maybe_forget(f, o);
+                                        again = true;
+                                        break;
+                                }
+                        }
+                }
+        }
+        if (f->c.agent && (leads != f->agent_leading || f->nodes_changed)) {
+                f->agent_leading = leads;
+                f->nodes_changed = false;
+                agent_fleet_changed(f->c.agent);
+        } else if (f->c.agent && wrote)
+                agent_kick(f->c.agent);
+        check_waiters(f);
+}
+
+int fleet__objects_init(fleet *f) {
+        if (!f->c.agent)
+                return 0;
+        f->store = agent_get_store(f->c.agent);
+        f->objs = tend_hashmap_new();
+        if (!f->objs)
+                return -ENOMEM;
+        return store_subscribe(f->store, on_local_change, f);
+}
+
+void fleet__objects_close(fleet *f) {
+        if (f->store)
+                store_unsubscribe(f->store, on_local_change, f);
+        f->store = NULL;
+        while (f->waiters) {
+                fwaiter *w = f->waiters;
+                f->waiters = w->next;
+                free(w);
+        }
+}
+
+void fleet__objects_free(fleet *f) {
+        const char *key;
+        void *v;
+
+        for (size_t i = 0; f->objs && tend_hashmap_next(f->objs, &i, &key, &v);)
+                fobj_free(v);
+        tend_hashmap_free(f->objs);
+        free(f->sched);
+}

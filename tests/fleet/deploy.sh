@@ -1,0 +1,203 @@
+#!/bin/sh
+# One declared state for the fleet (issue 17, fleet.md §3.3–3.9), through a
+# real 3-member etcd and three real tendd: a Deployment applied on one node
+# is the fleet's; the leader alone makes its ReplicaSet and pods, each pod
+# bound to a node at creation, spread over the nodes; each node runs the
+# pods bound to it (its own children) and only those; every node shows
+# every pod with its NODE; the apply is answered once etcd has it; a killed
+# replica comes back; a cordoned node gets no new pods; scale and delete
+# reach every node; a rolling update across the nodes keeps its bounds.
+. "$(dirname "$0")/../cli/lib.sh"
+. "$(dirname "$0")/etcd.sh"
+. "$(dirname "$0")/lib.sh"
+
+fleet_etcd
+
+ttl=3
+pids=
+node() { # K: tendd nK
+    k=$1
+    "$bin/tendd" --state-dir "$tmp/n$k" --socket "$tmp/n$k.sock" --port-range "4${k}000-4${k}999" \
+        --fleet "$ETCD_ENDPOINTS" --node-name "n$k" --lease-ttl "${ttl}s" --resync 5s \
+        >>"$tmp/n$k.log" 2>&1 &
+    eval "n${k}_pid=$!"
+    pids="$pids $!"
+    wait_for 15 sh -c "TEND_SOCKET=$tmp/n$k.sock $bin/tend version" ||
+        { echo "tendd n$k did not come up:"; tail -5 "$tmp/n$k.log"; exit 1; }
+}
+cleanup_deploy() {
+    for p in $pids; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    etcd_cluster_stop
+    if [ "$failures" -ne 0 ]; then
+        for k in 1 2 3; do echo "---- n$k ----"; tail -25 "$tmp/n$k.log"; done
+    fi
+    cleanup
+}
+trap cleanup_deploy EXIT
+
+deploy() { # NAME REPLICAS [VERSION]
+    cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1}
+spec:
+  replicas: $2
+  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        command: ["$testprog", "sleep"]
+        env: [{name: TEST_MARKER, value: "$tmp"}, {name: VERSION, value: "${3:-v1}"}]
+        readinessProbe: {exec: {command: [/bin/true]}, periodSeconds: 1}
+YAML
+}
+
+# pods_on ON APP: "name node phase ready pid" per pod of APP that node ON shows.
+pods_on() {
+    curl -s --unix-socket "$tmp/n$1.sock" \
+        "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3D$2" |
+        jq -r '.items[] | .status.containerStatuses[0] as $c |
+            [.metadata.name, (.spec.nodeName // "-"), .status.phase,
+             ([.status.conditions[]? | select(.type == "Ready") | .status][0] // "-"),
+             ($c.containerID // "-" | sub("process://"; ""))] | join(" ")' | sort
+}
+# running ON APP N: node ON shows N pods of APP, each Running and Ready.
+running() {
+    [ "$(pods_on "$1" "$2" | awk '$3 == "Running" && $4 == "True"' | wc -l)" -eq "$3" ] &&
+        [ "$(pods_on "$1" "$2" | wc -l)" -eq "$3" ]
+}
+# spread APP: "n1 n2 n3" counts of APP's pods per node, as n1 sees them.
+spread() {
+    pods_on 1 "$1" >"$tmp/spread"
+    for k in 1 2 3; do awk -v x="n$k" '$2 == x' "$tmp/spread" | wc -l; done | paste -sd' ' -
+}
+# children K APP: how many of APP's pods bound to nK have a process whose
+# parent is nK's tendd.
+children() {
+    eval "cp=\$n${1}_pid"
+    pods_on 1 "$2" | awk -v x="n$1" '$2 == x { print $5 }' | while read -r pid; do
+        [ "$(awk '{ print $4 }' "/proc/$pid/stat" 2>/dev/null)" = "$cp" ] && echo "$pid"
+    done | wc -l
+}
+
+for k in 1 2 3; do node "$k"; done
+wait_for 10 sh -c "[ \"\$(TEND_SOCKET=$tmp/n1.sock $bin/tend get nodes | awk '\$3 == \"leader\"' | wc -l)\" = 1 ]" ||
+    fail "nobody leads"
+lead=$(leader_of 1)
+echo "$lead leads"
+
+# ---- apply on a node that does not lead: the fleet's ----
+k_apply=1
+[ "$lead" = n1 ] && k_apply=2
+deploy web 6 | on "$k_apply" apply -f - >"$tmp/apply.out" 2>&1 || fail "apply on n$k_apply: $(cat "$tmp/apply.out")"
+# answered once etcd has it: every node has the Deployment at once
+for k in 1 2 3; do
+    on "$k" get deployment web >/dev/null 2>&1 || wait_for 1 sh -c "TEND_SOCKET=$tmp/n$k.sock $bin/tend get deployment web" ||
+        fail "n$k does not have deployment/web a second after the apply answered"
+done
+etcdctl_fleet() { ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" "$@"; }
+if [ "$(etcdctl_fleet get --keys-only /tend/v1/deployments/default/web | head -1)" = /tend/v1/deployments/default/web ]; then
+    ok "the apply on n$k_apply was answered once etcd had the Deployment (its key is there)"
+else
+    fail "no key /tend/v1/deployments/default/web in etcd after the apply"
+fi
+if wait_for 20 running 1 web 6 && wait_for 5 running 2 web 6 && wait_for 5 running 3 web 6; then
+    ok "6 pods Running and Ready, the same on every node"
+else
+    fail "not 6 running pods everywhere: n1 $(pods_on 1 web | wc -l), n2 $(pods_on 2 web | wc -l), n3 $(pods_on 3 web | wc -l)"
+    pods_on 1 web
+fi
+s=$(spread web)
+[ "$s" = "2 2 2" ] && ok "spread over the nodes: $s" || fail "spread: $s (want 2 2 2)"
+c1=$(children 1 web) c2=$(children 2 web) c3=$(children 3 web)
+if [ "$c1" = 2 ] && [ "$c2" = 2 ] && [ "$c3" = 2 ]; then
+    ok "each node runs the pods bound to it, as its own children ($c1 $c2 $c3)"
+else
+    fail "children of each tendd: $c1 $c2 $c3 (want 2 2 2)"
+fi
+on 3 get pods -o wide >"$tmp/wide"
+if [ "$(awk 'NR > 1 && $1 ~ /^web-/ { print $9 }' "$tmp/wide" | sort | uniq -c | awk '{ print $1 }' | paste -sd' ' -)" = "2 2 2" ]; then
+    ok "tend get pods -o wide on n3 shows every pod with its NODE"
+else
+    fail "get pods -o wide on n3:"; cat "$tmp/wide"
+fi
+rs=$(etcdctl_fleet get --prefix --keys-only /tend/v1/replicasets/ | grep -c web)
+st=$(etcdctl_fleet get --prefix --keys-only /tend/v1/status/pods/ | grep -c web)
+[ "$rs" = 1 ] && [ "$st" = 6 ] && ok "etcd: one ReplicaSet, a status key per pod" ||
+    fail "etcd keys: $rs replicasets, $st pod statuses"
+
+# ---- a killed replica comes back (on whichever node) ----
+victim=$(pods_on 1 web | awk -v x="$lead" '$2 != x { print $5; exit }')
+kill -KILL "$victim"
+if wait_for 10 sh -c "[ \"\$(curl -s --unix-socket $tmp/n1.sock 'http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dweb' | jq '[.items[] | select(.status.phase == \"Running\" and (.status.containerStatuses[0].containerID | endswith(\"//$victim\") | not))] | length')\" = 6 ]"; then
+    ok "a killed replica (pid $victim) is replaced: 6 running again"
+else
+    fail "after kill -9 of $victim:"; pods_on 1 web
+fi
+
+# ---- scale down, seen everywhere; the processes of the pods that went are gone ----
+before_pids=$(pods_on 1 web | awk '{ print $5 }')
+on "$k_apply" scale deploy/web --replicas=3 >/dev/null || fail "scale to 3"
+wait_for 15 running 3 web 3 && ok "scaled to 3: n3 shows 3" || { fail "scale to 3: n3 shows"; pods_on 3 web; }
+# shellcheck disable=SC2086
+wait_for 5 sh -c "[ \$(for p in $(echo $before_pids); do kill -0 \$p 2>/dev/null && echo \$p; done | wc -l) = 3 ]" &&
+    ok "3 of the 6 processes stopped, on whichever node they ran" ||
+    fail "processes of web still live after the scale-down: $(for p in $before_pids; do kill -0 "$p" 2>/dev/null && echo "$p"; done | wc -l)"
+
+# ---- a cordoned node gets no new pods ----
+on 1 cordon n3 >/dev/null || fail "cordon n3"
+wait_for 5 sh -c "TEND_SOCKET=$tmp/n$k_apply.sock $bin/tend get nodes | grep -q 'n3 .*SchedulingDisabled'" ||
+    fail "n3 is not SchedulingDisabled"
+before=$(pods_on 1 web | awk '$2 == "n3"' | wc -l)
+on 2 scale deploy/web --replicas=7 >/dev/null || fail "scale to 7"
+wait_for 20 running 1 web 7 || { fail "scale to 7"; pods_on 1 web; }
+after=$(pods_on 1 web | awk '$2 == "n3"' | wc -l)
+[ "$after" = "$before" ] && ok "scaled to 7 with n3 cordoned: n3 still has $after, no new one" ||
+    fail "n3 got new pods while cordoned: $before → $after"
+on 1 uncordon n3 >/dev/null || fail "uncordon n3"
+
+# ---- a rolling update across the nodes keeps its bounds (maxSurge 1, maxUnavailable 0) ----
+deploy web 7 v2 | on 3 apply -f - >/dev/null || fail "apply v2"
+max_live=0 min_ready=99
+for _ in $(seq 300); do
+    pods_on 1 web >"$tmp/now"
+    live=$(awk '$3 != "Failed" && $3 != "Succeeded"' "$tmp/now" | wc -l)
+    ready=$(awk '$4 == "True"' "$tmp/now" | wc -l)
+    [ "$live" -gt "$max_live" ] && max_live=$live
+    [ "$ready" -lt "$min_ready" ] && min_ready=$ready
+    on 1 rollout status deploy/web --timeout=1s >/dev/null 2>&1 && break
+    sleep 0.1
+done
+if on 1 rollout status deploy/web --timeout=1s >/dev/null 2>&1; then
+    ok "the rollout to v2 completed"
+else
+    fail "the rollout to v2 did not complete"; on 1 get rs
+fi
+[ "$max_live" -le 8 ] && ok "live pods stayed <= replicas + maxSurge (max seen $max_live)" ||
+    fail "live pods reached $max_live > 8"
+[ "$min_ready" -ge 7 ] && ok "ready pods stayed >= replicas - maxUnavailable (min seen $min_ready)" ||
+    fail "ready pods fell to $min_ready < 7"
+v2=$(curl -s --unix-socket "$tmp/n2.sock" "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dweb" |
+    jq '[.items[] | select(.spec.containers[0].env[1].value == "v2" and .status.phase == "Running")] | length')
+[ "$v2" = 7 ] && ok "n2 shows 7 v2 pods running" || fail "n2 shows $v2 v2 pods running"
+on 1 rollout history deploy/web 2>&1 | grep -q '^2 ' && ok "history has revision 2" ||
+    fail "rollout history: $(on 1 rollout history deploy/web 2>&1)"
+
+# ---- delete: gone everywhere, processes stopped ----
+on 2 delete deploy/web >/dev/null || fail "delete"
+if wait_for 15 sh -c "[ \$(curl -s --unix-socket $tmp/n3.sock http://localhost/api/v1/namespaces/default/pods | jq '.items | length') = 0 ]"; then
+    ok "deleted: no pod left on n3"
+else
+    fail "pods left after delete:"; pods_on 3 web
+fi
+wait_for 5 sh -c "[ -z \"\$(etcdctl_fleet() { ETCDCTL_API=3 etcdctl --endpoints=$ETCD_ENDPOINTS \"\$@\"; }; etcdctl_fleet get --prefix --keys-only /tend/v1/pods/)\" ]" &&
+    ok "no pod key left in etcd" || fail "pod keys left in etcd: $(etcdctl_fleet get --prefix --keys-only /tend/v1/pods/ | head -3)"
+
+# a tendd's stop leaves no report
+stop_tendds $pids
+pids=
+fleet_verdict
