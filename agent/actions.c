@@ -480,6 +480,54 @@ int agent_delete_pod(agent *a, const char *ns, const char *name, int64_t grace_s
         return acknowledge(a, store_put(a->store, STORE_POD, n, NULL));
 }
 
+int agent_evict_node(agent *a, const char *node, bool gone) {
+        const void *const *items;
+        size_t n = store_list(a->store, STORE_POD, &items), k = 0;
+        _cleanup_free_ const spec_pod **pods = new0(const spec_pod *, n + 1);
+        int r = 0;
+
+        if (!pods)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) { /* a copy: the writes below change the list */
+                const spec_pod *p = items[i];
+                if (streq_ptr(p->spec.node_name, node) && (gone || !p->metadata.deletion_timestamp))
+                        pods[k++] = p;
+        }
+        for (size_t i = 0; i < k && r >= 0; i++) {
+                const spec_pod *p = pods[i];
+                spec_pod *c;
+                if (gone) {
+                        log_info("pod/%s: its node/%s was deleted; removed", p->metadata.name,
+                                 node);
+                        r = agent__remove_pod(a, p);
+                        continue;
+                }
+                (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "NodeLost",
+                                    "node/%s lost its lease: the pod is deleted and replaced on "
+                                    "another node; node/%s stops it if it comes back",
+                                    node, node);
+                c = spec_pod_copy(p);
+                if (!c)
+                        return -ENOMEM;
+                c->metadata.deletion_timestamp = agent_wall(a);
+                c->metadata.deletion_grace_period_seconds =
+                        c->spec.termination_grace_period_seconds;
+                log_info("pod/%s: node/%s is lost; evicted", p->metadata.name, node);
+                r = store_put(a->store, STORE_POD, c, NULL);
+        }
+        if (r >= 0 && !a->processing)
+                r = store_commit(a->store, false);
+        if (r < 0) {
+                store_rollback(a->store);
+                agent__drop_events(a);
+                return r;
+        }
+        agent__flush_events(a);
+        if (k)
+                agent_kick(a);
+        return (int) MIN(k, (size_t) INT_MAX);
+}
+
 /* ---- rollback (§4) -------------------------------------------------------------------------- */
 
 typedef struct rollback_arg {

@@ -286,6 +286,8 @@ void ctl_pod_undo_early(agent *a) {
 
 /* ---- exits ------------------------------------------------------------------------------- */
 
+static int restart_in_place(agent *a, spec_pod *n, spec_container_status *cs);
+
 static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
         _cleanup_(spec_pod_freep) spec_pod *n = NULL;
         const rt_exit *e = &pr->exit;
@@ -348,6 +350,8 @@ static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
                 (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "ProcessExited",
                                     "Container %s %s", agent__container_name(p), strna(what));
                 r = note_death(a, p, n, was_ready || pr->ready, pr->started_wall, e->finished_at);
+                if (r >= 0 && agent__fleet(a))
+                        r = restart_in_place(a, n, cs);
                 if (r < 0)
                         return r;
                 if (pr->liveness_failed)
@@ -361,6 +365,41 @@ static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
         }
         (void) store_delete_record(a->store, p->metadata.uid);
         return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
+}
+
+/* In a fleet, a process that dies is restarted in place (fleet.md §3.7,
+ * as the kubelet does): the pod stays, its container's last state is the
+ * death, restartCount + 1, and it starts again after its crash-loop
+ * back-off — on this node, needing neither the leader nor etcd (a node cut
+ * off keeps its pods going). n: the pod with its death written (note_death). */
+static int restart_in_place(agent *a, spec_pod *n, spec_container_status *cs) {
+        const char *after = spec_map_get(&n->metadata.annotations, AGENT_ANN_REPLACE_AFTER);
+        usec_t until = 0, now = agent_wall(a);
+        char when[TIMESTAMP_MAX], d[DURATION_MAX];
+        int r = 0;
+
+        if (after && parse_timestamp(after, &until) < 0)
+                until = 0;
+        (void) spec_map_remove(&n->metadata.annotations, AGENT_ANN_REPLACE_AFTER);
+        n->status.phase = SPEC_POD_PENDING;
+        spec_done(&spec_type_container_state, &cs->last_state);
+        cs->last_state = cs->state;
+        cs->state = (spec_container_state){};
+        cs->restart_count++;
+        if (until > now) {
+                _cleanup_free_ char *msg = strprintf(
+                        "back-off %s restarting failed container=%s pod=%s",
+                        format_duration(d, until - now), cs->name, n->metadata.name);
+                RET_GATHER(r, spec_map_set(&n->metadata.annotations, AGENT_ANN_START_AFTER,
+                                           format_timestamp(when, until)));
+                RET_GATHER_PTR(r, msg);
+                RET_GATHER(r, agent__set_waiting(cs, "CrashLoopBackOff", msg));
+                a->metrics.backoffs++;
+        } else {
+                (void) spec_map_remove(&n->metadata.annotations, AGENT_ANN_START_AFTER);
+                RET_GATHER(r, agent__set_waiting(cs, "ContainerCreating", NULL));
+        }
+        return r;
 }
 
 /* ---- the sync ------------------------------------------------------------------------------ */
@@ -508,6 +547,8 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
         case PLAN_POD_REFLECT:
                 return reflect(a, p, pr);
         case PLAN_POD_START:
+                if (a->fleet.in_etcd && !a->fleet.in_etcd(a->fleet.userdata, p))
+                        return 0; /* agent_touch() once etcd has it */
                 return begin_start(a, p);
         case PLAN_POD_WAIT_UNTIL:
                 agent__enqueue_at_wall(a, STORE_POD, ns, name, step.at);

@@ -437,6 +437,11 @@ static int deployment_room(agent *a, const spec_replica_set *rs, room *ret) {
                 if (!po || !streq_ptr(p->metadata.namespace, d->metadata.namespace) ||
                     spec_pod_terminal(p))
                         continue;
+                /* on a lost node: unknown, not live (else one dead node
+                 * would hold every rollout) */
+                if (p->metadata.deletion_timestamp && p->spec.node_name && a->fleet.node_lost &&
+                    a->fleet.node_lost(a->fleet.userdata, p->spec.node_name))
+                        continue;
                 for (size_t j = 0; j < k && !ours; j++)
                         ours = streq_ptr(po->uid, uids[j]);
                 if (!ours)

@@ -153,6 +153,11 @@ void agent_fleet_changed(agent *a) {
         agent_kick(a);
 }
 
+void agent_touch(agent *a, store_kind kind, const char *ns, const char *name) {
+        agent__enqueue(a, kind, ns, name);
+        agent_kick(a);
+}
+
 /* The commit failed: the starts it held were rolled back with it. */
 static void forget_starts(agent *a) {
         for (size_t i = 0; i < a->n_starts; i++) {

@@ -260,6 +260,16 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
 
         if (!p)
                 return api__not_found(r, api__resource(STORE_POD), name);
+        /* in a fleet, a pod's log is on its node */
+        if (s->fleet && p->spec.node_name && !streq(p->spec.node_name, agent_node_name(s->agent)))
+                return api__send_status(r, 400, "BadRequest",
+                                        "pod \"%s\" runs on node %s, which keeps its log: ask "
+                                        "that node's tendd (tend --socket ITS-SOCKET logs %s)",
+                                        name, p->spec.node_name, name);
+        if (!p->spec.node_name && s->fleet)
+                return api__send_status(r, 400, "BadRequest",
+                                        "pod \"%s\" is not bound to a node yet: it has no log",
+                                        name);
         if (tl && (safe_atoi64(tl, &tail) < 0 || tail < 0))
                 return api__send_status(r, 400, "BadRequest",
                                         "tailLines must be a non-negative integer");

@@ -16,6 +16,7 @@
  * that no two lead at once). */
 static void start_leading(fleet *f, int64_t fence) {
         if (!f->leading) {
+                f->leading_since = now_monotonic();
                 log_info("fleet: this node leads the fleet (fencing revision %" PRId64 ")", fence);
                 log_debug("fleet: leading from monotonic %" PRIu64, (uint64_t) now_monotonic());
         }

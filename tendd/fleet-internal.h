@@ -16,8 +16,9 @@ typedef struct fnode {
         char *name;
         json_t *node; /* the stored Node; NULL: no key (a lease without one) */
         int64_t node_mod;
-        json_t *holder; /* the nodeleases value; NULL: nobody holds the name */
-        usec_t since;   /* wall: when it was seen to join or to go */
+        json_t *holder;   /* the nodeleases value; NULL: nobody holds the name */
+        usec_t since;     /* wall: when it was seen to join or to go */
+        usec_t lost_mono; /* monotonic: when its lease was seen to go; 0: it holds one */
 } fnode;
 
 typedef struct op op;
@@ -90,8 +91,11 @@ struct fleet {
         int64_t hold_until; /* a refused write: the mirror reaches this first */
         uv_timer_t flush;
         fwaiter *waiters;
-        bool agent_leading; /* what the agent was last told */
-        plan_node *sched;   /* fleet_agent_nodes()'s answer */
+        bool agent_leading;   /* what the agent was last told */
+        usec_t leading_since; /* monotonic: this term's start */
+        uv_timer_t lifecycle; /* the leader's node lifecycle, every 500 ms */
+        bool disrupted;       /* the mass-loss guard holds (said once) */
+        plan_node *sched;     /* fleet_agent_nodes()'s answer */
         /* fleet-api.c's: set by fleet_api() */
         api_fleet api;
         void (*ops_close)(fleet *f); /* cancels what is still out (no answers) */

@@ -37,10 +37,8 @@ static const char *const kind_names[] = {
 
 /* The annotations of a pod its node writes (in its status key). */
 static const char *const node_annotations[] = {
-        AGENT_ANN_PORTS,
-        AGENT_ANN_STATUS,
-        AGENT_ANN_CRASH_STREAK,
-        AGENT_ANN_REPLACE_AFTER,
+        AGENT_ANN_PORTS,         AGENT_ANN_STATUS,      AGENT_ANN_CRASH_STREAK,
+        AGENT_ANN_REPLACE_AFTER, AGENT_ANN_START_AFTER, /* a restart in place's back-off */
 };
 
 struct fobj {
@@ -48,12 +46,14 @@ struct fobj {
         char *ns, *name;
         json_t *main, *status; /* as etcd has them; NULL: no key */
         int64_t main_mod, main_create, status_mod;
-        bool apply;          /* etcd changed it: the local object follows */
-        bool gone;           /* etcd deleted it while its process stops here */
-        bool dirty;          /* written here, not acknowledged */
-        bool in_flight;      /* in the txn that is out */
-        json_t *want_main;   /* what to send; NULL with dirty: a delete */
-        json_t *want_status; /* NULL: no status */
+        bool apply;                    /* etcd changed it: the local object follows */
+        bool gone;                     /* etcd deleted it while its process stops here */
+        bool dirty;                    /* written here, not acknowledged */
+        bool dirty_main, dirty_status; /* ... which of its keys */
+        bool apply_after;              /* etcd changed it while a write was out */
+        bool in_flight;                /* in the txn that is out */
+        json_t *want_main;             /* what to send; NULL with dirty: a delete */
+        json_t *want_status;           /* NULL: no status */
         json_t *sent_main, *sent_status;
         bool sent_delete;
         uint64_t seq, sent_seq, pending_from; /* local changes: the last, the sent, the
@@ -226,6 +226,8 @@ static int apply_local(fleet *f, fobj *o) {
         int r;
 
         o->apply = false;
+        if (o->dirty && o->dirty_main && !o->want_main)
+                return 0; /* this node deleted it: that goes to etcd */
         if (!o->main) {
                 if (!cur)
                         return 0;
@@ -236,7 +238,9 @@ static int apply_local(fleet *f, fobj *o) {
                 return store_delete(f->store, o->kind, o->ns, o->name);
         }
         o->gone = false;
-        j = join(o->main, o->status);
+        /* what this node has not sent yet stays, over etcd's */
+        j = join(o->dirty && o->dirty_main && o->want_main ? o->want_main : o->main,
+                 o->dirty && o->dirty_status ? o->want_status : o->status);
         if (!j)
                 return -ENOMEM;
         r = spec_decode_new(t, j, &errs, &obj);
@@ -274,7 +278,9 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
                 log_warning("fleet: %s is not JSON; skipped", kv->key);
                 return;
         }
-        echo = o->in_flight && (deleted ? o->sent_delete || !sent : json_equal(v, sent));
+        echo = o->in_flight && (deleted ? o->sent_delete : json_equal(v, sent));
+        if (echo && !status && !deleted && !o->main && o->kind == STORE_POD && f->c.agent)
+                agent_touch(f->c.agent, o->kind, o->ns, o->name); /* etcd has it: may start */
         json_decref(*slot);
         *slot = v;
         *mod = deleted ? 0 : kv->mod_revision;
@@ -282,15 +288,23 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
                 o->main_create = deleted ? 0 : kv->create_revision;
         if (echo)
                 return; /* the write that is out: its answer settles it */
-        /* Another's write: it wins over what this node has not sent (the
-         * agent decides again on it). A write that is out is refused. */
-        if (o->dirty && !o->in_flight) {
-                o->dirty = false;
+        if (o->in_flight) {
+                o->apply_after = true; /* that write is refused, or goes on */
+                return;
+        }
+        /* Another's write of a key this node meant to write: it wins (the
+         * agent decides again on it). Of the other key: this node's write
+         * of it goes on, and what it sends of this one is etcd's. */
+        if (o->dirty && (status ? o->dirty_status : o->dirty_main)) {
+                o->dirty = o->dirty_main = o->dirty_status = false;
                 fleet__objects_failed(f, o->pending_from);
                 o->pending_from = 0;
+        } else if (o->dirty) {
+                json_t **want = status ? &o->want_status : &o->want_main;
+                json_decref(*want);
+                *want = json_incref(v);
         }
-        if (!o->in_flight)
-                o->apply = true;
+        o->apply = true;
 }
 
 bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted) {
@@ -398,17 +412,26 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
         if (!o->in_flight && json_equal(main, o->main) && json_equal(status, o->status) &&
             !(change == STORE_DELETED && o->main)) {
                 /* what etcd has already (put back by a refusal, or unchanged) */
-                if (o->dirty)
-                        fleet__objects_failed(f, 0), o->dirty = false, o->pending_from = 0;
+                o->dirty = o->dirty_main = o->dirty_status = false;
+                o->pending_from = 0;
                 if (change == STORE_DELETED)
                         fobj_maybe_forget(f, o);
                 return;
         }
         o->dirty = true;
+        o->dirty_main = change == STORE_DELETED || !json_equal(main, o->main);
+        o->dirty_status = change != STORE_DELETED && !json_equal(status, o->status);
         o->seq = ++f->seq;
         if (!o->pending_from)
                 o->pending_from = o->seq;
-        o->fence_at = fleet_leading(f, &fence) ? fence : 0;
+        /* The leader's writes are fenced; a node's status of its own pod
+         * is not the leader's (it would be undone with the leadership). */
+        o->fence_at = fleet_leading(f, &fence) &&
+                                      !(kind == STORE_POD && !o->dirty_main &&
+                                        streq_ptr(((const spec_pod *) obj)->spec.node_name,
+                                                  f->node_name))
+                              ? fence
+                              : 0;
         schedule_flush(f, 0);
 }
 
@@ -417,7 +440,7 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
 static void undo(fleet *f, fobj *o) {
         if (o->dirty)
                 fleet__objects_failed(f, o->pending_from);
-        o->dirty = false;
+        o->dirty = o->dirty_main = o->dirty_status = false;
         o->pending_from = 0;
         o->apply = true;
         f->objs_dirty = true;
@@ -427,8 +450,9 @@ static void undo(fleet *f, fobj *o) {
 static bool build(fleet *f, fobj *o, json_t *cmp, json_t *ops) {
         _cleanup_free_ char *km = etcd_key(f, o, false), *ks = etcd_key(f, o, true);
         bool del = !o->want_main;
-        bool put_main = !del && !json_equal(o->want_main, o->main);
-        bool put_status = !del && o->want_status && !json_equal(o->want_status, o->status);
+        bool put_main = !del && o->dirty_main && !json_equal(o->want_main, o->main);
+        bool put_status = !del && o->dirty_status && o->want_status &&
+                          !json_equal(o->want_status, o->status);
         _cleanup_free_ char *tm = NULL, *ts = NULL;
 
         if (!km || !ks)
@@ -502,8 +526,8 @@ static void flush(fleet *f) {
                         }
                         if (!build(f, o, cmp, ops)) {
                                 if (o->want_main || o->main) {
-                                        o->dirty = false; /* etcd has it */
-                                        o->pending_from = 0;
+                                        o->dirty = o->dirty_main = o->dirty_status = false;
+                                        o->pending_from = 0; /* etcd has it */
                                 } else
                                         undo(f, o); /* a status for what etcd does not have */
                                 continue;
@@ -548,6 +572,11 @@ static void on_txn(const etcd_result *r, void *userdata) {
         for (size_t i = 0; i < n; i++) {
                 fobj *o = f->sent[i];
                 o->in_flight = false;
+                if (r->error < 0 || !r->succeeded) {
+                        if (o->apply_after)
+                                o->apply = f->objs_dirty = true;
+                        o->apply_after = false;
+                }
                 if (r->error < 0)
                         continue; /* sent again */
                 if (!r->succeeded) {
@@ -561,8 +590,11 @@ static void on_txn(const etcd_result *r, void *userdata) {
                         o->main_mod = o->main_create = o->status_mod = 0;
                 } else {
                         if (!json_equal(o->sent_main, o->main)) {
-                                if (!o->main)
+                                if (!o->main) {
                                         o->main_create = r->revision;
+                                        if (o->kind == STORE_POD && f->c.agent) /* may start */
+                                                agent_touch(f->c.agent, o->kind, o->ns, o->name);
+                                }
                                 json_decref(o->main);
                                 o->main = json_incref(o->sent_main);
                                 o->main_mod = r->revision;
@@ -574,10 +606,15 @@ static void on_txn(const etcd_result *r, void *userdata) {
                         }
                 }
                 if (o->seq == o->sent_seq) {
-                        o->dirty = false;
+                        o->dirty = o->dirty_main = o->dirty_status = false;
                         o->pending_from = 0;
                 } else
                         o->pending_from = o->sent_seq + 1;
+                if (o->apply_after) { /* what etcd changed meanwhile, this node's kept */
+                        o->apply_after = false;
+                        o->apply = true;
+                        f->objs_dirty = true;
+                }
         }
         if (r->error < 0) {
                 log_warning("fleet: writing %zu object%s to etcd: %s; trying again", n,
@@ -694,7 +731,11 @@ static bool agent_leads(fleet *f) {
 
 bool fleet_agent_leading(void *userdata) {
         fleet *f = *(fleet **) userdata;
-        return f && f->joined && agent_leads(f);
+        bool leads = f && f->joined && agent_leads(f);
+
+        if (f && leads != f->agent_leading)
+                schedule_flush(f, 0); /* its settle tells the agent: a resync */
+        return leads;
 }
 
 size_t fleet_agent_nodes(void *userdata, const plan_node **ret) {
@@ -729,6 +770,67 @@ size_t fleet_agent_nodes(void *userdata, const plan_node **ret) {
         }
         *ret = f->sched;
         return n;
+}
+
+bool fleet_agent_in_etcd(void *userdata, const spec_pod *p) {
+        fleet *f = *(fleet **) userdata;
+        fobj *o = f && f->objs
+                          ? fobj_get(f, STORE_POD, p->metadata.namespace, p->metadata.name, false)
+                          : NULL;
+        return o && o->main;
+}
+
+bool fleet_agent_node_lost(void *userdata, const char *node) {
+        fleet *f = *(fleet **) userdata;
+        fnode *n = f ? fleet__node(f, node, false) : NULL;
+        return n && !n->holder;
+}
+
+/* ---- the leader's node lifecycle (fleet.md §3.7) -------------------------------------------- */
+
+static void on_lifecycle(uv_timer_t *t) {
+        fleet *f = t->data;
+        usec_t now = now_monotonic();
+        size_t n = tend_hashmap_size(f->nodes), k = 0, held = 0, n_pods;
+        _cleanup_free_ plan_node_state *st = new0(plan_node_state, n + 1);
+        _cleanup_free_ plan_node_verdict *v = new0(plan_node_verdict, n + 1);
+        _cleanup_strv_free_ char **unknown = NULL;
+        const void *const *pods;
+        const char *key;
+        void *val;
+        plan_fleet_view view;
+
+        if (!f->c.agent || !f->joined || !agent_leads(f) || !st || !v)
+                return;
+        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &key, &val) && k < n;) {
+                const fnode *fn = val;
+                /* a new leader starts the clocks at its takeover */
+                st[k++] = (plan_node_state){ .name = fn->name,
+                                             .live = fn->holder != NULL,
+                                             .lost_since = MAX(fn->lost_mono, f->leading_since) };
+        }
+        view = plan_node_lifecycle(st, k, now, f->c.lost_after, PLAN_FLEET_DISRUPTION,
+                                   f->leading_since, (usec_t) f->c.ttl * USEC_PER_SEC, v);
+        for (size_t i = 0; i < k; i++)
+                if (v[i] == PLAN_NODE_EVICT)
+                        (void) agent_evict_node(f->c.agent, st[i].name, false);
+                else if (v[i] == PLAN_NODE_HOLD)
+                        held++;
+        if (view.disrupted && held && !f->disrupted)
+                log_warning("fleet: %zu of %zu nodes lost their leases together (or this node "
+                            "leads since less than a TTL): evicting nothing until they come back "
+                            "(FleetDisruption)",
+                            held, k);
+        f->disrupted = view.disrupted && held;
+        /* pods of a node that was deleted (no Node, no lease): removed */
+        n_pods = store_list(f->store, STORE_POD, &pods);
+        for (size_t i = 0; i < n_pods; i++) {
+                const char *node = ((const spec_pod *) pods[i])->spec.node_name;
+                if (node && !fleet__node(f, node, false) && !strv_contains(unknown, node))
+                        (void) strv_extend(&unknown, node);
+        }
+        for (size_t i = 0; unknown && unknown[i]; i++)
+                (void) agent_evict_node(f->c.agent, unknown[i], true);
 }
 
 /* ---- life -------------------------------------------------------------------------------------
@@ -788,6 +890,7 @@ int fleet__objects_init(fleet *f) {
         f->objs = tend_hashmap_new();
         if (!f->objs)
                 return -ENOMEM;
+        uv_timer_start(&f->lifecycle, on_lifecycle, 500, 500);
         return store_subscribe(f->store, on_local_change, f);
 }
 

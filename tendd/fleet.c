@@ -151,6 +151,8 @@ void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
         if (!n)
                 return;
         f->nodes_changed = true;
+        if (!n->holder && !n->lost_mono)
+                n->lost_mono = now_monotonic(); /* a node seen without its lease */
         if (is_node) {
                 if (!deleted && kv->mod_revision <= n->node_mod)
                         return; /* our own write, applied already */
@@ -161,6 +163,10 @@ void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
                 bool was = n->holder != NULL;
                 json_decref(n->holder);
                 n->holder = deleted ? NULL : json_loadb(kv->value, kv->value_len, 0, NULL);
+                if (!n->holder && (was || !n->lost_mono))
+                        n->lost_mono = now_monotonic();
+                else if (n->holder)
+                        n->lost_mono = 0;
                 if (was != (n->holder != NULL) || !n->since) {
                         n->since = now_realtime();
                         if (f->joined)
@@ -721,6 +727,8 @@ void fleet_close(fleet *f) {
         uv_close((uv_handle_t *) &f->elect, on_handle_closed);
         uv_timer_stop(&f->flush);
         uv_close((uv_handle_t *) &f->flush, on_handle_closed);
+        uv_timer_stop(&f->lifecycle);
+        uv_close((uv_handle_t *) &f->lifecycle, on_handle_closed);
 }
 
 int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why, void *userdata),
@@ -766,7 +774,9 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
         f->elect.data = f;
         uv_timer_init(c->loop, &f->flush);
         f->flush.data = f;
-        f->open_handles = 5;
+        uv_timer_init(c->loop, &f->lifecycle);
+        f->lifecycle.data = f;
+        f->open_handles = 6;
         if (gethostname(f->hostname, sizeof f->hostname - 1) < 0)
                 strcpy(f->hostname, "localhost");
         read_boot_id(f->boot_id);

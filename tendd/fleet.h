@@ -41,6 +41,7 @@ typedef struct fleet_config {
         /* The agent whose store mirrors the fleet's objects; NULL: nodes
          * only. */
         agent *agent;
+        usec_t lost_after; /* a node lost this long: its pods are replaced; 0: at once */
 } fleet_config;
 
 /* Joins: schema, session lease (resumed when the last run's is alive),
@@ -56,6 +57,8 @@ bool fleet_leading(const fleet *f, int64_t *ret_fence);
 /* agent_fleet's functions; userdata: a fleet ** (NULL until joined). */
 bool fleet_agent_leading(void *userdata);
 size_t fleet_agent_nodes(void *userdata, const plan_node **ret);
+bool fleet_agent_in_etcd(void *userdata, const spec_pod *p);
+bool fleet_agent_node_lost(void *userdata, const char *node);
 /* What the API asks of the fleet (valid while f is). */
 const api_fleet *fleet_api(fleet *f);
 /* Leaves the fleet at once (tendd --stop-pods-on-exit, its pods stopped):

@@ -39,6 +39,8 @@ typedef struct args {
         json_t *node_labels;
         char *etcd_prefix;
         int64_t lease_ttl;
+        usec_t lost_after;
+        bool has_lost_after;
         char *etcd_ca, *etcd_cert, *etcd_key, *etcd_user, *etcd_password_file;
         bool no_leader;
 } args;
@@ -201,6 +203,9 @@ static void usage(FILE *f) {
                 "  --lease-ttl DURATION     the node's lease: it counts as gone this long\n"
                 "                           after its tendd stops renewing it (default 10s,\n"
                 "                           at least 2s)\n"
+                "  --node-lost-after DURATION  a node without its lease this long has its\n"
+                "                           pods replaced on other nodes (default 10s; the\n"
+                "                           leader holds back while >= 55%% are lost at once)\n"
                 "  --stop-pods-on-exit      on SIGTERM, stop every pod (each with its grace\n"
                 "                           period) before exiting, instead of leaving them\n"
                 "                           running for the next tendd to adopt\n"
@@ -235,6 +240,7 @@ static int parse_args(int argc, char **argv, args *a) {
                 OPT_NODE_LABELS,
                 OPT_ETCD_PREFIX,
                 OPT_LEASE_TTL,
+                OPT_NODE_LOST_AFTER,
                 OPT_ETCD_CA,
                 OPT_ETCD_CERT,
                 OPT_ETCD_KEY,
@@ -263,6 +269,7 @@ static int parse_args(int argc, char **argv, args *a) {
                 { "node-labels", required_argument, NULL, OPT_NODE_LABELS },
                 { "etcd-prefix", required_argument, NULL, OPT_ETCD_PREFIX },
                 { "lease-ttl", required_argument, NULL, OPT_LEASE_TTL },
+                { "node-lost-after", required_argument, NULL, OPT_NODE_LOST_AFTER },
                 { "etcd-cacert", required_argument, NULL, OPT_ETCD_CA },
                 { "etcd-cert", required_argument, NULL, OPT_ETCD_CERT },
                 { "etcd-key", required_argument, NULL, OPT_ETCD_KEY },
@@ -405,6 +412,17 @@ static int parse_args(int argc, char **argv, args *a) {
                         a->lease_ttl = (int64_t) (ttl / USEC_PER_SEC);
                         break;
                 }
+                case OPT_NODE_LOST_AFTER:
+                        if (parse_duration(optarg, &a->lost_after) < 0 ||
+                            a->lost_after > 24 * 3600 * USEC_PER_SEC) {
+                                fprintf(stderr,
+                                        "tendd: --node-lost-after %s: expected a duration up to "
+                                        "24h, e.g. 10s, 0s (at once)\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        a->has_lost_after = true;
+                        break;
                 case OPT_ETCD_CA:
                         a->etcd_ca = optarg;
                         break;
@@ -440,11 +458,12 @@ static int parse_args(int argc, char **argv, args *a) {
                 fprintf(stderr, "tendd: unexpected argument \"%s\"\n", argv[optind]);
                 return -EINVAL;
         }
-        if (!a->fleet &&
-            (a->node_labels || a->etcd_prefix || a->lease_ttl || a->etcd_ca || a->etcd_cert ||
-             a->etcd_key || a->etcd_user || a->etcd_password_file || a->no_leader)) {
-                fprintf(stderr, "tendd: --node-labels, --etcd-*, --lease-ttl and --no-leader are "
-                                "for a fleet: give --fleet URL too\n");
+        if (!a->fleet && (a->node_labels || a->etcd_prefix || a->lease_ttl || a->etcd_ca ||
+                          a->etcd_cert || a->etcd_key || a->etcd_user || a->etcd_password_file ||
+                          a->no_leader || a->has_lost_after)) {
+                fprintf(stderr,
+                        "tendd: --node-labels, --etcd-*, --lease-ttl, --node-lost-after and "
+                        "--no-leader are for a fleet: give --fleet URL too\n");
                 return -EINVAL;
         }
         if (!a->etcd_cert != !a->etcd_key) {
@@ -625,6 +644,8 @@ int main(int argc, char **argv) {
          * (fl: NULL until joined). */
         static const agent_fleet agent_fleet_ops = { .leading = fleet_agent_leading,
                                                      .nodes = fleet_agent_nodes,
+                                                     .in_etcd = fleet_agent_in_etcd,
+                                                     .node_lost = fleet_agent_node_lost,
                                                      .userdata = &fl };
         r = agent_loop_new(loop,
                            &(agent_loop_config){ .state_dir = state_dir,
@@ -654,7 +675,10 @@ int main(int argc, char **argv) {
                                                 .user = a.etcd_user,
                                                 .password = etcd_password,
                                                 .no_leader = a.no_leader,
-                                                .agent = agent_loop_agent(al) },
+                                                .agent = agent_loop_agent(al),
+                                                .lost_after = a.has_lost_after
+                                                                      ? a.lost_after
+                                                                      : 10 * USEC_PER_SEC },
                                on_joined, NULL, &fl);
                 if (r < 0)
                         log_error_errno(r, "fleet: cannot join: %m");

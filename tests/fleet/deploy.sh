@@ -5,8 +5,10 @@
 # bound to a node at creation, spread over the nodes; each node runs the
 # pods bound to it (its own children) and only those; every node shows
 # every pod with its NODE; the apply is answered once etcd has it; a killed
-# replica comes back; a cordoned node gets no new pods; scale and delete
-# reach every node; a rolling update across the nodes keeps its bounds.
+# replica is restarted in place; scale and delete reach every node (and
+# stop the processes where they run); a cordoned node gets no new pods; a
+# rolling update across the nodes keeps its bounds; a node lost has its
+# pods replaced on the others, and stops them when it comes back.
 . "$(dirname "$0")/../cli/lib.sh"
 . "$(dirname "$0")/etcd.sh"
 . "$(dirname "$0")/lib.sh"
@@ -18,7 +20,8 @@ pids=
 node() { # K: tendd nK
     k=$1
     "$bin/tendd" --state-dir "$tmp/n$k" --socket "$tmp/n$k.sock" --port-range "4${k}000-4${k}999" \
-        --fleet "$ETCD_ENDPOINTS" --node-name "n$k" --lease-ttl "${ttl}s" --resync 5s \
+        --fleet "$ETCD_ENDPOINTS" --node-name "n$k" --lease-ttl "${ttl}s" --node-lost-after 1s \
+        --resync 5s \
         >>"$tmp/n$k.log" 2>&1 &
     eval "n${k}_pid=$!"
     pids="$pids $!"
@@ -56,14 +59,15 @@ spec:
 YAML
 }
 
-# pods_on ON APP: "name node phase ready pid" per pod of APP that node ON shows.
+# pods_on ON APP: "name node phase ready pid deleting" per pod of APP that node ON shows.
 pods_on() {
     curl -s --unix-socket "$tmp/n$1.sock" \
         "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3D$2" |
         jq -r '.items[] | .status.containerStatuses[0] as $c |
             [.metadata.name, (.spec.nodeName // "-"), .status.phase,
              ([.status.conditions[]? | select(.type == "Ready") | .status][0] // "-"),
-             ($c.containerID // "-" | sub("process://"; ""))] | join(" ")' | sort
+             ($c.containerID // "-" | sub("process://"; "")),
+             (if .metadata.deletionTimestamp then "deleting" else "-" end)] | join(" ")' | sort
 }
 # running ON APP N: node ON shows N pods of APP, each Running and Ready.
 running() {
@@ -130,13 +134,22 @@ st=$(etcdctl_fleet get --prefix --keys-only /tend/v1/status/pods/ | grep -c web)
 [ "$rs" = 1 ] && [ "$st" = 6 ] && ok "etcd: one ReplicaSet, a status key per pod" ||
     fail "etcd keys: $rs replicasets, $st pod statuses"
 
-# ---- a killed replica comes back (on whichever node) ----
-victim=$(pods_on 1 web | awk -v x="$lead" '$2 != x { print $5; exit }')
+# ---- a killed replica is restarted in place, by its node ----
+victim_line=$(pods_on 1 web | awk -v x="$lead" '$2 != x { print; exit }')
+victim=$(echo "$victim_line" | awk '{ print $5 }')
+victim_pod=$(echo "$victim_line" | awk '{ print $1 }')
 kill -KILL "$victim"
-if wait_for 10 sh -c "[ \"\$(curl -s --unix-socket $tmp/n1.sock 'http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dweb' | jq '[.items[] | select(.status.phase == \"Running\" and (.status.containerStatuses[0].containerID | endswith(\"//$victim\") | not))] | length')\" = 6 ]"; then
-    ok "a killed replica (pid $victim) is replaced: 6 running again"
+restarted() {
+    curl -s --unix-socket "$tmp/n1.sock" "http://localhost/api/v1/namespaces/default/pods/$victim_pod" |
+        jq -e --arg v "$victim" '.status.phase == "Running" and .status.containerStatuses[0].restartCount == 1 and
+            (.status.containerStatuses[0].containerID | endswith("//" + $v) | not) and
+            .status.containerStatuses[0].lastState.terminated.signal == 9' >/dev/null
+}
+if wait_for 10 restarted && wait_for 5 running 1 web 6; then
+    ok "a killed replica (pid $victim) is restarted in place: pod $victim_pod, RESTARTS 1, lastState signal 9; 6 running"
 else
     fail "after kill -9 of $victim:"; pods_on 1 web
+    curl -s --unix-socket "$tmp/n1.sock" "http://localhost/api/v1/namespaces/default/pods/$victim_pod" | jq .status
 fi
 
 # ---- scale down, seen everywhere; the processes of the pods that went are gone ----
@@ -186,6 +199,44 @@ v2=$(curl -s --unix-socket "$tmp/n2.sock" "http://localhost/api/v1/namespaces/de
 [ "$v2" = 7 ] && ok "n2 shows 7 v2 pods running" || fail "n2 shows $v2 v2 pods running"
 on 1 rollout history deploy/web 2>&1 | grep -q '^2 ' && ok "history has revision 2" ||
     fail "rollout history: $(on 1 rollout history deploy/web 2>&1)"
+
+# ---- a node lost: its pods replaced elsewhere; back, it stops them (replace) ----
+lost=n1
+[ "$lead" = n1 ] && lost=n2
+kl=${lost#n}
+k_lead=${lead#n}
+lost_pids=$(pods_on "$k_lead" web | awk -v x="$lost" '$2 == x { print $5 }')
+n_lost=$(echo "$lost_pids" | wc -w)
+eval "old_pid=\$n${kl}_pid"
+kill -KILL "$old_pid"
+wait "$old_pid" 2>/dev/null
+pids=$(for p in $pids; do [ "$p" != "$old_pid" ] && echo "$p"; done | paste -sd' ' -)
+t0=$(date +%s.%N)
+# not on the lost node, not deleting, Running: 7 again
+replaced() {
+    [ "$(pods_on "$k_lead" web | awk -v x="$lost" '$2 != x && $3 == "Running" && $6 == "-"' | wc -l)" -eq 7 ]
+}
+if wait_for 15 replaced; then
+    ok "$lost's tendd killed: its $n_lost pods replaced on the others in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s (TTL ${ttl}s + lostAfter 1s)"
+else
+    fail "$lost's pods were not replaced:"; pods_on "$k_lead" web
+fi
+# shellcheck disable=SC2086
+[ "$(for p in $lost_pids; do kill -0 "$p" 2>/dev/null && echo "$p"; done | wc -l)" = "$n_lost" ] &&
+    ok "cut off, $lost's processes still run (replace: duplicates until it is back)" ||
+    fail "$lost's processes died with its tendd"
+pods_on "$k_lead" web | awk -v x="$lost" '$2 == x && $6 != "deleting"' | grep -q . &&
+    fail "a pod of $lost is not marked deleted" || ok "the pods of $lost are marked deleted"
+node "$kl"
+# shellcheck disable=SC2086
+if wait_for 15 sh -c "[ \$(for p in $(echo $lost_pids); do kill -0 \$p 2>/dev/null && echo \$p; done | wc -l) = 0 ]"; then
+    ok "$lost back: it stopped the pods etcd no longer binds to it"
+else
+    fail "$lost back: its evicted processes still run"
+fi
+wait_for 10 sh -c "[ \$(curl -s --unix-socket $tmp/n$k_lead.sock 'http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dweb' | jq '.items | length') = 7 ]" &&
+    ok "and removed their keys: 7 pods in the fleet" || { fail "pods after $lost came back:"; pods_on "$k_lead" web; }
+running 1 web 7 && running 3 web 7 && ok "7 running, seen on every node" || fail "not 7 running everywhere"
 
 # ---- delete: gone everywhere, processes stopped ----
 on 2 delete deploy/web >/dev/null || fail "delete"

@@ -184,12 +184,17 @@ spec:
 YAML
 on 1 apply -f "$tmp/web.yaml" >/dev/null
 pods_of() { on 1 get nodes | awk -v n="$1" '$1 == n { print $4 }'; }
-if wait_for 10 sh -c "[ \"\$(TEND_SOCKET=$tmp/n1.sock $bin/tend get pods -o json |
-        jq -r '[.items[] | select(.spec.nodeName == \"n1\" and .status.phase == \"Running\")] |
-        length')\" = 2 ]" && [ "$(pods_of n1)" = 2 ]; then
-    ok "--node-name is the pods' spec.nodeName; PODS counts them (2 on n1)"
+bound() { # NODE: Running pods bound to it, as n1 sees them
+    on 1 get pods -o json | jq -r --arg n "$1" '[.items[] | select(.spec.nodeName == $n and .status.phase == "Running")] | length'
+}
+counted() {
+    [ "$(on 1 get pods -o json | jq '[.items[] | select(.status.phase == "Running")] | length')" = 2 ] || return 1
+    for nn in n1 n2 n3; do [ "$(pods_of "$nn")" = "$(bound "$nn")" ] || return 1; done
+}
+if wait_for 10 counted; then
+    ok "pods are bound to nodes (spec.nodeName); PODS counts them ($(pods_of n1) $(pods_of n2) $(pods_of n3))"
 else
-    fail "pods on n1: $(pods_of n1)"; on 1 get pods -o wide
+    fail "pods per node: $(pods_of n1) $(pods_of n2) $(pods_of n3)"; on 1 get pods -o wide
 fi
 
 # ---- the leader ------------------------------------------------------------------------------------

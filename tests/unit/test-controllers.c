@@ -2309,6 +2309,34 @@ static void test_fleet_binding(void **state) {
         step(w, 5 * S);
         assert_int_equal(pods_on(w, NULL), 0);
         (void) d;
+
+        /* A process of this node's that dies is restarted in place: the
+         * same pod, restartCount + 1, its death as lastState; no new pod. */
+        fleet_nodes[0].ready = true; /* box alone */
+        fleet_nodes[1].ready = fleet_nodes[2].ready = false;
+        apply(w, manifest("job", 2, "job-v1", NULL, NULL));
+        assert_true(step_until(w, rolled_out, "job", 10 * S));
+        proc *victim = NULL;
+        for (size_t i = 0; i < w->n_procs; i++)
+                if (w->procs[i]->alive && streq(w->procs[i]->image, "job-v1"))
+                        victim = w->procs[i];
+        assert_non_null(victim);
+        size_t pods_before = store_list(w->store, STORE_POD, &items);
+        _cleanup_free_ char *vname = strdup(victim->pod);
+        fb_signal(victim, SIGKILL);
+        fire(w);
+        process(w);
+        const spec_pod *vp = store_get(w->store, STORE_POD, "default", vname);
+        assert_non_null(vp);
+        assert_int_equal(store_list(w->store, STORE_POD, &items), pods_before);
+        assert_int_equal(vp->status.container_statuses[0].restart_count, 1);
+        assert_non_null(vp->status.container_statuses[0].last_state.terminated);
+        assert_int_equal(vp->status.container_statuses[0].last_state.terminated->signal, 9);
+        assert_true(step_until(w, rolled_out, "job", 10 * S));
+        vp = store_get(w->store, STORE_POD, "default", vname);
+        assert_int_equal(vp->status.phase, SPEC_POD_RUNNING);
+        assert_int_equal(vp->status.container_statuses[0].restart_count, 1);
+        assert_false(has_failed_pod(w, NULL));
         world_free(w);
 }
 

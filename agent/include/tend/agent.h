@@ -75,6 +75,12 @@ typedef struct agent_fleet {
          * and capacity (the agent counts their pods); *ret is borrowed until
          * the next call. */
         size_t (*nodes)(void *userdata, const plan_node **ret);
+        /* Whether etcd has pod p (bound here): only then is it started
+         * (fleet.md §3.9 rule 1); agent_touch() when it comes to. NULL: yes. */
+        bool (*in_etcd)(void *userdata, const spec_pod *p);
+        /* Whether node (a pod's spec.nodeName) has lost its lease: its pods
+         * are unknown, not counted in a deployment's live bound. NULL: no. */
+        bool (*node_lost)(void *userdata, const char *node);
         void *userdata;
 } agent_fleet;
 
@@ -156,6 +162,15 @@ store *agent_get_store(const agent *a);
 /* Fleet mode: this node began (or ceased) to lead, or the nodes changed:
  * every object is looked at again. */
 void agent_fleet_changed(agent *a);
+/* An object is looked at again (what the store does not tell: etcd
+ * acknowledged it). */
+void agent_touch(agent *a, store_kind kind, const char *ns, const char *name);
+/* The leader evicts the pods of a node lost for lostAfter (fleet.md §3.7):
+ * each gets its deletionTimestamp, and its ReplicaSet replaces it on
+ * another node; the node stops them when it comes back. gone: the node
+ * itself was deleted (`tend delete node`): its pods are removed at once
+ * (as Kubernetes' pod garbage collector). Returns how many, or -errno. */
+int agent_evict_node(agent *a, const char *node, bool gone);
 /* The node this agent runs its pods on (their spec.nodeName). */
 const char *agent_node_name(const agent *a);
 
