@@ -107,6 +107,11 @@ static int check_all(agent *a, spec_deployment *const *ds, size_t n, spec_errors
                 (void) spec_deployment_validate(d, errs);
                 if (old)
                         (void) spec_deployment_validate_update(old, d, errs);
+                if (d->spec.template.spec.node_selector.n && !agent__fleet(a))
+                        (void) spec_errors_add(errs, "spec.template.spec.nodeSelector",
+                                               "Forbidden: this tendd is the only node (no "
+                                               "--fleet): every pod runs here; remove it, or run "
+                                               "tendd --fleet to place pods by node labels");
                 if (old && old->metadata.deletion_timestamp)
                         (void) spec_errors_add(errs, "metadata.deletionTimestamp",
                                                "Forbidden: the deployment is being deleted (it "

@@ -171,12 +171,18 @@ static int place(agent *a, const spec_replica_set *rs, spec_pod *p) {
                                 break;
                         }
         }
-        (void) plan_schedule(nodes, n, &(plan_new_pod){ .name = p->metadata.name }, 1, &at);
+        (void) plan_schedule(nodes, n,
+                             &(plan_new_pod){ .name = p->metadata.name,
+                                              .node_selector = p->spec.node_selector.n
+                                                                       ? &p->spec.node_selector
+                                                                       : NULL },
+                             1, &at);
         if (at < 0) {
-                (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "FailedScheduling",
-                                    "0/%zu nodes are available: none is ready, uncordoned and "
-                                    "below its capacity",
-                                    n);
+                (void) agent__event(
+                        a, STORE_POD, &p->metadata, "Warning", "FailedScheduling",
+                        "0/%zu nodes are available: none is ready, uncordoned, "
+                        "below its capacity%s",
+                        n, p->spec.node_selector.n ? " and matching its nodeSelector" : "");
                 return plan_set_condition(&p->status.conditions, &p->status.n_conditions,
                                           "PodScheduled", "False", "Unschedulable",
                                           "no node is ready, uncordoned and below its capacity",

@@ -8,6 +8,13 @@
 #   leader loss    kill -9 of the leader's machine → a new leader
 #   join           tendd started → Ready on the other nodes
 #   cordon         the PATCH of a cordon, answered once etcd has it (one txn)
+#   apply          `tend apply` of 30 replicas on one node → all 30 Running and
+#                  Ready across the 3 nodes; etcd txns and key writes per pod
+#   rollout        a new template for the 30 → all 30 new ones available
+#   reschedule     kill -9 of a node's machine (its pods die with it) → its
+#                  pods running on the others: detection (NotReady seen),
+#                  decision (its pods evicted, --node-lost-after 0s), start
+#                  (their replacements Running and Ready)
 #   idle           etcd revisions and requests per node per second, nothing
 #                  happening (the keepalives: they create no revision)
 #
@@ -58,7 +65,7 @@ start() {
     # shellcheck disable=SC2086 # $isolate: a command and its options, or nothing
     $isolate "$bin/tendd" --state-dir "$dir/n$1" --socket "$dir/n$1.sock" \
         --port-range "4${1}000-4${1}999" --fleet "$ETCD_ENDPOINTS" --node-name "n$1" \
-        --lease-ttl "${ttl}s" >>"$dir/n$1.log" 2>&1 &
+        --lease-ttl "${ttl}s" --node-lost-after 0s >>"$dir/n$1.log" 2>&1 &
     eval "machine_$1=$!"
     for _ in $(seq 200); do
         curl -s -m 1 --unix-socket "$dir/n$1.sock" http://localhost/healthz >/dev/null 2>&1 &&
@@ -142,11 +149,108 @@ for i in $(seq $((trials * 3))); do
 done
 printf "%-44s %s\n" "cordon: PATCH answered, etcd has it (us)" "$(stats <"$dir/cordon")"
 
-# idle: nothing happens for a while; what does etcd see?
 rev() {
     curl -s -X POST "http://127.0.0.1:$etcd_base/v3/kv/range" -d '{"key":"eA=="}' |
         jq -r '.header.revision'
 }
+# the fleet's deployments: 30 replicas of a sleeper, ready when started
+deployment() { # VERSION
+    cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: bench}
+spec:
+  replicas: 30
+  selector: {matchLabels: {app: bench}}
+  template:
+    metadata: {labels: {app: bench}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        command: ["$bin/../tests/tend-testprog", "sleep"]
+        env: [{name: VERSION, value: "$1"}]
+YAML
+}
+pods_json() { curl -s -m 2 --unix-socket "$dir/n$1.sock" "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dbench"; }
+# running OBSERVER N [NOT-ON]: N pods Running, Ready, not deleting (and not on NOT-ON)
+running() {
+    [ "$(pods_json "$1" | jq --arg x "${3:-}" '[.items[] | select(.status.phase == "Running" and
+        .metadata.deletionTimestamp == null and .spec.nodeName != $x and
+        ([.status.conditions[]? | select(.type == "Ready" and .status == "True")] | length) == 1)] | length')" = "$2" ]
+}
+none_left() { [ "$(pods_json 1 | jq '.items | length')" = 0 ]; }
+key_writes() { # the writes of the pods' keys since they were made: sum of versions
+    ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" get --prefix "$1" -w json |
+        jq '[.kvs[]?.version | tonumber] | add // 0'
+}
+
+# apply: 30 replicas over 3 nodes, and what etcd wrote for them
+: >"$dir/apply"
+: >"$dir/txns"
+: >"$dir/writes"
+: >"$dir/rollout"
+for i in $(seq $((quick ? 2 : 5))); do
+    r0=$(rev)
+    t0=$(now_ms)
+    deployment v1 | TEND_SOCKET="$dir/n1.sock" "$bin/tend" apply -f - >/dev/null
+    poll 60 running 1 30 && echo $(($(now_ms) - t0)) >>"$dir/apply"
+    r1=$(rev)
+    w=$(($(key_writes /tend/v1/pods/) + $(key_writes /tend/v1/status/pods/)))
+    echo "$(((r1 - r0) * 100 / 30))" >>"$dir/txns"
+    echo "$((w * 100 / 30))" >>"$dir/writes"
+    # a rolling update of the 30 (maxSurge 25 %, maxUnavailable 25 %)
+    t0=$(now_ms)
+    deployment v2 | TEND_SOCKET="$dir/n1.sock" "$bin/tend" apply -f - >/dev/null
+    TEND_SOCKET="$dir/n1.sock" "$bin/tend" rollout status deploy/bench --timeout=120s >/dev/null &&
+        echo $(($(now_ms) - t0)) >>"$dir/rollout"
+    TEND_SOCKET="$dir/n1.sock" "$bin/tend" delete deploy/bench >/dev/null
+    poll 30 none_left
+done
+printf "%-44s %s\n" "apply: 30 replicas → all running on 3 (ms)" "$(stats <"$dir/apply")"
+printf "%-44s %s\n" "  etcd txns per pod started (x100)" "$(stats <"$dir/txns")"
+printf "%-44s %s\n" "  etcd key writes per pod started (x100)" "$(stats <"$dir/writes")"
+printf "%-44s %s\n" "rollout: 30 replicas on 3 → all new (ms)" "$(stats <"$dir/rollout")"
+
+# reschedule: a node's machine dies with its pods; they run again elsewhere
+: >"$dir/detect"
+: >"$dir/decide"
+: >"$dir/restart"
+: >"$dir/resched"
+deployment v1 | TEND_SOCKET="$dir/n1.sock" "$bin/tend" apply -f - >/dev/null
+poll 60 running 1 30
+for _ in $(seq $((quick ? 2 : 5))); do
+    lead=$(leader_seen_by 1)
+    victim=3
+    [ "$lead" = n3 ] && victim=2
+    obs=1
+    [ "$lead" = n1 ] || obs=${lead#n}
+    t0=$(now_ms)
+    kill_machine "$victim"
+    lost() { [ "$(ready_of "$obs" "$victim")" = Unknown ]; }
+    poll $((ttl + 5)) lost && t1=$(now_ms)
+    evicted() {
+        [ "$(pods_json "$obs" | jq --arg x "n$victim" '[.items[] | select(.spec.nodeName == $x and
+            .metadata.deletionTimestamp == null)] | length')" = 0 ]
+    }
+    poll 10 evicted && t2=$(now_ms)
+    poll 30 running "$obs" 30 "n$victim" && t3=$(now_ms)
+    echo $((t1 - t0)) >>"$dir/detect"
+    echo $((t2 - t1)) >>"$dir/decide"
+    echo $((t3 - t2)) >>"$dir/restart"
+    echo $((t3 - t0)) >>"$dir/resched"
+    start "$victim"
+    poll 10 all_ready
+    poll 30 running 1 30
+done
+TEND_SOCKET="$dir/n1.sock" "$bin/tend" delete deploy/bench >/dev/null
+poll 30 none_left
+printf "%-44s %s\n" "reschedule: node dies → pods run elsewhere (ms)" "$(stats <"$dir/resched")"
+printf "%-44s %s\n" "  detection: → NotReady seen (ms)" "$(stats <"$dir/detect")"
+printf "%-44s %s\n" "  decision: → its pods evicted (ms)" "$(stats <"$dir/decide")"
+printf "%-44s %s\n" "  start: → replacements Running, Ready (ms)" "$(stats <"$dir/restart")"
+
+# idle: nothing happens for a while; what does etcd see?
 reqs() {
     total=0
     for i in 0 1 2; do

@@ -681,6 +681,7 @@ static void check_pod_spec(vctx *v, const spec_pod_spec *s) {
                         spec_restart_policy_to_string(s->restart_policy));
         if (s->node_name)
                 VERR_AT(v, "nodeName", "Forbidden: set by tend when it runs the pod; remove it");
+        check_labels(v, "nodeSelector", &s->node_selector);
         check_security_context(v, &s->security_context);
 }
 

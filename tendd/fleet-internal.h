@@ -91,11 +91,13 @@ struct fleet {
         int64_t hold_until; /* a refused write: the mirror reaches this first */
         uv_timer_t flush;
         fwaiter *waiters;
-        bool agent_leading;   /* what the agent was last told */
-        usec_t leading_since; /* monotonic: this term's start */
-        uv_timer_t lifecycle; /* the leader's node lifecycle, every 500 ms */
-        bool disrupted;       /* the mass-loss guard holds (said once) */
-        plan_node *sched;     /* fleet_agent_nodes()'s answer */
+        bool agent_leading;     /* what the agent was last told */
+        usec_t leading_since;   /* monotonic: this term's start */
+        uv_timer_t lifecycle;   /* the leader's node lifecycle, every 500 ms */
+        bool disrupted;         /* the mass-loss guard holds (said once) */
+        plan_node *sched;       /* fleet_agent_nodes()'s answer */
+        spec_map *sched_labels; /* ... its nodes' labels */
+        size_t n_sched_labels;
         /* fleet-api.c's: set by fleet_api() */
         api_fleet api;
         void (*ops_close)(fleet *f); /* cancels what is still out (no answers) */

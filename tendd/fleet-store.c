@@ -729,6 +729,15 @@ static bool agent_leads(fleet *f) {
         return fleet_leading(f, &fence) && f->revision >= fence;
 }
 
+static void sched_free(fleet *f) {
+        for (size_t i = 0; f->sched_labels && i < f->n_sched_labels; i++)
+                spec_map_done(&f->sched_labels[i]);
+        free(f->sched_labels);
+        free(f->sched);
+        f->sched_labels = NULL;
+        f->sched = NULL;
+}
+
 bool fleet_agent_leading(void *userdata) {
         fleet *f = *(fleet **) userdata;
         bool leads = f && f->joined && agent_leads(f);
@@ -747,9 +756,11 @@ size_t fleet_agent_nodes(void *userdata, const plan_node **ret) {
         *ret = NULL;
         if (!f)
                 return 0;
-        free(f->sched);
+        sched_free(f);
         f->sched = new0(plan_node, tend_hashmap_size(f->nodes) + 1);
-        if (!f->sched)
+        f->sched_labels = new0(spec_map, tend_hashmap_size(f->nodes) + 1);
+        f->n_sched_labels = f->sched_labels ? tend_hashmap_size(f->nodes) + 1 : 0;
+        if (!f->sched || !f->sched_labels)
                 return 0;
         for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &key, &v);) {
                 const fnode *fn = v;
@@ -760,13 +771,22 @@ size_t fleet_agent_nodes(void *userdata, const plan_node **ret) {
                         continue;
                 if (cap && safe_atoi64(cap, &c) < 0)
                         c = 0;
-                f->sched[n++] = (plan_node){
+                json_t *labels = json_object_get(json_object_get(fn->node, "metadata"), "labels");
+                const char *lk;
+                json_t *lv;
+                json_object_foreach (labels, lk, lv)
+                        if (json_is_string(lv) &&
+                            spec_map_set(&f->sched_labels[n], lk, json_string_value(lv)) < 0)
+                                return 0; /* out of memory: no node fits, for now */
+                f->sched[n] = (plan_node){
                         .name = fn->name,
                         .ready = fn->holder != NULL,
                         .unschedulable = json_is_true(json_object_get(
                                 json_object_get(fn->node, "spec"), "unschedulable")),
                         .capacity = (int32_t) MIN(MAX(c, 0), INT32_MAX),
+                        .labels = &f->sched_labels[n],
                 };
+                n++;
         }
         *ret = f->sched;
         return n;
@@ -912,5 +932,5 @@ void fleet__objects_free(fleet *f) {
         for (size_t i = 0; f->objs && tend_hashmap_next(f->objs, &i, &key, &v);)
                 fobj_free(v);
         tend_hashmap_free(f->objs);
-        free(f->sched);
+        sched_free(f);
 }

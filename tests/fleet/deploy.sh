@@ -20,7 +20,8 @@ pids=
 node() { # K: tendd nK
     k=$1
     "$bin/tendd" --state-dir "$tmp/n$k" --socket "$tmp/n$k.sock" --port-range "4${k}000-4${k}999" \
-        --fleet "$ETCD_ENDPOINTS" --node-name "n$k" --lease-ttl "${ttl}s" --node-lost-after 1s \
+        --fleet "$ETCD_ENDPOINTS" --node-name "n$k" --node-labels "zone=z$k" \
+        --lease-ttl "${ttl}s" --node-lost-after 1s \
         --resync 5s \
         >>"$tmp/n$k.log" 2>&1 &
     eval "n${k}_pid=$!"
@@ -173,10 +174,31 @@ after=$(pods_on 1 web | awk '$2 == "n3"' | wc -l)
     fail "n3 got new pods while cordoned: $before → $after"
 on 1 uncordon n3 >/dev/null || fail "uncordon n3"
 
+# ---- nodeSelector: only the nodes with those labels ----
+deploy sel 3 | sed 's/^    spec:$/    spec:\n      nodeSelector: {zone: z3}/' | on 1 apply -f - >"$tmp/sel.out" 2>&1 ||
+    fail "apply with a nodeSelector: $(cat "$tmp/sel.out")"
+if wait_for 15 running 2 sel 3 && [ "$(pods_on 2 sel | awk '$2 == "n3"' | wc -l)" = 3 ]; then
+    ok "nodeSelector zone=z3: the 3 pods run on n3 alone"
+else
+    fail "nodeSelector zone=z3:"; pods_on 2 sel
+fi
+on 1 delete deploy/sel >/dev/null || fail "delete sel"
+
 # ---- a rolling update across the nodes keeps its bounds (maxSurge 1, maxUnavailable 0) ----
+etcd_leader_index() {
+    ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" endpoint status -w json 2>/dev/null |
+        jq -r 'to_entries[] | select(.value.Status.leader == .value.Status.header.member_id) | .key' | head -1
+}
+# the etcd member that leads etcd goes as the rollout begins
+ei=$(etcd_leader_index)
+# shellcheck disable=SC2086
+set -- $etcd_pids
+eval "etcd_killed=\${$((ei + 1))}"
+kill -KILL "$etcd_killed" 2>/dev/null
 deploy web 7 v2 | on 3 apply -f - >/dev/null || fail "apply v2"
-max_live=0 min_ready=99
+max_live=0 min_ready=99 round=0
 for _ in $(seq 300); do
+    round=$((round + 1))
     pods_on 1 web >"$tmp/now"
     live=$(awk '$3 != "Failed" && $3 != "Succeeded"' "$tmp/now" | wc -l)
     ready=$(awk '$4 == "True"' "$tmp/now" | wc -l)
@@ -197,14 +219,20 @@ fi
 v2=$(curl -s --unix-socket "$tmp/n2.sock" "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dweb" |
     jq '[.items[] | select(.spec.containers[0].env[1].value == "v2" and .status.phase == "Running")] | length')
 [ "$v2" = 7 ] && ok "n2 shows 7 v2 pods running" || fail "n2 shows $v2 v2 pods running"
+[ -n "$etcd_killed" ] && ! kill -0 "$etcd_killed" 2>/dev/null &&
+    ok "etcd's leading member was killed as the rollout began (pid $etcd_killed), and the rollout went on" ||
+    fail "no etcd member was killed during the rollout"
+restarts=$(curl -s --unix-socket "$tmp/n2.sock" "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dweb" |
+    jq '[.items[].status.containerStatuses[0].restartCount] | add')
+[ "$restarts" = 0 ] && ok "no pod restarted" || fail "$restarts restarts among the v2 pods"
 on 1 rollout history deploy/web 2>&1 | grep -q '^2 ' && ok "history has revision 2" ||
     fail "rollout history: $(on 1 rollout history deploy/web 2>&1)"
 
 # ---- a node lost: its pods replaced elsewhere; back, it stops them (replace) ----
-lost=n1
-[ "$lead" = n1 ] && lost=n2
+# the node lost is the one that leads: another takes over, then evicts
+lost=$(leader_of 1)
 kl=${lost#n}
-k_lead=${lead#n}
+k_lead=$((kl % 3 + 1)) # a survivor, the observer
 lost_pids=$(pods_on "$k_lead" web | awk -v x="$lost" '$2 == x { print $5 }')
 n_lost=$(echo "$lost_pids" | wc -w)
 eval "old_pid=\$n${kl}_pid"
@@ -212,12 +240,18 @@ kill -KILL "$old_pid"
 wait "$old_pid" 2>/dev/null
 pids=$(for p in $pids; do [ "$p" != "$old_pid" ] && echo "$p"; done | paste -sd' ' -)
 t0=$(date +%s.%N)
+new_leader() { x=$(leader_of "$k_lead"); [ -n "$x" ] && [ "$x" != "$lost" ]; }
+if wait_for $((ttl + 3)) new_leader; then
+    ok "the leader $lost killed: $(leader_of "$k_lead") leads in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+else
+    fail "nobody took over from $lost"
+fi
 # not on the lost node, not deleting, Running: 7 again
 replaced() {
     [ "$(pods_on "$k_lead" web | awk -v x="$lost" '$2 != x && $3 == "Running" && $6 == "-"' | wc -l)" -eq 7 ]
 }
-if wait_for 15 replaced; then
-    ok "$lost's tendd killed: its $n_lost pods replaced on the others in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s (TTL ${ttl}s + lostAfter 1s)"
+if wait_for 20 replaced; then
+    ok "its $n_lost pod(s) replaced on the others in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s (TTL ${ttl}s, a new leader waits a TTL, lostAfter 1s)"
 else
     fail "$lost's pods were not replaced:"; pods_on "$k_lead" web
 fi
@@ -237,6 +271,24 @@ fi
 wait_for 10 sh -c "[ \$(curl -s --unix-socket $tmp/n$k_lead.sock 'http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dweb' | jq '.items | length') = 7 ]" &&
     ok "and removed their keys: 7 pods in the fleet" || { fail "pods after $lost came back:"; pods_on "$k_lead" web; }
 running 1 web 7 && running 3 web 7 && ok "7 running, seen on every node" || fail "not 7 running everywhere"
+
+# ---- every tendd restarted: the same processes everywhere ----
+pods_on 1 web | awk '{ print $1, $5 }' >"$tmp/before"
+for k in 1 2 3; do
+    eval "sp=\$n${k}_pid"
+    kill -TERM "$sp"
+    wait "$sp" || fail "tendd n$k exited non-zero on SIGTERM"
+    pids=$(for p in $pids; do [ "$p" != "$sp" ] && echo "$p"; done | paste -sd' ' -)
+done
+for k in 1 2 3; do node "$k"; done
+sleep 2
+for k in 1 2 3; do pods_on "$k" web | awk '{ print $1, $5 }' >"$tmp/after$k"; done
+if cmp -s "$tmp/before" "$tmp/after1" && cmp -s "$tmp/before" "$tmp/after2" &&
+    cmp -s "$tmp/before" "$tmp/after3" && running 1 web 7; then
+    ok "every tendd restarted: the same 7 pods and pids on every node, all running"
+else
+    fail "after restarting every tendd:"; cat "$tmp/before"; echo "--"; cat "$tmp/after1"
+fi
 
 # ---- delete: gone everywhere, processes stopped ----
 on 2 delete deploy/web >/dev/null || fail "delete"

@@ -2234,6 +2234,28 @@ static size_t pods_on(world *w, const char *node) {
         return c;
 }
 
+/* One host (no --fleet): nodeSelector is refused at apply, saying why. */
+static void test_node_selector_single_host(void **state) {
+        world *w = world_new();
+        spec_deployment *d = manifest("web", 1, "web-v1", NULL, NULL);
+        spec_errors errs = {};
+        char *text = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&text, &len);
+
+        assert_int_equal(spec_map_set(&d->spec.template.spec.node_selector, "zone", "b"), 0);
+        assert_true(agent_apply(w->agent, &d, 1, &errs, NULL) < 0);
+        spec_errors_print(&errs, m);
+        fclose(m);
+        assert_non_null(strstr(text, "spec.template.spec.nodeSelector"));
+        assert_non_null(strstr(text, "--fleet"));
+        assert_null(dep(w, "web"));
+        free(text);
+        spec_errors_done(&errs);
+        spec_deployment_free(d);
+        world_free(w);
+}
+
 static void test_fleet_binding(void **state) {
         world *w = world_new();
         const void *const *items;
@@ -2310,6 +2332,29 @@ static void test_fleet_binding(void **state) {
         assert_int_equal(pods_on(w, NULL), 0);
         (void) d;
 
+        /* nodeSelector: only the nodes with the labels (n2: zone=b). */
+        spec_map zone_b = {};
+        assert_int_equal(spec_map_set(&zone_b, "zone", "b"), 0);
+        fleet_nodes[0].ready = fleet_nodes[1].ready = fleet_nodes[2].ready = true;
+        fleet_nodes[1].labels = &zone_b;
+        spec_deployment *sel = manifest("sel", 3, "sel-v1", NULL, NULL);
+        assert_int_equal(spec_map_set(&sel->spec.template.spec.node_selector, "zone", "b"), 0);
+        apply(w, sel);
+        step(w, 2 * S);
+        n = store_list(w->store, STORE_POD, &items);
+        size_t on_b = 0, sel_pods = 0;
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                if (!startswith(p->metadata.name, "sel-"))
+                        continue;
+                sel_pods++;
+                on_b += streq_ptr(p->spec.node_name, "n2");
+        }
+        assert_int_equal(sel_pods, 3);
+        assert_int_equal(on_b, 3);
+        fleet_nodes[1].labels = NULL;
+        spec_map_done(&zone_b);
+
         /* A process of this node's that dies is restarted in place: the
          * same pod, restartCount + 1, its death as lastState; no new pod. */
         fleet_nodes[0].ready = true; /* box alone */
@@ -2343,6 +2388,7 @@ static void test_fleet_binding(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_fleet_binding),
+                cmocka_unit_test(test_node_selector_single_host),
                 cmocka_unit_test(test_first_rollout),
                 cmocka_unit_test(test_kill_replaced),
                 cmocka_unit_test(test_rolling_update_bounds),

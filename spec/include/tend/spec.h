@@ -364,7 +364,8 @@ typedef struct spec_pod_spec {
         int restart_policy;     /* spec_restart_policy */
         int runtime_class_name; /* spec_runtime_class */
         spec_security_context security_context;
-        char *node_name; /* set on pods once the agent takes them */
+        char *node_name;        /* set on pods once the agent takes them */
+        spec_map node_selector; /* fleet mode: the labels of the nodes it may run on */
 } spec_pod_spec;
 
 typedef struct spec_pod_template {
