@@ -313,6 +313,19 @@ static int api_sync(void *userdata, void (*done)(unsigned code, json_t *answer, 
         return fleet__objects_sync(userdata, done, req);
 }
 
+/* fleet.md §3.9 rule 2: cut off from etcd, a node answers reads from its
+ * copy and refuses writes (they could not be acknowledged). */
+static char *api_refuses_writes(void *userdata) {
+        fleet *f = userdata;
+        usec_t until = f->session ? etcd_session_safe_until(f->session) : 0;
+
+        if (f->session && now_monotonic() < until)
+                return NULL;
+        return strdup("this node is cut off from the fleet's etcd (its lease is not renewed): it "
+                      "keeps running its pods, and takes writes again once etcd answers; write "
+                      "through another node meanwhile");
+}
+
 static void ops_close(fleet *f) {
         while (f->ops)
                 op_free(f->ops);
@@ -326,6 +339,7 @@ const api_fleet *fleet_api(fleet *f) {
                                       .metrics = api_metrics,
                                       .cancel = api_cancel,
                                       .sync = api_sync,
+                                      .refuses_writes = api_refuses_writes,
                                       .userdata = f };
                 f->ops_close = ops_close;
         }

@@ -364,6 +364,14 @@ if wait_for $((ttl + 3)) is_status 1 n4 NotReady; then
 else
     fail "n4 cut off: $(status 1 n4)"
 fi
+# cut off, it answers reads from its copy and refuses writes, saying why
+if on 4 get nodes >/dev/null 2>&1 &&
+    ! on 4 scale deploy/web --replicas=3 >"$tmp/cutoff.out" 2>&1 &&
+    grep -q "cut off from the fleet's etcd" "$tmp/cutoff.out"; then
+    ok "cut off, n4 answers reads and refuses a write (503: $(head -c 60 "$tmp/cutoff.out")...)"
+else
+    fail "cut off, n4's answers: $(cat "$tmp/cutoff.out")"
+fi
 kill -CONT "$gate_pid"
 if wait_for 10 is_status 1 n4 Ready && [ "$(grep -c "granted lease" "$tmp/n4.log")" = 2 ]; then
     ok "the partition healed: n4 joined again on a new lease, Ready"

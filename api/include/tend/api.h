@@ -41,6 +41,9 @@ typedef struct api_fleet {
          * Every write the API acknowledges waits for it. NULL: no wait. */
         int (*sync)(void *userdata, void (*done)(unsigned code, json_t *answer, void *req),
                     void *req);
+        /* Why this node takes no write now (cut off from etcd: a new
+         * string), or NULL: writes are taken. NULL function: always. */
+        char *(*refuses_writes)(void *userdata);
         /* The fleet's lines of /metrics (Prometheus text), added to b. */
         void (*metrics)(void *userdata, tend_buf *b);
         void *userdata;
