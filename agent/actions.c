@@ -485,7 +485,7 @@ int agent_delete_pod(agent *a, const char *ns, const char *name, int64_t grace_s
         return acknowledge(a, store_put(a->store, STORE_POD, n, NULL));
 }
 
-int agent_evict_node(agent *a, const char *node, bool gone) {
+int agent_evict_node(agent *a, const char *node, bool gone, usec_t lost_for) {
         const void *const *items;
         size_t n = store_list(a->store, STORE_POD, &items), k = 0;
         _cleanup_free_ const spec_pod **pods = new0(const spec_pod *, n + 1);
@@ -495,8 +495,14 @@ int agent_evict_node(agent *a, const char *node, bool gone) {
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++) { /* a copy: the writes below change the list */
                 const spec_pod *p = items[i];
-                if (streq_ptr(p->spec.node_name, node) && (gone || !p->metadata.deletion_timestamp))
-                        pods[k++] = p;
+                if (!streq_ptr(p->spec.node_name, node) ||
+                    (!gone && p->metadata.deletion_timestamp))
+                        continue;
+                /* fence: the node stops it first; replaced after that */
+                if (!gone && agent__lost_policy(a, p) == PLAN_LOST_FENCE &&
+                    lost_for < plan_fence_replace_at(0, agent__grace(p)))
+                        continue;
+                pods[k++] = p;
         }
         for (size_t i = 0; i < k && r >= 0; i++) {
                 const spec_pod *p = pods[i];

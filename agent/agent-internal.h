@@ -193,6 +193,11 @@ int agent__set_pod_streak(spec_pod *p, unsigned streak);
  * tend.io/crash-backoff, which the deployment controller keeps on the new
  * ReplicaSet. */
 spec_backoff agent__backoff_policy(const spec_replica_set *rs);
+/* Its deployment's tend.io/node-lost-policy, which the deployment
+ * controller keeps on its ReplicaSets (replace when unset). */
+plan_lost_policy agent__lost_policy(agent *a, const spec_pod *p);
+/* How long a pod gets to stop (its deletion's grace, else its own). */
+usec_t agent__grace(const spec_pod *p);
 /* When its process ended (containerStatuses[0].state.terminated), else its
  * creation time. */
 usec_t agent__pod_finished_at(const spec_pod *p);

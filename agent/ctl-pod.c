@@ -14,10 +14,7 @@
 #include "agent-internal.h"
 
 static usec_t grace_of(const spec_pod *p) {
-        int64_t s = p->metadata.deletion_grace_period_seconds != SPEC_UNSET64
-                            ? p->metadata.deletion_grace_period_seconds
-                            : p->spec.termination_grace_period_seconds;
-        return s == SPEC_UNSET64 || s < 0 ? 30 * USEC_PER_SEC : usec_from_sec(s);
+        return agent__grace(p);
 }
 
 /* Ready and ContainersReady follow the container's readiness; the
@@ -541,6 +538,28 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
         pr = agent__pod_rt(a, p->metadata.uid);
         view = pod_view(a, p, pr);
         step = plan_pod_next(&view);
+        /* tend.io/node-lost-policy: fence, this node cut off from etcd: the
+         * pod stops before the lease can expire, and starts again only
+         * once the node is back (fleet.md §3.10) */
+        if (a->fleet.fenced && step.action != PLAN_POD_REMOVE &&
+            step.action != PLAN_POD_WRITE_EXIT && step.action != PLAN_POD_FORGET &&
+            a->fleet.fenced(a->fleet.userdata) && agent__lost_policy(a, p) == PLAN_LOST_FENCE) {
+                if (!pr || !pr->handle || pr->stopping || pr->exited)
+                        return 0;
+                r = a->backend->stop(pr->handle, grace_of(p));
+                if (r < 0)
+                        return r;
+                pr->stopping = true;
+                pr->stop_grace = grace_of(p);
+                log_warning("pod/%s: this node is cut off from etcd: stopping it before its "
+                            "lease can expire (%s: fence)",
+                            p->metadata.name, SPEC_ANN_NODE_LOST_POLICY);
+                (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Fenced",
+                                    "Stopping container %s: the node is cut off from etcd (%s: "
+                                    "fence)",
+                                    agent__container_name(p), SPEC_ANN_NODE_LOST_POLICY);
+                return 0;
+        }
         switch (step.action) {
         case PLAN_POD_NOTHING:
                 return 0;

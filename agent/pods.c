@@ -243,6 +243,22 @@ spec_backoff agent__backoff_policy(const spec_replica_set *rs) {
         return b;
 }
 
+plan_lost_policy agent__lost_policy(agent *a, const spec_pod *p) {
+        const spec_owner_ref *o = spec_meta_controller(&p->metadata);
+        const spec_replica_set *rs = o ? agent__replica_set_by_uid(a, p->metadata.namespace, o->uid)
+                                       : NULL;
+        const char *v = rs ? spec_map_get(&rs->metadata.annotations, SPEC_ANN_NODE_LOST_POLICY)
+                           : NULL;
+        return streq_ptr(v, "fence") ? PLAN_LOST_FENCE : PLAN_LOST_REPLACE;
+}
+
+usec_t agent__grace(const spec_pod *p) {
+        int64_t s = p->metadata.deletion_grace_period_seconds != SPEC_UNSET64
+                            ? p->metadata.deletion_grace_period_seconds
+                            : p->spec.termination_grace_period_seconds;
+        return s == SPEC_UNSET64 || s < 0 ? 30 * USEC_PER_SEC : usec_from_sec(s);
+}
+
 usec_t agent__pod_finished_at(const spec_pod *p) {
         const spec_container_status *cs = p->status.n_container_statuses
                                                   ? &p->status.container_statuses[0]

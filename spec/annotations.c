@@ -299,6 +299,7 @@ static const struct {
         { SPEC_ANN_CANARY, true, false },
         { SPEC_ANN_CANARY_PROMOTE_AFTER, true, false },
         { SPEC_ANN_PROMOTE, true, false },
+        { SPEC_ANN_NODE_LOST_POLICY, true, false },
         { SPEC_ANN_LISTEN, false, true },
         { SPEC_ANN_NOTIFY, false, true },
         /* set by tendd --manifests; a user may carry it over from `get -o yaml` */
@@ -370,6 +371,12 @@ int spec_tend_annotation_problem(const char *key, const char *value, bool on_tem
                         if (!detail)
                                 return -ENOMEM;
                 }
+        } else if (streq(key, SPEC_ANN_NODE_LOST_POLICY)) {
+                r = streq(value, "replace") || streq(value, "fence") ? 0 : -EINVAL;
+                if (r < 0 && !(detail = strdup("must be \"replace\" (replaced elsewhere; the "
+                                               "default) or \"fence\" (stopped by a node cut "
+                                               "off before it is replaced)")))
+                        return -ENOMEM;
         } else if (streq(key, SPEC_ANN_AUTO_ROLLBACK)) {
                 r = streq(value, "true") || streq(value, "false") ? 0 : -EINVAL;
                 if (r < 0 && !(detail = strdup("must be \"true\" or \"false\"")))

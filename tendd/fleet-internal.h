@@ -95,6 +95,9 @@ struct fleet {
         usec_t leading_since;   /* monotonic: this term's start */
         uv_timer_t lifecycle;   /* the leader's node lifecycle, every 500 ms */
         bool disrupted;         /* the mass-loss guard holds (said once) */
+        bool fenced;            /* fence-policy pods must stop (told to the agent) */
+        bool ever_joined;       /* the first join completed */
+        int64_t listed_lease;   /* the lease the mirror was last listed on */
         plan_node *sched;       /* fleet_agent_nodes()'s answer */
         spec_map *sched_labels; /* ... its nodes' labels */
         size_t n_sched_labels;

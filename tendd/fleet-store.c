@@ -808,8 +808,41 @@ bool fleet_agent_node_lost(void *userdata, const char *node) {
 
 /* ---- the leader's node lifecycle (fleet.md §3.7) -------------------------------------------- */
 
+/* Cut off from etcd long enough that pods under fence stop (fleet.md
+ * §3.10): the lease could expire a margin from now (a TTL after the last
+ * acknowledged keepalive was sent), or it is a new one and the mirror has
+ * not been listed on it yet (what the leader did meanwhile is not known).
+ * At start, before the first join, a TTL less the margin after it began. */
+static bool is_fenced(fleet *f) {
+        usec_t now = now_monotonic(), ttl = (usec_t) f->c.ttl * USEC_PER_SEC;
+
+        if (!f->ever_joined)
+                return plan_fence(PLAN_LOST_FENCE, f->join_started, ttl, now);
+        if (!f->session || f->listed_lease != f->lease)
+                return true;
+        return plan_fence(PLAN_LOST_FENCE,
+                          etcd_session_safe_until(f->session) -
+                                  MIN(ttl, etcd_session_safe_until(f->session)),
+                          ttl, now);
+}
+
+bool fleet_agent_fenced(void *userdata) {
+        fleet *f = *(fleet **) userdata;
+        return f && is_fenced(f);
+}
+
 static void on_lifecycle(uv_timer_t *t) {
         fleet *f = t->data;
+        bool fenced = is_fenced(f);
+
+        if (fenced != f->fenced && f->c.agent) {
+                f->fenced = fenced;
+                log_info("fleet: %s",
+                         fenced ? "cut off from etcd: pods under tend.io/node-lost-policy: "
+                                  "fence stop"
+                                : "back in touch with etcd: pods under fence may run");
+                agent_fleet_changed(f->c.agent);
+        }
         usec_t now = now_monotonic();
         size_t n = tend_hashmap_size(f->nodes), k = 0, held = 0, n_pods;
         _cleanup_free_ plan_node_state *st = new0(plan_node_state, n + 1);
@@ -833,7 +866,8 @@ static void on_lifecycle(uv_timer_t *t) {
                                    f->leading_since, (usec_t) f->c.ttl * USEC_PER_SEC, v);
         for (size_t i = 0; i < k; i++)
                 if (v[i] == PLAN_NODE_EVICT)
-                        (void) agent_evict_node(f->c.agent, st[i].name, false);
+                        (void) agent_evict_node(f->c.agent, st[i].name, false,
+                                                now - MIN(st[i].lost_since, now));
                 else if (v[i] == PLAN_NODE_HOLD)
                         held++;
         if (view.disrupted && held && !f->disrupted)
@@ -850,7 +884,7 @@ static void on_lifecycle(uv_timer_t *t) {
                         (void) strv_extend(&unknown, node);
         }
         for (size_t i = 0; unknown && unknown[i]; i++)
-                (void) agent_evict_node(f->c.agent, unknown[i], true);
+                (void) agent_evict_node(f->c.agent, unknown[i], true, 0);
 }
 
 /* ---- life -------------------------------------------------------------------------------------

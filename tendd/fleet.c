@@ -272,10 +272,11 @@ static void on_list(const etcd_result *r, void *userdata) {
                 has_leader = has_leader || streq(r->kvs[i].key, f->k_leader);
         }
         f->revision = r->revision;
+        f->listed_lease = f->lease;
         watch_start(f);
         if (!f->joined) {
                 fnode *me = fleet__node(f, f->node_name, false);
-                f->joined = true;
+                f->joined = f->ever_joined = true;
                 log_info("fleet: joined as node/%s (lease %" PRIx64 "); %zu node%s in the fleet",
                          f->node_name, (uint64_t) f->lease, tend_hashmap_size(f->nodes),
                          tend_hashmap_size(f->nodes) == 1 ? "" : "s");

@@ -59,6 +59,7 @@ bool fleet_agent_leading(void *userdata);
 size_t fleet_agent_nodes(void *userdata, const plan_node **ret);
 bool fleet_agent_in_etcd(void *userdata, const spec_pod *p);
 bool fleet_agent_node_lost(void *userdata, const char *node);
+bool fleet_agent_fenced(void *userdata);
 /* What the API asks of the fleet (valid while f is). */
 const api_fleet *fleet_api(fleet *f);
 /* Leaves the fleet at once (tendd --stop-pods-on-exit, its pods stopped):

@@ -646,6 +646,7 @@ int main(int argc, char **argv) {
                                                      .nodes = fleet_agent_nodes,
                                                      .in_etcd = fleet_agent_in_etcd,
                                                      .node_lost = fleet_agent_node_lost,
+                                                     .fenced = fleet_agent_fenced,
                                                      .userdata = &fl };
         r = agent_loop_new(loop,
                            &(agent_loop_config){ .state_dir = state_dir,

@@ -2224,7 +2224,15 @@ static size_t fl_nodes(void *u, const plan_node **ret) {
         return fleet_n_nodes;
 }
 
-static const agent_fleet test_fleet = { .leading = fl_leading, .nodes = fl_nodes };
+static bool fleet_fenced;
+
+static bool fl_fenced(void *u) {
+        return fleet_fenced;
+}
+
+static const agent_fleet test_fleet = { .leading = fl_leading,
+                                        .nodes = fl_nodes,
+                                        .fenced = fl_fenced };
 
 static size_t pods_on(world *w, const char *node) {
         const void *const *items;
@@ -2382,6 +2390,24 @@ static void test_fleet_binding(void **state) {
         assert_int_equal(vp->status.phase, SPEC_POD_RUNNING);
         assert_int_equal(vp->status.container_statuses[0].restart_count, 1);
         assert_false(has_failed_pod(w, NULL));
+
+        /* Cut off from etcd: the pods under tend.io/node-lost-policy: fence
+         * stop and do not start again; the others run on. Back: they do. */
+        apply(w, annotated(manifest("fenced", 2, "fenced-v1", NULL, NULL),
+                           SPEC_ANN_NODE_LOST_POLICY, "fence"));
+        assert_true(step_until(w, rolled_out, "fenced", 10 * S));
+        assert_int_equal(count_pods(w, "fenced-v1", true), 2);
+        size_t job_alive = count_pods(w, "job-v1", true);
+        fleet_fenced = true;
+        agent_fleet_changed(w->agent);
+        step(w, 10 * S);
+        assert_int_equal(count_pods(w, "fenced-v1", true), 0);
+        assert_int_equal(count_pods(w, "job-v1", true), job_alive);
+        assert_non_null(find_event(w, "Fenced", "cut off from etcd"));
+        fleet_fenced = false;
+        agent_fleet_changed(w->agent);
+        assert_true(step_until(w, rolled_out, "fenced", 30 * S));
+        assert_int_equal(count_pods(w, "fenced-v1", true), 2);
         world_free(w);
 }
 

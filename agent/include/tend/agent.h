@@ -81,6 +81,10 @@ typedef struct agent_fleet {
         /* Whether node (a pod's spec.nodeName) has lost its lease: its pods
          * are unknown, not counted in a deployment's live bound. NULL: no. */
         bool (*node_lost)(void *userdata, const char *node);
+        /* Whether this node is cut off from etcd long enough that its pods
+         * under tend.io/node-lost-policy: fence must stop (and none start):
+         * agent_fleet_changed() when it changes. NULL: never. */
+        bool (*fenced)(void *userdata);
         void *userdata;
 } agent_fleet;
 
@@ -165,12 +169,14 @@ void agent_fleet_changed(agent *a);
 /* An object is looked at again (what the store does not tell: etcd
  * acknowledged it). */
 void agent_touch(agent *a, store_kind kind, const char *ns, const char *name);
-/* The leader evicts the pods of a node lost for lostAfter (fleet.md §3.7):
- * each gets its deletionTimestamp, and its ReplicaSet replaces it on
- * another node; the node stops them when it comes back. gone: the node
+/* The leader evicts the pods of a node lost for lostAfter (fleet.md §3.7),
+ * its lease gone for lost_for: each gets its deletionTimestamp, and its
+ * ReplicaSet replaces it on another node; the node stops them when it
+ * comes back. A pod under tend.io/node-lost-policy: fence waits until its
+ * node has stopped it (the lease gone for its grace period + 2 s). gone: the node
  * itself was deleted (`tend delete node`): its pods are removed at once
  * (as Kubernetes' pod garbage collector). Returns how many, or -errno. */
-int agent_evict_node(agent *a, const char *node, bool gone);
+int agent_evict_node(agent *a, const char *node, bool gone, usec_t lost_for);
 /* The node this agent runs its pods on (their spec.nodeName). */
 const char *agent_node_name(const agent *a);
 

@@ -80,6 +80,12 @@
 /* On a Deployment: "true" (or the canaries' revision) promotes them; tendd
  * removes it once done. */
 #define SPEC_ANN_PROMOTE "tend.io/promote"
+/* On a Deployment, in a fleet: what becomes of its pods on a node cut off
+ * from etcd (fleet.md §3.10): "replace" (the default: replaced elsewhere
+ * once the node is lost, running on where they are until it is back) or
+ * "fence" (the node stops them before its lease can expire; the leader
+ * replaces them only after the lease expired and their grace period). */
+#define SPEC_ANN_NODE_LOST_POLICY "tend.io/node-lost-policy"
 
 /* ---- errors ---------------------------------------------------------------- */
 
