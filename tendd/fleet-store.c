@@ -56,6 +56,7 @@ struct fobj {
         json_t *want_status;           /* NULL: no status */
         json_t *sent_main, *sent_status;
         bool sent_delete;
+        bool sent_put_main, sent_put_status;  /* which keys the write that is out puts */
         uint64_t seq, sent_seq, pending_from; /* local changes: the last, the sent, the
                                                * first not acknowledged (0: none) */
         int64_t fence_at;                     /* the leader's fence when written; 0: not leading */
@@ -226,6 +227,8 @@ static int apply_local(fleet *f, fobj *o) {
         int r;
 
         o->apply = false;
+        log_debug("fleet: %s/%s/%s: the local copy follows etcd", kind_names[o->kind], o->ns,
+                  o->name);
         if (o->dirty && o->dirty_main && !o->want_main)
                 return 0; /* this node deleted it: that goes to etcd */
         if (!o->main) {
@@ -278,7 +281,12 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
                 log_warning("fleet: %s is not JSON; skipped", kv->key);
                 return;
         }
-        echo = o->in_flight && (deleted ? o->sent_delete : json_equal(v, sent));
+        echo = o->in_flight &&
+               (deleted ? o->sent_delete
+                        : (status ? o->sent_put_status : o->sent_put_main) && json_equal(v, sent));
+        log_debug("fleet: %s %s at %" PRId64 "%s%s%s%s", kv->key, deleted ? "deleted" : "put",
+                  kv->mod_revision, echo ? " (echo)" : "", o->in_flight ? " (in flight)" : "",
+                  o->dirty ? " (dirty)" : "", o->dirty_main ? " (main dirty)" : "");
         if (echo && !status && !deleted && !o->main && o->kind == STORE_POD && f->c.agent)
                 agent_touch(f->c.agent, o->kind, o->ns, o->name); /* etcd has it: may start */
         json_decref(*slot);
@@ -468,6 +476,8 @@ static bool build(fleet *f, fobj *o, json_t *cmp, json_t *ops) {
         else /* the status of the object etcd has, not of a namesake made since */
                 (void) json_array_append_new(
                         cmp, etcd_cmp_revision(km, "create", "EQUAL", o->main_create));
+        o->sent_put_main = put_main;
+        o->sent_put_status = put_status;
         if (del) {
                 (void) json_array_append_new(ops, etcd_op_delete(km, NULL));
                 (void) json_array_append_new(ops, etcd_op_delete(ks, NULL));
@@ -589,7 +599,8 @@ static void on_txn(const etcd_result *r, void *userdata) {
                         o->main = o->status = NULL;
                         o->main_mod = o->main_create = o->status_mod = 0;
                 } else {
-                        if (!json_equal(o->sent_main, o->main)) {
+                        /* what this write put, unless the watch brought a later one */
+                        if (o->sent_put_main && o->main_mod < r->revision) {
                                 if (!o->main) {
                                         o->main_create = r->revision;
                                         if (o->kind == STORE_POD && f->c.agent) /* may start */
@@ -599,7 +610,7 @@ static void on_txn(const etcd_result *r, void *userdata) {
                                 o->main = json_incref(o->sent_main);
                                 o->main_mod = r->revision;
                         }
-                        if (o->sent_status && !json_equal(o->sent_status, o->status)) {
+                        if (o->sent_put_status && o->status_mod < r->revision) {
                                 json_decref(o->status);
                                 o->status = json_incref(o->sent_status);
                                 o->status_mod = r->revision;
@@ -616,6 +627,10 @@ static void on_txn(const etcd_result *r, void *userdata) {
                         f->objs_dirty = true;
                 }
         }
+        log_debug("fleet: a write of %zu object%s: %s", n, n == 1 ? "" : "s",
+                  r->error < 0   ? "failed"
+                  : r->succeeded ? "done"
+                                 : "refused");
         if (r->error < 0) {
                 log_warning("fleet: writing %zu object%s to etcd: %s; trying again", n,
                             n == 1 ? "" : "s", strna(r->message));

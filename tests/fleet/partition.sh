@@ -1,0 +1,165 @@
+#!/bin/sh
+# A node cut off from etcd (issue 17, fleet.md §3.9–3.10), through a real
+# 3-member etcd and three real tendd, each behind a TCP gate that SIGSTOP
+# turns into a blackhole. Two deployments, one pod per node each:
+#   replace (the default): the cut-off node keeps its pod running, the
+#     leader replaces it elsewhere once the node is lost; when the cut
+#     heals, the node stops it, and within a grace period and a few seconds
+#     the deployment is back to its replicas;
+#   fence: the cut-off node stops its pod before its lease can expire (it
+#     is dead before the others see the node NotReady), the leader replaces
+#     it only after the lease expired and its grace period, so the live
+#     processes never exceed replicas + maxSurge — sampled throughout.
+# The cut-off node also restarts a crash in place, on its own.
+. "$(dirname "$0")/../cli/lib.sh"
+. "$(dirname "$0")/etcd.sh"
+. "$(dirname "$0")/lib.sh"
+
+fleet_etcd
+
+ttl=3
+pids=
+node() { # K: tendd nK behind gate K
+    k=$1
+    eval "g=\$gate_$k"
+    "$bin/tendd" --state-dir "$tmp/n$k" --socket "$tmp/n$k.sock" --port-range "4${k}000-4${k}999" \
+        --fleet "$g" --node-name "n$k" --lease-ttl "${ttl}s" --node-lost-after 0s \
+        >>"$tmp/n$k.log" 2>&1 &
+    eval "n${k}_pid=$!"
+    pids="$pids $!"
+    wait_for 15 sh -c "TEND_SOCKET=$tmp/n$k.sock $bin/tend version" ||
+        { echo "tendd n$k did not come up:"; tail -5 "$tmp/n$k.log"; exit 1; }
+}
+cleanup_partition() {
+    for p in $pids; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    stop_gates
+    etcd_cluster_stop
+    if [ "$failures" -ne 0 ]; then
+        for k in 1 2 3; do echo "---- n$k ----"; tail -20 "$tmp/n$k.log"; done
+    fi
+    cleanup
+}
+trap cleanup_partition EXIT
+
+deploy() { # NAME POLICY
+    cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: $1
+  annotations: {tend.io/node-lost-policy: $2}
+spec:
+  replicas: 3
+  strategy: {rollingUpdate: {maxSurge: 0, maxUnavailable: 1}}
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        command: ["$testprog", "sleep"]
+        env: [{name: TEST_MARKER, value: "$tmp"}, {name: APP, value: "$1"}]
+YAML
+}
+# live APP: the processes of APP's pods alive on this machine, every node's
+live() {
+    for e in /proc/[0-9]*/environ; do
+        { tr "\0" "\n" <"$e"; } 2>/dev/null | grep -qx "TEST_MARKER=$tmp" || continue
+        { tr "\0" "\n" <"$e"; } 2>/dev/null | grep -qx "APP=$1" && echo x
+    done | wc -l
+}
+# pods_on ON APP: "name node phase deleting pid"
+pods_on() {
+    curl -s --unix-socket "$tmp/n$1.sock" \
+        "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3D$2" |
+        jq -r '.items[] | [.metadata.name, (.spec.nodeName // "-"), .status.phase,
+            (if .metadata.deletionTimestamp then "deleting" else "-" end),
+            (.status.containerStatuses[0].containerID // "-" | sub("process://"; ""))] | join(" ")' | sort
+}
+running_not_on() { # ON APP NODE N: N Running, not deleting, not on NODE
+    [ "$(pods_on "$1" "$2" | awk -v x="$3" '$2 != x && $3 == "Running" && $4 == "-"' | wc -l)" -eq "$4" ]
+}
+
+start_gates
+for k in 1 2 3; do node "$k"; done
+wait_for 10 sh -c "[ -n \"\$(TEND_SOCKET=$tmp/n1.sock $bin/tend get nodes | awk '\$3 == \"leader\"')\" ]" ||
+    fail "nobody leads"
+lead=$(leader_of 1)
+deploy rep replace | on 1 apply -f - >/dev/null || fail "apply rep"
+deploy fen fence | on 1 apply -f - >/dev/null || fail "apply fen"
+wait_for 20 running_not_on 1 rep none 3 && wait_for 10 running_not_on 1 fen none 3 ||
+    { fail "not 3 + 3 running"; pods_on 1 rep; pods_on 1 fen; }
+for a in rep fen; do
+    [ "$(pods_on 1 $a | awk '{ print $2 }' | sort -u | wc -l)" = 3 ] || fail "$a is not one pod per node"
+done
+
+# cut off a node that does not lead
+cut=1
+[ "$lead" = n1 ] && cut=2
+obs=$((cut % 3 + 1))
+[ "n$obs" = "$lead" ] || obs=${lead#n}
+rep_pid=$(pods_on "$obs" rep | awk -v x="n$cut" '$2 == x { print $5 }')
+fen_pid=$(pods_on "$obs" fen | awk -v x="n$cut" '$2 == x { print $5 }')
+eval "kill -STOP \$gate_pid_$cut"
+t0=$(date +%s%N)
+# two quick watchers: when the fence pod dies, when the node is seen lost
+( while kill -0 "$fen_pid" 2>/dev/null; do sleep 0.02; done
+  echo $((($(date +%s%N) - t0) / 1000000)) >"$tmp/fen_dead" ) &
+( until curl -s --unix-socket "$tmp/n$obs.sock" "http://localhost/api/v1/nodes/n$cut" |
+        jq -e '.status.conditions[0].status == "Unknown"' >/dev/null; do sleep 0.02; done
+  echo $((($(date +%s%N) - t0) / 1000000)) >"$tmp/notready" ) &
+max_fen=0 rep_replaced_at= fen_replaced_at=
+for _ in $(seq 150); do # 15 s at most
+    t=$((($(date +%s%N) - t0) / 1000000))
+    lf=$(live fen)
+    [ "$lf" -gt "$max_fen" ] && max_fen=$lf
+    [ -z "$rep_replaced_at" ] && running_not_on "$obs" rep "n$cut" 3 && rep_replaced_at=$t
+    [ -z "$fen_replaced_at" ] && running_not_on "$obs" fen "n$cut" 3 && fen_replaced_at=$t
+    [ -n "$rep_replaced_at" ] && [ -n "$fen_replaced_at" ] && [ "$t" -gt 9000 ] && break
+    sleep 0.1
+done
+wait_for 5 test -s "$tmp/fen_dead"
+wait_for 5 test -s "$tmp/notready"
+fen_dead_at=$(cat "$tmp/fen_dead" 2>/dev/null)
+notready_at=$(cat "$tmp/notready" 2>/dev/null)
+echo "cut off n$cut at 0: fence pod dead at ${fen_dead_at:-never} ms, NotReady seen at ${notready_at:-never} ms," \
+    "replace pod replaced at ${rep_replaced_at:-never} ms, fence pod at ${fen_replaced_at:-never} ms"
+if [ -n "$fen_dead_at" ] && [ -n "$notready_at" ] && [ "$fen_dead_at" -lt "$notready_at" ]; then
+    ok "fence: the cut-off node stopped its pod (at $fen_dead_at ms) before it was seen lost ($notready_at ms)"
+else
+    fail "fence: the pod on n$cut was not stopped before the node was seen lost"
+fi
+[ "$max_fen" -le 3 ] && ok "fence: never more than 3 live processes throughout (max $max_fen)" ||
+    fail "fence: $max_fen live processes at once (replicas 3, maxSurge 0)"
+[ -n "$fen_replaced_at" ] && [ "$fen_replaced_at" -ge $((ttl * 1000 + 1000 + 2000 - 1000)) ] &&
+    ok "fence: replaced elsewhere only after the lease expired + grace + 2 s ($fen_replaced_at ms)" ||
+    fail "fence: replaced at ${fen_replaced_at:-never} ms"
+[ -n "$rep_replaced_at" ] && ok "replace: replaced elsewhere at $rep_replaced_at ms" ||
+    fail "replace: never replaced"
+kill -0 "$rep_pid" 2>/dev/null && ok "replace: the cut-off node still runs its pod (pid $rep_pid)" ||
+    fail "replace: the cut-off node's pod died"
+# a crash on the cut-off node restarts in place, without etcd
+kill -KILL "$rep_pid"
+wait_for 5 sh -c "[ \$(for e in /proc/[0-9]*/environ; do { tr '\\0' '\\n' <\$e; } 2>/dev/null | grep -qx TEST_MARKER=$tmp && { tr '\\0' '\\n' <\$e; } 2>/dev/null | grep -qx APP=rep && echo x; done | wc -l) -ge 4 ]" &&
+    ok "replace: a crash on the cut-off node is restarted there, without etcd" ||
+    fail "replace: the cut-off node did not restart its crashed pod ($(live rep) live)"
+on "$cut" get pods >/dev/null 2>&1 && ok "the cut-off node still answers reads" ||
+    fail "the cut-off node does not answer reads"
+
+# heal: the node comes back, stops what etcd no longer binds to it
+eval "kill -CONT \$gate_pid_$cut"
+th=$(date +%s%N)
+if wait_for 10 sh -c "[ \$(for e in /proc/[0-9]*/environ; do { tr '\\0' '\\n' <\$e; } 2>/dev/null | grep -qx TEST_MARKER=$tmp && { tr '\\0' '\\n' <\$e; } 2>/dev/null | grep -qx APP=rep && echo x; done | wc -l) = 3 ]"; then
+    ok "replace: healed, back to 3 live processes in $((($(date +%s%N) - th) / 1000000)) ms (grace 1 s)"
+else
+    fail "replace: $(live rep) live processes 10 s after the heal"
+fi
+[ "$(live fen)" = 3 ] && ok "fence: 3 live after the heal, nothing to undo" || fail "fence: $(live fen) live after the heal"
+wait_for 10 sh -c "[ \$(curl -s --unix-socket $tmp/n$obs.sock 'http://localhost/api/v1/namespaces/default/pods' | jq '.items | length') = 6 ]" &&
+    ok "6 pods in the fleet again (the evicted ones removed by their node)" ||
+    { fail "pods after the heal:"; pods_on "$obs" rep; pods_on "$obs" fen; }
+
+stop_tendds $pids
+pids=
+fleet_verdict
