@@ -20,8 +20,10 @@ etcd_port_free() {
 etcd_cluster_start() {
     dir=$1
     command -v etcd >/dev/null 2>&1 || { echo "etcd is not installed (make deps)"; return 77; }
+    # below the kernel's ephemeral ports (32768-): no connection of another
+    # test can be holding one of these
     for _ in $(seq 50); do
-        etcd_base=$(shuf -i 20000-59000 -n 1)
+        etcd_base=$(shuf -i 20000-32700 -n 1)
         free=1
         for i in 0 1 2 3 4 5; do
             etcd_port_free $((etcd_base + i)) || free=0
@@ -55,7 +57,7 @@ etcd_cluster_start() {
         [ "$healthy" = 3 ] && return 0
         sleep 0.1
     done
-    echo "etcd did not come up in 20 s:"; tail -5 "$dir"/e*.log
+    echo "etcd did not come up in 20 s:"; tail -n 5 "$dir"/e*.log
     return 1
 }
 
