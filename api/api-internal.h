@@ -122,9 +122,10 @@ struct req {
         unsigned later_code;
         json_t *later;
         struct req *next_waiting;
-        const char *method; /* of the request (MHD's) */
-        bool synced;        /* the answer waited for the fleet's etcd already */
-        unsigned held_code; /* the answer that waits for it */
+        const char *method;  /* of the request (MHD's) */
+        bool synced;         /* the answer waited for the fleet's etcd already */
+        uint64_t fleet_mark; /* the fleet's writes before this request's */
+        unsigned held_code;  /* the answer that waits for it */
         json_t *held;
 };
 

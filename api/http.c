@@ -152,7 +152,7 @@ static bool hold_for_fleet(req *r, unsigned code, json_t *j) {
         if (!r->conn || r->synced || code >= 300 || !fl || !fl->sync || !r->method ||
             streq(r->method, "GET") || streq(r->method, "HEAD") || streq(r->method, "OPTIONS"))
                 return false;
-        k = fl->sync(fl->userdata, on_synced, r);
+        k = fl->sync(fl->userdata, r->fleet_mark, on_synced, r);
         if (k != 0)
                 return false; /* etcd has it (or cannot tell: as on one host) */
         r->held_code = code;

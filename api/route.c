@@ -256,6 +256,8 @@ enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const ch
                 return api__send_json(r, r->later_code, answer);
         }
         r->method = method;
+        if (r->s->fleet && r->s->fleet->writes)
+                r->fleet_mark = r->s->fleet->writes(r->s->fleet->userdata);
         if (r->deny)
                 return api__send_json(r, r->deny,
                                       api__status_json(r->deny, NULL, r->deny_message, NULL));

@@ -251,16 +251,21 @@ static void finish(request *r, CURLcode code, long status) {
                 res.deleted = int64_of(json_object_get(result, "deleted"));
                 res.lease_id = int64_of(json_object_get(result, "ID"));
                 res.ttl = int64_of(json_object_get(result, "TTL"));
-                json_t *kvs = json_object_get(result, "kvs");
-                if (!kvs) { /* a txn's first range answer */
-                        json_t *resp;
-                        size_t i;
+                json_t *kvs = json_object_get(result, "kvs"), *all = NULL;
+                if (!kvs) { /* a txn's range answers, one after the other */
+                        json_t *resp, *k;
+                        size_t i, m;
+                        all = json_array();
                         json_array_foreach (json_object_get(result, "responses"), i, resp)
-                                if ((kvs = json_object_get(json_object_get(resp, "response_range"),
-                                                           "kvs")))
-                                        break;
+                                json_array_foreach (
+                                        json_object_get(json_object_get(resp, "response_range"),
+                                                        "kvs"),
+                                        m, k)
+                                        (void) json_array_append(all, k);
+                        kvs = all;
                 }
                 res.error = decode_kvs(kvs, &res);
+                json_decref(all);
                 if (res.error < 0)
                         msg = strprintf("%s%s: a key or value that is not base64",
                                         r->e->endpoints[r->e->current], r->path);

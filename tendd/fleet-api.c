@@ -308,9 +308,13 @@ static void api_metrics(void *userdata, tend_buf *b) {
                 until > now ? (double) (until - now) / USEC_PER_SEC : 0.0);
 }
 
-static int api_sync(void *userdata, void (*done)(unsigned code, json_t *answer, void *req),
-                    void *req) {
-        return fleet__objects_sync(userdata, done, req);
+static uint64_t api_writes(void *userdata) {
+        return fleet__objects_mark(userdata);
+}
+
+static int api_sync(void *userdata, uint64_t since,
+                    void (*done)(unsigned code, json_t *answer, void *req), void *req) {
+        return fleet__objects_sync(userdata, since, done, req);
 }
 
 /* fleet.md §3.9 rule 2: cut off from etcd, a node answers reads from its
@@ -338,6 +342,7 @@ const api_fleet *fleet_api(fleet *f) {
                                       .delete_node = api_delete_node,
                                       .metrics = api_metrics,
                                       .cancel = api_cancel,
+                                      .writes = api_writes,
                                       .sync = api_sync,
                                       .refuses_writes = api_refuses_writes,
                                       .userdata = f };

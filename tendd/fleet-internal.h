@@ -87,8 +87,8 @@ struct fleet {
         bool txn_out;
         fobj *sent[64];
         size_t n_sent;
-        uint64_t seq;       /* of the local writes */
-        int64_t hold_until; /* a refused write: the mirror reaches this first */
+        uint64_t seq;     /* of the local writes */
+        bool sent_fenced; /* the txn that is out is the leader's */
         uv_timer_t flush;
         fwaiter *waiters;
         bool agent_leading;     /* what the agent was last told */
@@ -125,12 +125,15 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r);
  * API writes waiting for etcd are answered. */
 void fleet__objects_settle(fleet *f);
 void fleet__objects_flush_cb(uv_timer_t *t);
-/* Local writes from seq from on (0: every one) did not make it to etcd. */
-void fleet__objects_failed(fleet *f, uint64_t from);
-/* Whether etcd has every local write: 1 yes; 0: done() when it has
- * (0) or refused one (409), or after 10 s (504). */
-int fleet__objects_sync(fleet *f, void (*done)(unsigned code, json_t *answer, void *req),
-                        void *req);
+/* o's local writes did not make it to etcd: the API writes among them are
+ * answered code (409, 413). */
+void fleet__objects_failed(fleet *f, const fobj *o, unsigned code);
+/* Whether etcd has every local write made after mark since (the writes
+ * of one API request): 1 yes; 0: done() when it has (0), or refused one
+ * (409, 413), or after 10 s (504). */
+uint64_t fleet__objects_mark(fleet *f);
+int fleet__objects_sync(fleet *f, uint64_t since,
+                        void (*done)(unsigned code, json_t *answer, void *req), void *req);
 void fleet__objects_cancel(fleet *f, void *req);
 void fleet__objects_close(fleet *f);
 void fleet__objects_free(fleet *f);

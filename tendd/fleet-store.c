@@ -27,6 +27,9 @@
 #include "fleet-internal.h"
 
 #define BATCH_MAX 60 /* objects per txn: 2 puts each, under etcd's 128 operations */
+/* bytes of keys and values per txn: base64 makes them a third larger, under
+ * etcd's 1.5 MiB request limit */
+#define BATCH_BYTES (1024 * 1024)
 #define WAIT_MAX (10 * USEC_PER_SEC)
 
 static const char *const kind_names[] = {
@@ -56,7 +59,8 @@ struct fobj {
         json_t *want_status;           /* NULL: no status */
         json_t *sent_main, *sent_status;
         bool sent_delete;
-        bool sent_put_main, sent_put_status;  /* which keys the write that is out puts */
+        bool sent_put_main, sent_put_status; /* which keys the write that is out puts */
+        int64_t sent_main_mod, sent_status_mod, sent_main_create; /* ... and what it compared */
         uint64_t seq, sent_seq, pending_from; /* local changes: the last, the sent, the
                                                * first not acknowledged (0: none) */
         int64_t fence_at;                     /* the leader's fence when written; 0: not leading */
@@ -64,8 +68,8 @@ struct fobj {
 
 struct fwaiter {
         fwaiter *next;
-        uint64_t seq;
-        bool failed;
+        uint64_t from, seq; /* the request's own writes: (from, seq] */
+        unsigned failed;    /* 0, or the code of the answer (409, 413) */
         usec_t deadline;
         void (*done)(unsigned code, json_t *answer, void *req);
         void *req;
@@ -234,9 +238,10 @@ static int apply_local(fleet *f, fobj *o) {
         if (!o->main) {
                 if (!cur)
                         return 0;
+                /* bound here: its process (if any) stops first; the pod
+                 * worker removes one that has none at once */
                 if (o->kind == STORE_POD && streq_ptr(meta_node(o->kind, cur), f->node_name) &&
-                    !spec_pod_terminal(cur) &&
-                    ((const spec_pod *) cur)->status.phase != SPEC_POD_PENDING)
+                    !spec_pod_terminal(cur))
                         return stop_gone_pod(f, o, cur);
                 return store_delete(f->store, o->kind, o->ns, o->name);
         }
@@ -275,8 +280,8 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
         json_t *v = NULL;
         bool echo;
 
-        if (!deleted && kv->mod_revision <= *mod)
-                return; /* this node's write: applied when etcd answered it */
+        if (kv->mod_revision && kv->mod_revision <= *mod)
+                return; /* this node's write, applied when etcd answered it; or stale */
         if (!deleted && !(v = json_loadb(kv->value, kv->value_len, 0, NULL))) {
                 log_warning("fleet: %s is not JSON; skipped", kv->key);
                 return;
@@ -304,8 +309,8 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
          * agent decides again on it). Of the other key: this node's write
          * of it goes on, and what it sends of this one is etcd's. */
         if (o->dirty && (status ? o->dirty_status : o->dirty_main)) {
+                fleet__objects_failed(f, o, 409);
                 o->dirty = o->dirty_main = o->dirty_status = false;
-                fleet__objects_failed(f, o->pending_from);
                 o->pending_from = 0;
         } else if (o->dirty) {
                 json_t **want = status ? &o->want_status : &o->want_main;
@@ -389,7 +394,8 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
         fleet *f = u;
         const spec_meta *m = meta_of(obj);
         json_t *main = NULL, *status = NULL;
-        int64_t fence = 0;
+        bool was_dirty, node_write;
+        int64_t term;
         fobj *o;
 
         if (f->applying || kind == STORE_EVENT || kind >= (store_kind) ELEMENTSOF(kind_names))
@@ -426,49 +432,69 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
                         fobj_maybe_forget(f, o);
                 return;
         }
+        was_dirty = o->dirty;
         o->dirty = true;
         o->dirty_main = change == STORE_DELETED || !json_equal(main, o->main);
         o->dirty_status = change != STORE_DELETED && !json_equal(status, o->status);
         o->seq = ++f->seq;
         if (!o->pending_from)
                 o->pending_from = o->seq;
-        /* The leader's writes are fenced; a node's status of its own pod
-         * is not the leader's (it would be undone with the leadership). */
-        o->fence_at = fleet_leading(f, &fence) &&
-                                      !(kind == STORE_POD && !o->dirty_main &&
-                                        streq_ptr(((const spec_pod *) obj)->spec.node_name,
-                                                  f->node_name))
-                              ? fence
-                              : 0;
+        /* The leader's writes are fenced on its term (even if its lease ran
+         * out during the pass: etcd then refuses them), and stay fenced
+         * while they wait; a node's status of its own pod is not the
+         * leader's (it would be undone with the leadership). */
+        node_write = kind == STORE_POD && !o->dirty_main &&
+                     streq_ptr(((const spec_pod *) obj)->spec.node_name, f->node_name);
+        term = f->leading && !node_write ? f->fence : 0;
+        o->fence_at = was_dirty ? MAX(o->fence_at, term) : term;
         schedule_flush(f, 0);
 }
 
 /* Takes o out of what is to be sent, and puts the local object back to
  * what etcd has. */
-static void undo(fleet *f, fobj *o) {
+static void undo(fleet *f, fobj *o, unsigned code) {
         if (o->dirty)
-                fleet__objects_failed(f, o->pending_from);
+                fleet__objects_failed(f, o, code);
         o->dirty = o->dirty_main = o->dirty_status = false;
         o->pending_from = 0;
         o->apply = true;
         f->objs_dirty = true;
 }
 
-/* The compares and operations of o's write; false: nothing to send. */
-static bool build(fleet *f, fobj *o, json_t *cmp, json_t *ops) {
+/* The compares and operations of o's write, and in fail what etcd has of
+ * its keys should it be refused. 0: nothing to send; 1: added; -E2BIG:
+ * larger than a txn may be; -ENOSPC: not within *room bytes (left for the
+ * next txn). */
+static int build(fleet *f, fobj *o, json_t *cmp, json_t *ops, json_t *fail, size_t *room) {
         _cleanup_free_ char *km = etcd_key(f, o, false), *ks = etcd_key(f, o, true);
         bool del = !o->want_main;
         bool put_main = !del && o->dirty_main && !json_equal(o->want_main, o->main);
         bool put_status = !del && o->dirty_status && o->want_status &&
                           !json_equal(o->want_status, o->status);
         _cleanup_free_ char *tm = NULL, *ts = NULL;
+        size_t bytes;
 
         if (!km || !ks)
-                return false;
+                return -ENOMEM;
         if (del && !o->main)
-                return false; /* not in etcd */
+                return 0; /* not in etcd */
         if (!del && !put_main && !put_status)
-                return false;
+                return 0;
+        if (put_main && !(tm = json_dumps(o->want_main, JSON_COMPACT | JSON_SORT_KEYS)))
+                return -ENOMEM;
+        if (put_status && !(ts = json_dumps(o->want_status, JSON_COMPACT | JSON_SORT_KEYS)))
+                return -ENOMEM;
+        bytes = strlen(km) + strlen(ks) + (tm ? strlen(tm) : 0) + (ts ? strlen(ts) : 0);
+        if (bytes > BATCH_BYTES)
+                return -E2BIG;
+        if (bytes > *room)
+                return -ENOSPC;
+        *room -= bytes;
+        o->sent_put_main = put_main;
+        o->sent_put_status = put_status;
+        o->sent_main_mod = o->main ? o->main_mod : 0;
+        o->sent_status_mod = o->status_mod;
+        o->sent_main_create = o->main_create;
         if (del || put_main)
                 (void) json_array_append_new(
                         cmp, o->main ? etcd_cmp_revision(km, "mod", "EQUAL", o->main_mod)
@@ -476,72 +502,85 @@ static bool build(fleet *f, fobj *o, json_t *cmp, json_t *ops) {
         else /* the status of the object etcd has, not of a namesake made since */
                 (void) json_array_append_new(
                         cmp, etcd_cmp_revision(km, "create", "EQUAL", o->main_create));
-        o->sent_put_main = put_main;
-        o->sent_put_status = put_status;
+        (void) json_array_append_new(fail, etcd_op_range(km, NULL));
+        (void) json_array_append_new(fail, etcd_op_range(ks, NULL));
         if (del) {
                 (void) json_array_append_new(ops, etcd_op_delete(km, NULL));
                 (void) json_array_append_new(ops, etcd_op_delete(ks, NULL));
-                return true;
+                return 1;
         }
-        if (put_main) {
-                tm = json_dumps(o->want_main, JSON_COMPACT | JSON_SORT_KEYS);
-                (void) json_array_append_new(ops, tm ? etcd_op_put(km, tm, strlen(tm), 0) : NULL);
-        }
+        if (put_main)
+                (void) json_array_append_new(ops, etcd_op_put(km, tm, strlen(tm), 0));
         if (put_status) {
-                ts = json_dumps(o->want_status, JSON_COMPACT | JSON_SORT_KEYS);
                 (void) json_array_append_new(cmp,
                                              etcd_cmp_revision(ks, "mod", "EQUAL", o->status_mod));
-                (void) json_array_append_new(ops, ts ? etcd_op_put(ks, ts, strlen(ts), 0) : NULL);
+                (void) json_array_append_new(ops, etcd_op_put(ks, ts, strlen(ts), 0));
         }
-        return true;
+        return 1;
 }
 
 static void on_txn(const etcd_result *r, void *userdata);
 
 static void flush(fleet *f) {
-        _cleanup_(json_decrefp) json_t *cmp = NULL, *ops = NULL;
-        int64_t fence = 0;
-        bool leading;
+        _cleanup_(json_decrefp) json_t *cmp = NULL, *ops = NULL, *fail = NULL;
+        int64_t term = f->leading ? f->fence : 0, batch_fence = -1;
+        size_t room = BATCH_BYTES;
         const char *key;
         void *v;
         int rr;
 
         if (f->txn_out || !f->joined || f->closing || !f->e)
                 return;
-        if (f->revision < f->hold_until) {
-                schedule_flush(f, 100); /* the mirror catches up first */
-                return;
-        }
-        leading = fleet_leading(f, &fence);
         cmp = json_array();
         ops = json_array();
-        if (!cmp || !ops) {
+        fail = json_array();
+        if (!cmp || !ops || !fail) {
                 schedule_flush(f, 1000);
                 return;
         }
         f->n_sent = 0;
         /* deployments, then ReplicaSets, then pods: a node never sees a pod
-         * before its ReplicaSet (it would take it for an orphan) */
+         * before its ReplicaSet (it would take it for an orphan). A batch
+         * is the leader's (fenced) or not, never both: a fence that fails
+         * must not take a node's own writes with it. */
         for (int k = 0; k < (int) ELEMENTSOF(kind_names) && f->n_sent < BATCH_MAX; k++)
                 for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
                         fobj *o = v;
-                        if (f->n_sent >= BATCH_MAX)
+                        if (f->n_sent >= BATCH_MAX || room == 0)
                                 break;
                         if (o->kind != (store_kind) k || !o->dirty || o->in_flight)
                                 continue;
-                        if (o->fence_at && o->fence_at != (leading ? fence : 0)) {
+                        if (o->fence_at && o->fence_at != term) {
                                 /* decided as a leader that this node no longer is */
-                                undo(f, o);
+                                undo(f, o, 409);
                                 continue;
                         }
-                        if (!build(f, o, cmp, ops)) {
+                        if (batch_fence >= 0 && o->fence_at != batch_fence)
+                                continue; /* the next batch's */
+                        rr = build(f, o, cmp, ops, fail, &room);
+                        if (rr == -ENOSPC)
+                                continue;
+                        if (rr == -E2BIG) {
+                                log_warning("fleet: %s/%s/%s is larger than etcd takes in one "
+                                            "write (%d KiB); not written",
+                                            kind_names[o->kind], o->ns, o->name,
+                                            BATCH_BYTES / 1024);
+                                undo(f, o, 413);
+                                continue;
+                        }
+                        if (rr < 0) {
+                                schedule_flush(f, 1000); /* out of memory: later */
+                                continue;
+                        }
+                        if (rr == 0) {
                                 if (o->want_main || o->main) {
                                         o->dirty = o->dirty_main = o->dirty_status = false;
                                         o->pending_from = 0; /* etcd has it */
                                 } else
-                                        undo(f, o); /* a status for what etcd does not have */
+                                        undo(f, o, 409); /* a status for what etcd does not have */
                                 continue;
                         }
+                        batch_fence = o->fence_at;
                         o->in_flight = true;
                         o->sent_seq = o->seq;
                         o->sent_delete = !o->want_main;
@@ -555,10 +594,11 @@ static void flush(fleet *f) {
                 fleet__objects_settle(f);
                 return;
         }
-        if (leading)
+        f->sent_fenced = batch_fence > 0;
+        if (f->sent_fenced)
                 (void) json_array_append_new(
-                        cmp, etcd_cmp_revision(f->k_leader, "create", "EQUAL", fence));
-        rr = etcd_txn(f->e, TAKE_PTR(cmp), TAKE_PTR(ops), json_array(), on_txn, f);
+                        cmp, etcd_cmp_revision(f->k_leader, "create", "EQUAL", batch_fence));
+        rr = etcd_txn(f->e, TAKE_PTR(cmp), TAKE_PTR(ops), TAKE_PTR(fail), on_txn, f);
         if (rr < 0) {
                 for (size_t i = 0; i < f->n_sent; i++)
                         f->sent[i]->in_flight = false;
@@ -573,31 +613,68 @@ void fleet__objects_flush_cb(uv_timer_t *t) {
         flush(t->data);
 }
 
+/* A refused write: what etcd has now of o's keys (the txn's failure
+ * branch), into the mirror as another node's writes. Returns whether o's
+ * keys are not at the revisions its write compared (it was a conflict). */
+static bool refresh(fleet *f, fobj *o, const etcd_result *r) {
+
+        for (int half = 0; half < 2; half++) {
+                _cleanup_free_ char *k = etcd_key(f, o, half);
+                const etcd_kv *kv = NULL;
+                for (size_t i = 0; k && i < r->n_kvs && !kv; i++)
+                        if (streq(r->kvs[i].key, k))
+                                kv = &r->kvs[i];
+                if (kv)
+                        remote(f, o, half, kv, false);
+                else if (k && (half ? o->status : o->main))
+                        remote(f, o, half, &(etcd_kv){ .key = k }, true);
+        }
+        /* (the watch may have brought the other's write already) */
+        if (o->sent_put_status && o->status_mod != o->sent_status_mod)
+                return true;
+        return o->sent_put_main || o->sent_delete ? o->main_mod != o->sent_main_mod
+                                                  : o->main_create != o->sent_main_create;
+}
+
 static void on_txn(const etcd_result *r, void *userdata) {
         fleet *f = userdata;
-        size_t n = f->n_sent;
+        size_t n = f->n_sent, conflicts = 0;
+        bool refused = r->error >= 0 && !r->succeeded;
 
         f->txn_out = false;
         f->n_sent = 0;
         for (size_t i = 0; i < n; i++) {
                 fobj *o = f->sent[i];
                 o->in_flight = false;
-                if (r->error < 0 || !r->succeeded) {
+                if (r->error < 0 || refused) {
                         if (o->apply_after)
                                 o->apply = f->objs_dirty = true;
                         o->apply_after = false;
                 }
                 if (r->error < 0)
                         continue; /* sent again */
-                if (!r->succeeded) {
-                        undo(f, o);
+                if (refused) {
+                        /* the objects another wrote first are etcd's again (and
+                         * the agent decides again); the others go again */
+                        if (refresh(f, o, r)) {
+                                conflicts++;
+                                if (o->dirty)
+                                        undo(f, o, 409);
+                        }
                         continue;
                 }
                 if (o->sent_delete) {
-                        json_decref(o->main);
-                        json_decref(o->status);
-                        o->main = o->status = NULL;
-                        o->main_mod = o->main_create = o->status_mod = 0;
+                        /* gone, unless the watch brought a later one */
+                        if (o->main_mod < r->revision) {
+                                json_decref(o->main);
+                                o->main = NULL;
+                                o->main_mod = o->main_create = 0;
+                        }
+                        if (o->status_mod < r->revision) {
+                                json_decref(o->status);
+                                o->status = NULL;
+                                o->status_mod = 0;
+                        }
                 } else {
                         /* what this write put, unless the watch brought a later one */
                         if (o->sent_put_main && o->main_mod < r->revision) {
@@ -628,19 +705,23 @@ static void on_txn(const etcd_result *r, void *userdata) {
                 }
         }
         log_debug("fleet: a write of %zu object%s: %s", n, n == 1 ? "" : "s",
-                  r->error < 0   ? "failed"
-                  : r->succeeded ? "done"
-                                 : "refused");
+                  r->error < 0 ? "failed"
+                  : refused    ? "refused"
+                               : "done");
         if (r->error < 0) {
                 log_warning("fleet: writing %zu object%s to etcd: %s; trying again", n,
                             n == 1 ? "" : "s", strna(r->message));
                 schedule_flush(f, 1000);
-        } else if (!r->succeeded) {
-                /* decided on what etcd no longer has: again, on what it has */
-                log_info("fleet: a write of %zu object%s was refused (another wrote first%s); "
-                         "deciding again",
-                         n, n == 1 ? "" : "s", f->leading ? "" : ", or this node no longer leads");
-                f->hold_until = r->revision;
+        } else if (refused) {
+                log_info("fleet: a write of %zu object%s was refused (%s); deciding again", n,
+                         n == 1 ? "" : "s",
+                         conflicts ? "another node wrote one first" : "this node no longer leads");
+                /* no key changed: the fence (or a compare that cannot hold) —
+                 * what was decided here is undone, not sent again */
+                if (!conflicts)
+                        for (size_t i = 0; i < n; i++)
+                                if (f->sent[i]->dirty)
+                                        undo(f, f->sent[i], 409);
         }
         for (size_t i = 0; i < n; i++)
                 fobj_maybe_forget(f, f->sent[i]);
@@ -650,19 +731,23 @@ static void on_txn(const etcd_result *r, void *userdata) {
 
 /* ---- waiting for etcd (an API write is answered once etcd has it) ------------------------- */
 
-void fleet__objects_failed(fleet *f, uint64_t from) {
+void fleet__objects_failed(fleet *f, const fobj *o, unsigned code) {
+        uint64_t first = o->pending_from ?: o->seq;
+
         for (fwaiter *w = f->waiters; w; w = w->next)
-                if (!from || from <= w->seq)
-                        w->failed = true;
+                if (first <= w->seq && o->seq > w->from && !w->failed)
+                        w->failed = code;
 }
 
-static bool pending_until(fleet *f, uint64_t seq) {
+/* Whether a write in (from, seq] is not acknowledged yet. */
+static bool pending_within(fleet *f, uint64_t from, uint64_t seq) {
         const char *key;
         void *v;
 
         for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
                 const fobj *o = v;
-                if (o->pending_from && o->pending_from <= seq && (o->dirty || o->in_flight))
+                if ((o->dirty || o->in_flight) && o->pending_from && o->pending_from <= seq &&
+                    o->seq > from)
                         return true;
         }
         return false;
@@ -673,7 +758,7 @@ static void check_waiters(fleet *f) {
 
         for (fwaiter **p = &f->waiters; *p;) {
                 fwaiter *w = *p;
-                bool pending = pending_until(f, w->seq);
+                bool pending = pending_within(f, w->from, w->seq);
                 if (pending && now < w->deadline) {
                         p = &w->next;
                         continue;
@@ -690,32 +775,40 @@ static void check_waiters(fleet *f) {
                                           "reason", "Timeout", "code", 504),
                                 w->req);
                 else if (w->failed)
-                        w->done(409,
+                        w->done(w->failed,
                                 json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",
                                           "apiVersion", "v1", "metadata", "status", "Failure",
                                           "message",
-                                          "the object was changed on another node first; read "
-                                          "it again and retry",
-                                          "reason", "Conflict", "code", 409),
+                                          w->failed == 413
+                                                  ? "the object is larger than etcd takes in one "
+                                                    "write; it was not written"
+                                                  : "the object was changed on another node "
+                                                    "first; read it again and retry",
+                                          "reason",
+                                          w->failed == 413 ? "RequestEntityTooLarge" : "Conflict",
+                                          "code", (int) w->failed),
                                 w->req);
                 else
                         w->done(0, NULL, w->req);
                 free(w);
         }
-        if (f->waiters)
-                schedule_flush(f, 1000); /* their deadlines */
 }
 
-int fleet__objects_sync(fleet *f, void (*done)(unsigned code, json_t *answer, void *req),
-                        void *req) {
+uint64_t fleet__objects_mark(fleet *f) {
+        return f->seq;
+}
+
+int fleet__objects_sync(fleet *f, uint64_t since,
+                        void (*done)(unsigned code, json_t *answer, void *req), void *req) {
         fwaiter *w;
 
-        if (!pending_until(f, f->seq))
-                return 1; /* etcd has everything */
+        if (!pending_within(f, since, f->seq))
+                return 1; /* etcd has every write since */
         w = new0(fwaiter, 1);
         if (!w)
                 return -ENOMEM;
         *w = (fwaiter){ .next = f->waiters,
+                        .from = since,
                         .seq = f->seq,
                         .deadline = now_monotonic() + WAIT_MAX,
                         .done = done,
@@ -812,7 +905,12 @@ bool fleet_agent_in_etcd(void *userdata, const spec_pod *p) {
         fobj *o = f && f->objs
                           ? fobj_get(f, STORE_POD, p->metadata.namespace, p->metadata.name, false)
                           : NULL;
-        return o && o->main;
+        if (o && o->main)
+                return true;
+        /* not mirrored yet (etcd away since this tendd started): a pod that
+         * ran here was bound here by etcd, and restarts in place (§3.9) */
+        return p->status.start_time ||
+               (p->status.n_container_statuses && p->status.container_statuses[0].container_id);
 }
 
 bool fleet_agent_node_lost(void *userdata, const char *node) {
@@ -849,6 +947,9 @@ bool fleet_agent_fenced(void *userdata) {
 static void on_lifecycle(uv_timer_t *t) {
         fleet *f = t->data;
         bool fenced = is_fenced(f);
+
+        if (f->waiters) /* their deadlines, whatever etcd does */
+                check_waiters(f);
 
         if (fenced != f->fenced && f->c.agent) {
                 f->fenced = fenced;
@@ -930,18 +1031,16 @@ void fleet__objects_settle(fleet *f) {
                         log_warning_errno(r, "fleet: cannot write the mirror to the store: %m");
                 f->applying = false;
                 /* entries that hold nothing any more */
-                for (bool again = true; again;) {
-                        again = false;
-                        for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
-                                fobj *o = v;
-                                if (!o->main && !o->status && !o->dirty && !o->in_flight &&
-                                    !o->apply && !o->gone) {
-                                        fobj_maybe_forget(f, o);
-                                        again = true;
-                                        break;
-                                }
-                        }
+                size_t n = 0, all = tend_hashmap_size(f->objs);
+                _cleanup_free_ fobj **idle = new0(fobj *, all + 1);
+                for (size_t i = 0; idle && tend_hashmap_next(f->objs, &i, &key, &v);) {
+                        fobj *o = v;
+                        if (!o->main && !o->status && !o->dirty && !o->in_flight && !o->apply &&
+                            !o->gone && n < all)
+                                idle[n++] = o;
                 }
+                for (size_t i = 0; i < n; i++)
+                        fobj_maybe_forget(f, idle[i]);
         }
         if (f->c.agent && (leads != f->agent_leading || f->nodes_changed)) {
                 f->agent_leading = leads;

@@ -18,26 +18,9 @@ fleet_etcd
 ttl=3
 pids=
 node() { # K: tendd nK
-    k=$1
-    "$bin/tendd" --state-dir "$tmp/n$k" --socket "$tmp/n$k.sock" --port-range "4${k}000-4${k}999" \
-        --fleet "$ETCD_ENDPOINTS" --node-name "n$k" --node-labels "zone=z$k" \
-        --lease-ttl "${ttl}s" --node-lost-after 1s \
-        --resync 5s \
-        >>"$tmp/n$k.log" 2>&1 &
-    eval "n${k}_pid=$!"
-    pids="$pids $!"
-    wait_for 15 sh -c "TEND_SOCKET=$tmp/n$k.sock $bin/tend version" ||
-        { echo "tendd n$k did not come up:"; tail -5 "$tmp/n$k.log"; exit 1; }
+    fleet_node "$1" "$ETCD_ENDPOINTS" --node-labels "zone=z$1" --node-lost-after 1s --resync 5s
 }
-cleanup_deploy() {
-    for p in $pids; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    etcd_cluster_stop
-    if [ "$failures" -ne 0 ]; then
-        for k in 1 2 3; do echo "---- n$k ----"; tail -25 "$tmp/n$k.log"; done
-    fi
-    cleanup
-}
-trap cleanup_deploy EXIT
+trap fleet_cleanup EXIT
 
 deploy() { # NAME REPLICAS [VERSION]
     cat <<YAML

@@ -17,27 +17,14 @@ ttl=3
 pids=
 # (wait_for uses $n: these use other names)
 node() { # K: tendd nK behind gate K
-    k=$1
-    eval "g=\$gate_$k"
-    "$bin/tendd" --state-dir "$tmp/n$k" --socket "$tmp/n$k.sock" --port-range "4${k}000-4${k}999" \
-        --fleet "$g" --node-name "n$k" --lease-ttl "${ttl}s" --log-level debug \
-        >>"$tmp/n$k.log" 2>&1 &
-    eval "n${k}_pid=$!"
-    pids="$pids $!"
-    wait_for 15 sh -c "TEND_SOCKET=$tmp/n$k.sock $bin/tend version" ||
-        { echo "tendd n$k did not come up:"; tail -5 "$tmp/n$k.log"; exit 1; }
+    eval "g=\$gate_$1"
+    fleet_node "$1" "$g" --log-level debug
 }
 leading_metric() {
     curl -s --unix-socket "$tmp/n$1.sock" http://localhost/metrics |
         awk '$1 == "tend_fleet_leading" { print $2 }'
 }
-cleanup_leader() {
-    for p in $pids; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    stop_gates
-    etcd_cluster_stop
-    cleanup
-}
-trap cleanup_leader EXIT
+trap fleet_cleanup EXIT
 
 start_gates
 for k in 1 2 3; do node "$k"; done

@@ -21,6 +21,31 @@ is_status() { [ "$(status "$1" "$2")" = "$3" ]; }
 # leader_of ON: the node that leads, as node ON sees it.
 leader_of() { on "$1" get nodes | awk '$3 == "leader" { print $1 }'; }
 
+# fleet_node K URLS [TENDD-ARGS...]: tendd nK on the fleet at URLS, its
+# state, socket and pod port range its own, its lease ${ttl}s, logging to
+# $tmp/nK.log; nK_pid is its pid, added to $pids. Returns once it answers.
+fleet_node() {
+    fk=$1 furls=$2
+    shift 2
+    "$bin/tendd" --state-dir "$tmp/n$fk" --socket "$tmp/n$fk.sock" --port-range "4${fk}000-4${fk}999" \
+        --fleet "$furls" --node-name "n$fk" --lease-ttl "${ttl}s" "$@" >>"$tmp/n$fk.log" 2>&1 &
+    eval "n${fk}_pid=$!"
+    pids="$pids $!"
+    wait_for 15 sh -c "TEND_SOCKET=$tmp/n$fk.sock $bin/tend version" ||
+        { echo "tendd n$fk did not come up:"; tail -n 5 "$tmp/n$fk.log"; exit 1; }
+}
+# fleet_cleanup (an EXIT trap): the tendd of $pids stopped, the gates and
+# etcd too; on a failure, the end of each tendd's log.
+fleet_cleanup() {
+    for p in $pids; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    stop_gates
+    etcd_cluster_stop
+    if [ "$failures" -ne 0 ]; then
+        for f in "$tmp"/n*.log; do echo "---- $(basename "$f" .log) ----"; tail -n 25 "$f"; done
+    fi
+    cleanup
+}
+
 # start_gates: a tend-tcp-gate for each of nodes 1..3 to the etcd members
 # (SIGSTOP cuts the node off, SIGCONT heals it): gate_K is the --fleet URLs
 # through it, gate_pid_K its pid.

@@ -34,13 +34,17 @@ typedef struct api_fleet {
         int (*delete_node)(void *userdata, const char *name,
                            void (*done)(unsigned code, json_t *answer, void *req), void *req);
         void (*cancel)(void *userdata, void *req);
-        /* Whether the fleet's etcd has every write made here so far (the
-         * store is a mirror): 1 yes; 0: done(0, NULL, req) once it has, or
-         * done(code, a Status, req) when a write was refused (409) or not
-         * acknowledged in time (504) — unless canceled; < 0: cannot tell.
-         * Every write the API acknowledges waits for it. NULL: no wait. */
-        int (*sync)(void *userdata, void (*done)(unsigned code, json_t *answer, void *req),
-                    void *req);
+        /* Whether the fleet's etcd has every write made here since a mark
+         * (the store is a mirror): 1 yes; 0: done(0, NULL, req) once it
+         * has, or done(code, a Status, req) when a write was refused (409,
+         * 413) or not acknowledged in time (504) — unless canceled; < 0:
+         * cannot tell. Every write the API acknowledges waits for its own.
+         * NULL: no wait. */
+        int (*sync)(void *userdata, uint64_t since,
+                    void (*done)(unsigned code, json_t *answer, void *req), void *req);
+        /* A mark of the writes made here so far: sync(since) waits for those
+         * made after it (a request's own). */
+        uint64_t (*writes)(void *userdata);
         /* Why this node takes no write now (cut off from etcd: a new
          * string), or NULL: writes are taken. NULL function: always. */
         char *(*refuses_writes)(void *userdata);

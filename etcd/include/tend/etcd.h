@@ -59,7 +59,7 @@ typedef struct etcd_result {
         const char *message; /* what went wrong; NULL when error is 0 */
         int64_t revision;    /* the header's */
         bool succeeded;      /* txn */
-        etcd_kv *kvs;        /* range; a failed txn's first range response */
+        etcd_kv *kvs;        /* range; a txn's range responses, all, in order */
         size_t n_kvs;
         int64_t count, deleted;
         int64_t lease_id, ttl; /* lease grant, keepalive (ttl 0: the lease is gone) */
