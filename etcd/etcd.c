@@ -256,6 +256,8 @@ static void finish(request *r, CURLcode code, long status) {
                         json_t *resp, *k;
                         size_t i, m;
                         all = json_array();
+                        if (!all)
+                                res.error = -ENOMEM; /* not "no keys" */
                         json_array_foreach (json_object_get(result, "responses"), i, resp)
                                 json_array_foreach (
                                         json_object_get(json_object_get(resp, "response_range"),
@@ -264,7 +266,8 @@ static void finish(request *r, CURLcode code, long status) {
                                         (void) json_array_append(all, k);
                         kvs = all;
                 }
-                res.error = decode_kvs(kvs, &res);
+                if (res.error >= 0)
+                        res.error = decode_kvs(kvs, &res);
                 json_decref(all);
                 if (res.error < 0)
                         msg = strprintf("%s%s: a key or value that is not base64",

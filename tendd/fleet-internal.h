@@ -88,18 +88,21 @@ struct fleet {
         fobj *sent[64];
         size_t n_sent;
         uint64_t seq;     /* of the local writes */
-        bool sent_fenced; /* the txn that is out is the leader's */
+        bool last_fenced; /* the last batch was the leader's (they take turns) */
+        char **req_keys;  /* the objects the API request being answered wrote */
+        bool recording;
         uv_timer_t flush;
         fwaiter *waiters;
-        bool agent_leading;     /* what the agent was last told */
-        usec_t leading_since;   /* monotonic: this term's start */
-        uv_timer_t lifecycle;   /* the leader's node lifecycle, every 500 ms */
-        bool disrupted;         /* the mass-loss guard holds (said once) */
-        bool fenced;            /* fence-policy pods must stop (told to the agent) */
-        bool ever_joined;       /* the first join completed */
-        int64_t listed_lease;   /* the lease the mirror was last listed on */
-        plan_node *sched;       /* fleet_agent_nodes()'s answer */
-        spec_map *sched_labels; /* ... its nodes' labels */
+        bool agent_leading;                    /* what the agent was last told */
+        usec_t leading_since;                  /* monotonic: this term's start */
+        uv_timer_t lifecycle;                  /* the leader's node lifecycle, every 500 ms */
+        bool disrupted;                        /* the mass-loss guard holds (said once) */
+        bool fenced;                           /* fence-policy pods must stop (told to the agent) */
+        bool ever_joined;                      /* the first join completed */
+        int64_t listed_lease;                  /* the lease the mirror was last listed on */
+        int64_t claimed_lease, claim_revision; /* the name claimed on this lease, then */
+        plan_node *sched;                      /* fleet_agent_nodes()'s answer */
+        spec_map *sched_labels;                /* ... its nodes' labels */
         size_t n_sched_labels;
         /* fleet-api.c's: set by fleet_api() */
         api_fleet api;

@@ -69,6 +69,7 @@ struct fobj {
 struct fwaiter {
         fwaiter *next;
         uint64_t from, seq; /* the request's own writes: (from, seq] */
+        char **keys;        /* ... of these objects ("kind/ns/name") */
         unsigned failed;    /* 0, or the code of the answer (409, 413) */
         usec_t deadline;
         void (*done)(unsigned code, json_t *answer, void *req);
@@ -305,6 +306,19 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
                 o->apply_after = true; /* that write is refused, or goes on */
                 return;
         }
+        /* this node's own value (its answer was lost): acknowledged */
+        if (o->dirty && !deleted && (status ? o->dirty_status : o->dirty_main) &&
+            json_equal(v, status ? o->want_status : o->want_main)) {
+                if (status)
+                        o->dirty_status = false;
+                else
+                        o->dirty_main = false;
+                if (!o->dirty_main && !o->dirty_status) {
+                        o->dirty = false;
+                        o->pending_from = 0;
+                }
+                return;
+        }
         /* Another's write of a key this node meant to write: it wins (the
          * agent decides again on it). Of the other key: this node's write
          * of it goes on, and what it sends of this one is etcd's. */
@@ -433,6 +447,12 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
                 return;
         }
         was_dirty = o->dirty;
+        if (f->recording) { /* a write of the API request being answered */
+                _cleanup_free_ char *key = obj_key(kind, o->ns, o->name);
+                if (!key ||
+                    (!strv_contains(f->req_keys, key) && strv_extend(&f->req_keys, key) < 0))
+                        log_oom(); /* its answer does not wait for this one */
+        }
         o->dirty = true;
         o->dirty_main = change == STORE_DELETED || !json_equal(main, o->main);
         o->dirty_status = change != STORE_DELETED && !json_equal(status, o->status);
@@ -489,33 +509,38 @@ static int build(fleet *f, fobj *o, json_t *cmp, json_t *ops, json_t *fail, size
                 return -E2BIG;
         if (bytes > *room)
                 return -ENOSPC;
+        _cleanup_(json_decrefp) json_t *c = json_array(), *o_ops = json_array(), *fl = json_array();
+        if (!c || !o_ops || !fl)
+                return -ENOMEM;
+        if ((del || put_main
+                     ? json_array_append_new(
+                               c, o->main ? etcd_cmp_revision(km, "mod", "EQUAL", o->main_mod)
+                                          : etcd_cmp_revision(km, "create", "EQUAL", 0))
+                     /* the status of the object etcd has, not of a namesake made since */
+                     : json_array_append_new(
+                               c, etcd_cmp_revision(km, "create", "EQUAL", o->main_create))) < 0 ||
+            json_array_append_new(fl, etcd_op_range(km, NULL)) < 0 ||
+            json_array_append_new(fl, etcd_op_range(ks, NULL)) < 0)
+                return -ENOMEM;
+        if (del && (json_array_append_new(o_ops, etcd_op_delete(km, NULL)) < 0 ||
+                    json_array_append_new(o_ops, etcd_op_delete(ks, NULL)) < 0))
+                return -ENOMEM;
+        if (put_main && json_array_append_new(o_ops, etcd_op_put(km, tm, strlen(tm), 0)) < 0)
+                return -ENOMEM;
+        if (put_status &&
+            (json_array_append_new(c, etcd_cmp_revision(ks, "mod", "EQUAL", o->status_mod)) < 0 ||
+             json_array_append_new(o_ops, etcd_op_put(ks, ts, strlen(ts), 0)) < 0))
+                return -ENOMEM;
+        /* all of it or nothing: a compare left out would write blindly */
+        if (json_array_extend(cmp, c) < 0 || json_array_extend(ops, o_ops) < 0 ||
+            json_array_extend(fail, fl) < 0)
+                return -ENOMEM;
         *room -= bytes;
         o->sent_put_main = put_main;
         o->sent_put_status = put_status;
         o->sent_main_mod = o->main ? o->main_mod : 0;
         o->sent_status_mod = o->status_mod;
         o->sent_main_create = o->main_create;
-        if (del || put_main)
-                (void) json_array_append_new(
-                        cmp, o->main ? etcd_cmp_revision(km, "mod", "EQUAL", o->main_mod)
-                                     : etcd_cmp_revision(km, "create", "EQUAL", 0));
-        else /* the status of the object etcd has, not of a namesake made since */
-                (void) json_array_append_new(
-                        cmp, etcd_cmp_revision(km, "create", "EQUAL", o->main_create));
-        (void) json_array_append_new(fail, etcd_op_range(km, NULL));
-        (void) json_array_append_new(fail, etcd_op_range(ks, NULL));
-        if (del) {
-                (void) json_array_append_new(ops, etcd_op_delete(km, NULL));
-                (void) json_array_append_new(ops, etcd_op_delete(ks, NULL));
-                return 1;
-        }
-        if (put_main)
-                (void) json_array_append_new(ops, etcd_op_put(km, tm, strlen(tm), 0));
-        if (put_status) {
-                (void) json_array_append_new(cmp,
-                                             etcd_cmp_revision(ks, "mod", "EQUAL", o->status_mod));
-                (void) json_array_append_new(ops, etcd_op_put(ks, ts, strlen(ts), 0));
-        }
         return 1;
 }
 
@@ -539,15 +564,29 @@ static void flush(fleet *f) {
                 return;
         }
         f->n_sent = 0;
+        /* A batch is the leader's (fenced) or a node's own, never both: a
+         * fence that fails must not take a node's own writes with it. They
+         * take turns, so that neither waits for good. */
+        for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
+                const fobj *o = v;
+                if (o->dirty && !o->in_flight && (!o->fence_at || o->fence_at == term) &&
+                    (o->fence_at != 0) != f->last_fenced) {
+                        batch_fence = o->fence_at;
+                        break;
+                }
+        }
         /* deployments, then ReplicaSets, then pods: a node never sees a pod
-         * before its ReplicaSet (it would take it for an orphan). A batch
-         * is the leader's (fenced) or not, never both: a fence that fails
-         * must not take a node's own writes with it. */
-        for (int k = 0; k < (int) ELEMENTSOF(kind_names) && f->n_sent < BATCH_MAX; k++)
+         * before its ReplicaSet (it would take it for an orphan), so once
+         * something of a kind is left for the next batch of this kind, so is
+         * every later kind (both are the leader's: the same kind of batch) */
+        bool left = false;
+        for (int k = 0; k < (int) ELEMENTSOF(kind_names) && f->n_sent < BATCH_MAX && !left; k++)
                 for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
                         fobj *o = v;
-                        if (f->n_sent >= BATCH_MAX || room == 0)
+                        if (f->n_sent >= BATCH_MAX || room == 0) {
+                                left = true;
                                 break;
+                        }
                         if (o->kind != (store_kind) k || !o->dirty || o->in_flight)
                                 continue;
                         if (o->fence_at && o->fence_at != term) {
@@ -556,10 +595,12 @@ static void flush(fleet *f) {
                                 continue;
                         }
                         if (batch_fence >= 0 && o->fence_at != batch_fence)
-                                continue; /* the next batch's */
+                                continue; /* the other kind of batch's */
                         rr = build(f, o, cmp, ops, fail, &room);
-                        if (rr == -ENOSPC)
+                        if (rr == -ENOSPC) {
+                                left = true;
                                 continue;
+                        }
                         if (rr == -E2BIG) {
                                 log_warning("fleet: %s/%s/%s is larger than etcd takes in one "
                                             "write (%d KiB); not written",
@@ -570,14 +611,12 @@ static void flush(fleet *f) {
                         }
                         if (rr < 0) {
                                 schedule_flush(f, 1000); /* out of memory: later */
+                                left = true;
                                 continue;
                         }
-                        if (rr == 0) {
-                                if (o->want_main || o->main) {
-                                        o->dirty = o->dirty_main = o->dirty_status = false;
-                                        o->pending_from = 0; /* etcd has it */
-                                } else
-                                        undo(f, o, 409); /* a status for what etcd does not have */
+                        if (rr == 0) { /* etcd has it already (or never had what goes) */
+                                o->dirty = o->dirty_main = o->dirty_status = false;
+                                o->pending_from = 0;
                                 continue;
                         }
                         batch_fence = o->fence_at;
@@ -594,8 +633,8 @@ static void flush(fleet *f) {
                 fleet__objects_settle(f);
                 return;
         }
-        f->sent_fenced = batch_fence > 0;
-        if (f->sent_fenced)
+        f->last_fenced = batch_fence > 0;
+        if (f->last_fenced)
                 (void) json_array_append_new(
                         cmp, etcd_cmp_revision(f->k_leader, "create", "EQUAL", batch_fence));
         rr = etcd_txn(f->e, TAKE_PTR(cmp), TAKE_PTR(ops), TAKE_PTR(fail), on_txn, f);
@@ -626,8 +665,9 @@ static bool refresh(fleet *f, fobj *o, const etcd_result *r) {
                                 kv = &r->kvs[i];
                 if (kv)
                         remote(f, o, half, kv, false);
-                else if (k && (half ? o->status : o->main))
-                        remote(f, o, half, &(etcd_kv){ .key = k }, true);
+                else if (k && (half ? o->status : o->main)) /* gone, as of the answer */
+                        remote(f, o, half, &(etcd_kv){ .key = k, .mod_revision = r->revision },
+                               true);
         }
         /* (the watch may have brought the other's write already) */
         if (o->sent_put_status && o->status_mod != o->sent_status_mod)
@@ -731,23 +771,24 @@ static void on_txn(const etcd_result *r, void *userdata) {
 
 /* ---- waiting for etcd (an API write is answered once etcd has it) ------------------------- */
 
+/* Whether o has a write of a request's (up to seq) not acknowledged. */
+static bool unacknowledged(const fobj *o, uint64_t seq) {
+        return (o->dirty || o->in_flight) && o->pending_from && o->pending_from <= seq;
+}
+
 void fleet__objects_failed(fleet *f, const fobj *o, unsigned code) {
-        uint64_t first = o->pending_from ?: o->seq;
+        _cleanup_free_ char *key = obj_key(o->kind, o->ns, o->name);
 
         for (fwaiter *w = f->waiters; w; w = w->next)
-                if (first <= w->seq && o->seq > w->from && !w->failed)
+                if (key && !w->failed && unacknowledged(o, w->seq) && strv_contains(w->keys, key))
                         w->failed = code;
 }
 
-/* Whether a write in (from, seq] is not acknowledged yet. */
-static bool pending_within(fleet *f, uint64_t from, uint64_t seq) {
-        const char *key;
-        void *v;
-
-        for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
-                const fobj *o = v;
-                if ((o->dirty || o->in_flight) && o->pending_from && o->pending_from <= seq &&
-                    o->seq > from)
+/* Whether one of a request's writes (of keys, up to seq) is not acknowledged. */
+static bool pending_for(fleet *f, char *const *keys, uint64_t seq) {
+        for (size_t i = 0; keys && keys[i]; i++) {
+                const fobj *o = tend_hashmap_get(f->objs, keys[i]);
+                if (o && unacknowledged(o, seq))
                         return true;
         }
         return false;
@@ -758,7 +799,7 @@ static void check_waiters(fleet *f) {
 
         for (fwaiter **p = &f->waiters; *p;) {
                 fwaiter *w = *p;
-                bool pending = pending_within(f, w->from, w->seq);
+                bool pending = pending_for(f, w->keys, w->seq);
                 if (pending && now < w->deadline) {
                         p = &w->next;
                         continue;
@@ -790,24 +831,32 @@ static void check_waiters(fleet *f) {
                                 w->req);
                 else
                         w->done(0, NULL, w->req);
+                strv_free(w->keys);
                 free(w);
         }
 }
 
 uint64_t fleet__objects_mark(fleet *f) {
+        /* a request begins: the objects it writes are noted (on_local_change) */
+        strv_free(f->req_keys);
+        f->req_keys = NULL;
+        f->recording = true;
         return f->seq;
 }
 
 int fleet__objects_sync(fleet *f, uint64_t since,
                         void (*done)(unsigned code, json_t *answer, void *req), void *req) {
+        _cleanup_strv_free_ char **keys = TAKE_PTR(f->req_keys);
         fwaiter *w;
 
-        if (!pending_within(f, since, f->seq))
-                return 1; /* etcd has every write since */
+        f->recording = false;
+        if (!pending_for(f, keys, f->seq))
+                return 1; /* etcd has every write of the request */
         w = new0(fwaiter, 1);
         if (!w)
                 return -ENOMEM;
         *w = (fwaiter){ .next = f->waiters,
+                        .keys = TAKE_PTR(keys),
                         .from = since,
                         .seq = f->seq,
                         .deadline = now_monotonic() + WAIT_MAX,
@@ -825,6 +874,7 @@ void fleet__objects_cancel(fleet *f, void *req) {
                         continue;
                 }
                 *p = w->next;
+                strv_free(w->keys);
                 free(w);
         }
 }
@@ -907,6 +957,8 @@ bool fleet_agent_in_etcd(void *userdata, const spec_pod *p) {
                           : NULL;
         if (o && o->main)
                 return true;
+        if (f && f->listed_lease)
+                return false; /* the mirror is listed: etcd has it not */
         /* not mirrored yet (etcd away since this tendd started): a pod that
          * ran here was bound here by etcd, and restarts in place (§3.9) */
         return p->status.start_time ||
@@ -924,14 +976,17 @@ bool fleet_agent_node_lost(void *userdata, const char *node) {
 /* Cut off from etcd long enough that pods under fence stop (fleet.md
  * §3.10): the lease could expire a margin from now (a TTL after the last
  * acknowledged keepalive was sent), or it is a new one and the mirror has
- * not been listed on it yet (what the leader did meanwhile is not known).
+ * not caught up with it yet (what the leader did meanwhile is not known).
  * At start, before the first join, a TTL less the margin after it began. */
 static bool is_fenced(fleet *f) {
         usec_t now = now_monotonic(), ttl = (usec_t) f->c.ttl * USEC_PER_SEC;
 
         if (!f->ever_joined)
                 return plan_fence(PLAN_LOST_FENCE, f->join_started, ttl, now);
-        if (!f->session || f->listed_lease != f->lease)
+        /* a new lease: what the leader did meanwhile is known once the
+         * mirror has caught up with the claim of the name on it */
+        if (!f->session || (f->listed_lease != f->lease &&
+                            (f->claimed_lease != f->lease || f->revision < f->claim_revision)))
                 return true;
         return plan_fence(PLAN_LOST_FENCE,
                           etcd_session_safe_until(f->session) -
@@ -1069,8 +1124,11 @@ void fleet__objects_close(fleet *f) {
         while (f->waiters) {
                 fwaiter *w = f->waiters;
                 f->waiters = w->next;
+                strv_free(w->keys);
                 free(w);
         }
+        strv_free(f->req_keys);
+        f->req_keys = NULL;
 }
 
 void fleet__objects_free(fleet *f) {

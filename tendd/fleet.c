@@ -499,6 +499,9 @@ static void on_claim(const etcd_result *r, void *userdata) {
         if (join_patience(f, r, claim, "claiming the node name"))
                 return;
         if (r->succeeded) {
+                /* the mirror knows what happened meanwhile once it has seen this */
+                f->claim_revision = r->revision;
+                f->claimed_lease = f->lease;
                 put_node(f);
                 return;
         }

@@ -171,6 +171,30 @@ on "$cut" scale deploy/rep --replicas=2 >"$tmp/after" 2>&1 && wait_for 5 agree 2
     ok "n$cut's next write goes through (replicas 2 everywhere)" ||
     fail "n$cut's next write: $(cat "$tmp/after"); $(replicas_on 1) $(replicas_on 2) $(replicas_on 3)"
 
+# ---- a node gone for good: `tend delete node` and the leader removes its pods ----
+on 1 scale deploy/fen --replicas=6 >/dev/null || fail "scale fen to 6"
+wait_for 10 running_not_on 1 fen none 6 || { fail "fen: not 6 running"; pods_on 1 fen; grep -h "fence|cut off|back in" "$tmp"/n*.log | tail -5; }
+before=$(pods_on "$obs" fen | awk -v x="n$cut" '$2 == x' | wc -l)
+[ "$before" -ge 1 ] || fail "no pod of fen on n$cut to begin with"
+eval "gp=\$n${cut}_pid"
+kill -KILL "$gp"
+wait "$gp" 2>/dev/null
+pids=$(for p in $pids; do [ "$p" != "$gp" ] && echo "$p"; done | paste -sd' ' -)
+wait_for $((ttl + 3)) is_status "$obs" "n$cut" NotReady || fail "n$cut is not NotReady after its kill"
+on "$obs" delete "node/n$cut" >"$tmp/delnode" 2>&1 || fail "delete node/n$cut: $(cat "$tmp/delnode")"
+bound_to_gone() {
+    curl -s --unix-socket "$tmp/n$obs.sock" http://localhost/api/v1/namespaces/default/pods |
+        jq --arg n "n$cut" '[.items[] | select(.spec.nodeName == $n)] | length'
+}
+if wait_for 5 sh -c "[ \$(curl -s --unix-socket $tmp/n$obs.sock http://localhost/api/v1/namespaces/default/pods | jq '[.items[] | select(.spec.nodeName == \"n$cut\")] | length') = 0 ]"; then
+    ok "node/n$cut deleted: its $before pod(s) removed, none bound to it any more"
+else
+    fail "pods still bound to the deleted node/n$cut: $(bound_to_gone)"
+fi
+etcdctl_get() { ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" get --prefix --print-value-only "$1"; }
+[ "$(etcdctl_get /tend/v1/pods/ | jq -s --arg n "n$cut" '[.[] | select(.spec.nodeName == $n)] | length')" = 0 ] &&
+    ok "nor in etcd" || fail "etcd still has pods bound to n$cut"
+
 stop_tendds $pids
 pids=
 fleet_verdict
