@@ -77,7 +77,7 @@ for v in v1 v2 held; do
         "$repo/examples/web-$v.yaml" >"$tmp/web-$v.yaml"
 done
 # web-held listens on 8080; the tour takes a port of its own
-hport=$((47000 + $$ % 1000))
+hport=$((19000 + $$ % 1000)) # below the ephemeral ports (32768-): no connection holds it
 sed -i "s/containerPort: 8080/containerPort: $hport/" "$tmp/web-held.yaml"
 # held VERSION [ANNOTATIONS]: web-held at VERSION, with deployment annotations
 held() {

@@ -112,7 +112,9 @@ struct fleet {
 /* fleet.c */
 /* Whether f->lease is the live session's (a step of the join or the
  * election made for it may go on). */
-bool fleet__session_live(const fleet *f);
+static inline bool fleet__session_live(const fleet *f) {
+        return f->session && f->lease && etcd_session_lease(f->session) == f->lease;
+}
 fnode *fleet__node(fleet *f, const char *name, bool create);
 void fleet__node_free(fnode *n);
 /* Applies one key of P/v1/ to the mirror (deleted: its DELETE). */

@@ -967,7 +967,7 @@ bool fleet_agent_in_etcd(void *userdata, const spec_pod *p) {
 
 bool fleet_agent_node_lost(void *userdata, const char *node) {
         fleet *f = *(fleet **) userdata;
-        fnode *n = f ? fleet__node(f, node, false) : NULL;
+        const fnode *n = f ? tend_hashmap_get(f->nodes, node) : NULL;
         return n && !n->holder;
 }
 
@@ -1051,7 +1051,7 @@ static void on_lifecycle(uv_timer_t *t) {
         n_pods = store_list(f->store, STORE_POD, &pods);
         for (size_t i = 0; i < n_pods; i++) {
                 const char *node = ((const spec_pod *) pods[i])->spec.node_name;
-                if (node && !fleet__node(f, node, false) && !strv_contains(unknown, node))
+                if (node && !tend_hashmap_get(f->nodes, node) && !strv_contains(unknown, node))
                         (void) strv_extend(&unknown, node);
         }
         for (size_t i = 0; unknown && unknown[i]; i++)

@@ -58,10 +58,6 @@ void fleet__node_free(fnode *n) {
         free(n);
 }
 
-bool fleet__session_live(const fleet *f) {
-        return f->session && f->lease && etcd_session_lease(f->session) == f->lease;
-}
-
 fnode *fleet__node(fleet *f, const char *name, bool create) {
         fnode *n = tend_hashmap_get(f->nodes, name);
 

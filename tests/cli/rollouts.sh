@@ -10,7 +10,7 @@ command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
 command -v curl >/dev/null || { echo "curl missing (make deps)"; exit 77; }
 command -v ss >/dev/null || { echo "ss missing (iproute2; make deps)"; exit 77; }
 web="$bin/tend-example-web"
-port=$((45000 + $$ % 1000))
+port=$((17000 + $$ % 1000)) # below the ephemeral ports (32768-) and the fleet tests' etcd (20000-)
 
 # web NAME VERSION [ANNOTATIONS] [ARGS]: a deployment of the example server,
 # 3 replicas, a held socket on 127.0.0.1:$port unless ANNOTATIONS say else.

@@ -76,7 +76,7 @@ wait_for 10 running
 [ "$(pids)" = "$before" ] && ok "same pids: $(echo $before)" || fail "before: $before, after: $(pids)"
 
 echo "== a held socket survives tendd and all its pods dying at once (the fd store)"
-hport=$((46000 + $$ % 1000))
+hport=$((18000 + $$ % 1000)) # below the ephemeral ports (32768-) and the fleet tests' etcd (20000-)
 # web NAME REPLICAS ANNOTATION ARG PORT: the example server, one manifest
 web() {
     cat <<YAML
