@@ -334,6 +334,18 @@ static int delete_options(req *r, const resource *res, const void *obj, int64_t 
         return 0;
 }
 
+/* kubectl rollout undo puts the ReplicaSet's annotations on the
+ * Deployment, the controller's own among them (tend.io/complete, ...):
+ * they belong to ReplicaSets, never to a Deployment, and are dropped. */
+static void drop_replica_set_annotations(json_t *j) {
+        static const char *const keys[] = { AGENT_ANN_COMPLETE, AGENT_ANN_ROLLOUT_FAILED,
+                                            AGENT_ANN_PROMOTED, AGENT_ANN_CANARY_SINCE };
+        json_t *ann = json_object_get(json_object_get(j, "metadata"), "annotations");
+
+        for (size_t i = 0; json_is_object(ann) && i < ELEMENTSOF(keys); i++)
+                (void) json_object_del(ann, keys[i]);
+}
+
 /* PUT and PATCH: j (taken; NULL: the body or patch was refused with
  * refused) replaces obj, if its resourceVersion/uid preconditions hold (a
  * patch that names a resourceVersion is conditional on it, as a PUT). */
@@ -349,6 +361,7 @@ static enum MHD_Result replace_deployment(req *r, const resource *res, const voi
                 json_decref(j);
                 return ret;
         }
+        drop_replica_set_annotations(j);
         d = api__decode_deployment(r, j, ns, name, &ret);
         json_decref(j);
         return d ? api__write_deployment(r, d, 200) : ret;

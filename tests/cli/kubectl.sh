@@ -190,6 +190,15 @@ expect_exit 0 "web-v2 rolls out" k rollout status deploy/web --timeout=60s
 k get pods -l app=web -o json | jq -e '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null) |
     .metadata.annotations["tend.io/ports"] | test("^http=[0-9]+$")] | length == 3 and all' \
     >/dev/null && ok "3 pods of v2, each with its leased port" || fail "$(k get pods -l app=web -o wide)"
+# both rollouts completed: each ReplicaSet carries the controller's own
+# annotations, which kubectl's undo copies onto the Deployment
+expect_exit 0 "rollout undo after completed rollouts" k rollout undo deploy/web
+expect_exit 0 "the undo rolls out" k rollout status deploy/web --timeout=60s
+k get deploy web -o json | jq -e '(.spec.template.spec.containers[0].command | index("--version=v1")) and
+    .metadata.annotations["deployment.kubernetes.io/revision"] == "3" and
+    (.metadata.annotations | has("tend.io/complete") | not)' >/dev/null &&
+    ok "undo: back to v1 as revision 3, no ReplicaSet-only annotation on the Deployment" ||
+    fail "after undo: $(k get deploy web -o json | jq -c '.metadata.annotations')"
 expect_exit 0 "delete web" k delete deploy web
 
 echo "== server-side apply: managers, conflicts, --force-conflicts, pruning"
