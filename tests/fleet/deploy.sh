@@ -17,8 +17,10 @@ fleet_etcd
 
 ttl=3
 pids=
-node() { # K: tendd nK
-    fleet_node "$1" "$ETCD_ENDPOINTS" --node-labels "zone=z$1" --node-lost-after 1s --resync 5s
+kport=$((16000 + $$ % 1000)) # n2's HTTPS listener, for kubectl (below the ephemeral ports)
+node() { # K: tendd nK (n2 also on HTTPS, for kubectl)
+    fleet_node "$1" "$ETCD_ENDPOINTS" --node-labels "zone=z$1" --node-lost-after 1s --resync 5s \
+        $([ "$1" = 2 ] && echo "--listen 127.0.0.1:$kport")
 }
 trap fleet_cleanup EXIT
 
@@ -210,6 +212,22 @@ restarts=$(curl -s --unix-socket "$tmp/n2.sock" "http://localhost/api/v1/namespa
 [ "$restarts" = 0 ] && ok "no pod restarted" || fail "$restarts restarts among the v2 pods"
 on 1 rollout history deploy/web 2>&1 | grep -q '^2 ' && ok "history has revision 2" ||
     fail "rollout history: $(on 1 rollout history deploy/web 2>&1)"
+
+# ---- kubectl, unchanged, against a node of the fleet ----
+if command -v kubectl >/dev/null; then
+    on 2 kubeconfig --server "https://127.0.0.1:$kport" >"$tmp/kubeconfig" || fail "tend kubeconfig"
+    k() { KUBECONFIG="$tmp/kubeconfig" kubectl "$@"; }
+    [ "$(k get pods -l app=web -o wide --no-headers | awk '{ print $9 }' | sort -u | wc -l)" = 3 ] &&
+        ok "kubectl get pods -o wide on n2: the fleet's pods, on 3 nodes" ||
+        fail "kubectl get pods -o wide: $(k get pods -l app=web -o wide 2>&1)"
+    k rollout undo deploy/web >"$tmp/undo" 2>&1 && k rollout status deploy/web --timeout=60s >/dev/null &&
+        [ "$(curl -s --unix-socket "$tmp/n3.sock" "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dweb" |
+            jq '[.items[] | select(.spec.containers[0].env[1].value == "v1" and .status.phase == "Running" and .metadata.deletionTimestamp == null)] | length')" = 7 ] &&
+        ok "kubectl rollout undo on n2: back to v1, 7 running, as n3 sees it" ||
+        fail "kubectl rollout undo: $(cat "$tmp/undo")"
+else
+    echo "kubectl missing: its part skipped"
+fi
 
 # ---- a node lost: its pods replaced elsewhere; back, it stops them (replace) ----
 # the node lost is the one that leads: another takes over, then evicts
