@@ -266,8 +266,10 @@ enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const ch
                                         "the request body is larger than %zu bytes",
                                         sl->s->max_body);
         log_debug("%s %s", method, url);
+        /* (a node's cordon or removal goes to etcd itself, and etcd answers) */
         if (r->s->fleet && r->s->fleet->refuses_writes && !streq(method, "GET") &&
-            !streq(method, "HEAD") && !streq(method, "OPTIONS")) {
+            !streq(method, "HEAD") && !streq(method, "OPTIONS") &&
+            !startswith(url, "/api/v1/nodes")) {
                 _cleanup_free_ char *why = r->s->fleet->refuses_writes(r->s->fleet->userdata);
                 if (why)
                         return api__send_status(r, 503, "ServiceUnavailable", "%s", why);

@@ -173,7 +173,7 @@ on "$cut" scale deploy/rep --replicas=2 >"$tmp/after" 2>&1 && wait_for 5 agree 2
 
 # ---- a node gone for good: `tend delete node` and the leader removes its pods ----
 on 1 scale deploy/fen --replicas=6 >/dev/null || fail "scale fen to 6"
-wait_for 10 running_not_on 1 fen none 6 || { fail "fen: not 6 running"; pods_on 1 fen; grep -h "fence|cut off|back in" "$tmp"/n*.log | tail -5; }
+wait_for 10 running_not_on 1 fen none 6 || { fail "fen: not 6 running"; pods_on 1 fen; grep -hE "fence|cut off|back in" "$tmp"/n*.log | tail -n 5; }
 before=$(pods_on "$obs" fen | awk -v x="n$cut" '$2 == x' | wc -l)
 [ "$before" -ge 1 ] || fail "no pod of fen on n$cut to begin with"
 eval "gp=\$n${cut}_pid"

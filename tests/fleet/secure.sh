@@ -133,7 +133,7 @@ if expect_exit 0 "cordon after etcd's restart" on 1 cordon n2 &&
     wait_for 10 is_status 1 n1 Ready && is_status 2 n1 Ready; then
     ok "etcd restarted (tokens forgotten): the nodes authenticate again, a cordon goes through and is seen"
 else
-    fail "after etcd's restart:"; on 2 get nodes; tail -5 "$tmp"/n*.log
+    fail "after etcd's restart:"; on 2 get nodes; tail -n 5 "$tmp"/n*.log
 fi
 
 # shellcheck disable=SC2086 # a list of pids
