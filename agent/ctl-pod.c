@@ -13,10 +13,6 @@
 
 #include "agent-internal.h"
 
-static usec_t grace_of(const spec_pod *p) {
-        return agent__grace(p);
-}
-
 /* Ready and ContainersReady follow the container's readiness; the
  * transition time drives minReadySeconds and the deletion order. */
 static int set_ready(agent *a, spec_pod *n, bool ready) {
@@ -498,11 +494,11 @@ static plan_pod_view pod_view(agent *a, const spec_pod *p, const pod_rt *pr) {
                 .terminal = spec_pod_terminal(p),
                 .deleting = p->metadata.deletion_timestamp != 0,
                 .pending = p->status.phase == SPEC_POD_PENDING,
-                .grace = grace_of(p),
+                .grace = agent__grace(p),
                 .probe_grace = lp && lp->termination_grace_period_seconds != SPEC_UNSET64
                                        ? (usec_t) lp->termination_grace_period_seconds *
                                                  USEC_PER_SEC
-                                       : grace_of(p),
+                                       : agent__grace(p),
                 .start_after = after && parse_timestamp(after, &t) >= 0 ? t : 0,
                 .now = agent_wall(a),
                 .agent_started = a->started,
@@ -546,11 +542,11 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
             a->fleet.fenced(a->fleet.userdata) && agent__lost_policy(a, p) == PLAN_LOST_FENCE) {
                 if (!pr || !pr->handle || pr->stopping || pr->exited)
                         return 0;
-                r = a->backend->stop(pr->handle, grace_of(p));
+                r = a->backend->stop(pr->handle, agent__grace(p));
                 if (r < 0)
                         return r;
                 pr->stopping = true;
-                pr->stop_grace = grace_of(p);
+                pr->stop_grace = agent__grace(p);
                 log_warning("pod/%s: this node is cut off from etcd: stopping it before its "
                             "lease can expire (%s: fence)",
                             p->metadata.name, SPEC_ANN_NODE_LOST_POLICY);
@@ -632,13 +628,13 @@ int agent_drain(agent *a, usec_t *ret_max_grace) {
 
                 if (!pr || !pr->handle || pr->stopping || pr->exited)
                         continue;
-                r = a->backend->stop(pr->handle, grace_of(p));
+                r = a->backend->stop(pr->handle, agent__grace(p));
                 if (r < 0) {
                         ret = r;
                         continue;
                 }
                 pr->stopping = true;
-                pr->stop_grace = grace_of(p);
+                pr->stop_grace = agent__grace(p);
                 *ret_max_grace = MAX(*ret_max_grace, pr->stop_grace);
                 (void) agent__event(a, STORE_POD, &p->metadata, "Normal", "Killing",
                                     "Stopping container %s: tendd stops its pods to exit",

@@ -807,27 +807,22 @@ static void check_waiters(fleet *f) {
                 *p = w->next;
                 if (pending)
                         w->done(504,
-                                json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",
-                                          "apiVersion", "v1", "metadata", "status", "Failure",
-                                          "message",
-                                          "etcd has not acknowledged the write within 10 s; it "
-                                          "stays queued on this node and is written when etcd "
-                                          "answers",
-                                          "reason", "Timeout", "code", 504),
+                                fleet__status_json(504, "Timeout",
+                                                   "etcd has not acknowledged the write within "
+                                                   "10 s; it stays queued on this node and is "
+                                                   "written when etcd answers"),
+                                w->req);
+                else if (w->failed == 413)
+                        w->done(413,
+                                fleet__status_json(413, "RequestEntityTooLarge",
+                                                   "the object is larger than etcd takes in one "
+                                                   "write; it was not written"),
                                 w->req);
                 else if (w->failed)
                         w->done(w->failed,
-                                json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",
-                                          "apiVersion", "v1", "metadata", "status", "Failure",
-                                          "message",
-                                          w->failed == 413
-                                                  ? "the object is larger than etcd takes in one "
-                                                    "write; it was not written"
-                                                  : "the object was changed on another node "
-                                                    "first; read it again and retry",
-                                          "reason",
-                                          w->failed == 413 ? "RequestEntityTooLarge" : "Conflict",
-                                          "code", (int) w->failed),
+                                fleet__status_json(w->failed, "Conflict",
+                                                   "the object was changed on another node "
+                                                   "first; read it again and retry"),
                                 w->req);
                 else
                         w->done(0, NULL, w->req);
