@@ -92,6 +92,8 @@ struct fleet {
         char **req_keys;  /* the objects the API request being answered wrote */
         bool recording;
         uv_timer_t flush;
+        uv_prepare_t flush_idle; /* a write goes when the loop has nothing else to do */
+        usec_t flush_wanted;     /* ... held since (0: not held) */
         fwaiter *waiters;
         bool agent_leading;                    /* what the agent was last told */
         usec_t leading_since;                  /* monotonic: this term's start */
@@ -137,6 +139,7 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r);
  * API writes waiting for etcd are answered. */
 void fleet__objects_settle(fleet *f);
 void fleet__objects_flush_cb(uv_timer_t *t);
+void fleet__objects_flush_idle_cb(uv_prepare_t *h);
 /* o's local writes did not make it to etcd: the API writes among them are
  * answered code (409, 413). */
 void fleet__objects_failed(fleet *f, const fobj *o, unsigned code);

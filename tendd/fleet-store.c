@@ -31,6 +31,7 @@
  * etcd's 1.5 MiB request limit */
 #define BATCH_BYTES (1024 * 1024)
 #define WAIT_MAX (10 * USEC_PER_SEC)
+#define FLUSH_HOLD (20 * USEC_PER_MSEC) /* the longest a write waits for more to go with it */
 
 static const char *const kind_names[] = {
         [STORE_DEPLOYMENT] = "deployments",
@@ -399,9 +400,38 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r) {
 
 /* ---- the local store → etcd ----------------------------------------------------------------- */
 
+static void flush(fleet *f);
+
+/* A write goes once the loop has nothing more to do at once (what the
+ * agent's pass, a runtime's report and the next pass write go together:
+ * a pod's start and its Running are one write, not two), held at most
+ * FLUSH_HOLD while the loop stays busy; msec > 0: a retry, that late. */
 static void schedule_flush(fleet *f, uint64_t msec) {
-        if (!f->closing && !(msec && uv_is_active((uv_handle_t *) &f->flush)))
-                uv_timer_start(&f->flush, fleet__objects_flush_cb, msec, 0);
+        if (f->closing)
+                return;
+        if (msec) {
+                if (!uv_is_active((uv_handle_t *) &f->flush))
+                        uv_timer_start(&f->flush, fleet__objects_flush_cb, msec, 0);
+                return;
+        }
+        uv_prepare_start(&f->flush_idle, fleet__objects_flush_idle_cb);
+}
+
+void fleet__objects_flush_idle_cb(uv_prepare_t *h) {
+        fleet *f = h->data;
+
+        /* more work queued for this turn of the loop (an idle handle, a
+         * timer due): it may write more */
+        if (uv_backend_timeout(h->loop) == 0) {
+                usec_t now = now_monotonic();
+                if (!f->flush_wanted)
+                        f->flush_wanted = now;
+                if (now - f->flush_wanted < FLUSH_HOLD)
+                        return;
+        }
+        uv_prepare_stop(h);
+        f->flush_wanted = 0;
+        flush(f);
 }
 
 static void on_local_change(store_kind kind, store_change change, const void *obj, void *u) {

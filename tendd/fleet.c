@@ -727,6 +727,8 @@ void fleet_close(fleet *f) {
         uv_close((uv_handle_t *) &f->elect, on_handle_closed);
         uv_timer_stop(&f->flush);
         uv_close((uv_handle_t *) &f->flush, on_handle_closed);
+        uv_prepare_stop(&f->flush_idle);
+        uv_close((uv_handle_t *) &f->flush_idle, on_handle_closed);
         uv_timer_stop(&f->lifecycle);
         uv_close((uv_handle_t *) &f->lifecycle, on_handle_closed);
 }
@@ -774,9 +776,11 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
         f->elect.data = f;
         uv_timer_init(c->loop, &f->flush);
         f->flush.data = f;
+        uv_prepare_init(c->loop, &f->flush_idle);
+        f->flush_idle.data = f;
         uv_timer_init(c->loop, &f->lifecycle);
         f->lifecycle.data = f;
-        f->open_handles = 6;
+        f->open_handles = 7;
         if (gethostname(f->hostname, sizeof f->hostname - 1) < 0)
                 strcpy(f->hostname, "localhost");
         read_boot_id(f->boot_id);
