@@ -10,6 +10,7 @@
 #   cordon         the PATCH of a cordon, answered once etcd has it (one txn)
 #   apply          `tend apply` of 30 replicas on one node → all 30 Running and
 #                  Ready across the 3 nodes; etcd txns and key writes per pod
+#                  (and, apart, the event writes)
 #   rollout        a new template for the 30 → all 30 new ones available
 #   reschedule     kill -9 of a node's machine (its pods die with it) → its
 #                  pods running on the others: detection (NotReady seen),
@@ -189,9 +190,11 @@ key_writes() { # the writes of the pods' keys since they were made: sum of versi
 : >"$dir/apply"
 : >"$dir/txns"
 : >"$dir/writes"
+: >"$dir/events"
 : >"$dir/rollout"
 for i in $(seq $((quick ? 2 : 5))); do
     r0=$(rev)
+    e0=$(key_writes /tend/v1/events/)
     t0=$(now_ms)
     deployment v1 | TEND_SOCKET="$dir/n1.sock" "$bin/tend" apply -f - >/dev/null
     poll 60 running 1 30 && echo $(($(now_ms) - t0)) >>"$dir/apply"
@@ -199,6 +202,8 @@ for i in $(seq $((quick ? 2 : 5))); do
     w=$(($(key_writes /tend/v1/pods/) + $(key_writes /tend/v1/status/pods/)))
     echo "$(((r1 - r0) * 100 / 30))" >>"$dir/txns"
     echo "$((w * 100 / 30))" >>"$dir/writes"
+    sleep 1 # the events of the last starts (written every 500 ms at most)
+    echo "$((($(key_writes /tend/v1/events/) - e0) * 100 / 30))" >>"$dir/events"
     # a rolling update of the 30 (maxSurge 25 %, maxUnavailable 25 %)
     t0=$(now_ms)
     deployment v2 | TEND_SOCKET="$dir/n1.sock" "$bin/tend" apply -f - >/dev/null
@@ -210,6 +215,7 @@ done
 printf "%-44s %s\n" "apply: 30 replicas → all running on 3 (ms)" "$(stats <"$dir/apply")"
 printf "%-44s %s\n" "  etcd txns per pod started (x100)" "$(stats <"$dir/txns")"
 printf "%-44s %s\n" "  etcd key writes per pod started (x100)" "$(stats <"$dir/writes")"
+printf "%-44s %s\n" "  etcd event writes per pod started (x100)" "$(stats <"$dir/events")"
 printf "%-44s %s\n" "rollout: 30 replicas on 3 → all new (ms)" "$(stats <"$dir/rollout")"
 
 # reschedule: a node's machine dies with its pods; they run again elsewhere

@@ -189,14 +189,18 @@ static void print_events(client *c, const char *kind, const char *name, const ch
         table_init(&t, 5, "Type", "Reason", "Age", "From", "Message");
         for (size_t k = 0; k < n; k++) {
                 char age[40], count[64];
-                _cleanup_free_ char *msg = NULL;
+                _cleanup_free_ char *msg = NULL, *from = NULL;
                 cli_age(age, evs[k]->last_timestamp);
                 if (evs[k]->count > 1) {
                         snprintf(count, sizeof count, " (x%d)", evs[k]->count);
                         msg = strprintf("%s%s", strempty(evs[k]->message), count);
                 }
+                /* as kubectl: the component, and the host (in a fleet, the node) */
+                if (!isempty(evs[k]->source.host))
+                        from = strprintf("%s, %s", evs[k]->source.component ?: "tendd",
+                                         evs[k]->source.host);
                 table_row(&t, evs[k]->type, evs[k]->reason, age,
-                          evs[k]->source.component ?: "tendd", msg ?: evs[k]->message);
+                          from ?: evs[k]->source.component ?: "tendd", msg ?: evs[k]->message);
                 spec_event_free(evs[k]);
         }
         free(evs);

@@ -100,7 +100,7 @@ struct store {
         watcher *watchers;
         size_t n_watchers;
         tend_histogram commit_hist;
-        char hostname[64];
+        char hostname[256];
 };
 
 /* ---- helpers -------------------------------------------------------------------------------- */
@@ -759,6 +759,13 @@ int store_record_event(store *s, store_kind involved_kind, const spec_meta *invo
         if (r < 0)
                 return r;
         return prune_events(s, now);
+}
+
+int store_set_host(store *s, const char *host) {
+        if (isempty(host) || strlen(host) >= sizeof s->hostname)
+                return -EINVAL;
+        strcpy(s->hostname, host);
+        return 0;
 }
 
 /* ---- open and close -------------------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 
 #define SCHEMA_VERSION 1
 #define JOIN_PATIENCE (15 * USEC_PER_SEC) /* etcd not answering at start */
+#define FLEET_EV_BATCH 100                /* events per txn (etcd takes 128 operations) */
 
 typedef struct fnode {
         char *name;
@@ -95,6 +96,18 @@ struct fleet {
         uv_prepare_t flush_idle; /* a write goes when the loop has nothing else to do */
         usec_t flush_wanted;     /* ... held since (0: not held) */
         fwaiter *waiters;
+        /* fleet-events.c: the events */
+        char *p_events;
+        tend_hashmap *ev_out; /* "ns/name" → JSON: this node's, to be written */
+        tend_hashmap *ev_in;  /* "ns/name" → JSON (null: deleted): etcd's, to be applied */
+        uv_timer_t ev_timer;
+        usec_t ev_last; /* monotonic: the last write (or try) */
+        bool ev_txn_out, ev_granting, ev_dropping;
+        int64_t ev_lease; /* the lease events are written on; 0: none yet */
+        usec_t ev_lease_at;
+        char *ev_sent_keys[FLEET_EV_BATCH];
+        json_t *ev_sent[FLEET_EV_BATCH];
+        size_t n_ev_sent;
         bool agent_leading;                    /* what the agent was last told */
         usec_t leading_since;                  /* monotonic: this term's start */
         uv_timer_t lifecycle;                  /* the leader's node lifecycle, every 500 ms */
@@ -152,6 +165,17 @@ int fleet__objects_sync(fleet *f, uint64_t since,
 void fleet__objects_cancel(fleet *f, void *req);
 void fleet__objects_close(fleet *f);
 void fleet__objects_free(fleet *f);
+
+/* fleet-events.c */
+int fleet__events_init(fleet *f);
+/* This node recorded (or pruned) an event: it goes to etcd. */
+void fleet__events_local(fleet *f, store_change change, const spec_event *e);
+/* A key of P/v1/events/ (false: not one): kept for fleet__events_apply(). */
+bool fleet__events_key(fleet *f, const etcd_kv *kv, bool deleted);
+/* Into the local store (while the mirror applies etcd's changes). */
+void fleet__events_apply(fleet *f);
+void fleet__events_flush_cb(uv_timer_t *t);
+void fleet__events_free(fleet *f);
 
 /* fleet-elect.c */
 /* Leads if nobody does (a txn; answered later). */

@@ -442,7 +442,13 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
         int64_t term;
         fobj *o;
 
-        if (f->applying || kind == STORE_EVENT || kind >= (store_kind) ELEMENTSOF(kind_names))
+        if (f->applying)
+                return;
+        if (kind == STORE_EVENT) {
+                fleet__events_local(f, change, obj);
+                return;
+        }
+        if (kind >= (store_kind) ELEMENTSOF(kind_names))
                 return;
         o = fobj_get(f, kind, m->namespace, m->name, true);
         if (!o) {
@@ -1106,6 +1112,7 @@ void fleet__objects_settle(fleet *f) {
                                                   key);
                         wrote = true;
                 }
+                fleet__events_apply(f);
                 r = store_commit(f->store, false);
                 if (r < 0)
                         log_warning_errno(r, "fleet: cannot write the mirror to the store: %m");
@@ -1132,6 +1139,8 @@ void fleet__objects_settle(fleet *f) {
 }
 
 int fleet__objects_init(fleet *f) {
+        int r;
+
         if (!f->c.agent)
                 return 0;
         f->store = agent_get_store(f->c.agent);
@@ -1139,6 +1148,9 @@ int fleet__objects_init(fleet *f) {
         if (!f->objs)
                 return -ENOMEM;
         uv_timer_start(&f->lifecycle, on_lifecycle, 500, 500);
+        r = fleet__events_init(f);
+        if (r < 0)
+                return r;
         return store_subscribe(f->store, on_local_change, f);
 }
 
@@ -1164,4 +1176,5 @@ void fleet__objects_free(fleet *f) {
                 fobj_free(v);
         tend_hashmap_free(f->objs);
         sched_free(f);
+        fleet__events_free(f);
 }

@@ -135,7 +135,7 @@ void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
                 fleet__leader_seen(f, deleted ? NULL : kv);
                 return;
         }
-        if (f->objs && fleet__objects_key(f, kv, deleted))
+        if (f->objs && (fleet__objects_key(f, kv, deleted) || fleet__events_key(f, kv, deleted)))
                 return;
         if (startswith(kv->key, f->p_nodes))
                 name = kv->key + strlen(f->p_nodes), is_node = true;
@@ -729,6 +729,8 @@ void fleet_close(fleet *f) {
         uv_close((uv_handle_t *) &f->flush, on_handle_closed);
         uv_prepare_stop(&f->flush_idle);
         uv_close((uv_handle_t *) &f->flush_idle, on_handle_closed);
+        uv_timer_stop(&f->ev_timer);
+        uv_close((uv_handle_t *) &f->ev_timer, on_handle_closed);
         uv_timer_stop(&f->lifecycle);
         uv_close((uv_handle_t *) &f->lifecycle, on_handle_closed);
 }
@@ -778,9 +780,11 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
         f->flush.data = f;
         uv_prepare_init(c->loop, &f->flush_idle);
         f->flush_idle.data = f;
+        uv_timer_init(c->loop, &f->ev_timer);
+        f->ev_timer.data = f;
         uv_timer_init(c->loop, &f->lifecycle);
         f->lifecycle.data = f;
-        f->open_handles = 7;
+        f->open_handles = 8;
         if (gethostname(f->hostname, sizeof f->hostname - 1) < 0)
                 strcpy(f->hostname, "localhost");
         read_boot_id(f->boot_id);

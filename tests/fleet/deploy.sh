@@ -138,6 +138,38 @@ else
     curl -s --unix-socket "$tmp/n1.sock" "http://localhost/api/v1/namespaces/default/pods/$victim_pod" | jq .status
 fi
 
+# ---- events are the fleet's: each node shows what the leader and the others did ----
+vnode=$(echo "$victim_line" | awk '{ print $2 }')
+obs=$(for k in 1 2 3; do [ "n$k" != "$lead" ] && [ "n$k" != "$vnode" ] && echo "$k"; done | head -1)
+# events OBSERVER NAME: "reason host count" of the events of object NAME that node OBSERVER shows.
+events() {
+    curl -s --unix-socket "$tmp/n$1.sock" "http://localhost/api/v1/namespaces/default/events" |
+        jq -r --arg o "$2" '.items[] | select(.involvedObject.name == $o) |
+            "\(.reason) \(.source.host) \(.count)"'
+}
+seen_events() {
+    events "$obs" "$victim_pod" | grep -q "^Started $vnode [2-9]" &&
+        events "$obs" "$victim_pod" | grep -q "^Scheduled $lead 1" &&
+        events "$obs" web | grep -q "^ScalingReplicaSet $lead "
+}
+if wait_for 5 seen_events; then
+    ok "n$obs shows the fleet's events: $victim_pod Scheduled by $lead, Started twice on $vnode (folded), web scaled by $lead"
+else
+    fail "events on n$obs: pod $victim_pod: $(events "$obs" "$victim_pod" | paste -sd, -); web: $(events "$obs" web | paste -sd, -)"
+fi
+on "$obs" describe "pod/$victim_pod" >"$tmp/describe" 2>&1
+grep -q "Started.*tendd, $vnode .*(x2)" "$tmp/describe" && ok "describe on n$obs names the node an event came from" ||
+    fail "describe pod/$victim_pod on n$obs: $(tail -5 "$tmp/describe")"
+# in etcd on a lease of an hour, which forgets them as a store does
+# (the lease ids as etcdctl prints them: jq's doubles would round them)
+ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" get --prefix /tend/v1/events/ -w json |
+    grep -o '"lease":[0-9]*' | cut -d: -f2 | grep -v '^0$' >"$tmp/ev_leases"
+ev_lease="$(wc -l <"$tmp/ev_leases") $(head -1 "$tmp/ev_leases")"
+ttl=$(ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" lease timetolive \
+    "$(printf '%x' "${ev_lease#* }")" -w json 2>/dev/null | grep -o '"granted-ttl":[0-9]*' | cut -d: -f2)
+[ "${ev_lease% *}" -gt 0 ] && [ "$ttl" = 3600 ] && ok "etcd holds ${ev_lease% *} events, on a lease of ${ttl}s" ||
+    fail "events in etcd: ${ev_lease% *} on a lease; its granted TTL $ttl (want 3600)"
+
 # ---- scale down, seen everywhere; the processes of the pods that went are gone ----
 before_pids=$(pods_on 1 web | awk '{ print $5 }')
 on "$k_apply" scale deploy/web --replicas=3 >/dev/null || fail "scale to 3"

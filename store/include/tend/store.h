@@ -112,6 +112,10 @@ int store_delete_record(store *s, const char *pod_uid);
 int store_record_event(store *s, store_kind involved_kind, const spec_meta *involved,
                        const char *type, const char *reason, const char *message, usec_t now);
 
+/* The host events name as their source (default: the machine's hostname;
+ * in a fleet, the node's name). Returns 0 or -EINVAL (empty or too long). */
+int store_set_host(store *s, const char *host);
+
 /* Commit durations, for /metrics. */
 const tend_histogram *store_commit_histogram(const store *s);
 
