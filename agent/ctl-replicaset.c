@@ -139,26 +139,69 @@ static bool same_group(agent *a, const spec_replica_set *rs, const spec_pod *p) 
         return pd && streq_ptr(pd->uid, d->uid);
 }
 
+#define POD_PORTS_MAX 32
+
+/* The ports pod p takes on its node for itself: its containerPorts but
+ * those its tend.io/listen holds (one socket of tendd's per deployment,
+ * which its pods on a node share). Up to POD_PORTS_MAX; how many. */
+static size_t own_ports(const spec_pod *p, uint16_t ret[static POD_PORTS_MAX]) {
+        const char *listen = spec_map_get(&p->metadata.annotations, SPEC_ANN_LISTEN);
+        spec_listen l[SPEC_LISTEN_MAX];
+        _cleanup_free_ char *problem = NULL;
+        size_t n_l = 0, n = 0;
+
+        if (listen && spec_listen_parse(listen, l, &n_l, &problem) < 0)
+                n_l = 0;
+        for (size_t c = 0; c < p->spec.n_containers; c++)
+                for (size_t i = 0; i < p->spec.containers[c].n_ports && n < POD_PORTS_MAX; i++) {
+                        const spec_container_port *cp = &p->spec.containers[c].ports[i];
+                        bool held = false;
+                        if (cp->container_port <= 0 || cp->container_port > UINT16_MAX)
+                                continue;
+                        for (size_t k = 0; k < n_l && !held; k++)
+                                held = streq_ptr(cp->name, l[k].port);
+                        if (!held)
+                                ret[n++] = (uint16_t) cp->container_port;
+                }
+        return n;
+}
+
+static bool memchr_u16(const uint16_t *a, size_t n, uint16_t v) {
+        for (size_t i = 0; i < n; i++)
+                if (a[i] == v)
+                        return true;
+        return false;
+}
+
 /* Fleet mode (fleet.md §3.6): binds pod p, of rs, to a node (plan_schedule():
- * spread over the deployment's pods, then the least loaded), written in the
- * same put as the rest of p. No node fits: p stays unbound, Pending with
+ * spread over the deployment's pods, then the least loaded, on a node where
+ * its fixed ports are free), written in the same put as the rest of p. No
+ * node fits: p stays unbound, Pending with
  * PodScheduled=False (Unschedulable), and is placed when nodes change. */
 static int place(agent *a, const spec_replica_set *rs, spec_pod *p) {
         const plan_node *given = NULL;
         size_t n = a->fleet.nodes(a->fleet.userdata, &given), n_pods;
         _cleanup_free_ plan_node *nodes = new0(plan_node, n + 1);
         const void *const *pods;
+        uint16_t want[POD_PORTS_MAX], qp[POD_PORTS_MAX];
+        size_t n_want = own_ports(p, want);
+        /* per node, which of want its pods take */
+        _cleanup_free_ uint16_t *taken = new0(uint16_t, n * n_want + 1);
         int at = -1, r;
 
         char uid[37];
 
-        if (!nodes)
+        if (!nodes || !taken)
                 return -ENOMEM;
         /* its events need its uid, which its put would give it */
         if (!p->metadata.uid && !(p->metadata.uid = strdup(store_new_uid(uid))))
                 return -ENOMEM;
         if (n)
                 memcpy(nodes, given, sizeof *nodes * n);
+        for (size_t k = 0; k < n; k++) {
+                nodes[k].ports = &taken[k * n_want];
+                nodes[k].n_ports = 0;
+        }
         n_pods = store_list(a->store, STORE_POD, &pods);
         for (size_t i = 0; i < n_pods; i++) {
                 const spec_pod *q = pods[i];
@@ -168,6 +211,14 @@ static int place(agent *a, const spec_replica_set *rs, spec_pod *p) {
                         if (streq(nodes[k].name, q->spec.node_name)) {
                                 nodes[k].pods++;
                                 nodes[k].group_pods += same_group(a, rs, q);
+                                /* a terminating pod holds its ports until it exits */
+                                for (size_t j = 0, m = n_want ? own_ports(q, qp) : 0; j < m; j++)
+                                        for (size_t w = 0; w < n_want; w++)
+                                                if (qp[j] == want[w] && nodes[k].n_ports < n_want &&
+                                                    !memchr_u16(nodes[k].ports, nodes[k].n_ports,
+                                                                want[w]))
+                                                        taken[k * n_want + nodes[k].n_ports++] =
+                                                                want[w];
                                 break;
                         }
         }
@@ -175,17 +226,21 @@ static int place(agent *a, const spec_replica_set *rs, spec_pod *p) {
                              &(plan_new_pod){ .name = p->metadata.name,
                                               .node_selector = p->spec.node_selector.n
                                                                        ? &p->spec.node_selector
-                                                                       : NULL },
+                                                                       : NULL,
+                                              .ports = want,
+                                              .n_ports = n_want },
                              1, &at);
         if (at < 0) {
-                (void) agent__event(
-                        a, STORE_POD, &p->metadata, "Warning", "FailedScheduling",
-                        "0/%zu nodes are available: none is ready, uncordoned, "
-                        "below its capacity%s",
-                        n, p->spec.node_selector.n ? " and matching its nodeSelector" : "");
+                _cleanup_free_ char *why = strprintf(
+                        "none is ready, uncordoned, below its capacity%s%s",
+                        p->spec.node_selector.n ? ", matching its nodeSelector" : "",
+                        n_want ? " and with its fixed ports (containerPort) free" : "");
+                if (!why)
+                        return -ENOMEM;
+                (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "FailedScheduling",
+                                    "0/%zu nodes are available: %s", n, why);
                 return plan_set_condition(&p->status.conditions, &p->status.n_conditions,
-                                          "PodScheduled", "False", "Unschedulable",
-                                          "no node is ready, uncordoned and below its capacity",
+                                          "PodScheduled", "False", "Unschedulable", why,
                                           agent_wall(a));
         }
         r = free_and_strdup(&p->spec.node_name, nodes[at].name);

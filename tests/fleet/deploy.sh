@@ -165,10 +165,10 @@ grep -q "Started.*tendd, $vnode .*(x2)" "$tmp/describe" && ok "describe on n$obs
 ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" get --prefix /tend/v1/events/ -w json |
     grep -o '"lease":[0-9]*' | cut -d: -f2 | grep -v '^0$' >"$tmp/ev_leases"
 ev_lease="$(wc -l <"$tmp/ev_leases") $(head -1 "$tmp/ev_leases")"
-ttl=$(ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" lease timetolive \
+ev_ttl=$(ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" lease timetolive \
     "$(printf '%x' "${ev_lease#* }")" -w json 2>/dev/null | grep -o '"granted-ttl":[0-9]*' | cut -d: -f2)
-[ "${ev_lease% *}" -gt 0 ] && [ "$ttl" = 3600 ] && ok "etcd holds ${ev_lease% *} events, on a lease of ${ttl}s" ||
-    fail "events in etcd: ${ev_lease% *} on a lease; its granted TTL $ttl (want 3600)"
+[ "${ev_lease% *}" -gt 0 ] && [ "$ev_ttl" = 3600 ] && ok "etcd holds ${ev_lease% *} events, on a lease of ${ev_ttl}s" ||
+    fail "events in etcd: ${ev_lease% *} on a lease; its granted TTL $ev_ttl (want 3600)"
 
 # ---- scale down, seen everywhere; the processes of the pods that went are gone ----
 before_pids=$(pods_on 1 web | awk '{ print $5 }')
@@ -200,6 +200,24 @@ else
     fail "nodeSelector zone=z3:"; pods_on 2 sel
 fi
 on 1 delete deploy/sel >/dev/null || fail "delete sel"
+
+# ---- a fixed containerPort is the node's: one such pod per node ----
+deploy fixed 4 | sed 's/^        command:/        ports: [{name: http, containerPort: 18080}]\n        command:/' |
+    on 2 apply -f - >"$tmp/fixed.out" 2>&1 || fail "apply with a fixed port: $(cat "$tmp/fixed.out")"
+unschedulable() {
+    curl -s --unix-socket "$tmp/n3.sock" "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dfixed" |
+        jq -e '[.items[] | select(.spec.nodeName == null and .status.phase == "Pending" and
+            ([.status.conditions[]? | select(.type == "PodScheduled" and .status == "False" and
+              .reason == "Unschedulable" and (.message | contains("containerPort")))] | length) == 1)] | length == 1' >/dev/null
+}
+fixed_running() { [ "$(pods_on 3 fixed | awk '$3 == "Running" && $4 == "True"' | wc -l)" = 3 ]; }
+wait_for 15 fixed_running && wait_for 5 unschedulable
+if [ "$(spread fixed)" = "1 1 1" ] && unschedulable; then
+    ok "4 replicas on a fixed containerPort: one per node, the 4th Pending, Unschedulable, saying why"
+else
+    fail "fixed port: spread $(spread fixed); pods:"; pods_on 3 fixed
+fi
+on 1 delete deploy/fixed >/dev/null || fail "delete fixed"
 
 # ---- a rolling update across the nodes keeps its bounds (maxSurge 1, maxUnavailable 0) ----
 etcd_leader_index() {

@@ -2212,7 +2212,7 @@ static void test_random_sequences(void **state) {
 /* ---- fleet mode (agent_fleet): the leader's controllers, binding, this node's pods -------- */
 
 static bool fleet_leads;
-static plan_node fleet_nodes[3];
+static plan_node fleet_nodes[4];
 static size_t fleet_n_nodes;
 
 static bool fl_leading(void *u) {
@@ -2240,6 +2240,84 @@ static size_t pods_on(world *w, const char *node) {
         for (size_t i = 0; i < n; i++)
                 c += streq_ptr(((const spec_pod *) items[i])->spec.node_name, node);
         return c;
+}
+
+/* pods_with(w, prefix, node): the pods named prefix* bound to node (NULL: unbound). */
+static size_t pods_with(world *w, const char *prefix, const char *node) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_POD, &items), c = 0;
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                c += startswith(p->metadata.name, prefix) && streq_ptr(p->spec.node_name, node);
+        }
+        return c;
+}
+
+/* In a fleet a fixed containerPort is the node's (pods run on the host
+ * network): the leader puts no two pods taking one port on one node (as
+ * Kubernetes' NodePorts filter for hostPort); ports tendd holds
+ * (tend.io/listen), which a deployment's pods on a node share, do not count. */
+static void test_fleet_ports(void **state) {
+        world *w = world_new();
+        const void *const *items;
+        size_t n;
+
+        agent_free(w->agent);
+        fleet_leads = true;
+        fleet_fenced = false;
+        fleet_nodes[0] = (plan_node){ .name = "box", .ready = true };
+        fleet_nodes[1] = (plan_node){ .name = "n2", .ready = true };
+        fleet_nodes[2] = (plan_node){ .name = "n3", .ready = true };
+        fleet_n_nodes = 3;
+        assert_int_equal(agent_new(&(agent_config){ .store = w->store,
+                                                    .backend = &fake_backend,
+                                                    .backend_data = w,
+                                                    .clock = &vclock,
+                                                    .node_name = "box",
+                                                    .fleet = &test_fleet },
+                                   &w->agent),
+                         0);
+        assert_int_equal(agent_start(w->agent), 0);
+
+        /* 4 replicas taking port 8080: one per node, the 4th waits */
+        apply(w, manifest("web", 4, "web-v1", NULL,
+                          "        ports: [{name: http, containerPort: 8080}]\n"));
+        step(w, 3 * S);
+        assert_int_equal(pods_with(w, "web-", "box"), 1);
+        assert_int_equal(pods_with(w, "web-", "n2"), 1);
+        assert_int_equal(pods_with(w, "web-", "n3"), 1);
+        assert_int_equal(pods_with(w, "web-", NULL), 1);
+        assert_non_null(find_event(w, "FailedScheduling", "fixed ports (containerPort) free"));
+
+        /* another deployment on 8080 finds no node either */
+        apply(w, manifest("other", 1, "other-v1", NULL,
+                          "        ports: [{containerPort: 8080}, {name: x}]\n"));
+        step(w, 2 * S);
+        assert_int_equal(pods_with(w, "other-", NULL), 1);
+
+        /* a port tendd holds: shared by the deployment's pods on a node */
+        spec_deployment *held = manifest("held", 6, "held-v1", NULL,
+                                         "        ports: [{name: http, containerPort: 9090}]\n");
+        assert_int_equal(
+                spec_map_set(&held->spec.template.metadata.annotations, SPEC_ANN_LISTEN, "http"),
+                0);
+        apply(w, held);
+        step(w, 3 * S);
+        assert_int_equal(pods_with(w, "held-", "box"), 2);
+        assert_int_equal(pods_with(w, "held-", "n2"), 2);
+        assert_int_equal(pods_with(w, "held-", "n3"), 2);
+
+        /* a fourth node: the waiting pod of web goes there */
+        fleet_nodes[3] = (plan_node){ .name = "n4", .ready = true };
+        fleet_n_nodes = 4;
+        agent_fleet_changed(w->agent);
+        step(w, 2 * S);
+        n = store_list(w->store, STORE_POD, &items);
+        assert_int_equal(pods_with(w, "web-", NULL) + pods_with(w, "other-", NULL), 1);
+        assert_int_equal(pods_with(w, "web-", "n4") + pods_with(w, "other-", "n4"), 1);
+        (void) n;
+        fleet_n_nodes = 3;
+        world_free(w);
 }
 
 /* One host (no --fleet): nodeSelector is refused at apply, saying why. */
@@ -2414,6 +2492,7 @@ static void test_fleet_binding(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_fleet_binding),
+                cmocka_unit_test(test_fleet_ports),
                 cmocka_unit_test(test_node_selector_single_host),
                 cmocka_unit_test(test_first_rollout),
                 cmocka_unit_test(test_kill_replaced),
