@@ -2242,6 +2242,25 @@ static size_t pods_on(world *w, const char *node) {
         return c;
 }
 
+/* w's agent made again as one node ("box") of three, on the same store
+ * (n3 cordoned, if said). */
+static void fleet_agent(world *w, bool n3_cordoned) {
+        agent_free(w->agent);
+        fleet_nodes[0] = (plan_node){ .name = "box", .ready = true };
+        fleet_nodes[1] = (plan_node){ .name = "n2", .ready = true };
+        fleet_nodes[2] = (plan_node){ .name = "n3", .ready = true, .unschedulable = n3_cordoned };
+        fleet_n_nodes = 3;
+        assert_int_equal(agent_new(&(agent_config){ .store = w->store,
+                                                    .backend = &fake_backend,
+                                                    .backend_data = w,
+                                                    .clock = &vclock,
+                                                    .node_name = "box",
+                                                    .fleet = &test_fleet },
+                                   &w->agent),
+                         0);
+        assert_int_equal(agent_start(w->agent), 0);
+}
+
 /* pods_with(w, prefix, node): the pods named prefix* bound to node (NULL: unbound). */
 static size_t pods_with(world *w, const char *prefix, const char *node) {
         const void *const *items;
@@ -2262,22 +2281,9 @@ static void test_fleet_ports(void **state) {
         const void *const *items;
         size_t n;
 
-        agent_free(w->agent);
         fleet_leads = true;
         fleet_fenced = false;
-        fleet_nodes[0] = (plan_node){ .name = "box", .ready = true };
-        fleet_nodes[1] = (plan_node){ .name = "n2", .ready = true };
-        fleet_nodes[2] = (plan_node){ .name = "n3", .ready = true };
-        fleet_n_nodes = 3;
-        assert_int_equal(agent_new(&(agent_config){ .store = w->store,
-                                                    .backend = &fake_backend,
-                                                    .backend_data = w,
-                                                    .clock = &vclock,
-                                                    .node_name = "box",
-                                                    .fleet = &test_fleet },
-                                   &w->agent),
-                         0);
-        assert_int_equal(agent_start(w->agent), 0);
+        fleet_agent(w, false);
 
         /* 4 replicas taking port 8080: one per node, the 4th waits */
         apply(w, manifest("web", 4, "web-v1", NULL,
@@ -2347,22 +2353,8 @@ static void test_fleet_binding(void **state) {
         const void *const *items;
         size_t n;
 
-        /* the same store, this agent one node ("box") of three */
-        agent_free(w->agent);
         fleet_leads = false;
-        fleet_nodes[0] = (plan_node){ .name = "box", .ready = true };
-        fleet_nodes[1] = (plan_node){ .name = "n2", .ready = true };
-        fleet_nodes[2] = (plan_node){ .name = "n3", .ready = true, .unschedulable = true };
-        fleet_n_nodes = 3;
-        assert_int_equal(agent_new(&(agent_config){ .store = w->store,
-                                                    .backend = &fake_backend,
-                                                    .backend_data = w,
-                                                    .clock = &vclock,
-                                                    .node_name = "box",
-                                                    .fleet = &test_fleet },
-                                   &w->agent),
-                         0);
-        assert_int_equal(agent_start(w->agent), 0);
+        fleet_agent(w, true);
 
         /* Not the leader: the declaration is stored, nothing is made. */
         apply(w, manifest("web", 6, "web-v1", NULL, NULL));
