@@ -491,6 +491,15 @@ json_t *etcd_op_range(const char *key, const char *range_end) {
         return j ? json_pack("{s:o}", "request_range", j) : NULL;
 }
 
+json_t *etcd_op_range_newest(const char *key, const char *range_end, int64_t limit) {
+        json_t *j = range_body(key, range_end);
+        if (j && (json_object_set_new(j, "limit", json_integer(limit)) < 0 ||
+                  json_object_set_new(j, "sort_order", json_string("DESCEND")) < 0 ||
+                  json_object_set_new(j, "sort_target", json_string("MOD")) < 0))
+                return json_decref(j), NULL;
+        return j ? json_pack("{s:o}", "request_range", j) : NULL;
+}
+
 json_t *etcd_op_delete(const char *key, const char *range_end) {
         json_t *j = range_body(key, range_end);
         return j ? json_pack("{s:o}", "request_delete_range", j) : NULL;

@@ -659,12 +659,16 @@ int store_delete_record(store *s, const char *pod_uid) {
 /* ---- events
  * -------------------------------------------------------------------------------------- */
 
-static char *event_fold_key(const char *uid, const char *reason, const char *message) {
-        return strprintf("%s\x1f%s\x1f%s", strempty(uid), strempty(reason), strempty(message));
+/* A repeat is one host's (in a fleet, one node's: it alone writes it). */
+static char *event_fold_key(const char *host, const char *uid, const char *reason,
+                            const char *message) {
+        return strprintf("%s\x1f%s\x1f%s\x1f%s", strempty(host), strempty(uid), strempty(reason),
+                         strempty(message));
 }
 
 static void event_key_learn(store *s, const spec_event *e) {
-        _cleanup_free_ char *k = event_fold_key(e->involved_object.uid, e->reason, e->message);
+        _cleanup_free_ char *k = event_fold_key(e->source.host, e->involved_object.uid, e->reason,
+                                                e->message);
         char *v = strprintf("%s/%s", strempty(e->metadata.namespace), e->metadata.name);
         char *old = NULL;
 
@@ -674,36 +678,57 @@ static void event_key_learn(store *s, const spec_event *e) {
 }
 
 static void event_key_forget(store *s, const spec_event *e) {
-        _cleanup_free_ char *k = event_fold_key(e->involved_object.uid, e->reason, e->message);
+        _cleanup_free_ char *k = event_fold_key(e->source.host, e->involved_object.uid, e->reason,
+                                                e->message);
         if (k)
                 free(tend_hashmap_remove(s->event_keys, k));
 }
 
-/* Oldest-first pruning: by age, then by count. O(events) per call, and
- * events are capped at STORE_EVENTS_MAX. */
-static int prune_events(store *s, usec_t now) {
+static int cmp_last_seen(const void *a, const void *b) {
+        usec_t x = (*(const spec_event *const *) a)->last_timestamp,
+               y = (*(const spec_event *const *) b)->last_timestamp;
+        return x < y ? -1 : x > y;
+}
+
+int store_prune_events(store *s, usec_t now) {
         collection *c = &s->coll[STORE_EVENT];
+        const spec_event *oldest = NULL;
+        _cleanup_free_ const spec_event **by_age = NULL;
+        size_t n = c->n;
         int r;
 
-        for (;;) {
-                const spec_event *oldest = NULL;
-                for (size_t i = 0; i < c->n; i++) {
-                        const spec_event *e = c->items[i];
-                        if (!oldest || e->last_timestamp < oldest->last_timestamp)
-                                oldest = e;
-                }
-                if (!oldest || (c->n <= STORE_EVENTS_MAX &&
-                                oldest->last_timestamp + STORE_EVENTS_MAX_AGE >= now))
-                        return 0;
-                r = store_delete(s, STORE_EVENT, oldest->metadata.namespace, oldest->metadata.name);
+        for (size_t i = 0; i < n; i++) {
+                const spec_event *e = c->items[i];
+                if (!oldest || e->last_timestamp < oldest->last_timestamp)
+                        oldest = e;
+        }
+        if (!oldest ||
+            (n <= STORE_EVENTS_MAX && oldest->last_timestamp + STORE_EVENTS_MAX_AGE >= now))
+                return 0;
+        /* oldest first, sorted once: a mirror may bring thousands at a time */
+        by_age = new0(const spec_event *, n);
+        if (!by_age)
+                return -ENOMEM;
+        memcpy(by_age, c->items, sizeof *by_age * n);
+        qsort(by_age, n, sizeof *by_age, cmp_last_seen);
+        for (size_t i = 0; i < n; i++) {
+                const spec_event *e = by_age[i];
+                if (n - i <= STORE_EVENTS_MAX && e->last_timestamp + STORE_EVENTS_MAX_AGE >= now)
+                        break;
+                _cleanup_free_ char *ns = strdup(strempty(e->metadata.namespace)),
+                                    *name = strdup(strempty(e->metadata.name));
+                if (!ns || !name)
+                        return -ENOMEM;
+                r = store_delete(s, STORE_EVENT, ns, name);
                 if (r < 0)
                         return r;
         }
+        return 0;
 }
 
 int store_record_event(store *s, store_kind involved_kind, const spec_meta *involved,
                        const char *type, const char *reason, const char *message, usec_t now) {
-        _cleanup_free_ char *k = event_fold_key(involved->uid, reason, message);
+        _cleanup_free_ char *k = event_fold_key(s->hostname, involved->uid, reason, message);
         const char *where = k ? tend_hashmap_get(s->event_keys, k) : NULL;
         const spec_event *cur = NULL;
         spec_event *e;
@@ -758,7 +783,7 @@ int store_record_event(store *s, store_kind involved_kind, const spec_meta *invo
         r = store_put(s, STORE_EVENT, e, NULL);
         if (r < 0)
                 return r;
-        return prune_events(s, now);
+        return store_prune_events(s, now);
 }
 
 int store_set_host(store *s, const char *host) {

@@ -6,42 +6,64 @@
  * scheduling, node loss) and what each node did to its pods (started,
  * killed, back-off), each event naming the node it came from.
  *
- * Events are not declared state: they are folded on the node that records
- * them (the store counts a repeat), written without compares (each node
- * writes its own; a fold of another node's event by a new leader is a
- * later count of the same thing), rate-limited (one txn of at most
- * FLEET_EV_BATCH events per EV_INTERVAL_MS per node, a repeat within it
- * written once), on a lease of an hour that the node takes anew every
- * EV_LEASE_TURN, so that etcd forgets them as the store does. Nothing
- * waits for them and nothing is undone when a write fails: it is tried
- * again. The deletions of the store's pruning are not sent (the lease
- * does that); etcd's deletions (the lease ran out) are applied here.
+ * Events are not declared state. A node folds a repeat of its own into one
+ * event (the store counts it; the fold key has the node in it, so a node
+ * writes only its own events) and writes them without compares, on a lease
+ * of an hour that it takes anew every EV_LEASE_TURN, so that etcd forgets
+ * them as the store does. Rate-limited: at most one txn of FLEET_EV_BATCH
+ * per EV_INTERVAL_MS, within a budget of EV_RATE a second (EV_BURST at
+ * once); a repeat meanwhile is written once; what waits is bounded
+ * (EV_PENDING), and an event older than the store keeps is not written.
+ * Nothing waits for them and nothing is undone when a write fails: it is
+ * tried again. The deletions of the store's pruning are not sent (the
+ * lease does that).
+ *
+ * Every node mirrors them into its store — an older copy never over a
+ * newer one — and prunes them there as its own; a (re)list reads the
+ * newest FLEET_EVENTS_LISTED only.
  */
 
 #include "fleet-internal.h"
 
 #define EV_INTERVAL_MS 500
-#define EV_PENDING 1000 /* this node's events waiting to be written: as many as a store keeps */
+#define EV_RETRY_MS 5000 /* after a write etcd refused */
+#define EV_RATE 5        /* events written a second, sustained ... */
+#define EV_BURST 100     /* ... and at once */
+#define EV_PENDING 1000  /* this node's events waiting to be written: as many as a store keeps */
 #define EV_LEASE_TTL (STORE_EVENTS_MAX_AGE / USEC_PER_SEC)
 #define EV_LEASE_TURN (10 * 60 * USEC_PER_SEC)
 
-/* The key's "ns/name" (new), or NULL for a key that is not an event's. */
-static char *event_name(fleet *f, const char *key) {
-        const char *rest = startswith(key, f->p_events), *slash;
-
-        if (!rest || !(slash = strchr(rest, '/')) || slash == rest || !slash[1])
-                return NULL;
-        return strdup(rest);
+static void schedule_in(fleet *f, uint64_t msec) {
+        if (!f->closing && !uv_is_active((uv_handle_t *) &f->ev_timer) &&
+            tend_hashmap_size(f->ev_out) > 0)
+                uv_timer_start(&f->ev_timer, fleet__events_flush_cb, msec, 0);
 }
 
+/* The next write: EV_INTERVAL_MS after the last, and once the budget has an event. */
 static void schedule(fleet *f) {
         usec_t now = now_monotonic(), next = f->ev_last + EV_INTERVAL_MS * USEC_PER_MSEC;
 
-        if (f->closing || uv_is_active((uv_handle_t *) &f->ev_timer) ||
-            tend_hashmap_size(f->ev_out) == 0)
-                return;
-        uv_timer_start(&f->ev_timer, fleet__events_flush_cb,
-                       next > now ? (next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC : 0, 0);
+        if (f->ev_tokens < 1)
+                next = MAX(next,
+                           f->ev_refilled + (usec_t) ((1 - f->ev_tokens) * USEC_PER_SEC / EV_RATE));
+        schedule_in(f, next > now ? (next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC : 0);
+}
+
+static void refill(fleet *f, usec_t now) {
+        if (f->ev_refilled)
+                f->ev_tokens = MIN((double) EV_BURST,
+                                   f->ev_tokens + (double) (now - f->ev_refilled) * EV_RATE /
+                                                          USEC_PER_SEC);
+        else
+                f->ev_tokens = EV_BURST;
+        f->ev_refilled = now;
+}
+
+static bool in_flight(fleet *f, const char *key) {
+        for (size_t i = 0; i < f->n_ev_sent; i++)
+                if (streq(f->ev_sent_keys[i], key))
+                        return true;
+        return false;
 }
 
 void fleet__events_local(fleet *f, store_change change, const spec_event *e) {
@@ -85,12 +107,11 @@ static void on_granted(const etcd_result *r, void *userdata) {
         if (r->error < 0 || !r->lease_id) {
                 log_warning("fleet: a lease for events: %s; trying again",
                             strna(r->message ?: "no lease in the answer"));
-                f->ev_last = now_monotonic();
-        } else {
-                f->ev_lease = r->lease_id;
-                f->ev_lease_at = now_monotonic();
-                f->ev_last = 0;
+                schedule_in(f, EV_RETRY_MS);
+                return;
         }
+        f->ev_lease = r->lease_id;
+        f->ev_lease_at = now_monotonic();
         schedule(f);
 }
 
@@ -99,50 +120,69 @@ static void on_written(const etcd_result *r, void *userdata) {
 
         f->ev_txn_out = false;
         if (r->error < 0) {
-                /* a lease etcd lost (its data went) is taken anew */
+                /* a lease etcd no longer has (its data went, or revoked) is taken anew */
                 if (r->message && strstr(r->message, "lease not found"))
                         f->ev_lease = 0;
-                log_debug("fleet: writing %zu events: %s; trying again", f->n_ev_sent,
-                          strna(r->message));
+                else if (!f->ev_failing) /* said once until a write goes through */
+                        log_warning("fleet: writing %zu event%s to etcd: %s; trying again every "
+                                    "%d s",
+                                    f->n_ev_sent, f->n_ev_sent == 1 ? "" : "s", strna(r->message),
+                                    EV_RETRY_MS / 1000);
+                f->ev_failing = f->ev_lease != 0;
                 /* back, unless the event changed meanwhile */
-                for (size_t i = 0; i < f->n_ev_sent; i++) {
-                        json_t *cur = tend_hashmap_get(f->ev_out, f->ev_sent_keys[i]);
-                        if (!cur && f->ev_sent[i] &&
+                for (size_t i = 0; i < f->n_ev_sent; i++)
+                        if (!tend_hashmap_get(f->ev_out, f->ev_sent_keys[i]) &&
+                            tend_hashmap_size(f->ev_out) < EV_PENDING &&
                             tend_hashmap_put(f->ev_out, f->ev_sent_keys[i], f->ev_sent[i], NULL) >=
                                     0)
                                 f->ev_sent[i] = NULL;
-                }
-        }
+        } else
+                f->ev_failing = false;
         for (size_t i = 0; i < f->n_ev_sent; i++) {
                 free(f->ev_sent_keys[i]);
                 json_decref(f->ev_sent[i]);
         }
         f->n_ev_sent = 0;
-        schedule(f);
+        if (f->ev_failing)
+                schedule_in(f, EV_RETRY_MS);
+        else
+                schedule(f);
 }
 
 void fleet__events_flush_cb(uv_timer_t *t) {
         fleet *f = t->data;
         _cleanup_(json_decrefp) json_t *ops = json_array();
+        usec_t now = now_monotonic(), wall = now_realtime();
         const char *key;
         void *v;
-        size_t n = 0;
+        size_t n = 0, budget, stale = 0;
 
         if (f->ev_txn_out || f->ev_granting || f->closing || !ops)
                 return;
         if (!f->joined || !f->e) { /* (re)joining: later */
-                uv_timer_start(&f->ev_timer, fleet__events_flush_cb, 1000, 0);
+                schedule_in(f, 1000);
                 return;
         }
-        f->ev_last = now_monotonic();
-        if (!f->ev_lease || f->ev_last - f->ev_lease_at >= EV_LEASE_TURN) {
+        f->ev_last = now;
+        if (!f->ev_lease || now - f->ev_lease_at >= EV_LEASE_TURN) {
                 if (etcd_lease_grant(f->e, EV_LEASE_TTL, on_granted, f) >= 0)
                         f->ev_granting = true;
                 else
-                        schedule(f);
+                        schedule_in(f, EV_RETRY_MS);
                 return;
         }
-        for (size_t i = 0; n < FLEET_EV_BATCH && tend_hashmap_next(f->ev_out, &i, &key, &v);) {
+        refill(f, now);
+        budget = (size_t) MIN((double) FLEET_EV_BATCH, f->ev_tokens);
+        for (size_t i = 0; n < budget && tend_hashmap_next(f->ev_out, &i, &key, &v);) {
+                json_t *last = json_object_get(v, "lastTimestamp");
+                usec_t seen = 0;
+                /* older than a store keeps (a node cut off for long): not written */
+                if (json_is_string(last) && parse_timestamp(json_string_value(last), &seen) >= 0 &&
+                    seen + STORE_EVENTS_MAX_AGE < wall) {
+                        if ((f->ev_sent_keys[n] = strdup(key)))
+                                f->ev_sent[n++] = NULL, stale++;
+                        continue;
+                }
                 _cleanup_free_ char *k = strprintf("%s%s", f->p_events, key), *text = NULL;
                 text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
                 if (!k || !text ||
@@ -160,53 +200,68 @@ void fleet__events_flush_cb(uv_timer_t *t) {
         for (size_t i = 0; i < n; i++)
                 json_decref(tend_hashmap_remove(f->ev_out, f->ev_sent_keys[i]));
         f->n_ev_sent = n;
-        if (n == 0) {
-                schedule(f);
+        f->ev_tokens -= (double) (n - stale);
+        if (n == stale) {
+                on_written(&(etcd_result){}, f);
                 return;
         }
         if (etcd_txn(f->e, json_array(), TAKE_PTR(ops), json_array(), on_written, f) < 0) {
-                on_written(&(etcd_result){ .error = -ENOMEM }, f);
+                on_written(&(etcd_result){ .error = -ENOMEM, .message = "out of memory" }, f);
                 return;
         }
         f->ev_txn_out = true;
 }
 
 bool fleet__events_key(fleet *f, const etcd_kv *kv, bool deleted) {
-        _cleanup_free_ char *key = NULL;
+        const char *rest = startswith(kv->key, f->p_events), *slash;
         json_t *old = NULL, *v = NULL;
 
-        if (!startswith(kv->key, f->p_events))
+        if (!rest)
                 return false;
-        if (!f->ev_in || !(key = event_name(f, kv->key)))
-                return true;
+        if (!(slash = strchr(rest, '/')) || slash == rest || !slash[1])
+                return true; /* not an event's key */
+        if (!f->ev_in && !(f->ev_in = tend_hashmap_new()))
+                return true; /* out of memory: skipped */
         if (!deleted && !(v = json_loadb(kv->value, kv->value_len, 0, NULL))) {
                 log_debug("fleet: %s is not JSON; skipped", kv->key);
                 return true;
         }
-        /* NULL value: a deletion */
-        if (tend_hashmap_put(f->ev_in, key, v ?: json_null(), (void **) &old) < 0) {
+        /* null: a deletion */
+        if (tend_hashmap_put(f->ev_in, rest, v ?: json_null(), (void **) &old) < 0) {
                 json_decref(v);
                 return true;
         }
         json_decref(old);
-        f->objs_dirty = true;
+        f->ev_dirty = true;
         return true;
+}
+
+/* Whether the event e of etcd's is older than cur, the local one: the
+ * same event, counted fewer times or seen last before. */
+static bool older(const spec_event *e, const spec_event *cur) {
+        return e->last_timestamp < cur->last_timestamp ||
+               (e->last_timestamp == cur->last_timestamp && e->count < cur->count);
 }
 
 void fleet__events_apply(fleet *f) {
         const spec_type *t = store_kind_type(STORE_EVENT);
         const char *key;
         void *v;
+        int r;
 
-        for (size_t i = 0; f->ev_in && tend_hashmap_next(f->ev_in, &i, &key, &v);) {
+        if (!f->ev_dirty || !f->ev_in)
+                return;
+        f->ev_dirty = false;
+        for (size_t i = 0; tend_hashmap_next(f->ev_in, &i, &key, &v);) {
                 const char *slash = strchr(key, '/');
                 _cleanup_free_ char *ns = strndup(key, (size_t) (slash - key));
                 const spec_event *cur = ns ? store_get(f->store, STORE_EVENT, ns, slash + 1) : NULL;
                 spec_errors errs = {};
                 spec_event *e = NULL;
 
-                if (!ns || tend_hashmap_get(f->ev_out, key))
-                        continue; /* this node's fold of it is newer */
+                /* this node's write of it is newer */
+                if (!ns || tend_hashmap_get(f->ev_out, key) || in_flight(f, key))
+                        continue;
                 if (json_is_null((json_t *) v)) {
                         if (cur)
                                 (void) store_delete(f->store, STORE_EVENT, ns, slash + 1);
@@ -217,9 +272,10 @@ void fleet__events_apply(fleet *f) {
                         continue;
                 }
                 spec_errors_done(&errs);
-                if (cur) { /* this node's own, back from etcd: no write */
+                if (cur) {
+                        /* this node's own, back; or an older copy (a relist) */
                         e->metadata.resource_version = cur->metadata.resource_version;
-                        if (spec_equal(t, e, cur)) {
+                        if (older(e, cur) || spec_equal(t, e, cur)) {
                                 spec_free(t, e);
                                 continue;
                         }
@@ -229,14 +285,49 @@ void fleet__events_apply(fleet *f) {
         for (size_t i = 0; tend_hashmap_next(f->ev_in, &i, &key, &v);)
                 json_decref(v);
         tend_hashmap_free(f->ev_in);
-        f->ev_in = tend_hashmap_new(); /* NULL: etcd's events are not mirrored until a relist */
+        f->ev_in = tend_hashmap_new(); /* NULL: made again by the next key */
+        /* the store keeps as many as it would of its own */
+        r = store_prune_events(f->store, now_realtime());
+        if (r < 0)
+                log_warning_errno(r, "fleet: pruning events: %m");
+}
+
+void fleet__events_relisted(fleet *f, const etcd_result *r) {
+        _cleanup_(tend_hashmap_freep) tend_hashmap *present = tend_hashmap_new();
+        _cleanup_strv_free_ char **gone = NULL;
+        const void *const *items;
+        size_t n;
+
+        if (!present || !f->store)
+                return;
+        for (size_t i = 0; i < r->n_kvs; i++) {
+                const char *rest = startswith(r->kvs[i].key, f->p_events);
+                if (rest)
+                        (void) tend_hashmap_put(present, rest, (void *) 1, NULL);
+        }
+        /* Another node's that the list lacks: its lease ran out while the
+         * watch was down, or it is older than the newest the list reads.
+         * This node's own stay (pruned by age, as on one host). */
+        n = store_list(f->store, STORE_EVENT, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_event *e = items[i];
+                _cleanup_free_ char *key = strprintf("%s/%s", strempty(e->metadata.namespace),
+                                                     strempty(e->metadata.name));
+                if (key && !streq_ptr(e->source.host, f->node_name) &&
+                    !tend_hashmap_get(present, key) && strv_extend(&gone, key) < 0)
+                        return;
+        }
+        for (size_t i = 0; gone && gone[i]; i++) {
+                _cleanup_free_ char *k = strprintf("%s%s", f->p_events, gone[i]);
+                if (k)
+                        (void) fleet__events_key(f, &(etcd_kv){ .key = k }, true);
+        }
 }
 
 int fleet__events_init(fleet *f) {
-        f->p_events = strprintf("%sevents/", f->p_all);
         f->ev_out = tend_hashmap_new();
         f->ev_in = tend_hashmap_new();
-        if (!f->p_events || !f->ev_out || !f->ev_in)
+        if (!f->ev_out || !f->ev_in)
                 return -ENOMEM;
         /* in a fleet an event says which node it came from */
         return store_set_host(f->store, f->node_name);
@@ -256,5 +347,4 @@ void fleet__events_free(fleet *f) {
                 free(f->ev_sent_keys[i]);
                 json_decref(f->ev_sent[i]);
         }
-        free(f->p_events);
 }

@@ -12,6 +12,7 @@
 #define SCHEMA_VERSION 1
 #define JOIN_PATIENCE (15 * USEC_PER_SEC) /* etcd not answering at start */
 #define FLEET_EV_BATCH 100                /* events per txn (etcd takes 128 operations) */
+#define FLEET_EVENTS_LISTED 1000          /* events a (re)list reads: the newest */
 
 typedef struct fnode {
         char *name;
@@ -61,7 +62,7 @@ struct fleet {
         usec_t join_started;
         void (*on_joined)(int error, const char *why, void *userdata);
         void *userdata;
-        char *k_schema, *k_node, *k_lease, *p_all, *p_nodes, *p_leases;
+        char *k_schema, *k_node, *k_lease, *p_all, *p_nodes, *p_leases, *p_events;
         tend_hashmap *nodes; /* name → fnode */
         etcd_watch *watch;
         int64_t revision;                /* of the mirror */
@@ -96,13 +97,16 @@ struct fleet {
         uv_prepare_t flush_idle; /* a write goes when the loop has nothing else to do */
         usec_t flush_wanted;     /* ... held since (0: not held) */
         fwaiter *waiters;
-        /* fleet-events.c: the events */
-        char *p_events;
+        /* fleet-events.c: the events (P/v1/events/: p_events) */
         tend_hashmap *ev_out; /* "ns/name" → JSON: this node's, to be written */
         tend_hashmap *ev_in;  /* "ns/name" → JSON (null: deleted): etcd's, to be applied */
         uv_timer_t ev_timer;
         usec_t ev_last; /* monotonic: the last write (or try) */
         bool ev_txn_out, ev_granting, ev_dropping;
+        bool ev_dirty;    /* ev_in has some: the local store follows */
+        bool ev_failing;  /* the last write was refused (said once) */
+        double ev_tokens; /* the write budget (EV_RATE a second, EV_BURST at most) */
+        usec_t ev_refilled;
         int64_t ev_lease; /* the lease events are written on; 0: none yet */
         usec_t ev_lease_at;
         char *ev_sent_keys[FLEET_EV_BATCH];
@@ -174,6 +178,8 @@ void fleet__events_local(fleet *f, store_change change, const spec_event *e);
 bool fleet__events_key(fleet *f, const etcd_kv *kv, bool deleted);
 /* Into the local store (while the mirror applies etcd's changes). */
 void fleet__events_apply(fleet *f);
+/* After a relist: another node's events the list lacks are gone. */
+void fleet__events_relisted(fleet *f, const etcd_result *r);
 void fleet__events_flush_cb(uv_timer_t *t);
 void fleet__events_free(fleet *f);
 

@@ -199,6 +199,9 @@ static json_t *join(const json_t *main, const json_t *status) {
 
 /* ---- etcd → the local store ----------------------------------------------------------------- */
 
+static void flush(fleet *f);
+static void schedule_flush(fleet *f, uint64_t msec);
+
 static const char *meta_node(store_kind k, const void *obj) {
         return k == STORE_POD ? ((const spec_pod *) obj)->spec.node_name : NULL;
 }
@@ -395,12 +398,12 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r) {
                                 o->apply = true;
                 }
         }
+        fleet__events_relisted(f, r);
         f->objs_dirty = true;
+        schedule_flush(f, 0); /* what was written here before (re)joining */
 }
 
 /* ---- the local store → etcd ----------------------------------------------------------------- */
-
-static void flush(fleet *f);
 
 /* A write goes once the loop has nothing more to do at once (what the
  * agent's pass, a runtime's report and the next pass write go together:
@@ -802,7 +805,8 @@ static void on_txn(const etcd_result *r, void *userdata) {
         for (size_t i = 0; i < n; i++)
                 fobj_maybe_forget(f, f->sent[i]);
         fleet__objects_settle(f);
-        schedule_flush(f, 0);
+        if (r->error >= 0) /* else the retry, a second later */
+                schedule_flush(f, 0);
 }
 
 /* ---- waiting for etcd (an API write is answered once etcd has it) ------------------------- */
@@ -1098,11 +1102,12 @@ void fleet__objects_settle(fleet *f) {
         bool leads = f->joined && agent_leads(f), wrote = false;
         int r;
 
-        if (f->objs_dirty && f->store) {
+        if ((f->objs_dirty || f->ev_dirty) && f->store) {
+                bool objs = f->objs_dirty;
                 f->objs_dirty = false;
                 (void) store_commit(f->store, false); /* a pass's, should one be open */
                 f->applying = true;
-                for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
+                for (size_t i = 0; objs && tend_hashmap_next(f->objs, &i, &key, &v);) {
                         fobj *o = v;
                         if (!o->apply)
                                 continue;
@@ -1118,8 +1123,8 @@ void fleet__objects_settle(fleet *f) {
                         log_warning_errno(r, "fleet: cannot write the mirror to the store: %m");
                 f->applying = false;
                 /* entries that hold nothing any more */
-                size_t n = 0, all = tend_hashmap_size(f->objs);
-                _cleanup_free_ fobj **idle = new0(fobj *, all + 1);
+                size_t n = 0, all = objs ? tend_hashmap_size(f->objs) : 0;
+                _cleanup_free_ fobj **idle = all ? new0(fobj *, all + 1) : NULL;
                 for (size_t i = 0; idle && tend_hashmap_next(f->objs, &i, &key, &v);) {
                         fobj *o = v;
                         if (!o->main && !o->status && !o->dirty && !o->in_flight && !o->apply &&

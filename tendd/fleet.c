@@ -285,14 +285,23 @@ static void on_list(const etcd_result *r, void *userdata) {
         fleet__objects_settle(f);
 }
 
+/* The whole of P/v1/ at one revision, but of the events only the newest
+ * FLEET_EVENTS_LISTED: they are not declared state, and a fleet's hour of
+ * them would make the answer too large to take. */
 static void list(fleet *f) {
-        _cleanup_free_ char *end = etcd_prefix_end(f->p_all);
+        _cleanup_free_ char *end = etcd_prefix_end(f->p_all),
+                            *ev_end = etcd_prefix_end(f->p_events);
 
         if (f->watch) {
                 etcd_watch_cancel(f->watch);
                 f->watch = NULL;
         }
-        if (!end || etcd_range(f->e, f->p_all, end, on_list, f) < 0)
+        if (!end || !ev_end ||
+            etcd_txn(f->e, json_array(),
+                     json_pack("[o, o, o]", etcd_op_range(f->p_all, f->p_events),
+                               etcd_op_range_newest(f->p_events, ev_end, FLEET_EVENTS_LISTED),
+                               etcd_op_range(ev_end, end)),
+                     json_array(), on_list, f) < 0)
                 remirror_in(f, list, 1000);
 }
 
@@ -669,6 +678,7 @@ static void on_handle_closed(uv_handle_t *h) {
         free(f->k_node);
         free(f->k_lease);
         free(f->p_all);
+        free(f->p_events);
         free(f->p_nodes);
         free(f->p_leases);
         free(f->k_leader);
@@ -763,6 +773,7 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
                 f->k_node = strprintf("%s/v1/nodes/%s", f->prefix, strempty(f->node_name));
                 f->k_lease = strprintf("%s/v1/nodeleases/%s", f->prefix, strempty(f->node_name));
                 f->p_all = strprintf("%s/v1/", f->prefix);
+                f->p_events = strprintf("%s/v1/events/", f->prefix);
                 f->p_nodes = strprintf("%s/v1/nodes/", f->prefix);
                 f->p_leases = strprintf("%s/v1/nodeleases/", f->prefix);
                 f->k_leader = strprintf("%s/v1/leader", f->prefix);
@@ -789,8 +800,8 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
                 strcpy(f->hostname, "localhost");
         read_boot_id(f->boot_id);
         if (!f->endpoints || !f->prefix || !f->node_name || !f->labels || !f->state_file ||
-            !f->nodes || !f->k_schema || !f->k_node || !f->k_lease || !f->p_all || !f->p_nodes ||
-            !f->p_leases || !f->k_leader) {
+            !f->nodes || !f->k_schema || !f->k_node || !f->k_lease || !f->p_all || !f->p_events ||
+            !f->p_nodes || !f->p_leases || !f->k_leader) {
                 fleet_close(f);
                 return -ENOMEM;
         }

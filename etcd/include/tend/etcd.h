@@ -90,6 +90,8 @@ int etcd_txn(etcd *e, json_t *compare, json_t *success, json_t *failure, etcd_cb
 json_t *etcd_cmp_revision(const char *key, const char *target, const char *result, int64_t rev);
 json_t *etcd_op_put(const char *key, const void *value, size_t len, int64_t lease);
 json_t *etcd_op_range(const char *key, const char *range_end);
+/* The limit keys of [key, range_end) last written (the newest first). */
+json_t *etcd_op_range_newest(const char *key, const char *range_end, int64_t limit);
 json_t *etcd_op_delete(const char *key, const char *range_end);
 
 /* Forgets the history before revision (physical: done when it answers). */

@@ -112,6 +112,11 @@ int store_delete_record(store *s, const char *pod_uid);
 int store_record_event(store *s, store_kind involved_kind, const spec_meta *involved,
                        const char *type, const char *reason, const char *message, usec_t now);
 
+/* The pruning store_record_event() does (beyond STORE_EVENTS_MAX the
+ * least recent go, and those older than an hour), for events put by other
+ * means (a fleet's mirror). O(n log n). */
+int store_prune_events(store *s, usec_t now);
+
 /* The host events name as their source (default: the machine's hostname;
  * in a fleet, the node's name). Returns 0 or -EINVAL (empty or too long). */
 int store_set_host(store *s, const char *host);
