@@ -141,10 +141,12 @@ static bool same_group(agent *a, const spec_replica_set *rs, const spec_pod *p) 
 
 #define POD_PORTS_MAX 32
 
-/* The ports pod p takes on its node for itself: its containerPorts but
- * those its tend.io/listen holds (one socket of tendd's per deployment,
- * which its pods on a node share). Up to POD_PORTS_MAX; how many. */
-static size_t own_ports(const spec_pod *p, uint16_t ret[static POD_PORTS_MAX]) {
+/* The fixed ports pod p takes on its node (its containerPorts; pods run on
+ * the host network), each with whether its tend.io/listen holds it (one
+ * socket of tendd's per deployment, which its pods on a node share). Up to
+ * POD_PORTS_MAX; how many. */
+static size_t fixed_ports(const spec_pod *p, uint16_t ret[static POD_PORTS_MAX],
+                          bool held[static POD_PORTS_MAX]) {
         const char *listen = spec_map_get(&p->metadata.annotations, SPEC_ANN_LISTEN);
         spec_listen l[SPEC_LISTEN_MAX];
         _cleanup_free_ char *problem = NULL;
@@ -155,13 +157,12 @@ static size_t own_ports(const spec_pod *p, uint16_t ret[static POD_PORTS_MAX]) {
         for (size_t c = 0; c < p->spec.n_containers; c++)
                 for (size_t i = 0; i < p->spec.containers[c].n_ports && n < POD_PORTS_MAX; i++) {
                         const spec_container_port *cp = &p->spec.containers[c].ports[i];
-                        bool held = false;
                         if (cp->container_port <= 0 || cp->container_port > UINT16_MAX)
                                 continue;
-                        for (size_t k = 0; k < n_l && !held; k++)
-                                held = streq_ptr(cp->name, l[k].port);
-                        if (!held)
-                                ret[n++] = (uint16_t) cp->container_port;
+                        held[n] = false;
+                        for (size_t k = 0; k < n_l && !held[n]; k++)
+                                held[n] = streq_ptr(cp->name, l[k].port);
+                        ret[n++] = (uint16_t) cp->container_port;
                 }
         return n;
 }
@@ -184,7 +185,8 @@ static int place(agent *a, const spec_replica_set *rs, spec_pod *p) {
         _cleanup_free_ plan_node *nodes = new0(plan_node, n + 1);
         const void *const *pods;
         uint16_t want[POD_PORTS_MAX], qp[POD_PORTS_MAX];
-        size_t n_want = own_ports(p, want);
+        bool want_held[POD_PORTS_MAX], q_held[POD_PORTS_MAX];
+        size_t n_want = fixed_ports(p, want, want_held);
         /* per node, which of want its pods take */
         _cleanup_free_ uint16_t *taken = new0(uint16_t, n * n_want + 1);
         int at = -1, r;
@@ -210,11 +212,17 @@ static int place(agent *a, const spec_replica_set *rs, spec_pod *p) {
                 for (size_t k = 0; k < n; k++)
                         if (streq(nodes[k].name, q->spec.node_name)) {
                                 nodes[k].pods++;
-                                nodes[k].group_pods += same_group(a, rs, q);
-                                /* a terminating pod holds its ports until it exits */
-                                for (size_t j = 0, m = n_want ? own_ports(q, qp) : 0; j < m; j++)
+                                bool group = same_group(a, rs, q);
+                                nodes[k].group_pods += group;
+                                /* a terminating pod holds its ports until it exits; a
+                                 * socket tendd holds for the deployment is shared by
+                                 * its pods that hold it too */
+                                for (size_t j = 0, m = n_want ? fixed_ports(q, qp, q_held) : 0;
+                                     j < m; j++)
                                         for (size_t w = 0; w < n_want; w++)
-                                                if (qp[j] == want[w] && nodes[k].n_ports < n_want &&
+                                                if (qp[j] == want[w] &&
+                                                    !(group && q_held[j] && want_held[w]) &&
+                                                    nodes[k].n_ports < n_want &&
                                                     !memchr_u16(nodes[k].ports, nodes[k].n_ports,
                                                                 want[w]))
                                                         taken[k * n_want + nodes[k].n_ports++] =

@@ -2276,16 +2276,35 @@ static size_t pods_with(world *w, const char *prefix, const char *node) {
  * network): the leader puts no two pods taking one port on one node (as
  * Kubernetes' NodePorts filter for hostPort); ports tendd holds
  * (tend.io/listen), which a deployment's pods on a node share, do not count. */
+/* The PodScheduled condition's message of the first unbound pod named prefix*. */
+static const char *unscheduled_why(world *w, const char *prefix) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_POD, &items);
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                const spec_condition *c = spec_get_condition(
+                        p->status.conditions, p->status.n_conditions, "PodScheduled");
+                if (startswith(p->metadata.name, prefix) && !p->spec.node_name && c &&
+                    streq_ptr(c->reason, "Unschedulable"))
+                        return c->message;
+        }
+        return NULL;
+}
+
+static spec_deployment *holding(spec_deployment *d, const char *ports) {
+        assert_int_equal(
+                spec_map_set(&d->spec.template.metadata.annotations, SPEC_ANN_LISTEN, ports), 0);
+        return d;
+}
+
 static void test_fleet_ports(void **state) {
         world *w = world_new();
-        const void *const *items;
-        size_t n;
 
         fleet_leads = true;
         fleet_fenced = false;
         fleet_agent(w, false);
 
-        /* 4 replicas taking port 8080: one per node, the 4th waits */
+        /* 4 replicas taking port 8080: one per node, the 4th waits, saying why */
         apply(w, manifest("web", 4, "web-v1", NULL,
                           "        ports: [{name: http, containerPort: 8080}]\n"));
         step(w, 3 * S);
@@ -2294,6 +2313,8 @@ static void test_fleet_ports(void **state) {
         assert_int_equal(pods_with(w, "web-", "n3"), 1);
         assert_int_equal(pods_with(w, "web-", NULL), 1);
         assert_non_null(find_event(w, "FailedScheduling", "fixed ports (containerPort) free"));
+        assert_non_null(unscheduled_why(w, "web-"));
+        assert_non_null(strstr(unscheduled_why(w, "web-"), "containerPort"));
 
         /* another deployment on 8080 finds no node either */
         apply(w, manifest("other", 1, "other-v1", NULL,
@@ -2302,26 +2323,35 @@ static void test_fleet_ports(void **state) {
         assert_int_equal(pods_with(w, "other-", NULL), 1);
 
         /* a port tendd holds: shared by the deployment's pods on a node */
-        spec_deployment *held = manifest("held", 6, "held-v1", NULL,
-                                         "        ports: [{name: http, containerPort: 9090}]\n");
-        assert_int_equal(
-                spec_map_set(&held->spec.template.metadata.annotations, SPEC_ANN_LISTEN, "http"),
-                0);
-        apply(w, held);
+        apply(w, holding(manifest("held", 6, "held-v1", NULL,
+                                  "        ports: [{name: http, containerPort: 9090}]\n"),
+                         "http"));
         step(w, 3 * S);
         assert_int_equal(pods_with(w, "held-", "box"), 2);
         assert_int_equal(pods_with(w, "held-", "n2"), 2);
         assert_int_equal(pods_with(w, "held-", "n3"), 2);
 
-        /* a fourth node: the waiting pod of web goes there */
+        /* ... but not with another deployment, holding it or not */
+        apply(w, manifest("fixed9", 1, "fixed9-v1", NULL,
+                          "        ports: [{name: p, containerPort: 9090}]\n"));
+        apply(w, holding(manifest("held2", 1, "held2-v1", NULL,
+                                  "        ports: [{name: http, containerPort: 9090}]\n"),
+                         "http"));
+        step(w, 3 * S);
+        assert_int_equal(pods_with(w, "fixed9-", NULL), 1);
+        assert_int_equal(pods_with(w, "held2-", NULL), 1);
+
+        /* a fourth node: one of the pods waiting for 8080 goes there, and
+         * one of those waiting for 9090 */
         fleet_nodes[3] = (plan_node){ .name = "n4", .ready = true };
         fleet_n_nodes = 4;
         agent_fleet_changed(w->agent);
         step(w, 2 * S);
-        n = store_list(w->store, STORE_POD, &items);
-        assert_int_equal(pods_with(w, "web-", NULL) + pods_with(w, "other-", NULL), 1);
         assert_int_equal(pods_with(w, "web-", "n4") + pods_with(w, "other-", "n4"), 1);
-        (void) n;
+        assert_int_equal(pods_with(w, "fixed9-", "n4") + pods_with(w, "held2-", "n4"), 1);
+        assert_int_equal(pods_with(w, "web-", NULL) + pods_with(w, "other-", NULL) +
+                                 pods_with(w, "fixed9-", NULL) + pods_with(w, "held2-", NULL),
+                         2);
         fleet_n_nodes = 3;
         world_free(w);
 }
