@@ -65,6 +65,11 @@ struct fobj {
         uint64_t seq, sent_seq, pending_from; /* local changes: the last, the sent, the
                                                * first not acknowledged (0: none) */
         int64_t fence_at;                     /* the leader's fence when written; 0: not leading */
+        /* The last write of an API request's (a user's) not yet in etcd:
+         * not the leader's, so not undone with the leadership */
+        json_t *api_main, *api_status;
+        bool api_delete;
+        uint64_t api_seq; /* 0: none */
 };
 
 struct fwaiter {
@@ -102,7 +107,17 @@ static void fobj_free(fobj *o) {
         json_decref(o->want_status);
         json_decref(o->sent_main);
         json_decref(o->sent_status);
+        json_decref(o->api_main);
+        json_decref(o->api_status);
         free(o);
+}
+
+static void forget_api_write(fobj *o) {
+        json_decref(o->api_main);
+        json_decref(o->api_status);
+        o->api_main = o->api_status = NULL;
+        o->api_delete = false;
+        o->api_seq = 0;
 }
 
 static fobj *fobj_get(fleet *f, store_kind k, const char *ns, const char *name, bool create) {
@@ -320,6 +335,7 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
                 if (!o->dirty_main && !o->dirty_status) {
                         o->dirty = false;
                         o->pending_from = 0;
+                        forget_api_write(o);
                 }
                 return;
         }
@@ -330,6 +346,7 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
                 fleet__objects_failed(f, o, 409);
                 o->dirty = o->dirty_main = o->dirty_status = false;
                 o->pending_from = 0;
+                forget_api_write(o);
         } else if (o->dirty) {
                 json_t **want = status ? &o->want_status : &o->want_main;
                 json_decref(*want);
@@ -481,6 +498,7 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
                 /* what etcd has already (put back by a refusal, or unchanged) */
                 o->dirty = o->dirty_main = o->dirty_status = false;
                 o->pending_from = 0;
+                forget_api_write(o);
                 if (change == STORE_DELETED)
                         fobj_maybe_forget(f, o);
                 return;
@@ -498,6 +516,13 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
         o->seq = ++f->seq;
         if (!o->pending_from)
                 o->pending_from = o->seq;
+        if (f->recording) {
+                forget_api_write(o);
+                o->api_main = json_incref(main);
+                o->api_status = json_incref(status);
+                o->api_delete = change == STORE_DELETED;
+                o->api_seq = o->seq;
+        }
         /* The leader's writes are fenced on its term (even if its lease ran
          * out during the pass: etcd then refuses them), and stay fenced
          * while they wait; a node's status of its own pod is not the
@@ -516,6 +541,35 @@ static void undo(fleet *f, fobj *o, unsigned code) {
                 fleet__objects_failed(f, o, code);
         o->dirty = o->dirty_main = o->dirty_status = false;
         o->pending_from = 0;
+        forget_api_write(o);
+        o->apply = true;
+        f->objs_dirty = true;
+}
+
+/* A write decided as a leader this node no longer is: undone. But a user's
+ * write of the object (an API request's, which the leader's pass then
+ * added to) is not the leader's: it goes on, unfenced, as the user made it
+ * (the local object too), and its answer waits for it. */
+static void undo_leader(fleet *f, fobj *o) {
+        if (!o->dirty || !o->api_seq) {
+                undo(f, o, 409);
+                return;
+        }
+        log_info("fleet: %s/%s/%s: what this node added as the leader it no longer is is "
+                 "undone; the user's write of it goes on",
+                 kind_names[o->kind], o->ns, o->name);
+        json_decref(o->want_main);
+        json_decref(o->want_status);
+        o->want_main = o->api_delete ? NULL : json_incref(o->api_main);
+        o->want_status = o->api_delete ? NULL : json_incref(o->api_status);
+        o->dirty_main = o->api_delete || !json_equal(o->want_main, o->main);
+        o->dirty_status = !o->api_delete && !json_equal(o->want_status, o->status);
+        o->fence_at = 0;
+        if (!o->dirty_main && !o->dirty_status) { /* etcd has it already */
+                o->dirty = false;
+                o->pending_from = 0;
+                forget_api_write(o);
+        }
         o->apply = true;
         f->objs_dirty = true;
 }
@@ -630,8 +684,9 @@ static void flush(fleet *f) {
                                 continue;
                         if (o->fence_at && o->fence_at != term) {
                                 /* decided as a leader that this node no longer is */
-                                undo(f, o, 409);
-                                continue;
+                                undo_leader(f, o);
+                                if (!o->dirty)
+                                        continue;
                         }
                         if (batch_fence >= 0 && o->fence_at != batch_fence)
                                 continue; /* the other kind of batch's */
@@ -656,6 +711,7 @@ static void flush(fleet *f) {
                         if (rr == 0) { /* etcd has it already (or never had what goes) */
                                 o->dirty = o->dirty_main = o->dirty_status = false;
                                 o->pending_from = 0;
+                                forget_api_write(o);
                                 continue;
                         }
                         batch_fence = o->fence_at;
@@ -772,6 +828,8 @@ static void on_txn(const etcd_result *r, void *userdata) {
                                 o->status_mod = r->revision;
                         }
                 }
+                if (o->api_seq && o->api_seq <= o->sent_seq)
+                        forget_api_write(o); /* in etcd */
                 if (o->seq == o->sent_seq) {
                         o->dirty = o->dirty_main = o->dirty_status = false;
                         o->pending_from = 0;
@@ -800,7 +858,7 @@ static void on_txn(const etcd_result *r, void *userdata) {
                 if (!conflicts)
                         for (size_t i = 0; i < n; i++)
                                 if (f->sent[i]->dirty)
-                                        undo(f, f->sent[i], 409);
+                                        undo_leader(f, f->sent[i]);
         }
         for (size_t i = 0; i < n; i++)
                 fobj_maybe_forget(f, f->sent[i]);
@@ -1102,12 +1160,11 @@ void fleet__objects_settle(fleet *f) {
         bool leads = f->joined && agent_leads(f), wrote = false;
         int r;
 
-        if ((f->objs_dirty || f->ev_dirty) && f->store) {
-                bool objs = f->objs_dirty;
+        if (f->objs_dirty && f->store) {
                 f->objs_dirty = false;
                 (void) store_commit(f->store, false); /* a pass's, should one be open */
                 f->applying = true;
-                for (size_t i = 0; objs && tend_hashmap_next(f->objs, &i, &key, &v);) {
+                for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
                         fobj *o = v;
                         if (!o->apply)
                                 continue;
@@ -1117,14 +1174,13 @@ void fleet__objects_settle(fleet *f) {
                                                   key);
                         wrote = true;
                 }
-                fleet__events_apply(f);
                 r = store_commit(f->store, false);
                 if (r < 0)
                         log_warning_errno(r, "fleet: cannot write the mirror to the store: %m");
                 f->applying = false;
                 /* entries that hold nothing any more */
-                size_t n = 0, all = objs ? tend_hashmap_size(f->objs) : 0;
-                _cleanup_free_ fobj **idle = all ? new0(fobj *, all + 1) : NULL;
+                size_t n = 0, all = tend_hashmap_size(f->objs);
+                _cleanup_free_ fobj **idle = new0(fobj *, all + 1);
                 for (size_t i = 0; idle && tend_hashmap_next(f->objs, &i, &key, &v);) {
                         fobj *o = v;
                         if (!o->main && !o->status && !o->dirty && !o->in_flight && !o->apply &&

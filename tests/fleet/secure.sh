@@ -127,7 +127,31 @@ expect_exit 1 "a password file others can read" "$bin/tendd" --state-dir "$tmp/x
 # etcd restarts: every token it gave is forgotten; the nodes ask again.
 kill -KILL "$etcd_pid"
 wait "$etcd_pid" 2>/dev/null
+# A write made while etcd is away waits, tried again once a second (not in
+# a loop as fast as connections are refused).
+tries() { grep -c "writing .* to etcd: .*trying again" "$tmp/n1.log"; }
+before=$(tries)
+cat <<YAML | on 1 apply -f - >"$tmp/held.out" 2>&1 &
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: held}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: held}}
+  template:
+    metadata: {labels: {app: held}}
+    spec:
+      containers: [{name: main, command: [/bin/true]}]
+YAML
+applying=$!
+sleep 3
+n_tries=$(($(tries) - before))
+[ "$n_tries" -ge 1 ] && [ "$n_tries" -le 5 ] &&
+    ok "etcd away: a write is tried again once a second ($n_tries tries in 3 s)" ||
+    fail "etcd away: $n_tries tries of a write in 3 s (want 1 to 5)"
 start_etcd
+wait "$applying" && grep -q "deployment.apps/held created" "$tmp/held.out" &&
+    ok "... and answered once etcd is back" || fail "the apply made while etcd was away: $(cat "$tmp/held.out")"
 if expect_exit 0 "cordon after etcd's restart" on 1 cordon n2 &&
     wait_for 10 is_status 2 n2 Ready,SchedulingDisabled &&
     wait_for 10 is_status 1 n1 Ready && is_status 2 n1 Ready; then
