@@ -13,14 +13,16 @@
  * them as the store does. Rate-limited: at most one txn of FLEET_EV_BATCH
  * per EV_INTERVAL_MS, within a budget of EV_RATE a second (EV_BURST at
  * once); a repeat meanwhile is written once; what waits is bounded
- * (EV_PENDING), and an event older than the store keeps is not written.
+ * (EV_PENDING), and an event older than the store keeps, or larger than
+ * EV_SIZE_MAX, is not written.
  * Nothing waits for them and nothing is undone when a write fails: it is
  * tried again. The deletions of the store's pruning are not sent (the
  * lease does that).
  *
  * Every node mirrors them into its store — an older copy never over a
- * newer one — and prunes them there as its own; a (re)list reads the
- * newest FLEET_EVENTS_LISTED only.
+ * newer one; a burst (a relist, a fleet's rollout) applied at once, and of
+ * it the newest only — and prunes them there as its own; a (re)list reads
+ * the newest FLEET_EVENTS_LISTED only.
  */
 
 #include "fleet-internal.h"
@@ -30,8 +32,13 @@
 #define EV_RATE 5        /* events written a second, sustained ... */
 #define EV_BURST 100     /* ... and at once */
 #define EV_PENDING 1000  /* this node's events waiting to be written: as many as a store keeps */
+/* An event larger is not written (a list reads the newest
+ * FLEET_EVENTS_LISTED: under 11 MB in all) */
+#define EV_SIZE_MAX (8 * 1024)
 #define EV_LEASE_TTL (STORE_EVENTS_MAX_AGE / USEC_PER_SEC)
 #define EV_LEASE_TURN (10 * 60 * USEC_PER_SEC)
+#define EV_APPLY_MS 100                  /* etcd's events wait that long to be applied ... */
+#define EV_IN_MAX (4 * STORE_EVENTS_MAX) /* ... unless that many do */
 
 static void schedule_in(fleet *f, uint64_t msec) {
         if (!f->closing && !uv_is_active((uv_handle_t *) &f->ev_timer) &&
@@ -155,7 +162,7 @@ void fleet__events_flush_cb(uv_timer_t *t) {
         usec_t now = now_monotonic(), wall = now_realtime();
         const char *key;
         void *v;
-        size_t n = 0, budget, stale = 0;
+        size_t n = 0, budget, skipped = 0;
 
         if (f->ev_txn_out || f->ev_granting || f->closing || !ops)
                 return;
@@ -180,11 +187,18 @@ void fleet__events_flush_cb(uv_timer_t *t) {
                 if (json_is_string(last) && parse_timestamp(json_string_value(last), &seen) >= 0 &&
                     seen + STORE_EVENTS_MAX_AGE < wall) {
                         if ((f->ev_sent_keys[n] = strdup(key)))
-                                f->ev_sent[n++] = NULL, stale++;
+                                f->ev_sent[n++] = NULL, skipped++;
                         continue;
                 }
                 _cleanup_free_ char *k = strprintf("%s%s", f->p_events, key), *text = NULL;
                 text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+                if (text && strlen(text) > EV_SIZE_MAX) { /* stays on this node */
+                        log_debug("fleet: event %s is larger than %d bytes; not written", key,
+                                  EV_SIZE_MAX);
+                        if ((f->ev_sent_keys[n] = strdup(key)))
+                                f->ev_sent[n++] = NULL, skipped++;
+                        continue;
+                }
                 if (!k || !text ||
                     json_array_append_new(ops, etcd_op_put(k, text, strlen(text), f->ev_lease)) < 0)
                         break;
@@ -200,8 +214,8 @@ void fleet__events_flush_cb(uv_timer_t *t) {
         for (size_t i = 0; i < n; i++)
                 json_decref(tend_hashmap_remove(f->ev_out, f->ev_sent_keys[i]));
         f->n_ev_sent = n;
-        f->ev_tokens -= (double) (n - stale);
-        if (n == stale) {
+        f->ev_tokens -= (double) (n - skipped);
+        if (n == skipped) {
                 on_written(&(etcd_result){}, f);
                 return;
         }
@@ -211,6 +225,8 @@ void fleet__events_flush_cb(uv_timer_t *t) {
         }
         f->ev_txn_out = true;
 }
+
+static void apply(fleet *f);
 
 bool fleet__events_key(fleet *f, const etcd_kv *kv, bool deleted) {
         const char *rest = startswith(kv->key, f->p_events), *slash;
@@ -232,7 +248,12 @@ bool fleet__events_key(fleet *f, const etcd_kv *kv, bool deleted) {
                 return true;
         }
         json_decref(old);
-        f->ev_dirty = true;
+        /* A moment later, so that a burst (a relist, a fleet's rollout) is
+         * applied once, its newest only; at once when that many wait. */
+        if (tend_hashmap_size(f->ev_in) >= EV_IN_MAX)
+                apply(f);
+        else if (!f->closing && !uv_is_active((uv_handle_t *) &f->ev_apply))
+                uv_timer_start(&f->ev_apply, fleet__events_apply_cb, EV_APPLY_MS, 0);
         return true;
 }
 
@@ -243,53 +264,93 @@ static bool older(const spec_event *e, const spec_event *cur) {
                (e->last_timestamp == cur->last_timestamp && e->count < cur->count);
 }
 
-void fleet__events_apply(fleet *f) {
+typedef struct incoming {
+        const char *key;
+        json_t *v;
+        usec_t seen; /* lastTimestamp; 0: a deletion (or none) */
+} incoming;
+
+static int newest_first(const void *a, const void *b) {
+        usec_t x = ((const incoming *) a)->seen, y = ((const incoming *) b)->seen;
+        return x > y ? -1 : x < y;
+}
+
+static void apply_one(fleet *f, const char *key, json_t *v) {
         const spec_type *t = store_kind_type(STORE_EVENT);
+        const char *slash = strchr(key, '/');
+        _cleanup_free_ char *ns = strndup(key, (size_t) (slash - key));
+        const spec_event *cur = ns ? store_get(f->store, STORE_EVENT, ns, slash + 1) : NULL;
+        spec_errors errs = {};
+        spec_event *e = NULL;
+
+        /* this node's write of it is newer */
+        if (!ns || tend_hashmap_get(f->ev_out, key) || in_flight(f, key))
+                return;
+        if (json_is_null(v)) {
+                if (cur)
+                        (void) store_delete(f->store, STORE_EVENT, ns, slash + 1);
+                return;
+        }
+        if (spec_decode_new(t, v, &errs, (void **) &e) < 0) {
+                spec_errors_done(&errs);
+                return;
+        }
+        spec_errors_done(&errs);
+        if (cur) {
+                /* this node's own, back; or an older copy (a relist) */
+                e->metadata.resource_version = cur->metadata.resource_version;
+                if (older(e, cur) || spec_equal(t, e, cur)) {
+                        spec_free(t, e);
+                        return;
+                }
+        }
+        (void) store_put(f->store, STORE_EVENT, e, NULL);
+}
+
+/* What etcd brought into the local store, in one commit: the deletions, and
+ * of the puts the newest STORE_EVENTS_MAX (the store would prune the
+ * others at once); then the store prunes as it would its own. */
+static void apply(fleet *f) {
+        size_t n = f->ev_in ? tend_hashmap_size(f->ev_in) : 0, k = 0, puts = 0;
+        _cleanup_free_ incoming *in = NULL;
         const char *key;
         void *v;
         int r;
 
-        if (!f->ev_dirty || !f->ev_in)
+        uv_timer_stop(&f->ev_apply);
+        if (n == 0 || !f->store)
                 return;
-        f->ev_dirty = false;
-        for (size_t i = 0; tend_hashmap_next(f->ev_in, &i, &key, &v);) {
-                const char *slash = strchr(key, '/');
-                _cleanup_free_ char *ns = strndup(key, (size_t) (slash - key));
-                const spec_event *cur = ns ? store_get(f->store, STORE_EVENT, ns, slash + 1) : NULL;
-                spec_errors errs = {};
-                spec_event *e = NULL;
-
-                /* this node's write of it is newer */
-                if (!ns || tend_hashmap_get(f->ev_out, key) || in_flight(f, key))
-                        continue;
-                if (json_is_null((json_t *) v)) {
-                        if (cur)
-                                (void) store_delete(f->store, STORE_EVENT, ns, slash + 1);
-                        continue;
-                }
-                if (spec_decode_new(t, (json_t *) v, &errs, (void **) &e) < 0) {
-                        spec_errors_done(&errs);
-                        continue;
-                }
-                spec_errors_done(&errs);
-                if (cur) {
-                        /* this node's own, back; or an older copy (a relist) */
-                        e->metadata.resource_version = cur->metadata.resource_version;
-                        if (older(e, cur) || spec_equal(t, e, cur)) {
-                                spec_free(t, e);
-                                continue;
-                        }
-                }
-                (void) store_put(f->store, STORE_EVENT, e, NULL);
+        in = new0(incoming, n);
+        if (!in)
+                return; /* out of memory: kept for the next */
+        for (size_t i = 0; tend_hashmap_next(f->ev_in, &i, &key, &v) && k < n;) {
+                json_t *last = json_object_get(v, "lastTimestamp");
+                in[k] = (incoming){ .key = key, .v = v };
+                if (json_is_string(last))
+                        (void) parse_timestamp(json_string_value(last), &in[k].seen);
+                k++;
         }
-        for (size_t i = 0; tend_hashmap_next(f->ev_in, &i, &key, &v);)
-                json_decref(v);
-        tend_hashmap_free(f->ev_in);
-        f->ev_in = tend_hashmap_new(); /* NULL: made again by the next key */
-        /* the store keeps as many as it would of its own */
+        qsort(in, k, sizeof *in, newest_first);
+        (void) store_commit(f->store, false); /* a pass's, should one be open */
+        f->applying = true;
+        for (size_t i = 0; i < k; i++)
+                if (json_is_null(in[i].v) || puts++ < STORE_EVENTS_MAX)
+                        apply_one(f, in[i].key, in[i].v);
         r = store_prune_events(f->store, now_realtime());
         if (r < 0)
                 log_warning_errno(r, "fleet: pruning events: %m");
+        r = store_commit(f->store, false);
+        if (r < 0)
+                log_warning_errno(r, "fleet: cannot write events to the store: %m");
+        f->applying = false;
+        for (size_t i = 0; i < k; i++)
+                json_decref(in[i].v);
+        tend_hashmap_free(f->ev_in);
+        f->ev_in = tend_hashmap_new(); /* NULL: made again by the next key */
+}
+
+void fleet__events_apply_cb(uv_timer_t *t) {
+        apply(t->data);
 }
 
 void fleet__events_relisted(fleet *f, const etcd_result *r) {

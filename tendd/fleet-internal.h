@@ -103,9 +103,9 @@ struct fleet {
         uv_timer_t ev_timer;
         usec_t ev_last; /* monotonic: the last write (or try) */
         bool ev_txn_out, ev_granting, ev_dropping;
-        bool ev_dirty;    /* ev_in has some: the local store follows */
-        bool ev_failing;  /* the last write was refused (said once) */
-        double ev_tokens; /* the write budget (EV_RATE a second, EV_BURST at most) */
+        uv_timer_t ev_apply; /* ev_in into the local store, a moment after it fills */
+        bool ev_failing;     /* the last write was refused (said once) */
+        double ev_tokens;    /* the write budget (EV_RATE a second, EV_BURST at most) */
         usec_t ev_refilled;
         int64_t ev_lease; /* the lease events are written on; 0: none yet */
         usec_t ev_lease_at;
@@ -174,10 +174,9 @@ void fleet__objects_free(fleet *f);
 int fleet__events_init(fleet *f);
 /* This node recorded (or pruned) an event: it goes to etcd. */
 void fleet__events_local(fleet *f, store_change change, const spec_event *e);
-/* A key of P/v1/events/ (false: not one): kept for fleet__events_apply(). */
+/* A key of P/v1/events/ (false: not one): into the local store, soon. */
 bool fleet__events_key(fleet *f, const etcd_kv *kv, bool deleted);
-/* Into the local store (while the mirror applies etcd's changes). */
-void fleet__events_apply(fleet *f);
+void fleet__events_apply_cb(uv_timer_t *t);
 /* After a relist: another node's events the list lacks are gone. */
 void fleet__events_relisted(fleet *f, const etcd_result *r);
 void fleet__events_flush_cb(uv_timer_t *t);

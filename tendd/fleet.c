@@ -741,6 +741,8 @@ void fleet_close(fleet *f) {
         uv_close((uv_handle_t *) &f->flush_idle, on_handle_closed);
         uv_timer_stop(&f->ev_timer);
         uv_close((uv_handle_t *) &f->ev_timer, on_handle_closed);
+        uv_timer_stop(&f->ev_apply);
+        uv_close((uv_handle_t *) &f->ev_apply, on_handle_closed);
         uv_timer_stop(&f->lifecycle);
         uv_close((uv_handle_t *) &f->lifecycle, on_handle_closed);
 }
@@ -793,9 +795,11 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
         f->flush_idle.data = f;
         uv_timer_init(c->loop, &f->ev_timer);
         f->ev_timer.data = f;
+        uv_timer_init(c->loop, &f->ev_apply);
+        f->ev_apply.data = f;
         uv_timer_init(c->loop, &f->lifecycle);
         f->lifecycle.data = f;
-        f->open_handles = 8;
+        f->open_handles = 9;
         if (gethostname(f->hostname, sizeof f->hostname - 1) < 0)
                 strcpy(f->hostname, "localhost");
         read_boot_id(f->boot_id);
