@@ -677,10 +677,15 @@ static void event_key_learn(store *s, const spec_event *e) {
         free(old);
 }
 
+/* (only if the fold key names e: another of the same key may hold it) */
 static void event_key_forget(store *s, const spec_event *e) {
         _cleanup_free_ char *k = event_fold_key(e->source.host, e->involved_object.uid, e->reason,
-                                                e->message);
-        if (k)
+                                                e->message),
+                            *v = strprintf("%s/%s", strempty(e->metadata.namespace),
+                                           strempty(e->metadata.name));
+        const char *cur = k ? tend_hashmap_get(s->event_keys, k) : NULL;
+
+        if (cur && v && streq(cur, v))
                 free(tend_hashmap_remove(s->event_keys, k));
 }
 

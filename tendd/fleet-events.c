@@ -136,10 +136,10 @@ static void on_written(const etcd_result *r, void *userdata) {
                                     f->n_ev_sent, f->n_ev_sent == 1 ? "" : "s", strna(r->message),
                                     EV_RETRY_MS / 1000);
                 f->ev_failing = f->ev_lease != 0;
-                /* back, unless the event changed meanwhile */
+                /* back, unless the event changed meanwhile (past EV_PENDING
+                 * if need be: by one batch at most); not those left out */
                 for (size_t i = 0; i < f->n_ev_sent; i++)
-                        if (!tend_hashmap_get(f->ev_out, f->ev_sent_keys[i]) &&
-                            tend_hashmap_size(f->ev_out) < EV_PENDING &&
+                        if (f->ev_sent[i] && !tend_hashmap_get(f->ev_out, f->ev_sent_keys[i]) &&
                             tend_hashmap_put(f->ev_out, f->ev_sent_keys[i], f->ev_sent[i], NULL) >=
                                     0)
                                 f->ev_sent[i] = NULL;
@@ -150,8 +150,8 @@ static void on_written(const etcd_result *r, void *userdata) {
                 json_decref(f->ev_sent[i]);
         }
         f->n_ev_sent = 0;
-        if (f->ev_failing)
-                schedule_in(f, EV_RETRY_MS);
+        if (f->ev_failing && !f->closing) /* not sooner, whatever came meanwhile */
+                uv_timer_start(&f->ev_timer, fleet__events_flush_cb, EV_RETRY_MS, 0);
         else
                 schedule(f);
 }
@@ -213,12 +213,14 @@ void fleet__events_flush_cb(uv_timer_t *t) {
         /* out of the queue: a fold from now on is a write of its own */
         for (size_t i = 0; i < n; i++)
                 json_decref(tend_hashmap_remove(f->ev_out, f->ev_sent_keys[i]));
-        f->n_ev_sent = n;
         f->ev_tokens -= (double) (n - skipped);
-        if (n == skipped) {
-                on_written(&(etcd_result){}, f);
+        if (n == skipped) { /* nothing to write */
+                for (size_t i = 0; i < n; i++)
+                        free(f->ev_sent_keys[i]);
+                schedule(f);
                 return;
         }
+        f->n_ev_sent = n;
         if (etcd_txn(f->e, json_array(), TAKE_PTR(ops), json_array(), on_written, f) < 0) {
                 on_written(&(etcd_result){ .error = -ENOMEM, .message = "out of memory" }, f);
                 return;
@@ -258,10 +260,11 @@ bool fleet__events_key(fleet *f, const etcd_kv *kv, bool deleted) {
 }
 
 /* Whether the event e of etcd's is older than cur, the local one: the
- * same event, counted fewer times or seen last before. */
+ * same event (one node writes it), counted fewer times — its count only
+ * grows, where its node's clock may step back — or as many, seen before. */
 static bool older(const spec_event *e, const spec_event *cur) {
-        return e->last_timestamp < cur->last_timestamp ||
-               (e->last_timestamp == cur->last_timestamp && e->count < cur->count);
+        return e->count < cur->count ||
+               (e->count == cur->count && e->last_timestamp < cur->last_timestamp);
 }
 
 typedef struct incoming {
@@ -336,13 +339,16 @@ static void apply(fleet *f) {
         for (size_t i = 0; i < k; i++)
                 if (json_is_null(in[i].v) || puts++ < STORE_EVENTS_MAX)
                         apply_one(f, in[i].key, in[i].v);
-        r = store_prune_events(f->store, now_realtime());
-        if (r < 0)
-                log_warning_errno(r, "fleet: pruning events: %m");
         r = store_commit(f->store, false);
         if (r < 0)
                 log_warning_errno(r, "fleet: cannot write events to the store: %m");
         f->applying = false;
+        /* (not applying: this node's own that go are no longer to be written) */
+        r = store_prune_events(f->store, now_realtime());
+        if (r >= 0)
+                r = store_commit(f->store, false);
+        if (r < 0)
+                log_warning_errno(r, "fleet: pruning events: %m");
         for (size_t i = 0; i < k; i++)
                 json_decref(in[i].v);
         tend_hashmap_free(f->ev_in);

@@ -129,7 +129,7 @@ kill -KILL "$etcd_pid"
 wait "$etcd_pid" 2>/dev/null
 # A write made while etcd is away waits, tried again once a second (not in
 # a loop as fast as connections are refused).
-tries() { grep -c "writing .* to etcd: .*trying again" "$tmp/n1.log"; }
+tries() { grep -c "writing [0-9]* objects\{0,1\} to etcd: .*trying again" "$tmp/n1.log"; }
 before=$(tries)
 cat <<YAML | on 1 apply -f - >"$tmp/held.out" 2>&1 &
 apiVersion: apps/v1
