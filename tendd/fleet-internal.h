@@ -112,13 +112,15 @@ struct fleet {
         char *ev_sent_keys[FLEET_EV_BATCH];
         json_t *ev_sent[FLEET_EV_BATCH];
         size_t n_ev_sent;
-        bool agent_leading;                    /* what the agent was last told */
-        usec_t leading_since;                  /* monotonic: this term's start */
-        uv_timer_t lifecycle;                  /* the leader's node lifecycle, every 500 ms */
-        bool disrupted;                        /* the mass-loss guard holds (said once) */
-        bool fenced;                           /* fence-policy pods must stop (told to the agent) */
-        bool ever_joined;                      /* the first join completed */
-        int64_t listed_lease;                  /* the lease the mirror was last listed on */
+        bool agent_leading;   /* what the agent was last told */
+        usec_t leading_since; /* monotonic: this term's start */
+        uv_timer_t lifecycle; /* the leader's node lifecycle, every 500 ms */
+        usec_t compact_at;    /* monotonic: the leader's next compaction; 0: none planned */
+        int64_t compact_rev;  /* ... to this revision (the mirror's, an interval before) */
+        bool disrupted;       /* the mass-loss guard holds (said once) */
+        bool fenced;          /* fence-policy pods must stop (told to the agent) */
+        bool ever_joined;     /* the first join completed */
+        int64_t listed_lease; /* the lease the mirror was last listed on */
         int64_t claimed_lease, claim_revision; /* the name claimed on this lease, then */
         plan_node *sched;                      /* fleet_agent_nodes()'s answer */
         spec_map *sched_labels;                /* ... its nodes' labels */

@@ -1092,6 +1092,28 @@ bool fleet_agent_fenced(void *userdata) {
         return f && is_fenced(f);
 }
 
+static void on_compacted(const etcd_result *r, void *userdata) {
+        if (r->error < 0 && !(r->message && strstr(r->message, "compacted")))
+                log_warning("fleet: compacting etcd: %s", strna(r->message));
+}
+
+/* The leader compacts etcd's history (kube-apiserver does it every 5
+ * minutes), or every write would be kept until etcd's space runs out: to
+ * the revision the mirror had an interval ago, so that a watch lagging
+ * less than that goes on without a relist. */
+static void compact(fleet *f, usec_t now) {
+        if (!f->c.compaction || !agent_leads(f) || !f->e) {
+                f->compact_at = 0;
+                return;
+        }
+        if (f->compact_at && now < f->compact_at)
+                return;
+        if (f->compact_at && f->compact_rev > 0)
+                (void) etcd_compact(f->e, f->compact_rev, on_compacted, f);
+        f->compact_rev = f->revision;
+        f->compact_at = now + f->c.compaction;
+}
+
 static void on_lifecycle(uv_timer_t *t) {
         fleet *f = t->data;
         bool fenced = is_fenced(f);
@@ -1117,6 +1139,7 @@ static void on_lifecycle(uv_timer_t *t) {
         void *val;
         plan_fleet_view view;
 
+        compact(f, now);
         if (!f->c.agent || !f->joined || !agent_leads(f) || !st || !v)
                 return;
         for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &key, &val) && k < n;) {

@@ -42,6 +42,7 @@ typedef struct fleet_config {
          * only. */
         agent *agent;
         usec_t lost_after; /* a node lost this long: its pods are replaced; 0: at once */
+        usec_t compaction; /* the leader compacts etcd this often; 0: never */
 } fleet_config;
 
 /* Joins: schema, session lease (resumed when the last run's is alive),

@@ -41,6 +41,8 @@ typedef struct args {
         int64_t lease_ttl;
         usec_t lost_after;
         bool has_lost_after;
+        usec_t compaction;
+        bool has_compaction;
         char *etcd_ca, *etcd_cert, *etcd_key, *etcd_user, *etcd_password_file;
         bool no_leader;
 } args;
@@ -206,6 +208,10 @@ static void usage(FILE *f) {
                 "  --node-lost-after DURATION  a node without its lease this long has its\n"
                 "                           pods replaced on other nodes (default 10s; the\n"
                 "                           leader holds back while >= 55%% are lost at once)\n"
+                "  --etcd-compaction-interval DURATION  the leader compacts etcd's history\n"
+                "                           this often, to the revision of one interval\n"
+                "                           ago, as kube-apiserver does (default 5m; 0:\n"
+                "                           never, when something else compacts etcd)\n"
                 "  --stop-pods-on-exit      on SIGTERM, stop every pod (each with its grace\n"
                 "                           period) before exiting, instead of leaving them\n"
                 "                           running for the next tendd to adopt\n"
@@ -241,6 +247,7 @@ static int parse_args(int argc, char **argv, args *a) {
                 OPT_ETCD_PREFIX,
                 OPT_LEASE_TTL,
                 OPT_NODE_LOST_AFTER,
+                OPT_COMPACTION,
                 OPT_ETCD_CA,
                 OPT_ETCD_CERT,
                 OPT_ETCD_KEY,
@@ -270,6 +277,7 @@ static int parse_args(int argc, char **argv, args *a) {
                 { "etcd-prefix", required_argument, NULL, OPT_ETCD_PREFIX },
                 { "lease-ttl", required_argument, NULL, OPT_LEASE_TTL },
                 { "node-lost-after", required_argument, NULL, OPT_NODE_LOST_AFTER },
+                { "etcd-compaction-interval", required_argument, NULL, OPT_COMPACTION },
                 { "etcd-cacert", required_argument, NULL, OPT_ETCD_CA },
                 { "etcd-cert", required_argument, NULL, OPT_ETCD_CERT },
                 { "etcd-key", required_argument, NULL, OPT_ETCD_KEY },
@@ -423,6 +431,18 @@ static int parse_args(int argc, char **argv, args *a) {
                         }
                         a->has_lost_after = true;
                         break;
+                case OPT_COMPACTION:
+                        if (parse_duration(optarg, &a->compaction) < 0 ||
+                            a->compaction > 24 * 3600 * USEC_PER_SEC ||
+                            (a->compaction > 0 && a->compaction < USEC_PER_SEC)) {
+                                fprintf(stderr,
+                                        "tendd: --etcd-compaction-interval %s: expected a "
+                                        "duration from 1s to 24h, e.g. 5m, or 0 (never)\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        a->has_compaction = true;
+                        break;
                 case OPT_ETCD_CA:
                         a->etcd_ca = optarg;
                         break;
@@ -460,7 +480,7 @@ static int parse_args(int argc, char **argv, args *a) {
         }
         if (!a->fleet && (a->node_labels || a->etcd_prefix || a->lease_ttl || a->etcd_ca ||
                           a->etcd_cert || a->etcd_key || a->etcd_user || a->etcd_password_file ||
-                          a->no_leader || a->has_lost_after)) {
+                          a->no_leader || a->has_lost_after || a->has_compaction)) {
                 fprintf(stderr,
                         "tendd: --node-labels, --etcd-*, --lease-ttl, --node-lost-after and "
                         "--no-leader are for a fleet: give --fleet URL too\n");
@@ -677,9 +697,11 @@ int main(int argc, char **argv) {
                                                 .password = etcd_password,
                                                 .no_leader = a.no_leader,
                                                 .agent = agent_loop_agent(al),
-                                                .lost_after = a.has_lost_after
-                                                                      ? a.lost_after
-                                                                      : 10 * USEC_PER_SEC },
+                                                .lost_after = a.has_lost_after ? a.lost_after
+                                                                               : 10 * USEC_PER_SEC,
+                                                .compaction = a.has_compaction
+                                                                      ? a.compaction
+                                                                      : 5 * 60 * USEC_PER_SEC },
                                on_joined, NULL, &fl);
                 if (r < 0)
                         log_error_errno(r, "fleet: cannot join: %m");

@@ -107,6 +107,11 @@ expect_exit 2 "a bad --node-labels" "$bin/tendd" --state-dir "$tmp/other" --flee
     "$ETCD_ENDPOINTS" --node-labels "zone=a,bad key=x" &&
     expect_grep 'label key "bad key"' "$tmp/err" "a bad --node-labels names the key" &&
     ok "a bad --node-labels is refused with the key"
+expect_exit 2 "a bad --etcd-compaction-interval" "$bin/tendd" --state-dir "$tmp/other" --fleet \
+    "$ETCD_ENDPOINTS" --node-name x --etcd-compaction-interval 500ms &&
+    expect_grep 'etcd-compaction-interval 500ms: expected a duration from 1s to 24h' "$tmp/err" \
+        "a bad --etcd-compaction-interval says what it takes" &&
+    ok "a bad --etcd-compaction-interval is refused, saying what it takes"
 
 # --etcd-prefix: another fleet in the same etcd, its own names (n1 again),
 # its own nodes; --no-leader: its one node never leads
