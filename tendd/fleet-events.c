@@ -29,8 +29,8 @@
 
 #define EV_INTERVAL_MS 500
 #define EV_RETRY_MS 5000 /* after a write etcd refused */
-#define EV_RATE 5        /* events written a second, sustained ... */
-#define EV_BURST 100     /* ... and at once */
+#define EV_RATE 20       /* events written a second, sustained ... */
+#define EV_BURST 200     /* ... and at once */
 #define EV_PENDING 1000  /* this node's events waiting to be written: as many as a store keeps */
 /* An event larger is not written (a list reads the newest
  * FLEET_EVENTS_LISTED: under 11 MB in all) */
