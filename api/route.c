@@ -256,8 +256,6 @@ enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const ch
                 return api__send_json(r, r->later_code, answer);
         }
         r->method = method;
-        if (r->s->fleet && r->s->fleet->writes)
-                r->fleet_mark = r->s->fleet->writes(r->s->fleet->userdata);
         if (r->deny)
                 return api__send_json(r, r->deny,
                                       api__status_json(r->deny, NULL, r->deny_message, NULL));
@@ -274,7 +272,15 @@ enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const ch
                 if (why)
                         return api__send_status(r, 503, "ServiceUnavailable", "%s", why);
         }
-        return route(r, url, method);
+        /* the writes the request makes (its answer waits for etcd to have them) */
+        const api_fleet *fl = r->s->fleet;
+        if (!fl || !fl->writes)
+                return route(r, url, method);
+        r->fleet_mark = fl->writes(fl->userdata);
+        enum MHD_Result res = route(r, url, method);
+        if (fl->writes_end)
+                fl->writes_end(fl->userdata);
+        return res;
 }
 
 unsigned api_server_answer(api_server *s, const api_request *q, char **ret_body) {

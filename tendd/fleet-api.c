@@ -306,6 +306,10 @@ static uint64_t api_writes(void *userdata) {
         return fleet__objects_mark(userdata);
 }
 
+static void api_writes_end(void *userdata) {
+        fleet__objects_mark_end(userdata);
+}
+
 static int api_sync(void *userdata, uint64_t since,
                     void (*done)(unsigned code, json_t *answer, void *req), void *req) {
         return fleet__objects_sync(userdata, since, done, req);
@@ -337,6 +341,7 @@ const api_fleet *fleet_api(fleet *f) {
                                       .metrics = api_metrics,
                                       .cancel = api_cancel,
                                       .writes = api_writes,
+                                      .writes_end = api_writes_end,
                                       .sync = api_sync,
                                       .refuses_writes = api_refuses_writes,
                                       .userdata = f };

@@ -166,6 +166,8 @@ void fleet__objects_failed(fleet *f, const fobj *o, unsigned code);
  * of one API request): 1 yes; 0: done() when it has (0), or refused one
  * (409, 413), or after 10 s (504). */
 uint64_t fleet__objects_mark(fleet *f);
+/* The request is handled: its writes are no longer noted. */
+void fleet__objects_mark_end(fleet *f);
 int fleet__objects_sync(fleet *f, uint64_t since,
                         void (*done)(unsigned code, json_t *answer, void *req), void *req);
 void fleet__objects_cancel(fleet *f, void *req);

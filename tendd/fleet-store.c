@@ -65,11 +65,6 @@ struct fobj {
         uint64_t seq, sent_seq, pending_from; /* local changes: the last, the sent, the
                                                * first not acknowledged (0: none) */
         int64_t fence_at;                     /* the leader's fence when written; 0: not leading */
-        /* The last write of an API request's (a user's) not yet in etcd:
-         * not the leader's, so not undone with the leadership */
-        json_t *api_main, *api_status;
-        bool api_delete;
-        uint64_t api_seq; /* 0: none */
 };
 
 struct fwaiter {
@@ -107,17 +102,7 @@ static void fobj_free(fobj *o) {
         json_decref(o->want_status);
         json_decref(o->sent_main);
         json_decref(o->sent_status);
-        json_decref(o->api_main);
-        json_decref(o->api_status);
         free(o);
-}
-
-static void forget_api_write(fobj *o) {
-        json_decref(o->api_main);
-        json_decref(o->api_status);
-        o->api_main = o->api_status = NULL;
-        o->api_delete = false;
-        o->api_seq = 0;
 }
 
 static fobj *fobj_get(fleet *f, store_kind k, const char *ns, const char *name, bool create) {
@@ -335,7 +320,6 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
                 if (!o->dirty_main && !o->dirty_status) {
                         o->dirty = false;
                         o->pending_from = 0;
-                        forget_api_write(o);
                 }
                 return;
         }
@@ -346,7 +330,6 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
                 fleet__objects_failed(f, o, 409);
                 o->dirty = o->dirty_main = o->dirty_status = false;
                 o->pending_from = 0;
-                forget_api_write(o);
         } else if (o->dirty) {
                 json_t **want = status ? &o->want_status : &o->want_main;
                 json_decref(*want);
@@ -498,7 +481,6 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
                 /* what etcd has already (put back by a refusal, or unchanged) */
                 o->dirty = o->dirty_main = o->dirty_status = false;
                 o->pending_from = 0;
-                forget_api_write(o);
                 if (change == STORE_DELETED)
                         fobj_maybe_forget(f, o);
                 return;
@@ -516,13 +498,6 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
         o->seq = ++f->seq;
         if (!o->pending_from)
                 o->pending_from = o->seq;
-        if (f->recording) {
-                forget_api_write(o);
-                o->api_main = json_incref(main);
-                o->api_status = json_incref(status);
-                o->api_delete = change == STORE_DELETED;
-                o->api_seq = o->seq;
-        }
         /* The leader's writes are fenced on its term (even if its lease ran
          * out during the pass: etcd then refuses them), and stay fenced
          * while they wait; a node's status of its own pod is not the
@@ -541,35 +516,6 @@ static void undo(fleet *f, fobj *o, unsigned code) {
                 fleet__objects_failed(f, o, code);
         o->dirty = o->dirty_main = o->dirty_status = false;
         o->pending_from = 0;
-        forget_api_write(o);
-        o->apply = true;
-        f->objs_dirty = true;
-}
-
-/* A write decided as a leader this node no longer is: undone. But a user's
- * write of the object (an API request's, which the leader's pass then
- * added to) is not the leader's: it goes on, unfenced, as the user made it
- * (the local object too), and its answer waits for it. */
-static void undo_leader(fleet *f, fobj *o) {
-        if (!o->dirty || !o->api_seq) {
-                undo(f, o, 409);
-                return;
-        }
-        log_info("fleet: %s/%s/%s: what this node added as the leader it no longer is is "
-                 "undone; the user's write of it goes on",
-                 kind_names[o->kind], o->ns, o->name);
-        json_decref(o->want_main);
-        json_decref(o->want_status);
-        o->want_main = o->api_delete ? NULL : json_incref(o->api_main);
-        o->want_status = o->api_delete ? NULL : json_incref(o->api_status);
-        o->dirty_main = o->api_delete || !json_equal(o->want_main, o->main);
-        o->dirty_status = !o->api_delete && !json_equal(o->want_status, o->status);
-        o->fence_at = 0;
-        if (!o->dirty_main && !o->dirty_status) { /* etcd has it already */
-                o->dirty = false;
-                o->pending_from = 0;
-                forget_api_write(o);
-        }
         o->apply = true;
         f->objs_dirty = true;
 }
@@ -683,10 +629,11 @@ static void flush(fleet *f) {
                         if (o->kind != (store_kind) k || !o->dirty || o->in_flight)
                                 continue;
                         if (o->fence_at && o->fence_at != term) {
-                                /* decided as a leader that this node no longer is */
-                                undo_leader(f, o);
-                                if (!o->dirty)
-                                        continue;
+                                /* decided as a leader that this node no longer is
+                                 * (not a conflict: an API request among its
+                                 * writers is answered 503) */
+                                undo(f, o, 503);
+                                continue;
                         }
                         if (batch_fence >= 0 && o->fence_at != batch_fence)
                                 continue; /* the other kind of batch's */
@@ -711,7 +658,6 @@ static void flush(fleet *f) {
                         if (rr == 0) { /* etcd has it already (or never had what goes) */
                                 o->dirty = o->dirty_main = o->dirty_status = false;
                                 o->pending_from = 0;
-                                forget_api_write(o);
                                 continue;
                         }
                         batch_fence = o->fence_at;
@@ -828,8 +774,6 @@ static void on_txn(const etcd_result *r, void *userdata) {
                                 o->status_mod = r->revision;
                         }
                 }
-                if (o->api_seq && o->api_seq <= o->sent_seq)
-                        forget_api_write(o); /* in etcd */
                 if (o->seq == o->sent_seq) {
                         o->dirty = o->dirty_main = o->dirty_status = false;
                         o->pending_from = 0;
@@ -858,7 +802,7 @@ static void on_txn(const etcd_result *r, void *userdata) {
                 if (!conflicts)
                         for (size_t i = 0; i < n; i++)
                                 if (f->sent[i]->dirty)
-                                        undo_leader(f, f->sent[i]);
+                                        undo(f, f->sent[i], f->last_fenced ? 503 : 409);
         }
         for (size_t i = 0; i < n; i++)
                 fobj_maybe_forget(f, f->sent[i]);
@@ -910,6 +854,13 @@ static void check_waiters(fleet *f) {
                                                    "10 s; it stays queued on this node and is "
                                                    "written when etcd answers"),
                                 w->req);
+                else if (w->failed == 503)
+                        w->done(503,
+                                fleet__status_json(503, "ServiceUnavailable",
+                                                   "this node stopped leading the fleet before "
+                                                   "etcd took the write (it lost touch with "
+                                                   "etcd): nothing was applied; try again"),
+                                w->req);
                 else if (w->failed == 413)
                         w->done(413,
                                 fleet__status_json(413, "RequestEntityTooLarge",
@@ -935,6 +886,13 @@ uint64_t fleet__objects_mark(fleet *f) {
         f->req_keys = NULL;
         f->recording = true;
         return f->seq;
+}
+
+void fleet__objects_mark_end(fleet *f) {
+        /* (sync() took them, when the answer waits for etcd) */
+        strv_free(f->req_keys);
+        f->req_keys = NULL;
+        f->recording = false;
 }
 
 int fleet__objects_sync(fleet *f, uint64_t since,

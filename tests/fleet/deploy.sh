@@ -20,7 +20,7 @@ pids=
 kport=$((16000 + $$ % 1000)) # n2's HTTPS listener, for kubectl (below the ephemeral ports)
 node() { # K: tendd nK (n2 also on HTTPS, for kubectl)
     fleet_node "$1" "$ETCD_ENDPOINTS" --node-labels "zone=z$1" --node-lost-after 1s --resync 5s \
-        --etcd-compaction-interval 2s \
+        --etcd-compaction-interval 5s \
         $([ "$1" = 2 ] && echo "--listen 127.0.0.1:$kport")
 }
 trap fleet_cleanup EXIT
@@ -376,7 +376,7 @@ wait_for 10 sh -c "[ \$(grep -c 'joined as node/n2' $tmp/n2.log) -gt $joined ]" 
     ok "n2 restarted while etcd holds 18 MB of events: it joins, having listed the newest only" ||
     fail "n2 after its restart: $(on 1 get nodes 2>&1 | grep n2); $(curl -s --unix-socket "$tmp/n2.sock" http://localhost/api/v1/events | jq '.items | length') events"
 
-# ---- the leader compacts etcd's history (here every 2 s) ----
+# ---- the leader compacts etcd's history (here every 5 s) ----
 ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" get /tend/v1/schema --rev=2 >"$tmp/old-rev" 2>&1
 grep -q "required revision has been compacted" "$tmp/old-rev" &&
     ok "the leader compacted etcd's history: revision 2 is gone ($(ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" endpoint status -w json 2>/dev/null | jq -r '.[0].Status.header.revision') now)" ||

@@ -43,8 +43,11 @@ typedef struct api_fleet {
         int (*sync)(void *userdata, uint64_t since,
                     void (*done)(unsigned code, json_t *answer, void *req), void *req);
         /* A mark of the writes made here so far: sync(since) waits for those
-         * made after it (a request's own). */
+         * made after it (a request's own). The request's writes are noted
+         * until writes_end(), called once the request is handled (its
+         * answer sent, held or refused). */
         uint64_t (*writes)(void *userdata);
+        void (*writes_end)(void *userdata);
         /* Why this node takes no write now (cut off from etcd: a new
          * string), or NULL: writes are taken. NULL function: always. */
         char *(*refuses_writes)(void *userdata);
