@@ -148,14 +148,35 @@ spec:
       containers: [{name: main, command: [/bin/true]}]
 YAML
 applying=$!
+# ... and one on the leader, which loses its term before etcd is back:
+# refused, saying so (not a conflict: nobody else wrote it)
+lk=$((3 - wk))
+cat <<YAML | on "$lk" apply -f - >"$tmp/lead.out" 2>&1 &
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: lead}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: lead}}
+  template:
+    metadata: {labels: {app: lead}}
+    spec:
+      containers: [{name: main, command: [/bin/true]}]
+YAML
+leading=$!
 sleep 3
 n_tries=$(($(tries) - before))
 [ "$n_tries" -ge 1 ] && [ "$n_tries" -le 5 ] &&
     ok "etcd away: a write is tried again once a second ($n_tries tries in 3 s)" ||
     fail "etcd away: $n_tries tries of a write in 3 s (want 1 to 5)"
+wait_for 5 grep -q "this node no longer leads the fleet" "$tmp/n$lk.log" ||
+    fail "n$lk still leads with etcd away for more than its lease"
 start_etcd
 wait "$applying" && grep -q "deployment.apps/held created" "$tmp/held.out" &&
     ok "... and answered once etcd is back" || fail "the apply made while etcd was away: $(cat "$tmp/held.out")"
+! wait "$leading" && grep -q "stopped leading the fleet before etcd took the write" "$tmp/lead.out" &&
+    ok "an apply on the leader that lost its term meanwhile: refused, saying so" ||
+    fail "the apply on the leader while etcd was away: $(cat "$tmp/lead.out")"
 if expect_exit 0 "cordon after etcd's restart" on 1 cordon n2 &&
     wait_for 10 is_status 2 n2 Ready,SchedulingDisabled &&
     wait_for 10 is_status 1 n1 Ready && is_status 2 n1 Ready; then
