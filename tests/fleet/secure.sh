@@ -131,38 +131,30 @@ wk=1
 [ "$(leader_of 1)" = n1 ] && wk=2
 kill -KILL "$etcd_pid"
 wait "$etcd_pid" 2>/dev/null
+none_running() { # NAME: a Deployment of no replicas
+    cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+      containers: [{name: main, command: [/bin/true]}]
+YAML
+}
 # A write made while etcd is away waits, tried again once a second (not in
 # a loop as fast as connections are refused).
 tries() { grep -c "writing [0-9]* objects\{0,1\} to etcd: .*trying again" "$tmp/n$wk.log"; }
 before=$(tries)
-cat <<YAML | on "$wk" apply -f - >"$tmp/held.out" 2>&1 &
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: held}
-spec:
-  replicas: 0
-  selector: {matchLabels: {app: held}}
-  template:
-    metadata: {labels: {app: held}}
-    spec:
-      containers: [{name: main, command: [/bin/true]}]
-YAML
+none_running held | on "$wk" apply -f - >"$tmp/held.out" 2>&1 &
 applying=$!
 # ... and one on the leader, which loses its term before etcd is back:
 # refused, saying so (not a conflict: nobody else wrote it)
 lk=$((3 - wk))
-cat <<YAML | on "$lk" apply -f - >"$tmp/lead.out" 2>&1 &
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: lead}
-spec:
-  replicas: 0
-  selector: {matchLabels: {app: lead}}
-  template:
-    metadata: {labels: {app: lead}}
-    spec:
-      containers: [{name: main, command: [/bin/true]}]
-YAML
+none_running lead | on "$lk" apply -f - >"$tmp/lead.out" 2>&1 &
 leading=$!
 sleep 3
 n_tries=$(($(tries) - before))
