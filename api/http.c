@@ -220,6 +220,10 @@ json_t *api__status_json(unsigned code, const char *reason, const char *message,
         return j;
 }
 
+json_t *api_status_json(unsigned code, const char *reason, const char *message) {
+        return api__status_json(code, reason, message, NULL);
+}
+
 enum MHD_Result api__send_status(req *r, unsigned code, const char *reason, const char *fmt, ...) {
         _cleanup_free_ char *msg = NULL;
         va_list ap;

@@ -141,13 +141,6 @@ void fleet__node_free(fnode *n);
 /* Applies one key of P/v1/ to the mirror (deleted: its DELETE). */
 void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted);
 
-/* A Kubernetes Status (Failure) for the API's answers: new. */
-static inline json_t *fleet__status_json(unsigned code, const char *reason, const char *message) {
-        return json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status", "apiVersion",
-                         "v1", "metadata", "status", "Failure", "message", message, "reason",
-                         reason, "code", (int) code);
-}
-
 /* fleet-store.c */
 int fleet__objects_init(fleet *f);
 /* A key of P/v1/ that is an object's (false: not one): into the mirror. */

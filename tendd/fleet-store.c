@@ -849,29 +849,29 @@ static void check_waiters(fleet *f) {
                 *p = w->next;
                 if (pending)
                         w->done(504,
-                                fleet__status_json(504, "Timeout",
-                                                   "etcd has not acknowledged the write within "
-                                                   "10 s; it stays queued on this node and is "
-                                                   "written when etcd answers"),
+                                api_status_json(504, "Timeout",
+                                                "etcd has not acknowledged the write within "
+                                                "10 s; it stays queued on this node and is "
+                                                "written when etcd answers"),
                                 w->req);
                 else if (w->failed == 503)
                         w->done(503,
-                                fleet__status_json(503, "ServiceUnavailable",
-                                                   "this node stopped leading the fleet before "
-                                                   "etcd took the write (it lost touch with "
-                                                   "etcd): nothing was applied; try again"),
+                                api_status_json(503, "ServiceUnavailable",
+                                                "this node stopped leading the fleet before "
+                                                "etcd took the write (it lost touch with "
+                                                "etcd): nothing was applied; try again"),
                                 w->req);
                 else if (w->failed == 413)
                         w->done(413,
-                                fleet__status_json(413, "RequestEntityTooLarge",
-                                                   "the object is larger than etcd takes in one "
-                                                   "write; it was not written"),
+                                api_status_json(413, "RequestEntityTooLarge",
+                                                "the object is larger than etcd takes in one "
+                                                "write; it was not written"),
                                 w->req);
                 else if (w->failed)
                         w->done(w->failed,
-                                fleet__status_json(w->failed, "Conflict",
-                                                   "the object was changed on another node "
-                                                   "first; read it again and retry"),
+                                api_status_json(w->failed, "Conflict",
+                                                "the object was changed on another node "
+                                                "first; read it again and retry"),
                                 w->req);
                 else
                         w->done(0, NULL, w->req);

@@ -61,6 +61,10 @@ typedef struct api_fleet {
  * without status.conditions: new. */
 json_t *api_host_node(const char *name, json_t *labels);
 
+/* A Kubernetes Status, as the API's own answers are (for answers made
+ * outside it: the fleet's): new. */
+json_t *api_status_json(unsigned code, const char *reason, const char *message);
+
 typedef struct api_config {
         uv_loop_t *loop;
         agent *agent;            /* borrowed; its store is the API's */
