@@ -66,6 +66,14 @@ static void refill(fleet *f, usec_t now) {
         f->ev_refilled = now;
 }
 
+/* An event's lastTimestamp (JSON); 0: none. */
+static usec_t last_seen(const json_t *ev) {
+        const char *t = json_string_value(json_object_get(ev, "lastTimestamp"));
+        usec_t u = 0;
+
+        return t && parse_timestamp(t, &u) >= 0 ? u : 0;
+}
+
 static bool in_flight(fleet *f, const char *key) {
         for (size_t i = 0; i < f->n_ev_sent; i++)
                 if (streq(f->ev_sent_keys[i], key))
@@ -181,11 +189,9 @@ void fleet__events_flush_cb(uv_timer_t *t) {
         refill(f, now);
         budget = (size_t) MIN((double) FLEET_EV_BATCH, f->ev_tokens);
         for (size_t i = 0; n < budget && tend_hashmap_next(f->ev_out, &i, &key, &v);) {
-                json_t *last = json_object_get(v, "lastTimestamp");
-                usec_t seen = 0;
+                usec_t seen = last_seen(v);
                 /* older than a store keeps (a node cut off for long): not written */
-                if (json_is_string(last) && parse_timestamp(json_string_value(last), &seen) >= 0 &&
-                    seen + STORE_EVENTS_MAX_AGE < wall) {
+                if (seen && seen + STORE_EVENTS_MAX_AGE < wall) {
                         if ((f->ev_sent_keys[n] = strdup(key)))
                                 f->ev_sent[n++] = NULL, skipped++;
                         continue;
@@ -327,11 +333,7 @@ static void apply(fleet *f) {
         if (!in)
                 return; /* out of memory: kept for the next */
         for (size_t i = 0; tend_hashmap_next(f->ev_in, &i, &key, &v) && k < n;) {
-                json_t *last = json_object_get(v, "lastTimestamp");
-                in[k] = (incoming){ .key = key, .v = v };
-                if (json_is_string(last))
-                        (void) parse_timestamp(json_string_value(last), &in[k].seen);
-                k++;
+                in[k++] = (incoming){ .key = key, .v = v, .seen = last_seen(v) };
         }
         qsort(in, k, sizeof *in, newest_first);
         (void) store_commit(f->store, false); /* a pass's, should one be open */

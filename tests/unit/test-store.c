@@ -319,6 +319,23 @@ static void test_events_folded_and_bounded(void **state) {
                          0);
         assert_int_equal(store_list(s, STORE_EVENT, &list), 1);
         assert_int_equal(((const spec_event *) list[0])->count, 2);
+
+        /* In a fleet a repeat folds into this host's own event only: the
+         * same event recorded by another node (here, under another host
+         * name) is a new one, named after this host. */
+        assert_int_equal(store_set_host(s, "n2"), 0);
+        assert_int_equal(store_record_event(s, STORE_DEPLOYMENT, &involved, "Normal", "Later",
+                                            "an hour later", t + 2 * STORE_EVENTS_MAX_AGE + 2),
+                         0);
+        assert_int_equal(store_commit(s, false), 0);
+        assert_int_equal(store_list(s, STORE_EVENT, &list), 2);
+        for (size_t i = 0; i < 2; i++) {
+                e = list[i];
+                if (streq_ptr(e->source.host, "n2"))
+                        assert_int_equal(e->count, 1);
+                else
+                        assert_int_equal(e->count, 2);
+        }
         store_close(s);
 }
 
