@@ -588,7 +588,7 @@ int agent__rollback_to(spec_deployment *d, const spec_replica_set *rs) {
         return 1;
 }
 
-int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revision,
+int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revision, bool dry_run,
                    int64_t *ret_revision, char **ret_error) {
         const spec_deployment *d = store_get(a->store, STORE_DEPLOYMENT, ns, name);
         const void *const *items;
@@ -643,6 +643,8 @@ int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revisi
                                        revs[idx]);
                 return -EALREADY;
         }
+        if (dry_run)
+                return 0;
         arg.target = rss[idx];
         int64_t rev = revs[idx];
         /* The event goes into the same durable commit as the rollback. */

@@ -144,11 +144,21 @@ typedef struct filter {
         /* field selectors: path=value (or != with negate) */
         struct {
                 char *path;
+                const char *absent; /* what a field left out reads as */
                 char *value;
                 bool negate;
         } fields[8];
         size_t n_fields;
 } filter;
+
+/* A page of a list (limit, continue): the key after which it begins
+ * (NULL: the first page), at most limit items (0: all), and the list's
+ * resourceVersion (a continued list keeps its first page's). */
+typedef struct page {
+        int64_t limit;
+        char *after_ns, *after_name;
+        uint64_t rv;
+} page;
 
 typedef struct list_ref {
         const char *ns, *name;
@@ -177,7 +187,6 @@ void api__waiting_end(api_server *s);
 void api__req_free(req *r);
 const char *api__arg(req *r, const char *name);
 const char *api__header(req *r, const char *name);
-bool api__arg_true(req *r, const char *name);
 enum MHD_Result api__queue(req *r, unsigned code, const char *type, char *body /* takes */);
 enum MHD_Result api__send_json(req *r, unsigned code, json_t *j);
 json_t *api__status_json(unsigned code, const char *reason, const char *message, json_t *details);
@@ -201,6 +210,19 @@ enum MHD_Result api__not_found(req *r, const resource *res, const char *name);
 void api__count_code(api_server *s, unsigned code);
 const char *api__json_field(json_t *j, const char *path);
 
+/* params.c: query parameters, read as kube-apiserver reads them */
+/* Go's strconv.ParseBool, and "" (a bare ?watch) as true. -EINVAL: neither. */
+int api__parse_bool(const char *v, bool *ret);
+/* Every parameter the API reads, checked before routing: -1 with a 400
+ * answered that names the first one that is not valid. */
+int api__check_params(req *r, enum MHD_Result *ret);
+/* Whether a boolean parameter is given and true. */
+bool api__arg_true(req *r, const char *name);
+/* Whether the write is a dry run: ?dryRun=All, or dryRun: ["All"] in
+ * options (the DeleteOptions of a body; NULL: none). 1 dry, 0 not, -1
+ * answered (a dryRun that is not a list of "All"). */
+int api__dry_run(req *r, json_t *options, enum MHD_Result *ret);
+
 /* ssa.c: field managers and server-side apply. */
 /* This request's field manager (new string): fieldManager, else the
  * client's product name from its User-Agent (kubectl), else "unknown".
@@ -221,12 +243,22 @@ enum MHD_Result api__server_side_apply(req *r, const void *obj, const char *ns, 
 
 /* selectors.c: label and field selectors, and the sorted lists they filter */
 void api__filter_done(filter *f);
-int api__filter_parse(req *r, const char *ns, filter *f, char **ret_error);
+/* plural: the resource ("pods"), for the fields it may be selected by. */
+int api__filter_parse(req *r, const char *ns, const char *plural, filter *f, char **ret_error);
 bool api__filter_match(const filter *f, json_t *obj);
 /* An object's metadata, whatever its kind. */
 const spec_meta *api__meta_of(store_kind kind, const void *obj);
-/* The body of a List of res that f selects. */
-char *api__list_body(api_server *s, const resource *res, const filter *f);
+void api__page_done(page *p);
+/* limit and continue from the query (*ret_error on a bad token). */
+int api__page_parse(req *r, page *p, char **ret_error);
+/* Calls each() for the objects of res on the page pg that f selects, in
+ * order (j: the object's encoding, borrowed), and sets the list's
+ * metadata in meta: resourceVersion, and continue and remainingItemCount
+ * where more follow. */
+int api__list_walk(api_server *s, const resource *res, const filter *f, const page *pg,
+                   int (*each)(void *u, const void *obj, json_t *j), void *u, json_t *meta);
+/* The body of a List of res that f selects (one page of it). */
+char *api__list_body(api_server *s, const resource *res, const filter *f, const page *pg);
 list_ref *api__sorted_refs(api_server *s, const resource *res, size_t *ret_n);
 
 /* watch.c: watch streams and the change ring */
@@ -245,6 +277,10 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name);
 /* metrics.c: /metrics */
 enum MHD_Result api__handle_metrics(req *r);
 
+/* delete.c: DELETE of an object (obj NULL: not found) and of a collection */
+enum MHD_Result api__handle_delete(req *r, const resource *res, const void *obj, const char *name);
+enum MHD_Result api__handle_delete_collection(req *r, const resource *res, const char *ns);
+
 /* objects.c: the object handlers (list, get, create, replace, patch, delete, scale, rollback) and
  * the all-or-nothing apply */
 enum MHD_Result api__handle_collection(req *r, const resource *res, const char *ns,
@@ -253,10 +289,14 @@ void api__warn_file_owned(req *r, const char *ns, const char *name);
 enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, const char *name,
                                    const char *sub, const char *method);
 enum MHD_Result api__handle_apply(req *r);
+/* A uid and a resourceVersion a request is conditional on (stated: in
+ * DeleteOptions.preconditions). false: answered (409). */
+bool api__preconditions_hold(req *r, const resource *res, const void *obj, const char *uid,
+                             const char *rv, bool stated, enum MHD_Result *ret);
 
 /* table.c: Table answers, when the client asks for them (kubectl) */
 bool api__wants_table(req *r);
-char *api__table_body(req *r, const resource *res, const filter *f);
+char *api__table_body(req *r, const resource *res, const filter *f, const page *pg);
 json_t *api__table_of(req *r, const resource *res, const void *obj);
 json_t *api__table_of_one(api_server *s, const resource *res, const void *obj, json_t *j,
                           bool whole);
@@ -275,13 +315,6 @@ void api__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* server.c: listeners, authorisation, setup and teardown */
 void api__authorize(req *r);
-
-/* table.c: Table answers, when the client asks for them (kubectl) */
-bool api__wants_table(req *r);
-char *api__table_body(req *r, const resource *res, const filter *f);
-json_t *api__table_of(req *r, const resource *res, const void *obj);
-json_t *api__table_of_one(api_server *s, const resource *res, const void *obj, json_t *j,
-                          bool whole);
 
 /* usage.c: metrics.k8s.io/v1beta1 (kubectl top); seg: the path after the version */
 enum MHD_Result api__handle_usage(req *r, char **seg, size_t n);

@@ -96,11 +96,6 @@ const char *api__header(req *r, const char *name) {
         return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
-bool api__arg_true(req *r, const char *name) {
-        const char *v = api__arg(r, name);
-        return v && (streq(v, "true") || streq(v, "1") || streq(v, ""));
-}
-
 /* ---- responses ------------------------------------------------------------------------------ */
 
 enum MHD_Result api__queue(req *r, unsigned code, const char *type, char *body /* takes */) {
@@ -108,6 +103,21 @@ enum MHD_Result api__queue(req *r, unsigned code, const char *type, char *body /
         enum MHD_Result ret;
         size_t n = body ? strlen(body) : 0;
 
+        /* ?pretty=true: indented, as kube-apiserver gives it (a body is
+         * read back only then) */
+        if (body && streq(type, "application/json") && api__arg_true(r, "pretty")) {
+                json_t *j = json_loads(body, 0, NULL);
+                char *indented = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+                json_decref(j);
+                if (indented) {
+                        free(body);
+                        body = strprintf("%s\n", indented);
+                        free(indented);
+                        if (!body)
+                                return MHD_NO;
+                        n = strlen(body);
+                }
+        }
         if (r->direct) {
                 api__count_code(r->s, code);
                 r->direct_code = code;
@@ -490,10 +500,9 @@ enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_co
         spec_deployment *preview = NULL;
         json_t *answer = NULL;
         enum MHD_Result ret;
-        bool dry_run = streq_ptr(api__arg(r, "dryRun"), "All");
-        int rr;
+        int dry_run = api__dry_run(r, NULL, &ret), rr;
 
-        if (api__track_update(r, d, AGENT_APPLY_REPLACE, &ret) < 0) {
+        if (dry_run < 0 || api__track_update(r, d, AGENT_APPLY_REPLACE, &ret) < 0) {
                 spec_deployment_free(d);
                 return ret;
         }

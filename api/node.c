@@ -186,7 +186,7 @@ static enum MHD_Result patch_node(req *r, json_t *nodes, const char *name) {
         _cleanup_(json_decrefp) json_t *patched = NULL, *rest_cur = NULL, *rest_new = NULL;
         enum MHD_Result ret;
         bool value;
-        int e;
+        int e, dry_run;
 
         if (!cur)
                 return node_not_found(r, name);
@@ -212,6 +212,11 @@ static enum MHD_Result patch_node(req *r, json_t *nodes, const char *name) {
                                         "tendd's --node-labels, the rest is what its tendd "
                                         "reports",
                                         name);
+        dry_run = api__dry_run(r, NULL, &ret);
+        if (dry_run < 0)
+                return ret;
+        if (dry_run)
+                return api__send_json(r, 200, TAKE_PTR(patched));
         e = r->s->fleet->set_unschedulable(r->s->fleet->userdata, name, value, api__later, r);
         return wait_for_fleet(r, e, name);
 }
@@ -231,8 +236,25 @@ static enum MHD_Result wait_for_fleet(req *r, int e, const char *name) {
 
 /* DELETE /api/v1/nodes/NAME in fleet mode: a node that is gone. */
 static enum MHD_Result delete_node(req *r, json_t *nodes, const char *name) {
-        if (!find_node(nodes, name))
+        enum MHD_Result ret;
+        _cleanup_(json_decrefp) json_t *options = r->body.len ? api__body_json(r, &ret) : NULL;
+        json_t *node = find_node(nodes, name);
+        int dry_run;
+
+        if (r->body.len && !options)
+                return ret;
+        if (!node)
                 return node_not_found(r, name);
+        dry_run = api__dry_run(r, options, &ret);
+        if (dry_run < 0)
+                return ret;
+        if (dry_run)
+                return api__send_json(
+                        r, 200,
+                        api__status_json(200, "", NULL,
+                                         json_pack("{s:s, s:s, s:s, s:s?}", "name", name, "group",
+                                                   "", "kind", "nodes", "uid",
+                                                   api__json_field(node, "metadata.uid"))));
         return wait_for_fleet(
                 r, r->s->fleet->delete_node(r->s->fleet->userdata, name, api__later, r), name);
 }
@@ -256,6 +278,24 @@ enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method) 
         nodes = all_nodes(r->s);
         if (!nodes)
                 return api__send_oom(r);
+        if (!name && streq(method, "GET")) {
+                /* the label and field selectors of a list */
+                filter f;
+                char *err = NULL;
+                size_t i;
+                json_t *n;
+                if (api__filter_parse(r, NULL, "nodes", &f, &err) < 0) {
+                        enum MHD_Result ret = api__send_status(r, 400, "BadRequest", "%s",
+                                                               err ?: "out of memory");
+                        free(err);
+                        api__filter_done(&f);
+                        return ret;
+                }
+                for (i = json_array_size(nodes); i-- > 0;)
+                        if ((n = json_array_get(nodes, i)) && !api__filter_match(&f, n))
+                                (void) json_array_remove(nodes, i);
+                api__filter_done(&f);
+        }
         if (!streq(method, "GET") && !r->conn)
                 return api__send_status(r, 400, "BadRequest",
                                         "a node is written to the fleet's etcd: that needs a "

@@ -17,7 +17,8 @@ enum MHD_Result api__handle_collection(req *r, const resource *res, const char *
         enum MHD_Result ret;
 
         if (streq(method, "GET")) {
-                int q = api__filter_parse(r, ns, &f, &err);
+                page pg = {};
+                int q = api__filter_parse(r, ns, res->plural, &f, &err);
                 if (q < 0) {
                         ret = api__send_status(r, 400, "BadRequest", "%s", err ?: "out of memory");
                         free(err);
@@ -26,13 +27,27 @@ enum MHD_Result api__handle_collection(req *r, const resource *res, const char *
                 }
                 if (api__arg_true(r, "watch"))
                         return api__start_watch(r, res, &f); /* takes f */
-                char *body = api__wants_table(r) ? api__table_body(r, res, &f)
-                                                 : api__list_body(r->s, res, &f);
+                q = api__page_parse(r, &pg, &err);
+                if (q < 0) {
+                        ret = q == -EINVAL   ? api__send_status(r, 400, "BadRequest", "%s", err)
+                              : q == -ERANGE ? api__send_status(r, 410, "Expired", "%s", err)
+                              : q == -EAGAIN ? api__send_status(r, 504, "Timeout", "%s", err)
+                                             : api__send_oom(r);
+                        free(err);
+                        api__page_done(&pg);
+                        api__filter_done(&f);
+                        return ret;
+                }
+                char *body = api__wants_table(r) ? api__table_body(r, res, &f, &pg)
+                                                 : api__list_body(r->s, res, &f, &pg);
+                api__page_done(&pg);
                 api__filter_done(&f);
                 if (!body)
                         return api__send_status(r, 500, NULL, "out of memory");
                 return api__queue(r, 200, "application/json", body);
         }
+        if (streq(method, "DELETE"))
+                return api__handle_delete_collection(r, res, ns);
         if (streq(method, "POST")) {
                 json_t *j;
                 spec_deployment *d;
@@ -109,8 +124,8 @@ static enum MHD_Result send_conflict(req *r, const resource *res, const char *na
  * concurrency). Stated ones (DeleteOptions.preconditions) are reported as
  * such; those of an object written back, as Kubernetes does, as the
  * object having been modified. false: answered. */
-static bool preconditions_hold(req *r, const resource *res, const void *obj, const char *uid,
-                               const char *rv, bool stated, enum MHD_Result *ret) {
+bool api__preconditions_hold(req *r, const resource *res, const void *obj, const char *uid,
+                             const char *rv, bool stated, enum MHD_Result *ret) {
         const spec_meta *m = api__meta_of(res->kind, obj);
         char now_rv[32];
 
@@ -138,8 +153,8 @@ static bool preconditions_hold(req *r, const resource *res, const void *obj, con
 /* Those of an object written back (PUT, PATCH, a Scale). */
 static bool object_preconditions_hold(req *r, const resource *res, const void *obj, json_t *j,
                                       enum MHD_Result *ret) {
-        return preconditions_hold(r, res, obj, api__json_field(j, "metadata.uid"),
-                                  api__json_field(j, "metadata.resourceVersion"), false, ret);
+        return api__preconditions_hold(r, res, obj, api__json_field(j, "metadata.uid"),
+                                       api__json_field(j, "metadata.resourceVersion"), false, ret);
 }
 
 static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns, const char *name,
@@ -149,7 +164,7 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
         enum MHD_Result ret;
         json_t *cur, *patched = NULL;
         int64_t want;
-        int rr;
+        int rr, dry_run;
 
         if (!obj)
                 return api__not_found(r, res, name);
@@ -160,6 +175,11 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
                 json_decref(cur);
                 return api__send_status(r, 405, NULL, "%s is not allowed on %s/scale", method,
                                         res->plural);
+        }
+        dry_run = api__dry_run(r, NULL, &ret);
+        if (dry_run < 0) {
+                json_decref(cur);
+                return ret;
         }
         patched = streq(method, "PATCH") ? api__apply_patch(r, cur, &ret)
                                          : api__body_object(r, &ret);
@@ -188,16 +208,25 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
                 return ret;
         }
         json_decref(patched);
-        if (res->kind == STORE_DEPLOYMENT) {
-                /* spec.replicas becomes the scaler's (an Update of the
-                 * scale subresource), as on the API server. */
-                _cleanup_(json_decrefp)
-                        json_t *managed = api__track_scale(r, obj, (int32_t) want, &ret);
-                if (!managed)
-                        return ret;
-                rr = agent_scale_deployment_managed(s->agent, ns, name, (int32_t) want, managed);
-        } else
-                rr = agent_scale_replica_set(s->agent, ns, name, (int32_t) want);
+        /* spec.replicas becomes the scaler's (an Update of the scale
+         * subresource), as on the API server. */
+        _cleanup_(json_decrefp)
+                json_t *managed = res->kind == STORE_DEPLOYMENT
+                                          ? api__track_scale(r, obj, (int32_t) want, &ret)
+                                          : NULL;
+        if (res->kind == STORE_DEPLOYMENT && !managed)
+                return ret;
+        if (dry_run) {
+                /* the Scale as the write would answer it, the object as it is */
+                cur = scale_json(res->kind, obj);
+                if (cur && json_object_set_new(json_object_get(cur, "spec"), "replicas",
+                                               json_integer(want)) < 0)
+                        cur = (json_decref(cur), NULL);
+                return api__send_json(r, 200, cur);
+        }
+        rr = res->kind == STORE_DEPLOYMENT
+                     ? agent_scale_deployment_managed(s->agent, ns, name, (int32_t) want, managed)
+                     : agent_scale_replica_set(s->agent, ns, name, (int32_t) want);
         if (rr < 0)
                 return api__send_status(r, 500, NULL, "scaling: %s", strerror(-rr));
         agent_kick(s->agent);
@@ -211,12 +240,14 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
 static enum MHD_Result handle_rollback(req *r, const char *ns, const char *name) {
         api_server *s = r->s;
         enum MHD_Result ret;
-        json_t *body = r->body.len ? api__body_object(r, &ret) : json_object();
-        json_t *to;
+        int rr, dry_run = api__dry_run(r, NULL, &ret);
+        json_t *body, *to;
         int64_t rev = 0, done = 0;
         char *err = NULL;
-        int rr;
 
+        if (dry_run < 0)
+                return ret;
+        body = r->body.len ? api__body_object(r, &ret) : json_object();
         if (!body)
                 return ret;
         /* {"toRevision": N} or the old DeploymentRollback {"rollbackTo": {"revision": N}} */
@@ -231,7 +262,7 @@ static enum MHD_Result handle_rollback(req *r, const char *ns, const char *name)
         json_decref(body);
         if (!store_get(s->store, STORE_DEPLOYMENT, ns, name))
                 return api__not_found(r, api__resource(STORE_DEPLOYMENT), name);
-        rr = agent_rollback(s->agent, ns, name, rev, &done, &err);
+        rr = agent_rollback(s->agent, ns, name, rev, dry_run, &done, &err);
         if (rr == -EALREADY) {
                 /* kubectl: "deployment.apps/web skipped rollback (...)" */
                 _cleanup_free_ char *msg = strprintf("deployment.apps/%s %s", name, strna(err));
@@ -248,7 +279,8 @@ static enum MHD_Result handle_rollback(req *r, const char *ns, const char *name)
                 free(err);
                 return ret;
         }
-        agent_kick(s->agent);
+        if (!dry_run)
+                agent_kick(s->agent);
         _cleanup_free_ char *msg = strprintf("deployment.apps/%s rolled back", name);
         return api__send_json(r, 200,
                               api__status_json(200, "", msg,
@@ -268,70 +300,6 @@ void api__warn_file_owned(req *r, const char *ns, const char *name) {
         r->warning = strprintf("299 - \"deployment %s comes from %s: tendd puts it back as "
                                "the file says at the next sync; change the file instead\"",
                                name, src);
-}
-
-/*
- * DeleteOptions, from the body or the query: preconditions (uid,
- * resourceVersion: 409 if they do not hold), gracePeriodSeconds (pods),
- * propagationPolicy (Background and Foreground both cascade; Orphan is
- * refused — tend does not leave processes running unmanaged). Anything it
- * cannot honour is an error, not ignored.
- */
-static int delete_options(req *r, const resource *res, const void *obj, int64_t *ret_grace,
-                          bool *ret_foreground, enum MHD_Result *ret) {
-        _cleanup_(json_decrefp) json_t *body = NULL;
-        const char *policy = api__arg(r, "propagationPolicy"),
-                   *q = api__arg(r, "gracePeriodSeconds");
-        json_t *pre, *g;
-
-        if (r->body.len > 0) {
-                body = api__body_json(r, ret);
-                if (!body)
-                        return -EINVAL;
-                if (json_is_string(json_object_get(body, "propagationPolicy")))
-                        policy = json_string_value(json_object_get(body, "propagationPolicy"));
-                g = json_object_get(body, "gracePeriodSeconds");
-                if (g && !json_is_integer(g)) {
-                        *ret = api__send_status(r, 400, "BadRequest",
-                                                "gracePeriodSeconds must be an integer");
-                        return -EINVAL;
-                }
-                if (g)
-                        *ret_grace = json_integer_value(g);
-                pre = json_object_get(body, "preconditions");
-                if (!preconditions_hold(r, res, obj, json_string_value(json_object_get(pre, "uid")),
-                                        json_string_value(json_object_get(pre, "resourceVersion")),
-                                        true, ret))
-                        return -EINVAL;
-        }
-        if (q && (safe_atoi64(q, ret_grace) < 0 || *ret_grace < 0)) {
-                *ret = api__send_status(r, 400, "BadRequest",
-                                        "gracePeriodSeconds must be a non-negative integer");
-                return -EINVAL;
-        }
-        if (*ret_grace < -1) {
-                *ret = api__send_status(r, 422, "Invalid",
-                                        "gracePeriodSeconds must not be negative");
-                return -EINVAL;
-        }
-        /* kubectl delete deploy --now (or --grace-period, --force): as on
-         * the API server, the owner takes it, its pods keep their own. */
-        if (*ret_grace >= 0 && res->kind != STORE_POD && !r->warning)
-                r->warning = strprintf("299 - \"gracePeriodSeconds applies to pods: the pods of "
-                                       "%s stop within their own terminationGracePeriodSeconds; "
-                                       "delete a pod to shorten it\"",
-                                       res->plural);
-        *ret_foreground = streq_ptr(policy, "Foreground") && res->kind == STORE_DEPLOYMENT;
-        if (policy && !streq(policy, "Background") && !streq(policy, "Foreground")) {
-                *ret = api__send_status(
-                        r, 422, "Invalid",
-                        streq(policy, "Orphan")
-                                ? "propagationPolicy Orphan is not supported: tend "
-                                  "does not leave processes running unmanaged"
-                                : "propagationPolicy must be Background or Foreground");
-                return -EINVAL;
-        }
-        return 0;
 }
 
 /* kubectl rollout undo puts the ReplicaSet's annotations on the
@@ -399,7 +367,6 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
         api_server *s = r->s;
         const void *obj = store_get(s->store, res->kind, ns, name);
         enum MHD_Result ret;
-        int rr;
 
         if (sub) {
                 if (streq(sub, "scale") &&
@@ -430,50 +397,8 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
                                ? api__send_json(r, 200, api__table_of(r, res, obj))
                                : api__send_json(r, 200, api__encode_obj(res->kind, obj));
 
-        if (streq(method, "DELETE")) {
-                int64_t grace = -1;
-                bool foreground = false;
-                if (!obj)
-                        return api__not_found(r, res, name);
-                if (delete_options(r, res, obj, &grace, &foreground, &ret) < 0)
-                        return ret;
-                _cleanup_free_ char *uid = strdup(strempty(api__meta_of(res->kind, obj)->uid));
-                if (!uid)
-                        return api__send_oom(r);
-                switch (res->kind) {
-                case STORE_DEPLOYMENT:
-                        rr = foreground ? agent_delete_deployment_foreground(s->agent, ns, name)
-                                        : agent_delete_deployment(s->agent, ns, name);
-                        break;
-                case STORE_POD:
-                        rr = agent_delete_pod(s->agent, ns, name, grace);
-                        break;
-                case STORE_REPLICA_SET:
-                        rr = agent_delete_replica_set(s->agent, ns, name);
-                        break;
-                default:
-                        return api__send_status(r, 405, NULL,
-                                                "events are deleted by tendd as they age");
-                }
-                if (rr < 0)
-                        return api__send_status(r, 500, NULL, "deleting: %s", strerror(-rr));
-                agent_kick(s->agent);
-                /* A pod still stopping, or a deployment deleted in the
-                 * foreground, is answered with itself, its deletionTimestamp
-                 * set, as the API server does: kubectl delete then waits for
-                 * that uid to go. */
-                obj = res->kind == STORE_POD || foreground
-                              ? store_get(s->store, res->kind, ns, name)
-                              : NULL;
-                if (obj)
-                        return api__send_json(r, 200, api__encode_obj(res->kind, obj));
-                return api__send_json(
-                        r, 200,
-                        api__status_json(200, "", NULL,
-                                         json_pack("{s:s, s:s, s:s, s:s}", "name", name, "group",
-                                                   streq(res->prefix, "api/v1") ? "" : "apps",
-                                                   "kind", res->plural, "uid", uid)));
-        }
+        if (streq(method, "DELETE"))
+                return api__handle_delete(r, res, obj, name);
 
         if (res->kind != STORE_DEPLOYMENT)
                 return api__send_status(r, 405, NULL,
@@ -555,12 +480,12 @@ enum MHD_Result api__handle_apply(req *r) {
         spec_deployment **ds = NULL;
         agent_apply_result *res = NULL;
         size_t n, i;
-        int rr;
+        int dry_run = api__dry_run(r, NULL, &ret), rr;
 
         /* A List's items arrive as documents of their own. JSON (what tend
          * sends) is read as it is, up to the body cap: the 1 MiB limit of
          * a manifest file is per file, and a directory is many files. */
-        if (apply_docs(r, &ret, &docs) < 0)
+        if (dry_run < 0 || apply_docs(r, &ret, &docs) < 0)
                 return ret;
         n = docs.n;
         ds = new0(spec_deployment *, n ?: 1);
@@ -602,8 +527,7 @@ enum MHD_Result api__handle_apply(req *r) {
                 }
         }
         spec_docs_done(&docs);
-        rr = agent_apply_ex(s->agent, ds, n, &errs, res,
-                            streq_ptr(api__arg(r, "dryRun"), "All") ? AGENT_APPLY_DRY_RUN : 0);
+        rr = agent_apply_ex(s->agent, ds, n, &errs, res, dry_run ? AGENT_APPLY_DRY_RUN : 0);
         if (rr == -EINVAL) {
                 _cleanup_buf_ tend_buf msg = TEND_BUF_INIT(1 << 20);
                 json_t *causes = json_array();
@@ -625,7 +549,8 @@ enum MHD_Result api__handle_apply(req *r) {
                                                                  ds[k]->metadata.namespace, "name",
                                                                  ds[k]->metadata.name, "result",
                                                                  words[res[k]]));
-                agent_kick(s->agent);
+                if (!dry_run)
+                        agent_kick(s->agent);
                 ret = api__send_json(r, 200,
                                      json_pack("{s:s, s:s, s:o}", "kind", "ApplyResult",
                                                "apiVersion", "tend.io/v1", "items", results));

@@ -14,11 +14,11 @@
 static json_t *resource_list(const char *gv) {
         json_t *a = json_array();
         if (streq(gv, "v1")) {
-                json_array_append_new(a,
-                                      json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s,s], s:[s], s:[s]}",
-                                                "name", "pods", "singularName", "pod", "namespaced",
-                                                1, "kind", "Pod", "verbs", "get", "list", "watch",
-                                                "delete", "shortNames", "po", "categories", "all"));
+                json_array_append_new(
+                        a, json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s,s,s], s:[s], s:[s]}", "name",
+                                     "pods", "singularName", "pod", "namespaced", 1, "kind", "Pod",
+                                     "verbs", "get", "list", "watch", "delete", "deletecollection",
+                                     "shortNames", "po", "categories", "all"));
                 json_array_append_new(a, json_pack("{s:s, s:s, s:b, s:s, s:[s]}", "name",
                                                    "pods/log", "singularName", "", "namespaced", 1,
                                                    "kind", "Pod", "verbs", "get"));
@@ -32,11 +32,11 @@ static json_t *resource_list(const char *gv) {
                                                    "watch", "shortNames", "ev"));
         } else {
                 json_array_append_new(
-                        a, json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s,s,s,s,s], s:[s], s:[s]}",
+                        a, json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s,s,s,s,s,s], s:[s], s:[s]}",
                                      "name", "deployments", "singularName", "deployment",
                                      "namespaced", 1, "kind", "Deployment", "verbs", "create",
-                                     "delete", "get", "list", "patch", "update", "watch",
-                                     "shortNames", "deploy", "categories", "all"));
+                                     "delete", "deletecollection", "get", "list", "patch", "update",
+                                     "watch", "shortNames", "deploy", "categories", "all"));
                 json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:[s,s,s]}",
                                                    "name", "deployments/scale", "group",
                                                    "autoscaling", "version", "v1", "singularName",
@@ -46,11 +46,12 @@ static json_t *resource_list(const char *gv) {
                                                    "deployments/status", "singularName", "",
                                                    "namespaced", 1, "kind", "Deployment", "verbs",
                                                    "get"));
-                json_array_append_new(
-                        a, json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s,s], s:[s], s:[s]}", "name",
-                                     "replicasets", "singularName", "replicaset", "namespaced", 1,
-                                     "kind", "ReplicaSet", "verbs", "delete", "get", "list",
-                                     "watch", "shortNames", "rs", "categories", "all"));
+                json_array_append_new(a,
+                                      json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s,s,s], s:[s], s:[s]}",
+                                                "name", "replicasets", "singularName", "replicaset",
+                                                "namespaced", 1, "kind", "ReplicaSet", "verbs",
+                                                "delete", "deletecollection", "get", "list",
+                                                "watch", "shortNames", "rs", "categories", "all"));
                 json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:[s,s,s]}",
                                                    "name", "replicasets/scale", "group",
                                                    "autoscaling", "version", "v1", "singularName",
@@ -111,8 +112,12 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
         char *seg[8], *save = NULL;
         size_t n = 0;
 
+        enum MHD_Result ret;
+
         if (!copy)
                 return MHD_NO;
+        if (api__check_params(r, &ret) < 0)
+                return ret;
         for (char *t = strtok_r(copy, "/", &save); t && n < ELEMENTSOF(seg);
              t = strtok_r(NULL, "/", &save))
                 seg[n++] = t;

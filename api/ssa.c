@@ -236,14 +236,13 @@ enum MHD_Result api__server_side_apply(req *r, const void *obj, const char *ns, 
                                        *view = NULL, *managed = NULL, *conflicts = NULL,
                                        *doc = NULL;
         _cleanup_free_ char *manager = NULL, *err = NULL;
-        const char *force = api__arg(r, "force"), *rv;
+        bool force = api__arg_true(r, "force");
+        const char *rv;
         char now[TIMESTAMP_MAX], have_rv[32];
         enum MHD_Result ret;
         spec_deployment *d;
         int rc;
 
-        if (force && !streq(force, "true") && !streq(force, "false"))
-                return api__send_status(r, 400, "BadRequest", "force must be true or false");
         manager = api__field_manager(r, true, &ret);
         if (!manager)
                 return ret;
@@ -276,8 +275,7 @@ enum MHD_Result api__server_side_apply(req *r, const void *obj, const char *ns, 
                 return api__send_oom(r);
         now_string(now);
         rc = fields_apply(json_object_get(json_object_get(live, "metadata"), "managedFields"), lv,
-                          cv, manager, streq_ptr(force, "true"), now, &view, &managed, &conflicts,
-                          &err);
+                          cv, manager, force, now, &view, &managed, &conflicts, &err);
         if (rc == 1)
                 return send_conflicts(r, conflicts);
         if (rc == -EINVAL)

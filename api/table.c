@@ -77,25 +77,27 @@ static bool whole_object(req *r) {
         return streq_ptr(api__arg(r, "includeObject"), "Object");
 }
 
-char *api__table_body(req *r, const resource *res, const filter *f) {
-        api_server *s = r->s;
-        size_t n = 0;
-        _cleanup_free_ list_ref *refs = api__sorted_refs(s, res, &n);
-        _cleanup_(json_decrefp) json_t *t = refs ? table(s, res) : NULL;
-        json_t *rows = json_object_get(t, "rows");
-        bool whole = whole_object(r);
+typedef struct table_rows {
+        api_server *s;
+        const resource *res;
+        json_t *rows;
+        bool whole;
+} table_rows;
 
-        if (!t)
+static int add_row(void *u, const void *obj, json_t *j) {
+        table_rows *t = u;
+        json_t *rw = row(t->s, t->res, obj, j, t->whole);
+
+        return rw && json_array_append_new(t->rows, rw) >= 0 ? 0 : -ENOMEM;
+}
+
+char *api__table_body(req *r, const resource *res, const filter *f, const page *pg) {
+        _cleanup_(json_decrefp) json_t *t = table(r->s, res);
+        table_rows tr = { r->s, res, json_object_get(t, "rows"), whole_object(r) };
+
+        if (!t ||
+            api__list_walk(r->s, res, f, pg, add_row, &tr, json_object_get(t, "metadata")) < 0)
                 return NULL;
-        for (size_t i = 0; i < n; i++) {
-                json_t *j = api__encode_obj(res->kind, refs[i].obj), *rw;
-                if (!j)
-                        return NULL;
-                rw = api__filter_match(f, j) ? row(s, res, refs[i].obj, j, whole) : json_null();
-                json_decref(j);
-                if (!rw || (!json_is_null(rw) && json_array_append_new(rows, rw) < 0))
-                        return NULL;
-        }
         _cleanup_free_ char *text = json_dumps(t, JSON_COMPACT);
         return text ? strprintf("%s\n", text) : NULL;
 }

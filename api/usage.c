@@ -154,7 +154,7 @@ static enum MHD_Result pods(req *r, const char *ns, const char *name) {
 
         if (!list)
                 return api__send_oom(r);
-        if (api__filter_parse(r, ns, &f, &err) < 0) {
+        if (api__filter_parse(r, ns, "pods", &f, &err) < 0) {
                 enum MHD_Result ret = api__send_status(r, 400, "BadRequest", "%s",
                                                        err ?: "out of memory");
                 free(err);

@@ -297,8 +297,8 @@ static void test_story(void **state) {
         /* Roll back: the old template, renumbered to revision 3. */
         int64_t rev;
         char *err = NULL;
-        assert_int_equal(agent_rollback(agent_loop_agent(h->l), "default", "web", 0, &rev, &err),
-                         0);
+        assert_int_equal(
+                agent_rollback(agent_loop_agent(h->l), "default", "web", 0, false, &rev, &err), 0);
         assert_int_equal(rev, 1);
         agent_loop_kick(h->l);
         assert_true(run_until(h, settled, "web", 30000, NULL));

@@ -60,6 +60,9 @@ cleanup() {
     kill_marked
     if [ "$failures" -ne 0 ] || [ "$exit_rc" -ne 0 ]; then
         echo "---- tendd log ----"; tail -80 "$tmp/tendd.log"
+        # a sanitizer's report may be further up than the tail
+        grep -q -E "Sanitizer|runtime error" "$tmp/tendd.log" &&
+            { echo "---- sanitizer ----"; grep -A40 -m1 -E "Sanitizer|runtime error" "$tmp/tendd.log"; }
     fi
     rm -rf "$tmp"
 }

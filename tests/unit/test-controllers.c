@@ -773,7 +773,16 @@ static void test_rollback(void **state) {
         apply(w, manifest("web", 3, "web-v2", NULL, NULL));
         assert_true(step_until(w, settled, "web", 20 * S));
 
-        assert_int_equal(agent_rollback(w->agent, "default", "web", 0, &rev, &err), 0);
+        /* A dry run says where it would go, and writes nothing. */
+        uint64_t before = store_resource_version(w->store);
+        rev = 0;
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 0, true, &rev, &err), 0);
+        assert_int_equal(rev, 1);
+        assert_int_equal(store_resource_version(w->store), before);
+        assert_false(agent_has_work(w->agent));
+        assert_string_equal(dep(w, "web")->spec.template.spec.containers[0].command[0], "web-v2");
+
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 0, false, &rev, &err), 0);
         assert_int_equal(rev, 1);
         assert_true(step_until(w, settled, "web", 20 * S));
         d = dep(w, "web");
@@ -800,20 +809,21 @@ static void test_rollback(void **state) {
         assert_true(found);
 
         /* Two undos flip between the same two templates. */
-        assert_int_equal(agent_rollback(w->agent, "default", "web", 0, &rev, &err), 0);
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 0, false, &rev, &err), 0);
         assert_int_equal(rev, 2);
         assert_true(step_until(w, settled, "web", 20 * S));
         assert_int_equal(count_pods(w, "web-v2", true), 3);
 
         /* Errors, in kubectl's words, and nothing changes. */
-        assert_int_equal(agent_rollback(w->agent, "default", "web", 9, &rev, &err), -ENOENT);
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 9, false, &rev, &err), -ENOENT);
         assert_string_equal(err, "unable to find specified revision 9 in history");
         free(err);
-        assert_int_equal(agent_rollback(w->agent, "default", "web", 4, &rev, &err), -EALREADY);
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 4, false, &rev, &err),
+                         -EALREADY);
         assert_non_null(strstr(err, "skipped rollback"));
         free(err);
         assert_int_equal(agent_pause(w->agent, "default", "web", true), 0);
-        assert_int_equal(agent_rollback(w->agent, "default", "web", 0, &rev, &err), -EBUSY);
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 0, false, &rev, &err), -EBUSY);
         assert_non_null(strstr(err, "you cannot rollback a paused deployment"));
         free(err);
         world_free(w);
@@ -838,10 +848,11 @@ static void test_history_limit(void **state) {
         /* The oldest surviving revision is 41. */
         char *err = NULL;
         int64_t rev;
-        assert_int_equal(agent_rollback(w->agent, "default", "web", 40, &rev, &err), -ENOENT);
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 40, false, &rev, &err),
+                         -ENOENT);
         free(err);
         err = NULL;
-        assert_int_equal(agent_rollback(w->agent, "default", "web", 41, &rev, &err), 0);
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 41, false, &rev, &err), 0);
         world_free(w);
 }
 
@@ -1910,7 +1921,7 @@ static void test_rollback_renumber_sticks(void **state) {
         assert_true(step_until(w, settled, "web", 10 * S));
         n_revived = 0;
         store_subscribe(w->store, watch_rs, NULL);
-        assert_int_equal(agent_rollback(w->agent, "default", "web", 0, &rev, &err), 0);
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 0, false, &rev, &err), 0);
         assert_true(step_until(w, settled, "web", 10 * S));
         store_unsubscribe(w->store, watch_rs, NULL);
         assert_true(n_revived > 0);

@@ -248,8 +248,8 @@ int agent_pause(agent *a, const char *ns, const char *name, bool paused);
 int agent_restart_rollout(agent *a, const char *ns, const char *name);
 /* Rolls back to revision to_revision (0: the previous one). On failure
  * *ret_error says why in kubectl's words. *ret_revision: the revision
- * rolled back to. */
-int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revision,
+ * rolled back to. dry_run: every check, and nothing written. */
+int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revision, bool dry_run,
                    int64_t *ret_revision, char **ret_error);
 
 /* Labels and annotations tend adds. */

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The HTTP API (tend/api.h): query parameters, each read as kube-apiserver
+ * reads it, and checked once, before the request is routed: a value the
+ * API cannot read is a 400 that names the parameter, never a default taken
+ * in silence. Parameters the API does not know are left alone, as
+ * kube-apiserver leaves them.
+ *
+ * Booleans are Go's strconv.ParseBool (1 t T TRUE true True, 0 f F FALSE
+ * false False), which is what the clients send: Python's sends "True".
+ * An empty value ("?watch") is true, as apimachinery reads it.
+ */
+
+#include <inttypes.h>
+
+#include "api-internal.h"
+
+typedef enum param_kind {
+        P_BOOL,
+        P_INT,     /* a whole number (the handler checks its range) */
+        P_VERSION, /* a resourceVersion: empty, or a whole number */
+        P_ENUM,
+} param_kind;
+
+static const char *const dry_run_values[] = { "All", NULL };
+static const char *const field_validation_values[] = { "Ignore", "Warn", "Strict", NULL };
+static const char *const propagation_values[] = { "Orphan", "Background", "Foreground", NULL };
+static const char *const rv_match_values[] = { "NotOlderThan", "Exact", NULL };
+static const char *const include_object_values[] = { "None", "Metadata", "Object", NULL };
+
+static const struct param {
+        const char *name;
+        param_kind kind;
+        const char *const *values; /* P_ENUM */
+} params[] = {
+        { "watch", P_BOOL, NULL },
+        { "allowWatchBookmarks", P_BOOL, NULL },
+        { "sendInitialEvents", P_BOOL, NULL },
+        { "follow", P_BOOL, NULL },
+        { "previous", P_BOOL, NULL },
+        { "timestamps", P_BOOL, NULL },
+        { "force", P_BOOL, NULL },
+        { "pretty", P_BOOL, NULL },
+        { "insecureSkipTLSVerifyBackend", P_BOOL, NULL },
+        { "orphanDependents", P_BOOL, NULL },
+        { "timeoutSeconds", P_INT, NULL },
+        { "limit", P_INT, NULL },
+        { "tailLines", P_INT, NULL },
+        { "limitBytes", P_INT, NULL },
+        { "sinceSeconds", P_INT, NULL },
+        { "gracePeriodSeconds", P_INT, NULL },
+        { "resourceVersion", P_VERSION, NULL },
+        { "dryRun", P_ENUM, dry_run_values },
+        { "fieldValidation", P_ENUM, field_validation_values },
+        { "propagationPolicy", P_ENUM, propagation_values },
+        { "resourceVersionMatch", P_ENUM, rv_match_values },
+        { "includeObject", P_ENUM, include_object_values },
+};
+
+int api__parse_bool(const char *v, bool *ret) {
+        static const char *const yes[] = { "", "1", "t", "T", "TRUE", "true", "True" },
+                                 *const no[] = { "0", "f", "F", "FALSE", "false", "False" };
+
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++)
+                if (streq(v, yes[i])) {
+                        *ret = true;
+                        return 0;
+                }
+        for (size_t i = 0; i < ELEMENTSOF(no); i++)
+                if (streq(v, no[i])) {
+                        *ret = false;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+bool api__arg_true(req *r, const char *name) {
+        const char *v = api__arg(r, name);
+        bool b = false;
+
+        /* checked before routing (api__check_params): never nonsense here */
+        return v && api__parse_bool(v, &b) >= 0 && b;
+}
+
+/* The problem with one parameter's value (new string), or NULL. */
+static char *param_problem(const struct param *p, const char *value) {
+        _cleanup_free_ char *repr = utf8_escape_invalid(value);
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(1024);
+        int64_t i;
+        uint64_t u;
+        bool x;
+
+        if (!repr)
+                return strdup("out of memory");
+        switch (p->kind) {
+        case P_BOOL:
+                if (api__parse_bool(value, &x) >= 0)
+                        return NULL;
+                return strprintf("%s: Invalid value: \"%s\": must be a boolean: true or false "
+                                 "(or 1, t, T, TRUE, True; 0, f, F, FALSE, False)",
+                                 p->name, repr);
+        case P_INT:
+                if (safe_atoi64(value, &i) >= 0)
+                        return NULL;
+                return strprintf("%s: Invalid value: \"%s\": must be a whole number", p->name,
+                                 repr);
+        case P_VERSION:
+                if (!*value || safe_atou64(value, &u) >= 0)
+                        return NULL;
+                return strprintf("%s: Invalid value: \"%s\": must be a resourceVersion tendd "
+                                 "gave (a whole number), or empty",
+                                 p->name, repr);
+        case P_ENUM:
+                for (size_t k = 0; p->values[k]; k++)
+                        if (streq(value, p->values[k]))
+                                return NULL;
+                for (size_t k = 0; p->values[k]; k++)
+                        (void) tend_buf_addf(&b, "%s\"%s\"", k ? ", " : "", p->values[k]);
+                return strprintf("%s: Unsupported value: \"%s\": supported values: %s", p->name,
+                                 repr, strna(tend_buf_str(&b)));
+        }
+        return NULL;
+}
+
+typedef struct check {
+        char *problem;
+} check;
+
+static void check_one(check *c, const char *key, const char *value) {
+        if (c->problem || !key)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(params); i++)
+                if (streq(key, params[i].name)) {
+                        c->problem = param_problem(&params[i], value ?: "");
+                        return;
+                }
+}
+
+static enum MHD_Result check_iter(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value) {
+        check *c = cls;
+
+        (void) kind;
+        check_one(c, key, value);
+        return c->problem ? MHD_NO : MHD_YES;
+}
+
+int api__check_params(req *r, enum MHD_Result *ret) {
+        check c = {};
+
+        if (r->direct)
+                for (const char *const *kv = r->direct->args; kv && kv[0] && kv[1]; kv += 2)
+                        check_one(&c, kv[0], kv[1]);
+        else
+                (void) MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, check_iter, &c);
+        if (!c.problem)
+                return 0;
+        *ret = api__send_status(r, 400, "BadRequest", "%s", c.problem);
+        free(c.problem);
+        return -1;
+}
+
+int api__dry_run(req *r, json_t *options, enum MHD_Result *ret) {
+        json_t *d = json_object_get(options, "dryRun"), *v;
+        size_t i;
+        bool dry = streq_ptr(api__arg(r, "dryRun"), "All"); /* checked: All or absent */
+
+        if (d && !json_is_array(d) && !json_is_null(d)) {
+                *ret = api__send_status(r, 400, "BadRequest",
+                                        "dryRun: Invalid value: must be a list: [\"All\"] or []");
+                return -1;
+        }
+        json_array_foreach (d, i, v) {
+                if (!streq_ptr(json_string_value(v), "All")) {
+                        _cleanup_free_ char *given = json_dumps(v, JSON_ENCODE_ANY);
+                        *ret = api__send_status(r, 400, "BadRequest",
+                                                "dryRun: Unsupported value: %s: supported "
+                                                "values: \"All\"",
+                                                strna(given));
+                        return -1;
+                }
+                dry = true;
+        }
+        return dry;
+}
