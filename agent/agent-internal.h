@@ -215,6 +215,9 @@ int agent__remove_replaced_pod(agent *a, const spec_pod *p);
 void agent__remove_doomed_dirs(agent *a);
 
 /* containerStatuses[0], created (named after the container) if missing. */
+/* What the pod runs (its image and imageID), as the runtime found it at
+ * the start ("" where it has none). */
+int agent__set_image(spec_container_status *cs, const rt_record *rec);
 spec_container_status *agent__container_status(spec_pod *p);
 /* The container's state, replaced; -ENOMEM (a half-set state: do not write
  * the pod). */

@@ -109,6 +109,7 @@ static int set_placement(agent *a, spec_pod *n, void *handle) {
         RET_GATHER(r, free_and_strdup(&n->status.host_ip, "127.0.0.1"));
         RET_GATHER(r, free_and_strdup(&n->status.pod_ip, "127.0.0.1"));
         RET_GATHER(r, free_and_strdup(&cs->container_id, a->backend->container_id(handle)));
+        RET_GATHER(r, agent__set_image(cs, a->backend->record(handle)));
         return r;
 }
 
@@ -446,6 +447,7 @@ static int reflect(agent *a, const spec_pod *p, pod_rt *pr) {
                 cs->started = true;
                 RET_GATHER(r, free_and_strdup(&cs->container_id,
                                               a->backend->container_id(pr->handle)));
+                RET_GATHER(r, agent__set_image(cs, a->backend->record(pr->handle)));
                 RET_GATHER(r, plan_set_condition(&n->status.conditions, &n->status.n_conditions,
                                                  "PodScheduled", "True", NULL, NULL,
                                                  pr->started_wall));

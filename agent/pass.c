@@ -341,6 +341,26 @@ agent *agent_free(agent *a) {
         return NULL;
 }
 
+/* A pod adopted from a tendd that did not say what it runs: say it now. */
+static int show_image(agent *a, const spec_pod *p, const rt_record *rec) {
+        const spec_container_status *cs =
+                p->status.n_container_statuses ? &p->status.container_statuses[0] : NULL;
+        spec_pod *n;
+        int r;
+
+        if (!cs || !rec || !rec->image || (cs->image && *cs->image))
+                return 0;
+        n = spec_pod_copy(p);
+        if (!n)
+                return -ENOMEM;
+        r = agent__set_image(&n->status.container_statuses[0], rec);
+        if (r < 0) {
+                spec_pod_free(n);
+                return r;
+        }
+        return store_put(a->store, STORE_POD, n, NULL);
+}
+
 int agent_start(agent *a) {
         const void *const *items;
         _cleanup_free_ const spec_pod **pods = NULL;
@@ -406,6 +426,7 @@ int agent_start(agent *a) {
                         if (nj)
                                 (void) store_put_record(a->store, p->metadata.uid, nj);
                         json_decref(nj);
+                        (void) show_image(a, p, a->backend->record(handle));
                 }
                 rt_record_done(&rec);
         }

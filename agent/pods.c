@@ -31,6 +31,14 @@ spec_container_status *agent__container_status(spec_pod *p) {
         return &p->status.container_statuses[0];
 }
 
+int agent__set_image(spec_container_status *cs, const rt_record *rec) {
+        int r = 0;
+
+        RET_GATHER(r, free_and_strdup(&cs->image, strempty(rec ? rec->image : NULL)));
+        RET_GATHER(r, free_and_strdup(&cs->image_id, strempty(rec ? rec->image_id : NULL)));
+        return r;
+}
+
 static void clear_state(spec_container_state *s) {
         spec_done(&spec_type_container_state, s);
 }

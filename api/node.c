@@ -48,9 +48,24 @@ static char *os_image(void) {
         return strndup(p, strcspn(p, "\"\n"));
 }
 
+/* The first line of a file the kernel or the system keeps (machine-id,
+ * boot_id, the DMI product uuid), or "" where there is none (a container,
+ * a user without the right to read it): the ids a kubelet reports, which
+ * typed clients require as fields. */
+static char *first_line(const char *path) {
+        _cleanup_free_ char *data = NULL;
+        size_t n;
+
+        if (read_full_file(path, 4096, &data, &n) < 0)
+                return strdup("");
+        return strndup(data, strcspn(data, "\n"));
+}
+
 json_t *api_host_node(const char *name, json_t *labels) {
         char boot[TIMESTAMP_MAX], cpus[16];
-        _cleanup_free_ char *mem = NULL, *os = os_image();
+        _cleanup_free_ char *mem = NULL, *os = os_image(), *machine = first_line("/etc/machine-id"),
+                            *boot_id = first_line("/proc/sys/kernel/random/boot_id"),
+                            *uuid = first_line("/sys/class/dmi/id/product_uuid");
         uint64_t total_kb = 0, avail_kb;
         struct utsname u = {};
         double up = api__uptime();
@@ -60,12 +75,13 @@ json_t *api_host_node(const char *name, json_t *labels) {
         (void) api__meminfo(&total_kb, &avail_kb);
         snprintf(cpus, sizeof cpus, "%ld", sysconf(_SC_NPROCESSORS_ONLN));
         mem = strprintf("%" PRIu64 "Ki", total_kb);
-        if (!mem || !os)
+        if (!mem || !os || !machine || !boot_id || !uuid)
                 return NULL;
         format_timestamp(boot, now_realtime() - (usec_t) (up * USEC_PER_SEC));
         node = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s, s:s, s:s}}, s:{}, "
                          "s:{s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}, "
-                         "s:[{s:s, s:s}, {s:s, s:s}], s:{s:s, s:s, s:s, s:s, s:s, s:s, s:s}}}",
+                         "s:[{s:s, s:s}, {s:s, s:s}], "
+                         "s:{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}}}",
                          "kind", "Node", "apiVersion", "v1", "metadata", "name", name, "uid", name,
                          "creationTimestamp", boot, "labels", "kubernetes.io/hostname", name,
                          "kubernetes.io/os", "linux", "kubernetes.io/arch", API_ARCH, "spec",
@@ -75,7 +91,8 @@ json_t *api_host_node(const char *name, json_t *labels) {
                          "127.0.0.1", "nodeInfo", "kernelVersion", u.release, "osImage", os,
                          "operatingSystem", "linux", "architecture", API_ARCH, "kubeletVersion",
                          "v" TEND_VERSION, "containerRuntimeVersion", "tend://" TEND_VERSION,
-                         "kubeProxyVersion", "");
+                         "kubeProxyVersion", "", "machineID", machine, "bootID", boot_id,
+                         "systemUUID", uuid);
         l = json_object_get(json_object_get(node, "metadata"), "labels");
         if (node && json_is_object(labels) && json_object_update(l, labels) < 0)
                 node = (json_decref(node), NULL);
@@ -122,45 +139,74 @@ static json_t *find_node(json_t *nodes, const char *name) {
         return NULL;
 }
 
-/* kubectl's columns for nodes. */
+/* kubectl's columns for nodes (-o wide: those of priority 1). */
 static json_t *node_table(json_t *nodes) {
-        json_t *rows = json_array(), *n;
+        static const struct {
+                const char *name;
+                int priority;
+        } cols[] = {
+                { "NAME", 0 },           { "STATUS", 0 },
+                { "ROLES", 0 },          { "AGE", 0 },
+                { "VERSION", 0 },        { "INTERNAL-IP", 1 },
+                { "EXTERNAL-IP", 1 },    { "OS-IMAGE", 1 },
+                { "KERNEL-VERSION", 1 }, { "CONTAINER-RUNTIME", 1 },
+        };
+        json_t *rows = json_array(), *defs = json_array(), *n;
         size_t i;
 
-        if (!rows)
-                return NULL;
+        if (!rows || !defs)
+                goto oom;
+        for (i = 0; i < ELEMENTSOF(cols); i++)
+                if (json_array_append_new(defs, json_pack("{s:s, s:s, s:s, s:i}", "name",
+                                                          cols[i].name, "type", "string", "format",
+                                                          i == 0 ? "name" : "", "priority",
+                                                          cols[i].priority)) < 0)
+                        goto oom;
         json_array_foreach (nodes, i, n) {
-                json_t *m = json_object_get(n, "metadata");
+                json_t *m = json_object_get(n, "metadata"), *st = json_object_get(n, "status"),
+                       *info = json_object_get(st, "nodeInfo"), *a;
                 usec_t created = 0;
                 char age[32] = "<unknown>";
+                const char *internal = "<none>", *external = "<none>";
                 _cleanup_free_ char *status = spec_node_status(n), *roles = spec_node_roles(n);
-                const char *version = json_string_value(
-                        json_object_get(json_object_get(json_object_get(n, "status"), "nodeInfo"),
-                                        "kubeletVersion"));
+                size_t k;
 
+                json_array_foreach (json_object_get(st, "addresses"), k, a) {
+                        const char *type = json_string_value(json_object_get(a, "type")),
+                                   *addr = json_string_value(json_object_get(a, "address"));
+                        if (streq_ptr(type, "InternalIP") && addr)
+                                internal = addr;
+                        if (streq_ptr(type, "ExternalIP") && addr)
+                                external = addr;
+                }
                 if (parse_timestamp(json_string_value(json_object_get(m, "creationTimestamp")),
                                     &created) >= 0)
                         spec_human_duration(age, now_realtime() - MIN(created, now_realtime()));
                 if (!status || !roles ||
                     json_array_append_new(
-                            rows, json_pack("{s:[s, s, s, s, s], s:{s:s, s:s, s:O}}", "cells",
-                                            strempty(json_string_value(json_object_get(m, "name"))),
-                                            status, roles, age, strempty(version), "object", "kind",
-                                            "PartialObjectMetadata", "apiVersion", "meta.k8s.io/v1",
-                                            "metadata", m)) < 0) {
-                        json_decref(rows);
-                        return NULL;
-                }
+                            rows,
+                            json_pack("{s:[s, s, s, s, s, s, s, s, s, s], s:{s:s, s:s, s:O}}",
+                                      "cells",
+                                      strempty(json_string_value(json_object_get(m, "name"))),
+                                      status, roles, age,
+                                      strempty(json_string_value(
+                                              json_object_get(info, "kubeletVersion"))),
+                                      internal, external,
+                                      strempty(json_string_value(json_object_get(info, "osImage"))),
+                                      strempty(json_string_value(
+                                              json_object_get(info, "kernelVersion"))),
+                                      strempty(json_string_value(
+                                              json_object_get(info, "containerRuntimeVersion"))),
+                                      "object", "kind", "PartialObjectMetadata", "apiVersion",
+                                      "meta.k8s.io/v1", "metadata", m)) < 0)
+                        goto oom;
         }
-        return json_pack("{s:s, s:s, s:{}, s:[{s:s, s:s, s:s, s:i}, {s:s, s:s, s:s, s:i}, "
-                         "{s:s, s:s, s:s, s:i}, {s:s, s:s, s:s, s:i}, {s:s, s:s, s:s, s:i}], "
-                         "s:o}",
-                         "kind", "Table", "apiVersion", "meta.k8s.io/v1", "metadata",
-                         "columnDefinitions", "name", "NAME", "type", "string", "format", "name",
-                         "priority", 0, "name", "STATUS", "type", "string", "format", "",
-                         "priority", 0, "name", "ROLES", "type", "string", "format", "", "priority",
-                         0, "name", "AGE", "type", "string", "format", "", "priority", 0, "name",
-                         "VERSION", "type", "string", "format", "", "priority", 0, "rows", rows);
+        return json_pack("{s:s, s:s, s:{}, s:o, s:o}", "kind", "Table", "apiVersion",
+                         "meta.k8s.io/v1", "metadata", "columnDefinitions", defs, "rows", rows);
+oom:
+        json_decref(rows);
+        json_decref(defs);
+        return NULL;
 }
 
 static enum MHD_Result node_not_found(req *r, const char *name) {

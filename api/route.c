@@ -62,6 +62,27 @@ static json_t *resource_list(const char *gv) {
                          "groupVersion", gv, "resources", a);
 }
 
+/* /api: the core group's versions, and where clients reach the server
+ * (the HTTPS listener; none over the local socket alone). */
+static json_t *api_versions(api_server *s) {
+        const char *hostport = s->listen_url ? startswith(s->listen_url, "https://") : NULL;
+        json_t *addrs = json_array();
+
+        if (addrs && hostport &&
+            json_array_append_new(addrs, json_pack("{s:s, s:s}", "clientCIDR", "0.0.0.0/0",
+                                                   "serverAddress", hostport)) < 0)
+                addrs = (json_decref(addrs), NULL);
+        return addrs ? json_pack("{s:s, s:[s], s:o}", "kind", "APIVersions", "versions", "v1",
+                                 "serverAddressByClientCIDRs", addrs)
+                     : NULL;
+}
+
+#if defined(__clang__)
+#define API_COMPILER "clang"
+#else
+#define API_COMPILER "gcc"
+#endif
+
 #define API_K8S_MAJOR "1"
 #define API_K8S_MINOR "32"
 
@@ -131,18 +152,21 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
         if (n == 1 && streq(seg[0], "version"))
                 return api__send_json(
                         r, 200,
-                        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "major", API_K8S_MAJOR,
-                                  "minor", API_K8S_MINOR, "gitVersion",
+                        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+                                  "major", API_K8S_MAJOR, "minor", API_K8S_MINOR, "gitVersion",
                                   "v" API_K8S_MAJOR "." API_K8S_MINOR ".0+tend-" TEND_VERSION,
-                                  "platform", "linux/" API_ARCH, "implementation", "tendd",
-                                  "tendVersion", TEND_VERSION, "compiler", "gcc"));
+                                  "gitCommit", TEND_GIT_COMMIT, "gitTreeState", TEND_GIT_TREE,
+                                  "buildDate", TEND_GIT_DATE,
+                                  /* no Go in tend: the field is required, and empty */
+                                  "goVersion", "", "compiler", API_COMPILER, "platform",
+                                  "linux/" API_ARCH, "implementation", "tendd", "tendVersion",
+                                  TEND_VERSION));
         if (n >= 1 && streq(seg[0], "openapi"))
                 return api__handle_openapi(r, seg + 1, n - 1);
         if (n == 1 && streq(seg[0], "metrics"))
                 return api__handle_metrics(r);
         if (n == 1 && streq(seg[0], "api"))
-                return api__send_json(
-                        r, 200, json_pack("{s:s, s:[s]}", "kind", "APIVersions", "versions", "v1"));
+                return api__send_json(r, 200, api_versions(r->s));
         if (n == 1 && streq(seg[0], "apis"))
                 return api__send_json(
                         r, 200,

@@ -262,6 +262,8 @@ void rt_record_done(rt_record *r) {
         free(r->backend);
         free(r->unit);
         free(r->log_path);
+        free(r->image);
+        free(r->image_id);
         *r = (rt_record){};
 }
 
@@ -274,15 +276,15 @@ json_t *rt_record_to_json(const rt_record *r) {
                 json_array_append_new(ports, json_pack("{s:s, s:i, s:b}", "name", r->ports[i].name,
                                                        "port", (int) r->ports[i].port, "leased",
                                                        r->ports[i].leased));
-        j = json_pack("{s:s*, s:i, s:I, s:s*, s:s*, s:o, s:I}", "backend", r->backend, "pid",
-                      (int) r->pid, "startTime", (json_int_t) r->start_time, "unit", r->unit,
+        j = json_pack("{s:s*, s:i, s:I, s:s*, s:s*, s:o, s:I, s:s*, s:s*}", "backend", r->backend,
+                      "pid", (int) r->pid, "startTime", (json_int_t) r->start_time, "unit", r->unit,
                       "logPath", r->log_path, "ports", ports, "startedAt",
-                      (json_int_t) r->started_at);
+                      (json_int_t) r->started_at, "image", r->image, "imageID", r->image_id);
         return j;
 }
 
 int rt_record_from_json(json_t *j, rt_record *ret) {
-        const char *backend = NULL, *unit = NULL, *log_path = NULL;
+        const char *backend = NULL, *unit = NULL, *log_path = NULL, *image = NULL, *image_id = NULL;
         json_int_t start_time = 0, started_at = 0;
         int pid = 0;
         json_t *ports = NULL, *e;
@@ -290,15 +292,18 @@ int rt_record_from_json(json_t *j, rt_record *ret) {
         rt_record r = {};
         size_t i;
 
-        if (json_unpack_ex(j, &err, 0, "{s?s, s?i, s?I, s?s, s?s, s?o, s?I}", "backend", &backend,
-                           "pid", &pid, "startTime", &start_time, "unit", &unit, "logPath",
-                           &log_path, "ports", &ports, "startedAt", &started_at) < 0)
+        if (json_unpack_ex(j, &err, 0, "{s?s, s?i, s?I, s?s, s?s, s?o, s?I, s?s, s?s}", "backend",
+                           &backend, "pid", &pid, "startTime", &start_time, "unit", &unit,
+                           "logPath", &log_path, "ports", &ports, "startedAt", &started_at, "image",
+                           &image, "imageID", &image_id) < 0)
                 return -EINVAL;
         r.pid = pid;
         r.start_time = (uint64_t) start_time;
         r.started_at = (usec_t) started_at;
         if ((backend && !(r.backend = strdup(backend))) || (unit && !(r.unit = strdup(unit))) ||
-            (log_path && !(r.log_path = strdup(log_path)))) {
+            (log_path && !(r.log_path = strdup(log_path))) ||
+            (image && !(r.image = strdup(image))) ||
+            (image_id && !(r.image_id = strdup(image_id)))) {
                 rt_record_done(&r);
                 return -ENOMEM;
         }

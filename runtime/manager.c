@@ -49,6 +49,7 @@ static void manager_free(rt_manager *m) {
                 tend_hashmap_free(m->notify_stored);
         }
         free(m->state_dir);
+        rt__images_free(m);
         free(m);
 }
 
@@ -624,6 +625,23 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
         }
         if (r < 0)
                 return r;
+        /* What runs: as recorded (an adopted pod), else the file found now;
+         * an adopted pod from before records had it is read through
+         * /proc (the binary it runs, whatever is on disk now). */
+        if (rec && rec->image && rec->image_id) {
+                if (!(pod->record.image = strdup(rec->image)) ||
+                    !(pod->record.image_id = strdup(rec->image_id)))
+                        return -ENOMEM;
+        } else {
+                _cleanup_free_ char *exe = rec && rec->pid > 0
+                                                   ? strprintf("/proc/%d/exe", (int) rec->pid)
+                                                   : NULL;
+                if (!(pod->record.image = strdup(pod->path)))
+                        return -ENOMEM;
+                /* a file that cannot be read (a user's 0711 binary) has no digest */
+                if (rt__image_id(m, exe ?: pod->path, &pod->record.image_id) == -ENOMEM)
+                        return -ENOMEM;
+        }
         if (c->working_dir && !(pod->working_dir = strdup(c->working_dir)))
                 return -ENOMEM;
         r = resolve_ids(pod, p->spec, ret_error);

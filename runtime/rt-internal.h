@@ -219,6 +219,9 @@ struct rt_manager {
         rt_pod *deferred_tail;
         uv_idle_t deferred_idle;
 
+        /* programs' digests (image.c): "dev:ino:size:mtime" → "sha256:..." */
+        tend_hashmap *images;
+
         /* ports */
         uint16_t port_lo, port_hi, port_cursor;
         uint8_t port_leased[PORT_BITMAP_SIZE];
@@ -333,6 +336,11 @@ int rt__log_dir_make(rt_manager *m, const char *log_path);
 void rt__log_spares_free(rt_manager *m);
 
 /* ---- ports ---------------------------------------------------------------------------------- */
+
+/* image.c: "sha256:<hex>" of the file at path (new string), kept per
+ * file version. */
+int rt__image_id(rt_manager *m, const char *path, char **ret);
+void rt__images_free(rt_manager *m);
 
 int rt__port_lease(rt_manager *m, uint16_t *ret);
 void rt__port_release(rt_manager *m, uint16_t port);

@@ -683,8 +683,9 @@ static int encode_into(const spec_type *t, const void *p, json_t *o) {
 
                 switch (f->kind) {
                 case SK_STRING:
-                        if (*(char *const *) v)
-                                r = set_new(o, f->name, spec__json_string(*(char *const *) v));
+                        if (*(char *const *) v || zero)
+                                r = set_new(o, f->name,
+                                            spec__json_string(*(char *const *) v ?: ""));
                         break;
                 case SK_INT32: {
                         int32_t i = *(const int32_t *) v;

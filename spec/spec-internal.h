@@ -33,7 +33,8 @@ enum {
          * encoding (Go's omitempty). Without it an int's absence is
          * SPEC_UNSET and a bool is always encoded. */
         SF_OMITEMPTY = 1 << 0,
-        /* int: absent is 0, and 0 is still encoded (restartCount). */
+        /* int: absent is 0, and 0 is still encoded (restartCount); string:
+         * absent is encoded "" (a field Kubernetes' schema requires). */
         SF_ZERO = 1 << 1,
 };
 

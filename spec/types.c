@@ -12,7 +12,7 @@
 /* The tables read best one field per line, as written. */
 /* clang-format off */
 #define F(n, k, s, m, ...) { .name = (n), .kind = (k), .offset = offsetof(s, m), __VA_ARGS__ }
-#define F_STR(n, s, m) F(n, SK_STRING, s, m)
+#define F_STR(n, s, m, ...) F(n, SK_STRING, s, m, __VA_ARGS__)
 #define F_I32(n, s, m, ...) F(n, SK_INT32, s, m, __VA_ARGS__)
 #define F_I64(n, s, m, ...) F(n, SK_INT64, s, m, __VA_ARGS__)
 #define F_BOOL(n, s, m, ...) F(n, SK_BOOL, s, m, __VA_ARGS__)
@@ -412,6 +412,11 @@ const spec_type spec_type_container_state = {
 
 TYPE(t_container_status, "ContainerStatus", spec_container_status,
      F_STR("name", spec_container_status, name),
+     /* what runs (command[0], as found on the PATH) and a digest of it
+      * (sha256:...) once it runs: Kubernetes requires both, and "" is what
+      * a kubelet says while a container is being created */
+     F_STR("image", spec_container_status, image, .flags = SF_ZERO),
+     F_STR("imageID", spec_container_status, image_id, .flags = SF_ZERO),
      F_STRUCT("state", spec_container_status, state, spec_type_container_state),
      F_STRUCT("lastState", spec_container_status, last_state, spec_type_container_state),
      F_BOOL("ready", spec_container_status, ready),

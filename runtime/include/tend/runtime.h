@@ -124,6 +124,8 @@ typedef struct rt_record {
         uint64_t start_time; /* field 22 of /proc/<pid>/stat, clock ticks after boot */
         char *unit;          /* systemd backend */
         char *log_path;
+        char *image;    /* the program run (its path, as found) */
+        char *image_id; /* "sha256:<hex>" of that file; NULL: not readable */
         rt_port ports[RT_MAX_PORTS];
         size_t n_ports;
         usec_t started_at; /* wall clock */

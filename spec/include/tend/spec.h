@@ -509,6 +509,8 @@ typedef struct spec_container_state {
 
 typedef struct spec_container_status {
         char *name;
+        char *image;    /* the program (command[0], resolved), "" before it starts */
+        char *image_id; /* "sha256:<hex>" of that file, "" before it starts */
         spec_container_state state;
         spec_container_state last_state;
         bool ready;
