@@ -938,6 +938,11 @@ static void decode_field(decoder *d, const spec_field *f, json_t *j, void *base)
         switch (f->kind) {
         case SK_STRING:
                 decode_string(d, j, v);
+                /* "" is how an absent SF_ZERO string is written: absent */
+                if ((f->flags & SF_ZERO) && *(char **) v && !**(char **) v) {
+                        free(*(char **) v);
+                        *(char **) v = NULL;
+                }
                 break;
         case SK_INT32:
                 /* INT32_MIN is our "absent" marker, so it is out of range. */
