@@ -110,7 +110,9 @@ struct req {
         char *direct_body;
         tend_buf body;
         bool too_large;
-        unsigned deny; /* 0, 401 or 403 */
+        unsigned deny;   /* 0, 401 or 403 */
+        bool peer_known; /* the local socket's peer: */
+        uid_t peer_uid;
         char *deny_message;
         char *warning;       /* a Warning: header for the answer (kubectl prints it) */
         bool fields_tracked; /* managedFields already made (server-side apply) */
@@ -132,11 +134,24 @@ struct req {
 typedef struct resource {
         const char *prefix;    /* "api/v1" or "apis/apps/v1" */
         const char *plural;    /* "pods" */
-        const char *qualified; /* "pods", "deployments.apps" (for messages) */
+        const char *qualified; /* "pods", "deployments.apps" (for messages, field selectors) */
         store_kind kind;
         const char *list_kind;
         const char *api_version;
+        /* The object in this resource's shape, from the store kind's
+         * encoding (takes it); NULL: that encoding as it is. */
+        json_t *(*convert)(json_t *j);
 } resource;
+
+/* A kind of discovery (discovery.c). verbs, short_names: space-separated;
+ * absent: why tend has none (NULL: served). */
+typedef struct api_kind {
+        const char *group, *version, *plural, *singular, *kind;
+        bool namespaced;
+        const char *verbs, *short_names;
+        bool in_all;
+        const char *absent;
+} api_kind;
 
 typedef struct filter {
         char *ns;
@@ -204,7 +219,11 @@ spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const
                                         enum MHD_Result *ret);
 enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_code);
 const resource *api__resource(store_kind kind);
+/* The resource served at prefix ("apis/apps/v1") as plural; NULL: none. */
+const resource *api__resource_at(const char *prefix, const char *plural);
 json_t *api__encode_obj(store_kind k, const void *obj);
+/* obj as res shows it (its convert applied). */
+json_t *api__encode(const resource *res, const void *obj);
 enum MHD_Result api__send_oom(req *r);
 enum MHD_Result api__not_found(req *r, const resource *res, const char *name);
 void api__count_code(api_server *s, unsigned code);
@@ -243,8 +262,9 @@ enum MHD_Result api__server_side_apply(req *r, const void *obj, const char *ns, 
 
 /* selectors.c: label and field selectors, and the sorted lists they filter */
 void api__filter_done(filter *f);
-/* plural: the resource ("pods"), for the fields it may be selected by. */
-int api__filter_parse(req *r, const char *ns, const char *plural, filter *f, char **ret_error);
+/* of: the resource as qualified ("pods", "deployments.apps"), for the
+ * fields it may be selected by. */
+int api__filter_parse(req *r, const char *ns, const char *of, filter *f, char **ret_error);
 bool api__filter_match(const filter *f, json_t *obj);
 /* An object's metadata, whatever its kind. */
 const spec_meta *api__meta_of(store_kind kind, const void *obj);
@@ -276,6 +296,20 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name);
 
 /* metrics.c: /metrics */
 enum MHD_Result api__handle_metrics(req *r);
+
+/* discovery.c: the kinds tendd answers for, and those it has none of */
+json_t *api__group_list(void);
+/* The APIResourceList of group/version ("" for core); NULL: none. */
+json_t *api__resource_list(const char *group, const char *version);
+const api_kind *api__kind(const char *group, const char *version, const char *plural);
+enum MHD_Result api__handle_absent(req *r, const api_kind *k, const char *ns, const char *name,
+                                   const char *method);
+enum MHD_Result api__handle_namespaces(req *r, const char *name, const char *method);
+/* SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview */
+enum MHD_Result api__handle_review(req *r, const api_kind *k, const char *method);
+
+/* events.c: an events.k8s.io/v1 Event from a core one (takes it) */
+json_t *api__event_v1(json_t *core);
 
 /* delete.c: DELETE of an object (obj NULL: not found) and of a collection */
 enum MHD_Result api__handle_delete(req *r, const resource *res, const void *obj, const char *name);

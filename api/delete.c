@@ -228,9 +228,9 @@ enum MHD_Result api__handle_delete(req *r, const resource *res, const void *obj,
  * DELETE on a collection: every object of the namespace that the label and
  * field selectors pick, each as a DELETE of it would (its preconditions
  * cannot be stated: they name one object). Answers the List of what was
- * deleted, as kube-apiserver does, each as it is now (a pod still stopping,
- * with its deletionTimestamp). All in one commit per object as the single
- * delete makes it; a failure stops at that object and says which.
+ * deleted, each as it was before, as kube-apiserver does. One commit per
+ * object, as the single delete makes it; a failure stops at that object
+ * and says which.
  */
 enum MHD_Result api__handle_delete_collection(req *r, const resource *res, const char *ns) {
         api_server *s = r->s;
@@ -250,7 +250,7 @@ enum MHD_Result api__handle_delete_collection(req *r, const resource *res, const
                                         "delete a collection in a namespace: DELETE "
                                         "/%s/namespaces/NS/%s",
                                         res->prefix, res->plural);
-        if (api__filter_parse(r, ns, res->plural, &f, &err) < 0) {
+        if (api__filter_parse(r, ns, res->qualified, &f, &err) < 0) {
                 ret = api__send_status(r, 400, "BadRequest", "%s", err ?: "out of memory");
                 free(err);
                 api__filter_done(&f);
@@ -279,7 +279,7 @@ enum MHD_Result api__handle_delete_collection(req *r, const resource *res, const
                 return api__send_oom(r);
         }
         for (size_t i = 0, k = 0; i < n; i++) {
-                json_t *j = api__encode_obj(res->kind, refs[i].obj);
+                json_t *j = api__encode(res, refs[i].obj);
                 if (j && api__filter_match(&f, j))
                         names[k++] = strdup(strempty(refs[i].name));
                 json_decref(j);
@@ -299,14 +299,9 @@ enum MHD_Result api__handle_delete_collection(req *r, const resource *res, const
                         break;
                 }
                 any = true;
-                /* A Status says the object is gone: it is listed as it was. */
-                if (streq_ptr(json_string_value(json_object_get(one, "kind")), "Status")) {
-                        json_array_append_new(items, before);
-                        json_decref(one);
-                } else {
-                        json_array_append_new(items, one);
-                        json_decref(before);
-                }
+                /* listed as it was before, as kube-apiserver lists them */
+                json_decref(one);
+                json_array_append_new(items, before);
         }
         strv_free(names);
         if (any && !o.dry_run)

@@ -531,18 +531,34 @@ enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_co
 
 /* ---- answers about resources ------------------------------------------------------------ */
 
-/* By store kind: every kind the store holds is served. */
-static const resource resources[_STORE_KIND_MAX] = {
+/* By store kind: every kind the store holds is served; then the same kinds
+ * in other groups' shapes. */
+static const resource resources[] = {
         [STORE_DEPLOYMENT] = { "apis/apps/v1", "deployments", "deployments.apps", STORE_DEPLOYMENT,
-                               "DeploymentList", "apps/v1" },
+                               "DeploymentList", "apps/v1", NULL },
         [STORE_REPLICA_SET] = { "apis/apps/v1", "replicasets", "replicasets.apps",
-                                STORE_REPLICA_SET, "ReplicaSetList", "apps/v1" },
-        [STORE_POD] = { "api/v1", "pods", "pods", STORE_POD, "PodList", "v1" },
-        [STORE_EVENT] = { "api/v1", "events", "events", STORE_EVENT, "EventList", "v1" },
+                                STORE_REPLICA_SET, "ReplicaSetList", "apps/v1", NULL },
+        [STORE_POD] = { "api/v1", "pods", "pods", STORE_POD, "PodList", "v1", NULL },
+        [STORE_EVENT] = { "api/v1", "events", "events", STORE_EVENT, "EventList", "v1", NULL },
+        [_STORE_KIND_MAX] = { "apis/events.k8s.io/v1", "events", "events.events.k8s.io",
+                              STORE_EVENT, "EventList", "events.k8s.io/v1", api__event_v1 },
 };
 
 const resource *api__resource(store_kind kind) {
         return kind >= 0 && kind < _STORE_KIND_MAX ? &resources[kind] : NULL;
+}
+
+const resource *api__resource_at(const char *prefix, const char *plural) {
+        for (size_t i = 0; i < ELEMENTSOF(resources); i++)
+                if (streq(resources[i].prefix, prefix) && streq(resources[i].plural, plural))
+                        return &resources[i];
+        return NULL;
+}
+
+json_t *api__encode(const resource *res, const void *obj) {
+        json_t *j = api__encode_obj(res->kind, obj);
+
+        return j && res->convert ? res->convert(j) : j;
 }
 
 json_t *api__encode_obj(store_kind k, const void *obj) {

@@ -18,7 +18,7 @@ enum MHD_Result api__handle_collection(req *r, const resource *res, const char *
 
         if (streq(method, "GET")) {
                 page pg = {};
-                int q = api__filter_parse(r, ns, res->plural, &f, &err);
+                int q = api__filter_parse(r, ns, res->qualified, &f, &err);
                 if (q < 0) {
                         ret = api__send_status(r, 400, "BadRequest", "%s", err ?: "out of memory");
                         free(err);
@@ -381,7 +381,7 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
                         if (!streq(method, "GET"))
                                 return api__send_status(r, 405, NULL,
                                                         "status is written by tendd's controllers");
-                        return obj ? api__send_json(r, 200, api__encode_obj(res->kind, obj))
+                        return obj ? api__send_json(r, 200, api__encode(res, obj))
                                    : api__not_found(r, res, name);
                 }
                 if (res->kind == STORE_POD)
@@ -392,10 +392,9 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
         }
 
         if (streq(method, "GET"))
-                return !obj ? api__not_found(r, res, name)
-                       : api__wants_table(r)
-                               ? api__send_json(r, 200, api__table_of(r, res, obj))
-                               : api__send_json(r, 200, api__encode_obj(res->kind, obj));
+                return !obj                  ? api__not_found(r, res, name)
+                       : api__wants_table(r) ? api__send_json(r, 200, api__table_of(r, res, obj))
+                                             : api__send_json(r, 200, api__encode(res, obj));
 
         if (streq(method, "DELETE"))
                 return api__handle_delete(r, res, obj, name);

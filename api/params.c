@@ -33,29 +33,31 @@ static const struct param {
         const char *name;
         param_kind kind;
         const char *const *values; /* P_ENUM */
+        unsigned code;             /* its refusal's, if not 400 */
 } params[] = {
-        { "watch", P_BOOL, NULL },
-        { "allowWatchBookmarks", P_BOOL, NULL },
-        { "sendInitialEvents", P_BOOL, NULL },
-        { "follow", P_BOOL, NULL },
-        { "previous", P_BOOL, NULL },
-        { "timestamps", P_BOOL, NULL },
-        { "force", P_BOOL, NULL },
-        { "pretty", P_BOOL, NULL },
-        { "insecureSkipTLSVerifyBackend", P_BOOL, NULL },
-        { "orphanDependents", P_BOOL, NULL },
-        { "timeoutSeconds", P_INT, NULL },
-        { "limit", P_INT, NULL },
-        { "tailLines", P_INT, NULL },
-        { "limitBytes", P_INT, NULL },
-        { "sinceSeconds", P_INT, NULL },
-        { "gracePeriodSeconds", P_INT, NULL },
-        { "resourceVersion", P_VERSION, NULL },
-        { "dryRun", P_ENUM, dry_run_values },
-        { "fieldValidation", P_ENUM, field_validation_values },
-        { "propagationPolicy", P_ENUM, propagation_values },
-        { "resourceVersionMatch", P_ENUM, rv_match_values },
-        { "includeObject", P_ENUM, include_object_values },
+        { "watch", P_BOOL, NULL, 0 },
+        { "allowWatchBookmarks", P_BOOL, NULL, 0 },
+        { "sendInitialEvents", P_BOOL, NULL, 0 },
+        { "follow", P_BOOL, NULL, 0 },
+        { "previous", P_BOOL, NULL, 0 },
+        { "timestamps", P_BOOL, NULL, 0 },
+        { "force", P_BOOL, NULL, 0 },
+        { "pretty", P_BOOL, NULL, 0 },
+        { "insecureSkipTLSVerifyBackend", P_BOOL, NULL, 0 },
+        { "orphanDependents", P_BOOL, NULL, 0 },
+        { "timeoutSeconds", P_INT, NULL, 0 },
+        { "limit", P_INT, NULL, 0 },
+        { "tailLines", P_INT, NULL, 0 },
+        { "limitBytes", P_INT, NULL, 0 },
+        { "sinceSeconds", P_INT, NULL, 0 },
+        { "gracePeriodSeconds", P_INT, NULL, 0 },
+        { "resourceVersion", P_VERSION, NULL, 0 },
+        /* options kube-apiserver validates after decoding them: 422 */
+        { "dryRun", P_ENUM, dry_run_values, 422 },
+        { "fieldValidation", P_ENUM, field_validation_values, 0 },
+        { "propagationPolicy", P_ENUM, propagation_values, 422 },
+        { "resourceVersionMatch", P_ENUM, rv_match_values, 422 },
+        { "includeObject", P_ENUM, include_object_values, 0 },
 };
 
 int api__parse_bool(const char *v, bool *ret) {
@@ -125,6 +127,7 @@ static char *param_problem(const struct param *p, const char *value) {
 
 typedef struct check {
         char *problem;
+        unsigned code;
 } check;
 
 static void check_one(check *c, const char *key, const char *value) {
@@ -133,6 +136,7 @@ static void check_one(check *c, const char *key, const char *value) {
         for (size_t i = 0; i < ELEMENTSOF(params); i++)
                 if (streq(key, params[i].name)) {
                         c->problem = param_problem(&params[i], value ?: "");
+                        c->code = params[i].code ?: 400;
                         return;
                 }
 }
@@ -156,7 +160,7 @@ int api__check_params(req *r, enum MHD_Result *ret) {
                 (void) MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, check_iter, &c);
         if (!c.problem)
                 return 0;
-        *ret = api__send_status(r, 400, "BadRequest", "%s", c.problem);
+        *ret = api__send_status(r, c.code, NULL, "%s", c.problem);
         free(c.problem);
         return -1;
 }

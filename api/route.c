@@ -11,57 +11,6 @@
 /* ---- discovery --------------------------------------------------------------------------------
  */
 
-static json_t *resource_list(const char *gv) {
-        json_t *a = json_array();
-        if (streq(gv, "v1")) {
-                json_array_append_new(
-                        a, json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s,s,s], s:[s], s:[s]}", "name",
-                                     "pods", "singularName", "pod", "namespaced", 1, "kind", "Pod",
-                                     "verbs", "get", "list", "watch", "delete", "deletecollection",
-                                     "shortNames", "po", "categories", "all"));
-                json_array_append_new(a, json_pack("{s:s, s:s, s:b, s:s, s:[s]}", "name",
-                                                   "pods/log", "singularName", "", "namespaced", 1,
-                                                   "kind", "Pod", "verbs", "get"));
-                json_array_append_new(a, json_pack("{s:s, s:s, s:b, s:s, s:[s,s], s:[s]}", "name",
-                                                   "nodes", "singularName", "node", "namespaced", 0,
-                                                   "kind", "Node", "verbs", "get", "list",
-                                                   "shortNames", "no"));
-                json_array_append_new(a, json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s], s:[s]}", "name",
-                                                   "events", "singularName", "event", "namespaced",
-                                                   1, "kind", "Event", "verbs", "get", "list",
-                                                   "watch", "shortNames", "ev"));
-        } else {
-                json_array_append_new(
-                        a, json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s,s,s,s,s,s], s:[s], s:[s]}",
-                                     "name", "deployments", "singularName", "deployment",
-                                     "namespaced", 1, "kind", "Deployment", "verbs", "create",
-                                     "delete", "deletecollection", "get", "list", "patch", "update",
-                                     "watch", "shortNames", "deploy", "categories", "all"));
-                json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:[s,s,s]}",
-                                                   "name", "deployments/scale", "group",
-                                                   "autoscaling", "version", "v1", "singularName",
-                                                   "", "namespaced", 1, "kind", "Scale", "verbs",
-                                                   "get", "patch", "update"));
-                json_array_append_new(a, json_pack("{s:s, s:s, s:b, s:s, s:[s]}", "name",
-                                                   "deployments/status", "singularName", "",
-                                                   "namespaced", 1, "kind", "Deployment", "verbs",
-                                                   "get"));
-                json_array_append_new(a,
-                                      json_pack("{s:s, s:s, s:b, s:s, s:[s,s,s,s,s], s:[s], s:[s]}",
-                                                "name", "replicasets", "singularName", "replicaset",
-                                                "namespaced", 1, "kind", "ReplicaSet", "verbs",
-                                                "delete", "deletecollection", "get", "list",
-                                                "watch", "shortNames", "rs", "categories", "all"));
-                json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:[s,s,s]}",
-                                                   "name", "replicasets/scale", "group",
-                                                   "autoscaling", "version", "v1", "singularName",
-                                                   "", "namespaced", 1, "kind", "Scale", "verbs",
-                                                   "get", "patch", "update"));
-        }
-        return json_pack("{s:s, s:s, s:s, s:o}", "kind", "APIResourceList", "apiVersion", "v1",
-                         "groupVersion", gv, "resources", a);
-}
-
 /* /api: the core group's versions, and where clients reach the server
  * (the HTTPS listener; none over the local socket alone). */
 static json_t *api_versions(api_server *s) {
@@ -168,17 +117,7 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
         if (n == 1 && streq(seg[0], "api"))
                 return api__send_json(r, 200, api_versions(r->s));
         if (n == 1 && streq(seg[0], "apis"))
-                return api__send_json(
-                        r, 200,
-                        json_pack("{s:s, s:s, s:[{s:s, s:[{s:s, s:s}], s:{s:s, s:s}}, "
-                                  "{s:s, s:[{s:s, s:s}], s:{s:s, s:s}}]}",
-                                  "kind", "APIGroupList", "apiVersion", "v1", "groups", "name",
-                                  "apps", "versions", "groupVersion", "apps/v1", "version", "v1",
-                                  "preferredVersion", "groupVersion", "apps/v1", "version", "v1",
-                                  "name", "metrics.k8s.io", "versions", "groupVersion",
-                                  "metrics.k8s.io/v1beta1", "version", "v1beta1",
-                                  "preferredVersion", "groupVersion", "metrics.k8s.io/v1beta1",
-                                  "version", "v1beta1"));
+                return api__send_json(r, 200, api__group_list());
         if (n >= 3 && streq(seg[0], "apis") && streq(seg[1], "metrics.k8s.io") &&
             streq(seg[2], "v1beta1")) {
                 if (!streq(method, "GET"))
@@ -186,11 +125,11 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
                                                 "metrics are read-only");
                 return api__handle_usage(r, seg + 3, n - 3);
         }
-        if (n == 2 && streq(seg[0], "api") && streq(seg[1], "v1"))
-                return api__send_json(r, 200, resource_list("v1"));
-        if (n == 3 && streq(seg[0], "apis") && streq(seg[1], "apps") && streq(seg[2], "v1"))
-                return api__send_json(r, 200, resource_list("apps/v1"));
-
+        if (n >= 2 && streq(seg[0], "apis") && streq(seg[1], "autoscaling"))
+                return api__send_status(r, 405, "MethodNotAllowed",
+                                        "tend has no autoscaler: scale a deployment with kubectl "
+                                        "scale (tend scale), or let a canary rollout "
+                                        "(tend.io/canary) pace it");
         if (n == 4 && streq(seg[0], "apis") && streq(seg[1], "tend.io") && streq(seg[2], "v1") &&
             streq(seg[3], "kubeconfig"))
                 return handle_kubeconfig(r, method);
@@ -200,50 +139,72 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
                                ? api__handle_apply(r)
                                : api__send_status(r, 405, NULL, "POST a List to apply");
 
-        if ((n == 3 || n == 4) && streq(seg[0], "api") && streq(seg[1], "v1") &&
-            streq(seg[2], "nodes"))
-                return api__handle_nodes(r, n == 4 ? seg[3] : NULL, method);
         if (n == 7 && streq(seg[0], "apis") && streq(seg[1], "coordination.k8s.io") &&
             streq(seg[2], "v1") && streq(seg[3], "namespaces") && streq(seg[5], "leases"))
                 return api__handle_node_lease(r, seg[4], seg[6], method);
 
-        /* /api/v1/... and /apis/apps/v1/... */
+        /* /api/v1/... and /apis/GROUP/VERSION/... */
         size_t base;
-        const char *prefix;
+        const char *group, *version;
+        _cleanup_free_ char *prefix = NULL;
         if (n >= 2 && streq(seg[0], "api") && streq(seg[1], "v1"))
-                base = 2, prefix = "api/v1";
-        else if (n >= 3 && streq(seg[0], "apis") && streq(seg[1], "apps") && streq(seg[2], "v1"))
-                base = 3, prefix = "apis/apps/v1";
+                base = 2, group = "", version = "v1";
+        else if (n >= 3 && streq(seg[0], "apis"))
+                base = 3, group = seg[1], version = seg[2];
         else
                 return api__send_status(r, 404, "NotFound",
                                         "the server could not find the requested resource");
+        if (n == base) {
+                json_t *list = api__resource_list(group, version);
+                return list ? api__send_json(r, 200, list)
+                            : api__send_status(r, 404, "NotFound",
+                                               "the server could not find the requested "
+                                               "resource");
+        }
 
         const char *ns = NULL;
         size_t i = base;
-        if (n >= i + 2 && streq(seg[i], "namespaces")) {
+        if (n >= i + 2 && streq(seg[i], "namespaces") && *group == 0) {
+                ns = seg[i + 1];
+                i += 2;
+                if (i == n) /* the namespace itself */
+                        return api__handle_namespaces(r, ns, method);
+        } else if (n >= i + 2 && streq(seg[i], "namespaces")) {
                 ns = seg[i + 1];
                 i += 2;
         }
         if (i >= n)
                 return api__send_status(r, 404, "NotFound",
                                         "the server could not find the requested resource");
-        for (int k = 0; k < _STORE_KIND_MAX; k++) {
-                const resource *res = api__resource((store_kind) k);
-                if (!streq(res->prefix, prefix) || !streq(res->plural, seg[i]))
-                        continue;
-                if (i + 1 == n)
-                        return api__handle_collection(r, res, ns, method);
-                if (!ns)
-                        return api__send_status(r, 404, "NotFound",
-                                                "name a namespace: /%s/namespaces/NS/%s/NAME",
-                                                prefix, res->plural);
-                if (res->kind == STORE_DEPLOYMENT && !streq(method, "GET"))
-                        api__warn_file_owned(r, ns, seg[i + 1]);
-                return api__handle_object(r, res, ns, seg[i + 1], i + 2 < n ? seg[i + 2] : NULL,
-                                          method);
-        }
-        return api__send_status(r, 404, "NotFound",
-                                "the server could not find the requested resource");
+        if (*group == 0 && !ns && streq(seg[i], "namespaces"))
+                return api__handle_namespaces(r, NULL, method);
+        if (*group == 0 && !ns && streq(seg[i], "nodes") && n - i <= 2)
+                return api__handle_nodes(r, i + 1 < n ? seg[i + 1] : NULL, method);
+
+        const api_kind *k = api__kind(group, version, seg[i]);
+        if (k && k->absent)
+                return n - i <= 2
+                               ? api__handle_absent(r, k, ns, i + 1 < n ? seg[i + 1] : NULL, method)
+                               : api__send_status(r, 405, "MethodNotAllowed", "%s", k->absent);
+        if (k && startswith(k->kind, "SelfSubject") && i + 1 == n)
+                return api__handle_review(r, k, method);
+
+        prefix = *group ? strprintf("apis/%s/%s", group, version) : strdup("api/v1");
+        if (!prefix)
+                return api__send_oom(r);
+        const resource *res = api__resource_at(prefix, seg[i]);
+        if (!res)
+                return api__send_status(r, 404, "NotFound",
+                                        "the server could not find the requested resource");
+        if (i + 1 == n)
+                return api__handle_collection(r, res, ns, method);
+        if (!ns)
+                return api__send_status(r, 404, "NotFound",
+                                        "name a namespace: /%s/namespaces/NS/%s/NAME", prefix,
+                                        res->plural);
+        if (res->kind == STORE_DEPLOYMENT && !streq(method, "GET"))
+                api__warn_file_owned(r, ns, seg[i + 1]);
+        return api__handle_object(r, res, ns, seg[i + 1], i + 2 < n ? seg[i + 2] : NULL, method);
 }
 
 enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const char *url,

@@ -24,11 +24,12 @@ void api__filter_done(filter *f) {
  * is in the object. A field the object leaves out reads as its default.
  */
 static const struct field_label {
-        const char *plural, *label, *path, *absent;
+        const char *resource, *label, *path, *absent; /* resource: as qualified ("pods") */
 } field_labels[] = {
         { "*", "metadata.name", "metadata.name", "" },
         { "*", "metadata.namespace", "metadata.namespace", "" },
         { "pods", "spec.nodeName", "spec.nodeName", "" },
+        { "pods", "spec.host", "spec.nodeName", "" },
         { "pods", "spec.restartPolicy", "spec.restartPolicy", "Always" },
         { "pods", "spec.schedulerName", "spec.schedulerName", "default-scheduler" },
         { "pods", "spec.serviceAccountName", "spec.serviceAccountName", "" },
@@ -37,7 +38,6 @@ static const struct field_label {
         { "pods", "status.podIP", "status.podIP", "" },
         { "pods", "status.podIPs", "status.podIP", "" },
         { "pods", "status.nominatedNodeName", "status.nominatedNodeName", "" },
-        { "replicasets", "status.replicas", "status.replicas", "0" },
         { "events", "involvedObject.kind", "involvedObject.kind", "" },
         { "events", "involvedObject.namespace", "involvedObject.namespace", "" },
         { "events", "involvedObject.name", "involvedObject.name", "" },
@@ -49,12 +49,24 @@ static const struct field_label {
         { "events", "reportingComponent", "reportingComponent", "" },
         { "events", "source", "source.component", "" },
         { "events", "type", "type", "" },
+        /* events.k8s.io/v1's names for the same (its objects are converted first) */
+        { "events.events.k8s.io", "regarding.kind", "regarding.kind", "" },
+        { "events.events.k8s.io", "regarding.namespace", "regarding.namespace", "" },
+        { "events.events.k8s.io", "regarding.name", "regarding.name", "" },
+        { "events.events.k8s.io", "regarding.uid", "regarding.uid", "" },
+        { "events.events.k8s.io", "regarding.apiVersion", "regarding.apiVersion", "" },
+        { "events.events.k8s.io", "regarding.resourceVersion", "regarding.resourceVersion", "" },
+        { "events.events.k8s.io", "regarding.fieldPath", "regarding.fieldPath", "" },
+        { "events.events.k8s.io", "reason", "reason", "" },
+        { "events.events.k8s.io", "reportingController", "reportingController", "" },
+        { "events.events.k8s.io", "source", "deprecatedSource.component", "" },
+        { "events.events.k8s.io", "type", "type", "" },
         { "nodes", "spec.unschedulable", "spec.unschedulable", "false" },
 };
 
-static const struct field_label *field_label(const char *plural, const char *label) {
+static const struct field_label *field_label(const char *of, const char *label) {
         for (size_t i = 0; i < ELEMENTSOF(field_labels); i++)
-                if ((streq(field_labels[i].plural, "*") || streq(field_labels[i].plural, plural)) &&
+                if ((streq(field_labels[i].resource, "*") || streq(field_labels[i].resource, of)) &&
                     streq(field_labels[i].label, label))
                         return &field_labels[i];
         return NULL;
@@ -63,7 +75,7 @@ static const struct field_label *field_label(const char *plural, const char *lab
 /* labelSelector and fieldSelector from the query; *ret_error on nonsense,
  * and on a field the resource cannot be selected by (as kube-apiserver:
  * "field label not supported"). */
-int api__filter_parse(req *r, const char *ns, const char *plural, filter *f, char **ret_error) {
+int api__filter_parse(req *r, const char *ns, const char *of, filter *f, char **ret_error) {
         const char *ls = api__arg(r, "labelSelector"), *fs = api__arg(r, "fieldSelector");
 
         *f = (filter){};
@@ -99,11 +111,20 @@ int api__filter_parse(req *r, const char *ns, const char *plural, filter *f, cha
                                 return -EINVAL;
                         }
                         *op = 0;
-                        fl = field_label(plural, t);
+                        fl = field_label(of, t);
                         if (!fl) {
                                 _cleanup_free_ char *clean = utf8_escape_invalid(t);
-                                *ret_error = strprintf("field label not supported: %s",
-                                                       strna(clean));
+                                /* kube-apiserver's two wordings: the core
+                                 * kinds', and apps/v1's (no conversion of
+                                 * their own) */
+                                *ret_error =
+                                        endswith(of, ".apps")
+                                                ? strprintf("\"%s\" is not a known field selector: "
+                                                            "only \"metadata.name\", "
+                                                            "\"metadata.namespace\"",
+                                                            strna(clean))
+                                                : strprintf("field label not supported: %s",
+                                                            strna(clean));
                                 return -EINVAL;
                         }
                         f->fields[f->n_fields].path = strdup(fl->path);
@@ -329,7 +350,7 @@ int api__list_walk(api_server *s, const resource *res, const filter *f, const pa
                 json_t *j;
                 if (f->ns && !streq_ptr(refs[i].ns, f->ns))
                         continue;
-                j = api__encode_obj(res->kind, refs[i].obj);
+                j = api__encode(res, refs[i].obj);
                 if (!j)
                         return -ENOMEM;
                 if (!api__filter_match(f, j)) {

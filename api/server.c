@@ -67,6 +67,8 @@ void api__authorize(req *r) {
                 r->deny_message = strdup("cannot tell who is connecting");
                 return;
         }
+        r->peer_known = true;
+        r->peer_uid = cred.uid;
         if (cred.uid == 0 || cred.uid == geteuid())
                 return;
         if (s->has_group && (cred.gid == s->group || pid_in_group(cred.pid, s->group)))

@@ -124,7 +124,7 @@ json_t *api__table_of_one(api_server *s, const resource *res, const void *obj, j
 }
 
 json_t *api__table_of(req *r, const resource *res, const void *obj) {
-        json_t *j = api__encode_obj(res->kind, obj),
+        json_t *j = api__encode(res, obj),
                *t = j ? api__table_of_one(r->s, res, obj, j, whole_object(r)) : NULL;
 
         json_decref(j);

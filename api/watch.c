@@ -172,7 +172,7 @@ enum MHD_Result api__start_watch(req *r, const resource *res, filter *f) {
                 size_t n = 0;
                 _cleanup_free_ list_ref *refs = api__sorted_refs(s, res, &n);
                 for (size_t i = 0; refs && i < n; i++) {
-                        json_t *item = api__encode_obj(res->kind, refs[i].obj);
+                        json_t *item = api__encode(res, refs[i].obj);
                         if (item && api__filter_match(&w->f, item))
                                 watch_add_event(w, "ADDED", refs[i].obj, item, NULL);
                         json_decref(item);
@@ -199,10 +199,14 @@ enum MHD_Result api__start_watch(req *r, const resource *res, filter *f) {
                                 if (c->rv <= since || c->kind != res->kind)
                                         continue;
                                 ev = json_loads(c->line, 0, NULL);
-                                if (ev && api__filter_match(&w->f, json_object_get(ev, "object")))
+                                json_t *o = json_incref(json_object_get(ev, "object"));
+                                if (o && res->convert)
+                                        o = res->convert(o);
+                                if (o && api__filter_match(&w->f, o))
                                         watch_add_event(
                                                 w, json_string_value(json_object_get(ev, "type")),
-                                                NULL, json_object_get(ev, "object"), c->line);
+                                                NULL, o, res->convert ? NULL : c->line);
+                                json_decref(o);
                                 json_decref(ev);
                         }
         }
@@ -260,7 +264,13 @@ void api__on_store_change(store_kind kind, store_change change_type, const void 
                         continue;
                 if (!j && !(j = api__encode_obj(kind, obj)))
                         break;
-                if (api__filter_match(&w->f, j))
+                if (w->res->convert) {
+                        /* another group's shape: its own line */
+                        json_t *o = w->res->convert(json_incref(j));
+                        if (o && api__filter_match(&w->f, o))
+                                watch_add_event(w, types[change_type], obj, o, NULL);
+                        json_decref(o);
+                } else if (api__filter_match(&w->f, j))
                         watch_add_event(w, types[change_type], obj, j, line);
         }
         json_decref(j);

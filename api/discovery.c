@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The HTTP API (tend/api.h): discovery (/api, /apis, each group version's
+ * resources) from one table of the kinds tendd answers for, and the
+ * answers for the kinds it has none of.
+ *
+ * Besides the kinds tend runs, discovery lists kinds tend has none of, by
+ * design or not yet (Services, ConfigMaps, Jobs...): kubectl resolves
+ * every kind of its default prune list (apply --prune) and lists Services
+ * for cluster-info before it does anything, and fails on a kind discovery
+ * lacks. Such a kind answers what is true: its lists are empty, an object
+ * of it is not found, and a write is refused with the reason.
+ */
+
+#include <inttypes.h>
+#include <pwd.h>
+
+#include "api-internal.h"
+
+/* verbs: space-separated; absent: why tend has none (NULL: served) */
+static const api_kind kinds[] = {
+        /* core/v1 */
+        { "", "v1", "pods", "pod", "Pod", true, "get list watch delete deletecollection", "po",
+          true, NULL },
+        { "", "v1", "pods/log", "", "Pod", true, "get", NULL, false, NULL },
+        { "", "v1", "nodes", "node", "Node", false, "get list", "no", false, NULL },
+        { "", "v1", "events", "event", "Event", true, "get list watch", "ev", false, NULL },
+        { "", "v1", "namespaces", "namespace", "Namespace", false, "get list", "ns", false, NULL },
+        { "", "v1", "services", "service", "Service", true, "get list", "svc", false,
+          "tend has no Services: a pod listens on the host itself, at its containerPort or its "
+          "leased port (tend.io/lease-ports; its tend.io/ports annotation says which)" },
+        { "", "v1", "endpoints", "endpoints", "Endpoints", true, "get list", "ep", false,
+          "tend has no Services, hence no Endpoints: a pod listens on the host itself" },
+        { "", "v1", "configmaps", "configmap", "ConfigMap", true, "get list", "cm", false,
+          "tend has no ConfigMaps yet: put the values in the container's env" },
+        { "", "v1", "secrets", "secret", "Secret", true, "get list", NULL, false,
+          "tend has no Secrets yet: put the values in the container's env" },
+        { "", "v1", "persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim",
+          true, "get list", "pvc", false,
+          "tend has no volumes: a pod is a host process and uses the host's files" },
+        { "", "v1", "persistentvolumes", "persistentvolume", "PersistentVolume", false, "get list",
+          "pv", false, "tend has no volumes: a pod is a host process and uses the host's files" },
+        { "", "v1", "replicationcontrollers", "replicationcontroller", "ReplicationController",
+          true, "get list", "rc", false, "tend has no ReplicationControllers: use a Deployment" },
+        /* apps/v1 */
+        { "apps", "v1", "deployments", "deployment", "Deployment", true,
+          "create delete deletecollection get list patch update watch", "deploy", true, NULL },
+        { "apps", "v1", "deployments/scale", "", "Scale", true, "get patch update", NULL, false,
+          NULL },
+        { "apps", "v1", "deployments/status", "", "Deployment", true, "get", NULL, false, NULL },
+        { "apps", "v1", "replicasets", "replicaset", "ReplicaSet", true,
+          "delete deletecollection get list watch", "rs", true, NULL },
+        { "apps", "v1", "replicasets/scale", "", "Scale", true, "get patch update", NULL, false,
+          NULL },
+        { "apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, "get list", "ds", false,
+          "tend has no DaemonSets: one tendd runs one host's pods; in a fleet, a Deployment "
+          "with a nodeSelector places them" },
+        { "apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, "get list", "sts",
+          false, "tend has no StatefulSets: use a Deployment" },
+        /* batch/v1 */
+        { "batch", "v1", "jobs", "job", "Job", true, "get list", NULL, false,
+          "tend has no Jobs yet: run work that ends as a systemd timer or a cron job" },
+        { "batch", "v1", "cronjobs", "cronjob", "CronJob", true, "get list", "cj", false,
+          "tend has no CronJobs yet: run work that ends as a systemd timer or a cron job" },
+        /* networking.k8s.io/v1 */
+        { "networking.k8s.io", "v1", "ingresses", "ingress", "Ingress", true, "get list", "ing",
+          false, "tend has no Ingresses: put a proxy (a Deployment of one) in front of the pods" },
+        /* events.k8s.io/v1: the same events, in that group's shape */
+        { "events.k8s.io", "v1", "events", "event", "Event", true, "get list watch", "ev", false,
+          NULL },
+        /* who may do what: whoever reaches the API may do everything */
+        { "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "", "SelfSubjectAccessReview",
+          false, "create", NULL, false, NULL },
+        { "authorization.k8s.io", "v1", "selfsubjectrulesreviews", "", "SelfSubjectRulesReview",
+          false, "create", NULL, false, NULL },
+        { "authentication.k8s.io", "v1", "selfsubjectreviews", "", "SelfSubjectReview", false,
+          "create", NULL, false, NULL },
+};
+
+static json_t *words(const char *list) {
+        json_t *a = json_array();
+        _cleanup_free_ char *copy = list ? strdup(list) : NULL;
+        char *save = NULL;
+
+        if (!a || (list && !copy))
+                return json_decref(a), NULL;
+        for (char *t = copy ? strtok_r(copy, " ", &save) : NULL; t; t = strtok_r(NULL, " ", &save))
+                if (json_array_append_new(a, json_string(t)) < 0)
+                        return json_decref(a), NULL;
+        return a;
+}
+
+json_t *api__resource_list(const char *group, const char *version) {
+        json_t *a = json_array();
+        bool any = false;
+
+        for (size_t i = 0; a && i < ELEMENTSOF(kinds); i++) {
+                const api_kind *k = &kinds[i];
+                json_t *e;
+                if (!streq(k->group, group) || !streq(k->version, version))
+                        continue;
+                any = true;
+                e = json_pack("{s:s, s:s, s:b, s:s, s:o}", "name", k->plural, "singularName",
+                              k->singular, "namespaced", k->namespaced, "kind", k->kind, "verbs",
+                              words(k->verbs));
+                /* the Scale of a subresource is autoscaling/v1's */
+                if (e && streq(k->kind, "Scale") &&
+                    (json_object_set_new(e, "group", json_string("autoscaling")) < 0 ||
+                     json_object_set_new(e, "version", json_string("v1")) < 0))
+                        e = (json_decref(e), NULL);
+                if (e && k->short_names &&
+                    json_object_set_new(e, "shortNames", words(k->short_names)) < 0)
+                        e = (json_decref(e), NULL);
+                if (e && k->in_all &&
+                    json_object_set_new(e, "categories", json_pack("[s]", "all")) < 0)
+                        e = (json_decref(e), NULL);
+                if (!e || json_array_append_new(a, e) < 0)
+                        a = (json_decref(a), NULL);
+        }
+        if (!any) {
+                json_decref(a);
+                return NULL;
+        }
+        _cleanup_free_ char *gv = *group ? strprintf("%s/%s", group, version) : strdup(version);
+        return a && gv ? json_pack("{s:s, s:s, s:s, s:o}", "kind", "APIResourceList", "apiVersion",
+                                   "v1", "groupVersion", gv, "resources", a)
+                       : (json_decref(a), NULL);
+}
+
+json_t *api__group_list(void) {
+        json_t *groups = json_array();
+
+        for (size_t i = 0; groups && i < ELEMENTSOF(kinds); i++) {
+                const api_kind *k = &kinds[i];
+                bool seen = false;
+                if (!*k->group)
+                        continue;
+                for (size_t j = 0; j < i; j++)
+                        seen = seen || streq(kinds[j].group, k->group);
+                if (seen)
+                        continue;
+                _cleanup_free_ char *gv = strprintf("%s/%s", k->group, k->version);
+                if (!gv ||
+                    json_array_append_new(groups,
+                                          json_pack("{s:s, s:[{s:s, s:s}], s:{s:s, s:s}}", "name",
+                                                    k->group, "versions", "groupVersion", gv,
+                                                    "version", k->version, "preferredVersion",
+                                                    "groupVersion", gv, "version", k->version)) < 0)
+                        groups = (json_decref(groups), NULL);
+        }
+        /* kubectl top's (usage.c) */
+        if (groups &&
+            json_array_append_new(groups,
+                                  json_pack("{s:s, s:[{s:s, s:s}], s:{s:s, s:s}}", "name",
+                                            "metrics.k8s.io", "versions", "groupVersion",
+                                            "metrics.k8s.io/v1beta1", "version", "v1beta1",
+                                            "preferredVersion", "groupVersion",
+                                            "metrics.k8s.io/v1beta1", "version", "v1beta1")) < 0)
+                groups = (json_decref(groups), NULL);
+        return groups ? json_pack("{s:s, s:s, s:o}", "kind", "APIGroupList", "apiVersion", "v1",
+                                  "groups", groups)
+                      : NULL;
+}
+
+const api_kind *api__kind(const char *group, const char *version, const char *plural) {
+        for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
+                if (streq(kinds[i].group, group) && streq(kinds[i].version, version) &&
+                    streq(kinds[i].plural, plural))
+                        return &kinds[i];
+        return NULL;
+}
+
+/* ---- kinds tend has none of ------------------------------------------------------------- */
+
+enum MHD_Result api__handle_absent(req *r, const api_kind *k, const char *ns, const char *name,
+                                   const char *method) {
+        const char *group = *k->group ? k->group : "";
+        _cleanup_free_ char *qualified = *k->group ? strprintf("%s.%s", k->plural, k->group)
+                                                   : strdup(k->plural);
+
+        if (!qualified)
+                return api__send_oom(r);
+        if (!streq(method, "GET"))
+                return api__send_status(r, 405, "MethodNotAllowed", "%s", k->absent);
+        if (api__arg_true(r, "watch"))
+                return api__send_status(r, 405, "MethodNotAllowed", "%s; there is nothing to watch",
+                                        k->absent);
+        if (name) {
+                _cleanup_free_ char *msg = strprintf("%s \"%s\" not found: %s", qualified, name,
+                                                     k->absent);
+                return api__send_json(
+                        r, 404,
+                        api__status_json(404, "NotFound", msg,
+                                         json_pack("{s:s, s:s, s:s}", "name", name, "group", group,
+                                                   "kind", k->plural)));
+        }
+        (void) ns;
+        _cleanup_free_ char *list_kind = strprintf("%sList", k->kind),
+                            *av = *k->group ? strprintf("%s/%s", k->group, k->version)
+                                            : strdup(k->version);
+        char rv[32];
+
+        snprintf(rv, sizeof rv, "%" PRIu64, store_resource_version(r->s->store));
+        return list_kind && av ? api__send_json(r, 200,
+                                                json_pack("{s:s, s:s, s:{s:s}, s:[]}", "kind",
+                                                          list_kind, "apiVersion", av, "metadata",
+                                                          "resourceVersion", rv, "items"))
+                               : api__send_oom(r);
+}
+
+/* ---- namespaces ------------------------------------------------------------------------- */
+
+/* A namespace is made by using it, and has no object of its own: those
+ * listed are default and every one that holds an object. */
+static json_t *namespace_json(const char *name, usec_t created) {
+        char ts[TIMESTAMP_MAX];
+        json_t *j = json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:[s]}, s:{s:s}}", "apiVersion",
+                              "v1", "kind", "Namespace", "metadata", "name", name, "labels",
+                              "kubernetes.io/metadata.name", name, "spec", "finalizers",
+                              "kubernetes", "status", "phase", "Active");
+
+        if (j && created &&
+            json_object_set_new(json_object_get(j, "metadata"), "creationTimestamp",
+                                json_string(format_timestamp(ts, created))) < 0)
+                j = (json_decref(j), NULL);
+        return j;
+}
+
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+/* Every namespace in use, sorted, each with its oldest object's time. */
+static json_t *namespaces(api_server *s) {
+        _cleanup_(json_decrefp) json_t *seen = json_object();
+        json_t *list = json_array(), *v;
+        const char **names = NULL;
+        const char *k;
+        size_t n = 0, i = 0;
+
+        if (!seen || !list)
+                goto oom;
+        if (json_object_set_new(seen, "default", json_integer(0)) < 0)
+                goto oom;
+        for (int kind = 0; kind < _STORE_KIND_MAX; kind++) {
+                const void *const *items;
+                size_t m = store_list(s->store, (store_kind) kind, &items);
+                for (size_t j = 0; j < m; j++) {
+                        const spec_meta *meta = api__meta_of((store_kind) kind, items[j]);
+                        json_t *had;
+                        if (!meta->namespace)
+                                continue;
+                        had = json_object_get(seen, meta->namespace);
+                        if (!had ||
+                            (meta->creation_timestamp &&
+                             (json_integer_value(had) == 0 ||
+                              (json_int_t) meta->creation_timestamp < json_integer_value(had))))
+                                if (json_object_set_new(
+                                            seen, meta->namespace,
+                                            json_integer((json_int_t) meta->creation_timestamp)) <
+                                    0)
+                                        goto oom;
+                }
+        }
+        names = new0(const char *, json_object_size(seen) + 1);
+        if (!names)
+                goto oom;
+        json_object_foreach (seen, k, v)
+                names[n++] = k;
+        qsort(names, n, sizeof *names, cmp_str);
+        for (i = 0; i < n; i++) {
+                json_t *one = namespace_json(
+                        names[i], (usec_t) json_integer_value(json_object_get(seen, names[i])));
+                if (!one || json_array_append_new(list, one) < 0)
+                        goto oom;
+        }
+        free(names);
+        return list;
+oom:
+        free(names);
+        json_decref(list);
+        return NULL;
+}
+
+enum MHD_Result api__handle_namespaces(req *r, const char *name, const char *method) {
+        _cleanup_(json_decrefp) json_t *list = NULL;
+        json_t *ns;
+        size_t i;
+        char rv[32];
+
+        if (!streq(method, "GET"))
+                return api__send_status(r, 405, "MethodNotAllowed",
+                                        "a namespace is made by using it (apply an object with "
+                                        "metadata.namespace) and goes with its last object");
+        if (api__arg_true(r, "watch"))
+                return api__send_status(r, 405, "MethodNotAllowed",
+                                        "namespaces cannot be watched: list them");
+        list = namespaces(r->s);
+        if (!list)
+                return api__send_oom(r);
+        if (name) {
+                json_array_foreach (list, i, ns)
+                        if (streq_ptr(api__json_field(ns, "metadata.name"), name))
+                                return api__send_json(r, 200, json_incref(ns));
+                _cleanup_free_ char *msg = strprintf("namespaces \"%s\" not found: no object "
+                                                     "of tend's is in it",
+                                                     name);
+                return api__send_json(r, 404,
+                                      api__status_json(404, "NotFound", msg,
+                                                       json_pack("{s:s, s:s}", "name", name, "kind",
+                                                                 "namespaces")));
+        }
+        snprintf(rv, sizeof rv, "%" PRIu64, store_resource_version(r->s->store));
+        return api__send_json(r, 200,
+                              json_pack("{s:s, s:s, s:{s:s}, s:O}", "kind", "NamespaceList",
+                                        "apiVersion", "v1", "metadata", "resourceVersion", rv,
+                                        "items", list));
+}
+
+/* ---- who may do what -------------------------------------------------------------------- */
+
+/*
+ * There are no roles in tend: whoever reaches the API (the token's holder
+ * over TCP; root, tendd's own uid and --socket-group on the local socket)
+ * may do everything the API does, so every review answers yes. What tend
+ * refuses to do (create a pod, an Orphan delete) it refuses for everyone,
+ * with the reason, as a cluster's RBAC does not speak to it either.
+ *
+ * kubectl 1.32 sends these bodies as protobuf: they are not read (what they
+ * ask does not change the answer); a JSON body's spec is answered back.
+ */
+static json_t *request_spec(req *r) {
+        json_t *body, *spec;
+
+        if (r->body.len == 0 || startswith(strempty(api__header(r, MHD_HTTP_HEADER_CONTENT_TYPE)),
+                                           "application/vnd.kubernetes.protobuf"))
+                return json_object();
+        body = json_loadb(tend_buf_str(&r->body), r->body.len, 0, NULL);
+        spec = json_incref(json_object_get(body, "spec"));
+        json_decref(body);
+        return json_is_object(spec) ? spec : (json_decref(spec), json_object());
+}
+
+/* A user's name (new string); NULL: none known. Read from the system's
+ * user database, on the loop: asked only by whoami. */
+static char *uid_to_name(uid_t uid) {
+        struct passwd pw, *res = NULL;
+        char buf[4096];
+
+        if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) != 0 || !res)
+                return NULL;
+        return strdup(res->pw_name);
+}
+
+/* The user the request comes as (new object): its name, uid, groups. */
+static json_t *user_info(req *r) {
+        const char *groups[] = { "system:masters", "system:authenticated" };
+
+        if (r->slot && r->slot->tcp)
+                return json_pack("{s:s, s:[s, s]}", "username", "tend:token", "groups", groups[0],
+                                 groups[1]);
+        if (r->peer_known) {
+                char uid[32];
+                _cleanup_free_ char *name = uid_to_name(r->peer_uid);
+                snprintf(uid, sizeof uid, "%u", (unsigned) r->peer_uid);
+                return json_pack("{s:s, s:s, s:[s, s], s:{s:[s]}}", "username", name ?: uid, "uid",
+                                 uid, "groups", groups[0], groups[1], "extra", "tend.io/socket",
+                                 strempty(r->s->socket_path));
+        }
+        return json_pack("{s:s, s:[s, s]}", "username", "tend:local", "groups", groups[0],
+                         groups[1]);
+}
+
+enum MHD_Result api__handle_review(req *r, const api_kind *k, const char *method) {
+        const char *av = streq(k->group, "authentication.k8s.io") ? "authentication.k8s.io/v1"
+                                                                  : "authorization.k8s.io/v1";
+
+        if (!streq(method, "POST"))
+                return api__send_status(r, 405, "MethodNotAllowed", "POST a %s to ask", k->kind);
+        if (streq(k->kind, "SelfSubjectReview"))
+                return api__send_json(r, 201,
+                                      json_pack("{s:s, s:s, s:{}, s:{s:o}}", "kind", k->kind,
+                                                "apiVersion", av, "metadata", "status", "userInfo",
+                                                user_info(r)));
+        if (streq(k->kind, "SelfSubjectRulesReview"))
+                return api__send_json(
+                        r, 201,
+                        json_pack("{s:s, s:s, s:{}, s:o, s:{s:[{s:[s], s:[s], s:[s]}], "
+                                  "s:[{s:[s], s:[s]}], s:b}}",
+                                  "kind", k->kind, "apiVersion", av, "metadata", "spec",
+                                  request_spec(r), "status", "resourceRules", "verbs", "*",
+                                  "apiGroups", "*", "resources", "*", "nonResourceRules", "verbs",
+                                  "*", "nonResourceURLs", "*", "incomplete", 0));
+        return api__send_json(r, 201,
+                              json_pack("{s:s, s:s, s:{}, s:o, s:{s:b, s:s}}", "kind", k->kind,
+                                        "apiVersion", av, "metadata", "spec", request_spec(r),
+                                        "status", "allowed", 1, "reason",
+                                        "tend has no roles: whoever reaches its API may use all "
+                                        "of it"));
+}
