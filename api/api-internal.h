@@ -36,6 +36,7 @@ typedef struct slot {
         uv_timer_t timer;
         struct api_server *s;
         bool tcp;
+        bool kicked; /* api__kick() since the last MHD_run() began */
         int fd;
 } slot;
 

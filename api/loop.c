@@ -11,20 +11,31 @@
 
 /* ---- the MHD glue -------------------------------------------------------------------- */
 
+static void run_slot(slot *sl);
+
+static void on_slot_timer(uv_timer_t *t) {
+        run_slot(t->data);
+}
+
+/* A kick during the run (a write that resumed a watch on this slot) must
+ * outlive the arming after it: MHD's timeout knows nothing of the resumed
+ * connection (with Connection: close, it has none left to time), and
+ * would put off the watcher's news until some other request came. */
 static void run_slot(slot *sl) {
         if (!sl->d)
                 return;
+        sl->kicked = false;
         MHD_run(sl->d);
-        api__arm(sl);
+        if (sl->kicked && !sl->s->closing)
+                uv_timer_start(&sl->timer, on_slot_timer, 0, 0);
+        else
+                api__arm(sl);
 }
 
 void api__on_slot_poll(uv_poll_t *h, int status, int events) {
         run_slot(h->data);
 }
 
-static void on_slot_timer(uv_timer_t *t) {
-        run_slot(t->data);
-}
 
 /* After every run: MHD's next timeout (connection timeouts, resumed
  * connections). */
@@ -41,8 +52,10 @@ void api__arm(slot *sl) {
 
 /* Resumed connections are served on the next MHD_run(). */
 void api__kick(slot *sl) {
-        if (sl->d && !sl->s->closing)
+        if (sl->d && !sl->s->closing) {
+                sl->kicked = true;
                 uv_timer_start(&sl->timer, on_slot_timer, 0, 0);
+        }
 }
 
 /* A suspended stream (a watch, a follower) writes only when there is news:
