@@ -122,13 +122,13 @@ static void deploy(const char *name, int replicas, bool web, double ready_after,
         _cleanup_free_ char *yaml = strprintf(
                 "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: %s}\n"
                 "spec:\n  replicas: %d\n  selector: {matchLabels: {app: %s}}\n%s"
-                "  template:\n    metadata: {labels: {app: %s}}\n    spec:\n"
+                "  template:\n    metadata: {labels: {app: %s}%s}\n    spec:\n"
                 "      runtimeClassName: %s\n      terminationGracePeriodSeconds: 2\n"
                 "      containers:\n      - name: main\n        command: [%s]\n%s",
-                name, replicas, name, strategy ?: "", name, on_systemd ? "systemd" : "process",
-                command,
-                web ? "        ports: [{name: http}]\n"
-                      "        readinessProbe: {httpGet: {port: http, path: /healthz}, "
+                name, replicas, name, strategy ?: "", name,
+                web ? ", annotations: {tend.io/lease-ports: http}" : "",
+                on_systemd ? "systemd" : "process", command,
+                web ? "        readinessProbe: {httpGet: {port: http, path: /healthz}, "
                       "periodSeconds: 1}\n"
                     : "");
         apply(yaml);

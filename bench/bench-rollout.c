@@ -266,6 +266,8 @@ static void write_manifest(const char *path, int v, int port) {
         if (port)
                 fprintf(f, "      annotations: {\"tend.io/listen\": \"http@127.0.0.1\", "
                            "\"tend.io/notify\": \"ready\"}\n");
+        else
+                fprintf(f, "      annotations: {\"tend.io/lease-ports\": \"http\"}\n");
         fprintf(f,
                 "    spec:\n      terminationGracePeriodSeconds: 5\n"
                 "      containers:\n      - name: web\n"
@@ -275,8 +277,7 @@ static void write_manifest(const char *path, int v, int port) {
         if (port)
                 fprintf(f, "        ports: [{name: http, containerPort: %d}]\n", port);
         else
-                fprintf(f, "        ports: [{name: http}]\n"
-                           "        readinessProbe: {httpGet: {path: /healthz, port: http}, "
+                fprintf(f, "        readinessProbe: {httpGet: {path: /healthz, port: http}, "
                            "periodSeconds: 1}\n");
         if (fclose(f) != 0)
                 die("writing %s: %s", path, strerror(errno));

@@ -559,7 +559,20 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
                 return -EINVAL;
         }
         c = &p->spec->containers[0];
-        if (c->n_ports > RT_MAX_PORTS) {
+        /* tend.io/lease-ports: leased first, in its order ($PORT is the
+         * first), then the fixed ones */
+        const char *lease = p->annotations ? spec_map_get(p->annotations, SPEC_ANN_LEASE_PORTS)
+                                           : NULL;
+        spec_port_name leased[SPEC_LEASE_PORTS_MAX];
+        size_t n_leased = 0;
+        if (lease) {
+                _cleanup_free_ char *problem = NULL;
+                if (spec_lease_ports_parse(lease, leased, &n_leased, &problem) < 0) {
+                        *ret_error = strprintf("%s: %s", SPEC_ANN_LEASE_PORTS, strna(problem));
+                        return -EINVAL;
+                }
+        }
+        if (c->n_ports + n_leased > RT_MAX_PORTS) {
                 *ret_error = strprintf("more than %d ports", RT_MAX_PORTS);
                 return -E2BIG;
         }
@@ -579,11 +592,14 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
                                 rt__port_mark(m, port->port);
                 }
         } else
-                for (size_t i = 0; i < c->n_ports; i++) {
+                for (size_t i = 0; i < n_leased + c->n_ports; i++) {
                         rt_port *port = &pod->record.ports[pod->record.n_ports];
-                        snprintf(port->name, sizeof port->name, "%s", strempty(c->ports[i].name));
-                        if (c->ports[i].container_port != SPEC_UNSET)
-                                port->port = (uint16_t) c->ports[i].container_port;
+                        const spec_container_port *cp = i < n_leased ? NULL
+                                                                     : &c->ports[i - n_leased];
+                        snprintf(port->name, sizeof port->name, "%s",
+                                 cp ? strempty(cp->name) : leased[i].name);
+                        if (cp && cp->container_port != SPEC_UNSET && cp->container_port != 0)
+                                port->port = (uint16_t) cp->container_port;
                         else {
                                 r = rt__port_lease(m, &port->port);
                                 if (r < 0) {

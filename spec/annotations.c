@@ -223,6 +223,105 @@ int spec_listen_parse(const char *s, spec_listen ret[static SPEC_LISTEN_MAX], si
         return 0;
 }
 
+/* IANA_SVC_NAME: ≤15 chars, [a-z0-9-], a letter, no "--", no edge '-'. */
+const char *spec__port_name_problem(const char *s) {
+        size_t n = strlen(s);
+        bool letter = false;
+
+        if (n > 15)
+                return "must be no more than 15 characters";
+        for (size_t i = 0; i < n; i++) {
+                if (!(islower((unsigned char) s[i]) || isdigit((unsigned char) s[i]) ||
+                      s[i] == '-'))
+                        return "must contain only alpha-numeric characters (a-z, 0-9), and "
+                               "hyphens (-)";
+                if (islower((unsigned char) s[i]))
+                        letter = true;
+        }
+        if (strstr(s, "--"))
+                return "must not contain consecutive hyphens";
+        if (!letter)
+                return "must contain at least one letter (a-z)";
+        if (n == 0 || s[0] == '-' || s[n - 1] == '-')
+                return "must not begin or end with a hyphen";
+        return NULL;
+}
+
+#define LEASE_FORMAT                                                                      \
+        "port names separated by commas (as \"http\" or \"http,metrics\"), each of 1 to 15 " \
+        "characters a-z, 0-9 and '-'"
+
+int spec_lease_ports_parse(const char *s, spec_port_name ret[static SPEC_LEASE_PORTS_MAX],
+                           size_t *ret_n, char **ret_problem) {
+        const char *p = s;
+        size_t n = 0;
+        int r;
+
+        *ret_problem = NULL;
+        *ret_n = 0;
+        if (!s || !*s)
+                return problem(ret_problem, "must be " LEASE_FORMAT);
+        for (;;) {
+                _cleanup_free_ char *item = NULL;
+                const char *why;
+
+                r = next_item(&p, &item, ret_problem, LEASE_FORMAT);
+                if (r <= 0)
+                        break;
+                why = spec__port_name_problem(item);
+                if (why)
+                        return problem(ret_problem, "\"%s\": a port name %s", item, why);
+                if (n == SPEC_LEASE_PORTS_MAX)
+                        return problem(ret_problem, "names more than %d ports",
+                                       SPEC_LEASE_PORTS_MAX);
+                for (size_t i = 0; i < n; i++)
+                        if (streq(ret[i].name, item))
+                                return problem(ret_problem, "port \"%s\" is named twice", item);
+                snprintf(ret[n].name, sizeof ret[n].name, "%s", item);
+                n++;
+        }
+        if (r < 0)
+                return r;
+        *ret_n = n;
+        return 0;
+}
+
+int spec_lift_leased_ports(spec_map *annotations, spec_pod_spec *spec) {
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(1024);
+        const char *had = spec_map_get(annotations, SPEC_ANN_LEASE_PORTS);
+        bool lifted = false;
+
+        if (had)
+                (void) tend_buf_adds(&b, had);
+        for (size_t c = 0; c < spec->n_containers; c++) {
+                spec_container *ct = &spec->containers[c];
+                size_t k = 0;
+                for (size_t i = 0; i < ct->n_ports; i++) {
+                        spec_container_port *p = &ct->ports[i];
+                        if (p->container_port != SPEC_UNSET && p->container_port != 0) {
+                                ct->ports[k++] = *p;
+                                continue;
+                        }
+                        /* the old form: a name, or none for the first ($PORT) */
+                        (void) tend_buf_addf(&b, "%s%s", b.len ? "," : "",
+                                             p->name ? p->name : "port");
+                        free(p->name);
+                        free(p->protocol);
+                        lifted = true;
+                }
+                ct->n_ports = k;
+                if (k == 0) {
+                        free(ct->ports);
+                        ct->ports = NULL;
+                }
+        }
+        if (!lifted)
+                return 0;
+        if (!tend_buf_str(&b) || spec_map_set(annotations, SPEC_ANN_LEASE_PORTS, tend_buf_str(&b)) < 0)
+                return -ENOMEM;
+        return 1;
+}
+
 #define NOTIFY_FORMAT                                                                      \
         "\"ready\", \"watchdog=DURATION\", or both separated by a comma (as \"ready\" or " \
         "\"ready,watchdog=10s\")"
@@ -301,6 +400,7 @@ static const struct {
         { SPEC_ANN_PROMOTE, true, false },
         { SPEC_ANN_NODE_LOST_POLICY, true, false },
         { SPEC_ANN_LISTEN, false, true },
+        { SPEC_ANN_LEASE_PORTS, false, true },
         { SPEC_ANN_NOTIFY, false, true },
         /* set by tendd --manifests; a user may carry it over from `get -o yaml` */
         { SPEC_ANN_SOURCE, true, false },
@@ -355,6 +455,10 @@ int spec_tend_annotation_problem(const char *key, const char *value, bool on_tem
                 spec_listen l[SPEC_LISTEN_MAX];
                 size_t n;
                 r = spec_listen_parse(value, l, &n, &detail);
+        } else if (streq(key, SPEC_ANN_LEASE_PORTS)) {
+                spec_port_name l[SPEC_LEASE_PORTS_MAX];
+                size_t n;
+                r = spec_lease_ports_parse(value, l, &n, &detail);
         } else if (streq(key, SPEC_ANN_NOTIFY)) {
                 spec_notify n;
                 r = spec_notify_parse(value, &n, &detail);

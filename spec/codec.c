@@ -1248,6 +1248,8 @@ static void decode_struct(decoder *d, const spec_type *t, json_t *j, void *p) {
                 if (d->oom)
                         return;
         }
+        if (t->after_decode && t->after_decode(p) == -ENOMEM)
+                d->oom = true;
 }
 
 int spec_decode(const spec_type *t, json_t *j, void *out, spec_errors *errs) {

@@ -4,10 +4,9 @@
  * OpenAPI v3 schemas of tend's objects, from the same field tables the
  * codec decodes with: what the schema says is accepted is exactly what the
  * decoder accepts. Fields tend refuses are left out (the server's strict
- * decoding names them, with the reason). containers and env merge by name
- * (spec_list_merge_key, what the server's strategic merge patch does);
- * other lists are atomic, so kubectl sends them whole — ports among them, as
- * a leased port has no containerPort to merge on.
+ * decoding names them, with the reason). containers and env merge by name,
+ * ports by containerPort (spec_list_merge_key, what the server's strategic
+ * merge patch does); other lists are atomic, so kubectl sends them whole.
  */
 
 #include "spec-internal.h"
@@ -111,9 +110,10 @@ static const struct {
           "name)." },
         { "Container", "workingDir", "The process's working directory." },
         { "Container", "ports",
-          "Ports the program listens on. A port with a name and no "
-          "containerPort is leased by tendd from --port-range and given to "
-          "the process as $PORT_<NAME> (and $PORT for the first)." },
+          "Fixed ports the program listens on, each as $PORT_<NAME> too. A port "
+          "tendd leases from --port-range, per pod, is named in the pod "
+          "template's annotation tend.io/lease-ports instead (leased ports "
+          "come first: $PORT is the first of them)." },
         { "Container", "readinessProbe",
           "When the pod is ready: it counts as available, and the "
           "rollout goes on." },
@@ -122,8 +122,9 @@ static const struct {
         { "Container", "securityContext", "runAsUser and runAsGroup of the process." },
         { "EnvVar", "name", "The variable's name." },
         { "EnvVar", "value", "Its value." },
-        { "ContainerPort", "name", "The port's name: a leased port's variable is PORT_<NAME>." },
-        { "ContainerPort", "containerPort", "A fixed port; leave it out to lease one." },
+        { "ContainerPort", "name", "The port's name (probes may name it): $PORT_<NAME>." },
+        { "ContainerPort", "containerPort",
+          "The port (1-65535); to have one leased, name it in tend.io/lease-ports." },
         { "Probe", "httpGet", "Ready or alive when a GET on the port answers 200-399." },
         { "Probe", "tcpSocket", "Ready or alive when a TCP connection to the port opens." },
         { "Probe", "exec", "Ready or alive when the command exits 0." },
@@ -165,6 +166,8 @@ static int describe(json_t *schema, const char *text) {
 }
 
 const char *spec_list_merge_key(const char *field) {
+        if (streq(field, "ports"))
+                return "containerPort";
         return streq(field, "containers") || streq(field, "env") ? "name" : NULL;
 }
 
@@ -213,13 +216,23 @@ static json_t *field_schema(const spec_field *f, json_t *schemas) {
         case SK_ARRAY:
                 if (add_type(f->type, schemas, &name) < 0)
                         return NULL;
-                if (spec_list_merge_key(f->name))
-                        return json_pack("{s:s, s:o, s:s, s:[s], s:s, s:s}", "type", "array",
-                                         "items", ref(name), "x-kubernetes-list-type", "map",
-                                         "x-kubernetes-list-map-keys", spec_list_merge_key(f->name),
-                                         "x-kubernetes-patch-strategy", "merge",
-                                         "x-kubernetes-patch-merge-key",
-                                         spec_list_merge_key(f->name));
+                if (spec_list_merge_key(f->name)) {
+                        /* ports: keyed by containerPort and protocol (TCP by
+                         * default), merged by containerPort, as Kubernetes */
+                        bool ports = streq(f->name, "ports");
+                        json_t *a = json_pack("{s:s, s:o, s:s, s:[s], s:s, s:s}", "type", "array",
+                                              "items", ref(name), "x-kubernetes-list-type", "map",
+                                              "x-kubernetes-list-map-keys",
+                                              spec_list_merge_key(f->name),
+                                              "x-kubernetes-patch-strategy", "merge",
+                                              "x-kubernetes-patch-merge-key",
+                                              spec_list_merge_key(f->name));
+                        if (a && ports &&
+                            json_array_append_new(json_object_get(a, "x-kubernetes-list-map-keys"),
+                                                  json_string("protocol")) < 0)
+                                a = (json_decref(a), NULL);
+                        return a;
+                }
                 return json_pack("{s:s, s:o, s:s}", "type", "array", "items", ref(name),
                                  "x-kubernetes-list-type", "atomic");
         case SK_JSON:

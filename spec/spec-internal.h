@@ -58,6 +58,9 @@ struct spec_type {
         bool map_like;
         /* Replaces the generic "Unknown field" message for this type. */
         const char *unknown_message;
+        /* Run on each decoded value of this type (an old form brought up to
+         * date): -ENOMEM, or >= 0. */
+        int (*after_decode)(void *p);
 };
 
 #define SPEC_FIELD_END \
@@ -104,6 +107,9 @@ json_t *spec__yaml_resolve_plain(const char *s, size_t n, int *ret_err);
 /* Walks a tree from jansson (JSON input) applying the same limits the YAML
  * reader applies. */
 int spec__check_limits(json_t *j, unsigned depth, size_t *nodes, char **ret_problem);
+
+/* IANA_SVC_NAME (a port's name): NULL, or what is wrong with s. */
+const char *spec__port_name_problem(const char *s);
 
 /* Validation helpers shared by validate.c and manifest.c. */
 int spec__validate_selector(const spec_selector *s, spec_path *p, spec_errors *errs);

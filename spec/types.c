@@ -282,10 +282,16 @@ static const spec_field t_pod_template_fields[] = {
         F_STRUCT("spec", spec_pod_template, spec, t_pod_spec),
         SPEC_FIELD_END,
 };
+static int template_after_decode(void *p) {
+        spec_pod_template *t = p;
+        return spec_lift_leased_ports(&t->metadata.annotations, &t->spec);
+}
+
 const spec_type spec_type_pod_template = {
         .name = "PodTemplateSpec",
         .size = sizeof(spec_pod_template),
         .fields = t_pod_template_fields,
+        .after_decode = template_after_decode,
 };
 
 /* ---- conditions ----------------------------------------------------------------------- */
@@ -442,10 +448,16 @@ static const spec_field t_pod_fields[] = {
         F_STRUCT("status", spec_pod, status, t_pod_status),
         SPEC_FIELD_END,
 };
+static int pod_after_decode(void *p) {
+        spec_pod *pod = p;
+        return spec_lift_leased_ports(&pod->metadata.annotations, &pod->spec);
+}
+
 const spec_type spec_type_pod = {
         .name = "Pod",
         .size = sizeof(spec_pod),
         .fields = t_pod_fields,
+        .after_decode = pod_after_decode,
 };
 
 /* ---- Event ------------------------------------------------------------------------------ */

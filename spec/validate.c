@@ -52,10 +52,6 @@ static void default_pod_spec(spec_pod_spec *s) {
                 for (size_t k = 0; k < c->n_ports; k++) {
                         if (!c->ports[k].protocol)
                                 c->ports[k].protocol = strdup("TCP");
-                        /* 0 is what a typed client (kubectl's Go structs)
-                         * sends for "no containerPort": a leased port. */
-                        if (c->ports[k].container_port == 0)
-                                c->ports[k].container_port = SPEC_UNSET;
                 }
                 default_probe(c->readiness_probe);
                 default_probe(c->liveness_probe);
@@ -204,7 +200,18 @@ typedef struct vctx {
         spec_errors *errs;
         spec_path path;
         bool oom;
+        /* the pod template's leased ports (tend.io/lease-ports), which
+         * probes may name as a container's ports */
+        spec_port_name leased[SPEC_LEASE_PORTS_MAX];
+        size_t n_leased;
 } vctx;
+
+static bool is_leased(const vctx *v, const char *name) {
+        for (size_t i = 0; i < v->n_leased; i++)
+                if (streq(v->leased[i].name, name))
+                        return true;
+        return false;
+}
 
 static void verr(vctx *v, const char *fmt, ...) _printf_(2, 3);
 static void verr(vctx *v, const char *fmt, ...) {
@@ -376,29 +383,6 @@ static char *go_map_repr(const spec_map *m) {
 
 /* ---- pod template ----------------------------------------------------------------------- */
 
-/* IANA_SVC_NAME: ≤15 chars, [a-z0-9-], a letter, no "--", no edge '-'. */
-static const char *port_name_problem(const char *s) {
-        size_t n = strlen(s);
-        bool letter = false;
-
-        if (n > 15)
-                return "must be no more than 15 characters";
-        for (size_t i = 0; i < n; i++) {
-                if (!(islower((unsigned char) s[i]) || isdigit((unsigned char) s[i]) ||
-                      s[i] == '-'))
-                        return "must contain only alpha-numeric characters (a-z, 0-9), and "
-                               "hyphens (-)";
-                if (islower((unsigned char) s[i]))
-                        letter = true;
-        }
-        if (strstr(s, "--"))
-                return "must not contain consecutive hyphens";
-        if (!letter)
-                return "must contain at least one letter (a-z)";
-        if (n == 0 || s[0] == '-' || s[n - 1] == '-')
-                return "must not begin or end with a hyphen";
-        return NULL;
-}
 
 static bool is_env_name(const char *s) {
         if (!*s || isdigit((unsigned char) s[0]))
@@ -429,8 +413,8 @@ static void check_port_ref(vctx *v, const spec_intstr *port, const spec_containe
                         verr(v, "Invalid value: %d: must be between 1 and 65535, inclusive",
                              port->num);
         } else {
-                const char *p = port_name_problem(port->str);
-                bool found = false;
+                const char *p = spec__port_name_problem(port->str);
+                bool found = is_leased(v, port->str);
                 for (size_t i = 0; i < c->n_ports; i++)
                         if (streq_ptr(c->ports[i].name, port->str))
                                 found = true;
@@ -438,7 +422,8 @@ static void check_port_ref(vctx *v, const spec_intstr *port, const spec_containe
                         verr_invalid_str(v, port->str, p);
                 else if (!found)
                         verr_invalid_str(v, port->str,
-                                         "must be the name of one of the container's ports");
+                                         "must be the name of one of the container's ports "
+                                         "(or of a port in tend.io/lease-ports)");
         }
         spec__path_pop(&v->path, old);
 }
@@ -601,7 +586,7 @@ static void check_container(vctx *v, const spec_container *c) {
                 size_t o = spec__path_index(&v->path, i);
 
                 if (p->name) {
-                        const char *prob = port_name_problem(p->name);
+                        const char *prob = spec__port_name_problem(p->name);
                         size_t o2 = spec__path_field(&v->path, "name");
                         if (prob)
                                 verr_invalid_str(v, p->name, prob);
@@ -614,11 +599,15 @@ static void check_container(vctx *v, const spec_container *c) {
                                         }
                         spec__path_pop(&v->path, o2);
                 }
-                if (p->container_port != SPEC_UNSET &&
-                    (p->container_port < 1 || p->container_port > 65535))
+                if (p->container_port == SPEC_UNSET)
+                        VERR_AT(v, "containerPort",
+                                "Required value: a port tendd leases is named in the pod "
+                                "template's tend.io/lease-ports annotation instead");
+                else if (p->container_port < 1 || p->container_port > 65535)
                         VERR_AT(v, "containerPort",
                                 "Invalid value: %d: must be between 1 and 65535, inclusive (or "
-                                "leave it out to have tend lease a free port)",
+                                "name the port in the pod template's tend.io/lease-ports "
+                                "annotation to have tend lease a free one)",
                                 p->container_port);
                 else if (p->container_port != SPEC_UNSET)
                         for (size_t k = 0; k < i; k++)
@@ -634,10 +623,11 @@ static void check_container(vctx *v, const spec_container *c) {
                                 "Unsupported value: %s: supported values: \"TCP\", \"UDP\"",
                                 strna(repr));
                 }
-                if (p->container_port == SPEC_UNSET && !p->name && i > 0)
+                if (p->name && is_leased(v, p->name))
                         VERR_AT(v, "name",
-                                "Required value: a leased port other than the first needs a "
-                                "name (it is passed as PORT_<NAME>)");
+                                "Duplicate value: \"%s\": the pod template's tend.io/lease-ports "
+                                "leases a port of that name: a port is leased or fixed, not both",
+                                p->name);
                 spec__path_pop(&v->path, o);
         }
         spec__path_pop(&v->path, old);
@@ -685,6 +675,30 @@ static void check_pod_spec(vctx *v, const spec_pod_spec *s) {
         check_security_context(v, &s->security_context);
 }
 
+/* tend.io/lease-ports (its own form is checked with the other
+ * annotations): noted for the probes that name its ports; no more ports
+ * than a pod may have. The path is the template's metadata. */
+static void leased_ports(vctx *v, const spec_pod_template *t) {
+        const char *value = spec_map_get(&t->metadata.annotations, SPEC_ANN_LEASE_PORTS);
+        _cleanup_free_ char *problem = NULL;
+        size_t fixed = 0, old;
+
+        v->n_leased = 0;
+        if (!value || spec_lease_ports_parse(value, v->leased, &v->n_leased, &problem) < 0) {
+                v->n_leased = 0;
+                return;
+        }
+        for (size_t i = 0; i < t->spec.n_containers; i++)
+                fixed += t->spec.containers[i].n_ports;
+        if (fixed + v->n_leased > SPEC_LEASE_PORTS_MAX) {
+                old = spec__path_field(&v->path, "annotations");
+                spec__path_key(&v->path, SPEC_ANN_LEASE_PORTS);
+                verr(v, "Too many: %zu: a pod has at most %d ports, leased and fixed together",
+                     fixed + v->n_leased, SPEC_LEASE_PORTS_MAX);
+                spec__path_pop(&v->path, old);
+        }
+}
+
 /* tend.io/listen against the ports it names (its own form is checked with
  * the other annotations). The path is the annotation's. */
 static void check_listen(vctx *v, const spec_pod_template *t) {
@@ -713,16 +727,16 @@ static void check_listen(vctx *v, const spec_pod_template *t) {
                 for (size_t k = 0; k < c->n_ports; k++)
                         if (streq_ptr(c->ports[k].name, l[i].port))
                                 port = &c->ports[k];
-                if (!port)
+                if (!port && is_leased(v, l[i].port))
+                        verr(v,
+                             "Invalid value: %s: port \"%s\" is leased (tend.io/lease-ports): "
+                             "a held socket listens on a fixed port (leased ports are per pod)",
+                             repr, l[i].port);
+                else if (!port)
                         verr(v,
                              "Invalid value: %s: port \"%s\" is not among "
                              "spec.template.spec.containers[0].ports (name it there, with its "
                              "containerPort)",
-                             repr, l[i].port);
-                else if (port->container_port == SPEC_UNSET)
-                        verr(v,
-                             "Invalid value: %s: port \"%s\" has no containerPort: a held "
-                             "socket listens on a fixed port (leased ports are per pod)",
                              repr, l[i].port);
                 else if (port->protocol && !streq(port->protocol, "TCP"))
                         verr(v, "Invalid value: %s: port \"%s\" is %s: a held socket is TCP", repr,
@@ -840,6 +854,7 @@ int spec_deployment_validate(const spec_deployment *d, spec_errors *errs) {
                 size_t errs_before = errs->n;
                 check_labels(&v, "labels", &s->template.metadata.labels);
                 check_annotations(&v, "annotations", &s->template.metadata.annotations, true);
+                leased_ports(&v, &s->template);
                 check_listen(&v, &s->template);
                 if (errs->n == errs_before && selector_ok &&
                     !spec_selector_matches(s->selector, &s->template.metadata.labels)) {

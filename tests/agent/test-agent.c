@@ -180,6 +180,9 @@ static spec_deployment *manifest(const char *name, int replicas, const char *ext
         return d;
 }
 
+/* (the old form of a leased port, a ports entry without containerPort:
+ * decoding lifts it into the template's tend.io/lease-ports, and this is
+ * its test through the agent and the runtime) */
 #define WEB(version)                                               \
         "        args: [http, \"$(PORT)\", \"200\"]\n"             \
         "        env: [{name: VERSION, value: \"" version "\"}]\n" \

@@ -29,7 +29,7 @@ spec:
   template:
     metadata:
       labels: {app: $1}
-      annotations: {${3:-"tend.io/listen": "http@127.0.0.1", "tend.io/notify": "ready"}}
+      annotations: {${LEASED:+"tend.io/lease-ports": "http", }${3:-"tend.io/listen": "http@127.0.0.1", "tend.io/notify": "ready"}}
     spec:
       terminationGracePeriodSeconds: 5
       containers:
@@ -37,7 +37,7 @@ spec:
         command: ["$web", "--version=$2", "--ready-after=0.5", "--drain=1" ${4:-}]
         # a LISTEN_FDS of its own: tend's must win (it has one fd, not 7)
         env: [{name: TEST_MARKER, value: "$tmp"}, {name: LISTEN_FDS, value: "7"}]
-        ports: [{name: http${LEASED:-, containerPort: $port}}]
+        ${LEASED:+#}ports: [{name: http, containerPort: $port}]
 YAML
 }
 
@@ -182,14 +182,13 @@ spec:
   template:
     metadata:
       labels: {app: both}
-      annotations: {tend.io/notify: "ready"}
+      annotations: {tend.io/notify: "ready", tend.io/lease-ports: http}
     spec:
       terminationGracePeriodSeconds: 2
       containers:
       - name: web
         command: ["$web", "--ready-after=0.3"]
         env: [{name: TEST_MARKER, value: "$tmp"}]
-        ports: [{name: http}]
         readinessProbe: {exec: {command: [test, -f, "$tmp/ok"]}, periodSeconds: 1}
 YAML
 touch "$tmp/ok"

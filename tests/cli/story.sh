@@ -37,6 +37,7 @@ spec:
   template:
     metadata:
       labels: {app: web}
+      annotations: {tend.io/lease-ports: http}
     spec:
       runtimeClassName: $runtime
       terminationGracePeriodSeconds: 5
@@ -46,7 +47,6 @@ spec:
         env:
         - {name: VERSION, value: "$1"}
         - {name: TEST_MARKER, value: "$tmp"}
-        ports: [{name: http}]
         readinessProbe:
           httpGet: {port: http, path: /healthz}
           periodSeconds: 1

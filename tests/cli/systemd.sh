@@ -217,7 +217,7 @@ spec:
   template:
     metadata:
       labels: {app: $name}
-      annotations: {tend.io/notify: "ready,watchdog=1s"}
+      annotations: {tend.io/notify: "ready,watchdog=1s", tend.io/lease-ports: http}
     spec:
       runtimeClassName: systemd
       terminationGracePeriodSeconds: 2
@@ -225,7 +225,6 @@ spec:
       - name: main
         command: ["$bin/tend-example-web", "--version=u1", "--ready-after=2" $*]
         env: [{name: TEST_MARKER, value: "$tmp"}]
-        ports: [{name: http}]
 YAML
 }
 notify_web nweb | tend apply -f - >/dev/null || fail "apply nweb"

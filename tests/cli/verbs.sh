@@ -33,13 +33,13 @@ spec:
 YAML
 }
 
-# api METHOD PATH [curl args...]: the answer's body in $tmp/body, the
-# status code on stdout.
+# api METHOD PATH [curl args...]: the answer's body in $tmp/body, its
+# headers in $tmp/headers, the status code on stdout.
 api() {
     m=$1 p=$2
     shift 2
-    curl -s -S --unix-socket "$TEND_SOCKET" -X "$m" -o "$tmp/body" -w '%{http_code}' "$@" \
-        "http://localhost$p"
+    curl -s -S --unix-socket "$TEND_SOCKET" -X "$m" -o "$tmp/body" -D "$tmp/headers" \
+        -w '%{http_code}' "$@" "http://localhost$p"
 }
 
 # expect_api CODE DESCRIPTION METHOD PATH [curl args...]
@@ -293,15 +293,19 @@ expect_api 201 "a dry-run create" POST '/apis/apps/v1/namespaces/default/deploym
     -H 'Content-Type: application/yaml' --data-binary @"$tmp/drycreate.yaml" &&
     [ -n "$(jq_body '.metadata.uid // empty')" ] && ! tend get deploy drycreate >/dev/null 2>&1 &&
     ok "a dry-run create answers with a uid, and creates nothing" || fail "dry create: $(head -c 300 "$tmp/body")"
-# What kubectl's typed round trip sends for a leased port: containerPort 0.
-expect_api 200 "containerPort 0 means leased" PATCH /apis/apps/v1/namespaces/default/deployments/echo \
+# The old form of a leased port (containerPort 0 or none): taken as the
+# pod template's tend.io/lease-ports, said in a warning, and stored so.
+expect_api 200 "containerPort 0: the old form of a leased port" PATCH \
+    /apis/apps/v1/namespaces/default/deployments/echo \
     -H 'Content-Type: application/json-patch+json' --data-binary \
     '[{"op": "add", "path": "/spec/template/spec/containers/0/ports", "value": [{"name": "http", "containerPort": 0}]}]' &&
-    [ "$(jq_body '.spec.template.spec.containers[0].ports[0] | has("containerPort")')" = false ] ||
-    fail "containerPort 0: $(jq_body -c '.spec.template.spec.containers[0].ports')"
+    [ "$(jq -c '[.spec.template.spec.containers[0].ports, .spec.template.metadata.annotations["tend.io/lease-ports"]]' "$tmp/body")" = '[null,"http"]' ] &&
+    grep -qi '^Warning: 299 - "spec.template.spec.containers\[\].ports: a port without containerPort is not valid Kubernetes: tendd took it as the pod template.s annotation tend.io/lease-ports: http' "$tmp/headers" &&
+    ok "the old form is stored as tend.io/lease-ports, with a warning" ||
+    fail "containerPort 0: $(jq -c '[.spec.template.spec.containers[0].ports, .spec.template.metadata.annotations]' "$tmp/body") $(grep -i warning "$tmp/headers")"
 expect_api 200 "and back" PATCH /apis/apps/v1/namespaces/default/deployments/echo \
     -H 'Content-Type: application/json-patch+json' --data-binary \
-    '[{"op": "remove", "path": "/spec/template/spec/containers/0/ports"}]'
+    '[{"op": "remove", "path": "/spec/template/metadata/annotations/tend.io~1lease-ports"}]'
 expect_api 422 "DELETE with propagationPolicy Orphan" DELETE \
     /apis/apps/v1/namespaces/default/deployments/echo -H 'Content-Type: application/json' \
     --data-binary '{"propagationPolicy": "Orphan"}' && expect_grep "Orphan" "$tmp/body" "Orphan named"

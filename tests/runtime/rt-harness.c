@@ -161,6 +161,40 @@ event *last_probe(harness *h, rt_pod *pod, rt_probe_type t) {
 
 /* ---- building pod specs ------------------------------------------------------------------- */
 
+/* The pod template's annotations of each spec pod_spec() made (tend.io/
+ * lease-ports, tend.io/listen...), which a pod gets from its template:
+ * start() passes them on. */
+static struct {
+        const spec_pod_spec *spec;
+        spec_map annotations;
+} kept[256];
+
+static void annotations_keep(const spec_pod_spec *s, spec_map *from) {
+        for (size_t i = 0; i < ELEMENTSOF(kept); i++)
+                if (!kept[i].spec) {
+                        kept[i].spec = s;
+                        kept[i].annotations = *from;
+                        *from = (spec_map){};
+                        return;
+                }
+        fail_msg("more than %zu pod specs at once", ELEMENTSOF(kept));
+}
+
+static void annotations_drop(const spec_pod_spec *s) {
+        for (size_t i = 0; i < ELEMENTSOF(kept); i++)
+                if (kept[i].spec == s) {
+                        spec_map_done(&kept[i].annotations);
+                        kept[i].spec = NULL;
+                }
+}
+
+const spec_map *pod_annotations(const spec_pod_spec *s) {
+        for (size_t i = 0; i < ELEMENTSOF(kept); i++)
+                if (kept[i].spec == s)
+                        return &kept[i].annotations;
+        return NULL;
+}
+
 spec_pod_spec *pod_spec(const char *first, ...) {
         /* A Deployment template wrapped around one container so that the
          * spec goes through the real decoder and defaults. */
@@ -185,6 +219,7 @@ spec_pod_spec *pod_spec(const char *first, ...) {
         d = m.items[0].deployment;
         s = malloc(sizeof *s);
         *s = d->spec.template.spec;
+        annotations_keep(s, &d->spec.template.metadata.annotations);
         /* steal the pod spec; free the rest */
         memset(&d->spec.template.spec, 0, sizeof d->spec.template.spec);
         d->spec.template.spec.restart_policy = -EINVAL;
@@ -196,6 +231,8 @@ spec_pod_spec *pod_spec(const char *first, ...) {
 
 void pod_spec_free(spec_pod_spec *s) {
         spec_pod_template t;
+
+        annotations_drop(s);
         memset(&t, 0, sizeof t);
         t.spec = *s;
         spec_done(&spec_type_pod_template, &t);
@@ -210,7 +247,11 @@ char *cmd(const char *args) {
 
 rt_pod *start(harness *h, const char *name, spec_pod_spec *s) {
         char uid[128];
-        rt_pod_params p = { .namespace = "default", .name = name, .uid = uid, .spec = s };
+        rt_pod_params p = { .namespace = "default",
+                            .name = name,
+                            .uid = uid,
+                            .spec = s,
+                            .annotations = pod_annotations(s) };
         char *err = NULL;
         rt_pod *pod = NULL;
         int r;

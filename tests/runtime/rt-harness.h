@@ -57,6 +57,8 @@ event *last_probe(harness *h, rt_pod *pod, rt_probe_type t);
 /* A pod spec from YAML lines of a Deployment template's spec. */
 spec_pod_spec *pod_spec(const char *yaml_container_extra, ...) _sentinel_;
 void pod_spec_free(spec_pod_spec *s);
+/* The annotations of the pod template s came from (a pod has them). */
+const spec_map *pod_annotations(const spec_pod_spec *s);
 /* "command: [testprog, ARGS]" as YAML lines; new string. */
 char *cmd(const char *args);
 rt_pod *start(harness *h, const char *name, spec_pod_spec *s);

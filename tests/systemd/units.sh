@@ -95,7 +95,7 @@ spec:
       - name: main
         command: ["$bin/tend-example-web", "$4"]
         env: [{name: TEST_MARKER, value: "$tmp"}]
-        ports: [{name: http$5}]
+        ${5:+ports: [{name: http$5\}]}
 YAML
 }
 web held 2 'tend.io/listen: "http@127.0.0.1"' --version=h1 ", containerPort: $hport" >"$mdir/held.yaml"
@@ -118,7 +118,7 @@ expect_exit 0 "reload without held.yaml" systemctl --user reload tendd
 tend delete deploy/held >/dev/null 2>&1
 
 echo "== READY=1 said while tendd is down is not lost (the notify socket waits in the fd store)"
-web late 1 'tend.io/notify: "ready"' --ready-after=1.5 "" >"$mdir/late.yaml"
+web late 1 'tend.io/notify: "ready", tend.io/lease-ports: http' --ready-after=1.5 "" >"$mdir/late.yaml"
 expect_exit 0 "reload with late.yaml" systemctl --user reload tendd
 late_running() { tend get pods -l app=late | grep -q "0/1 *Running"; }
 wait_for 10 late_running || fail "late: $(tend get pods -l app=late)"

@@ -288,8 +288,10 @@ static void test_defaults(void **state) {
                                "        readinessProbe: {httpGet: {port: http}}\n"
                                "        livenessProbe: {tcpSocket: {port: http}}\n");
         c = &d->spec.template.spec.containers[0];
-        assert_string_equal(c->ports[0].protocol, "TCP");
-        assert_int_equal(c->ports[0].container_port, SPEC_UNSET);
+        /* the old form of a leased port is lifted into tend.io/lease-ports */
+        assert_int_equal(c->n_ports, 0);
+        assert_string_equal(
+                spec_map_get(&d->spec.template.metadata.annotations, SPEC_ANN_LEASE_PORTS), "http");
         for (int i = 0; i < 2; i++) {
                 const spec_probe *p = i ? c->liveness_probe : c->readiness_probe;
                 assert_int_equal(p->initial_delay_seconds, 0);
@@ -1220,9 +1222,16 @@ static void test_openapi_schema(void **state) {
         assert_string_equal(json_string_value(json_object_get(json_object_get(c, "env"),
                                                               "x-kubernetes-patch-merge-key")),
                             "name");
+        /* ports: keyed by containerPort and protocol, merged by containerPort */
         assert_string_equal(json_string_value(json_object_get(json_object_get(c, "ports"),
                                                               "x-kubernetes-list-type")),
-                            "atomic");
+                            "map");
+        assert_int_equal(json_array_size(json_object_get(json_object_get(c, "ports"),
+                                                         "x-kubernetes-list-map-keys")),
+                         2);
+        assert_string_equal(json_string_value(json_object_get(json_object_get(c, "ports"),
+                                                              "x-kubernetes-patch-merge-key")),
+                            "containerPort");
         /* two cuts of ObjectMeta, two names; no bookkeeping left */
         assert_non_null(
                 json_object_get(schemas, "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));

@@ -67,6 +67,8 @@
 /* On a pod template: container ports whose socket tendd binds once and
  * hands to every pod of the deployment (spec_listen_parse()). */
 #define SPEC_ANN_LISTEN "tend.io/listen"
+/* the ports tendd leases per pod (on the pod template) */
+#define SPEC_ANN_LEASE_PORTS "tend.io/lease-ports"
 /* On a pod template: readiness and liveness by sd_notify (spec_notify_parse()). */
 #define SPEC_ANN_NOTIFY "tend.io/notify"
 /* On a Deployment: "true" rolls a failed rollout back to the last revision
@@ -280,7 +282,8 @@ typedef struct spec_env_var {
 
 typedef struct spec_container_port {
         char *name;
-        int32_t container_port; /* SPEC_UNSET: tend leases a free port */
+        int32_t container_port; /* SPEC_UNSET (or 0) only in the old form of a leased
+                                 * port, which decoding lifts (tend.io/lease-ports) */
         char *protocol;         /* "TCP" (default) or "UDP" */
 } spec_container_port;
 
@@ -759,6 +762,24 @@ typedef struct spec_listen {
 } spec_listen;
 int spec_listen_parse(const char *s, spec_listen ret[static SPEC_LISTEN_MAX], size_t *ret_n,
                       char **ret_problem);
+
+/* tend.io/lease-ports: "http", "http,metrics": the ports tendd leases per
+ * pod from its --port-range (each passed as $PORT_<NAME>, the first also
+ * as $PORT), named as a container port is, so that probes can name them.
+ * (A containerPort is required by Kubernetes: a leased port, which has
+ * none, is declared here.) */
+#define SPEC_LEASE_PORTS_MAX 16
+typedef struct spec_port_name {
+        char name[16];
+} spec_port_name;
+int spec_lease_ports_parse(const char *s, spec_port_name ret[static SPEC_LEASE_PORTS_MAX],
+                           size_t *ret_n, char **ret_problem);
+/* The old form of a leased port (a ports entry without containerPort, or
+ * with 0), written the new way: such entries leave the container's ports
+ * and their names join tend.io/lease-ports (an unnamed one is "port").
+ * Run on every decode of a template or a pod (objects stored by an older
+ * tendd). 1: it changed something; 0: nothing to do; -ENOMEM. */
+int spec_lift_leased_ports(spec_map *annotations, spec_pod_spec *spec);
 
 /* tend.io/notify: "ready", "watchdog=10s", or both ("ready,watchdog=10s"). */
 typedef struct spec_notify {
