@@ -38,15 +38,25 @@ static bool keyed_list(json_t *v, const char *field) {
         return json_is_array(v) && list_key(field);
 }
 
-/* "k:{"name":"web"}" for an item of a keyed list; NULL if it has no key. */
+/* "k:{"name":"web"}" for an item of a keyed list; NULL if it has no key.
+ * A container's ports are keyed by containerPort and protocol, as
+ * Kubernetes keys them, the protocol TCP where an item leaves it out (its
+ * default): k:{"containerPort":80,"protocol":"TCP"}, whoever wrote it. */
 static char *item_key(json_t *item, const char *key) {
-        json_t *kv = json_object_get(item, key);
+        json_t *kv = json_object_get(item, key), *proto;
         _cleanup_(json_decrefp) json_t *o = NULL;
         _cleanup_free_ char *js = NULL;
 
         if (!kv || json_is_null(kv) || json_is_object(kv) || json_is_array(kv))
                 return NULL;
         o = json_pack("{s:O}", key, kv);
+        if (o && streq(key, "containerPort")) {
+                proto = json_object_get(item, "protocol");
+                if (json_object_set_new(o, "protocol",
+                                        json_is_string(proto) ? json_incref(proto)
+                                                              : json_string("TCP")) < 0)
+                        return NULL;
+        }
         js = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         return js ? strprintf("k:%s", js) : NULL;
 }
@@ -845,14 +855,37 @@ static char *print_manager(json_t *e) {
                  : strprintf("%s using %s", who, strna(av));
 }
 
+/* Where live_view still holds what last_view (a client-side apply's
+ * last-applied configuration) says: the fields of last_view that neither
+ * changed since nor went (a new set; NULL: out of memory). */
+static json_t *unchanged_since(json_t *last_view, json_t *live_view) {
+        _cleanup_(json_decrefp) json_t *all = json_object(), *a = NULL;
+        _cleanup_free_ char *err = NULL;
+        comparison c = {};
+        json_t *out;
+
+        if (!all || set_of_object(last_view, all, &err) < 0 ||
+            compare_views(last_view, live_view, &c) < 0) {
+                comparison_done(&c);
+                return NULL;
+        }
+        a = set_minus(all, c.modified);
+        json_t *b = a ? set_minus(a, c.removed) : NULL;
+        out = b ? set_minus(b, c.added) : NULL;
+        json_decref(b);
+        comparison_done(&c);
+        return out;
+}
+
 int fields_apply(json_t *managed, json_t *live_view, json_t *config, const char *manager,
-                 bool force, const char *now, json_t **ret_view, json_t **ret_managed,
-                 json_t **ret_conflicts, char **ret_error) {
+                 bool force, json_t *forgiven, const char *now, json_t **ret_view,
+                 json_t **ret_managed, json_t **ret_conflicts, char **ret_error) {
         _cleanup_(json_decrefp) json_t *out = copy_entries(managed);
         _cleanup_(json_decrefp) json_t *empty = json_object(), *cfg = json_object(),
                                        *keep = json_object(), *last = NULL, *rm = NULL,
                                        *merged = NULL, *changed = json_object(),
-                                       *conflicts = json_array(), *lose = json_object();
+                                       *conflicts = json_array(), *lose = json_object(),
+                                       *allowed = NULL;
         comparison c = {};
         ssize_t mine;
         size_t i;
@@ -888,7 +921,9 @@ int fields_apply(json_t *managed, json_t *live_view, json_t *config, const char 
         if (prune(merged, rm, keep, NULL, NULL) < 0)
                 return -ENOMEM;
 
-        /* What changes, against what others own. */
+        /* What changes, against what others own (less what is forgiven). */
+        if (forgiven && !(allowed = unchanged_since(forgiven, live_view)))
+                return -ENOMEM;
         if (compare_views(live_view, merged, &c) < 0 || set_union_into(changed, c.added) < 0 ||
             set_union_into(changed, c.modified) < 0) {
                 comparison_done(&c);
@@ -902,6 +937,12 @@ int fields_apply(json_t *managed, json_t *live_view, json_t *config, const char 
                 _cleanup_free_ char *who = print_manager(e);
                 s = entry_set(e);
                 x = s && who ? set_intersect(s, changed) : NULL;
+                if (x && allowed) {
+                        /* a conflict forgiven is no conflict: taken as forced */
+                        json_t *y = set_minus(x, allowed);
+                        json_decref(x);
+                        x = y;
+                }
                 if (!x ||
                     (!set_is_empty(x) && list_paths(x, path, 0, sizeof path, who, conflicts) < 0)) {
                         comparison_done(&c);

@@ -47,10 +47,14 @@ json_t *fields_update(json_t *managed, json_t *old_view, json_t *new_view, const
  * without force, nothing is changed, and *ret_conflicts is a new array of
  * {manager, field} (field as Kubernetes prints it: .spec.replicas,
  * .spec.template.spec.containers[name="web"].command). With force, the
- * fields change owner.
+ * fields change owner. forgiven (a view, or NULL): a conflict on a field
+ * whose live value is still what forgiven says is no conflict, and the
+ * field changes owner as if forced: how kube-apiserver lets kubectl move
+ * from client-side to server-side apply (forgiven: the last-applied
+ * configuration, for the manager "kubectl" only).
  * Returns 0 with *ret_view and *ret_managed (new references), 1 on
  * conflicts, -EINVAL with *ret_error (a list item without its key), or
  * -ENOMEM. */
 int fields_apply(json_t *managed, json_t *live_view, json_t *config, const char *manager,
-                 bool force, const char *now, json_t **ret_view, json_t **ret_managed,
-                 json_t **ret_conflicts, char **ret_error);
+                 bool force, json_t *forgiven, const char *now, json_t **ret_view,
+                 json_t **ret_managed, json_t **ret_conflicts, char **ret_error);

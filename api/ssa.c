@@ -231,10 +231,53 @@ static int check_config(req *r, json_t *config, const char *ns, const char *name
         return 0;
 }
 
+/*
+ * kubectl's move from client-side to server-side apply, as kube-apiserver
+ * makes it (for the manager "kubectl" only, kubectl apply --server-side's):
+ * a field that the client-side apply set and nobody changed since (the
+ * live value is still the last-applied one) is taken over without a
+ * conflict; and the last-applied annotation, where there is one, follows
+ * each such apply, so that a later client-side apply still diffs against
+ * what was applied last.
+ */
+static json_t *forgiven_view(const char *manager, json_t *live) {
+        json_t *ann = json_object_get(json_object_get(live, "metadata"), "annotations");
+        const char *la = json_string_value(json_object_get(ann, SPEC_ANN_LAST_APPLIED));
+        _cleanup_(json_decrefp) json_t *last = NULL;
+
+        if (!streq(manager, "kubectl") || isempty(la))
+                return NULL;
+        last = json_loads(la, 0, NULL);
+        if (!json_is_object(last) ||
+            !streq_ptr(json_string_value(json_object_get(last, "apiVersion")), "apps/v1"))
+                return NULL;
+        return fields_view(last);
+}
+
+static int update_last_applied(const char *manager, json_t *doc, json_t *config) {
+        json_t *ann = json_object_get(json_object_get(doc, "metadata"), "annotations");
+        _cleanup_(json_decrefp) json_t *applied = NULL;
+        _cleanup_free_ char *text = NULL, *line = NULL;
+
+        if (!streq(manager, "kubectl") ||
+            isempty(json_string_value(json_object_get(ann, SPEC_ANN_LAST_APPLIED))))
+                return 0;
+        applied = json_deep_copy(config);
+        if (!applied)
+                return -ENOMEM;
+        json_object_del(json_object_get(json_object_get(applied, "metadata"), "annotations"),
+                        SPEC_ANN_LAST_APPLIED);
+        text = json_dumps(applied, JSON_COMPACT | JSON_SORT_KEYS);
+        line = text ? strprintf("%s\n", text) : NULL;
+        return line && json_object_set_new(ann, SPEC_ANN_LAST_APPLIED, json_string(line)) >= 0
+                       ? 0
+                       : -ENOMEM;
+}
+
 enum MHD_Result api__server_side_apply(req *r, const void *obj, const char *ns, const char *name) {
         _cleanup_(json_decrefp) json_t *config = NULL, *live = NULL, *cv = NULL, *lv = NULL,
                                        *view = NULL, *managed = NULL, *conflicts = NULL,
-                                       *doc = NULL;
+                                       *doc = NULL, *forgiven = NULL;
         _cleanup_free_ char *manager = NULL, *err = NULL;
         bool force = api__arg_true(r, "force");
         const char *rv;
@@ -274,8 +317,9 @@ enum MHD_Result api__server_side_apply(req *r, const void *obj, const char *ns, 
         if ((obj && (!live || !lv)) || !cv)
                 return api__send_oom(r);
         now_string(now);
+        forgiven = live ? forgiven_view(manager, live) : NULL;
         rc = fields_apply(json_object_get(json_object_get(live, "metadata"), "managedFields"), lv,
-                          cv, manager, force, now, &view, &managed, &conflicts, &err);
+                          cv, manager, force, forgiven, now, &view, &managed, &conflicts, &err);
         if (rc == 1)
                 return send_conflicts(r, conflicts);
         if (rc == -EINVAL)
@@ -290,7 +334,8 @@ enum MHD_Result api__server_side_apply(req *r, const void *obj, const char *ns, 
                    : json_pack("{s:s, s:s, s:{}}", "apiVersion", "apps/v1", "kind", "Deployment",
                                "metadata");
         if (!doc || fields_set_view(doc, view) < 0 ||
-            json_object_set(json_object_get(doc, "metadata"), "managedFields", managed) < 0)
+            json_object_set(json_object_get(doc, "metadata"), "managedFields", managed) < 0 ||
+            update_last_applied(manager, doc, config) < 0)
                 return api__send_oom(r);
         d = api__decode_deployment(r, doc, ns, name, &ret);
         if (!d)

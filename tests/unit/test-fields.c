@@ -108,7 +108,7 @@ static int apply(json_t *managed, json_t *live, const char *config, const char *
         int r;
 
         *view = *out = *conflicts = NULL;
-        r = fields_apply(managed, live, c, manager, force, NOW, view, out, conflicts, &err);
+        r = fields_apply(managed, live, c, manager, force, NULL, NOW, view, out, conflicts, &err);
         if (r < 0 && err)
                 print_message("error: %s\n", err);
         return r;
@@ -225,7 +225,8 @@ static void test_errors(void **state) {
                 "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"command\":[]}]}}}}");
 
         (void) state;
-        assert_int_equal(fields_apply(NULL, NULL, cfg, "m", false, NOW, &v, &m, &c, &err), -EINVAL);
+        assert_int_equal(fields_apply(NULL, NULL, cfg, "m", false, NULL, NOW, &v, &m, &c, &err),
+                         -EINVAL);
         assert_non_null(strstr(err, "containers[0]: an element of a list merged by name must "
                                     "have its name"));
 
@@ -262,7 +263,7 @@ static void test_big_lists_are_linear(void **state) {
                         json_array_remove(env, i);
                 else
                         json_object_set_new(json_array_get(env, i), "value", json_string("b"));
-        assert_int_equal(fields_apply(m0, live, cfg, "two", true, NOW, &v, &m, &c, &err), 0);
+        assert_int_equal(fields_apply(m0, live, cfg, "two", true, NULL, NOW, &v, &m, &c, &err), 0);
         _cleanup_free_ char *s = dump(v);
         assert_non_null(strstr(s, "{\"name\":\"V19998\",\"value\":\"b\"}"));
         /* "one" still owns the odd ones (their items), so they stay */

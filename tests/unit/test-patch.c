@@ -218,14 +218,15 @@ static void test_strategic(void **state) {
         const char *live =
                 "{\"containers\":[{\"name\":\"a\",\"command\":[\"x\"],"
                 "\"env\":[{\"name\":\"A\",\"value\":\"1\"},{\"name\":\"B\",\"value\":\"2\"}],"
-                "\"ports\":[{\"name\":\"http\"}]}]}";
+                "\"ports\":[{\"containerPort\":80,\"name\":\"http\"}]}]}";
 
         /* a container merges by name: what the patch leaves out stays (the data kubectl
          * patch lost when it was a merge patch) */
         assert_smp(
                 live, "{\"containers\":[{\"name\":\"a\",\"command\":[\"y\"]}]}",
                 "{\"containers\":[{\"command\":[\"y\"],\"env\":[{\"name\":\"A\",\"value\":\"1\"},"
-                "{\"name\":\"B\",\"value\":\"2\"}],\"name\":\"a\",\"ports\":[{\"name\":\"http\"}]}]"
+                "{\"name\":\"B\",\"value\":\"2\"}],\"name\":\"a\",\"ports\":[{\"containerPort\":80,"
+                "\"name\":\"http\"}]}]"
                 "}");
         /* env by name: one changed, one added (kubectl set env) */
         assert_smp(
@@ -235,14 +236,14 @@ static void test_strategic(void **state) {
                 "\"env\":[{\"name\":\"B\",\"value\":\"3\"},{\"name\":\"C\",\"value\":\"4\"}]}]}",
                 "{\"containers\":[{\"command\":[\"x\"],\"env\":[{\"name\":\"A\",\"value\":\"1\"},"
                 "{\"name\":\"B\",\"value\":\"3\"},{\"name\":\"C\",\"value\":\"4\"}],\"name\":\"a\","
-                "\"ports\":[{\"name\":\"http\"}]}]}");
+                "\"ports\":[{\"containerPort\":80,\"name\":\"http\"}]}]}");
         /* $patch: delete of an element; $setElementOrder puts the listed first */
         assert_smp(
                 live,
                 "{\"containers\":[{\"name\":\"a\",\"$setElementOrder/env\":[{\"name\":\"B\"}],"
                 "\"env\":[{\"$patch\":\"delete\",\"name\":\"A\"}]}]}",
                 "{\"containers\":[{\"command\":[\"x\"],\"env\":[{\"name\":\"B\",\"value\":\"2\"}],"
-                "\"name\":\"a\",\"ports\":[{\"name\":\"http\"}]}]}");
+                "\"name\":\"a\",\"ports\":[{\"containerPort\":80,\"name\":\"http\"}]}]}");
         assert_smp("{\"env\":[{\"name\":\"A\"},{\"name\":\"B\"}]}",
                    "{\"$setElementOrder/env\":[{\"name\":\"B\"},{\"name\":\"A\"}]}",
                    "{\"env\":[{\"name\":\"B\"},{\"name\":\"A\"}]}");
@@ -250,12 +251,17 @@ static void test_strategic(void **state) {
         assert_smp("{\"env\":[{\"name\":\"A\"},{\"name\":\"B\"}]}",
                    "{\"env\":[{\"name\":\"C\"},{\"$patch\":\"replace\"}]}",
                    "{\"env\":[{\"name\":\"C\"}]}");
-        /* a list without a merge key is replaced (ports: a leased port has no containerPort) */
+        /* ports merge by containerPort, as Kubernetes' */
         assert_smp(
-                live, "{\"containers\":[{\"name\":\"a\",\"ports\":[{\"name\":\"admin\"}]}]}",
+                live,
+                "{\"containers\":[{\"name\":\"a\",\"ports\":[{\"containerPort\":81,"
+                "\"name\":\"admin\"}]}]}",
                 "{\"containers\":[{\"command\":[\"x\"],\"env\":[{\"name\":\"A\",\"value\":\"1\"},"
-                "{\"name\":\"B\",\"value\":\"2\"}],\"name\":\"a\",\"ports\":[{\"name\":\"admin\"}]}"
-                "]}");
+                "{\"name\":\"B\",\"value\":\"2\"}],\"name\":\"a\",\"ports\":[{\"containerPort\":80,"
+                "\"name\":\"http\"},{\"containerPort\":81,\"name\":\"admin\"}]}]}");
+        /* an item without its merge key is an error */
+        assert_smp(live, "{\"containers\":[{\"name\":\"a\",\"ports\":[{\"name\":\"admin\"}]}]}",
+                   "error: ports: an element has no merge key");
         /* primitive lists: replaced, or values taken out */
         assert_smp("{\"args\":[\"-a\",\"-b\",\"-a\"]}",
                    "{\"$deleteFromPrimitiveList/args\":[\"-a\"]}", "{\"args\":[\"-b\"]}");
