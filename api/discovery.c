@@ -283,6 +283,38 @@ oom:
         return NULL;
 }
 
+/* kubectl's columns for namespaces: NAME, STATUS, AGE. */
+static json_t *namespace_table(json_t *list, const char *rv) {
+        json_t *rows = json_array(), *ns;
+        size_t i;
+
+        json_array_foreach (list, i, ns) {
+                json_t *m = json_object_get(ns, "metadata");
+                char age[32] = "<unknown>";
+                usec_t created;
+                if (parse_timestamp(json_string_value(json_object_get(m, "creationTimestamp")),
+                                    &created) >= 0)
+                        spec_human_duration(age, now_realtime() - MIN(created, now_realtime()));
+                if (!rows || json_array_append_new(
+                                     rows, json_pack("{s:[s, s, s], s:{s:s, s:s, s:O}}", "cells",
+                                                     strempty(api__json_field(ns, "metadata.name")),
+                                                     "Active", age, "object", "kind",
+                                                     "PartialObjectMetadata", "apiVersion",
+                                                     "meta.k8s.io/v1", "metadata", m)) < 0) {
+                        json_decref(rows);
+                        return NULL;
+                }
+        }
+        return rows ? json_pack("{s:s, s:s, s:{s:s}, s:[{s:s, s:s, s:s, s:i}, {s:s, s:s, s:s, "
+                                "s:i}, {s:s, s:s, s:s, s:i}], s:o}",
+                                "kind", "Table", "apiVersion", "meta.k8s.io/v1", "metadata",
+                                "resourceVersion", rv, "columnDefinitions", "name", "NAME", "type",
+                                "string", "format", "name", "priority", 0, "name", "STATUS", "type",
+                                "string", "format", "", "priority", 0, "name", "AGE", "type",
+                                "string", "format", "", "priority", 0, "rows", rows)
+                    : NULL;
+}
+
 enum MHD_Result api__handle_namespaces(req *r, const char *name, const char *method) {
         _cleanup_(json_decrefp) json_t *list = NULL;
         json_t *ns;
@@ -299,10 +331,15 @@ enum MHD_Result api__handle_namespaces(req *r, const char *name, const char *met
         list = namespaces(r->s);
         if (!list)
                 return api__send_oom(r);
+        snprintf(rv, sizeof rv, "%" PRIu64, store_resource_version(r->s->store));
         if (name) {
                 json_array_foreach (list, i, ns)
-                        if (streq_ptr(api__json_field(ns, "metadata.name"), name))
-                                return api__send_json(r, 200, json_incref(ns));
+                        if (streq_ptr(api__json_field(ns, "metadata.name"), name)) {
+                                _cleanup_(json_decrefp) json_t *one = json_pack("[O]", ns);
+                                return api__send_json(r, 200,
+                                                      api__wants_table(r) ? namespace_table(one, rv)
+                                                                          : json_incref(ns));
+                        }
                 _cleanup_free_ char *msg = strprintf("namespaces \"%s\" not found: no object "
                                                      "of tend's is in it",
                                                      name);
@@ -311,7 +348,8 @@ enum MHD_Result api__handle_namespaces(req *r, const char *name, const char *met
                                                        json_pack("{s:s, s:s}", "name", name, "kind",
                                                                  "namespaces")));
         }
-        snprintf(rv, sizeof rv, "%" PRIu64, store_resource_version(r->s->store));
+        if (api__wants_table(r))
+                return api__send_json(r, 200, namespace_table(list, rv));
         return api__send_json(r, 200,
                               json_pack("{s:s, s:s, s:{s:s}, s:O}", "kind", "NamespaceList",
                                         "apiVersion", "v1", "metadata", "resourceVersion", rv,
