@@ -68,6 +68,15 @@ typedef struct cli_resource {
 const cli_resource *cli_resource_find(const char *word);
 /* "deploy/web" → resource and name; prints an error if not valid. */
 int cli_parse_ref(const char *ref, const cli_resource **ret_res, const char **ret_name);
+/* The objects a verb's words name, as kubectl takes them: TYPE/NAME ...
+ * (each of its own type) or TYPE NAME ... (one type). With nodes, node/NAME
+ * and "node NAME" too (their res is NULL). At most max; prints what is
+ * wrong and returns < 0. */
+typedef struct cli_ref {
+        const cli_resource *res; /* NULL: a node */
+        const char *name;        /* borrowed from words */
+} cli_ref;
+int cli_parse_refs(char **words, size_t n, bool nodes, cli_ref *ret, size_t max, size_t *ret_n);
 /* "/apis/apps/v1/namespaces/NS/deployments[/NAME]"; new string. */
 char *cli_path(const cli_resource *r, const char *ns, const char *name);
 /* "deployment.apps/web" */
@@ -77,7 +86,7 @@ char *cli_object_ref(const cli_resource *r, const char *name);
 
 /* kubectl's HumanDuration: 45s, 3m12s, 15m, 5h30m, 2d, ... */
 char *cli_human_duration(char buf[static 32], usec_t d);
-/* An age for a table: relative on a terminal, RFC 3339 otherwise. */
+/* An age for a table, as kubectl prints one: 45s, 3m12s, 2d. */
 char *cli_age(char buf[static 40], usec_t since);
 
 typedef struct table {
@@ -91,12 +100,20 @@ void table_row(table *t, ...);               /* cols strings */
 /* spec's columns (table.c), the wide ones with wide; a row takes the cells. */
 void table_init_columns(table *t, const spec_column *c, size_t n, bool wide);
 void table_row_cells(table *t, char **cells, const spec_column *c, size_t n, bool wide);
+/* A column after the others, while the table has its header only (takes
+ * name). */
+void table_add_column(table *t, char *name);
+/* A row of n cells (taken; missing ones are empty). */
+void table_row_take(table *t, char **cells, size_t n);
 void table_print(const table *t, FILE *f, bool header);
 /* With a first column (NAMESPACE for -A): lead[i] is row i+1's cell. */
 void table_print_lead(const table *t, FILE *f, bool header, const char *lead_header,
                       char *const *lead);
 void table_print_indented(const table *t, FILE *f, const char *indent, size_t gap);
 void table_done(table *t);
+
+/* qsort() of strings (char *). */
+int cmp_strp(const void *a, const void *b);
 
 /* Pod facts for tables and describe. */
 const char *cli_pod_status(const spec_pod *p);

@@ -441,17 +441,23 @@ int cli_describe(int argc, char **argv) {
                         return 2;
                 }
         if (optind >= argc) {
-                fprintf(stderr, "error: what to describe? e.g. tend describe deploy/web\n");
+                fprintf(stderr, "error: what to describe? e.g. tend describe deploy/web (or deploy "
+                                "web)\n");
                 return 2;
         }
+        cli_ref refs[64];
+        size_t n_refs;
+        if (cli_parse_refs(argv + optind, (size_t) (argc - optind), false, refs, ELEMENTSOF(refs),
+                           &n_refs) < 0)
+                return 1;
         c = cli_connect();
         if (!c)
                 return 1;
-        for (int i = optind; i < argc; i++) {
-                if (i > optind)
+        for (size_t i = 0; i < n_refs; i++) {
+                if (i > 0)
                         printf("\n\n");
-                if (cli_parse_ref(argv[i], &res, &name) < 0)
-                        return 1;
+                res = refs[i].res;
+                name = refs[i].name;
                 free(path);
                 path = cli_path(res, cli.namespace, name);
                 if (!path || client_request(c, "GET", path, NULL, NULL, &code, &resp) < 0)

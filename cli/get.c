@@ -3,6 +3,7 @@
 /* tend get TYPE [NAME] [-l SELECTOR] [-o wide|json|yaml|name] [-w] [-A] */
 
 #include <assert.h>
+#include <ctype.h>
 #include <getopt.h>
 #include <inttypes.h>
 
@@ -26,6 +27,9 @@ typedef struct get_ctx {
         tend_hashmap *revisions; /* pods -o wide: "ns/rs" → revision (owned) */
         bool header_printed;
         bool show_managed_fields;
+        bool no_headers;
+        bool show_labels;
+        char **label_columns; /* -L: label keys, each a column */
 } get_ctx;
 
 /* As kubectl: metadata.managedFields is left out of -o json|yaml unless
@@ -41,11 +45,49 @@ static void hide_managed_fields(const get_ctx *g, json_t *j) {
                 json_object_del(json_object_get(item, "metadata"), "managedFields");
 }
 
+/* -L app.kubernetes.io/name: the column NAME, as kubectl heads it. */
+static char *label_header(const char *key) {
+        const char *slash = strrchr(key, '/');
+        char *h = strdup(slash ? slash + 1 : key);
+
+        for (char *p = h; p && *p; p++)
+                *p = (char) toupper((unsigned char) *p);
+        return h;
+}
+
 static void header(get_ctx *g) {
         const spec_column *c;
         size_t n = spec_table_columns(g->res->type, &c);
 
         table_init_columns(&g->t, c, n, g->out == OUT_WIDE);
+        for (char **k = g->label_columns; k && *k; k++)
+                table_add_column(&g->t, label_header(*k));
+        if (g->show_labels)
+                table_add_column(&g->t, strdup("LABELS"));
+}
+
+/* The cells -L and --show-labels add to a row, from its labels. */
+static void label_cells(get_ctx *g, json_t *j, char **cells, size_t *n) {
+        json_t *labels = json_object_get(json_object_get(j, "metadata"), "labels");
+
+        for (char **k = g->label_columns; k && *k; k++)
+                cells[(*n)++] = strdup(strempty(json_string_value(json_object_get(labels, *k))));
+        if (g->show_labels) {
+                _cleanup_buf_ tend_buf b = TEND_BUF_INIT(1 << 16);
+                const char *keys[256];
+                size_t nk = 0;
+                const char *key;
+                json_t *v;
+                json_object_foreach (labels, key, v)
+                        if (nk < ELEMENTSOF(keys))
+                                keys[nk++] = key;
+                qsort(keys, nk, sizeof *keys, cmp_strp);
+                for (size_t i = 0; i < nk; i++)
+                        (void) tend_buf_addf(
+                                &b, "%s%s=%s", i ? "," : "", keys[i],
+                                strempty(json_string_value(json_object_get(labels, keys[i]))));
+                cells[(*n)++] = strdup(b.len ? tend_buf_str(&b) : "<none>");
+        }
 }
 
 static const char *revision_of(const char *ns, const char *rs, void *userdata) {
@@ -55,18 +97,25 @@ static const char *revision_of(const char *ns, const char *rs, void *userdata) {
         return key && g->revisions ? tend_hashmap_get(g->revisions, key) : NULL;
 }
 
-/* One row for an object (a decoded struct of the resource's type). */
-static void row(get_ctx *g, const void *obj) {
+/* One row for an object (a decoded struct of the resource's type, and
+ * its JSON j). */
+static void row(get_ctx *g, const void *obj, json_t *j) {
         const spec_column *c;
-        size_t n = spec_table_columns(g->res->type, &c);
-        char *cells[16] = {};
+        size_t n = spec_table_columns(g->res->type, &c), k = 0;
+        char *cells[16] = {}, *row_cells[16 + 64] = {};
         spec_table_ctx ctx = {
-                .now = now_realtime(), .human = cli.tty, .revision_of = revision_of, .userdata = g
+                .now = now_realtime(), .human = true, .revision_of = revision_of, .userdata = g
         };
 
         assert(n <= ELEMENTSOF(cells));
         (void) spec_table_row(g->res->type, obj, &ctx, cells);
-        table_row_cells(&g->t, cells, c, n, g->out == OUT_WIDE);
+        for (size_t i = 0; i < n; i++)
+                if (g->out == OUT_WIDE || c[i].priority == 0)
+                        row_cells[k++] = cells[i] ?: strdup("<none>");
+                else
+                        free(cells[i]);
+        label_cells(g, j, row_cells, &k);
+        table_row_take(&g->t, row_cells, k);
 }
 
 static const char *name_of(json_t *j) {
@@ -108,7 +157,7 @@ static int print_one(get_ctx *g, json_t *j) {
                         g->ns = n;
                         g->ns[g->n_ns++] = strdup(ns ?: "");
                 }
-                row(g, obj);
+                row(g, obj, j);
                 spec_free(g->res->type, obj);
                 return 0;
         }
@@ -122,10 +171,11 @@ static void drop_ns(get_ctx *g) {
 
 static int flush_table(get_ctx *g) {
         if (g->out == OUT_TABLE || g->out == OUT_WIDE) {
+                bool head = !g->header_printed && !g->no_headers;
                 if (g->all_namespaces && g->n_ns + 1 == g->t.rows)
-                        table_print_lead(&g->t, stdout, !g->header_printed, "NAMESPACE", g->ns);
+                        table_print_lead(&g->t, stdout, head, "NAMESPACE", g->ns);
                 else
-                        table_print(&g->t, stdout, !g->header_printed);
+                        table_print(&g->t, stdout, head);
                 drop_ns(g);
                 g->header_printed = true;
                 /* keep the header for widths, drop printed rows */
@@ -160,6 +210,86 @@ static int on_watch_line(const char *line, size_t n, void *userdata) {
         (void) print_one(g, obj);
         json_decref(ev);
         flush_table(g);
+        return 0;
+}
+
+/* --sort-by: a field's path as kubectl takes it ("{.metadata.name}",
+ * ".status.containerStatuses[0].restartCount"); the value there, or NULL. */
+static json_t *field_at(json_t *j, const char *path) {
+        _cleanup_free_ char *copy = NULL;
+        char *save = NULL;
+        size_t n;
+
+        if (*path == '{')
+                path++;
+        copy = strdup(path);
+        if (!copy)
+                return NULL;
+        n = strlen(copy);
+        if (n && copy[n - 1] == '}')
+                copy[n - 1] = 0;
+        for (char *t = strtok_r(copy, ".", &save); t && j; t = strtok_r(NULL, ".", &save)) {
+                char *br = strchr(t, '[');
+                int64_t idx;
+                if (br)
+                        *br = 0;
+                if (*t)
+                        j = json_object_get(j, t);
+                while (br && j) {
+                        char *end = strchr(br + 1, ']');
+                        if (!end)
+                                return NULL;
+                        *end = 0;
+                        if (safe_atoi64(br + 1, &idx) < 0 || idx < 0)
+                                return NULL;
+                        j = json_array_get(j, (size_t) idx);
+                        br = end[1] == '[' ? end + 1 : NULL;
+                }
+        }
+        return j;
+}
+
+typedef struct sort_item {
+        json_t *item, *key;
+} sort_item;
+
+/* Numbers as numbers, the rest as text; absent first (as kubectl). */
+static int cmp_sort_items(const void *a, const void *b) {
+        json_t *x = ((const sort_item *) a)->key, *y = ((const sort_item *) b)->key;
+
+        if (!x || !y)
+                return !x - !y ? (!x ? -1 : 1) : 0;
+        if (json_is_number(x) && json_is_number(y)) {
+                double dx = json_number_value(x), dy = json_number_value(y);
+                return dx < dy ? -1 : dx > dy;
+        }
+        if (json_is_string(x) && json_is_string(y))
+                return strcmp(json_string_value(x), json_string_value(y));
+        _cleanup_free_ char *sx = json_dumps(x, JSON_ENCODE_ANY | JSON_COMPACT),
+                            *sy = json_dumps(y, JSON_ENCODE_ANY | JSON_COMPACT);
+        return strcmp(strempty(sx), strempty(sy));
+}
+
+static int sort_items(json_t *items, const char *path) {
+        size_t n = json_array_size(items), i;
+        _cleanup_free_ sort_item *v = new0(sort_item, n + 1);
+        json_t *item;
+
+        if (!v)
+                return -ENOMEM;
+        json_array_foreach (items, i, item)
+                v[i] = (sort_item){ json_incref(item), field_at(item, path) };
+        /* stable for equal keys: kubectl keeps the list's order */
+        for (i = 1; i < n; i++)
+                for (size_t k = i; k > 0 && cmp_sort_items(&v[k - 1], &v[k]) > 0; k--) {
+                        sort_item t = v[k];
+                        v[k] = v[k - 1];
+                        v[k - 1] = t;
+                }
+        json_array_clear(items);
+        for (i = 0; i < n; i++)
+                if (json_array_append_new(items, v[i].item) < 0)
+                        return -ENOMEM;
         return 0;
 }
 
@@ -209,9 +339,15 @@ int cli_get(int argc, char **argv) {
                 { "all-namespaces", no_argument, NULL, 'A' },
                 { "namespace", required_argument, NULL, 'n' },
                 { "show-managed-fields", no_argument, NULL, 'M' },
+                { "no-headers", no_argument, NULL, 'H' },
+                { "show-labels", no_argument, NULL, 'S' },
+                { "label-columns", required_argument, NULL, 'L' },
+                { "sort-by", required_argument, NULL, 'B' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
+        _cleanup_strv_free_ char **label_columns = NULL;
+        const char *sort_by = NULL;
         _cleanup_(client_freep) client *c = NULL;
         _cleanup_free_ char *path = NULL, *query = NULL, *esc = NULL, *wpath = NULL;
         _cleanup_buf_ tend_buf q = TEND_BUF_INIT(4096);
@@ -225,8 +361,30 @@ int cli_get(int argc, char **argv) {
         size_t i;
 
         optind = 1;
-        while ((opt = getopt_long(argc, argv, "l:o:wAn:h", options, NULL)) >= 0)
+        while ((opt = getopt_long(argc, argv, "l:o:wAn:L:h", options, NULL)) >= 0)
                 switch (opt) {
+                case 'H':
+                        g.no_headers = true;
+                        break;
+                case 'S':
+                        g.show_labels = true;
+                        break;
+                case 'L': {
+                        _cleanup_free_ char *copy = strdup(optarg);
+                        char *save = NULL;
+                        for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t;
+                             t = strtok_r(NULL, ",", &save))
+                                if (strv_extend(&label_columns, t) < 0)
+                                        return 1;
+                        if (strv_length(label_columns) > 32) {
+                                fprintf(stderr, "error: -L: at most 32 label columns\n");
+                                return 2;
+                        }
+                        break;
+                }
+                case 'B':
+                        sort_by = optarg;
+                        break;
                 case 'l':
                         selector = optarg;
                         break;
@@ -258,8 +416,10 @@ int cli_get(int argc, char **argv) {
                         cli.namespace = optarg;
                         break;
                 case 'h':
-                        printf("Usage: tend get TYPE [NAME] [-l SELECTOR] [-o wide|json|yaml|name] "
-                               "[-w] [-A] [--show-managed-fields]\n\n"
+                        printf("Usage: tend get TYPE [NAME...] [-l SELECTOR] "
+                               "[-o wide|json|yaml|name] [-w] [-A]\n"
+                               "                [--no-headers] [--show-labels] [-L KEY,...] "
+                               "[--sort-by PATH] [--show-managed-fields]\n\n"
                                "TYPE: deployments (deploy), replicasets (rs), pods (po), events "
                                "(ev), nodes (no).\n\n"
                                "  -l, --selector SEL     only objects whose labels match "
@@ -269,6 +429,13 @@ int cli_get(int argc, char **argv) {
                                "happen\n"
                                "  -A, --all-namespaces   every namespace\n"
                                "  -n, --namespace NS     the namespace (default: default)\n"
+                               "      --no-headers       tables without their header line\n"
+                               "      --show-labels      a LABELS column\n"
+                               "  -L, --label-columns KEY,...  a column per label key (its value)\n"
+                               "      --sort-by PATH     in the order of a field, as "
+                               "{.metadata.name} or\n"
+                               "                         "
+                               ".status.containerStatuses[0].restartCount\n"
                                "      --show-managed-fields  keep metadata.managedFields (who "
                                "set which fields) in -o json|yaml\n");
                         return 0;
@@ -280,7 +447,13 @@ int cli_get(int argc, char **argv) {
                                 "[NAME]\n");
                 return 2;
         }
+        g.label_columns = label_columns;
         if (cli_is_nodes(argv[optind])) {
+                if (g.no_headers || g.show_labels || label_columns || sort_by) {
+                        fprintf(stderr, "error: nodes are listed as they are: no --no-headers, "
+                                        "--show-labels, -L or --sort-by\n");
+                        return 2;
+                }
                 static const char *const outs[] = { [OUT_TABLE] = "",
                                                     [OUT_WIDE] = "wide",
                                                     [OUT_JSON] = "json",
@@ -401,6 +574,8 @@ int cli_get(int argc, char **argv) {
                 return 1;
         }
         header(&g);
+        if (sort_by && sort_items(json_object_get(resp, "items"), sort_by) < 0)
+                goto out;
         if (g.out == OUT_JSON || g.out == OUT_YAML)
                 hide_managed_fields(&g, resp);
         if (g.out == OUT_JSON && !watch)

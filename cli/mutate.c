@@ -78,8 +78,9 @@ int cli_delete(int argc, char **argv) {
                         cli.namespace = optarg;
                         break;
                 case 'h':
-                        printf("Usage: tend delete deploy/NAME|rs/NAME|pod/NAME|node/NAME ... | -f "
-                               "FILE|DIR|-\n\n"
+                        printf("Usage: tend delete deploy/NAME|rs/NAME|pod/NAME|node/NAME ... | "
+                               "TYPE "
+                               "NAME ... | -f FILE|DIR|-\n\n"
                                "Deleting a deployment deletes its ReplicaSets and pods (each "
                                "process\n"
                                "stopped gracefully). A deleted pod is replaced by its ReplicaSet; "
@@ -118,18 +119,15 @@ int cli_delete(int argc, char **argv) {
                 spec_manifest_done(&m);
                 spec_errors_done(&errs);
         }
-        for (int i = optind; i < argc; i++) {
-                const cli_resource *r;
-                const char *name;
-                if (startswith(argv[i], "node/") || startswith(argv[i], "nodes/")) {
-                        if (delete_node(c, strchr(argv[i], '/') + 1) < 0)
-                                ret = 1;
-                        continue;
-                }
-                if (cli_parse_ref(argv[i], &r, &name) < 0 ||
-                    delete_one(c, r, cli.namespace, name) < 0)
+        cli_ref refs[64];
+        size_t n_refs;
+        if (optind < argc && cli_parse_refs(argv + optind, (size_t) (argc - optind), true, refs,
+                                            ELEMENTSOF(refs), &n_refs) < 0)
+                return 1;
+        for (size_t i = 0; optind < argc && i < n_refs; i++)
+                if (refs[i].res ? delete_one(c, refs[i].res, cli.namespace, refs[i].name) < 0
+                                : delete_node(c, refs[i].name) < 0)
                         ret = 1;
-        }
         return ret;
 }
 
@@ -173,12 +171,17 @@ int cli_scale(int argc, char **argv) {
                 default:
                         return 2;
                 }
-        if (optind + 1 != argc || replicas < 0) {
-                fprintf(stderr, "error: expected tend scale deploy/NAME --replicas=N\n");
+        cli_ref target;
+        size_t n_refs = 0;
+        if (optind >= argc || argc - optind > 2 || replicas < 0) {
+                fprintf(stderr, "error: expected tend scale deploy/NAME (or deploy NAME) "
+                                "--replicas=N\n");
                 return 2;
         }
-        if (cli_parse_ref(argv[optind], &r, &name) < 0)
+        if (cli_parse_refs(argv + optind, (size_t) (argc - optind), false, &target, 1, &n_refs) < 0)
                 return 1;
+        r = target.res;
+        name = target.name;
         if (r->type != &spec_type_deployment && r->type != &spec_type_replica_set) {
                 fprintf(stderr, "error: only deployments and replicasets can be scaled\n");
                 return 1;

@@ -57,6 +57,65 @@ int cli_parse_ref(const char *ref, const cli_resource **ret_res, const char **re
         return 0;
 }
 
+int cli_parse_refs(char **words, size_t n, bool nodes, cli_ref *ret, size_t max, size_t *ret_n) {
+        size_t k = 0;
+
+        *ret_n = 0;
+        /* TYPE NAME...: one type, then its names (kubectl's other form) */
+        if (n > 0 && !strchr(words[0], '/')) {
+                const cli_resource *r = cli_resource_find(words[0]);
+                bool is_node = nodes && cli_is_nodes(words[0]);
+                if (!r && !is_node) {
+                        fprintf(stderr,
+                                "error: the server doesn't have a resource type \"%s\" (tend "
+                                "knows deployments, replicasets, pods, events%s)\n",
+                                words[0], nodes ? ", nodes" : "");
+                        return -EINVAL;
+                }
+                if (n == 1) {
+                        fprintf(stderr, "error: which %s? TYPE NAME or TYPE/NAME (e.g. %s web)\n",
+                                r ? r->singular : "node", words[0]);
+                        return -EINVAL;
+                }
+                for (size_t i = 1; i < n; i++) {
+                        if (!*words[i] || strchr(words[i], '/')) {
+                                fprintf(stderr,
+                                        "error: \"%s\": after a type (%s) come names; TYPE/NAME "
+                                        "is the other form\n",
+                                        words[i], words[0]);
+                                return -EINVAL;
+                        }
+                        if (k == max) {
+                                fprintf(stderr, "error: at most %zu names at once\n", max);
+                                return -E2BIG;
+                        }
+                        ret[k++] = (cli_ref){ r, words[i] };
+                }
+                *ret_n = k;
+                return 0;
+        }
+        for (size_t i = 0; i < n; i++) {
+                const cli_resource *r = NULL;
+                const char *name;
+                if (k == max) {
+                        fprintf(stderr, "error: at most %zu names at once\n", max);
+                        return -E2BIG;
+                }
+                if (nodes && (startswith(words[i], "node/") || startswith(words[i], "nodes/") ||
+                              startswith(words[i], "no/"))) {
+                        name = strchr(words[i], '/') + 1;
+                        if (!*name) {
+                                fprintf(stderr, "error: which node? node/NAME\n");
+                                return -EINVAL;
+                        }
+                } else if (cli_parse_ref(words[i], &r, &name) < 0)
+                        return -EINVAL;
+                ret[k++] = (cli_ref){ r, name };
+        }
+        *ret_n = k;
+        return 0;
+}
+
 char *cli_path(const cli_resource *r, const char *ns, const char *name) {
         _cleanup_free_ char *ens = ns ? client_escape(ns) : NULL,
                             *ename = name ? client_escape(name) : NULL;
@@ -91,16 +150,12 @@ char *cli_human_duration(char buf[static 32], usec_t d) {
 
 char *cli_age(char buf[static 40], usec_t since) {
         usec_t now = now_realtime();
-        char ts[TIMESTAMP_MAX];
 
         if (!since) {
                 snprintf(buf, 40, "<unknown>");
                 return buf;
         }
-        if (cli.tty)
-                return cli_human_duration(buf, now > since ? now - since : 0);
-        snprintf(buf, 40, "%s", format_timestamp(ts, since / USEC_PER_SEC * USEC_PER_SEC));
-        return buf;
+        return cli_human_duration(buf, now > since ? now - since : 0);
 }
 
 /* ---- tables --------------------------------------------------------------------------------- */
@@ -157,6 +212,39 @@ void table_row_cells(table *t, char **cells, const spec_column *c, size_t n, boo
         }
         if (grown)
                 t->rows++;
+}
+
+void table_add_column(table *t, char *name) {
+        char **n = t->rows == 1 ? realloc(t->cells, sizeof(char *) * (t->cols + 1)) : NULL;
+
+        if (!n) {
+                free(name);
+                return;
+        }
+        t->cells = n;
+        t->cells[t->cols++] = name;
+}
+
+void table_row_take(table *t, char **cells, size_t n) {
+        char **grown = realloc(t->cells, sizeof(char *) * t->cols * (t->rows + 1));
+
+        for (size_t i = 0; i < n; i++) {
+                if (grown && i < t->cols)
+                        grown[t->rows * t->cols + i] = cells[i];
+                else
+                        free(cells[i]);
+                cells[i] = NULL;
+        }
+        if (!grown)
+                return;
+        t->cells = grown;
+        for (size_t i = n; i < t->cols; i++)
+                t->cells[t->rows * t->cols + i] = strdup("");
+        t->rows++;
+}
+
+int cmp_strp(const void *a, const void *b) {
+        return strcmp(*(const char *const *) a, *(const char *const *) b);
 }
 
 static void print_rows(const table *t, FILE *f, size_t first, const char *indent, size_t gap) {

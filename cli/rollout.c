@@ -358,12 +358,17 @@ int cli_rollout(int argc, char **argv) {
                 default:
                         return 2;
                 }
-        if (optind + 1 != argc) {
-                fprintf(stderr, "error: expected tend rollout %s deploy/NAME\n", sub);
+        cli_ref ref;
+        size_t n_refs = 0;
+        if (optind >= argc || argc - optind > 2) {
+                fprintf(stderr, "error: expected tend rollout %s deploy/NAME (or deploy NAME)\n",
+                        sub);
                 return 2;
         }
-        if (cli_parse_ref(argv[optind], &res, &name) < 0)
+        if (cli_parse_refs(argv + optind, (size_t) (argc - optind), false, &ref, 1, &n_refs) < 0)
                 return 1;
+        res = ref.res;
+        name = ref.name;
         if (res->type != &spec_type_deployment) {
                 fprintf(stderr, "error: rollouts are of deployments: deploy/NAME\n");
                 return 1;
