@@ -7,7 +7,11 @@ set -eu
 
 pkgs="libuv1-dev libyaml-dev libsystemd-dev libcmocka-dev libjansson-dev \
 libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev pkg-config cmake \
-make gcc curl openssl strace jq systemd dbus dbus-user-session util-linux iproute2 etcd-server etcd-client"
+make gcc curl openssl strace jq systemd dbus dbus-user-session util-linux iproute2 etcd-server etcd-client \
+python3 python3-kubernetes"
+# The JavaScript client's suite runs on node (20 or later for
+# @kubernetes/client-node 1.x): Debian's, where there is none yet.
+command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
 bench=false
 fuzz=false
 for arg in "$@"; do
@@ -46,9 +50,34 @@ have_all() {
     command -v cc >/dev/null 2>&1 || return 1
     command -v pkg-config >/dev/null 2>&1 || return 1
     pkg-config --exists $modules || return 1
+    # the client suites (tests/clients/): the official Python client, node
+    /usr/bin/python3 -c 'import kubernetes' >/dev/null 2>&1 || return 1
+    command -v node >/dev/null 2>&1 || return 1
+    command -v npm >/dev/null 2>&1 || return 1
 }
 
-have_all && exit 0
+# tests/clients/js: the JavaScript client and the schema check, from the
+# npm registry at the versions package-lock.json pins (npm ci), again only
+# when the lock file changed since.
+js_deps() {
+    js="$(dirname "$0")/../tests/clients/js"
+    if ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) < 20 ? 1 : 0)'; then
+        echo "deps: node $(node --version) is older than 20: the JavaScript client's tests will be skipped" >&2
+        return 0
+    fi
+    if [ -f "$js/node_modules/.package-lock.json" ] &&
+        [ "$js/node_modules/.package-lock.json" -nt "$js/package-lock.json" ]; then
+        return 0
+    fi
+    echo "deps: npm ci in tests/clients/js"
+    (cd "$js" && npm ci --no-audit --no-fund --loglevel=error) ||
+        { echo "deps: npm ci in tests/clients/js failed" >&2; exit 1; }
+}
+
+if have_all; then
+    js_deps
+    exit 0
+fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
     echo "deps: missing build dependencies and no apt-get here." >&2
@@ -71,3 +100,4 @@ $sudo apt-get update -q
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends $pkgs
 
 have_all || { echo "deps: still missing after install: check pkg-config $modules" >&2; exit 1; }
+js_deps

@@ -190,14 +190,30 @@ expect_exit 0 "web-v2 rolls out" k rollout status deploy/web --timeout=60s
 k get pods -l app=web -o json | jq -e '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null) |
     .metadata.annotations["tend.io/ports"] | test("^http=[0-9]+$")] | length == 3 and all' \
     >/dev/null && ok "3 pods of v2, each with its leased port" || fail "$(k get pods -l app=web -o wide)"
+# A leased port is tend.io/lease-ports on the template: the manifest is
+# valid Kubernetes, and kubectl edit (which merges ports by containerPort
+# in its compiled-in types) works on it.
+k get deploy web -o json | jq -e '.spec.template.metadata.annotations["tend.io/lease-ports"] == "http" and
+    (.spec.template.spec.containers[0].ports // [] | all(has("containerPort")))' >/dev/null &&
+    ok "the leased port is an annotation; every port has its containerPort" ||
+    fail "$(k get deploy web -o json | jq -c '.spec.template')"
+printf '#!/bin/sh\nsed -i "s/--drain=1/--drain=2/" "$1"\n' >"$tmp/edit-drain"
+chmod +x "$tmp/edit-drain"
+expect_exit 0 "kubectl edit of a deployment with a leased port" env EDITOR="$tmp/edit-drain" kubectl edit deploy/web
+k get deploy web -o jsonpath='{.spec.template.spec.containers[0].command}' | grep -q -- '--drain=2' &&
+    ok "edit changed its command" || fail "after edit: $(k get deploy web -o jsonpath='{.spec.template.spec.containers[0].command}') $(cat "$tmp/err")"
+expect_exit 0 "the edit rolls out" k rollout status deploy/web --timeout=60s
+printf '#!/bin/sh\nsed -i "s/--drain=2/--drain=1/" "$1"\n' >"$tmp/edit-drain"
+expect_exit 0 "and back" env EDITOR="$tmp/edit-drain" kubectl edit deploy/web
+expect_exit 0 "which rolls out" k rollout status deploy/web --timeout=60s
 # both rollouts completed: each ReplicaSet carries the controller's own
 # annotations, which kubectl's undo copies onto the Deployment
-expect_exit 0 "rollout undo after completed rollouts" k rollout undo deploy/web
+expect_exit 0 "rollout undo after completed rollouts" k rollout undo deploy/web --to-revision=1
 expect_exit 0 "the undo rolls out" k rollout status deploy/web --timeout=60s
 k get deploy web -o json | jq -e '(.spec.template.spec.containers[0].command | index("--version=v1")) and
-    .metadata.annotations["deployment.kubernetes.io/revision"] == "3" and
+    .metadata.annotations["deployment.kubernetes.io/revision"] == "5" and
     (.metadata.annotations | has("tend.io/complete") | not)' >/dev/null &&
-    ok "undo: back to v1 as revision 3, no ReplicaSet-only annotation on the Deployment" ||
+    ok "undo: back to v1 as revision 5, no ReplicaSet-only annotation on the Deployment" ||
     fail "after undo: $(k get deploy web -o json | jq -c '.metadata.annotations')"
 expect_exit 0 "delete web" k delete deploy web
 
@@ -286,7 +302,16 @@ expect_exit 0 "kubectl apply (client-side)" k apply -f "$tmp/csa.yaml"
 mfc() { k get deploy csa -o json --show-managed-fields | jq -c "$1"; }
 [ "$(mfc '[.metadata.managedFields[] | [.manager, .operation]]')" = '[["kubectl-client-side-apply","Update"]]' ] &&
     ok "client-side apply: an Update by kubectl-client-side-apply" || fail "$(mfc .metadata.managedFields)"
-expect_exit 0 "then apply --server-side" k apply --server-side -f "$tmp/csa.yaml"
+# ...after a change to a field the client-side apply set (and nobody
+# changed since): taken over without a conflict, as kube-apiserver does
+sed 's/value: "2"/value: "3"/' "$tmp/csa.yaml" >"$tmp/csa2.yaml"
+expect_exit 0 "then apply --server-side of a change" k apply --server-side -f "$tmp/csa2.yaml"
+[ "$(k get deploy csa -o json | jq -c '[.spec.template.spec.containers[0].env[] | select(.name == "B") | .value]')" = '["3"]' ] &&
+    ok "the changed value is applied, without a conflict" || fail "$(k get deploy csa -o json | jq -c .spec.template.spec.containers[0].env)"
+k get deploy csa -o json | jq -e '.metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"] |
+    fromjson | .spec.template.spec.containers[0].env[1].value == "3"' >/dev/null &&
+    ok "its last-applied-configuration follows the server-side apply" ||
+    fail "$(k get deploy csa -o json | jq -c '.metadata.annotations')"
 [ "$(mfc '[.metadata.managedFields[] | select(.manager == "kubectl-client-side-apply")] | length')" = 0 ] &&
     [ "$(mfc '[.metadata.managedFields[] | select(.manager == "kubectl") | .operation]')" = '["Apply"]' ] &&
     ok "migrated: kubectl owns the fields by Apply" || fail "$(mfc .metadata.managedFields)"
@@ -437,6 +462,72 @@ wait_for 30 rolled_back && ok "the crashing revision was rolled back (condition 
 k get deploy can -o jsonpath='{.spec.template.spec.containers[0].command[1]}' >"$tmp/cmd"
 expect_grep "^ignore-term$" "$tmp/cmd" "the template is the last that completed"
 expect_exit 0 "delete it" k delete deploy can --wait=false
+
+echo "== dry runs on the server change nothing: delete, scale, apply --prune"
+stub_state() { k get deploy stub -o json | jq -c '[.metadata.resourceVersion, .spec.replicas]'
+    k get pods -l app=stub -o json | jq -c '[.items[] | .metadata.name + "=" + .status.containerStatuses[0].containerID] | sort'; }
+k rollout status deploy/stub --timeout=60s >/dev/null 2>&1
+stub_state >"$tmp/state-before"
+expect_exit 0 "delete deploy --dry-run=server" k delete deploy stub --dry-run=server
+expect_grep 'deployment.apps "stub" deleted (server dry run)' "$tmp/out" "kubectl reports the dry run"
+expect_exit 0 "delete pod --dry-run=server" k delete "$(k get pods -l app=stub -o name | head -1)" --dry-run=server
+expect_exit 0 "scale --dry-run=server" k scale deploy stub --replicas=5 --dry-run=server
+expect_grep 'scaled (server dry run)' "$tmp/out" "kubectl reports the scale's dry run"
+expect_exit 0 "delete pods -l --dry-run=server" k delete pods -l app=stub --dry-run=server
+stub_state >"$tmp/state-after"
+diff "$tmp/state-before" "$tmp/state-after" >/dev/null &&
+    ok "the deployment, its replicas, its pods and their processes are as they were" ||
+    fail "changed: $(diff "$tmp/state-before" "$tmp/state-after")"
+for n in a b; do
+    sed "s/name: stub}/name: prune-$n, labels: {group: prune}}/; s/app: stub/app: prune-$n/g; s/replicas: 2/replicas: 1/" \
+        "$tmp/stub.yaml" >"$tmp/prune-$n.yaml"
+done
+expect_exit 0 "apply two labelled deployments" k apply -f "$tmp/prune-a.yaml" -f "$tmp/prune-b.yaml"
+expect_exit 0 "apply --prune -l of one, --dry-run=server (no --prune-allowlist)" \
+    k apply --prune -l group=prune -f "$tmp/prune-a.yaml" --dry-run=server
+expect_grep 'deployment.apps/prune-b pruned (server dry run)' "$tmp/out" "kubectl would prune prune-b"
+expect_exit 0 "prune-b is still there" k get deploy prune-b
+expect_exit 0 "apply --prune -l for real" k apply --prune -l group=prune -f "$tmp/prune-a.yaml"
+expect_grep 'deployment.apps/prune-b pruned' "$tmp/out" "prune-b pruned"
+expect_exit 1 "prune-b is gone" k get deploy prune-b
+expect_exit 0 "prune-a stays" k get deploy prune-a
+expect_exit 0 "delete prune-a" k delete deploy prune-a --wait=false
+
+echo "== auth, cluster-info, namespaces, kinds tend has none of"
+expect_exit 0 "auth can-i create deployments" k auth can-i create deployments
+[ "$(cat "$tmp/out")" = yes ] && ok "can-i: yes" || fail "can-i: $(cat "$tmp/out" "$tmp/err")"
+expect_exit 0 "auth can-i --list" k auth can-i --list
+expect_grep '^\*\.\*  *\[\]  *\[\]  *\[\*\]' "$tmp/out" "can-i --list: everything"
+expect_exit 0 "auth whoami" k auth whoami
+expect_grep '^Username  *tend:token$' "$tmp/out" "whoami: the token's user"
+expect_exit 0 "cluster-info" k cluster-info
+expect_grep "Kubernetes control plane is running at https://127.0.0.1:$port" "$tmp/out" "cluster-info names the server"
+expect_exit 0 "get ns" k get ns
+expect_grep '^default  *Active' "$tmp/out" "the default namespace, Active"
+expect_exit 0 "get svc" k get svc
+expect_grep "No resources found" "$tmp/err" "no Services: an empty list"
+cat >"$tmp/svc.yaml" <<YAML
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {ports: [{port: 80}]}
+YAML
+expect_exit 1 "create a Service" k create --validate=false -f "$tmp/svc.yaml"
+expect_grep "tend has no Services: a pod listens on the host itself" "$tmp/err" "refused, saying why"
+expect_exit 1 "autoscale" k autoscale deploy stub --max=3
+expect_grep "tend has no autoscaler" "$tmp/err" "autoscale: refused, saying why"
+expect_exit 0 "get events.events.k8s.io" k get events.v1.events.k8s.io
+expect_grep "Started" "$tmp/out" "events.k8s.io/v1 lists the events"
+expect_exit 1 "an unsupported field selector" k get pods --field-selector spec.foo=bar
+expect_grep "field label not supported: spec.foo" "$tmp/err" "a field selector tend cannot read: 400"
+expect_exit 0 "get pods --chunk-size=1" k get pods -l app=stub --chunk-size=1 -o name
+[ "$(wc -l <"$tmp/out")" = 2 ] && ok "pages of one: both pods" || fail "$(cat "$tmp/out")"
+pids=$(k get pods -l app=stub -o json | jq -r '.items[].status.containerStatuses[0].containerID' | sed 's|process://||')
+expect_exit 0 "delete --raw a collection (deletecollection)" \
+    k delete --raw '/api/v1/namespaces/default/pods?labelSelector=app%3Dstub'
+for p in $pids; do wait_for 10 gone "$p" || fail "pod process $p still runs"; done
+ok "deletecollection stopped the selected pods"
+wait_for 20 two_running && ok "and the ReplicaSet replaced them" || fail "$(k get pods -l app=stub)"
 
 echo "== delete deploy --now"
 expect_exit 0 "kubectl delete deploy --now" k delete deploy stub --now

@@ -453,6 +453,23 @@ expect_exit 2 "bad -o" tend get pods -o xml
 grep -q "$(printf '\033')" "$tmp/out" && fail "escape codes without a TTY"
 script -qec "$bin/tend get deploy echo" /dev/null >"$tmp/tty" 2>&1
 grep -E -q "^echo .* [0-9]+s" "$tmp/tty" && ok "relative ages on a TTY" || fail "TTY: $(cat "$tmp/tty")"
+expect_exit 0 "get pods, not on a terminal" tend get pods -l app=echo
+awk 'NR > 1 { print $NF }' "$tmp/out" | grep -E -v -q '^[0-9]+(s|m[0-9]*s?|h[0-9]*m?|d[0-9]*h?|y[0-9]*d?)$' &&
+    fail "AGE is not an age: $(cat "$tmp/out")" || ok "AGE is an age, piped too ($(awk 'NR == 2 { print $NF }' "$tmp/out"))"
+expect_exit 0 "--no-headers" tend get pods -l app=echo --no-headers
+! grep -q '^NAME' "$tmp/out" && [ "$(wc -l <"$tmp/out")" -eq 2 ] && ok "--no-headers: the rows only" ||
+    fail "$(cat "$tmp/out")"
+expect_exit 0 "-L app --show-labels" tend get pods -l app=echo -L app,tier --show-labels
+expect_grep '^NAME  *READY  *STATUS  *RESTARTS  *AGE  *APP  *TIER  *LABELS$' "$tmp/out" \
+    "a column per label key, then LABELS"
+expect_grep '^echo-[a-z0-9-]*  *1/1  *Running  *[0-9]*  *[0-9a-z]*  *echo  *app=echo,pod-template-hash=[a-z0-9]*$' \
+    "$tmp/out" "each row: the label's value, nothing for a missing one, and every label sorted"
+expect_exit 0 "--sort-by" tend get deploy --sort-by '{.metadata.name}' -o name
+[ "$(cat "$tmp/out")" = "$(sort "$tmp/out")" ] && ok "--sort-by {.metadata.name}" || fail "$(cat "$tmp/out")"
+expect_exit 0 "--sort-by a number" tend get deploy --sort-by .spec.replicas --no-headers
+awk '{ split($2, a, "/"); print a[2] }' "$tmp/out" >"$tmp/counts"
+[ "$(cat "$tmp/counts")" = "$(sort -n "$tmp/counts")" ] && ok "--sort-by .spec.replicas, as numbers" ||
+    fail "$(cat "$tmp/out")"
 
 echo "== get -w streams changes"
 tend get pods -l app=good -w >"$tmp/watch" 2>&1 &
@@ -483,6 +500,13 @@ jq -e -s 'map(select(.type == "ADDED")) | length == 0' "$tmp/stream" >/dev/null 
     fail "a resumed watch replayed ADDED objects"
 
 echo "== describe"
+expect_exit 0 "describe deploy NAME (kubectl's other form)" tend describe deploy echo &&
+    expect_grep "Name: *echo" "$tmp/out" "describe TYPE NAME"
+expect_exit 0 "rollout status deploy NAME" tend rollout status deploy echo
+expect_exit 0 "scale deploy NAME" tend scale deploy echo --replicas=2 &&
+    expect_grep "deployment.apps/echo scaled" "$tmp/out" "scale TYPE NAME"
+expect_exit 1 "describe deploy without a name" tend describe deploy
+expect_grep "which deployment? TYPE NAME or TYPE/NAME" "$tmp/err" "a type without a name says so"
 expect_exit 0 "describe deploy" tend describe deploy/echo
 for s in "Name: *echo" "Replicas:" "Conditions:" "NewReplicaSet:" "Events:"; do
     expect_grep "$s" "$tmp/out" "describe deploy: $s"
