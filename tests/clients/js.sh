@@ -40,6 +40,14 @@ else
     fail "client-node suite (its FAIL lines above)"
 fi
 
+echo "== kubernetes-models: examples/ and the README's manifests, against the schema"
+src=${TEND_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+if node "$js/validate.mjs" "$src/examples" --markdown "$src/README.md"; then
+    ok "the manifests tend documents are valid Kubernetes"
+else
+    fail "a manifest of examples/ or the README against the Kubernetes schema (the INVALID lines above)"
+fi
+
 echo "== kubernetes-models: the objects tendd returns, against the schema"
 if node "$js/validate.mjs" --live "$tmp/kubeconfig"; then
     ok "live objects valid"
