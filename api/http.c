@@ -437,27 +437,6 @@ int api__field_validation(req *r, json_t *j, enum MHD_Result *ret) {
         return 0;
 }
 
-/* The old form of a leased port (a ports entry without containerPort, or
- * 0), which decoding lifts into tend.io/lease-ports: its names, else NULL. */
-static char *legacy_leased_ports(json_t *j) {
-        json_t *cs = json_object_get(
-                json_object_get(json_object_get(json_object_get(j, "spec"), "template"), "spec"),
-                "containers");
-        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(1024);
-        json_t *c, *p;
-        size_t i, k;
-
-        json_array_foreach (cs, i, c)
-                json_array_foreach (json_object_get(c, "ports"), k, p) {
-                        json_t *cp = json_object_get(p, "containerPort");
-                        const char *name = json_string_value(json_object_get(p, "name"));
-                        if (json_is_object(p) &&
-                            (!cp || (json_is_integer(cp) && json_integer_value(cp) == 0)))
-                                (void) tend_buf_addf(&b, "%s%s", b.len ? "," : "", name ?: "port");
-                }
-        return b.len ? tend_buf_take(&b) : NULL;
-}
-
 /* Decodes, defaults and validates a Deployment from JSON. */
 spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const char *name,
                                         enum MHD_Result *ret) {
@@ -491,7 +470,7 @@ spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const
         }
         if (api__field_validation(r, j, ret) < 0)
                 return NULL;
-        _cleanup_free_ char *legacy = legacy_leased_ports(j);
+        _cleanup_free_ char *legacy = spec_legacy_leased_ports(j);
         if (legacy && !r->warning)
                 r->warning = strprintf(
                         "299 - \"spec.template.spec.containers[].ports: a port without "

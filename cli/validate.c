@@ -80,9 +80,18 @@ int cli_validate(int argc, char **argv) {
                 fprintf(stderr, "tend validate: no objects found in the input\n");
                 r = -EINVAL;
         } else
-                for (size_t i = 0; i < m.n; i++)
-                        printf("deployment \"%s\" is valid\n",
-                               m.items[i].deployment->metadata.name);
+                for (size_t i = 0; i < m.n; i++) {
+                        const spec_manifest_item *it = &m.items[i];
+                        printf("deployment \"%s\" is valid\n", it->deployment->metadata.name);
+                        if (it->legacy_lease_ports)
+                                fprintf(stderr,
+                                        "warning: %s:%u: deployment \"%s\": a port without "
+                                        "containerPort is not valid Kubernetes: write the pod "
+                                        "template's annotation tend.io/lease-ports: %s instead "
+                                        "(taken so meanwhile)\n",
+                                        it->file, it->line, it->deployment->metadata.name,
+                                        it->legacy_lease_ports);
+                }
 out:
         spec_manifest_done(&m);
         spec_errors_done(&errs);

@@ -247,7 +247,7 @@ const char *spec__port_name_problem(const char *s) {
         return NULL;
 }
 
-#define LEASE_FORMAT                                                                      \
+#define LEASE_FORMAT                                                                         \
         "port names separated by commas (as \"http\" or \"http,metrics\"), each of 1 to 15 " \
         "characters a-z, 0-9 and '-'"
 
@@ -286,6 +286,26 @@ int spec_lease_ports_parse(const char *s, spec_port_name ret[static SPEC_LEASE_P
         return 0;
 }
 
+char *spec_legacy_leased_ports(json_t *deployment) {
+        json_t *cs = json_object_get(
+                json_object_get(json_object_get(json_object_get(deployment, "spec"), "template"),
+                                "spec"),
+                "containers");
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(1024);
+        json_t *c, *p;
+        size_t i, k;
+
+        json_array_foreach (cs, i, c)
+                json_array_foreach (json_object_get(c, "ports"), k, p) {
+                        json_t *cp = json_object_get(p, "containerPort");
+                        const char *name = json_string_value(json_object_get(p, "name"));
+                        if (json_is_object(p) &&
+                            (!cp || (json_is_integer(cp) && json_integer_value(cp) == 0)))
+                                (void) tend_buf_addf(&b, "%s%s", b.len ? "," : "", name ?: "port");
+                }
+        return b.len ? tend_buf_take(&b) : NULL;
+}
+
 int spec_lift_leased_ports(spec_map *annotations, spec_pod_spec *spec) {
         _cleanup_buf_ tend_buf b = TEND_BUF_INIT(1024);
         const char *had = spec_map_get(annotations, SPEC_ANN_LEASE_PORTS);
@@ -317,7 +337,8 @@ int spec_lift_leased_ports(spec_map *annotations, spec_pod_spec *spec) {
         }
         if (!lifted)
                 return 0;
-        if (!tend_buf_str(&b) || spec_map_set(annotations, SPEC_ANN_LEASE_PORTS, tend_buf_str(&b)) < 0)
+        if (!tend_buf_str(&b) ||
+            spec_map_set(annotations, SPEC_ANN_LEASE_PORTS, tend_buf_str(&b)) < 0)
                 return -ENOMEM;
         return 1;
 }

@@ -12,6 +12,7 @@ void spec_manifest_done(spec_manifest *m) {
         for (size_t i = 0; i < m->n; i++) {
                 spec_deployment_free(m->items[i].deployment);
                 free(m->items[i].file);
+                free(m->items[i].legacy_lease_ports);
         }
         free(m->items);
         *m = (spec_manifest){};
@@ -79,6 +80,7 @@ static int add_document(spec_manifest *m, const char *file, const spec_doc *doc,
                 m->items[m->n - 1].namespace_defaulted = defaulted;
                 m->items[m->n - 1].replicas_given = json_object_get(spec, "replicas") != NULL;
                 m->items[m->n - 1].paused_given = json_object_get(spec, "paused") != NULL;
+                m->items[m->n - 1].legacy_lease_ports = spec_legacy_leased_ports(doc->root);
                 spec_manifest_item *it = &m->items[m->n - 1];
                 (void) spec_doc_position(doc, "metadata.name", &it->name_line, &it->name_column);
                 (void) spec_doc_position(doc, "spec.selector", &it->selector_line,

@@ -268,6 +268,12 @@ static int apply_file(manifest_dir *m, parsed *p, tend_hashmap *own, char ***dec
                         return -ENOMEM;
                 if (res[i] == AGENT_CONFIGURED)
                         log_info("deployment/%s: now as %s declares", d->metadata.name, p->file);
+                if (res[i] != AGENT_UNCHANGED && mf->items[i].legacy_lease_ports)
+                        log_warning("deployment/%s: %s:%u: a port without containerPort is not "
+                                    "valid Kubernetes: write the pod template's annotation "
+                                    "tend.io/lease-ports: %s instead (taken so meanwhile)",
+                                    d->metadata.name, p->file, mf->items[i].line,
+                                    mf->items[i].legacy_lease_ports);
         }
         return 0;
 }

@@ -48,6 +48,18 @@ wait_for 10 has_running web 2 && wait_for 10 has_running worker 1 && ok "both de
 [ "$(tend get deploy web -o json | jq -r '.metadata.annotations["tend.io/source"]')" = "$mdir/app.yaml" ] &&
     ok "tend.io/source names the file" || fail "no source annotation"
 
+echo "== a leased port written the old way: applied, and the log says how to write it"
+deployment old 1 | sed 's/^        env:/        ports: [{name: http}]\n        env:/' >"$mdir/old.yaml"
+hup
+wait_for 10 has_running old 1 && ok "the old form runs" || fail "$(tend get pods -l app=old)"
+[ "$(tend get deploy old -o json | jq -r '.spec.template.metadata.annotations["tend.io/lease-ports"]')" = http ] &&
+    ok "as tend.io/lease-ports" || fail "$(tend get deploy old -o json | jq -c .spec.template)"
+logged() { grep -q "deployment/old: $mdir/old.yaml:1: a port without containerPort is not valid Kubernetes: write the pod template's annotation tend.io/lease-ports: http instead" "$tmp/tendd.log"; }
+wait_for 5 logged && ok "the log names the file and the fix" || fail "no warning: $(tail -5 "$tmp/tendd.log")"
+rm "$mdir/old.yaml"
+hup
+wait_for 10 gone old || fail "old not deleted with its file"
+
 echo "== a change by hand is reverted at the next sync, and tend says so"
 expect_exit 0 "scale a file's deployment" tend scale deploy/web --replicas=4
 expect_grep "Warning: deployment web comes from $mdir/app.yaml" "$tmp/err" "tend warns"

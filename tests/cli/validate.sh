@@ -47,6 +47,26 @@ done
 check examples-together 1 "$tend" validate -f "$src/examples"
 grep -q 'Duplicate value: "web"' "$tmp/err" || { echo "FAIL: examples-together"; fail=1; }
 
+# The old form of a leased port: valid, and a warning says how to write it.
+cat >"$tmp/legacy.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: old}
+spec:
+  selector: {matchLabels: {app: old}}
+  template:
+    metadata: {labels: {app: old}}
+    spec:
+      containers:
+      - name: main
+        command: [/bin/sleep, "100"]
+        ports: [{name: http}]
+YAML
+check legacy 0 "$tend" validate -f "$tmp/legacy.yaml"
+grep -qx 'deployment "old" is valid' "$tmp/out" &&
+    grep -qx "warning: $tmp/legacy.yaml:1: deployment \"old\": a port without containerPort is not valid Kubernetes: write the pod template's annotation tend.io/lease-ports: http instead (taken so meanwhile)" "$tmp/err" ||
+    { echo "FAIL legacy: no warning"; cat "$tmp/out" "$tmp/err"; fail=1; }
+
 # A bad file among good ones fails the whole input, naming the bad one.
 check mixed 1 "$tend" validate -f minimal.yaml -f "$src/tests/spec/invalid/replicas-negative.yaml"
 grep -q 'replicas-negative.yaml:6:3: deployment "web": spec.replicas' "$tmp/err" || { echo "FAIL mixed"; fail=1; }

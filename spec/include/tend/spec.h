@@ -780,6 +780,9 @@ int spec_lease_ports_parse(const char *s, spec_port_name ret[static SPEC_LEASE_P
  * Run on every decode of a template or a pod (objects stored by an older
  * tendd). 1: it changed something; 0: nothing to do; -ENOMEM. */
 int spec_lift_leased_ports(spec_map *annotations, spec_pod_spec *spec);
+/* The names of the old-form leased ports a Deployment's JSON has (new
+ * string, "http,port"), NULL for none: to say so to who wrote it. */
+char *spec_legacy_leased_ports(json_t *deployment);
 
 /* tend.io/notify: "ready", "watchdog=10s", or both ("ready,watchdog=10s"). */
 typedef struct spec_notify {
@@ -877,6 +880,8 @@ typedef struct spec_manifest_item {
         unsigned index;
         /* where metadata.name and spec.selector are written (YAML; else 0) */
         unsigned name_line, name_column, selector_line, selector_column;
+        /* leased ports written the old way (spec_legacy_leased_ports()), or NULL */
+        char *legacy_lease_ports;
 } spec_manifest_item;
 
 typedef struct spec_manifest {
