@@ -343,8 +343,9 @@ agent *agent_free(agent *a) {
 
 /* A pod adopted from a tendd that did not say what it runs: say it now. */
 static int show_image(agent *a, const spec_pod *p, const rt_record *rec) {
-        const spec_container_status *cs =
-                p->status.n_container_statuses ? &p->status.container_statuses[0] : NULL;
+        const spec_container_status *cs = p->status.n_container_statuses
+                                                  ? &p->status.container_statuses[0]
+                                                  : NULL;
         spec_pod *n;
         int r;
 

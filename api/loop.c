@@ -36,7 +36,6 @@ void api__on_slot_poll(uv_poll_t *h, int status, int events) {
         run_slot(h->data);
 }
 
-
 /* After every run: MHD's next timeout (connection timeouts, resumed
  * connections). */
 void api__arm(slot *sl) {

@@ -220,13 +220,12 @@ static json_t *field_schema(const spec_field *f, json_t *schemas) {
                         /* ports: keyed by containerPort and protocol (TCP by
                          * default), merged by containerPort, as Kubernetes */
                         bool ports = streq(f->name, "ports");
-                        json_t *a = json_pack("{s:s, s:o, s:s, s:[s], s:s, s:s}", "type", "array",
-                                              "items", ref(name), "x-kubernetes-list-type", "map",
-                                              "x-kubernetes-list-map-keys",
-                                              spec_list_merge_key(f->name),
-                                              "x-kubernetes-patch-strategy", "merge",
-                                              "x-kubernetes-patch-merge-key",
-                                              spec_list_merge_key(f->name));
+                        json_t *a = json_pack(
+                                "{s:s, s:o, s:s, s:[s], s:s, s:s}", "type", "array", "items",
+                                ref(name), "x-kubernetes-list-type", "map",
+                                "x-kubernetes-list-map-keys", spec_list_merge_key(f->name),
+                                "x-kubernetes-patch-strategy", "merge",
+                                "x-kubernetes-patch-merge-key", spec_list_merge_key(f->name));
                         if (a && ports &&
                             json_array_append_new(json_object_get(a, "x-kubernetes-list-map-keys"),
                                                   json_string("protocol")) < 0)

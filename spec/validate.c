@@ -383,7 +383,6 @@ static char *go_map_repr(const spec_map *m) {
 
 /* ---- pod template ----------------------------------------------------------------------- */
 
-
 static bool is_env_name(const char *s) {
         if (!*s || isdigit((unsigned char) s[0]))
                 return false;
