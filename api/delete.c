@@ -7,7 +7,8 @@
  * A dry run (?dryRun=All, or dryRun: ["All"] in the DeleteOptions) makes
  * every check the real delete makes and answers what it would answer —
  * the object with its deletionTimestamp where the real one answers so —
- * and changes nothing: no store write, no event, no process stopped.
+ * and changes nothing: no store write, no event, no process stopped
+ * (docs/api.md, "A dry run changes nothing").
  */
 
 #include <inttypes.h>

@@ -10,7 +10,7 @@
  * every kind of its default prune list (apply --prune) and lists Services
  * for cluster-info before it does anything, and fails on a kind discovery
  * lacks. Such a kind answers what is true: its lists are empty, an object
- * of it is not found, and a write is refused with the reason.
+ * of it is not found, and a write is refused with the reason (docs/api.md).
  */
 
 #include <inttypes.h>

@@ -9,7 +9,8 @@
  *
  * Booleans are Go's strconv.ParseBool (1 t T TRUE true True, 0 f F FALSE
  * false False), which is what the clients send: Python's sends "True".
- * An empty value ("?watch") is true, as apimachinery reads it.
+ * An empty value ("?watch") is true, as apimachinery reads it. Why tend is
+ * stricter than kube-apiserver here: docs/api.md.
  */
 
 #include <inttypes.h>

@@ -32,21 +32,6 @@ spec:
 YAML
 }
 
-# api METHOD PATH [curl args...]: the body in $tmp/body, the code on stdout.
-api() {
-    m=$1 p=$2
-    shift 2
-    curl -s -S --unix-socket "$TEND_SOCKET" -X "$m" -o "$tmp/body" -D "$tmp/headers" \
-        -w '%{http_code}' "$@" "http://localhost$p"
-}
-expect_api() { # CODE DESCRIPTION METHOD PATH [curl args...]
-    want=$1 what=$2
-    shift 2
-    got=$(api "$@")
-    [ "$got" = "$want" ] && return 0
-    fail "$what: HTTP $got, expected $want: $(head -c 400 "$tmp/body")"
-    return 1
-}
 body() { jq -r "$1" "$tmp/body"; }
 D=/apis/apps/v1/namespaces/default
 

@@ -103,6 +103,29 @@ wait_for() {
     return 1
 }
 
+# api METHOD PATH [curl args...]: the answer's body in $tmp/body, its
+# headers in $tmp/headers, the status code on stdout.
+api() {
+    m=$1 p=$2
+    shift 2
+    curl -s -S --unix-socket "$TEND_SOCKET" -X "$m" -o "$tmp/body" -D "$tmp/headers" \
+        -w '%{http_code}' "$@" "http://localhost$p"
+}
+
+# expect_api CODE DESCRIPTION METHOD PATH [curl args...]
+expect_api() {
+    want=$1 what=$2
+    shift 2
+    got=$(api "$@")
+    if [ "$got" != "$want" ]; then
+        fail "$what: HTTP $got, expected $want"
+        head -c 600 "$tmp/body" | sed 's/^/  /'
+        echo
+        return 1
+    fi
+    return 0
+}
+
 # finish: stops tendd (which must exit cleanly), then the verdict.
 finish() {
     stop_tendd TERM

@@ -778,7 +778,8 @@ int spec_lease_ports_parse(const char *s, spec_port_name ret[static SPEC_LEASE_P
  * with 0), written the new way: such entries leave the container's ports
  * and their names join tend.io/lease-ports (an unnamed one is "port").
  * Run on every decode of a template or a pod (objects stored by an older
- * tendd). 1: it changed something; 0: nothing to do; -ENOMEM. */
+ * tendd; why this form and not another: docs/api.md). 1: it changed
+ * something; 0: nothing to do; -ENOMEM. */
 int spec_lift_leased_ports(spec_map *annotations, spec_pod_spec *spec);
 /* The names of the old-form leased ports a Deployment's JSON has (new
  * string, "http,port"), NULL for none: to say so to who wrote it. */
