@@ -57,23 +57,26 @@ static int digest_fd(int fd, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
+static void version_key(const struct stat *st, char key[static 128]) {
+        snprintf(key, 128, "%" PRIu64 ":%" PRIu64 ":%" PRIu64 ":%" PRIi64 ".%09ld",
+                 (uint64_t) st->st_dev, (uint64_t) st->st_ino, (uint64_t) st->st_size,
+                 (int64_t) st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+}
+
 int rt__image_id(rt_manager *m, const char *path, char **ret) {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        _cleanup_close_ int fd = -EBADF;
         struct stat st;
         char key[128];
         const char *have;
         char *id = NULL;
         int r;
 
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
+        /* known: one stat (a respawn's whole cost) */
+        if (stat(path, &st) < 0)
                 return -errno;
         if (!S_ISREG(st.st_mode))
                 return -EINVAL;
-        snprintf(key, sizeof key, "%" PRIu64 ":%" PRIu64 ":%" PRIu64 ":%" PRIi64 ".%09ld",
-                 (uint64_t) st.st_dev, (uint64_t) st.st_ino, (uint64_t) st.st_size,
-                 (int64_t) st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+        version_key(&st, key);
         if (!m->images && !(m->images = tend_hashmap_new()))
                 return -ENOMEM;
         have = tend_hashmap_get(m->images, key);
@@ -81,6 +84,13 @@ int rt__image_id(rt_manager *m, const char *path, char **ret) {
                 *ret = strdup(have);
                 return *ret ? 0 : -ENOMEM;
         }
+        /* new: read it, as the version it is when opened */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        version_key(&st, key);
         r = digest_fd(fd, &id);
         if (r < 0)
                 return r;

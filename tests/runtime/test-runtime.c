@@ -1146,6 +1146,69 @@ static bool all_exited(harness *h, void *arg) {
         return h->n_exited >= *(size_t *) arg;
 }
 
+/* ---- what runs (a container status's image and imageID) ---- */
+
+static char *sha256_of(const char *path) {
+        _cleanup_free_ char *cmdline = strprintf("sha256sum '%s'", path);
+        char line[256] = "";
+        FILE *f = popen(cmdline, "r");
+
+        assert_non_null(f);
+        assert_non_null(fgets(line, sizeof line, f));
+        pclose(f);
+        line[strcspn(line, " ")] = 0;
+        return strprintf("sha256:%s", line);
+}
+
+/* The program a pod runs and a digest of it: the same for a second pod of
+ * the same file, another once the file is replaced in place. */
+static void test_image_id(void **state) {
+        harness *h = harness_new(NULL);
+        _cleanup_free_ char *prog = strprintf("%s/prog", h->state_dir),
+                            *cp = strprintf("cp '%s' '%s'", testprog, prog), *want = NULL,
+                            *first = NULL;
+        assert_int_equal(system(cp), 0);
+        _cleanup_free_ char *line = strprintf(
+                "      containers:\n      - name: main\n        command: [\"%s\", sleep]", prog);
+        spec_pod_spec *s = pod_spec(line, NULL);
+        rt_pod *a = start(h, "img-a", s), *b = start(h, "img-b", s), *c;
+
+        want = sha256_of(prog);
+        assert_string_equal(rt_pod_record(a)->image, prog);
+        assert_string_equal(rt_pod_record(a)->image_id, want);
+        assert_string_equal(rt_pod_record(b)->image_id, want);
+        first = strdup(want);
+        /* a new build of it at the same path (as a deploy puts one: renamed
+         * over the old file, which its running processes keep) */
+        _cleanup_free_ char *append = strprintf("cp '%s' '%s.new' && printf x >>'%s.new' && "
+                                                "mv '%s.new' '%s'",
+                                                prog, prog, prog, prog, prog);
+        assert_int_equal(system(append), 0);
+        c = start(h, "img-c", s);
+        free(want);
+        want = sha256_of(prog);
+        assert_string_not_equal(want, first);
+        assert_string_equal(rt_pod_record(c)->image_id, want);
+        /* a record keeps it (an adopted pod says what it runs) */
+        json_t *j = rt_record_to_json(rt_pod_record(a));
+        rt_record back = {};
+        assert_int_equal(rt_record_from_json(j, &back), 0);
+        assert_string_equal(back.image_id, first);
+        assert_string_equal(back.image, prog);
+        rt_record_done(&back);
+        json_decref(j);
+        rt_pod_signal(a, SIGKILL);
+        rt_pod_signal(b, SIGKILL);
+        rt_pod_signal(c, SIGKILL);
+        size_t three = 3;
+        assert_true(run_until(h, all_exited, &three, 10000));
+        rt_pod_free(a);
+        rt_pod_free(b);
+        rt_pod_free(c);
+        pod_spec_free(s);
+        harness_free(h);
+}
+
 /* ---- ports
  * ---------------------------------------------------------------------------------------- */
 
@@ -1289,6 +1352,7 @@ int main(void) {
                 cmocka_unit_test(test_probe_tcp),
                 cmocka_unit_test(test_probe_exec),
                 cmocka_unit_test(test_probe_liveness_and_transitions),
+                cmocka_unit_test(test_image_id),
                 cmocka_unit_test(test_port_leases),
                 cmocka_unit_test(test_thousand),
         };
