@@ -399,14 +399,21 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
         if (streq(method, "DELETE"))
                 return api__handle_delete(r, res, obj, name);
 
+        bool apply = streq(method, "PATCH") &&
+                     startswith(strempty(api__header(r, MHD_HTTP_HEADER_CONTENT_TYPE)),
+                                "application/apply-patch+yaml");
+        if (res->kind != STORE_DEPLOYMENT && apply)
+                return api__send_status(r, 405, NULL,
+                                        "server-side apply of %s is refused: tendd makes them "
+                                        "from Deployments (apply a Deployment; scale a "
+                                        "ReplicaSet through /scale)",
+                                        res->plural);
         if (res->kind != STORE_DEPLOYMENT)
                 return api__send_status(r, 405, NULL,
                                         "%s is not allowed on %s: tendd manages them "
                                         "(scale ReplicaSets through /scale)",
                                         method, res->plural);
-        if (streq(method, "PATCH") &&
-            startswith(strempty(api__header(r, MHD_HTTP_HEADER_CONTENT_TYPE)),
-                       "application/apply-patch+yaml"))
+        if (apply)
                 return api__server_side_apply(r, obj, ns, name);
         if (!obj)
                 return api__not_found(r, res, name);

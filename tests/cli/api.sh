@@ -189,6 +189,11 @@ expect_api 410 "resourceVersionMatch=Exact, an old version" \
 expect_api 200 "resourceVersionMatch=Exact, the newest" \
     GET "$D/deployments?resourceVersion=$now_rv&resourceVersionMatch=Exact" && ok "Exact on the newest: 200"
 
+expect_api 405 "server-side apply of a pod" PATCH "/api/v1/namespaces/default/pods/$pod?fieldManager=t" \
+    -H 'Content-Type: application/apply-patch+yaml' --data-binary '{"apiVersion":"v1","kind":"Pod"}' &&
+    body .message | grep -q "server-side apply of pods is refused: tendd makes them from Deployments" &&
+    ok "server-side apply of a pod or a ReplicaSet: refused, saying why"
+
 echo "== deletecollection"
 deploy gone 2 coll >"$tmp/gone.yaml"
 tend apply -f "$tmp/gone.yaml" >/dev/null
