@@ -46,6 +46,7 @@ static json_t *row(api_server *s, const resource *res, const void *obj, json_t *
         char *cells[16] = {};
         spec_table_ctx ctx = { .now = now_realtime(),
                                .human = true,
+                               .restarts_ago = true,
                                .revision_of = revision_of,
                                .userdata = s->store };
         json_t *a = json_array(), *o;

@@ -103,9 +103,11 @@ static void row(get_ctx *g, const void *obj, json_t *j) {
         const spec_column *c;
         size_t n = spec_table_columns(g->res->type, &c), k = 0;
         char *cells[16] = {}, *row_cells[16 + 64] = {};
-        spec_table_ctx ctx = {
-                .now = now_realtime(), .human = true, .revision_of = revision_of, .userdata = g
-        };
+        spec_table_ctx ctx = { .now = now_realtime(),
+                               .human = true,
+                               .restarts_ago = cli.tty, /* piped: one word per column, for awk */
+                               .revision_of = revision_of,
+                               .userdata = g };
 
         assert(n <= ELEMENTSOF(cells));
         (void) spec_table_row(g->res->type, obj, &ctx, cells);

@@ -170,7 +170,7 @@ static void pod_row(const spec_pod *p, const spec_table_ctx *c, char **cells) {
         cells[0] = dupn(p->metadata.name);
         cells[1] = strprintf("%d/1", spec_pod_ready(p, NULL) ? 1 : 0);
         cells[2] = dupn(spec_pod_status_text(p));
-        if (c->human && cs && cs->restart_count > 0 && cs->last_state.terminated &&
+        if (c->restarts_ago && cs && cs->restart_count > 0 && cs->last_state.terminated &&
             cs->last_state.terminated->finished_at) {
                 usec_t f = cs->last_state.terminated->finished_at;
                 cells[3] = strprintf("%d (%s ago)", cs->restart_count,

@@ -47,6 +47,16 @@ replaced_by_now() {
 }
 all_units() { running "$1" | awk '$2 !~ /\.service$/ { bad=1 } END { exit bad }'; }
 main_pid() { systemctl --user show -P MainPID "$1"; }
+# kill_main UNIT: SIGKILL to the unit's main process. Only to a pid: a
+# MainPID of 0 (the unit between two states, systemd re-executing) would
+# make `kill -9 0` kill this test's whole process group, ctest with it.
+kill_main() {
+    for _ in $(seq 50); do
+        mp=$(main_pid "$1" 2>/dev/null)
+        case $mp in '' | 0 | 1 | *[!0-9]*) sleep 0.1 ;; *) kill -9 "$mp"; return ;; esac
+    done
+    fail "$1 has no main process to kill (MainPID \"$mp\")"
+}
 # two_units: pod_a/unit_a, pod_b/unit_b (the first and the last of move's
 # running pods by name) and pid_b, unit_b's MainPID.
 two_units() {
@@ -89,7 +99,7 @@ tend get pod "$pod" -o json | jq -e '.status.containerStatuses[0].state.terminat
     >/dev/null && ok "$pod shows signal 9" || fail "$pod: $(tend get pod "$pod" -o json | jq -c .status)"
 set -- $(running move | head -1)
 pod=$1 unit=$2
-kill -9 "$(main_pid "$unit")"
+kill_main "$unit"
 wait_for 10 replaced && ok "kill -9 MainPID: $pod replaced" || fail "$pod not replaced"
 [ -z "$(systemctl --user list-units --state=failed --plain --no-legend 'tend-*')" ] &&
     ok "no failed units left behind" || fail "failed units: $(systemctl --user list-units --state=failed)"
@@ -156,7 +166,7 @@ two_units
 systemctl --user stop dbus.socket dbus.service
 bus_gone() { grep -q "lost the user bus" "$tmp/tendd.log"; }
 wait_for 5 bus_gone && ok "tendd sees the bus go" || fail "tendd did not notice"
-kill -9 "$(main_pid "$unit_a")"
+kill_main "$unit_a"
 systemctl --user start dbus.socket
 replaced_a() { replaced_by_now move "$pod_a"; }
 wait_for 15 replaced_a && ok "a unit killed while the bus was away: its pod is replaced" ||
@@ -166,7 +176,7 @@ tend get pod "$pod_a" -o json | jq -e '.status.containerStatuses[0].state.termin
 [ "$(main_pid "$unit_b")" = "$pid_b" ] && ok "the other unit kept its process" || fail "$unit_b changed"
 set -- $(running move | grep -v "^$pod_b " | head -1)
 pod=$1
-kill -9 "$(main_pid "$2")"
+kill_main "$2"
 wait_for 10 replaced && ok "signals flow again: a kill after the bus came back is seen" ||
     fail "$pod not replaced"
 
@@ -174,7 +184,7 @@ echo "== systemd re-executes itself (a package upgrade): tendd keeps seeing its 
 set -- $(running move | sort | head -1)
 pod=$1
 systemctl --user daemon-reexec
-kill -9 "$(main_pid "$2")"
+kill_main "$2"
 wait_for 15 replaced && ok "a kill right after daemon-reexec is seen" || fail "$pod not replaced"
 
 echo "== tendd starts while the bus is away: pods kept, checked once it is back"
@@ -183,7 +193,7 @@ stop_tendd TERM
 systemd-run --user --unit tend-default-orphan-x2.service -p Type=exec "$testprog" sleep >/dev/null 2>&1 ||
     fail "cannot start an orphan unit"
 systemctl --user stop dbus.socket dbus.service
-kill -9 "$(main_pid "$unit_a")"
+kill_main "$unit_a"
 start_tendd
 sleep 1
 live_pods() { tend get pods -l app=move -o json |

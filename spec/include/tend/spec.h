@@ -845,7 +845,10 @@ typedef struct spec_column {
 
 typedef struct spec_table_ctx {
         usec_t now; /* wall clock, for ages */
-        bool human; /* ages as "5m" and restarts as "2 (5m ago)"; else RFC 3339 */
+        bool human; /* ages as "5m"; else RFC 3339 */
+        /* RESTARTS as kubectl prints it, "2 (5m ago)"; else "2", one word
+         * (what a script that splits columns on spaces wants) */
+        bool restarts_ago;
         /* A pod's REVISION: its ReplicaSet's (NULL: none). */
         const char *(*revision_of)(const char *ns, const char *replica_set, void *userdata);
         void *userdata;
