@@ -188,6 +188,22 @@ void api__arm(slot *sl);
 void api__kick(slot *sl);
 bool api__client_gone(struct MHD_Connection *c);
 
+/* params.c: the request's query and headers, the query read as
+ * kube-apiserver reads it (nothing is answered here) */
+const char *api__arg(req *r, const char *name);
+const char *api__header(req *r, const char *name);
+/* Go's strconv.ParseBool, and "" (a bare ?watch) as true. -EINVAL: neither. */
+int api__parse_bool(const char *v, bool *ret);
+/* Whether a boolean parameter is given and true. */
+bool api__arg_true(req *r, const char *name);
+/* Every parameter the API reads: -EINVAL with the status code and the
+ * problem (new string) of the first one that is not valid. */
+int api__params_problem(req *r, unsigned *ret_code, char **ret_problem);
+/* Whether the write is a dry run: ?dryRun=All, or dryRun: ["All"] in
+ * options (the DeleteOptions of a body; NULL: none). 1 dry, 0 not,
+ * -EINVAL with *ret_problem (a dryRun that is not a list of "All"). */
+int api__dry_run_of(req *r, json_t *options, char **ret_problem);
+
 /* http.c: requests and answers (query, headers, bodies, patches, Status, causes, the resources and
  * their answers) */
 /* A handler that answers later (a write to the fleet's etcd) starts the
@@ -201,8 +217,10 @@ void api__later(unsigned code, json_t *answer, void *req);
 void api__waiting_forget(req *r);
 void api__waiting_end(api_server *s);
 void api__req_free(req *r);
-const char *api__arg(req *r, const char *name);
-const char *api__header(req *r, const char *name);
+/* api__params_problem() and api__dry_run_of(), answered: -1 with a 400
+ * (or the parameter's code) sent. */
+int api__check_params(req *r, enum MHD_Result *ret);
+int api__dry_run(req *r, json_t *options, enum MHD_Result *ret);
 enum MHD_Result api__queue(req *r, unsigned code, const char *type, char *body /* takes */);
 enum MHD_Result api__send_json(req *r, unsigned code, json_t *j);
 json_t *api__status_json(unsigned code, const char *reason, const char *message, json_t *details);
@@ -223,25 +241,18 @@ const resource *api__resource(store_kind kind);
 /* The resource served at prefix ("apis/apps/v1") as plural; NULL: none. */
 const resource *api__resource_at(const char *prefix, const char *plural);
 json_t *api__encode_obj(store_kind k, const void *obj);
+/* An object's metadata, whatever its kind. */
+const spec_meta *api__meta_of(store_kind kind, const void *obj);
 /* obj as res shows it (its convert applied). */
 json_t *api__encode(const resource *res, const void *obj);
 enum MHD_Result api__send_oom(req *r);
+/* A uid and a resourceVersion a request is conditional on (stated: in
+ * DeleteOptions.preconditions). false: answered (409). */
+bool api__preconditions_hold(req *r, const resource *res, const void *obj, const char *uid,
+                             const char *rv, bool stated, enum MHD_Result *ret);
 enum MHD_Result api__not_found(req *r, const resource *res, const char *name);
 void api__count_code(api_server *s, unsigned code);
 const char *api__json_field(json_t *j, const char *path);
-
-/* params.c: query parameters, read as kube-apiserver reads them */
-/* Go's strconv.ParseBool, and "" (a bare ?watch) as true. -EINVAL: neither. */
-int api__parse_bool(const char *v, bool *ret);
-/* Every parameter the API reads, checked before routing: -1 with a 400
- * answered that names the first one that is not valid. */
-int api__check_params(req *r, enum MHD_Result *ret);
-/* Whether a boolean parameter is given and true. */
-bool api__arg_true(req *r, const char *name);
-/* Whether the write is a dry run: ?dryRun=All, or dryRun: ["All"] in
- * options (the DeleteOptions of a body; NULL: none). 1 dry, 0 not, -1
- * answered (a dryRun that is not a list of "All"). */
-int api__dry_run(req *r, json_t *options, enum MHD_Result *ret);
 
 /* ssa.c: field managers and server-side apply. */
 /* This request's field manager (new string): fieldManager, else the
@@ -267,8 +278,6 @@ void api__filter_done(filter *f);
  * fields it may be selected by. */
 int api__filter_parse(req *r, const char *ns, const char *of, filter *f, char **ret_error);
 bool api__filter_match(const filter *f, json_t *obj);
-/* An object's metadata, whatever its kind. */
-const spec_meta *api__meta_of(store_kind kind, const void *obj);
 void api__page_done(page *p);
 /* limit and continue from the query (*ret_error on a bad token). */
 int api__page_parse(req *r, page *p, char **ret_error);
@@ -324,10 +333,6 @@ void api__warn_file_owned(req *r, const char *ns, const char *name);
 enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, const char *name,
                                    const char *sub, const char *method);
 enum MHD_Result api__handle_apply(req *r);
-/* A uid and a resourceVersion a request is conditional on (stated: in
- * DeleteOptions.preconditions). false: answered (409). */
-bool api__preconditions_hold(req *r, const resource *res, const void *obj, const char *uid,
-                             const char *rv, bool stated, enum MHD_Result *ret);
 
 /* table.c: Table answers, when the client asks for them (kubectl) */
 bool api__wants_table(req *r);

@@ -3,6 +3,8 @@
 /* The HTTP API (tend/api.h): requests and answers: query and headers, bodies, patches, Status and
  * causes. */
 
+#include <inttypes.h>
+
 #include "api-internal.h"
 #include "patch.h"
 
@@ -75,25 +77,24 @@ void api__req_free(req *r) {
         free(r);
 }
 
-/* In a key, value, ..., NULL list: the first value of key (headers: any
- * case). */
-static const char *lookup(const char *const *kv, const char *key, bool any_case) {
-        for (; kv && kv[0] && kv[1]; kv += 2)
-                if (any_case ? strcasecmp(kv[0], key) == 0 : streq(kv[0], key))
-                        return kv[1];
-        return NULL;
+int api__dry_run(req *r, json_t *options, enum MHD_Result *ret) {
+        _cleanup_free_ char *problem = NULL;
+        int k = api__dry_run_of(r, options, &problem);
+
+        if (k < 0)
+                *ret = problem ? api__send_status(r, 400, "BadRequest", "%s", problem)
+                               : api__send_oom(r);
+        return k;
 }
 
-const char *api__arg(req *r, const char *name) {
-        if (r->direct)
-                return lookup(r->direct->args, name, false);
-        return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
-}
+int api__check_params(req *r, enum MHD_Result *ret) {
+        _cleanup_free_ char *problem = NULL;
+        unsigned code = 400;
 
-const char *api__header(req *r, const char *name) {
-        if (r->direct)
-                return lookup(r->direct->headers, name, true);
-        return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+        if (api__params_problem(r, &code, &problem) == 0)
+                return 0;
+        *ret = problem ? api__send_status(r, code, NULL, "%s", problem) : api__send_oom(r);
+        return -1;
 }
 
 /* ---- responses ------------------------------------------------------------------------------ */
@@ -562,6 +563,19 @@ const resource *api__resource_at(const char *prefix, const char *plural) {
         return NULL;
 }
 
+const spec_meta *api__meta_of(store_kind kind, const void *obj) {
+        switch (kind) {
+        case STORE_DEPLOYMENT:
+                return &((const spec_deployment *) obj)->metadata;
+        case STORE_REPLICA_SET:
+                return &((const spec_replica_set *) obj)->metadata;
+        case STORE_POD:
+                return &((const spec_pod *) obj)->metadata;
+        default:
+                return &((const spec_event *) obj)->metadata;
+        }
+}
+
 json_t *api__encode(const resource *res, const void *obj) {
         json_t *j = api__encode_obj(res->kind, obj);
 
@@ -584,7 +598,52 @@ enum MHD_Result api__not_found(req *r, const resource *res, const char *name) {
         return api__send_json(r, 404, api__status_json(404, "NotFound", msg, details));
 }
 
-/* ---- helpers ------------------------------------------------------------------------------ */
+/* ---- preconditions
+ * ------------------------------------------------------------------------ */
+
+static enum MHD_Result send_conflict(req *r, const resource *res, const char *name) {
+        return api__send_status(r, 409, "Conflict",
+                                "Operation cannot be fulfilled on %s \"%s\": the object has been "
+                                "modified; please apply your changes to the latest version and try "
+                                "again",
+                                res->qualified, name);
+}
+
+/* A uid and a resourceVersion a request is conditional on: the uid, on
+ * being about the same object (not one deleted and created again under
+ * its name); the version, on nothing having changed since (optimistic
+ * concurrency). Stated ones (DeleteOptions.preconditions) are reported as
+ * such; those of an object written back, as Kubernetes does, as the
+ * object having been modified. false: answered. */
+bool api__preconditions_hold(req *r, const resource *res, const void *obj, const char *uid,
+                             const char *rv, bool stated, enum MHD_Result *ret) {
+        const spec_meta *m = api__meta_of(res->kind, obj);
+        char now_rv[32];
+
+        snprintf(now_rv, sizeof now_rv, "%" PRIu64, m->resource_version);
+        if (uid && *uid && !streq_ptr(uid, m->uid)) {
+                *ret = api__send_status(r, 409, "Conflict",
+                                        "Operation cannot be fulfilled on %s \"%s\": Precondition "
+                                        "failed: UID in precondition: %s, UID in object meta: %s",
+                                        res->qualified, m->name, uid, strempty(m->uid));
+                return false;
+        }
+        if (rv && *rv && !streq(rv, now_rv)) {
+                *ret = stated ? api__send_status(
+                                        r, 409, "Conflict",
+                                        "Operation cannot be fulfilled on %s \"%s\": "
+                                        "Precondition failed: ResourceVersion in "
+                                        "precondition: %s, ResourceVersion in object meta: "
+                                        "%s",
+                                        res->qualified, m->name, rv, now_rv)
+                              : send_conflict(r, res, m->name);
+                return false;
+        }
+        return true;
+}
+
+/* ---- helpers
+ * ------------------------------------------------------------------------------ */
 
 void api__count_code(api_server *s, unsigned code) {
         for (size_t i = 0; i < ELEMENTSOF(s->codes); i++) {

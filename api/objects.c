@@ -110,46 +110,6 @@ static json_t *scale_json(store_kind kind, const void *obj) {
                          tend_buf_str(&b));
 }
 
-static enum MHD_Result send_conflict(req *r, const resource *res, const char *name) {
-        return api__send_status(r, 409, "Conflict",
-                                "Operation cannot be fulfilled on %s \"%s\": the object has been "
-                                "modified; please apply your changes to the latest version and try "
-                                "again",
-                                res->qualified, name);
-}
-
-/* A uid and a resourceVersion a request is conditional on: the uid, on
- * being about the same object (not one deleted and created again under
- * its name); the version, on nothing having changed since (optimistic
- * concurrency). Stated ones (DeleteOptions.preconditions) are reported as
- * such; those of an object written back, as Kubernetes does, as the
- * object having been modified. false: answered. */
-bool api__preconditions_hold(req *r, const resource *res, const void *obj, const char *uid,
-                             const char *rv, bool stated, enum MHD_Result *ret) {
-        const spec_meta *m = api__meta_of(res->kind, obj);
-        char now_rv[32];
-
-        snprintf(now_rv, sizeof now_rv, "%" PRIu64, m->resource_version);
-        if (uid && *uid && !streq_ptr(uid, m->uid)) {
-                *ret = api__send_status(r, 409, "Conflict",
-                                        "Operation cannot be fulfilled on %s \"%s\": Precondition "
-                                        "failed: UID in precondition: %s, UID in object meta: %s",
-                                        res->qualified, m->name, uid, strempty(m->uid));
-                return false;
-        }
-        if (rv && *rv && !streq(rv, now_rv)) {
-                *ret = stated ? api__send_status(
-                                        r, 409, "Conflict",
-                                        "Operation cannot be fulfilled on %s \"%s\": "
-                                        "Precondition failed: ResourceVersion in "
-                                        "precondition: %s, ResourceVersion in object meta: %s",
-                                        res->qualified, m->name, rv, now_rv)
-                              : send_conflict(r, res, m->name);
-                return false;
-        }
-        return true;
-}
-
 /* Those of an object written back (PUT, PATCH, a Scale). */
 static bool object_preconditions_hold(req *r, const resource *res, const void *obj, json_t *j,
                                       enum MHD_Result *ret) {

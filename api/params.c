@@ -17,6 +17,27 @@
 
 #include "api-internal.h"
 
+/* In a key, value, ..., NULL list: the first value of key (headers: any
+ * case). */
+static const char *lookup(const char *const *kv, const char *key, bool any_case) {
+        for (; kv && kv[0] && kv[1]; kv += 2)
+                if (any_case ? strcasecmp(kv[0], key) == 0 : streq(kv[0], key))
+                        return kv[1];
+        return NULL;
+}
+
+const char *api__arg(req *r, const char *name) {
+        if (r->direct)
+                return lookup(r->direct->args, name, false);
+        return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *api__header(req *r, const char *name) {
+        if (r->direct)
+                return lookup(r->direct->headers, name, true);
+        return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
 typedef enum param_kind {
         P_BOOL,
         P_INT,     /* a whole number (the handler checks its range) */
@@ -151,7 +172,7 @@ static enum MHD_Result check_iter(void *cls, enum MHD_ValueKind kind, const char
         return c->problem ? MHD_NO : MHD_YES;
 }
 
-int api__check_params(req *r, enum MHD_Result *ret) {
+int api__params_problem(req *r, unsigned *ret_code, char **ret_problem) {
         check c = {};
 
         if (r->direct)
@@ -161,29 +182,28 @@ int api__check_params(req *r, enum MHD_Result *ret) {
                 (void) MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, check_iter, &c);
         if (!c.problem)
                 return 0;
-        *ret = api__send_status(r, c.code, NULL, "%s", c.problem);
-        free(c.problem);
-        return -1;
+        *ret_code = c.code;
+        *ret_problem = c.problem;
+        return -EINVAL;
 }
 
-int api__dry_run(req *r, json_t *options, enum MHD_Result *ret) {
+int api__dry_run_of(req *r, json_t *options, char **ret_problem) {
         json_t *d = json_object_get(options, "dryRun"), *v;
         size_t i;
         bool dry = streq_ptr(api__arg(r, "dryRun"), "All"); /* checked: All or absent */
 
+        *ret_problem = NULL;
         if (d && !json_is_array(d) && !json_is_null(d)) {
-                *ret = api__send_status(r, 400, "BadRequest",
-                                        "dryRun: Invalid value: must be a list: [\"All\"] or []");
-                return -1;
+                *ret_problem = strdup("dryRun: Invalid value: must be a list: [\"All\"] or []");
+                return -EINVAL;
         }
         json_array_foreach (d, i, v) {
                 if (!streq_ptr(json_string_value(v), "All")) {
                         _cleanup_free_ char *given = json_dumps(v, JSON_ENCODE_ANY);
-                        *ret = api__send_status(r, 400, "BadRequest",
-                                                "dryRun: Unsupported value: %s: supported "
-                                                "values: \"All\"",
-                                                strna(given));
-                        return -1;
+                        *ret_problem = strprintf("dryRun: Unsupported value: %s: supported "
+                                                 "values: \"All\"",
+                                                 strna(given));
+                        return -EINVAL;
                 }
                 dry = true;
         }

@@ -187,19 +187,6 @@ bool api__filter_match(const filter *f, json_t *obj) {
 
 /* ---- lists --------------------------------------------------------------------------------- */
 
-const spec_meta *api__meta_of(store_kind kind, const void *obj) {
-        switch (kind) {
-        case STORE_DEPLOYMENT:
-                return &((const spec_deployment *) obj)->metadata;
-        case STORE_REPLICA_SET:
-                return &((const spec_replica_set *) obj)->metadata;
-        case STORE_POD:
-                return &((const spec_pod *) obj)->metadata;
-        default:
-                return &((const spec_event *) obj)->metadata;
-        }
-}
-
 static int cmp_refs(const void *a, const void *b) {
         const list_ref *x = a, *y = b;
         int c = strcmp(strempty(x->ns), strempty(y->ns));

@@ -145,7 +145,7 @@ int cli_logs(int argc, char **argv);
 int cli_events(int argc, char **argv);
 int cli_cordon(int argc, char **argv);
 int cli_uncordon(int argc, char **argv);
-/* nodes.c: "nodes", "node/n1", ...: get's nodes, which are not a spec type. */
+/* "nodes", "node/n1", ...: get's nodes, which are not a spec type (output.c). */
 bool cli_is_nodes(const char *word);
 /* words: get's words from the type on; out: "", "wide", "json", "yaml", "name". */
 int cli_get_nodes(char **words, size_t n_words, const char *out);

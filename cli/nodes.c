@@ -6,11 +6,6 @@
 
 #include "cli.h"
 
-bool cli_is_nodes(const char *word) {
-        return streq(word, "nodes") || streq(word, "node") || streq(word, "no") ||
-               startswith(word, "node/") || startswith(word, "nodes/");
-}
-
 static const char *node_name(json_t *n) {
         return json_string_value(json_object_get(json_object_get(n, "metadata"), "name"));
 }

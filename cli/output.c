@@ -14,6 +14,11 @@ static const cli_resource resources[] = {
         { "events", "event", "ev", "", "/api/v1", &spec_type_event },
 };
 
+bool cli_is_nodes(const char *word) {
+        return streq(word, "nodes") || streq(word, "node") || streq(word, "no") ||
+               startswith(word, "node/") || startswith(word, "nodes/");
+}
+
 /* "deployments", "deployment", "deploy", and with the group too
  * ("deployment.apps", what -o name prints), as kubectl. */
 const cli_resource *cli_resource_find(const char *word) {
