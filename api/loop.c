@@ -21,11 +21,28 @@ static void on_slot_timer(uv_timer_t *t) {
  * outlive the arming after it: MHD's timeout knows nothing of the resumed
  * connection (with Connection: close, it has none left to time), and
  * would put off the watcher's news until some other request came. */
+static unsigned connections(slot *sl) {
+        const union MHD_DaemonInfo *i = MHD_get_daemon_info(sl->d,
+                                                            MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        return i ? i->num_connections : 0;
+}
+
+/* One more run when connections went during this one: at its connection
+ * limit MHD takes the listening socket out of its epoll set, and puts it
+ * back only at the start of a later run. After the last connection of a
+ * full pool has gone, nothing else would make that run (no descriptor is
+ * left in the set, no timeout armed): the listener would never accept
+ * again. A run that closes nothing ends the chain. */
 static void run_slot(slot *sl) {
+        unsigned before;
+
         if (!sl->d)
                 return;
         sl->kicked = false;
+        before = connections(sl);
         MHD_run(sl->d);
+        if (connections(sl) < before)
+                sl->kicked = true;
         if (sl->kicked && !sl->s->closing)
                 uv_timer_start(&sl->timer, on_slot_timer, 0, 0);
         else

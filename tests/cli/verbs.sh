@@ -89,6 +89,34 @@ bash -c '
     curl -s -f --max-time 5 --unix-socket "$1/s3.sock" http://localhost/healthz >/dev/null' \
     _ "$tmp" && ok "with TCP flooded, the local socket answers" ||
     fail "TCP flooded: the local socket does not answer"
+# Each pool filled past its limit and emptied at once, again and again
+# (closed or reset): the listener accepts afterwards (MHD takes a full
+# pool's listening socket out of its poll set, and puts it back only on a
+# later run, which tendd must make).
+cat >"$tmp/fill.py" <<'PY'
+import socket, struct, sys, time
+kind, where, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for rnd in range(6):
+    ss = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX) if kind == "unix" else socket.socket()
+        s.settimeout(5)
+        s.connect(where if kind == "unix" else ("127.0.0.1", int(where)))
+        ss.append(s)
+    time.sleep(0.5)
+    for s in ss:
+        if rnd % 2:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+    time.sleep(0.2)
+PY
+/usr/bin/python3 "$tmp/fill.py" tcp 45322 270 2>&1 | tail -2
+curl -s -k -f --max-time 5 -H "Authorization: Bearer $(cat "$tmp/open-token")"     https://127.0.0.1:45322/healthz >/dev/null && ok "TCP's pool filled and emptied six times: it accepts" ||
+    fail "TCP's listener no longer accepts after its pool emptied"
+/usr/bin/python3 "$tmp/fill.py" unix "$tmp/s3.sock" 1010 2>&1 | tail -2
+curl -s -f --max-time 5 --unix-socket "$tmp/s3.sock" http://localhost/healthz >/dev/null &&
+    ok "the local socket's pool filled and emptied six times: it accepts" ||
+    fail "the local socket no longer accepts after its pool emptied"
 kill "$s3_pid" && wait "$s3_pid" || { fail "tendd with --idle-timeout: exit $?"; cat "$tmp/s3.log"; }
 expect_exit 2 "a bad --idle-timeout" "$bin/tendd" --state-dir "$tmp/s4" --socket "$tmp/s4.sock" \
     --idle-timeout 0s
