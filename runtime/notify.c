@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
 
@@ -149,12 +150,42 @@ static void handle_line(rt_pod *p, const char *line, size_t len) {
         /* others (STOPPING=1, RELOADING=1, MAINPID=, ...) say nothing tend uses */
 }
 
+/*
+ * Descriptors are not asked for (there is no FDSTORE here). Where the
+ * kernel can (Linux 6.16: SO_PASSRIGHTS off), a sender is refused them
+ * (EPERM). Elsewhere they arrive, and are closed without waiting: a TCP
+ * socket sent with SO_LINGER and unsent data would hold close() for its
+ * linger time, on the loop, so a socket is reset (linger 0) first. The
+ * control buffer holds as many as one message can carry (SCM_MAX_FD), so
+ * the kernel never drops, and closes in our name, any it could not give.
+ */
+#ifndef SO_PASSRIGHTS
+#define SO_PASSRIGHTS 83
+#endif
+#define NOTIFY_FDS_MAX 253 /* the kernel's SCM_MAX_FD */
+
+static void refuse_fds(int fd) {
+        int zero = 0;
+
+        (void) setsockopt(fd, SOL_SOCKET, SO_PASSRIGHTS, &zero, sizeof zero);
+}
+
+void rt__close_received(int fd) {
+        struct linger now = { .l_onoff = 1, .l_linger = 0 };
+        struct stat st;
+
+        if (fstat(fd, &st) >= 0 && S_ISSOCK(st.st_mode))
+                (void) setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
+        safe_close(fd);
+}
+
 static void on_notify(uv_poll_t *h, int status, int events) {
         rt_pod *p = h->data;
         char buf[NOTIFY_MESSAGE_MAX];
         union {
                 struct cmsghdr h;
-                char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 16)];
+                char buf[CMSG_SPACE(sizeof(struct ucred)) +
+                         CMSG_SPACE(sizeof(int) * NOTIFY_FDS_MAX)];
         } control;
 
         /* a few at a time: a pod flooding its socket must not hold the loop */
@@ -177,11 +208,10 @@ static void on_notify(uv_poll_t *h, int status, int events) {
                             c->cmsg_len == CMSG_LEN(sizeof(struct ucred)))
                                 cred = (struct ucred *) CMSG_DATA(c);
                         else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-                                /* fds are not asked for (FDSTORE): close them */
                                 int *fds = (int *) CMSG_DATA(c);
                                 size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
                                 for (size_t i = 0; i < nfd; i++)
-                                        safe_close(fds[i]);
+                                        rt__close_received(fds[i]);
                         }
                 if (!cred || (size_t) n > sizeof buf || p->state == RT_POD_EXITED)
                         continue;
@@ -242,11 +272,13 @@ int rt__notify_open(rt_pod *p) {
                 fd = (int) (intptr_t) stored - 1;
                 p->notify_in_store = true;
                 (void) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+                refuse_fds(fd);
         } else {
                 fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
                 if (fd < 0)
                         return -errno;
                 r = RET_NERRNO(setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one));
+                refuse_fds(fd);
                 if (r >= 0)
                         r = RET_NERRNO(bind(fd, (struct sockaddr *) &sa,
                                             offsetof(struct sockaddr_un, sun_path) + len));

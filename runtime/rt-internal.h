@@ -337,6 +337,10 @@ void rt__log_spares_free(rt_manager *m);
 
 /* ---- ports ---------------------------------------------------------------------------------- */
 
+/* notify.c: closes a descriptor a stranger sent, never waiting on it (a
+ * socket is reset, not lingered on). */
+void rt__close_received(int fd);
+
 /* image.c: "sha256:<hex>" of the file at path (new string), kept per
  * file version. */
 int rt__image_id(rt_manager *m, const char *path, char **ret);

@@ -199,6 +199,48 @@ wait_for 10 both_ready && ok "ready: the probe and READY=1 both say so" || fail 
 rm "$tmp/ok"
 wait_for 10 both_unready && ok "the probe failing makes it unready" || fail "still ready without the file"
 both_pid=$(pids both)
+# A descriptor sent to a pod's notify socket (by anyone: a local user, a
+# pod) is refused by the kernel where it can (SO_PASSRIGHTS), and else
+# closed without waiting: here a TCP socket with unsent data and a 20 s
+# linger, whose plain close() would hold the loop for 20 s.
+cat >"$tmp/linger.py" <<'PY'
+import array, os, signal, socket, struct, subprocess, sys, time
+name, sock, tendd = sys.argv[1], sys.argv[2], int(sys.argv[3])
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+c = socket.create_connection(srv.getsockname())
+c.setblocking(False)
+try:
+    while True:
+        c.send(b"x" * 65536)
+except BlockingIOError:
+    pass
+c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 20))
+u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+# tendd stopped meanwhile: the datagram's reference is the last when it reads it
+os.kill(tendd, signal.SIGSTOP)
+try:
+    u.sendmsg([b"STATUS=fd"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [c.fileno()]))],
+              0, "\0" + name)
+    print("sent")
+except PermissionError:
+    print("refused by the kernel")
+c.close()
+os.kill(tendd, signal.SIGCONT)
+worst = 0.0
+for _ in range(20):
+    t = time.monotonic()
+    subprocess.run(["curl", "-s", "-o", "/dev/null", "--max-time", "30", "--unix-socket", sock,
+                    "http://localhost/healthz"])
+    worst = max(worst, time.monotonic() - t)
+    time.sleep(0.1)
+print("worst %.3f" % worst)
+PY
+uid=$(tend get pods -l app=both -o json | jq -r '.items[0].metadata.uid')
+/usr/bin/python3 "$tmp/linger.py" "tend-notify/$uid" "$TEND_SOCKET" "$tendd_pid" >"$tmp/linger.out" 2>&1
+worst=$(awk '/^worst/ { print $2 }' "$tmp/linger.out")
+awk -v w="$worst" 'BEGIN { exit !(w != "" && w < 0.5) }' &&
+    ok "a lingering socket sent to a notify socket ($(head -1 "$tmp/linger.out")): the API answers throughout (worst ${worst} s)" ||
+    fail "the loop stalled on a received descriptor: $(cat "$tmp/linger.out")"
 stop_tendd TERM
 start_tendd
 touch "$tmp/ok"

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "rt-harness.h"
+#include "rt-internal.h"
 
 /* ---- exits --------------------------------------------------------------------------------- */
 
@@ -1146,6 +1147,37 @@ static bool all_exited(harness *h, void *arg) {
         return h->n_exited >= *(size_t *) arg;
 }
 
+/* ---- descriptors a stranger sends to a notify socket ---- */
+
+/* A TCP socket with unsent data and a 20 s linger, as a datagram's
+ * SCM_RIGHTS would bring it (the last reference): closed at once, the
+ * peer reset, where a plain close() would wait out the linger. */
+static void test_close_received(void **state) {
+        int srv = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), c, acc;
+        struct sockaddr_in sa = { .sin_family = AF_INET,
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof sa;
+        struct linger lg = { .l_onoff = 1, .l_linger = 20 };
+        static char chunk[65536];
+        usec_t t0;
+
+        assert_int_equal(bind(srv, (struct sockaddr *) &sa, sizeof sa), 0);
+        assert_int_equal(listen(srv, 1), 0);
+        assert_int_equal(getsockname(srv, (struct sockaddr *) &sa, &len), 0);
+        c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        assert_true(connect(c, (struct sockaddr *) &sa, sizeof sa) == 0 || errno == EINPROGRESS);
+        acc = accept4(srv, NULL, NULL, SOCK_CLOEXEC); /* and never read: the data stays unsent */
+        assert_true(acc >= 0);
+        while (write(c, chunk, sizeof chunk) > 0)
+                ;
+        assert_int_equal(setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+        t0 = now_monotonic();
+        rt__close_received(c);
+        assert_true(now_monotonic() - t0 < 500 * USEC_PER_MSEC);
+        close(acc);
+        close(srv);
+}
+
 /* ---- what runs (a container status's image and imageID) ---- */
 
 static char *sha256_of(const char *path) {
@@ -1352,6 +1384,7 @@ int main(void) {
                 cmocka_unit_test(test_probe_tcp),
                 cmocka_unit_test(test_probe_exec),
                 cmocka_unit_test(test_probe_liveness_and_transitions),
+                cmocka_unit_test(test_close_received),
                 cmocka_unit_test(test_image_id),
                 cmocka_unit_test(test_port_leases),
                 cmocka_unit_test(test_thousand),
