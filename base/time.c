@@ -67,6 +67,8 @@ int parse_timestamp(const char *s, usec_t *ret) {
         struct tm tm = {};
         time_t t;
 
+        if (!s) /* a field left out (a Node without its creationTimestamp) */
+                return -EINVAL;
         if (parse_digits(&p, 4, &y) < 0 || expect_char(&p, '-') < 0 ||
             parse_digits(&p, 2, &mo) < 0 || expect_char(&p, '-') < 0 || parse_digits(&p, 2, &d) < 0)
                 return -EINVAL;

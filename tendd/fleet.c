@@ -125,6 +125,60 @@ static void save_lease(fleet *f) {
 /* ---- the mirror of the nodes ------------------------------------------------------------------
  */
 
+/* What a Node's value must be for the API and the scheduler to read it:
+ * an object, its parts of the kinds a Node has. NULL, or what is not. */
+static const char *node_problem(json_t *j) {
+        json_t *m = json_object_get(j, "metadata"), *sp = json_object_get(j, "spec"),
+               *st = json_object_get(j, "status"), *v;
+        const char *k;
+        size_t i;
+
+        if (!json_is_object(j))
+                return "not a JSON object";
+        if (m && !json_is_object(m))
+                return "metadata is not an object";
+        if (json_object_get(m, "name") && !json_is_string(json_object_get(m, "name")))
+                return "metadata.name is not a string";
+        if (json_object_get(m, "creationTimestamp") &&
+            !json_is_string(json_object_get(m, "creationTimestamp")))
+                return "metadata.creationTimestamp is not a string";
+        if ((v = json_object_get(m, "labels"))) {
+                if (!json_is_object(v))
+                        return "metadata.labels is not an object";
+                json_t *l;
+                json_object_foreach (v, k, l)
+                        if (!json_is_string(l))
+                                return "a label's value is not a string";
+        }
+        if (sp && !json_is_object(sp))
+                return "spec is not an object";
+        if (json_object_get(sp, "unschedulable") &&
+            !json_is_boolean(json_object_get(sp, "unschedulable")))
+                return "spec.unschedulable is not a boolean";
+        if (st && !json_is_object(st))
+                return "status is not an object";
+        for (i = 0; i < 3; i++) {
+                static const char *const objs[] = { "nodeInfo", "capacity", "allocatable" };
+                if ((v = json_object_get(st, objs[i])) && !json_is_object(v))
+                        return "a part of status (nodeInfo, capacity, allocatable) is not an "
+                               "object";
+        }
+        for (i = 0; i < 2; i++) {
+                static const char *const arrs[] = { "addresses", "conditions" };
+                json_t *e;
+                size_t x;
+                if (!(v = json_object_get(st, arrs[i])))
+                        continue;
+                if (!json_is_array(v))
+                        return "status.addresses or status.conditions is not a list";
+                json_array_foreach (v, x, e)
+                        if (!json_is_object(e))
+                                return "an item of status.addresses or status.conditions is not "
+                                       "an object";
+        }
+        return NULL;
+}
+
 /* Applies one key of P/v1/ (value NULL: deleted). */
 void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
         const char *name;
@@ -155,10 +209,27 @@ void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
                 json_decref(n->node);
                 n->node = deleted ? NULL : json_loadb(kv->value, kv->value_len, 0, NULL);
                 n->node_mod = deleted ? 0 : kv->mod_revision;
+                /* a value of the wrong shape goes no further than here */
+                const char *why = deleted ? NULL : n->node ? node_problem(n->node) : "not JSON";
+                if (why) {
+                        log_warning("fleet: %s in etcd is not a Node (%s); taken as absent",
+                                    kv->key, why);
+                        json_decref(n->node);
+                        n->node = NULL;
+                }
         } else {
                 bool was = n->holder != NULL;
                 json_decref(n->holder);
                 n->holder = deleted ? NULL : json_loadb(kv->value, kv->value_len, 0, NULL);
+                /* the key is the lease: held whatever its value says, which
+                 * is read only as an object */
+                if (!deleted && !json_is_object(n->holder)) {
+                        log_warning("fleet: %s in etcd is not a lease holder's object; taken "
+                                    "as held, by someone unknown",
+                                    kv->key);
+                        json_decref(n->holder);
+                        n->holder = json_object();
+                }
                 if (!n->holder && (was || !n->lost_mono))
                         n->lost_mono = now_monotonic();
                 else if (n->holder)

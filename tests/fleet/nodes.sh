@@ -113,6 +113,30 @@ expect_exit 2 "a bad --etcd-compaction-interval" "$bin/tendd" --state-dir "$tmp/
         "a bad --etcd-compaction-interval says what it takes" &&
     ok "a bad --etcd-compaction-interval is refused, saying what it takes"
 
+# Node values of the wrong shape in etcd (a corrupted or hostile etcd):
+# refused where they are read, one log line each, and every tendd serves
+# its nodes on (a JSON array as a Node was a use-after-free, issue 27).
+ectl() { ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" "$@"; }
+mark
+ectl put /tend/v1/nodes/ghost-array '[1,2,3]' >/dev/null &&
+    ectl put /tend/v1/nodes/ghost-text 'not json' >/dev/null &&
+    ectl put /tend/v1/nodes/ghost-status '{"metadata":{"name":"ghost-status"},"status":[]}' >/dev/null &&
+    ectl put /tend/v1/nodes/ghost-labels '{"metadata":{"labels":{"a":1}}}' >/dev/null &&
+    ectl put /tend/v1/nodeleases/ghost-lease '[0]' >/dev/null || fail "etcdctl put"
+sleep 1
+for k in 1 2 3; do
+    code=$(curl -s -o "$tmp/nodes.json" -w '%{http_code}' --unix-socket "$tmp/n$k.sock"         http://localhost/api/v1/nodes)
+    [ "$code" = 200 ] && jq -e '.items | length >= 3' "$tmp/nodes.json" >/dev/null ||
+        fail "n$k: GET /api/v1/nodes with bad Node values: $code $(head -c 300 "$tmp/nodes.json")"
+    on "$k" get nodes >/dev/null || fail "n$k: tend get nodes with bad Node values"
+    since "$tmp/n$k.log" | grep -q 'nodes/ghost-array in etcd is not a Node (not a JSON object)' &&
+        since "$tmp/n$k.log" | grep -q 'nodes/ghost-status in etcd is not a Node (status is not an object)' ||
+        fail "n$k: no log line for the bad values: $(since "$tmp/n$k.log" | tail -3)"
+done
+ok "Node values of the wrong shape: refused with a log line, every tendd serves its nodes"
+ectl del --prefix /tend/v1/nodes/ghost- >/dev/null
+ectl del /tend/v1/nodeleases/ghost-lease >/dev/null
+
 # --etcd-prefix: another fleet in the same etcd, its own names (n1 again),
 # its own nodes; --no-leader: its one node never leads
 "$bin/tendd" --state-dir "$tmp/other" --socket "$tmp/other.sock" --fleet "$ETCD_ENDPOINTS" \

@@ -48,6 +48,7 @@ static void test_timestamps(void **state) {
                             "2025-12-02T15:06:49Z");
         assert_string_equal(format_timestamp(buf, 1764688009ULL * USEC_PER_SEC + 5),
                             "2025-12-02T15:06:49.000005Z");
+        assert_int_equal(parse_timestamp(NULL, &t), -EINVAL); /* a field left out */
         assert_int_equal(parse_timestamp("2025-12-02T15:06:49Z", &t), 0);
         assert_int_equal(t, 1764688009ULL * USEC_PER_SEC);
         assert_int_equal(parse_timestamp("2025-12-02T17:06:49.5+02:00", &t), 0);

@@ -218,7 +218,7 @@ usec_t now_realtime(void);
 char *format_timestamp(char buf[static TIMESTAMP_MAX], usec_t t);
 /* Parses what format_timestamp() prints, plus numeric offsets ("+02:00") and
  * any number of fraction digits (truncated to microseconds). Returns 0 or
- * -EINVAL. */
+ * -EINVAL (for NULL too). */
 int parse_timestamp(const char *s, usec_t *ret);
 
 /* "1.5s", "250ms", "3m0s": a short human duration. */
