@@ -131,6 +131,11 @@ static char *pod_log_path(api_server *s, const spec_pod *p) {
 /* Where the last n lines of a file begin, read backwards from its end in
  * blocks: the cost is that of the tail, not of the file. A final newline
  * ends the last line rather than starting another. n < 0: 0. */
+/* How far back --tail looks for its lines: past any log tendd keeps (it
+ * rotates at 10 MiB), so that a sparse log (a pod's ftruncate() of its
+ * stdout to 2 GiB) costs the loop at most this much reading. */
+#define TAIL_SCAN_MAX ((off_t) 16 << 20)
+
 static off_t tail_offset(int fd, off_t size, int64_t n) {
         char buf[64 * 1024];
         int64_t k = 0;
@@ -140,6 +145,8 @@ static off_t tail_offset(int fd, off_t size, int64_t n) {
         if (n == 0)
                 return size;
         for (off_t end = size; end > 0;) {
+                if (size - end >= TAIL_SCAN_MAX)
+                        return end;
                 size_t len = (size_t) MIN(end, (off_t) sizeof buf);
                 off_t pos = end - (off_t) len;
                 ssize_t r = pread(fd, buf, len, pos);

@@ -29,10 +29,12 @@ static void log_timer_within(rt_manager *m, usec_t in) {
 }
 
 typedef struct rotation {
-        uv_fs_t req;
+        uv_work_t work;
         rt_manager *m;
         rt_pod *pod;
         char *path;
+        uint64_t max;
+        int result; /* of the copy, in the worker: 0 or -errno */
 } rotation;
 
 /*
@@ -45,6 +47,11 @@ typedef struct rotation {
  * are lost, and a log can overshoot the limit by what is written between
  * two checks. Both are the price of never blocking the loop.
  *
+ * What is copied is what was written, and at most the limit of it: the
+ * last max bytes of the file, its holes left out. A pod can make its log
+ * sparse (ftruncate() of its stdout to 2 GiB); copying the holes would
+ * write gigabytes of zeros to disk, as root, at every rotation.
+ *
  * How often: each log is checked again when, at the rate it grew since
  * its last check, it would reach the limit — every check interval (5 s)
  * for a quiet pod, down to LOG_CHECK_MIN for one that spews, so a log
@@ -54,20 +61,76 @@ typedef struct rotation {
 #define LOG_CHECK_MIN (10 * USEC_PER_MSEC)
 /* A new log (or one just rotated) is looked at again soon: learn its rate. */
 #define LOG_CHECK_FIRST (100 * USEC_PER_MSEC)
-static void on_rotated(uv_fs_t *req) {
-        rotation *rot = req->data;
+/* The data of [from, to) of in, appended to out; holes are skipped. */
+static int copy_data(int in, int out, off_t from, off_t to) {
+        static __thread char buf[64 * 1024];
+
+        for (off_t at = from; at < to;) {
+                off_t data = lseek(in, at, SEEK_DATA), hole;
+                if (data < 0)
+                        return errno == ENXIO ? 0 : -errno; /* only a hole is left */
+                if (data >= to)
+                        return 0;
+                hole = lseek(in, data, SEEK_HOLE);
+                if (hole < 0)
+                        return -errno;
+                for (at = data; at < MIN(hole, to);) {
+                        ssize_t n = pread(in, buf,
+                                          (size_t) MIN((off_t) sizeof buf, MIN(hole, to) - at), at);
+                        if (n <= 0)
+                                return n < 0 ? -errno : 0; /* shorter now: truncated */
+                        for (ssize_t w = 0; w < n;) {
+                                ssize_t k = write(out, buf + w, (size_t) (n - w));
+                                if (k < 0)
+                                        return -errno;
+                                w += k;
+                        }
+                        at += n;
+                }
+        }
+        return 0;
+}
+
+/* In the thread pool: the last max bytes of the log, its data only, to
+ * <log>.1.tmp. */
+static void rotate_copy(uv_work_t *w) {
+        rotation *rot = w->data;
+        _cleanup_free_ char *tmp = strprintf("%s.1.tmp", rot->path);
+        _cleanup_close_ int in = -EBADF, out = -EBADF;
+        struct stat st;
+
+        rot->result = -ENOMEM;
+        if (!tmp)
+                return;
+        in = open(rot->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (in < 0 || fstat(in, &st) < 0) {
+                rot->result = -errno;
+                return;
+        }
+        out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (out < 0) {
+                rot->result = -errno;
+                return;
+        }
+        rot->result = copy_data(in, out,
+                                st.st_size > (off_t) rot->max ? st.st_size - (off_t) rot->max : 0,
+                                st.st_size);
+}
+
+static void on_rotated(uv_work_t *w, int status) {
+        rotation *rot = w->data;
 
         _cleanup_free_ char *tmp = strprintf("%s.1.tmp", rot->path),
                             *one = strprintf("%s.1", rot->path);
 
         /* A freed pod's path may already belong to its replacement (names
          * repeat): leave that log alone. */
-        if (tmp && one && req->result >= 0 && !rot->pod->freed && rename(tmp, one) == 0) {
+        if (tmp && one && status >= 0 && rot->result >= 0 && !rot->pod->freed &&
+            rename(tmp, one) == 0) {
                 (void) !truncate(rot->path, 0);
                 times_look(rot->pod, now_realtime(), false); /* starts its times again */
         } else if (tmp)
                 (void) unlink(tmp);
-        uv_fs_req_cleanup(req);
         rot->pod->rotating = false;
         rt__pod_unref(rot->pod);
         free(rot->path);
@@ -287,7 +350,6 @@ static void plan_next_check(rt_manager *m, rt_pod *p, uint64_t size, usec_t now)
 }
 
 static void check_log(rt_manager *m, rt_pod *p, usec_t now) {
-        _cleanup_free_ char *dst = NULL;
         struct stat st;
         rotation *rot;
 
@@ -314,17 +376,17 @@ static void check_log(rt_manager *m, rt_pod *p, usec_t now) {
                 return;
         /* After the truncate it starts again from 0: no rate across it. */
         p->log_checked = 0;
-        dst = strprintf("%s.1.tmp", p->record.log_path);
         rot = new0(rotation, 1);
-        if (!dst || !rot || !(rot->path = strdup(p->record.log_path))) {
+        if (!rot || !(rot->path = strdup(p->record.log_path))) {
                 free(rot);
                 return;
         }
         rot->m = m;
         rot->pod = rt__pod_ref(p);
-        rot->req.data = rot;
+        rot->work.data = rot;
+        rot->max = m->log_max_bytes;
         p->rotating = true;
-        if (uv_fs_copyfile(m->loop, &rot->req, p->record.log_path, dst, 0, on_rotated) < 0) {
+        if (uv_queue_work(m->loop, &rot->work, rotate_copy, on_rotated) < 0) {
                 p->rotating = false;
                 rt__pod_unref(p);
                 free(rot->path);

@@ -596,6 +596,36 @@ static void test_log_rotation(void **state) {
         harness_free(h);
 }
 
+/* A pod that makes its log sparse (2 GiB of hole): the rotation copies what
+ * was written, not gigabytes of zeros. */
+static void test_log_sparse(void **state) {
+        harness *h = harness_new(&(rt_config){ .log_max_bytes = 256 * 1024 });
+        spec_pod_spec *s = pod_spec(
+                "      containers:\n      - name: main\n"
+                "        command: [\"/bin/sh\", \"-c\", \"echo before; truncate -s "
+                "2G /dev/stdout; echo after; exec sleep 100\"]",
+                NULL);
+        rt_pod *pod = start(h, "sparse", s);
+        const char *path = rt_pod_record(pod)->log_path;
+        _cleanup_free_ char *one = strprintf("%s.1", path), *text = NULL;
+        struct stat st;
+        size_t len = 0;
+
+        assert_true(run_until(h, rotated, (void *) path, 10000));
+        assert_int_equal(stat(one, &st), 0);
+        assert_true(st.st_size < 4096);
+        assert_true((uint64_t) st.st_blocks * 512 < 64 * 1024);
+        assert_int_equal(read_full_file(one, 4096, &text, &len), 0);
+        assert_string_equal(text, "after\n"); /* the data of the last 256 KiB, its hole left out */
+        assert_int_equal(stat(path, &st), 0);
+        assert_true(st.st_size < 4096); /* truncated */
+        rt_pod_signal(pod, SIGKILL);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        harness_free(h);
+}
+
 /* A log written a hundred times a second for two seconds: its times are
  * noted at most four times a second (the gate), each on a line boundary of
  * what was written, and they cover it all by the end. The end is the last
@@ -1374,6 +1404,7 @@ int main(void) {
                 cmocka_unit_test(test_close_right_after_start),
                 cmocka_unit_test(test_stop_shortens_grace),
                 cmocka_unit_test(test_log_rotation),
+                cmocka_unit_test(test_log_sparse),
                 cmocka_unit_test(test_log_times_gated),
                 cmocka_unit_test(test_escapee_goes_with_its_pod),
                 cmocka_unit_test(test_adopt_refuses_reused_pid),
