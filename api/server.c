@@ -228,6 +228,14 @@ _printf_(2, 0) static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
  * TCP clients cannot use up, and TCP is kept well under the descriptors
  * the pods need (a pidfd and a log each). Idle connections are closed
  * after idle_timeout, so that a flood of them locks nobody out for long. */
+/* TLS 1.2 and 1.3 only, with AEAD ciphers and forward secrecy (what Go's,
+ * curl's and node's clients offer): TLS 1.0/1.1 and CBC with SHA-1 were
+ * taken as long as no priority string was given. */
+#define API_TLS_PRIORITIES                                                                       \
+        "SECURE128:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:"   \
+        "+CHACHA20-POLY1305:-MAC-ALL:+AEAD:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:-SIGN-ALL:+SIGN-ALL:" \
+        "-SIGN-RSA-SHA1:-SIGN-ECDSA-SHA1"
+
 #define UNIX_CONNECTIONS_MAX 1000
 #define TCP_CONNECTIONS_MAX 256
 
@@ -242,6 +250,7 @@ static int start_slot(api_server *s, int fd, bool tcp, char **ret_error) {
         struct MHD_OptionItem tls[] = {
                 { MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls.key_pem },
                 { MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls.cert_pem },
+                { MHD_OPTION_HTTPS_PRIORITIES, 0, (void *) API_TLS_PRIORITIES },
                 { MHD_OPTION_END, 0, NULL },
         };
 
@@ -250,7 +259,7 @@ static int start_slot(api_server *s, int fd, bool tcp, char **ret_error) {
                 MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                         (tcp ? MHD_USE_TLS : 0),
                 0, NULL, NULL, api__on_request, sl, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_ARRAY,
-                tcp ? tls : tls + 2, MHD_OPTION_NOTIFY_COMPLETED, api__on_completed, NULL,
+                tcp ? tls : tls + 3, MHD_OPTION_NOTIFY_COMPLETED, api__on_completed, NULL,
                 MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
                 MHD_OPTION_CONNECTION_LIMIT, tcp ? TCP_CONNECTIONS_MAX : UNIX_CONNECTIONS_MAX,
                 MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_END);

@@ -65,6 +65,16 @@ static int read_secret(const char *path, const char *flag, size_t min, char **re
                 return log_error_errno(r, "%s %s: %m", flag, path);
         while (n > 0 && (data[n - 1] == '\n' || data[n - 1] == '\r' || data[n - 1] == ' '))
                 data[--n] = 0;
+        /* What is used is the string: a NUL would cut it (a file that began
+         * with one made the empty token valid), a control character would
+         * not survive an HTTP header. */
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char) data[i] < 0x20 || data[i] == 0x7f) {
+                        log_error("%s %s: byte %zu is a control character (0x%02x): a secret is "
+                                  "printable text",
+                                  flag, path, i, (unsigned) (unsigned char) data[i]);
+                        return -EINVAL;
+                }
         if (n < min) {
                 log_error("%s %s: it must hold at least %zu character%s", flag, path, min,
                           min == 1 ? "" : "s");

@@ -55,6 +55,12 @@ expect_exit 1 "a token every user can read" "$bin/tendd" --state-dir "$tmp/s2" -
     --listen 127.0.0.1:45321 --token-file "$tmp/open-token"
 expect_grep "$tmp/open-token can be read by every user (mode 0644): chmod o-r" "$tmp/err" "world-readable token"
 chmod 600 "$tmp/open-token"
+printf '\000-and-then-a-token-of-32-characters.\n' >"$tmp/nul-token"
+chmod 600 "$tmp/nul-token"
+expect_exit 1 "a token file that begins with a NUL" "$bin/tendd" --state-dir "$tmp/s2" \
+    --socket "$tmp/s2.sock" --listen 127.0.0.1:45321 --token-file "$tmp/nul-token"
+expect_grep "nul-token: byte 0 is a control character (0x00): a secret is printable text" "$tmp/err" \
+    "a NUL in the token is refused (it made the empty token valid)"
 expect_exit 1 "--listen on a network address" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
     --listen 0.0.0.0:45321 --token-file "$tmp/open-token"
 expect_grep "only loopback addresses (127.0.0.0/8) are served with the certificate tendd makes; to serve 0.0.0.0, give --tls-cert and --tls-key" \
@@ -895,6 +901,14 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" \
 [ "$code" = 200 ] && ok "token: 200, the certificate good for localhost" || fail "token: $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:45399/api/v1/pods)
 [ "$code" != 200 ] && ok "plain http is not served ($code)" || fail "plain http: 200"
+# TLS 1.2 and 1.3 with AEAD only: an old version or CBC with SHA-1 gets no
+# handshake (openssl allowed everything it can: SECLEVEL 0)
+hs() { echo | timeout 5 openssl s_client -connect 127.0.0.1:45399 -CAfile "$ca" "$@" 2>&1 |
+    grep 'Cipher is ' | grep -q -v 'Cipher is (NONE)'; }
+hs -tls1_3 && hs -tls1_2 && ok "TLS 1.3 and 1.2 are served" || fail "no TLS 1.2/1.3 handshake"
+! hs -tls1 -cipher 'DEFAULT:@SECLEVEL=0' && ! hs -tls1_1 -cipher 'DEFAULT:@SECLEVEL=0' &&
+    ! hs -tls1_2 -cipher 'ECDHE-ECDSA-AES128-SHA:@SECLEVEL=0' &&
+    ok "TLS 1.0, 1.1 and CBC with SHA-1 are refused" || fail "an old TLS version or cipher is served"
 expect_exit 0 "tend kubeconfig" tend kubeconfig && cp "$tmp/out" "$tmp/kubeconfig"
 expect_grep "server: https://127.0.0.1:45399" "$tmp/kubeconfig" "the kubeconfig names the listener"
 expect_grep "token: a-token-of-32-characters-or-so." "$tmp/kubeconfig" "and the token"
