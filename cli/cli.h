@@ -112,6 +112,10 @@ void table_print_lead(const table *t, FILE *f, bool header, const char *lead_hea
 void table_print_indented(const table *t, FILE *f, const char *indent, size_t gap);
 void table_done(table *t);
 
+/* s as it may go to a terminal (new string): a control character (an
+ * escape sequence a pod put in its STATUS=, say) written as \xNN. */
+char *cli_printable(const char *s);
+void cli_fputs_printable(const char *s, FILE *f);
 /* qsort() of strings (char *). */
 int cmp_strp(const void *a, const void *b);
 

@@ -9,11 +9,14 @@
 
 static void kv(const char *key, const char *fmt, ...) _printf_(2, 3);
 static void kv(const char *key, const char *fmt, ...) {
+        _cleanup_free_ char *v = NULL;
         va_list ap;
         printf("%-24s", key);
         va_start(ap, fmt);
-        vprintf(fmt, ap);
+        if (vasprintf(&v, fmt, ap) < 0)
+                v = NULL;
         va_end(ap);
+        cli_fputs_printable(v, stdout);
         printf("\n");
 }
 
@@ -22,8 +25,11 @@ static void print_map(const char *key, const spec_map *m) {
                 kv(key, "<none>");
                 return;
         }
-        for (size_t i = 0; i < m->n; i++)
-                printf("%-24s%s=%s\n", i ? "" : key, m->items[i].key, m->items[i].value);
+        for (size_t i = 0; i < m->n; i++) {
+                _cleanup_free_ char *k = cli_printable(m->items[i].key),
+                                    *v = cli_printable(m->items[i].value);
+                printf("%-24s%s=%s\n", i ? "" : key, strempty(k), strempty(v));
+        }
 }
 
 static char *time_text(usec_t t) {
@@ -73,10 +79,12 @@ static void print_template(const spec_pod_template *t, const char *ports_ann) {
         for (size_t i = 0; i < t->metadata.labels.n; i++)
                 printf("%s%s=%s\n", i ? "           " : "  ", t->metadata.labels.items[i].key,
                        t->metadata.labels.items[i].value);
-        for (size_t i = 0; i < t->metadata.annotations.n; i++)
-                printf("%s%s: %s\n", i ? "                " : "  Annotations:  ",
-                       t->metadata.annotations.items[i].key,
-                       t->metadata.annotations.items[i].value);
+        for (size_t i = 0; i < t->metadata.annotations.n; i++) {
+                _cleanup_free_ char *k = cli_printable(t->metadata.annotations.items[i].key),
+                                    *v = cli_printable(t->metadata.annotations.items[i].value);
+                printf("%s%s: %s\n", i ? "                " : "  Annotations:  ", strempty(k),
+                       strempty(v));
+        }
         printf("  Runtime:      %s\n", strna(spec_runtime_class_to_string(s->runtime_class_name)));
         printf("  Containers:\n");
         for (size_t i = 0; i < s->n_containers; i++) {

@@ -248,8 +248,33 @@ void table_row_take(table *t, char **cells, size_t n) {
         t->rows++;
 }
 
+char *cli_printable(const char *s) {
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(1 << 20);
+
+        for (const unsigned char *p = (const unsigned char *) strempty(s); *p; p++)
+                if (*p < 0x20 || *p == 0x7f)
+                        (void) tend_buf_addf(&b, "\\x%02x", *p);
+                else
+                        (void) tend_buf_add(&b, (const char *) p, 1);
+        return b.len ? tend_buf_take(&b) : strdup("");
+}
+
+void cli_fputs_printable(const char *s, FILE *f) {
+        _cleanup_free_ char *clean = cli_printable(s);
+        fputs(clean ?: "", f);
+}
+
 int cmp_strp(const void *a, const void *b) {
         return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+/* strlen(cli_printable(s)) */
+static size_t printable_len(const char *s) {
+        size_t n = 0;
+
+        for (const unsigned char *p = (const unsigned char *) strempty(s); *p; p++)
+                n += *p < 0x20 || *p == 0x7f ? 4 : 1;
+        return n;
 }
 
 static void print_rows(const table *t, FILE *f, size_t first, const char *indent, size_t gap) {
@@ -257,16 +282,16 @@ static void print_rows(const table *t, FILE *f, size_t first, const char *indent
 
         for (size_t r = 0; r < t->rows; r++)
                 for (size_t c = 0; c < t->cols && c < 32; c++)
-                        widths[c] = MAX(widths[c], strlen(strempty(t->cells[r * t->cols + c])));
+                        widths[c] = MAX(widths[c], printable_len(t->cells[r * t->cols + c]));
         for (size_t r = first; r < t->rows; r++) {
                 fputs(indent, f);
                 for (size_t c = 0; c < t->cols; c++) {
-                        const char *v = strempty(t->cells[r * t->cols + c]);
+                        _cleanup_free_ char *v = cli_printable(t->cells[r * t->cols + c]);
                         if (c + 1 == t->cols)
-                                fputs(v, f);
+                                fputs(strempty(v), f);
                         else
-                                fprintf(f, "%-*s%*s", (int) widths[MIN(c, (size_t) 31)], v,
-                                        (int) gap, "");
+                                fprintf(f, "%-*s%*s", (int) widths[MIN(c, (size_t) 31)],
+                                        strempty(v), (int) gap, "");
                 }
                 fputc('\n', f);
         }

@@ -529,6 +529,16 @@ pod=$(tend get pods -l app=echo | awk 'NR == 2 { print $1 }')
 expect_exit 0 "describe pod" tend describe "pod/$pod" && expect_grep "Controlled By: *ReplicaSet/$rs" \
     "$tmp/out" "pod owner"
 expect_exit 1 "describe unknown" tend describe deploy/nosuch
+# what a pod or a client put in a text (a STATUS=, an annotation) reaches
+# a terminal without its control characters
+expect_api 200 "an annotation with an escape sequence" PATCH /apis/apps/v1/namespaces/default/deployments/echo \
+    -H 'Content-Type: application/merge-patch+json' \
+    --data-binary '{"metadata":{"annotations":{"note":"\u001b[2Jcleared\u0007"}}}'
+expect_exit 0 "describe it" tend describe deploy echo
+! grep -q "$(printf '\033')" "$tmp/out" && grep -q 'note=\\x1b\[2Jcleared\\x07' "$tmp/out" &&
+    ok "describe writes control characters as \\xNN" || fail "describe: $(grep note "$tmp/out" | od -c | head -3)"
+expect_api 200 "and off again" PATCH /apis/apps/v1/namespaces/default/deployments/echo \
+    -H 'Content-Type: application/merge-patch+json' --data-binary '{"metadata":{"annotations":{"note":null}}}'
 
 echo "== logs"
 wait_for 5 sh -c "'$bin/tend' logs '$pod' | grep -q there"
