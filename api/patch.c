@@ -471,6 +471,12 @@ static json_t *smp_list(smp *c, const char *field, const char *key, json_t *targ
                 }
                 if (!k)
                         return json_decref(out), smp_fail(c, field, "an element has no merge key");
+                /* a key that is null, a list or an object names nothing: it
+                 * would be appended again at every patch */
+                if (!json_is_string(k) && !json_is_integer(k))
+                        return json_decref(out),
+                               smp_fail(c, field,
+                                        "an element's merge key is not a string or a number");
                 for (size_t j = 0; j < json_array_size(out); j++)
                         if (json_equal(json_object_get(json_array_get(out, j), key), k))
                                 at = j;

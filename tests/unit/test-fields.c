@@ -234,6 +234,19 @@ static void test_errors(void **state) {
         assert_int_equal(fields_check(bad, &err2), -EINVAL);
         assert_non_null(
                 strstr(err2, "metadata.managedFields[0].fieldsV1: key \"spec\" must start"));
+        free(err2);
+        err2 = NULL;
+        json_decref(bad);
+        /* a fieldsV1 that is not an object is not stored as given */
+        bad = parse("[{\"manager\":\"x\",\"operation\":\"Update\",\"fieldsV1\":\"f:spec\"}]");
+        assert_int_equal(fields_check(bad, &err2), -EINVAL);
+        assert_non_null(strstr(err2, "metadata.managedFields[0].fieldsV1: Invalid value: must be "
+                                     "an object"));
+        free(err2);
+        err2 = NULL;
+        json_decref(bad);
+        bad = parse("[{\"manager\":\"x\",\"operation\":\"Update\",\"fieldsV1\":[]}]");
+        assert_int_equal(fields_check(bad, &err2), -EINVAL);
 }
 
 /* Matching list items is linear: 20,000 env vars applied over 20,000 (by

@@ -259,6 +259,11 @@ static void test_strategic(void **state) {
                 "{\"containers\":[{\"command\":[\"x\"],\"env\":[{\"name\":\"A\",\"value\":\"1\"},"
                 "{\"name\":\"B\",\"value\":\"2\"}],\"name\":\"a\",\"ports\":[{\"containerPort\":80,"
                 "\"name\":\"http\"},{\"containerPort\":81,\"name\":\"admin\"}]}]}");
+        /* a merge key that names nothing is an error, not an item appended at each apply */
+        assert_smp(live, "{\"containers\":[{\"name\":null,\"command\":[\"z\"]}]}",
+                   "error: containers: an element's merge key is not a string or a number");
+        assert_smp(live, "{\"containers\":[{\"name\":[\"a\"],\"command\":[\"z\"]}]}",
+                   "error: containers: an element's merge key is not a string or a number");
         /* an item without its merge key is an error */
         assert_smp(live, "{\"containers\":[{\"name\":\"a\",\"ports\":[{\"name\":\"admin\"}]}]}",
                    "error: ports: an element has no merge key");
