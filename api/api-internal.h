@@ -29,6 +29,9 @@
 
 #define MAX_WATCH_BUFFER (8u << 20) /* a slower watcher is cut off */
 #define CHANGE_RING 1000            /* changes kept for ?resourceVersion= resumes */
+/* ... and at most this many bytes of them (what a resumed watch may have
+ * to read again, on the loop: a few tens of milliseconds) */
+#define CHANGE_RING_BYTES ((size_t) 8 << 20)
 
 typedef struct slot {
         struct MHD_Daemon *d;
@@ -87,7 +90,7 @@ struct api_server {
         bool closing;
 
         change ring[CHANGE_RING];
-        size_t ring_head, ring_n;
+        size_t ring_head, ring_n, ring_bytes;
 
         watch *watches;
         follower *followers;

@@ -91,6 +91,15 @@ enum MHD_Result api__handle_metrics(req *r) {
         for (size_t i = 0; i < ELEMENTSOF(s->codes) && s->codes[i]; i++)
                 (void) tend_buf_addf(&b, "tend_api_requests_total{code=\"%u\"} %" PRIu64 "\n",
                                      s->codes[i], s->code_counts[i]);
+        (void) tend_buf_addf(&b,
+                             "# HELP tend_api_watch_history_bytes What the API keeps of the "
+                             "latest changes, for watches that resume (at most %zu).\n"
+                             "# TYPE tend_api_watch_history_bytes gauge\n"
+                             "tend_api_watch_history_bytes %zu\n"
+                             "# HELP tend_api_watch_history_changes How many changes that is.\n"
+                             "# TYPE tend_api_watch_history_changes gauge\n"
+                             "tend_api_watch_history_changes %zu\n",
+                             CHANGE_RING_BYTES, s->ring_bytes, s->ring_n);
         if (s->fleet && s->fleet->metrics)
                 s->fleet->metrics(s->fleet->userdata, &b);
         return api__queue(r, 200, "text/plain; version=0.0.4", tend_buf_take(&b));

@@ -248,9 +248,14 @@ void api__on_store_change(store_kind kind, store_change change_type, const void 
                 json_decref(j);
                 return;
         }
-        /* Into the ring (the oldest goes when it is full). */
-        if (s->ring_n == CHANGE_RING) {
+        /* Into the ring: the oldest go while it is full, by count or by
+         * bytes (a change is a whole object: a thousand of a large
+         * deployment's were most of a gigabyte). */
+        size_t len = strlen(line);
+        while (s->ring_n > 0 &&
+               (s->ring_n == CHANGE_RING || s->ring_bytes + len > CHANGE_RING_BYTES)) {
                 c = &s->ring[s->ring_head];
+                s->ring_bytes -= strlen(c->line);
                 free(c->line);
                 s->ring_head = (s->ring_head + 1) % CHANGE_RING;
                 s->ring_n--;
@@ -259,6 +264,7 @@ void api__on_store_change(store_kind kind, store_change change_type, const void 
         *c = (change){ .rv = ((const spec_deployment *) obj)->metadata.resource_version,
                        .kind = kind,
                        .line = line };
+        s->ring_bytes += len;
         for (watch *w = s->watches; w; w = w->next) {
                 if (w->res->kind != kind)
                         continue;

@@ -246,4 +246,28 @@ wait_for 3 seen && ok "the watch saw it at once" || fail "the watch saw: $(cat "
 kill "$watcher" 2>/dev/null
 wait "$watcher" 2>/dev/null
 
+echo "== the watch history is bounded by bytes, not only by count"
+# Fifty changes of a deployment that carries a 200 KB annotation are
+# 10 MB; the API keeps at most 8 MiB of them, and a watch that resumes
+# from before what it kept is told 410 Gone.
+rv=$(curl -s --unix-socket "$TEND_SOCKET" "http://localhost$D/deployments" | jq -r .metadata.resourceVersion)
+big=$(head -c 150000 /dev/urandom | base64 -w0 | head -c 200000)
+for i in $(seq 1 50); do
+    printf '{"metadata":{"annotations":{"example.com/big":"%s-%s"}}}' "$i" "$big" >"$tmp/big.json"
+    code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$TEND_SOCKET" -X PATCH \
+        -H 'Content-Type: application/merge-patch+json' --data-binary @"$tmp/big.json" \
+        "http://localhost$D/deployments/also")
+    [ "$code" = 200 ] || fail "PATCH $i: $code"
+done
+metric() { curl -s --unix-socket "$TEND_SOCKET" http://localhost/metrics | awk -v m="$1" '$1 == m { print $2 }'; }
+bytes=$(metric tend_api_watch_history_bytes)
+changes=$(metric tend_api_watch_history_changes)
+[ -n "$bytes" ] && [ "$bytes" -le 8388608 ] && [ "$bytes" -gt 4000000 ] &&
+    ok "history: $bytes bytes in $changes changes" || fail "history: '$bytes' bytes in '$changes' changes"
+[ "$changes" -lt 50 ] || fail "history kept all $changes changes"
+curl -s -N --max-time 5 --unix-socket "$TEND_SOCKET" \
+    "http://localhost$D/deployments?watch=true&resourceVersion=$rv&timeoutSeconds=2" >"$tmp/watch"
+jq -e 'select(.type == "ERROR") | .object.code == 410' "$tmp/watch" >/dev/null &&
+    ok "a watch from before it: 410" || fail "a watch from rv $rv: $(head -c 300 "$tmp/watch")"
+
 finish
