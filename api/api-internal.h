@@ -66,6 +66,7 @@ char *api__base64(const char *data, size_t len);
 
 typedef struct watch watch;
 typedef struct req req;
+typedef struct api_conn api_conn;
 typedef struct follower follower;
 
 struct api_server {
@@ -99,6 +100,10 @@ struct api_server {
 
         const api_fleet *fleet; /* NULL: single host */
         req *waiting;           /* answered later */
+
+        api_conn *conns; /* loop.c: every connection, for its deadline */
+        uv_timer_t deadlines;
+        uint64_t connections_cut;
 
         /* requests by status code */
         unsigned codes[16];
@@ -190,6 +195,16 @@ void api__on_slot_poll(uv_poll_t *h, int status, int events);
 void api__arm(slot *sl);
 void api__kick(slot *sl);
 bool api__client_gone(struct MHD_Connection *c);
+/* Request deadlines (a byte at a time keeps no connection): */
+void api__on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code);
+void api__on_deadlines(uv_timer_t *t);
+typedef enum api_conn_phase {
+        API_CONN_BODY,      /* its headers are in: the body has the idle timeout to come */
+        API_CONN_ANSWERING, /* no deadline */
+        API_CONN_WAITING,   /* answered: the next request has the idle timeout to come */
+} api_conn_phase;
+void api__conn_phase(struct MHD_Connection *c, api_conn_phase phase);
 
 /* params.c: the request's query and headers, the query read as
  * kube-apiserver reads it (nothing is answered here) */

@@ -88,3 +88,117 @@ bool api__client_gone(struct MHD_Connection *c) {
         n = recv(ci->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
         return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
+
+/* ---- request deadlines ----------------------------------------------------------------------- */
+
+/* MHD's idle timeout starts again with each byte: a client that sends a
+ * ClientHello, or a request's headers, one byte at a time holds its
+ * connection for as long as it goes on, and 256 such hold all of TCP.
+ * What a connection must do, bytes trickling in or not:
+ * - its first request (the TLS handshake, then the request's headers)
+ *   arrives within FIRST_REQUEST_DEADLINE of its accept, and a later one
+ *   within the idle timeout of the answer before it;
+ * - a request's body arrives within the idle timeout of its headers.
+ * An answer (a watch, a log followed) has no deadline: MHD's own timeout
+ * ends one the client stops reading. A connection past its deadline is
+ * shut down, and MHD closes it on its next run. */
+#define FIRST_REQUEST_DEADLINE_MS 10000
+
+struct api_conn {
+        api_conn *prev, *next;
+        slot *sl;
+        struct MHD_Connection *c;
+        uint64_t deadline; /* uv_now() ms; 0: answering */
+};
+
+static uint64_t idle_ms(api_server *s) {
+        return MAX(s->idle_timeout / USEC_PER_MSEC, 1);
+}
+
+static void arm_deadlines(api_server *s, uint64_t due) {
+        uint64_t now = uv_now(s->loop);
+        uint64_t in = due > now ? due - now : 0;
+
+        if (s->closing)
+                return;
+        if (!uv_is_active((uv_handle_t *) &s->deadlines) || uv_timer_get_due_in(&s->deadlines) > in)
+                uv_timer_start(&s->deadlines, api__on_deadlines, in, 0);
+}
+
+static void set_deadline(api_conn *k, uint64_t deadline) {
+        k->deadline = deadline;
+        if (deadline)
+                arm_deadlines(k->sl->s, deadline);
+}
+
+void api__on_deadlines(uv_timer_t *t) {
+        api_server *s = t->data;
+        uint64_t now = uv_now(s->loop), next = 0;
+
+        for (api_conn *k = s->conns; k; k = k->next) {
+                if (!k->deadline)
+                        continue;
+                if (k->deadline > now) {
+                        next = next ? MIN(next, k->deadline) : k->deadline;
+                        continue;
+                }
+                const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+                        k->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+                log_debug("http: a connection (%s) sent no whole request in time: closed",
+                          k->sl->tcp ? "TCP" : "local socket");
+                k->deadline = 0;
+                s->connections_cut++;
+                if (ci)
+                        (void) shutdown(ci->connect_fd, SHUT_RDWR);
+                api__kick(k->sl);
+        }
+        if (next)
+                arm_deadlines(s, next);
+}
+
+void api__on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code) {
+        slot *sl = cls;
+        api_server *s = sl->s;
+        api_conn *k = *socket_context;
+
+        if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+                k = new0(api_conn, 1);
+                if (!k)
+                        return; /* no deadline for it: MHD's timeout still holds */
+                k->sl = sl;
+                k->c = c;
+                k->next = s->conns;
+                if (s->conns)
+                        s->conns->prev = k;
+                s->conns = k;
+                *socket_context = k;
+                set_deadline(k, uv_now(s->loop) + MIN(FIRST_REQUEST_DEADLINE_MS, idle_ms(s)));
+                return;
+        }
+        if (!k)
+                return;
+        if (k->prev)
+                k->prev->next = k->next;
+        else
+                s->conns = k->next;
+        if (k->next)
+                k->next->prev = k->prev;
+        free(k);
+        *socket_context = NULL;
+}
+
+static api_conn *conn_of(struct MHD_Connection *c) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+                c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        return ci ? ci->socket_context : NULL;
+}
+
+void api__conn_phase(struct MHD_Connection *c, api_conn_phase phase) {
+        api_conn *k = c ? conn_of(c) : NULL;
+
+        if (!k)
+                return;
+        set_deadline(k,
+                     phase == API_CONN_ANSWERING ? 0 : uv_now(k->sl->s->loop) + idle_ms(k->sl->s));
+}

@@ -100,6 +100,12 @@ enum MHD_Result api__handle_metrics(req *r) {
                              "# TYPE tend_api_watch_history_changes gauge\n"
                              "tend_api_watch_history_changes %zu\n",
                              CHANGE_RING_BYTES, s->ring_bytes, s->ring_n);
+        (void) tend_buf_addf(&b,
+                             "# HELP tend_api_connections_cut_total Connections closed for not "
+                             "sending a whole request in time.\n"
+                             "# TYPE tend_api_connections_cut_total counter\n"
+                             "tend_api_connections_cut_total %" PRIu64 "\n",
+                             s->connections_cut);
         if (s->fleet && s->fleet->metrics)
                 s->fleet->metrics(s->fleet->userdata, &b);
         return api__queue(r, 200, "text/plain; version=0.0.4", tend_buf_take(&b));

@@ -227,6 +227,7 @@ enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const ch
                 r->conn = conn;
                 r->body = TEND_BUF_INIT(sl->s->max_body);
                 *con_cls = r;
+                api__conn_phase(conn, API_CONN_BODY);
                 api__authorize(r);
                 cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -240,6 +241,7 @@ enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const ch
                 *upload_size = 0; /* consumed (or dropped) */
                 return MHD_YES;
         }
+        api__conn_phase(conn, API_CONN_ANSWERING);
         if (r->later) { /* the answer of api__wait()'s work */
                 json_t *answer = TAKE_PTR(r->later);
                 r->synced = true;
@@ -306,6 +308,7 @@ void api__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 api__waiting_forget(r);
         api__req_free(r);
         *con_cls = NULL;
+        api__conn_phase(conn, API_CONN_WAITING);
         if (large)
                 (void) malloc_trim(0);
 }

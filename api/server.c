@@ -238,6 +238,8 @@ _printf_(2, 0) static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 
 #define UNIX_CONNECTIONS_MAX 1000
 #define TCP_CONNECTIONS_MAX 256
+/* ... and from one address, so that one cannot take all of TCP's */
+#define TCP_PER_ADDRESS_MAX 32
 
 static int start_slot(api_server *s, int fd, bool tcp, char **ret_error) {
         slot *sl = &s->slots[s->n_slots];
@@ -248,6 +250,7 @@ static int start_slot(api_server *s, int fd, bool tcp, char **ret_error) {
         sl->tcp = tcp;
         sl->fd = fd;
         struct MHD_OptionItem tls[] = {
+                { MHD_OPTION_PER_IP_CONNECTION_LIMIT, TCP_PER_ADDRESS_MAX, NULL },
                 { MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls.key_pem },
                 { MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls.cert_pem },
                 { MHD_OPTION_HTTPS_PRIORITIES, 0, (void *) API_TLS_PRIORITIES },
@@ -259,7 +262,8 @@ static int start_slot(api_server *s, int fd, bool tcp, char **ret_error) {
                 MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                         (tcp ? MHD_USE_TLS : 0),
                 0, NULL, NULL, api__on_request, sl, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_ARRAY,
-                tcp ? tls : tls + 3, MHD_OPTION_NOTIFY_COMPLETED, api__on_completed, NULL,
+                tcp ? tls : tls + 4, MHD_OPTION_NOTIFY_COMPLETED, api__on_completed, NULL,
+                MHD_OPTION_NOTIFY_CONNECTION, api__on_connection, sl,
                 MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
                 MHD_OPTION_CONNECTION_LIMIT, tcp ? TCP_CONNECTIONS_MAX : UNIX_CONNECTIONS_MAX,
                 MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_END);
@@ -316,7 +320,9 @@ int api_server_new(const api_config *c, api_server **ret, char **ret_error) {
         s->heartbeat.data = s;
         uv_timer_init(s->loop, &s->follow_timer);
         s->follow_timer.data = s;
-        s->open_handles = 2;
+        uv_timer_init(s->loop, &s->deadlines);
+        s->deadlines.data = s;
+        s->open_handles = 3;
         uv_timer_start(&s->heartbeat, api__on_heartbeat, 1000, 1000);
         uv_timer_start(&s->follow_timer, api__on_follow_timer, 250, 250);
 
@@ -391,4 +397,5 @@ void api_server_close(api_server *s) {
                 (void) unlink(s->socket_path);
         uv_close((uv_handle_t *) &s->heartbeat, on_handle_closed);
         uv_close((uv_handle_t *) &s->follow_timer, on_handle_closed);
+        uv_close((uv_handle_t *) &s->deadlines, on_handle_closed);
 }

@@ -107,6 +107,8 @@ for rnd in range(6):
     for _ in range(n):
         s = socket.socket(socket.AF_UNIX) if kind == "unix" else socket.socket()
         s.settimeout(5)
+        if kind != "unix":  # from ten addresses: one may hold 32 (TCP_PER_ADDRESS_MAX)
+            s.bind(("127.0.0.%d" % (2 + len(ss) % 10), 0))
         s.connect(where if kind == "unix" else ("127.0.0.1", int(where)))
         ss.append(s)
     time.sleep(0.5)
@@ -123,6 +125,87 @@ curl -s -k -f --max-time 5 -H "Authorization: Bearer $(cat "$tmp/open-token")"  
 curl -s -f --max-time 5 --unix-socket "$tmp/s3.sock" http://localhost/healthz >/dev/null &&
     ok "the local socket's pool filled and emptied six times: it accepts" ||
     fail "the local socket no longer accepts after its pool emptied"
+# Slowloris: 256 connections from 8 addresses, each through its TLS
+# handshake and then sending a byte of its request's headers every 0.3 s,
+# hold no connection past the request's deadline (here the 2 s idle
+# timeout; MHD's own restarts with each byte): a client is served
+# meanwhile. And one address holds at most 32.
+cat >"$tmp/slow.py" <<'PY'
+import socket, ssl, sys, threading, time
+port, token = int(sys.argv[1]), sys.argv[2]
+ctx = ssl.create_default_context()
+ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"s" * 200
+ss, sent, last = [], {}, time.monotonic()
+def trickle():  # a byte more on each, every 0.3 s, from the start
+    global last
+    for s in ss:
+        try:
+            s.send(head[sent[s]:sent[s] + 1])
+            sent[s] += 1
+        except OSError:
+            pass
+    last = time.monotonic()
+for i in range(256):
+    s = socket.socket()
+    s.bind(("127.0.0.%d" % (20 + i % 8), 0))
+    s.connect(("127.0.0.1", port))
+    ss.append(ctx.wrap_socket(s))
+    sent[ss[-1]] = 0
+    if time.monotonic() - last > 0.3:
+        trickle()
+def client():
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=3) as raw:
+            with ctx.wrap_socket(raw) as t:
+                t.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                          token.encode() + b"\r\nConnection: close\r\n\r\n")
+                return t.recv(100).split(b"\r\n")[0].decode()
+    except OSError as e:
+        return "no answer: %s" % e
+# the client waits in a thread: the bytes go on meanwhile
+start, served, waiter = time.monotonic(), [], None
+while time.monotonic() - start < 4.5 or waiter.is_alive():
+    trickle()
+    time.sleep(0.3)
+    if waiter is None and time.monotonic() - start > 1:
+        waiter = threading.Thread(target=lambda: served.append(client()))
+        waiter.start()
+served = served[0]
+alive = 0
+for s in ss:
+    s.settimeout(0.01)
+    try:
+        alive += s.recv(1) != b""
+    except socket.timeout:
+        alive += 1
+    except OSError:
+        pass
+print("served: %s; still open: %d" % (served, alive))
+# one address: 40 connections, 32 kept
+mine = []
+for _ in range(40):
+    s = socket.socket(); s.bind(("127.0.0.40", 0)); s.connect(("127.0.0.1", port)); mine.append(s)
+time.sleep(0.5)
+kept = 0
+for s in mine:
+    s.settimeout(0.01)
+    try:
+        kept += s.recv(1) != b""
+    except socket.timeout:
+        kept += 1
+    except OSError:
+        pass
+print("one address kept: %d of 40; another is served: %s" % (kept, client()))
+PY
+/usr/bin/python3 "$tmp/slow.py" 45322 "$(cat "$tmp/open-token")" >"$tmp/slow.out" 2>&1
+grep -q "served: HTTP/1.1 200 OK; still open: 0$" "$tmp/slow.out" &&
+    ok "slowloris: 256 connections a byte at a time are closed at their deadline, a client is served" ||
+    fail "slowloris: $(cat "$tmp/slow.out")"
+grep -q "one address kept: 32 of 40; another is served: HTTP/1.1 200 OK" "$tmp/slow.out" &&
+    ok "one address holds at most 32 connections" || fail "per address: $(cat "$tmp/slow.out")"
+curl -s --unix-socket "$tmp/s3.sock" http://localhost/metrics | grep -Eq '^tend_api_connections_cut_total [1-9]' &&
+    ok "/metrics counts the connections cut" || fail "tend_api_connections_cut_total"
 kill "$s3_pid" && wait "$s3_pid" || { fail "tendd with --idle-timeout: exit $?"; cat "$tmp/s3.log"; }
 expect_exit 2 "a bad --idle-timeout" "$bin/tendd" --state-dir "$tmp/s4" --socket "$tmp/s4.sock" \
     --idle-timeout 0s
