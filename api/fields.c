@@ -41,27 +41,43 @@ static bool keyed_list(json_t *v, const char *field) {
 /* "k:{"name":"web"}" for an item of a keyed list; NULL if it has no key.
  * A container's ports are keyed by containerPort and protocol, as
  * Kubernetes keys them, the protocol TCP where an item leaves it out (its
- * default): k:{"containerPort":80,"protocol":"TCP"}, whoever wrote it. */
+ * default): k:{"containerPort":80,"protocol":"TCP"}, whoever wrote it.
+ * (Written out as jansson writes the object compact with sorted keys, for
+ * a key value at a time: this is made for every item of every list
+ * compared.) */
 static char *item_key(json_t *item, const char *key) {
         json_t *kv = json_object_get(item, key), *proto;
-        _cleanup_(json_decrefp) json_t *o = NULL;
-        _cleanup_free_ char *js = NULL;
+        _cleanup_free_ char *v = NULL, *p = NULL;
 
         if (!kv || json_is_null(kv) || json_is_object(kv) || json_is_array(kv))
                 return NULL;
-        o = json_pack("{s:O}", key, kv);
-        if (o && streq(key, "containerPort")) {
-                proto = json_object_get(item, "protocol");
-                if (json_object_set_new(o, "protocol",
-                                        json_is_string(proto) ? json_incref(proto)
-                                                              : json_string("TCP")) < 0)
-                        return NULL;
-        }
-        js = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-        return js ? strprintf("k:%s", js) : NULL;
+        v = json_dumps(kv, JSON_ENCODE_ANY | JSON_COMPACT);
+        if (!v)
+                return NULL;
+        if (!streq(key, "containerPort"))
+                return strprintf("k:{\"%s\":%s}", key, v);
+        proto = json_object_get(item, "protocol");
+        p = json_is_string(proto) ? json_dumps(proto, JSON_ENCODE_ANY | JSON_COMPACT)
+                                  : strdup("\"TCP\"");
+        return p ? strprintf("k:{\"containerPort\":%s,\"protocol\":%s}", v, p) : NULL;
 }
 
 /* ---- sets ---- */
+
+/* The "." of a member: one shared {}, never changed (a set has one per
+ * field, and an allocation each was most of a large object's cost). */
+static json_t *dot(void) {
+        static json_t *shared;
+
+        if (!shared)
+                shared = json_object();
+        return json_incref(shared);
+}
+
+static int set_dot(json_t *n) {
+        json_t *d = dot();
+        return d && json_object_set_new(n, ".", d) >= 0 ? 0 : -ENOMEM;
+}
 
 static bool is_member(json_t *n) {
         return json_object_get(n, ".") != NULL;
@@ -101,11 +117,28 @@ static int set_union_into(json_t *dst, json_t *src) {
 
         json_object_foreach (src, k, c) {
                 if (streq(k, ".")) {
-                        if (json_object_set_new(dst, ".", json_object()) < 0)
+                        if (set_dot(dst) < 0)
                                 return -ENOMEM;
                         continue;
                 }
                 if (!(d = child(dst, k)) || set_union_into(d, c) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+/* dst ∪= src, src's subtrees that dst lacks taken as they are, not copied:
+ * src must not be used after (but to be freed). */
+static int set_union_move(json_t *dst, json_t *src) {
+        const char *k;
+        json_t *c, *d;
+
+        json_object_foreach (src, k, c) {
+                d = json_object_get(dst, k);
+                if (streq(k, ".") || !d) {
+                        if (json_object_set(dst, k, c) < 0)
+                                return -ENOMEM;
+                } else if (set_union_move(d, c) < 0)
                         return -ENOMEM;
         }
         return 0;
@@ -121,8 +154,7 @@ static json_t *set_op(json_t *a, json_t *b, bool intersect) {
         json_object_foreach (a, k, c) {
                 json_t *r;
                 if (streq(k, ".")) {
-                        if (intersect == is_member(b) &&
-                            json_object_set_new(out, ".", json_object()) < 0)
+                        if (intersect == is_member(b) && set_dot(out) < 0)
                                 goto oom;
                         continue;
                 }
@@ -161,10 +193,9 @@ static json_t *set_import(json_t *f) {
         if (!out)
                 return NULL;
         if (json_object_size(f) == 0)
-                return json_object_set_new(out, ".", json_object()) < 0 ? json_decref(out),
-                       NULL                                             : out;
+                return set_dot(out) < 0 ? json_decref(out), NULL : out;
         json_object_foreach (f, k, c) {
-                json_t *r = streq(k, ".") ? json_object() : set_import(c);
+                json_t *r = streq(k, ".") ? dot() : set_import(c);
                 if (!r || json_object_set_new(out, k, r) < 0)
                         return json_decref(out), NULL;
         }
@@ -215,7 +246,7 @@ static int set_of(json_t *v, const char *field, json_t *n, char **ret_error) {
                                                        k + 2);
                                 return -EINVAL;
                         }
-                        if (!(c = child(n, k)) || json_object_set_new(c, ".", json_object()) < 0)
+                        if (!(c = child(n, k)) || set_dot(c) < 0)
                                 return -ENOMEM;
                         int r = set_of_object(item, c, ret_error);
                         if (r < 0)
@@ -223,7 +254,7 @@ static int set_of(json_t *v, const char *field, json_t *n, char **ret_error) {
                 }
                 return 0;
         }
-        return json_object_set_new(n, ".", json_object()) < 0 ? -ENOMEM : 0;
+        return set_dot(n);
 }
 
 static int set_of_object(json_t *v, json_t *n, char **ret_error) {
@@ -295,7 +326,7 @@ static int one_item(json_t *item, lazy *out) {
         _cleanup_free_ char *err = NULL;
         json_t *c = lazy_node(out);
 
-        if (!c || json_object_set_new(c, ".", json_object()) < 0)
+        if (!c || set_dot(c) < 0)
                 return -ENOMEM;
         return set_of_object(item, c, &err) == -ENOMEM ? -ENOMEM : 0;
 }
@@ -395,7 +426,7 @@ static int compare(json_t *a, json_t *b, const char *field, slots *sl) {
                 return 0;
         }
         json_t *m = lazy_node(&sl->modified);
-        return m && json_object_set_new(m, ".", json_object()) >= 0 ? 0 : -ENOMEM;
+        return m && set_dot(m) >= 0 ? 0 : -ENOMEM;
 }
 
 static int compare_views(json_t *a, json_t *b, comparison *c) {
@@ -695,15 +726,25 @@ static bool v1_member(json_t *f) {
         return f && (json_object_size(f) == 0 || json_object_get(f, "."));
 }
 
+/* Each level walks the smaller of the two and looks up in the other: an
+ * entry's test costs at most its own size, so testing every entry of
+ * managedFields against a large change costs what managedFields is, not
+ * entries × change. */
 static bool v1_has_any(json_t *f, json_t *set) {
         const char *k;
         json_t *c;
+        bool by_f;
 
         if (!f)
                 return false;
-        json_object_foreach (set, k, c)
-                if (streq(k, ".") ? v1_member(f) : v1_has_any(json_object_get(f, k), c))
+        if (json_object_get(set, ".") && v1_member(f))
+                return true;
+        by_f = json_object_size(f) < json_object_size(set);
+        json_object_foreach (by_f ? f : set, k, c) {
+                json_t *o = streq(k, ".") ? NULL : json_object_get(by_f ? set : f, k);
+                if (o && (by_f ? v1_has_any(c, o) : v1_has_any(o, c)))
                         return true;
+        }
         return false;
 }
 
@@ -730,16 +771,26 @@ static json_t *copy_entries(json_t *managed) {
         return out;
 }
 
-/* Every entry but skip loses the fields in lose (and goes if then empty). */
-static int others_lose(json_t *managed, ssize_t skip, json_t *lose) {
+/* Every entry but skip loses the fields of the n sets in lose (and goes if
+ * then empty). The sets are taken apart, not made one: their union would
+ * be a copy of a large change. */
+static int others_lose(json_t *managed, ssize_t skip, json_t *const *lose, size_t n) {
         for (size_t i = json_array_size(managed); i-- > 0;) {
-                json_t *e = json_array_get(managed, i);
-                _cleanup_(json_decrefp) json_t *s = NULL, *left = NULL, *f = NULL;
+                json_t *e = json_array_get(managed, i), *f = json_object_get(e, "fieldsV1");
+                _cleanup_(json_decrefp) json_t *s = NULL, *left = NULL, *out = NULL;
+                bool any = false;
 
-                if ((ssize_t) i == skip || !v1_has_any(json_object_get(e, "fieldsV1"), lose))
+                for (size_t k = 0; k < n && !any; k++)
+                        any = v1_has_any(f, lose[k]);
+                if ((ssize_t) i == skip || !any)
                         continue;
                 s = entry_set(e);
-                left = s ? set_minus(s, lose) : NULL;
+                left = json_incref(s);
+                for (size_t k = 0; left && k < n; k++) {
+                        json_t *l = set_minus(left, lose[k]);
+                        json_decref(left);
+                        left = l;
+                }
                 if (!left)
                         return -ENOMEM;
                 if (json_equal(left, s))
@@ -748,8 +799,8 @@ static int others_lose(json_t *managed, ssize_t skip, json_t *lose) {
                         json_array_remove(managed, i);
                         continue;
                 }
-                f = set_export(left);
-                if (!f || json_object_set(e, "fieldsV1", f) < 0)
+                out = set_export(left);
+                if (!out || json_object_set(e, "fieldsV1", out) < 0)
                         return -ENOMEM;
         }
         return 0;
@@ -758,22 +809,17 @@ static int others_lose(json_t *managed, ssize_t skip, json_t *lose) {
 json_t *fields_update(json_t *managed, json_t *old_view, json_t *new_view, const char *manager,
                       const char *subresource, const char *now) {
         _cleanup_(json_decrefp) json_t *out = copy_entries(managed);
-        _cleanup_(json_decrefp) json_t *empty = json_object(), *lose = json_object(), *mine = NULL;
+        _cleanup_(json_decrefp) json_t *empty = json_object(), *mine = NULL;
         comparison c = {};
         ssize_t i;
         int r;
 
-        if (!out || !empty || !lose)
+        if (!out || !empty)
                 return NULL;
         r = compare_views(old_view ?: empty, new_view, &c);
-        if (r >= 0)
-                r = set_union_into(lose, c.added) < 0 || set_union_into(lose, c.modified) < 0 ||
-                                    set_union_into(lose, c.removed) < 0
-                            ? -ENOMEM
-                            : 0;
         i = find_entry(out, manager, "Update", subresource);
         if (r >= 0)
-                r = others_lose(out, i, lose);
+                r = others_lose(out, i, (json_t *[]){ c.added, c.modified, c.removed }, 3);
         /* (others_lose may have removed entries before it: found again) */
         i = find_entry(out, manager, "Update", subresource);
         /* Unchanged when it owned all that changed and none of what went. */
@@ -788,8 +834,8 @@ json_t *fields_update(json_t *managed, json_t *old_view, json_t *new_view, const
                 json_t *had = i >= 0 ? entry_set(json_array_get(out, (size_t) i)) : json_object();
                 mine = had ? set_minus(had, c.removed) : NULL;
                 json_decref(had);
-                if (!mine || set_union_into(mine, c.modified) < 0 ||
-                    set_union_into(mine, c.added) < 0)
+                if (!mine || set_union_move(mine, c.modified) < 0 ||
+                    set_union_move(mine, c.added) < 0)
                         r = -ENOMEM;
                 else {
                         set_clean(mine);
@@ -888,8 +934,7 @@ int fields_apply(json_t *managed, json_t *live_view, json_t *config, const char 
         _cleanup_(json_decrefp) json_t *empty = json_object(), *cfg = json_object(),
                                        *keep = json_object(), *last = NULL, *rm = NULL,
                                        *merged = NULL, *changed = json_object(),
-                                       *conflicts = json_array(), *lose = json_object(),
-                                       *allowed = NULL;
+                                       *conflicts = json_array(), *allowed = NULL;
         comparison c = {};
         ssize_t mine;
         size_t i;
@@ -897,7 +942,7 @@ int fields_apply(json_t *managed, json_t *live_view, json_t *config, const char 
         int r;
 
         *ret_error = NULL;
-        if (!out || !empty || !cfg || !keep || !changed || !conflicts || !lose)
+        if (!out || !empty || !cfg || !keep || !changed || !conflicts)
                 return -ENOMEM;
         live_view = live_view ?: empty;
         r = set_of_object(config, cfg, ret_error);
@@ -960,10 +1005,8 @@ int fields_apply(json_t *managed, json_t *live_view, json_t *config, const char 
         }
 
         /* Others lose what changed (forced) and what went. */
-        r = set_union_into(lose, changed) < 0 || set_union_into(lose, c.removed) < 0 ? -ENOMEM : 0;
+        r = others_lose(out, mine, (json_t *[]){ changed, c.removed }, 2);
         comparison_done(&c);
-        if (r >= 0)
-                r = others_lose(out, mine, lose);
         if (r < 0)
                 return r;
         mine = find_entry(out, manager, "Apply", NULL);

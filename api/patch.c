@@ -32,7 +32,7 @@ static json_t *merge(json_t *target, json_t *patch) {
 
         if (!json_is_object(patch))
                 return json_incref(patch);
-        result = json_is_object(target) ? json_deep_copy(target) : json_object();
+        result = json_is_object(target) ? json_copy(target) : json_object();
         if (!result)
                 return NULL;
         json_object_foreach (patch, key, v) {
@@ -49,9 +49,20 @@ static json_t *merge(json_t *target, json_t *patch) {
         return result;
 }
 
+/* The patches below copy each level they change, not the levels under it
+ * (a deep copy at each level was the depth times the object): their result
+ * shares what it did not change with the target, until it is made its
+ * own here, once. */
+static json_t *own(json_t *shared) {
+        json_t *out = shared ? json_deep_copy(shared) : NULL;
+
+        json_decref(shared);
+        return out;
+}
+
 json_t *patch_merge(json_t *target, json_t *patch, char **ret_error) {
         *ret_error = NULL;
-        return within_limits(merge(target, patch), ret_error);
+        return within_limits(own(merge(target, patch)), ret_error);
 }
 
 /* ---- RFC 6901 pointers ---------------------------------------------------------------------- */
@@ -399,8 +410,46 @@ fail:
  * $retainKeys. Any other "$" key is refused. Other lists are replaced.
  */
 
-/* The most element comparisons one list merge may cost. */
-#define SMP_MAX_COMPARISONS 1000000
+/* Every list operation below looks elements up by a hash of their key (or
+ * value), never by scanning: a patch at the manifest limits (lists of
+ * SPEC_MAX_ITEMS) stays linear. */
+
+/* A value as a hash key: equal values (json_equal) give equal keys. NULL:
+ * out of memory. */
+static char *value_key(json_t *v) {
+        _cleanup_free_ char *js = NULL;
+
+        if (json_is_string(v))
+                return strprintf("s%s", json_string_value(v));
+        if (json_is_integer(v))
+                return strprintf("i%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        js = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        return js ? strprintf("j%s", js) : NULL;
+}
+
+/* A set of the values of a list (the values themselves, or their key
+ * field). NULL: out of memory. */
+static tend_hashmap *value_set(json_t *list, const char *key) {
+        tend_hashmap *h = tend_hashmap_new();
+        json_t *x;
+        size_t i;
+
+        json_array_foreach (list, i, x) {
+                json_t *v = key ? json_object_get(x, key) : x;
+                _cleanup_free_ char *k = v ? value_key(v) : NULL;
+                if (!h || (v && (!k || tend_hashmap_put(h, k, (void *) 1, NULL) < 0)))
+                        return tend_hashmap_free(h);
+        }
+        return h;
+}
+
+static bool in_set(tend_hashmap *h, json_t *v, bool *oom) {
+        _cleanup_free_ char *k = v ? value_key(v) : NULL;
+
+        if (v && !k)
+                *oom = true;
+        return k && tend_hashmap_get(h, k);
+}
 
 typedef struct smp {
         char *error;
@@ -440,18 +489,47 @@ static json_t *strip_directives(json_t *v) {
 
 static json_t *smp_map(smp *c, json_t *target, json_t *patch, bool *ret_delete);
 
-static json_t *smp_list(smp *c, const char *field, const char *key, json_t *target, json_t *patch) {
-        json_t *out = json_is_array(target) ? json_deep_copy(target) : json_array(), *e;
+/* Where each element of a keyed list is, by its key (position + 1; the
+ * last of duplicates, as a scan from the start found it). */
+static int index_list(tend_hashmap *at, json_t *list, const char *key) {
+        json_t *x;
         size_t i;
 
-        if (!out)
-                return NULL;
-        if (json_array_size(out) * json_array_size(patch) > SMP_MAX_COMPARISONS)
-                return json_decref(out), smp_fail(c, field, "too many elements to merge");
+        json_array_foreach (list, i, x) {
+                json_t *k = json_object_get(x, key);
+                _cleanup_free_ char *vk = k ? value_key(k) : NULL;
+                if (k && (!vk || tend_hashmap_put(at, vk, (void *) (i + 1), NULL) < 0))
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+/* The list without the elements marked gone. */
+static json_t *without(json_t *list, json_t *gone) {
+        json_t *out = json_array(), *x;
+        size_t i;
+
+        json_array_foreach (list, i, x)
+                if (out && x != gone && json_array_append(out, x) < 0)
+                        out = (json_decref(out), NULL);
+        json_decref(list);
+        return out;
+}
+
+static json_t *smp_list(smp *c, const char *field, const char *key, json_t *target, json_t *patch) {
+        _cleanup_(tend_hashmap_freep) tend_hashmap *at = tend_hashmap_new();
+        _cleanup_(json_decrefp) json_t *gone = json_object(); /* a deleted element's place */
+        json_t *out = json_is_array(target) ? json_copy(target) : json_array(), *e;
+        bool deleted = false;
+        size_t i;
+
+        if (!out || !at || !gone || index_list(at, out, key) < 0)
+                return json_decref(out), NULL;
         json_array_foreach (patch, i, e) {
                 const char *directive = json_string_value(json_object_get(e, "$patch"));
                 json_t *k = json_object_get(e, key), *merged;
-                size_t at = SIZE_MAX;
+                _cleanup_free_ char *vk = NULL;
+                size_t pos;
                 bool del = false;
 
                 if (!json_is_object(e))
@@ -477,47 +555,80 @@ static json_t *smp_list(smp *c, const char *field, const char *key, json_t *targ
                         return json_decref(out),
                                smp_fail(c, field,
                                         "an element's merge key is not a string or a number");
-                for (size_t j = 0; j < json_array_size(out); j++)
-                        if (json_equal(json_object_get(json_array_get(out, j), key), k))
-                                at = j;
+                if (!(vk = value_key(k)))
+                        return json_decref(out), NULL;
+                pos = (size_t) tend_hashmap_get(at, vk); /* 0: none */
                 if (streq_ptr(directive, "delete")) {
-                        if (at != SIZE_MAX)
-                                json_array_remove(out, at);
+                        if (pos) {
+                                (void) tend_hashmap_remove(at, vk);
+                                if (json_array_set(out, pos - 1, gone) < 0)
+                                        return json_decref(out), NULL;
+                                deleted = true;
+                        }
                         continue;
                 }
-                merged = smp_map(c, at == SIZE_MAX ? NULL : json_array_get(out, at), e, &del);
+                merged = smp_map(c, pos ? json_array_get(out, pos - 1) : NULL, e, &del);
                 if (!merged)
                         return json_decref(out), NULL;
-                if (at == SIZE_MAX ? json_array_append_new(out, merged) < 0
-                                   : json_array_set_new(out, at, merged) < 0)
+                if (pos ? json_array_set_new(out, pos - 1, merged) < 0
+                        : json_array_append_new(out, merged) < 0 ||
+                                    tend_hashmap_put(at, vk, (void *) json_array_size(out), NULL) <
+                                            0)
                         return json_decref(out), NULL;
         }
-        return out;
+        return deleted ? without(out, gone) : out;
 }
 
-/* $setElementOrder/LIST: the listed elements first, in that order. */
+/* $setElementOrder/LIST: the listed elements first, in that order (each
+ * takes the first of its equals not yet taken), then the others as they
+ * were. */
 static int smp_order(json_t *list, json_t *order, const char *key) {
-        json_t *sorted = json_array(), *o;
-        size_t i;
+        _cleanup_(tend_hashmap_freep) tend_hashmap *first = tend_hashmap_new();
+        _cleanup_free_ size_t *next = NULL;
+        _cleanup_free_ bool *taken = NULL;
+        _cleanup_(json_decrefp) json_t *sorted = json_array();
+        size_t n = json_array_size(list), i;
+        json_t *o;
 
-        if (!sorted || !json_is_array(list) || !json_is_array(order))
-                return sorted ? (json_decref(sorted), 0) : -ENOMEM;
+        if (!json_is_array(list) || !json_is_array(order))
+                return 0;
+        next = new0(size_t, n + 1);
+        taken = new0(bool, n + 1);
+        if (!first || !next || !taken || !sorted)
+                return -ENOMEM;
+        /* first[key]: the first element of that key (position + 1), and
+         * next[i] the one after element i of the same key */
+        for (i = n; i-- > 0;) {
+                json_t *x = json_array_get(list, i), *v = key ? json_object_get(x, key) : x;
+                _cleanup_free_ char *vk = v ? value_key(v) : NULL;
+                void *old = NULL;
+                if (!v)
+                        continue;
+                if (!vk || tend_hashmap_put(first, vk, (void *) (i + 1), &old) < 0)
+                        return -ENOMEM;
+                next[i] = (size_t) old;
+        }
         json_array_foreach (order, i, o) {
                 json_t *want = key ? json_object_get(o, key) : o;
-                for (size_t j = 0; want && j < json_array_size(list); j++) {
-                        json_t *x = json_array_get(list, j);
-                        if (json_equal(key ? json_object_get(x, key) : x, want)) {
-                                if (json_array_append(sorted, x) < 0)
-                                        return json_decref(sorted), -ENOMEM;
-                                json_array_remove(list, j);
-                                break;
-                        }
-                }
+                _cleanup_free_ char *vk = want ? value_key(want) : NULL;
+                size_t pos;
+                if (want && !vk)
+                        return -ENOMEM;
+                if (!want || !(pos = (size_t) tend_hashmap_get(first, vk)))
+                        continue;
+                if (next[pos - 1])
+                        (void) tend_hashmap_put(first, vk, (void *) next[pos - 1], NULL);
+                else
+                        (void) tend_hashmap_remove(first, vk);
+                taken[pos - 1] = true;
+                if (json_array_append(sorted, json_array_get(list, pos - 1)) < 0)
+                        return -ENOMEM;
         }
-        if (json_array_extend(sorted, list) < 0 || json_array_clear(list) < 0 ||
-            json_array_extend(list, sorted) < 0)
-                return json_decref(sorted), -ENOMEM;
-        json_decref(sorted);
+        for (i = 0; i < n; i++)
+                if (!taken[i] && json_array_append(sorted, json_array_get(list, i)) < 0)
+                        return -ENOMEM;
+        if (json_array_clear(list) < 0 || json_array_extend(list, sorted) < 0)
+                return -ENOMEM;
         return 0;
 }
 
@@ -535,7 +646,7 @@ static json_t *smp_map(smp *c, json_t *target, json_t *patch, bool *ret_delete) 
         }
         if (streq_ptr(directive, "replace"))
                 return strip_directives(patch);
-        out = json_is_object(target) ? json_deep_copy(target) : json_object();
+        out = json_is_object(target) ? json_copy(target) : json_object();
         if (!out)
                 return NULL;
         json_object_foreach (patch, k, v) {
@@ -547,14 +658,21 @@ static json_t *smp_map(smp *c, json_t *target, json_t *patch, bool *ret_delete) 
                     startswith(k, "$setElementOrder/"))
                         continue;
                 if ((field = startswith(k, "$deleteFromPrimitiveList/"))) {
-                        json_t *list = json_object_get(out, field), *x;
+                        json_t *list = json_object_get(out, field), *kept, *x;
+                        _cleanup_(tend_hashmap_freep) tend_hashmap *drop = NULL;
+                        bool oom = false;
                         size_t i;
                         if (!json_is_array(v))
                                 return json_decref(out), smp_fail(c, k, "a list is expected");
-                        json_array_foreach (v, i, x)
-                                for (size_t j = json_array_size(list); j-- > 0;)
-                                        if (json_equal(json_array_get(list, j), x))
-                                                json_array_remove(list, j);
+                        if (!json_is_array(list))
+                                continue;
+                        if (!(drop = value_set(v, NULL)) || !(kept = json_array()))
+                                return json_decref(out), NULL;
+                        json_array_foreach (list, i, x)
+                                if (!in_set(drop, x, &oom) && json_array_append(kept, x) < 0)
+                                        oom = true;
+                        if (oom || json_object_set_new(out, field, kept) < 0)
+                                return json_decref(out), NULL;
                         continue;
                 }
                 if (k[0] == '$')
@@ -581,22 +699,27 @@ static json_t *smp_map(smp *c, json_t *target, json_t *patch, bool *ret_delete) 
         }
         json_object_foreach (patch, k, v) {
                 const char *field = startswith(k, "$setElementOrder/");
-                if (field &&
-                    smp_order(json_object_get(out, field), v, spec_list_merge_key(field)) < 0)
+                json_t *list = field ? json_object_get(out, field) : NULL;
+                if (!json_is_array(list))
+                        continue;
+                /* reordered in a copy: the list may be the target's */
+                if (!(list = json_copy(list)) || json_object_set_new(out, field, list) < 0 ||
+                    smp_order(list, v, spec_list_merge_key(field)) < 0)
                         return json_decref(out), NULL;
         }
         if (retain) {
+                _cleanup_(tend_hashmap_freep) tend_hashmap *keep = NULL;
+                _cleanup_free_ char *sk = NULL;
                 void *tmp;
-                json_t *x;
-                size_t i;
-                bool keep;
                 if (!json_is_array(retain))
                         return json_decref(out), smp_fail(c, "$retainKeys", "a list is expected");
+                if (!(keep = value_set(retain, NULL)))
+                        return json_decref(out), NULL;
                 json_object_foreach_safe(out, tmp, k, v) {
-                        keep = false;
-                        json_array_foreach (retain, i, x)
-                                keep = keep || streq_ptr(json_string_value(x), k);
-                        if (!keep)
+                        free(sk);
+                        if (!(sk = strprintf("s%s", k)))
+                                return json_decref(out), NULL;
+                        if (!tend_hashmap_get(keep, sk))
                                 json_object_del(out, k);
                 }
         }
@@ -618,5 +741,5 @@ json_t *patch_strategic(json_t *target, json_t *patch, char **ret_error) {
                 *ret_error = c.error;
                 return NULL;
         }
-        return within_limits(out, ret_error);
+        return within_limits(own(out), ret_error);
 }

@@ -370,7 +370,7 @@ static void free_fields(const spec_type *t, void *p) {
                         spec_free(f->type, *(void **) v);
                         break;
                 case SK_JSON:
-                        free(*(char **) v);
+                        json_decref(*(json_t **) v);
                         break;
                 case SK_ARRAY: {
                         char *items = *(char **) v;
@@ -523,13 +523,9 @@ int spec__copy_into(const spec_type *t, void *dst, const void *src) {
                                 return -ENOMEM;
                         break;
                 }
-                case SK_JSON: {
-                        const char *str = *(char *const *) s;
-                        *(char **) d = NULL;
-                        if (str && !(*(char **) d = strdup(str)))
-                                return -ENOMEM;
+                case SK_JSON: /* shared: it is never changed */
+                        *(json_t **) d = json_incref(*(json_t *const *) s);
                         break;
-                }
                 case SK_ARRAY: {
                         const char *items = *(char *const *) s;
                         size_t n = *FIELD_CCOUNT(src, f), sz = f->type->size;
@@ -642,10 +638,12 @@ bool spec_equal(const spec_type *t, const void *a, const void *b) {
                                         return false;
                         break;
                 }
-                case SK_JSON:
-                        if (!streq_ptr(*(char *const *) x, *(char *const *) y))
+                case SK_JSON: {
+                        json_t *jx = *(json_t *const *) x, *jy = *(json_t *const *) y;
+                        if (jx != jy && (!jx || !jy || !json_equal(jx, jy)))
                                 return false;
                         break;
+                }
                 case SK_UNSUPPORTED:
                         break;
                 }
@@ -793,9 +791,9 @@ static int encode_into(const spec_type *t, const void *p, json_t *o) {
                         if (*(void *const *) v)
                                 r = set_new(o, f->name, encode_struct(f->type, *(void *const *) v));
                         break;
-                case SK_JSON:
-                        if (*(char *const *) v)
-                                r = set_new(o, f->name, json_loads(*(char *const *) v, 0, NULL));
+                case SK_JSON: /* the struct's own tree, shared (never changed) */
+                        if (*(json_t *const *) v)
+                                r = set_new(o, f->name, json_incref(*(json_t *const *) v));
                         break;
                 case SK_ARRAY: {
                         size_t n = *FIELD_CCOUNT(p, f), sz = f->type->size;
@@ -929,6 +927,40 @@ static bool dec_int(decoder *d, json_t *j, int64_t lo, int64_t hi, int64_t *ret)
         }
         *ret = v;
         return true;
+}
+
+static int cmp_key(const void *a, const void *b) {
+        return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+/* A deep copy of j with each object's keys in sorted order (as an SK_JSON
+ * value is kept and written). NULL: out of memory. */
+static json_t *sorted_copy(json_t *j) {
+        _cleanup_free_ const char **keys = NULL;
+        const char *k;
+        json_t *out, *x;
+        size_t i = 0;
+
+        if (json_is_array(j)) {
+                out = json_array();
+                json_array_foreach (j, i, x)
+                        if (!out || json_array_append_new(out, sorted_copy(x)) < 0)
+                                return json_decref(out), NULL;
+                return out;
+        }
+        if (!json_is_object(j))
+                return json_deep_copy(j);
+        out = json_object();
+        keys = new0(const char *, json_object_size(j) + 1);
+        if (!out || !keys)
+                return json_decref(out), NULL;
+        json_object_foreach (j, k, x)
+                keys[i++] = k;
+        qsort(keys, i, sizeof *keys, cmp_key);
+        for (size_t n = 0; n < i; n++)
+                if (json_object_set_new(out, keys[n], sorted_copy(json_object_get(j, keys[n]))) < 0)
+                        return json_decref(out), NULL;
+        return out;
 }
 
 static void decode_field(decoder *d, const spec_field *f, json_t *j, void *base) {
@@ -1176,7 +1208,7 @@ static void decode_field(decoder *d, const spec_field *f, json_t *j, void *base)
         case SK_JSON:
                 if (!json_is_object(j))
                         dec_type_error(d, j, "an object");
-                else if (!(*(char **) v = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS)))
+                else if (!(*(json_t **) v = sorted_copy(j)))
                         d->oom = true;
                 break;
         case SK_UNSUPPORTED:

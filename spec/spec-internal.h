@@ -23,8 +23,9 @@ typedef enum spec_field_kind {
         SK_STRUCT,      /* embedded struct of .type; omitted when empty  */
         SK_PTR,         /* pointer to a .type, NULL absent               */
         SK_ARRAY,       /* pointer to .type elements + size_t count      */
-        SK_JSON,        /* char *: a JSON object kept as compact text with
-                           sorted keys (small: one allocation), NULL absent */
+        SK_JSON,        /* json_t *: a JSON object, its keys sorted, shared
+                           by copies and encodings and never changed (an
+                           encoding parsed it again each time), NULL absent */
         SK_UNSUPPORTED, /* a Kubernetes field tend refuses, with .note   */
 } spec_field_kind;
 

@@ -213,6 +213,21 @@ static bool is_leased(const vctx *v, const char *name) {
         return false;
 }
 
+/* Whether a list had this key before (and note it): its duplicates found
+ * in one pass (a list of SPEC_MAX_ITEMS compared pairwise is fifty million
+ * comparisons, seconds on the loop). */
+static bool seen_before(vctx *v, tend_hashmap *seen, const char *key) {
+        if (!seen) {
+                v->oom = true;
+                return false;
+        }
+        if (tend_hashmap_get(seen, key))
+                return true;
+        if (tend_hashmap_put(seen, key, (void *) 1, NULL) < 0)
+                v->oom = true;
+        return false;
+}
+
 static void verr(vctx *v, const char *fmt, ...) _printf_(2, 3);
 static void verr(vctx *v, const char *fmt, ...) {
         _cleanup_free_ char *msg = NULL;
@@ -533,6 +548,9 @@ static void check_quantity(vctx *v, const char *name, const spec_quantity *q) {
 static const char *const reserved_env[] = { "POD_NAME", "POD_NAMESPACE", "POD_UID", NULL };
 
 static void check_container(vctx *v, const spec_container *c) {
+        _cleanup_(tend_hashmap_freep) tend_hashmap *env_names = tend_hashmap_new();
+        _cleanup_(tend_hashmap_freep) tend_hashmap *port_names = tend_hashmap_new();
+        _cleanup_(tend_hashmap_freep) tend_hashmap *port_numbers = tend_hashmap_new();
         size_t old;
 
         check_dns_label(v, "name", c->name, SPEC_DNS_LABEL_MAX, NULL);
@@ -561,13 +579,10 @@ static void check_container(vctx *v, const spec_container *c) {
                         verr_invalid_str(v, name, ENV_NAME_MSG);
                 else if (strv_contains((char **) reserved_env, name))
                         verr(v, "Forbidden: %s is set by tend for every pod", name);
-                else
-                        for (size_t k = 0; k < i; k++)
-                                if (streq_ptr(c->env[k].name, name)) {
-                                        _cleanup_free_ char *repr = spec__repr_str(name);
-                                        verr(v, "Duplicate value: %s", strna(repr));
-                                        break;
-                                }
+                else if (seen_before(v, env_names, name)) {
+                        _cleanup_free_ char *repr = spec__repr_str(name);
+                        verr(v, "Duplicate value: %s", strna(repr));
+                }
                 spec__path_pop(&v->path, o2);
                 spec__path_pop(&v->path, o);
         }
@@ -589,13 +604,10 @@ static void check_container(vctx *v, const spec_container *c) {
                         size_t o2 = spec__path_field(&v->path, "name");
                         if (prob)
                                 verr_invalid_str(v, p->name, prob);
-                        else
-                                for (size_t k = 0; k < i; k++)
-                                        if (streq_ptr(c->ports[k].name, p->name)) {
-                                                _cleanup_free_ char *repr = spec__repr_str(p->name);
-                                                verr(v, "Duplicate value: %s", strna(repr));
-                                                break;
-                                        }
+                        else if (seen_before(v, port_names, p->name)) {
+                                _cleanup_free_ char *repr = spec__repr_str(p->name);
+                                verr(v, "Duplicate value: %s", strna(repr));
+                        }
                         spec__path_pop(&v->path, o2);
                 }
                 if (p->container_port == SPEC_UNSET)
@@ -608,14 +620,17 @@ static void check_container(vctx *v, const spec_container *c) {
                                 "name the port in the pod template's tend.io/lease-ports "
                                 "annotation to have tend lease a free one)",
                                 p->container_port);
-                else if (p->container_port != SPEC_UNSET)
-                        for (size_t k = 0; k < i; k++)
-                                if (c->ports[k].container_port == p->container_port &&
-                                    streq_ptr(c->ports[k].protocol, p->protocol)) {
-                                        VERR_AT(v, "containerPort", "Duplicate value: %d/%s",
-                                                p->container_port, strna(p->protocol));
-                                        break;
-                                }
+                else {
+                        /* (an unset protocol is not TCP here: as the pairwise
+                         * check was) */
+                        _cleanup_free_ char *key = strprintf("%d/%s", p->container_port,
+                                                             strempty(p->protocol));
+                        if (!key)
+                                v->oom = true;
+                        else if (seen_before(v, port_numbers, key))
+                                VERR_AT(v, "containerPort", "Duplicate value: %d/%s",
+                                        p->container_port, strna(p->protocol));
+                }
                 if (p->protocol && !streq(p->protocol, "TCP") && !streq(p->protocol, "UDP")) {
                         _cleanup_free_ char *repr = spec__repr_str(p->protocol);
                         VERR_AT(v, "protocol",

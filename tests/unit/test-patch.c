@@ -285,28 +285,77 @@ static void test_strategic(void **state) {
         assert_non_null(strstr(e2, "error: containers: an element has no merge key"));
         _cleanup_free_ char *e3 = smp_run(live, "{\"$patch\":\"sideways\"}");
         assert_non_null(strstr(e3, "error: $patch:"));
-        /* bounded: 1001 elements merged into 1001 is more comparisons than allowed */
+        /* linear: 5000 elements, a patch of 5000 more (half of them new)
+         * and a delete, element by element, looked up by key (a scan was
+         * 25 million comparisons) */
         _cleanup_(json_decrefp) json_t *big = json_pack("{s:[]}", "env"),
-                                       *bigp = json_pack("{s:[]}", "env");
-        for (int i = 0; i < 1001; i++) {
+                                       *bigp = json_pack("{s:[{s:s, s:s}]}", "env", "name", "V0",
+                                                         "$patch", "delete");
+        for (int i = 0; i < 7500; i++) {
                 char name[16];
                 snprintf(name, sizeof name, "V%d", i);
-                json_array_append_new(json_object_get(big, "env"),
-                                      json_pack("{s:s}", "name", name));
-                json_array_append_new(json_object_get(bigp, "env"),
-                                      json_pack("{s:s}", "name", name));
+                if (i < 5000)
+                        json_array_append_new(json_object_get(big, "env"),
+                                              json_pack("{s:s}", "name", name));
+                if (i >= 2500)
+                        json_array_append_new(json_object_get(bigp, "env"),
+                                              json_pack("{s:s, s:s}", "name", name, "value", "x"));
         }
         _cleanup_free_ char *err = NULL;
-        assert_null(patch_strategic(big, bigp, &err));
-        assert_non_null(err);
-        assert_non_null(strstr(err, "env: too many elements to merge"));
+        _cleanup_(json_decrefp) json_t *merged = patch_strategic(big, bigp, &err);
+        assert_non_null(merged);
+        json_t *env = json_object_get(merged, "env");
+        assert_int_equal(json_array_size(env), 7499);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(env, 0), "name")),
+                            "V1");
+        assert_null(json_object_get(json_array_get(env, 0), "value"));
+        assert_string_equal(json_string_value(json_object_get(json_array_get(env, 2499), "value")),
+                            "x");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(env, 7498), "name")),
+                            "V7499");
+}
+
+/* The directives by hash, as they were by scan: duplicates, order, kinds. */
+static void test_strategic_lookups(void **state) {
+        (void) state;
+        /* a delete takes the last element of a duplicated key (as a scan
+         * from the start found it); a merge after it finds none left */
+        assert_smp("{\"env\":[{\"name\":\"A\",\"value\":\"1\"},{\"name\":\"A\",\"value\":\"2\"},"
+                   "{\"name\":\"B\"}]}",
+                   "{\"env\":[{\"name\":\"A\",\"$patch\":\"delete\"},{\"name\":\"B\",\"value\":"
+                   "\"b\"}]}",
+                   "{\"env\":[{\"name\":\"A\",\"value\":\"1\"},{\"name\":\"B\",\"value\":\"b\"}]}");
+        /* a new element merged twice in one patch is one element */
+        assert_smp("{\"env\":[]}",
+                   "{\"env\":[{\"name\":\"N\",\"value\":\"1\"},{\"name\":\"N\",\"valueFrom\":{}}]}",
+                   "{\"env\":[{\"name\":\"N\",\"value\":\"1\",\"valueFrom\":{}}]}");
+        /* $setElementOrder: each listed key takes the first of its equals
+         * not yet taken; the unlisted keep their order, after */
+        assert_smp("{\"env\":[{\"name\":\"A\"},{\"name\":\"B\",\"value\":\"1\"},{\"name\":\"C\"},"
+                   "{\"name\":\"B\",\"value\":\"2\"}]}",
+                   "{\"$setElementOrder/env\":[{\"name\":\"B\"},{\"name\":\"C\"},{\"name\":\"B\"},"
+                   "{\"name\":\"Z\"}]}",
+                   "{\"env\":[{\"name\":\"B\",\"value\":\"1\"},{\"name\":\"C\"},"
+                   "{\"name\":\"B\",\"value\":\"2\"},{\"name\":\"A\"}]}");
+        /* a primitive list's order: values, an integer is not a string */
+        assert_smp("{\"args\":[\"x\",\"1\",1,\"y\"]}", "{\"$setElementOrder/args\":[1,\"y\"]}",
+                   "{\"args\":[1,\"y\",\"x\",\"1\"]}");
+        /* $deleteFromPrimitiveList: every equal value, by kind */
+        assert_smp("{\"args\":[\"a\",\"1\",1,\"a\",{\"k\":[1,2]},true]}",
+                   "{\"$deleteFromPrimitiveList/args\":[\"a\",1,{\"k\":[1,2]},\"zz\"]}",
+                   "{\"args\":[\"1\",true]}");
+        /* $retainKeys: string entries name keys; others name nothing */
+        assert_smp("{\"strategy\":{\"type\":\"Recreate\",\"rollingUpdate\":{},\"1\":2}}",
+                   "{\"strategy\":{\"$retainKeys\":[\"type\",1],\"type\":\"RollingUpdate\"}}",
+                   "{\"strategy\":{\"type\":\"RollingUpdate\"}}");
 }
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_operations),       cmocka_unit_test(test_pointers_strict),
-                cmocka_unit_test(test_doubling_bounded), cmocka_unit_test(test_depth_bounded),
-                cmocka_unit_test(test_results_bounded),  cmocka_unit_test(test_strategic),
+                cmocka_unit_test(test_operations),        cmocka_unit_test(test_pointers_strict),
+                cmocka_unit_test(test_doubling_bounded),  cmocka_unit_test(test_depth_bounded),
+                cmocka_unit_test(test_results_bounded),   cmocka_unit_test(test_strategic),
+                cmocka_unit_test(test_strategic_lookups),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -188,8 +188,8 @@ typedef struct spec_managed_fields {
         spec_manage_op operation;
         char *api_version;
         usec_t time;
-        int fields_type; /* 0: FieldsV1, the only one */
-        char *fields_v1; /* a JSON object, as compact text with sorted keys */
+        int fields_type;   /* 0: FieldsV1, the only one */
+        json_t *fields_v1; /* a JSON object, its keys sorted; shared, never changed */
         char *subresource;
 } spec_managed_fields;
 
