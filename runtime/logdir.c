@@ -70,7 +70,7 @@ static void load_spares(rt_manager *m) {
 /* Creates the directories that will hold path. Usually only the last level
  * is missing, so that is tried first: on some filesystems (overlayfs) each
  * mkdir() costs ~0.1 ms even when it fails with EEXIST. */
-static int mkdir_parents(const char *path, mode_t mode) {
+int rt__mkdir_parents(const char *path, mode_t mode) {
         _cleanup_free_ char *p = strdup(path);
         char *slash;
 
@@ -114,7 +114,7 @@ int rt__log_dir_make(rt_manager *m, const char *log_path) {
                 (void) rename(kept, log_path);
                 return 0;
         }
-        return mkdir_parents(log_path, 0750);
+        return rt__mkdir_parents(log_path, 0750);
 }
 
 /* Empties dir, keeping one regular file (emptied, renamed SPARE_LOG) to be

@@ -149,7 +149,11 @@ static void on_rotated(uv_work_t *w, int status) {
  * costs at most four looks a second, and a line's time is right within
  * the gate. Written while tendd was down: the file's mtime at the next
  * start. Entries are 16 bytes, little-endian u64 pairs; a torn last entry
- * is cut off.
+ * is cut off. The times never outgrow their log by more than the slack
+ * (RT_LOG_TIMES_SLACK, 4 KiB: 256 entries, so a short log's lines all keep
+ * their own times): a pod that writes a byte every quarter second would
+ * have made them sixteen times its log. An entry that would pass that
+ * joins the last one, as writes within the gate do.
  */
 #define TIMES_GATE (250 * USEC_PER_MSEC)
 
@@ -214,7 +218,9 @@ static void times_look(rt_pod *p, usec_t wall, bool by_mtime) {
         if (by_mtime)
                 wall = MIN(wall, (usec_t) st.st_mtim.tv_sec * USEC_PER_SEC +
                                          (usec_t) st.st_mtim.tv_nsec / 1000);
-        if (p->times_n > 0 && wall >= p->times_at && wall - p->times_at < TIMES_GATE) {
+        if (p->times_n > 0 &&
+            ((wall >= p->times_at && wall - p->times_at < TIMES_GATE) ||
+             (p->times_n + 1) * 16 > (uint64_t) st.st_size + p->manager->log_times_slack)) {
                 if (times_put(p, p->times_n - 1, (uint64_t) st.st_size, p->times_at) >= 0)
                         p->times_off = (uint64_t) st.st_size;
                 return;

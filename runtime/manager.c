@@ -49,6 +49,7 @@ static void manager_free(rt_manager *m) {
                 tend_hashmap_free(m->notify_stored);
         }
         free(m->state_dir);
+        free(m->notify_dir);
         rt__images_free(m);
         free(m);
 }
@@ -261,9 +262,11 @@ int rt_manager_new(const rt_config *c, rt_manager **ret) {
         m->port_cursor = m->port_lo;
         m->log_max_bytes = c->log_max_bytes ?: RT_LOG_MAX_BYTES;
         m->log_check_interval = c->log_check_interval ?: 5 * USEC_PER_SEC;
+        m->log_times_slack = c->log_times_slack ?: RT_LOG_TIMES_SLACK;
         m->state_dir = strdup(c->state_dir);
-        if (!m->state_dir || m->port_lo > m->port_hi) {
-                r = m->state_dir ? -EINVAL : -ENOMEM;
+        m->notify_dir = rt__notify_dir(c->state_dir);
+        if (!m->state_dir || !m->notify_dir || m->port_lo > m->port_hi) {
+                r = m->state_dir && m->notify_dir ? -EINVAL : -ENOMEM;
                 goto fail;
         }
 
@@ -531,7 +534,7 @@ static int notify_listen_env(rt_pod *pod, const rt_pod_params *p, const rt_recor
                  * and gives it its NOTIFY_SOCKET and WATCHDOG_USEC */
                 if (unit)
                         return 0;
-                name = rt__notify_name(pod->uid);
+                name = rt__notify_name(pod->manager, pod->uid);
                 if (!name)
                         return -ENOMEM;
                 pod->notify_socket = true;
@@ -718,7 +721,7 @@ static int held_and_notify(rt_pod *pod, const rt_pod_params *p, const rt_record 
                         return r;
         }
         if (pod->notify_socket) {
-                r = rt__notify_open(pod);
+                r = rt__notify_open(pod, rec ? rec->pid : 0);
                 if (r < 0) {
                         *ret_error = strprintf("binding its NOTIFY_SOCKET: %s", strerror(-r));
                         return r;

@@ -12,17 +12,22 @@
  *                for an interval is stopped and replaced, with the reason
  *   WATCHDOG=trigger  the same at once
  *
- * The socket is an abstract one, "@tend-notify/<pod uid>": pods running
- * as other users reach it without a path through tendd's state directory,
- * and it needs no clean-up. Anyone in the network namespace could send to
- * it, so every message's sender is checked by the kernel's credentials
- * (SO_PASSCRED): only the pod's main process or a process of its session
- * (every process it starts, unless one leaves with setsid) speaks for it.
- * After a tendd restart the name is bound again: sd_notify() sends to the
- * name each time. What a pod says while no tendd runs would be lost (a
- * READY=1 is said once): under systemd the socket is kept in the service's
- * file-descriptor store too (FDNAME tend-notify-<uid>), where it stays
- * bound and queues what pods say, and the next tendd takes it back.
+ * The socket is <notify dir>/<pod uid>, in a directory that only tendd's
+ * user may write in (rt__notify_dir: /run/tend/notify as root, as systemd
+ * has /run/systemd/notify), and that pods running as other users can reach
+ * without a path through tendd's state directory. (It was an abstract
+ * name, "@tend-notify/<pod uid>", listed to all in /proc/net/unix: while
+ * no tendd ran, anyone could bind a pod's, and the next tendd could not.)
+ * Anyone may send to it (0666), so every message's sender is checked by
+ * the kernel's credentials (SO_PASSCRED): only the pod's main process or a
+ * process of its session (every process it starts, unless one leaves with
+ * setsid) speaks for it. After a tendd restart the path is bound again:
+ * sd_notify() sends to it each time. What a pod says while no tendd runs
+ * would be lost (a READY=1 is said once): under systemd the socket is kept
+ * in the service's file-descriptor store too (FDNAME tend-notify-<uid>),
+ * where it stays bound and queues what pods say, and the next tendd takes
+ * it back. A pod that an older tendd started, with the abstract name in
+ * its environment, keeps that name.
  */
 
 #include <fcntl.h>
@@ -35,11 +40,61 @@
 
 #include "rt-internal.h"
 
-#define NOTIFY_MESSAGE_MAX 4096
+#define NOTIFY_BATCH 16
 #define STATUS_MAX 256
 
-char *rt__notify_name(const char *pod_uid) {
-        return strprintf("@tend-notify/%s", pod_uid);
+char *rt__notify_dir(const char *state_dir) {
+        const char *rt = getenv("XDG_RUNTIME_DIR");
+
+        if (geteuid() == 0)
+                return strdup("/run/tend/notify");
+        if (rt && rt[0] == '/')
+                return strprintf("%s/tend/notify", rt);
+        return strprintf("%s/notify", state_dir);
+}
+
+char *rt__notify_name(rt_manager *m, const char *pod_uid) {
+        return strprintf("%s/%s", m->notify_dir, pod_uid);
+}
+
+/* The notify directory, made where missing: tendd's own, and writable by
+ * nobody else (else a stranger could put a name there first). */
+static int notify_dir_check(rt_manager *m) {
+        struct stat st;
+        _cleanup_free_ char *inside = NULL;
+        int r;
+
+        if (m->notify_dir_made)
+                return 0;
+        inside = strprintf("%s/x", m->notify_dir);
+        if (!inside)
+                return -ENOMEM;
+        r = rt__mkdir_parents(inside, geteuid() == 0 ? 0755 : 0700);
+        if (r < 0) {
+                log_error("cannot make %s for the pods' notify sockets: %s", m->notify_dir,
+                          strerror(-r));
+                return r;
+        }
+        if (lstat(m->notify_dir, &st) < 0)
+                return -errno;
+        if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 0022)) {
+                log_error("%s (for the pods' notify sockets) is not tendd's own (owner uid %u, "
+                          "mode %04o): others could bind a pod's socket there; remove it, and "
+                          "tendd makes it again",
+                          m->notify_dir, (unsigned) st.st_uid, (unsigned) (st.st_mode & 07777));
+                return -EPERM;
+        }
+        m->notify_dir_made = true;
+        return 0;
+}
+
+/* What an adopted pod has for NOTIFY_SOCKET, if an older tendd gave it the
+ * abstract name: that name (NULL otherwise). */
+static char *legacy_name(pid_t pid, const char *uid) {
+        _cleanup_free_ char *has = rt__process_getenv(pid, "NOTIFY_SOCKET"),
+                            *want = strprintf("@tend-notify/%s", uid);
+
+        return has && want && streq(has, want) ? TAKE_PTR(has) : NULL;
 }
 
 #define NOTIFY_FDNAME_PREFIX "tend-notify-"
@@ -79,8 +134,11 @@ void rt__notify_sweep_stored(rt_manager *m) {
         if (!m->notify_stored)
                 return;
         for (size_t i = 0; tend_hashmap_next(m->notify_stored, &i, &uid, &v);) {
+                _cleanup_free_ char *name = rt__notify_name(m, uid);
                 safe_close((int) (intptr_t) v - 1);
                 fdstore_remove(uid);
+                if (name)
+                        (void) unlink(name);
         }
         m->notify_stored = tend_hashmap_free(m->notify_stored);
 }
@@ -179,17 +237,25 @@ void rt__close_received(int fd) {
         safe_close(fd);
 }
 
-static void on_notify(uv_poll_t *h, int status, int events) {
-        rt_pod *p = h->data;
+/*
+ * What waits on a notify socket, a few datagrams at a time (a pod flooding
+ * it must not hold the loop): a message is heard only with the kernel's
+ * credentials of its sender, when that is pid or a process of its session,
+ * and then line by line. Descriptors that came with a message, heard or
+ * not, are closed without waiting; a truncated message is dropped. Returns
+ * the datagrams read; stops early when on_line returns false.
+ */
+unsigned rt__notify_receive(int fd, pid_t pid, rt__notify_line_fn on_line, void *userdata,
+                            unsigned *refused) {
         char buf[NOTIFY_MESSAGE_MAX];
         union {
                 struct cmsghdr h;
                 char buf[CMSG_SPACE(sizeof(struct ucred)) +
                          CMSG_SPACE(sizeof(int) * NOTIFY_FDS_MAX)];
         } control;
+        unsigned k;
 
-        /* a few at a time: a pod flooding its socket must not hold the loop */
-        for (int k = 0; k < 16; k++) {
+        for (k = 0; k < NOTIFY_BATCH; k++) {
                 struct iovec iov = { buf, sizeof buf };
                 struct msghdr msg = {
                         .msg_iov = &iov,
@@ -198,11 +264,11 @@ static void on_notify(uv_poll_t *h, int status, int events) {
                         .msg_controllen = sizeof control,
                 };
                 struct ucred *cred = NULL;
-                ssize_t n = recvmsg(p->notify_fd, &msg,
-                                    MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
+                ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
+                bool stop = false;
 
                 if (n < 0)
-                        return;
+                        break;
                 for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
                         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
                             c->cmsg_len == CMSG_LEN(sizeof(struct ucred)))
@@ -213,21 +279,39 @@ static void on_notify(uv_poll_t *h, int status, int events) {
                                 for (size_t i = 0; i < nfd; i++)
                                         rt__close_received(fds[i]);
                         }
-                if (!cred || (size_t) n > sizeof buf || p->state == RT_POD_EXITED)
+                if (!cred || (size_t) n > sizeof buf)
                         continue;
-                if (cred->pid != p->record.pid && rt__process_session(cred->pid) != p->record.pid) {
-                        p->notify_refused++;
+                /* getsid(2), not /proc/PID/stat: a stranger's flood of
+                 * datagrams costs a system call each, no file read */
+                if (cred->pid != pid && getsid(cred->pid) != pid) {
+                        if (refused)
+                                (*refused)++;
                         continue;
                 }
-                for (size_t at = 0; at < (size_t) n;) {
+                for (size_t at = 0; at < (size_t) n && !stop;) {
                         const char *nl = memchr(buf + at, '\n', (size_t) n - at);
                         size_t len = nl ? (size_t) (nl - (buf + at)) : (size_t) n - at;
-                        handle_line(p, buf + at, len);
+                        stop = !on_line(buf + at, len, userdata);
                         at += len + 1;
                 }
-                if (p->freed)
-                        return;
+                if (stop)
+                        return k + 1;
         }
+        return k;
+}
+
+static bool on_line(const char *line, size_t len, void *userdata) {
+        rt_pod *p = userdata;
+
+        if (p->state != RT_POD_EXITED)
+                handle_line(p, line, len);
+        return !p->freed;
+}
+
+static void on_notify(uv_poll_t *h, int status, int events) {
+        rt_pod *p = h->data;
+
+        (void) rt__notify_receive(p->notify_fd, p->record.pid, on_line, p, &p->notify_refused);
 }
 
 static void on_handle_closed(uv_handle_t *h) {
@@ -248,22 +332,28 @@ static void on_poll_closed(uv_handle_t *h) {
         on_handle_closed(h);
 }
 
-int rt__notify_open(rt_pod *p) {
+int rt__notify_open(rt_pod *p, pid_t adopted) {
         _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *name = rt__notify_name(p->uid);
+        _cleanup_free_ char *name = adopted > 0 ? legacy_name(adopted, p->uid) : NULL;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        bool abstract = name;
         notify_poll *np;
         void *stored;
         int one = 1, r;
         size_t len;
 
-        if (!name)
+        if (!name && !(name = rt__notify_name(p->manager, p->uid)))
                 return -ENOMEM;
         len = strlen(name);
-        if (len >= sizeof sa.sun_path)
+        if (len >= sizeof sa.sun_path) {
+                log_error("pod/%s: its notify socket %s is longer than a socket's path may be "
+                          "(%zu bytes); give tendd a shorter XDG_RUNTIME_DIR or --state-dir",
+                          p->name, name, sizeof sa.sun_path - 1);
                 return -ENAMETOOLONG;
+        }
         memcpy(sa.sun_path, name, len);
-        sa.sun_path[0] = 0; /* abstract */
+        if (abstract)
+                sa.sun_path[0] = 0;
         stored = p->manager->notify_stored ? tend_hashmap_remove(p->manager->notify_stored, p->uid)
                                            : NULL;
         if (stored) {
@@ -279,9 +369,18 @@ int rt__notify_open(rt_pod *p) {
                         return -errno;
                 r = RET_NERRNO(setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one));
                 refuse_fds(fd);
+                if (r >= 0 && !abstract) {
+                        /* the previous tendd's, or one of a pod that is gone */
+                        r = notify_dir_check(p->manager);
+                        if (r >= 0 && unlink(name) < 0 && errno != ENOENT)
+                                r = -errno;
+                }
                 if (r >= 0)
                         r = RET_NERRNO(bind(fd, (struct sockaddr *) &sa,
                                             offsetof(struct sockaddr_un, sun_path) + len));
+                /* any user may send: the credentials say who speaks */
+                if (r >= 0 && !abstract)
+                        r = RET_NERRNO(chmod(name, 0666));
                 if (r < 0)
                         return r;
                 if (p->manager->fdstore) {
@@ -327,6 +426,11 @@ void rt__notify_close(rt_pod *p) {
         if (p->notify_in_store && (p->state == RT_POD_EXITED || !p->manager->closing)) {
                 fdstore_remove(p->uid);
                 p->notify_in_store = false;
+        }
+        if (p->notify_poll && (p->state == RT_POD_EXITED || !p->manager->closing)) {
+                _cleanup_free_ char *name = rt__notify_name(p->manager, p->uid);
+                if (name)
+                        (void) unlink(name);
         }
         if (p->notify_poll) {
                 /* the socket goes with its handle (on_poll_closed) */

@@ -149,15 +149,26 @@ struct rt_pod {
  * READY=1 both needed). */
 void rt__readiness_update(rt_pod *p, const char *message);
 
+/* logdir.c: makes the directories that will hold path (not path) */
+int rt__mkdir_parents(const char *path, mode_t mode);
+
 /* notify.c */
-char *rt__notify_name(const char *pod_uid);
+char *rt__notify_dir(const char *state_dir);
+char *rt__notify_name(rt_manager *m, const char *pod_uid);
 /* Notify sockets from the fd store that no adopted pod took: closed. */
 void rt__notify_sweep_stored(rt_manager *m);
 /* Beside the pod's log: it said READY=1 (for a tendd after a restart). */
 char *rt__notify_ready_mark(const char *log_path);
-int rt__notify_open(rt_pod *p);
+/* adopted: the pod's pid, when tendd did not start it (0: it did) */
+int rt__notify_open(rt_pod *p, pid_t adopted);
 void rt__notify_started(rt_pod *p);
 void rt__notify_close(rt_pod *p);
+/* Reads a notify socket (see notify.c): each line of a message from pid or
+ * its session to on_line, which returns false to stop. */
+#define NOTIFY_MESSAGE_MAX 4096
+typedef bool (*rt__notify_line_fn)(const char *line, size_t len, void *userdata);
+unsigned rt__notify_receive(int fd, pid_t pid, rt__notify_line_fn on_line, void *userdata,
+                            unsigned *refused);
 
 /* held.c */
 typedef struct rt_held rt_held;
@@ -208,6 +219,8 @@ bool rt__grace_not_yet(rt_pod *p, uv_timer_cb cb);
 struct rt_manager {
         uv_loop_t *loop;
         char *state_dir;
+        char *notify_dir;     /* notify.c: where pods' notify sockets are */
+        bool notify_dir_made; /* made and checked */
         rt_callbacks cb;
         void *userdata;
         bool closing;
@@ -233,6 +246,7 @@ struct rt_manager {
         bool spares_loaded;
         uint64_t log_max_bytes;
         usec_t log_check_interval;
+        uint64_t log_times_slack;
         uv_timer_t log_timer;
         /* watches of freed pods, closed at the next log timer: removing an
          * inotify watch is no work for the path that replaces a pod */
@@ -358,8 +372,6 @@ void rt__probes_stop_one(rt_pod *p, rt_probe_type type);
 
 /* Field 4 of /proc/<pid>/stat, or -1. */
 pid_t rt__process_ppid(pid_t pid);
-/* Field 6 (the session), or -1. */
-pid_t rt__process_session(pid_t pid);
 /* Sets NAME=value in env, replacing an entry of that name; *ret_entry
  * (may be NULL) gets the entry, owned by env. */
 int rt__env_set(char ***env, const char *name, const char *value, char **ret_entry);

@@ -69,6 +69,10 @@ load_start() { rm -f "$tmp/stop" "$tmp/load"; load & loader=$!; }
 load_stop() { touch "$tmp/stop"; wait "$loader"; read -r good bad <"$tmp/load"; }
 # pod_of APP: the name of its first pod
 pod_of() { pods_json "$1" | jq -r '.items[0].metadata.name'; }
+# notify_socket_of APP: the NOTIFY_SOCKET its first running pod was given
+notify_socket_of() {
+    tr '\0' '\n' <"/proc/$(pids "$1" | head -1)/environ" | sed -n 's/^NOTIFY_SOCKET=//p'
+}
 
 start_tendd
 
@@ -158,8 +162,7 @@ started=$(date +%s.%N)
 tend get pods -l app=late | grep -q "0/1" && ok "running, not ready before READY=1" ||
     fail "ready before READY=1: $(tend get pods -l app=late)"
 # someone else speaking for it is not heard (the kernel's credentials)
-uid=$(pods_json late | jq -r '.items[0].metadata.uid')
-NOTIFY_SOCKET="@tend-notify/$uid" systemd-notify --ready 2>/dev/null
+NOTIFY_SOCKET=$(notify_socket_of late) systemd-notify --ready 2>/dev/null
 sleep 0.5
 tend get pods -l app=late | grep -q "0/1" && ok "READY=1 from a process not of the pod is not heard" ||
     fail "a stranger's READY=1 made the pod ready"
@@ -220,7 +223,7 @@ u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 os.kill(tendd, signal.SIGSTOP)
 try:
     u.sendmsg([b"STATUS=fd"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [c.fileno()]))],
-              0, "\0" + name)
+              0, name)
     print("sent")
 except PermissionError:
     print("refused by the kernel")
@@ -235,19 +238,54 @@ for _ in range(20):
     time.sleep(0.1)
 print("worst %.3f" % worst)
 PY
-uid=$(tend get pods -l app=both -o json | jq -r '.items[0].metadata.uid')
-/usr/bin/python3 "$tmp/linger.py" "tend-notify/$uid" "$TEND_SOCKET" "$tendd_pid" >"$tmp/linger.out" 2>&1
+/usr/bin/python3 "$tmp/linger.py" "$(notify_socket_of both)" "$TEND_SOCKET" "$tendd_pid" \
+    >"$tmp/linger.out" 2>&1
 worst=$(awk '/^worst/ { print $2 }' "$tmp/linger.out")
 awk -v w="$worst" 'BEGIN { exit !(w != "" && w < 0.5) }' &&
     ok "a lingering socket sent to a notify socket ($(head -1 "$tmp/linger.out")): the API answers throughout (worst ${worst} s)" ||
     fail "the loop stalled on a received descriptor: $(cat "$tmp/linger.out")"
+# While no tendd runs, a local user cannot take a pod's notify socket (an
+# abstract name could be bound by anyone, and the next tendd then could
+# not): it is a path in a directory only root writes in.
+ns=$(notify_socket_of both)
 stop_tendd TERM
+cat >"$tmp/squat.py" <<'PY'
+import os, socket, sys, time
+name = sys.argv[1]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+try:
+    if not name.startswith("@"):
+        try:
+            os.unlink(name)  # a squatter takes the name away first
+        except FileNotFoundError:
+            pass
+    s.bind("\0" + name[1:] if name.startswith("@") else name)
+except OSError as e:
+    print("refused: %s" % e.strerror, flush=True)
+    sys.exit(0)
+print("bound", flush=True)
+time.sleep(4)
+PY
+setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 - "$ns" \
+    <"$tmp/squat.py" >"$tmp/squat.out" 2>&1 &
+squatter=$!
+sleep 0.5
 start_tendd
+wait "$squatter"
+grep -q "^refused: Permission denied" "$tmp/squat.out" &&
+    ok "while tendd was down, a local user could not bind the pod's notify socket ($ns)" ||
+    fail "a local user bound $ns while tendd was down: $(cat "$tmp/squat.out")"
+[ "$(stat -c '%u %a' "$(dirname "$ns")")" = "0 755" ] && [ "$(stat -c '%u %a %F' "$ns")" = "0 666 socket" ] &&
+    ok "$(dirname "$ns"): root's, 0755; the socket: 0666 (its senders checked by credentials)" ||
+    fail "$(stat -c '%n %u %a %F' "$(dirname "$ns")" "$ns" 2>&1)"
+grep -q "binding its NOTIFY_SOCKET" "$tmp/tendd.log" && fail "tendd could not bind a pod's notify socket"
 touch "$tmp/ok"
 wait_for 10 both_ready && [ "$(pids both)" = "$both_pid" ] &&
     ok "after the restart the probe passes again: ready, READY=1 not needed again (same pid)" ||
     fail "not ready after the restart: $(tend get pods -l app=both)"
 tend delete deploy/both >/dev/null
+wait_for 15 sh -c "[ ! -e '$ns' ]" && ok "the pod gone, its notify socket is too" ||
+    fail "$ns outlived its pod"
 
 echo "== liveness by notify: a pod whose watchdog stops is replaced, with the reason"
 LEASED=" " REPLICAS=1 web hang v1 '"tend.io/notify": "ready,watchdog=1s"' ', "--watchdog-stop-after=2"' |

@@ -669,6 +669,45 @@ static void test_log_times_gated(void **state) {
         harness_free(h);
 }
 
+/* A pod that writes a byte every 0.3 s (a note each, past the gate): its
+ * times stay within its log's size and the slack (they were 16 bytes a
+ * byte), and still reach its end. The slack is one entry here, 4 KiB by
+ * default (see verbs.sh for lines a few bytes apart keeping their times). */
+static void test_log_times_bounded(void **state) {
+        harness *h = harness_new(&(rt_config){ .log_times_slack = 16 });
+        spec_pod_spec *s = pod_spec("      containers:\n      - name: main\n"
+                                    "        command: [\"/bin/sh\", \"-c\", \"i=0; while [ $i -lt "
+                                    "12 ]; do printf x; i=$((i+1)); sleep 0.3; done; printf "
+                                    "'\\\\n'; exec sleep 100\"]",
+                                    NULL);
+        rt_pod *pod = start(h, "dribble", s);
+        const char *path = rt_pod_record(pod)->log_path;
+        _cleanup_free_ char *times = rt_log_times_path(path);
+        uint64_t(*e)[2] = NULL;
+        size_t n = 0;
+        struct stat st, ts;
+
+        const char *last[] = { "dribble", "xxxxxxxxxxxx\n" };
+        assert_true(run_until(h, log_contains, last, 30000));
+        run_for(h, 600);
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(stat(times, &ts), 0);
+        fprintf(stderr, "log_times_bounded: log %jd bytes, times %jd bytes\n",
+                (intmax_t) st.st_size, (intmax_t) ts.st_size);
+        assert_int_equal(st.st_size, 13);
+        assert_true(ts.st_size <= st.st_size + 16 + 16);
+        assert_true(ts.st_size >= 16);
+        assert_int_equal(rt_log_times_load(path, SIZE_MAX, &e, &n), 0);
+        assert_true(n >= 1);
+        assert_int_equal(e[n - 1][0], (uint64_t) st.st_size);
+        free(e);
+        rt_pod_signal(pod, SIGKILL);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        harness_free(h);
+}
+
 /* ---- adoption ----------------------------------------------------------------------------------
  */
 
@@ -1406,6 +1445,7 @@ int main(void) {
                 cmocka_unit_test(test_log_rotation),
                 cmocka_unit_test(test_log_sparse),
                 cmocka_unit_test(test_log_times_gated),
+                cmocka_unit_test(test_log_times_bounded),
                 cmocka_unit_test(test_escapee_goes_with_its_pod),
                 cmocka_unit_test(test_adopt_refuses_reused_pid),
                 cmocka_unit_test(test_adopt_by_second_agent),

@@ -87,12 +87,18 @@ typedef enum rt_bus {
         RT_BUS_NONE, /* no systemd backend */
 } rt_bus;
 
+/* A log's times are kept one entry a look up to this size, and past it at
+ * most as large as the log itself. */
+#define RT_LOG_TIMES_SLACK (4 * 1024)
+
 typedef struct rt_config {
         uv_loop_t *loop;           /* borrowed */
         const char *state_dir;     /* pod logs go under <state_dir>/pods/ */
         uint16_t port_lo, port_hi; /* 0: RT_PORT_RANGE_* */
         uint64_t log_max_bytes;    /* 0: RT_LOG_MAX_BYTES */
         usec_t log_check_interval; /* 0: 5 s */
+        uint64_t log_times_slack;  /* how far <log>.times may outgrow its log; 0: RT_LOG_TIMES_SLACK
+                                    */
         bool subreaper;            /* become a child subreaper and reap orphans */
         rt_bus systemd_bus;        /* connected on first use, not here */
         const rt_callbacks *callbacks;
