@@ -265,6 +265,15 @@ static int apply_local(fleet *f, fobj *o) {
                 return r == -ENOMEM ? r : 0;
         }
         spec_errors_done(&errs);
+        /* stored under the name its key says, or not at all: under another
+         * (its JSON's), it would be an object no deletion of the key reaches */
+        if (!streq_ptr(meta_of(obj)->namespace, o->ns) || !streq_ptr(meta_of(obj)->name, o->name)) {
+                log_warning("fleet: %s/%s/%s in etcd names itself %s/%s; skipped",
+                            kind_names[o->kind], o->ns, o->name, strna(meta_of(obj)->namespace),
+                            strna(meta_of(obj)->name));
+                spec_free(t, obj);
+                return 0;
+        }
         if (cur) {
                 /* the same but for the store's own resourceVersion: no write */
                 meta_of(obj)->resource_version = meta_of(cur)->resource_version;
@@ -360,6 +369,16 @@ bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted) {
         if (!slash || slash == ns || !slash[1])
                 return true;
         _cleanup_free_ char *nsd = strndup(ns, (size_t) (slash - ns));
+        /* a key no object could have (a name longer than any, a namespace
+         * that is no DNS label) is no object's: it would be one that
+         * nothing deletes */
+        if (nsd && (strlen(nsd) > SPEC_DNS_LABEL_MAX || strchr(nsd, '.') ||
+                    !spec_is_dns_subdomain(nsd) || !spec_is_dns_subdomain(slash + 1))) {
+                if (!deleted)
+                        log_warning("fleet: %s: no %s may have that namespace and name; skipped",
+                                    kv->key, kind_names[k]);
+                return true;
+        }
         fobj *o = nsd ? fobj_get(f, (store_kind) k, nsd, slash + 1, !deleted) : NULL;
         if (o) {
                 remote(f, o, status, kv, deleted);

@@ -137,6 +137,31 @@ ok "Node values of the wrong shape: refused with a log line, every tendd serves 
 ectl del --prefix /tend/v1/nodes/ghost- >/dev/null
 ectl del /tend/v1/nodeleases/ghost-lease >/dev/null
 
+# Objects whose key no object could have, or whose value names another
+# object: skipped with a log line. (Stored under its value's name, one was a
+# ghost no deletion of its key reached; a name past 512 bytes, one the
+# agent never found.)
+dep() { # NAME: a deployment's value
+    printf '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"%s","namespace":"default"},' "$1"
+    printf '"spec":{"replicas":0,"selector":{"matchLabels":{"app":"g"}},"template":{"metadata":'
+    printf '{"labels":{"app":"g"}},"spec":{"containers":[{"name":"m","command":["/bin/true"]}]}}}}'
+}
+long=$(printf 'x%.0s' $(seq 600))
+mark
+ectl put /tend/v1/deployments/default/alias "$(dep ghost-other)" >/dev/null &&
+    ectl put "/tend/v1/deployments/default/$long" "$(dep "$long")" >/dev/null || fail "etcdctl put"
+sleep 1
+for k in 1 2 3; do
+    on "$k" get deployments -o name >"$tmp/deps" 2>&1 || fail "n$k: tend get deployments: $(cat "$tmp/deps")"
+    grep -q "ghost-other\|xxxx" "$tmp/deps" && fail "n$k: stored: $(cat "$tmp/deps")"
+    since "$tmp/n$k.log" | grep -q 'deployments/default/alias in etcd names itself default/ghost-other; skipped' &&
+        since "$tmp/n$k.log" | grep -q "deployments/default/xxxxx.*: no deployments may have that namespace and name; skipped" ||
+        fail "n$k: no log line for the mismatched values: $(since "$tmp/n$k.log" | tail -3)"
+done
+ok "an object whose key no object could have, or whose value names another: skipped with a log line"
+ectl del /tend/v1/deployments/default/alias >/dev/null
+ectl del "/tend/v1/deployments/default/$long" >/dev/null
+
 # --etcd-prefix: another fleet in the same etcd, its own names (n1 again),
 # its own nodes; --no-leader: its one node never leads
 "$bin/tendd" --state-dir "$tmp/other" --socket "$tmp/other.sock" --fleet "$ETCD_ENDPOINTS" \
