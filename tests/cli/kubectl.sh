@@ -11,7 +11,9 @@ command -v kubectl >/dev/null || {
 }
 command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
 
-port=45610 # outside the leased range (lib.sh: 44000-44999), which other tests use meanwhile
+port=29610 # outside the leased range (lib.sh: 44000-44999), which other tests use meanwhile, and
+# below the ephemeral range (32768-60999), where a connection of a test running meanwhile may
+# hold the port (python.sh and js.sh once found theirs taken)
 start_tendd --listen "127.0.0.1:$port"
 tend kubeconfig >"$tmp/kubeconfig" || { fail "tend kubeconfig"; finish; }
 export KUBECONFIG="$tmp/kubeconfig"

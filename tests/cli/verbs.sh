@@ -47,42 +47,42 @@ expect_exit 0 "tendd --help" "$bin/tendd" --help && expect_grep "--state-dir" "$
 printf 'short\n' >"$tmp/short-token"
 chmod 600 "$tmp/short-token"
 expect_exit 1 "a short token" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
-    --listen 127.0.0.1:45321 --token-file "$tmp/short-token"
+    --listen 127.0.0.1:29321 --token-file "$tmp/short-token"
 expect_grep "$tmp/short-token: it must hold at least 16 characters" "$tmp/err" "short token"
 printf 'a-token-of-32-characters-or-so.\n' >"$tmp/open-token"
 chmod 644 "$tmp/open-token"
 expect_exit 1 "a token every user can read" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
-    --listen 127.0.0.1:45321 --token-file "$tmp/open-token"
+    --listen 127.0.0.1:29321 --token-file "$tmp/open-token"
 expect_grep "$tmp/open-token can be read by every user (mode 0644): chmod o-r" "$tmp/err" "world-readable token"
 chmod 600 "$tmp/open-token"
 printf '\000-and-then-a-token-of-32-characters.\n' >"$tmp/nul-token"
 chmod 600 "$tmp/nul-token"
 expect_exit 1 "a token file that begins with a NUL" "$bin/tendd" --state-dir "$tmp/s2" \
-    --socket "$tmp/s2.sock" --listen 127.0.0.1:45321 --token-file "$tmp/nul-token"
+    --socket "$tmp/s2.sock" --listen 127.0.0.1:29321 --token-file "$tmp/nul-token"
 expect_grep "nul-token: byte 0 is a control character (0x00): a secret is printable text" "$tmp/err" \
     "a NUL in the token is refused (it made the empty token valid)"
 expect_exit 1 "--listen on a network address" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
-    --listen 0.0.0.0:45321 --token-file "$tmp/open-token"
+    --listen 0.0.0.0:29321 --token-file "$tmp/open-token"
 expect_grep "only loopback addresses (127.0.0.0/8) are served with the certificate tendd makes; to serve 0.0.0.0, give --tls-cert and --tls-key" \
     "$tmp/err" "a non-loopback --listen wants the user's certificate"
 expect_exit 1 "--tls-cert without --tls-key" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
-    --listen 127.0.0.1:45321 --tls-cert "$tmp/open-token"
+    --listen 127.0.0.1:29321 --tls-cert "$tmp/open-token"
 expect_grep "go together" "$tmp/err" "the pair is asked for"
 expect_exit 1 "--tls-cert that is no certificate" "$bin/tendd" --state-dir "$tmp/s2" --socket "$tmp/s2.sock" \
-    --listen 127.0.0.1:45321 --tls-cert "$tmp/open-token" --tls-key "$tmp/open-token"
+    --listen 127.0.0.1:29321 --tls-cert "$tmp/open-token" --tls-key "$tmp/open-token"
 expect_grep "tls-cert $tmp/open-token and --tls-key $tmp/open-token: .*PEM files" "$tmp/err" \
     "a bad certificate is named at start"
 
 # Listener ports are 45xxx: the pods of the tests running meanwhile lease
 # 44000-44999 (lib.sh).
 echo "== idle connections are cut, and TCP cannot use up the local socket"
-"$bin/tendd" --state-dir "$tmp/s3" --socket "$tmp/s3.sock" --listen 127.0.0.1:45322 \
+"$bin/tendd" --state-dir "$tmp/s3" --socket "$tmp/s3.sock" --listen 127.0.0.1:29322 \
     --token-file "$tmp/open-token" --idle-timeout 2s >"$tmp/s3.log" 2>&1 &
 s3_pid=$!
 for _ in $(seq 100); do [ -S "$tmp/s3.sock" ] && break; sleep 0.05; done
 # shellcheck disable=SC2016 # the script is bash's
 bash -c '
-    exec 5<>/dev/tcp/127.0.0.1/45322 || exit 3
+    exec 5<>/dev/tcp/127.0.0.1/29322 || exit 3
     sleep 3
     read -r -t 3 -u 5 _; rc=$?
     [ $rc -gt 128 ] && exit 1   # still open after 3 s of a 2 s idle timeout
@@ -91,7 +91,7 @@ bash -c '
 # 300 idle TCP connections, more than TCP may hold: the local socket answers.
 # shellcheck disable=SC2016
 bash -c '
-    for i in $(seq 300); do exec {fd}<>/dev/tcp/127.0.0.1/45322 || break; done
+    for i in $(seq 300); do exec {fd}<>/dev/tcp/127.0.0.1/29322 || break; done
     curl -s -f --max-time 5 --unix-socket "$1/s3.sock" http://localhost/healthz >/dev/null' \
     _ "$tmp" && ok "with TCP flooded, the local socket answers" ||
     fail "TCP flooded: the local socket does not answer"
@@ -118,8 +118,8 @@ for rnd in range(6):
         s.close()
     time.sleep(0.2)
 PY
-/usr/bin/python3 "$tmp/fill.py" tcp 45322 270 2>&1 | tail -2
-curl -s -k -f --max-time 5 -H "Authorization: Bearer $(cat "$tmp/open-token")"     https://127.0.0.1:45322/healthz >/dev/null && ok "TCP's pool filled and emptied six times: it accepts" ||
+/usr/bin/python3 "$tmp/fill.py" tcp 29322 270 2>&1 | tail -2
+curl -s -k -f --max-time 5 -H "Authorization: Bearer $(cat "$tmp/open-token")"     https://127.0.0.1:29322/healthz >/dev/null && ok "TCP's pool filled and emptied six times: it accepts" ||
     fail "TCP's listener no longer accepts after its pool emptied"
 /usr/bin/python3 "$tmp/fill.py" unix "$tmp/s3.sock" 1010 2>&1 | tail -2
 curl -s -f --max-time 5 --unix-socket "$tmp/s3.sock" http://localhost/healthz >/dev/null &&
@@ -198,7 +198,7 @@ for s in mine:
         pass
 print("one address kept: %d of 40; another is served: %s" % (kept, client()))
 PY
-/usr/bin/python3 "$tmp/slow.py" 45322 "$(cat "$tmp/open-token")" >"$tmp/slow.out" 2>&1
+/usr/bin/python3 "$tmp/slow.py" 29322 "$(cat "$tmp/open-token")" >"$tmp/slow.out" 2>&1
 grep -q "served: HTTP/1.1 200 OK; still open: 0$" "$tmp/slow.out" &&
     ok "slowloris: 256 connections a byte at a time are closed at their deadline, a client is served" ||
     fail "slowloris: $(cat "$tmp/slow.out")"
@@ -980,33 +980,33 @@ echo "== the TCP listener: HTTPS with the token; tend kubeconfig"
 stop_tendd TERM
 printf 'a-token-of-32-characters-or-so.\n' >"$tmp/token"
 chmod 600 "$tmp/token"
-start_tendd --listen 127.0.0.1:45399 --token-file "$tmp/token"
+start_tendd --listen 127.0.0.1:29399 --token-file "$tmp/token"
 ca="$state/tls/ca.crt"
 [ -f "$ca" ] && [ "$(stat -c %a "$state/tls/ca.key")" = 600 ] && [ "$(stat -c %a "$state/tls")" = 700 ] &&
     ok "a CA made in the state dir, its key 0600" || fail "tls: $(ls -l "$state/tls" 2>&1)"
-code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" https://127.0.0.1:45399/api/v1/pods)
+code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" https://127.0.0.1:29399/api/v1/pods)
 [ "$code" = 401 ] && ok "no token: 401" || fail "no token: $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" -H 'Authorization: Bearer wrong' \
-    https://127.0.0.1:45399/api/v1/pods)
+    https://127.0.0.1:29399/api/v1/pods)
 [ "$code" = 401 ] && ok "wrong token: 401" || fail "wrong token: $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" \
-    -H 'Authorization: Bearer a-token-of-32-characters-or-so.' https://localhost:45399/api/v1/pods)
+    -H 'Authorization: Bearer a-token-of-32-characters-or-so.' https://localhost:29399/api/v1/pods)
 [ "$code" = 200 ] && ok "token: 200, the certificate good for localhost" || fail "token: $code"
-code=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:45399/api/v1/pods)
+code=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:29399/api/v1/pods)
 [ "$code" != 200 ] && ok "plain http is not served ($code)" || fail "plain http: 200"
 # TLS 1.2 and 1.3 with AEAD only: an old version or CBC with SHA-1 gets no
 # handshake (openssl allowed everything it can: SECLEVEL 0)
-hs() { echo | timeout 5 openssl s_client -connect 127.0.0.1:45399 -CAfile "$ca" "$@" 2>&1 |
+hs() { echo | timeout 5 openssl s_client -connect 127.0.0.1:29399 -CAfile "$ca" "$@" 2>&1 |
     grep 'Cipher is ' | grep -q -v 'Cipher is (NONE)'; }
 hs -tls1_3 && hs -tls1_2 && ok "TLS 1.3 and 1.2 are served" || fail "no TLS 1.2/1.3 handshake"
 ! hs -tls1 -cipher 'DEFAULT:@SECLEVEL=0' && ! hs -tls1_1 -cipher 'DEFAULT:@SECLEVEL=0' &&
     ! hs -tls1_2 -cipher 'ECDHE-ECDSA-AES128-SHA:@SECLEVEL=0' &&
     ok "TLS 1.0, 1.1 and CBC with SHA-1 are refused" || fail "an old TLS version or cipher is served"
 expect_exit 0 "tend kubeconfig" tend kubeconfig && cp "$tmp/out" "$tmp/kubeconfig"
-expect_grep "server: https://127.0.0.1:45399" "$tmp/kubeconfig" "the kubeconfig names the listener"
+expect_grep "server: https://127.0.0.1:29399" "$tmp/kubeconfig" "the kubeconfig names the listener"
 expect_grep "token: a-token-of-32-characters-or-so." "$tmp/kubeconfig" "and the token"
 code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" \
-    -H 'Authorization: Bearer a-token-of-32-characters-or-so.' https://127.0.0.1:45399/apis/tend.io/v1/kubeconfig)
+    -H 'Authorization: Bearer a-token-of-32-characters-or-so.' https://127.0.0.1:29399/apis/tend.io/v1/kubeconfig)
 [ "$code" = 403 ] && ok "the kubeconfig is not given over TCP" || fail "over TCP: $code"
 expect_exit 0 "tend kubeconfig --server" tend kubeconfig --server https://tend.example:443
 expect_grep "server: https://tend.example:443" "$tmp/out" "--server replaces the address"
@@ -1022,12 +1022,12 @@ fi
 # the state dir.
 cp "$ca" "$tmp/ca-before"
 stop_tendd TERM
-start_tendd --listen 127.0.0.2:45399
+start_tendd --listen 127.0.0.2:29399
 cmp -s "$ca" "$tmp/ca-before" && ok "the CA is kept across restarts" || fail "a new CA"
 [ "$(stat -c %a "$state/tls/token")" = 600 ] && ok "a token made in the state dir, 0600" ||
     fail "no token file"
 code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$ca" \
-    -H "Authorization: Bearer $(cat "$state/tls/token")" https://127.0.0.2:45399/api/v1/pods)
+    -H "Authorization: Bearer $(cat "$state/tls/token")" https://127.0.0.2:29399/api/v1/pods)
 [ "$code" = 200 ] && ok "the made token is accepted; a new address, a certificate for it" ||
     fail "made token, 127.0.0.2: $code"
 tend kubeconfig | grep -q "token: $(cat "$state/tls/token")" && ok "tend kubeconfig gives it" ||
@@ -1037,8 +1037,8 @@ tend kubeconfig | grep -q "token: $(cat "$state/tls/token")" && ok "tend kubecon
 cp "$state/tls/server.crt" "$tmp/user.crt"
 cp "$state/tls/server.key" "$tmp/user.key"
 stop_tendd TERM
-start_tendd --listen 127.0.0.2:45399 --tls-cert "$tmp/user.crt" --tls-key "$tmp/user.key"
-served=$(echo | openssl s_client -connect 127.0.0.2:45399 2>/dev/null | openssl x509 -noout -fingerprint)
+start_tendd --listen 127.0.0.2:29399 --tls-cert "$tmp/user.crt" --tls-key "$tmp/user.key"
+served=$(echo | openssl s_client -connect 127.0.0.2:29399 2>/dev/null | openssl x509 -noout -fingerprint)
 [ -n "$served" ] && [ "$served" = "$(openssl x509 -in "$tmp/user.crt" -noout -fingerprint)" ] &&
     ok "--tls-cert: that certificate is served" || fail "served: $served"
 tend kubeconfig >"$tmp/kc-user"

@@ -28,7 +28,7 @@ node -e 'process.exit(Number(process.versions.node.split(".")[0]) < 20 ? 1 : 0)'
 
 . "$(dirname "$0")/../cli/lib.sh"
 
-port=45640 # outside the leased range (lib.sh: 44000-44999); kubectl.sh has 45610
+port=29640 # outside the leased range and the ephemeral one (kubectl.sh); python.sh has 29630
 start_tendd --listen "127.0.0.1:$port"
 tend kubeconfig >"$tmp/kubeconfig" || { fail "tend kubeconfig"; finish; }
 

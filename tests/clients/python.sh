@@ -19,7 +19,7 @@ fi
 
 [ -x "$testprog" ] || { echo "no $testprog: build the tests first (make build)"; exit 1; }
 
-port=45630 # outside the leased range (lib.sh: 44000-44999); kubectl.sh has 45610, the JS clients 45640
+port=29630 # outside the leased range and the ephemeral one (kubectl.sh); the JS clients have 29640
 start_tendd --listen "127.0.0.1:$port"
 tend kubeconfig >"$tmp/kubeconfig" || { fail "tend kubeconfig"; finish; }
 
