@@ -451,8 +451,34 @@ static void comparison_done(comparison *c) {
 
 /* ---- merging and pruning ---- */
 
+/* A deep copy of config without its objects' null members: a null says
+ * "remove", and there is nothing to remove below a field live lacks (kept,
+ * it was removed only by the next apply: an apply was not idempotent). */
+static json_t *copy_set(json_t *config) {
+        const char *k;
+        json_t *out, *c;
+        size_t i;
+
+        if (json_is_object(config)) {
+                out = json_object();
+                json_object_foreach (config, k, c)
+                        if (!json_is_null(c) &&
+                            (!out || json_object_set_new(out, k, copy_set(c)) < 0))
+                                return json_decref(out), NULL;
+                return out;
+        }
+        if (json_is_array(config)) {
+                out = json_array();
+                json_array_foreach (config, i, c)
+                        if (!out || json_array_append_new(out, copy_set(c)) < 0)
+                                return json_decref(out), NULL;
+                return out;
+        }
+        return json_copy(config);
+}
+
 /* config merged into live (a new value; NULL: out of memory). A null in the
- * config removes the field; the caller does that. */
+ * config removes the field. */
 static json_t *merge(json_t *live, json_t *config, const char *field) {
         const char *key = list_key(field), *k;
         json_t *out, *c;
@@ -489,12 +515,12 @@ static json_t *merge(json_t *live, json_t *config, const char *field) {
                         _cleanup_free_ char *ik = item_key(c, key);
                         if (ik && find_item(live, il, ik, NULL))
                                 continue;
-                        if (!out || json_array_append_new(out, json_deep_copy(c)) < 0)
+                        if (!out || json_array_append_new(out, copy_set(c)) < 0)
                                 return json_decref(out), NULL;
                 }
                 return out;
         }
-        return json_deep_copy(config);
+        return copy_set(config);
 }
 
 /* Removes from v what rm holds, except where keep (what any manager still

@@ -6,8 +6,10 @@
  *
  * Input: the target document on the first line, the patch after it, both
  * JSON parsed as the API parses a body (jansson, duplicate keys refused).
- * The patch is applied both ways the API can: as an RFC 7386 merge patch and
- * as an RFC 6902 JSON Patch (which refuses anything but a list of ops).
+ * The patch is applied every way the API can: as an RFC 7386 merge patch, as
+ * Kubernetes' strategic merge patch (lists merged by key, kubectl's
+ * directives) and as an RFC 6902 JSON Patch (which refuses anything but a
+ * list of ops).
  * Inputs whose target or patch already exceed the spec limits are skipped:
  * the property is about what patching adds.
  *
@@ -19,7 +21,8 @@
  *  - the whole JSON Patch, when it applies, gives what its ops give one at
  *    a time;
  *  - a merge patch is idempotent (RFC 7386): patching the result again
- *    changes nothing;
+ *    changes nothing; so is a strategic merge patch (kubectl sends one
+ *    again at each apply that finds nothing to change);
  *  - every error string is UTF-8 (it goes into a JSON Status);
  *  - and, from the sanitizers, no leak, no memory error, no UB.
  */
@@ -128,6 +131,22 @@ static void fuzz_merge_patch(json_t *target, json_t *patch) {
         check_patch_result_within_spec_limits(once, "merge patch");
         twice = patch_merge(once, patch, &err2);
         fuzz_check(twice && json_equal(once, twice), "merge patch is not idempotent");
+}
+
+static void fuzz_strategic_patch(json_t *target, json_t *patch) {
+        _cleanup_free_ char *err = NULL, *err2 = NULL;
+        _cleanup_(json_decrefp) json_t *once = patch_strategic(target, patch, &err);
+        _cleanup_(json_decrefp) json_t *twice = NULL;
+
+        if (!once) {
+                check_error(err, "strategic merge patch");
+                return;
+        }
+        fuzz_check(!err, "strategic merge patch succeeded with an error: %s", err);
+        check_patch_result_within_spec_limits(once, "strategic merge patch");
+        twice = patch_strategic(once, patch, &err2);
+        fuzz_check(twice, "strategic merge patch applies once, not twice: %s", strna(err2));
+        fuzz_check(json_equal(once, twice), "strategic merge patch is not idempotent");
 }
 
 /* Applies ops one at a time, checking the limits after each; returns the
@@ -313,6 +332,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
 
         fuzz_merge_patch(target, patch);
+        fuzz_strategic_patch(target, patch);
         fuzz_json_patch(target, patch);
         return 0;
 }
