@@ -18,10 +18,12 @@
  * without a path through tendd's state directory. (It was an abstract
  * name, "@tend-notify/<pod uid>", listed to all in /proc/net/unix: while
  * no tendd ran, anyone could bind a pod's, and the next tendd could not.)
- * Anyone may send to it (0666), so every message's sender is checked by
- * the kernel's credentials (SO_PASSCRED): only the pod's main process or a
- * process of its session (every process it starts, unless one leaves with
- * setsid) speaks for it. After a tendd restart the path is bound again:
+ * The socket is the pod's user's, 0600: only that user and root may send
+ * to it (it was 0666, and a stranger's flood of datagrams took a core of
+ * tendd's). Of those, every message's sender is checked by the kernel's
+ * credentials (SO_PASSCRED): only the pod's main process or a process of
+ * its session (every process it starts, unless one leaves with setsid)
+ * speaks for it. After a tendd restart the path is bound again:
  * sd_notify() sends to it each time. What a pod says while no tendd runs
  * would be lost (a READY=1 is said once): under systemd the socket is kept
  * in the service's file-descriptor store too (FDNAME tend-notify-<uid>),
@@ -378,9 +380,13 @@ int rt__notify_open(rt_pod *p, pid_t adopted) {
                 if (r >= 0)
                         r = RET_NERRNO(bind(fd, (struct sockaddr *) &sa,
                                             offsetof(struct sockaddr_un, sun_path) + len));
-                /* any user may send: the credentials say who speaks */
+                /* the pod's user's alone (and root's): a stranger of another
+                 * user is refused by the kernel, at no cost to the loop; of
+                 * those who may send, the credentials say who speaks */
+                if (r >= 0 && !abstract && p->set_ids)
+                        r = RET_NERRNO(chown(name, p->uid_n, p->gid_n));
                 if (r >= 0 && !abstract)
-                        r = RET_NERRNO(chmod(name, 0666));
+                        r = RET_NERRNO(chmod(name, 0600));
                 if (r < 0)
                         return r;
                 if (p->manager->fdstore) {

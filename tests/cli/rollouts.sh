@@ -275,9 +275,25 @@ wait "$squatter"
 grep -q "^refused: Permission denied" "$tmp/squat.out" &&
     ok "while tendd was down, a local user could not bind the pod's notify socket ($ns)" ||
     fail "a local user bound $ns while tendd was down: $(cat "$tmp/squat.out")"
-[ "$(stat -c '%u %a' "$(dirname "$ns")")" = "0 755" ] && [ "$(stat -c '%u %a %F' "$ns")" = "0 666 socket" ] &&
-    ok "$(dirname "$ns"): root's, 0755; the socket: 0666 (its senders checked by credentials)" ||
+[ "$(stat -c '%u %a' "$(dirname "$ns")")" = "0 755" ] && [ "$(stat -c '%u %a %F' "$ns")" = "0 600 socket" ] &&
+    ok "$(dirname "$ns"): root's, 0755; the socket: the pod's user's, 0600" ||
     fail "$(stat -c '%n %u %a %F' "$(dirname "$ns")" "$ns" 2>&1)"
+# A user who is not the pod's cannot send to it at all: the kernel refuses,
+# and a flood costs tendd nothing (with 0666, one took a core of tendd's).
+cat >"$tmp/stranger.py" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+try:
+    s.sendto(b"READY=1", sys.argv[1])
+    print("sent")
+except OSError as e:
+    print("refused: %s" % e.strerror)
+PY
+setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 - "$ns" \
+    <"$tmp/stranger.py" >"$tmp/stranger.out" 2>&1
+grep -q "^refused: Permission denied" "$tmp/stranger.out" &&
+    ok "another user's datagram to the pod's notify socket: refused by the kernel" ||
+    fail "another user could send to $ns: $(cat "$tmp/stranger.out")"
 grep -q "binding its NOTIFY_SOCKET" "$tmp/tendd.log" && fail "tendd could not bind a pod's notify socket"
 touch "$tmp/ok"
 wait_for 10 both_ready && [ "$(pids both)" = "$both_pid" ] &&
@@ -286,6 +302,29 @@ wait_for 10 both_ready && [ "$(pids both)" = "$both_pid" ] &&
 tend delete deploy/both >/dev/null
 wait_for 15 sh -c "[ ! -e '$ns' ]" && ok "the pod gone, its notify socket is too" ||
     fail "$ns outlived its pod"
+
+echo "== a pod running as another user says READY=1 through its own socket"
+cat >"$tmp/asnobody.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: asnobody}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: asnobody}}
+  template:
+    metadata: {labels: {app: asnobody}, annotations: {"tend.io/notify": "ready"}}
+    spec:
+      securityContext: {runAsUser: 65534, runAsGroup: 65534}
+      containers:
+      - name: main
+        command: [/bin/sh, -c, "sleep 0.5; systemd-notify --ready; exec sleep 1000"]
+YAML
+tend apply -f "$tmp/asnobody.yaml" >/dev/null || fail "apply asnobody"
+wait_for 10 sh -c "$bin/tend get pods -l app=asnobody | grep -q 1/1" &&
+    [ "$(stat -c '%u %a' "$(notify_socket_of asnobody)")" = "65534 600" ] &&
+    ok "runAsUser 65534: its socket is 65534's (0600), and its READY=1 is heard" ||
+    fail "asnobody: $(tend get pods -l app=asnobody) $(stat -c '%u %a' "$(notify_socket_of asnobody)" 2>&1)"
+tend delete deploy/asnobody >/dev/null
 
 echo "== liveness by notify: a pod whose watchdog stops is replaced, with the reason"
 LEASED=" " REPLICAS=1 web hang v1 '"tend.io/notify": "ready,watchdog=1s"' ', "--watchdog-stop-after=2"' |
