@@ -23,6 +23,15 @@ static json_t *node_view(fleet *f, const fnode *n) {
                                    "v1", "metadata", "name", n->name, "spec", "status");
         if (!node)
                 return NULL;
+        /* what it is and its name are the key's, whatever the value says */
+        json_t *meta = json_object_get(node, "metadata");
+        if (!json_is_object(meta) &&
+            json_object_set_new(node, "metadata", meta = json_object()) < 0)
+                return json_decref(node), NULL;
+        if (json_object_set_new(node, "kind", json_string("Node")) < 0 ||
+            json_object_set_new(node, "apiVersion", json_string("v1")) < 0 ||
+            json_object_set_new(meta, "name", json_string(n->name)) < 0)
+                return json_decref(node), NULL;
         format_timestamp(since, n->since ?: now_realtime());
         format_timestamp(now, now_realtime());
         if (n->holder)

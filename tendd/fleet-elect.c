@@ -66,7 +66,6 @@ void fleet__leader_seen(fleet *f, const etcd_kv *kv) {
 
 static void on_campaign(const etcd_result *r, void *userdata) {
         fleet *f = userdata;
-        _cleanup_(json_decrefp) json_t *holder = NULL;
 
         f->campaigning = false;
         if (r->error < 0) {

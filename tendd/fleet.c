@@ -197,6 +197,13 @@ void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
                 name = kv->key + strlen(f->p_leases), is_node = false;
         else
                 return;
+        /* a key no node could have is no node's (a name that no Node may
+         * have would be listed as given, control characters and all) */
+        if (!spec_is_dns_subdomain(name)) {
+                if (!deleted)
+                        log_warning("fleet: %s: no node may have that name; skipped", kv->key);
+                return;
+        }
         n = fleet__node(f, name, !deleted);
         if (!n)
                 return;
@@ -211,6 +218,10 @@ void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
                 n->node_mod = deleted ? 0 : kv->mod_revision;
                 /* a value of the wrong shape goes no further than here */
                 const char *why = deleted ? NULL : n->node ? node_problem(n->node) : "not JSON";
+                const char *says = json_string_value(
+                        json_object_get(json_object_get(n->node, "metadata"), "name"));
+                if (!why && says && !streq(says, name))
+                        why = "it names another node";
                 if (why) {
                         log_warning("fleet: %s in etcd is not a Node (%s); taken as absent",
                                     kv->key, why);
