@@ -11,38 +11,28 @@
 
 #include "agent-internal.h"
 
-/* Controller-managed annotations survive an apply of a manifest without
- * them (as kubectl's three-way merge keeps them). */
-static const char *const kept_annotations[] = {
-        SPEC_ANN_REVISION,
-        SPEC_ANN_REVISION_HISTORY,
-        AGENT_ANN_SOURCE, /* an apply by hand does not take a file's object over */
-        NULL,
-};
-
-/* And in the pod template: `tend rollout restart` sets this; an apply of
- * the manifest as it was must not take it away — that would be a change
- * of template, so a second rollout (kubectl's merge keeps it too, as it
- * was never in the applied configuration). */
-static const char *const kept_template_annotations[] = {
-        SPEC_ANN_RESTARTED_AT,
-        NULL,
-};
-
-/* Copies into `to` (an object's metadata) the annotations of keys that
- * `from` (the stored object's metadata) has and `to` does not. */
-static void keep_annotations(json_t *to, json_t *from, const char *const *keys) {
+/* Copies into `to` (an object's metadata) the annotations that `from` (the
+ * stored object's metadata) has, `to` has not, and an apply keeps (the
+ * registry's kept_on_apply, in spec/annotations.c: the controller's
+ * revisions and tendd --manifests' source on a Deployment, `rollout
+ * restart`'s restartedAt on its template; kubectl's three-way merge keeps
+ * them too). where: a Deployment's or its template's. */
+static void keep_annotations(json_t *to, json_t *from, spec_ann_where where) {
         json_t *ann = json_object_get(to, "annotations");
+        size_t n;
+        const spec_annotation *rows = spec_annotations(&n);
 
-        for (const char *const *k = keys; *k; k++) {
-                json_t *v = json_object_get(json_object_get(from, "annotations"), *k);
-                if (!v || json_object_get(ann ?: json_null(), *k))
+        for (size_t i = 0; i < n; i++) {
+                const char *k = rows[i].key;
+                json_t *v = json_object_get(json_object_get(from, "annotations"), k);
+                if (!spec_annotation_kept_on_apply(k, where) || !v ||
+                    json_object_get(ann ?: json_null(), k))
                         continue;
                 if (!ann) {
                         ann = json_object();
                         json_object_set_new(to, "annotations", ann);
                 }
-                json_object_set(ann, *k, v);
+                json_object_set(ann, k, v);
         }
 }
 
@@ -159,14 +149,14 @@ static spec_deployment *prepare(const spec_deployment *d, const spec_deployment 
                 json_object_set(meta, "resourceVersion", json_object_get(om, "resourceVersion"));
                 json_object_set(meta, "creationTimestamp",
                                 json_object_get(om, "creationTimestamp"));
-                keep_annotations(meta, om, kept_annotations);
+                keep_annotations(meta, om, SPEC_ANN_ON_DEPLOYMENT);
                 json_t *tm = json_object_get(
                                json_object_get(json_object_get(j, "spec"), "template"), "metadata"),
                        *otm = json_object_get(
                                json_object_get(json_object_get(oj, "spec"), "template"),
                                "metadata");
                 if (tm && otm && !replace)
-                        keep_annotations(tm, otm, kept_template_annotations);
+                        keep_annotations(tm, otm, SPEC_ANN_ON_TEMPLATE);
                 json_decref(oj);
         }
         if (spec_decode_new(&spec_type_deployment, j, &errs, (void **) &n) < 0)
@@ -564,18 +554,13 @@ int agent__rollback_to(spec_deployment *d, const spec_replica_set *rs) {
          * target's other annotations (change-cause comes back with it). */
         for (size_t i = 0; i < d->metadata.annotations.n; i++) {
                 const char *k = d->metadata.annotations.items[i].key;
-                if (streq(k, SPEC_ANN_REVISION) || streq(k, SPEC_ANN_REVISION_HISTORY) ||
-                    streq(k, SPEC_ANN_DESIRED_REPLICAS) || streq(k, SPEC_ANN_MAX_REPLICAS) ||
-                    streq(k, SPEC_ANN_LAST_APPLIED))
+                if (agent__controller_key(k))
                         RET_GATHER(r,
                                    spec_map_set(&ann, k, d->metadata.annotations.items[i].value));
         }
         for (size_t i = 0; i < rs->metadata.annotations.n; i++) {
                 const char *k = rs->metadata.annotations.items[i].key;
-                if (!streq(k, SPEC_ANN_REVISION) && !streq(k, SPEC_ANN_REVISION_HISTORY) &&
-                    !streq(k, SPEC_ANN_DESIRED_REPLICAS) && !streq(k, SPEC_ANN_MAX_REPLICAS) &&
-                    !streq(k, SPEC_ANN_LAST_APPLIED) &&
-                    !streq(k, "deprecated.deployment.rollback.to") && !agent__rs_own_annotation(k))
+                if (spec_annotation_to_replica_set(k))
                         RET_GATHER(r,
                                    spec_map_set(&ann, k, rs->metadata.annotations.items[i].value));
         }

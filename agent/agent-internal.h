@@ -160,10 +160,19 @@ const spec_deployment *agent__deployment_by_uid(agent *a, const char *ns, const 
 const spec_replica_set *agent__replica_set_by_uid(agent *a, const char *ns, const char *uid);
 
 /* A ReplicaSet annotation the deployment controller keeps for itself
- * (AGENT_ANN_COMPLETE, ...): not copied between deployment and RS. */
+ * (AGENT_ANN_COMPLETE, ...): a ReplicaSet's alone in the registry. */
 static inline bool agent__rs_own_annotation(const char *key) {
-        return streq(key, AGENT_ANN_COMPLETE) || streq(key, AGENT_ANN_ROLLOUT_FAILED) ||
-               streq(key, AGENT_ANN_PROMOTED) || streq(key, AGENT_ANN_CANARY_SINCE);
+        const spec_annotation *a = spec_annotation_find(key);
+        return a && (a->where & SPEC_ANN_ON_REPLICA_SET) && !(a->where & SPEC_ANN_ON_DEPLOYMENT);
+}
+
+/* A Deployment's annotation that its controllers or kubectl keep, not
+ * copied to or from its ReplicaSets (the revisions, last-applied, ...):
+ * a rollback leaves it where it is, as Kubernetes' does. */
+static inline bool agent__controller_key(const char *key) {
+        const spec_annotation *a = spec_annotation_find(key);
+        return a && !a->to_replica_set && a->writer != SPEC_ANN_BY_USER &&
+               (a->where & (SPEC_ANN_ON_DEPLOYMENT | SPEC_ANN_ON_REPLICA_SET));
 }
 
 /* actions.c: d's template and annotations become the ReplicaSet rs's, as

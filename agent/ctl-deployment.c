@@ -19,19 +19,10 @@ static void selector_freep(spec_selector **p) {
                 spec_free(&spec_type_selector, *p);
 }
 
-static const char *const skip_annotations[] = {
-        SPEC_ANN_LAST_APPLIED,
-        SPEC_ANN_REVISION,
-        SPEC_ANN_REVISION_HISTORY,
-        SPEC_ANN_DESIRED_REPLICAS,
-        SPEC_ANN_MAX_REPLICAS,
-        "deprecated.deployment.rollback.to",
-        SPEC_ANN_PROMOTE, /* a request to the deployment controller, not a setting */
-        NULL,
-};
-
+/* A Deployment's annotation its ReplicaSets do not get (the registry's
+ * to_replica_set: the revisions, last-applied, a promote request, ...). */
 static bool skipped(const char *key) {
-        return strv_contains((char **) skip_annotations, key);
+        return !spec_annotation_to_replica_set(key);
 }
 
 static int cmp_rs(const spec_replica_set *x, const spec_replica_set *y) {

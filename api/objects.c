@@ -266,12 +266,16 @@ void api__warn_file_owned(req *r, const char *ns, const char *name) {
  * Deployment, the controller's own among them (tend.io/complete, ...):
  * they belong to ReplicaSets, never to a Deployment, and are dropped. */
 static void drop_replica_set_annotations(json_t *j) {
-        static const char *const keys[] = { AGENT_ANN_COMPLETE, AGENT_ANN_ROLLOUT_FAILED,
-                                            AGENT_ANN_PROMOTED, AGENT_ANN_CANARY_SINCE };
         json_t *ann = json_object_get(json_object_get(j, "metadata"), "annotations");
+        size_t n;
+        const spec_annotation *rows = spec_annotations(&n);
 
-        for (size_t i = 0; json_is_object(ann) && i < ELEMENTSOF(keys); i++)
-                (void) json_object_del(ann, keys[i]);
+        for (size_t i = 0; json_is_object(ann) && i < n; i++)
+                if (rows[i].writer == SPEC_ANN_BY_CONTROLLER &&
+                    startswith(rows[i].key, SPEC_ANN_PREFIX) &&
+                    (rows[i].where & SPEC_ANN_ON_REPLICA_SET) &&
+                    !(rows[i].where & SPEC_ANN_ON_DEPLOYMENT))
+                        (void) json_object_del(ann, rows[i].key);
 }
 
 /* PUT and PATCH: j (taken; NULL: the body or patch was refused with

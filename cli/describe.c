@@ -403,7 +403,7 @@ static void describe_pod(client *c, const spec_pod *p) {
                 printf("  %s:\n", strempty(cs->name));
                 printf("    Container ID:  %s\n", cs->container_id ?: "<none>");
                 print_state("State:", &cs->state,
-                            spec_map_get(&p->metadata.annotations, "tend.io/start-after"));
+                            spec_map_get(&p->metadata.annotations, SPEC_ANN_START_AFTER));
                 if (cs->last_state.running || cs->last_state.waiting || cs->last_state.terminated)
                         print_state("Last State:", &cs->last_state, NULL);
                 printf("    Ready:         %s\n    Restart Count: %d\n",
@@ -412,7 +412,7 @@ static void describe_pod(client *c, const spec_pod *p) {
         {
                 spec_pod_template t = { .metadata = p->metadata, .spec = p->spec };
                 t.metadata.annotations = (spec_map){};
-                print_template(&t, spec_map_get(&p->metadata.annotations, "tend.io/ports"));
+                print_template(&t, spec_map_get(&p->metadata.annotations, SPEC_ANN_PORTS));
         }
         print_conditions(p->status.conditions, p->status.n_conditions, false);
         print_events(c, "Pod", p->metadata.name, p->metadata.uid);

@@ -409,28 +409,171 @@ int32_t spec_canary_count(const spec_canary *c, int32_t replicas) {
         return (int32_t) MAX(MIN(n, (int64_t) replicas), (int64_t) 1);
 }
 
-/* The annotations a user may write under tend.io/, and where. */
-static const struct {
-        const char *key;
-        bool on_deployment, on_template;
-} known[] = {
-        { SPEC_ANN_CRASH_BACKOFF, true, false },
-        { SPEC_ANN_AUTO_ROLLBACK, true, false },
-        { SPEC_ANN_CANARY, true, false },
-        { SPEC_ANN_CANARY_PROMOTE_AFTER, true, false },
-        { SPEC_ANN_PROMOTE, true, false },
-        { SPEC_ANN_NODE_LOST_POLICY, true, false },
-        { SPEC_ANN_LISTEN, false, true },
-        { SPEC_ANN_LEASE_PORTS, false, true },
-        { SPEC_ANN_NOTIFY, false, true },
-        /* set by tendd --manifests; a user may carry it over from `get -o yaml` */
-        { SPEC_ANN_SOURCE, true, false },
+/* ---- the registry ---- */
+
+static int check_backoff(const char *value, char **ret_detail) {
+        spec_backoff b;
+        return spec_backoff_parse(value, &b, ret_detail);
+}
+
+static int check_listen(const char *value, char **ret_detail) {
+        spec_listen l[SPEC_LISTEN_MAX];
+        size_t n;
+        return spec_listen_parse(value, l, &n, ret_detail);
+}
+
+static int check_lease_ports(const char *value, char **ret_detail) {
+        spec_port_name l[SPEC_LEASE_PORTS_MAX];
+        size_t n;
+        return spec_lease_ports_parse(value, l, &n, ret_detail);
+}
+
+static int check_notify(const char *value, char **ret_detail) {
+        spec_notify n;
+        return spec_notify_parse(value, &n, ret_detail);
+}
+
+static int check_canary(const char *value, char **ret_detail) {
+        spec_canary c;
+        return spec_canary_parse(value, &c, ret_detail);
+}
+
+/* The value is one of what (a NULL-terminated list), else detail. */
+static int check_one_of(const char *value, const char *const *what, const char *detail,
+                        char **ret_detail) {
+        if (strv_contains((char **) what, value))
+                return 0;
+        return (*ret_detail = strdup(detail)) ? -EINVAL : -ENOMEM;
+}
+
+static int check_promote_after(const char *value, char **ret_detail) {
+        usec_t d;
+        int r = duration_item("value", value, &d, ret_detail);
+
+        if (r != -EINVAL)
+                return r;
+        free(*ret_detail);
+        *ret_detail = strdup("must be a duration from 10ms to 24h, as \"30s\" or \"10m\"");
+        return *ret_detail ? -EINVAL : -ENOMEM;
+}
+
+static int check_node_lost_policy(const char *value, char **ret_detail) {
+        return check_one_of(value, (const char *const[]){ "replace", "fence", NULL },
+                            "must be \"replace\" (replaced elsewhere; the default) or \"fence\" "
+                            "(stopped by a node cut off before it is replaced)",
+                            ret_detail);
+}
+
+static int check_bool(const char *value, char **ret_detail) {
+        return check_one_of(value, (const char *const[]){ "true", "false", NULL },
+                            "must be \"true\" or \"false\"", ret_detail);
+}
+
+static int check_promote(const char *value, char **ret_detail) {
+        int64_t rev;
+
+        if (streq(value, "true") ||
+            (isdigit((unsigned char) value[0]) && safe_atoi64(value, &rev) == 0 && rev > 0))
+                return 0;
+        *ret_detail = strdup("must be \"true\" (the canaries waiting now) or the revision of "
+                             "the canaries to promote");
+        return *ret_detail ? -EINVAL : -ENOMEM;
+}
+
+#define DEP SPEC_ANN_ON_DEPLOYMENT
+#define TPL SPEC_ANN_ON_TEMPLATE
+#define RS SPEC_ANN_ON_REPLICA_SET
+#define POD SPEC_ANN_ON_POD
+
+/* What a user may write under tend.io/ comes first, in the order errors
+ * list them. */
+static const spec_annotation registry[] = {
+        /* key                          where     writer                  to RS  kept   check */
+        { SPEC_ANN_CRASH_BACKOFF, DEP, SPEC_ANN_BY_USER, true, false, check_backoff },
+        { SPEC_ANN_AUTO_ROLLBACK, DEP, SPEC_ANN_BY_USER, true, false, check_bool },
+        { SPEC_ANN_CANARY, DEP, SPEC_ANN_BY_USER, true, false, check_canary },
+        { SPEC_ANN_CANARY_PROMOTE_AFTER, DEP, SPEC_ANN_BY_USER, true, false, check_promote_after },
+        /* a request to the deployment controller, not a setting: tendd
+         * removes it once done */
+        { SPEC_ANN_PROMOTE, DEP, SPEC_ANN_BY_USER, false, false, check_promote },
+        { SPEC_ANN_NODE_LOST_POLICY, DEP, SPEC_ANN_BY_USER, true, false, check_node_lost_policy },
+        { SPEC_ANN_LISTEN, TPL, SPEC_ANN_BY_USER, false, false, check_listen },
+        { SPEC_ANN_LEASE_PORTS, TPL, SPEC_ANN_BY_USER, false, false, check_lease_ports },
+        { SPEC_ANN_NOTIFY, TPL, SPEC_ANN_BY_USER, false, false, check_notify },
+        /* set by tendd --manifests; a user may carry it over from `get -o
+         * yaml`; an apply by hand does not take a file's object over */
+        { SPEC_ANN_SOURCE, DEP, SPEC_ANN_BY_MANIFESTS, true, true, NULL },
+
+        /* Kubernetes' and kubectl's */
+        { SPEC_ANN_CHANGE_CAUSE, DEP | RS, SPEC_ANN_BY_USER, true, false, NULL },
+        { SPEC_ANN_LAST_APPLIED, DEP, SPEC_ANN_BY_KUBECTL, false, false, NULL },
+        /* `rollout restart`: an apply of the manifest as it was must not
+         * take it away (that would be a change of template, a second
+         * rollout; kubectl's merge keeps it too) */
+        { SPEC_ANN_RESTARTED_AT, TPL, SPEC_ANN_BY_KUBECTL, false, true, NULL },
+        { SPEC_ANN_ROLLBACK_TO, DEP, SPEC_ANN_BY_KUBECTL, false, false, NULL },
+        { SPEC_ANN_REVISION, DEP | RS, SPEC_ANN_BY_CONTROLLER, false, true, NULL },
+        { SPEC_ANN_REVISION_HISTORY, DEP | RS, SPEC_ANN_BY_CONTROLLER, false, true, NULL },
+        { SPEC_ANN_DESIRED_REPLICAS, RS, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
+        { SPEC_ANN_MAX_REPLICAS, RS, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
+
+        /* a ReplicaSet's, kept by the deployment controller (never copied
+         * to or from the deployment) */
+        { SPEC_ANN_COMPLETE, RS, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
+        { SPEC_ANN_ROLLOUT_FAILED, RS, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
+        { SPEC_ANN_PROMOTED, RS, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
+        { SPEC_ANN_CANARY_SINCE, RS, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
+
+        /* a pod's: the ReplicaSet controller's, and its node's (in a fleet
+         * the node writes them in the pod's status key) */
+        { SPEC_ANN_PREDECESSOR, POD, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
+        { SPEC_ANN_REPLACED, POD, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
+        { SPEC_ANN_DELETION_COST, POD, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
+        { SPEC_ANN_PORTS, POD, SPEC_ANN_BY_NODE, false, false, NULL },
+        { SPEC_ANN_STATUS, POD, SPEC_ANN_BY_NODE, false, false, NULL },
+        { SPEC_ANN_CRASH_STREAK, POD, SPEC_ANN_BY_NODE, false, false, NULL },
+        { SPEC_ANN_REPLACE_AFTER, POD, SPEC_ANN_BY_NODE, false, false, NULL },
+        { SPEC_ANN_START_AFTER, POD, SPEC_ANN_BY_NODE, false, false, NULL },
 };
+
+#undef DEP
+#undef TPL
+#undef RS
+#undef POD
+
+const spec_annotation *spec_annotations(size_t *ret_n) {
+        *ret_n = ELEMENTSOF(registry);
+        return registry;
+}
+
+const spec_annotation *spec_annotation_find(const char *key) {
+        for (size_t i = 0; key && i < ELEMENTSOF(registry); i++)
+                if (streq(registry[i].key, key))
+                        return &registry[i];
+        return NULL;
+}
+
+bool spec_annotation_kept_on_apply(const char *key, spec_ann_where where) {
+        const spec_annotation *a = spec_annotation_find(key);
+        return a && a->kept_on_apply && (a->where & where);
+}
+
+bool spec_annotation_to_replica_set(const char *key) {
+        const spec_annotation *a = spec_annotation_find(key);
+        return !a || a->to_replica_set;
+}
+
+/* What a user may write, where: a row of theirs (or one tendd
+ * --manifests writes, which they may carry over). */
+static bool user_may(const spec_annotation *a, bool on_template) {
+        return (a->writer == SPEC_ANN_BY_USER || a->writer == SPEC_ANN_BY_MANIFESTS) &&
+               (a->where & (on_template ? SPEC_ANN_ON_TEMPLATE : SPEC_ANN_ON_DEPLOYMENT));
+}
 
 int spec_tend_annotation_problem(const char *key, const char *value, bool on_template,
                                  char **ret_problem) {
         _cleanup_free_ char *krepr = NULL, *vrepr = NULL, *detail = NULL;
-        bool found = false;
+        const spec_annotation *a = spec_annotation_find(key);
         int r;
 
         *ret_problem = NULL;
@@ -440,27 +583,25 @@ int spec_tend_annotation_problem(const char *key, const char *value, bool on_tem
         vrepr = spec__repr_str(value);
         if (!krepr || !vrepr)
                 return -ENOMEM;
-        for (size_t i = 0; i < ELEMENTSOF(known); i++) {
-                if (!streq(known[i].key, key))
-                        continue;
-                found = true;
-                if (on_template && !known[i].on_template)
+        if (a && (a->writer == SPEC_ANN_BY_USER || a->writer == SPEC_ANN_BY_MANIFESTS) &&
+            !user_may(a, on_template)) {
+                if (on_template)
                         return problem(ret_problem,
                                        "Forbidden: %s belongs on the Deployment's "
                                        "metadata.annotations, not on the pod template",
                                        key);
-                if (!on_template && !known[i].on_deployment)
-                        return problem(ret_problem,
-                                       "Forbidden: %s belongs on spec.template.metadata."
-                                       "annotations, not on the Deployment",
-                                       key);
+                return problem(ret_problem,
+                               "Forbidden: %s belongs on spec.template.metadata.annotations, "
+                               "not on the Deployment",
+                               key);
         }
-        if (!found) {
+        if (!a || !user_may(a, on_template)) {
                 _cleanup_buf_ tend_buf b = TEND_BUF_INIT(1024);
-                for (size_t i = 0; i < ELEMENTSOF(known); i++)
-                        if (on_template ? known[i].on_template : known[i].on_deployment)
+                for (size_t i = 0; i < ELEMENTSOF(registry); i++)
+                        if (user_may(&registry[i], on_template) &&
+                            startswith(registry[i].key, SPEC_ANN_PREFIX))
                                 (void) tend_buf_addf(&b, "%s\"%s\"", b.len ? ", " : "",
-                                                     known[i].key);
+                                                     registry[i].key);
                 if (!b.len)
                         return problem(ret_problem,
                                        "Unsupported value: %s: tend reads no annotation under "
@@ -469,54 +610,9 @@ int spec_tend_annotation_problem(const char *key, const char *value, bool on_tem
                 return problem(ret_problem, "Unsupported value: %s: supported values: %s", krepr,
                                tend_buf_str(&b));
         }
-        if (streq(key, SPEC_ANN_CRASH_BACKOFF)) {
-                spec_backoff b;
-                r = spec_backoff_parse(value, &b, &detail);
-        } else if (streq(key, SPEC_ANN_LISTEN)) {
-                spec_listen l[SPEC_LISTEN_MAX];
-                size_t n;
-                r = spec_listen_parse(value, l, &n, &detail);
-        } else if (streq(key, SPEC_ANN_LEASE_PORTS)) {
-                spec_port_name l[SPEC_LEASE_PORTS_MAX];
-                size_t n;
-                r = spec_lease_ports_parse(value, l, &n, &detail);
-        } else if (streq(key, SPEC_ANN_NOTIFY)) {
-                spec_notify n;
-                r = spec_notify_parse(value, &n, &detail);
-        } else if (streq(key, SPEC_ANN_CANARY)) {
-                spec_canary c;
-                r = spec_canary_parse(value, &c, &detail);
-        } else if (streq(key, SPEC_ANN_CANARY_PROMOTE_AFTER)) {
-                usec_t d;
-                r = duration_item("value", value, &d, &detail);
-                if (r == -EINVAL) {
-                        free(detail);
-                        detail = strdup("must be a duration from 10ms to 24h, as \"30s\" or "
-                                        "\"10m\"");
-                        if (!detail)
-                                return -ENOMEM;
-                }
-        } else if (streq(key, SPEC_ANN_NODE_LOST_POLICY)) {
-                r = streq(value, "replace") || streq(value, "fence") ? 0 : -EINVAL;
-                if (r < 0 && !(detail = strdup("must be \"replace\" (replaced elsewhere; the "
-                                               "default) or \"fence\" (stopped by a node cut "
-                                               "off before it is replaced)")))
-                        return -ENOMEM;
-        } else if (streq(key, SPEC_ANN_AUTO_ROLLBACK)) {
-                r = streq(value, "true") || streq(value, "false") ? 0 : -EINVAL;
-                if (r < 0 && !(detail = strdup("must be \"true\" or \"false\"")))
-                        return -ENOMEM;
-        } else if (streq(key, SPEC_ANN_PROMOTE)) {
-                int64_t rev;
-                r = streq(value, "true") || (isdigit((unsigned char) value[0]) &&
-                                             safe_atoi64(value, &rev) == 0 && rev > 0)
-                            ? 0
-                            : -EINVAL;
-                if (r < 0 && !(detail = strdup("must be \"true\" (the canaries waiting now) or "
-                                               "the revision of the canaries to promote")))
-                        return -ENOMEM;
-        } else
+        if (!a->check)
                 return 0;
+        r = a->check(value, &detail);
         if (r == -EINVAL)
                 return problem(ret_problem, "Invalid value: %s: %s", vrepr, detail);
         return r;

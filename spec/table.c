@@ -180,7 +180,7 @@ static void pod_row(const spec_pod *p, const spec_table_ctx *c, char **cells) {
         cells[4] = age(c, p->metadata.creation_timestamp);
         cells[5] = dupn(cid ? (startswith(cid, "process://") ?: startswith(cid, "systemd://") ?: cid)
                             : NULL);
-        cells[6] = dupn(spec_map_get(&p->metadata.annotations, "tend.io/ports"));
+        cells[6] = dupn(spec_map_get(&p->metadata.annotations, SPEC_ANN_PORTS));
         cells[7] = o && c->revision_of
                            ? dupn(c->revision_of(p->metadata.namespace, o->name, c->userdata))
                            : NULL;

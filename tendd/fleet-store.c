@@ -39,12 +39,6 @@ static const char *const kind_names[] = {
         [STORE_POD] = "pods",
 };
 
-/* The annotations of a pod its node writes (in its status key). */
-static const char *const node_annotations[] = {
-        AGENT_ANN_PORTS,         AGENT_ANN_STATUS,      AGENT_ANN_CRASH_STREAK,
-        AGENT_ANN_REPLACE_AFTER, AGENT_ANN_START_AFTER, /* a restart in place's back-off */
-};
-
 struct fobj {
         store_kind kind;
         char *ns, *name;
@@ -155,11 +149,17 @@ static int split(store_kind k, const char *text, json_t **ret_main, json_t **ret
                 json_t *mine = json_object();
                 if (!mine)
                         return -ENOMEM;
-                for (size_t i = 0; i < ELEMENTSOF(node_annotations); i++) {
-                        json_t *v = json_object_get(ann, node_annotations[i]);
+                /* the annotations a pod's node writes (the registry's, in
+                 * spec/annotations.c): in its status key */
+                size_t n;
+                const spec_annotation *rows = spec_annotations(&n);
+                for (size_t i = 0; i < n; i++) {
+                        json_t *v = rows[i].writer == SPEC_ANN_BY_NODE
+                                            ? json_object_get(ann, rows[i].key)
+                                            : NULL;
                         if (v) {
-                                (void) json_object_set(mine, node_annotations[i], v);
-                                (void) json_object_del(ann, node_annotations[i]);
+                                (void) json_object_set(mine, rows[i].key, v);
+                                (void) json_object_del(ann, rows[i].key);
                         }
                 }
                 if (json_object_size(ann) == 0)

@@ -729,6 +729,65 @@ static void test_backoff_parse(void **state) {
 }
 
 /* tend.io/listen, tend.io/notify and tend.io/canary read what they say. */
+/* The registry of annotations (spec/annotations.c): one row a key, and the
+ * predicates the controllers, the API and the fleet read give what their
+ * lists gave. */
+static void test_annotation_registry(void **state) {
+        size_t n;
+        const spec_annotation *rows = spec_annotations(&n);
+        char *problem = NULL;
+
+        (void) state;
+        for (size_t i = 0; i < n; i++) {
+                for (size_t j = i + 1; j < n; j++)
+                        if (streq(rows[i].key, rows[j].key))
+                                fail_msg("%s has two rows", rows[i].key);
+                /* what a user writes under tend.io/ is checked */
+                if (rows[i].writer == SPEC_ANN_BY_USER && startswith(rows[i].key, SPEC_ANN_PREFIX))
+                        assert_non_null(rows[i].check);
+                /* what tendd writes under tend.io/ a user cannot */
+                if ((rows[i].writer == SPEC_ANN_BY_CONTROLLER ||
+                     rows[i].writer == SPEC_ANN_BY_NODE) &&
+                    startswith(rows[i].key, SPEC_ANN_PREFIX)) {
+                        assert_int_equal(
+                                spec_tend_annotation_problem(rows[i].key, "1", false, &problem),
+                                -EINVAL);
+                        assert_non_null(strstr(problem, "Unsupported value"));
+                        free(problem);
+                }
+        }
+        /* the Deployment → ReplicaSet copy leaves out what it always did */
+        static const char *const not_copied[] = {
+                SPEC_ANN_LAST_APPLIED,     SPEC_ANN_REVISION,     SPEC_ANN_REVISION_HISTORY,
+                SPEC_ANN_DESIRED_REPLICAS, SPEC_ANN_MAX_REPLICAS, SPEC_ANN_ROLLBACK_TO,
+                SPEC_ANN_PROMOTE,          SPEC_ANN_COMPLETE,     SPEC_ANN_ROLLOUT_FAILED,
+                SPEC_ANN_PROMOTED,         SPEC_ANN_CANARY_SINCE,
+        };
+        for (size_t i = 0; i < ELEMENTSOF(not_copied); i++)
+                assert_false(spec_annotation_to_replica_set(not_copied[i]));
+        assert_true(spec_annotation_to_replica_set(SPEC_ANN_CHANGE_CAUSE));
+        assert_true(spec_annotation_to_replica_set(SPEC_ANN_CRASH_BACKOFF));
+        assert_true(spec_annotation_to_replica_set(SPEC_ANN_CANARY));
+        assert_true(spec_annotation_to_replica_set("example.com/anything"));
+        /* an apply keeps the revisions and the source, and restartedAt on
+         * the template; nothing else */
+        assert_true(spec_annotation_kept_on_apply(SPEC_ANN_REVISION, SPEC_ANN_ON_DEPLOYMENT));
+        assert_true(
+                spec_annotation_kept_on_apply(SPEC_ANN_REVISION_HISTORY, SPEC_ANN_ON_DEPLOYMENT));
+        assert_true(spec_annotation_kept_on_apply(SPEC_ANN_SOURCE, SPEC_ANN_ON_DEPLOYMENT));
+        assert_true(spec_annotation_kept_on_apply(SPEC_ANN_RESTARTED_AT, SPEC_ANN_ON_TEMPLATE));
+        assert_false(spec_annotation_kept_on_apply(SPEC_ANN_RESTARTED_AT, SPEC_ANN_ON_DEPLOYMENT));
+        assert_false(spec_annotation_kept_on_apply(SPEC_ANN_CANARY, SPEC_ANN_ON_DEPLOYMENT));
+        assert_false(spec_annotation_kept_on_apply(SPEC_ANN_LAST_APPLIED, SPEC_ANN_ON_DEPLOYMENT));
+        /* a pod's node writes five (the fleet sends them in its status key) */
+        size_t by_node = 0;
+        for (size_t i = 0; i < n; i++)
+                by_node += rows[i].writer == SPEC_ANN_BY_NODE;
+        assert_int_equal(by_node, 5);
+        assert_int_equal(spec_annotation_find(SPEC_ANN_START_AFTER)->writer, SPEC_ANN_BY_NODE);
+        assert_null(spec_annotation_find("tend.io/nope"));
+}
+
 static void test_rollout_annotations(void **state) {
         spec_listen l[SPEC_LISTEN_MAX];
         spec_notify no;
@@ -1353,6 +1412,7 @@ int main(void) {
                 cmocka_unit_test(test_openapi_schema),
                 cmocka_unit_test(test_drop_unknown),
                 cmocka_unit_test(test_managed_fields),
+                cmocka_unit_test(test_annotation_registry),
                 cmocka_unit_test(test_rollout_annotations),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

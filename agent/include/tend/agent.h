@@ -252,25 +252,26 @@ int agent_restart_rollout(agent *a, const char *ns, const char *name);
 int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revision, bool dry_run,
                    int64_t *ret_revision, char **ret_error);
 
-/* Labels and annotations tend adds. */
-#define AGENT_ANN_START_AFTER "tend.io/start-after"
+/* Annotations tend adds (spec.h: the registry says where, and who writes
+ * them). */
+#define AGENT_ANN_START_AFTER SPEC_ANN_START_AFTER
 /* The manifest file a deployment comes from (tendd --manifests): the file
  * is its declaration, and a change made through the API is reverted at
  * the next sync of the directory. */
 #define AGENT_ANN_SOURCE SPEC_ANN_SOURCE
-#define AGENT_ANN_REPLACED "tend.io/replaced"
-#define AGENT_ANN_PREDECESSOR "tend.io/predecessor"   /* the Failed pod a pod replaces */
-#define AGENT_ANN_CRASH_STREAK "tend.io/crash-streak" /* see agent__pod_streak() */
+#define AGENT_ANN_REPLACED SPEC_ANN_REPLACED
+#define AGENT_ANN_PREDECESSOR SPEC_ANN_PREDECESSOR   /* the Failed pod a pod replaces */
+#define AGENT_ANN_CRASH_STREAK SPEC_ANN_CRASH_STREAK /* see agent__pod_streak() */
 /* On a dead pod: its replacement waits until then (the crash-loop back-off). */
-#define AGENT_ANN_REPLACE_AFTER "tend.io/replace-after"
-#define AGENT_ANN_PORTS "tend.io/ports"   /* "http=30001,metrics=9100": what the pod got */
-#define AGENT_ANN_STATUS "tend.io/status" /* its last STATUS= (tend.io/notify) */
+#define AGENT_ANN_REPLACE_AFTER SPEC_ANN_REPLACE_AFTER
+#define AGENT_ANN_PORTS SPEC_ANN_PORTS   /* "http=30001,metrics=9100": what the pod got */
+#define AGENT_ANN_STATUS SPEC_ANN_STATUS /* its last STATUS= (tend.io/notify) */
 /* On a ReplicaSet, kept by the deployment controller (never copied to or
  * from the deployment): its rollout completed once; why its rollout
  * failed (auto-rollback: rolled back once, not again); its canaries were
  * promoted; since when its canaries are all available. */
-#define AGENT_ANN_COMPLETE "tend.io/complete"
-#define AGENT_ANN_ROLLOUT_FAILED "tend.io/rollout-failed"
-#define AGENT_ANN_PROMOTED "tend.io/promoted"
-#define AGENT_ANN_CANARY_SINCE "tend.io/canary-ready-since"
-#define AGENT_ANN_DELETION_COST "controller.kubernetes.io/pod-deletion-cost"
+#define AGENT_ANN_COMPLETE SPEC_ANN_COMPLETE
+#define AGENT_ANN_ROLLOUT_FAILED SPEC_ANN_ROLLOUT_FAILED
+#define AGENT_ANN_PROMOTED SPEC_ANN_PROMOTED
+#define AGENT_ANN_CANARY_SINCE SPEC_ANN_CANARY_SINCE
+#define AGENT_ANN_DELETION_COST SPEC_ANN_DELETION_COST

@@ -89,6 +89,27 @@
  * replaces them only after the lease expired and their grace period). */
 #define SPEC_ANN_NODE_LOST_POLICY "tend.io/node-lost-policy"
 
+/* What tendd writes (the registry below says where and who). On a pod:
+ * when its start may go (a restart in place's back-off), the pod it
+ * replaced, its replacement, its crash streak, when its replacement may
+ * come, the ports it got, its last STATUS=; the deletion cost the
+ * ReplicaSet controller gives it. On a ReplicaSet: its rollout completed
+ * once, why it failed, its canaries promoted, since when they are all
+ * available. */
+#define SPEC_ANN_START_AFTER "tend.io/start-after"
+#define SPEC_ANN_PREDECESSOR "tend.io/predecessor"
+#define SPEC_ANN_REPLACED "tend.io/replaced"
+#define SPEC_ANN_CRASH_STREAK "tend.io/crash-streak"
+#define SPEC_ANN_REPLACE_AFTER "tend.io/replace-after"
+#define SPEC_ANN_PORTS "tend.io/ports"
+#define SPEC_ANN_STATUS "tend.io/status"
+#define SPEC_ANN_DELETION_COST "controller.kubernetes.io/pod-deletion-cost"
+#define SPEC_ANN_COMPLETE "tend.io/complete"
+#define SPEC_ANN_ROLLOUT_FAILED "tend.io/rollout-failed"
+#define SPEC_ANN_PROMOTED "tend.io/promoted"
+#define SPEC_ANN_CANARY_SINCE "tend.io/canary-ready-since"
+#define SPEC_ANN_ROLLBACK_TO "deprecated.deployment.rollback.to"
+
 /* ---- errors ---------------------------------------------------------------- */
 
 typedef struct spec_error {
@@ -801,6 +822,50 @@ int spec_canary_parse(const char *s, spec_canary *ret, char **ret_problem);
 /* The canaries for `replicas`: a percentage rounds up; at least 1, at most
  * replicas. */
 int32_t spec_canary_count(const spec_canary *c, int32_t replicas);
+
+/*
+ * Every annotation tend reads or writes, one row each (spec/annotations.c):
+ * where it may stand, who writes it, what becomes of it. The lists the
+ * controllers, the API and the fleet keep are predicates over it; a new
+ * annotation is a row, its behaviour and its tests.
+ */
+typedef enum spec_ann_where {
+        SPEC_ANN_ON_DEPLOYMENT = 1 << 0,
+        SPEC_ANN_ON_TEMPLATE = 1 << 1, /* a Deployment's pod template (and so its pods) */
+        SPEC_ANN_ON_REPLICA_SET = 1 << 2,
+        SPEC_ANN_ON_POD = 1 << 3,
+} spec_ann_where;
+
+typedef enum spec_ann_writer {
+        SPEC_ANN_BY_USER,       /* in a manifest, checked by its row's check */
+        SPEC_ANN_BY_KUBECTL,    /* kubectl (or tend, as kubectl would) */
+        SPEC_ANN_BY_MANIFESTS,  /* tendd --manifests (a user may carry it over) */
+        SPEC_ANN_BY_CONTROLLER, /* the deployment or ReplicaSet controller */
+        SPEC_ANN_BY_NODE,       /* the node a pod runs on (in a fleet: its status key) */
+} spec_ann_writer;
+
+typedef struct spec_annotation {
+        const char *key;
+        unsigned where; /* spec_ann_where bits: where it may stand */
+        spec_ann_writer writer;
+        /* On a Deployment: copied to its ReplicaSets (and back by a
+         * rollback). Annotations with no row are. */
+        bool to_replica_set;
+        /* An apply of a manifest without it keeps it (kubectl's three-way
+         * merge keeps what it never applied). */
+        bool kept_on_apply;
+        /* A user's value: 0, or -EINVAL with *ret_detail (new string: what
+         * it must be), or -ENOMEM. NULL: any value. */
+        int (*check)(const char *value, char **ret_detail);
+} spec_annotation;
+
+/* The row of key, or NULL. */
+const spec_annotation *spec_annotation_find(const char *key);
+/* The rows, in the registry's order. */
+const spec_annotation *spec_annotations(size_t *ret_n);
+/* The registry's predicates. where: a spec_ann_where bit. */
+bool spec_annotation_kept_on_apply(const char *key, spec_ann_where where);
+bool spec_annotation_to_replica_set(const char *key);
 
 /* Whether key=value is a valid tend.io/ annotation where it stands (on a
  * Deployment, or on its pod template): 0, or -EINVAL with *ret_problem, a
