@@ -321,7 +321,17 @@ spec:
       securityContext: {runAsUser: 65534, runAsGroup: 65534}
       containers:
       - name: main
-        command: [/bin/sh, -c, "sleep 0.5; systemd-notify --ready; exec sleep 1000"]
+        # the main process says it: a helper such as systemd-notify exits
+        # at once, and may be gone when tendd reads its message, which is
+        # then not heard (its sender cannot be placed in the pod; README)
+        command:
+        - /usr/bin/python3
+        - -c
+        - |
+          import os, socket, time
+          time.sleep(0.5)
+          socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"READY=1", os.environ["NOTIFY_SOCKET"])
+          time.sleep(1000)
 YAML
 tend apply -f "$tmp/asnobody.yaml" >/dev/null || fail "apply asnobody"
 wait_for 10 sh -c "$bin/tend get pods -l app=asnobody | grep -q 1/1" &&
