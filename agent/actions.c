@@ -3,7 +3,7 @@
 /*
  * What users do: apply, delete, scale, pause, restart, roll back. Each
  * checks everything first and writes nothing on error; what it writes is
- * committed durably before it returns (DESIGN §4.5, §4.6).
+ * committed durably before it returns (docs/architecture.md §4.5, §4.6).
  */
 
 #include <inttypes.h>
@@ -58,7 +58,7 @@ static bool spec_or_annotations_differ(const spec_deployment *a, const spec_depl
 }
 
 /* Every user action ends here: r is what its write returned. The change is
- * committed durably before the caller acknowledges it (DESIGN §4.5); if the
+ * committed durably before the caller acknowledges it (docs/architecture.md §4.5); if the
  * write or the commit failed, the batch is rolled back, so nothing half-done
  * stays in memory. -ENOENT (nothing to change) wrote nothing. */
 static int acknowledge(agent *a, int r) {
@@ -71,7 +71,7 @@ static int acknowledge(agent *a, int r) {
         return r;
 }
 
-/* Each of ds checked, and the selector contract (DESIGN §4.1) against what
+/* Each of ds checked, and the selector contract (docs/architecture.md §4.1) against what
  * is stored and what else is in this apply (pairs within it reported once). */
 static int check_all(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs) {
         _cleanup_(spec_overlaps_freep) spec_overlaps *ov = spec_overlaps_new();
@@ -529,7 +529,7 @@ int agent_evict_node(agent *a, const char *node, bool gone, usec_t lost_for) {
         return (int) MIN(k, (size_t) INT_MAX);
 }
 
-/* ---- rollback (§4) -------------------------------------------------------------------------- */
+/* ---- rollback (docs/deployments.md §4) ------------------------------------------------------ */
 
 typedef struct rollback_arg {
         const spec_replica_set *target;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * The deployment controller (k8s-semantics §2-§6): finds or creates the new
+ * The deployment controller (docs/deployments.md §2-§6): finds or creates the new
  * ReplicaSet, steps the rollout (RollingUpdate or Recreate) or scales
  * proportionally, prunes history, and writes status and conditions. One
  * kind of mutation per pass, as Kubernetes; progress comes from the next

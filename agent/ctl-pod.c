@@ -361,7 +361,7 @@ static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
         return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
 }
 
-/* In a fleet, a process that dies is restarted in place (fleet.md §3.7,
+/* In a fleet, a process that dies is restarted in place (docs/fleet.md §3.7,
  * as the kubelet does): the pod stays, its container's last state is the
  * death, restartCount + 1, and it starts again after its crash-loop
  * back-off — on this node, needing neither the leader nor etcd (a node cut
@@ -538,7 +538,7 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
         step = plan_pod_next(&view);
         /* tend.io/node-lost-policy: fence, this node cut off from etcd: the
          * pod stops before the lease can expire, and starts again only
-         * once the node is back (fleet.md §3.10) */
+         * once the node is back (docs/fleet.md §3.10) */
         if (a->fleet.fenced && step.action != PLAN_POD_REMOVE &&
             step.action != PLAN_POD_WRITE_EXIT && step.action != PLAN_POD_FORGET &&
             a->fleet.fenced(a->fleet.userdata) && agent__lost_policy(a, p) == PLAN_LOST_FENCE) {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * The ReplicaSet controller (k8s-semantics §7): compares the active pods it
+ * The ReplicaSet controller (docs/deployments.md §7): compares the active pods it
  * owns with spec.replicas, creates or deletes the difference (deletion order
  * from plan_deletion_order), replaces dead pods (which then go, their log
  * kept as their replacement's previous log), applies the crash-loop
@@ -174,7 +174,7 @@ static bool memchr_u16(const uint16_t *a, size_t n, uint16_t v) {
         return false;
 }
 
-/* Fleet mode (fleet.md §3.6): binds pod p, of rs, to a node (plan_schedule():
+/* Fleet mode (docs/fleet.md §3.6): binds pod p, of rs, to a node (plan_schedule():
  * spread over the deployment's pods, then the least loaded, on a node where
  * its fixed ports are free), written in the same put as the rest of p. No
  * node fits: p stays unbound, Pending with
@@ -447,7 +447,7 @@ static int refresh_backoff(agent *a, const spec_pod *p, const spec_backoff *poli
 }
 
 /*
- * The live bound (DESIGN §4.3): starting a pod never brings a deployment's
+ * The live bound (docs/architecture.md §4.3): starting a pod never brings a deployment's
  * live pods (every pod not terminal: running, starting, waiting out a
  * back-off, terminating) above replicas + maxSurge (Recreate: replicas).
  * Pods that a scale-down or a delete left terminating may stay above it

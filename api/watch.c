@@ -137,7 +137,7 @@ enum MHD_Result api__start_watch(req *r, const resource *res, filter *f) {
         if (api__arg_true(r, "sendInitialEvents")) {
                 api__filter_done(f);
                 /* WatchList is not implemented: say so, and clients fall back
-                 * to list + watch (k8s-semantics §10.4). */
+                 * to list + watch (docs/deployments.md §10.4). */
                 return api__send_status(r, 400, "BadRequest",
                                         "sendInitialEvents is not supported; "
                                         "list, then watch from its resourceVersion");

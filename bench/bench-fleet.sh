@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench-fleet: fleet membership on a real 3-member etcd and three tendd on
-# this machine (fleet.md §5), each tendd in its own PID namespace where we
+# this machine (docs/fleet.md §5), each tendd in its own PID namespace where we
 # are root. Figures, from outside, as a user sees them through the API of
 # a surviving node (polled every 20 ms: the figures include up to one poll):
 #

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * The etcd v3 JSON gateway over libcurl (fleet.md §2.2 has every request
+ * The etcd v3 JSON gateway over libcurl (docs/fleet.md §2.2 has every request
  * and answer shape, verified on etcd 3.4). Unary calls only, so far: one
  * POST each on the shared multi handle (curl keeps the connection alive
  * between them); a call that gets no answer, a timeout or a 503 from one
@@ -172,7 +172,7 @@ static int decode_kvs(json_t *arr, etcd_result *res) {
         return 0;
 }
 
-/* gRPC's codes, as -errno (fleet.md §2.2's table). */
+/* gRPC's codes, as -errno (docs/fleet.md §2.2's table). */
 static int errno_of(int code) {
         switch (code) {
         case 3: /* INVALID_ARGUMENT */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * The session lease (fleet.md §3.2): resume or grant, then a keepalive
+ * The session lease (docs/fleet.md §3.2): resume or grant, then a keepalive
  * every TTL/3, one at a time. Keepalives create no revision in etcd, so a
  * node's heartbeat costs no write. The client already tries the next
  * endpoint when one does not answer; here a failed keepalive is tried

@@ -7,7 +7,7 @@
  *
  * Lifetime: the net_curl is referenced by itself until net_curl_close(),
  * by its timer, and by each socket's poll handle; the last unref cleans
- * the multi handle up and frees it (STYLE: freed only once libuv has
+ * the multi handle up and frees it (docs/conventions.md: freed only once libuv has
  * closed every handle that points at it).
  */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 
-/* Pure decisions; see plan.h. References are to k8s-semantics.md. */
+/* Pure decisions; see plan.h. References are to docs/deployments.md. */
 
 #include <inttypes.h>
 #include <math.h>

@@ -139,7 +139,7 @@ static void on_deferred(uv_idle_t *h) {
 
 /*
  * The one place a pod's state changes, with every effect of entering it
- * (STYLE: one set_state()). STARTING → RUNNING → STOPPING → EXITED, where
+ * (docs/conventions.md: one set_state()). STARTING → RUNNING → STOPPING → EXITED, where
  * STOPPING may come straight from STARTING and EXITED from any; EXITED is
  * final. The backends own their handles (the pidfd's poll, the unit's bus
  * calls, the grace timer) and close them as they stop watching.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * Probes with the kubelet's semantics (k8s-semantics §8): one prober per
+ * Probes with the kubelet's semantics (docs/deployments.md §8): one prober per
  * (pod, probe type); a tick every periodSeconds after initialDelaySeconds;
  * consecutive identical results are counted and the published result flips
  * only when a run reaches successThreshold or failureThreshold. Readiness

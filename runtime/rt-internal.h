@@ -18,10 +18,10 @@ typedef struct rt_held_addr {
 /* ---- backends --------------------------------------------------------------------- */
 
 /*
- * A backend (DESIGN §6, STYLE "Backends"): a const table of operations, NULL
- * where unsupported. A backend reports only through rt__pod_started() and
- * rt__pod_exited(), always from the loop. It never touches probes, ports or
- * callbacks; the manager does.
+ * A backend (docs/architecture.md §6, docs/conventions.md "Backends"): a
+ * const table of operations, NULL where unsupported. A backend reports only
+ * through rt__pod_started() and rt__pod_exited(), always from the loop. It
+ * never touches probes, ports or callbacks; the manager does.
  */
 typedef struct rt_ops {
         const char *name;
@@ -196,7 +196,7 @@ void rt__times_stop(rt_pod *pod);
 void rt__times_close_dead(rt_manager *m);
 
 /* Reference counting keeps a pod alive while libuv still holds one of its
- * handles; the last unref frees it (STYLE: freed only in the close cb). */
+ * handles; the last unref frees it (docs/conventions.md: freed only in the close cb). */
 rt_pod *rt__pod_ref(rt_pod *p);
 void rt__pod_unref(rt_pod *p);
 

@@ -2,7 +2,7 @@
 
 /*
  * Defaults and validation of Deployments, with Kubernetes' messages where
- * Kubernetes has one (k8s-semantics §1) and tend's where tend is stricter.
+ * Kubernetes has one (docs/deployments.md §1) and tend's where tend is stricter.
  * Every error of an object is reported, never only the first.
  */
 

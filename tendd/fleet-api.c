@@ -324,7 +324,7 @@ static int api_sync(void *userdata, uint64_t since,
         return fleet__objects_sync(userdata, since, done, req);
 }
 
-/* fleet.md §3.9 rule 2: cut off from etcd, a node answers reads from its
+/* docs/fleet.md §3.9 rule 2: cut off from etcd, a node answers reads from its
  * copy and refuses writes (they could not be acknowledged). */
 static char *api_refuses_writes(void *userdata) {
         fleet *f = userdata;

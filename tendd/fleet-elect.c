@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * The election (fleet.md §3.5): the leader key, created on a node's session
+ * The election (docs/fleet.md §3.5): the leader key, created on a node's session
  * lease; one node leads at a time, and only while its lease is certainly
  * alive.
  */
@@ -96,7 +96,7 @@ static void on_campaign(const etcd_result *r, void *userdata) {
 }
 
 /* Leads if nobody does: the leader key, created on this node's lease
- * (fleet.md §3.5). Every leader write will carry compare
+ * (docs/fleet.md §3.5). Every leader write will carry compare
  * CREATE(leader) == fence: a deposed leader's writes are refused. */
 void fleet__campaign(fleet *f) {
         _cleanup_(json_decrefp) json_t *v = NULL;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * The fleet's events (fleet.md §3.3): P/v1/events/NS/NAME, so that
+ * The fleet's events (docs/fleet.md §3.3): P/v1/events/NS/NAME, so that
  * `kubectl describe` on any node shows what the leader decided (scaling,
  * scheduling, node loss) and what each node did to its pods (started,
  * killed, back-off), each event naming the node it came from.

@@ -69,7 +69,7 @@ struct fleet {
         later retry, remirror, deadline; /* deadline: of the join as a whole */
         unsigned open_handles; /* retry, remirror, deadline, elect: freed when all are closed */
         op *ops;
-        /* the election (fleet.md §3.5) */
+        /* the election (docs/fleet.md §3.5) */
         char *k_leader;
         char *leader;  /* the node that leads, as etcd says; NULL: none */
         bool leading;  /* this node */

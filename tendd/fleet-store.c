@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * The fleet's objects (fleet.md §3.3–3.4). Deployments, ReplicaSets and
+ * The fleet's objects (docs/fleet.md §3.3–3.4). Deployments, ReplicaSets and
  * Pods live in etcd, each as two keys: the object without its status,
  * P/v1/<kind>/NS/NAME, and its status, P/v1/status/<kind>/NS/NAME (for a
  * pod, with the annotations its node writes: ports, STATUS=, crash-loop
@@ -207,7 +207,7 @@ static const char *meta_node(store_kind k, const void *obj) {
 }
 
 /* etcd no longer has a pod whose process runs here: it is stopped (its
- * grace period) before it goes, as for a deletion (fleet.md §3.9 rule 4);
+ * grace period) before it goes, as for a deletion (docs/fleet.md §3.9 rule 4);
  * nothing of that is sent to etcd. */
 static int stop_gone_pod(fleet *f, fobj *o, const spec_pod *p) {
         spec_pod *n;
@@ -951,7 +951,7 @@ void fleet__objects_cancel(fleet *f, void *req) {
 
 /* ---- the agent's view of the fleet (agent_fleet) ------------------------------------------- */
 
-/* Leading, and the mirror has caught up with the win (fleet.md §3.5). */
+/* Leading, and the mirror has caught up with the win (docs/fleet.md §3.5). */
 static bool agent_leads(fleet *f) {
         int64_t fence;
         return fleet_leading(f, &fence) && f->revision >= fence;
@@ -1041,9 +1041,10 @@ bool fleet_agent_node_lost(void *userdata, const char *node) {
         return n && !n->holder;
 }
 
-/* ---- the leader's node lifecycle (fleet.md §3.7) -------------------------------------------- */
+/* ---- the leader's node lifecycle (docs/fleet.md §3.7)
+ * -------------------------------------------- */
 
-/* Cut off from etcd long enough that pods under fence stop (fleet.md
+/* Cut off from etcd long enough that pods under fence stop (docs/fleet.md
  * §3.10): the lease could expire a margin from now (a TTL after the last
  * acknowledged keepalive was sent), or it is a new one and the mirror has
  * not caught up with it yet (what the leader did meanwhile is not known).

@@ -2,7 +2,7 @@
 #pragma once
 
 /*
- * Fleet membership (tendd --fleet, issue 17, ../shared/reference/fleet.md
+ * Fleet membership (tendd --fleet, issue 17, docs/fleet.md
  * §3.2–3.3): one etcd session lease per tendd, the node's name claimed on
  * it, the node's Node object in etcd, and a mirror of every node of the
  * fleet (Ready while its tendd holds its lease) for the API. Cordon writes

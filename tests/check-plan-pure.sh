@@ -1,5 +1,5 @@
 #!/bin/sh
-# The planners are pure (DESIGN §2, §5): libtend_plan.a may reference no
+# The planners are pure (docs/architecture.md §2, §5): libtend_plan.a may reference no
 # event loop, no database, no clock and no I/O. What the archive leaves
 # undefined is what it calls; nothing of that may be on the list below.
 archive=${1:?usage: check-plan-pure.sh libtend_plan.a}

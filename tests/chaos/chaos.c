@@ -817,7 +817,7 @@ typedef struct bound_in {
 } bound_in;
 
 /*
- * The rule being decided (DESIGN §4.3), in one place so that it can be
+ * The rule being decided (docs/architecture.md §4.3), in one place so that it can be
  * changed: whenever live > B, live must not have risen since the previous
  * sample of that deployment — a scale-down or a delete may leave
  * terminating pods above B for their grace period, but no pod may be

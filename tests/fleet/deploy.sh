@@ -1,5 +1,5 @@
 #!/bin/sh
-# One declared state for the fleet (issue 17, fleet.md §3.3–3.9), through a
+# One declared state for the fleet (issue 17, docs/fleet.md §3.3–3.9), through a
 # real 3-member etcd and three real tendd: a Deployment applied on one node
 # is the fleet's; the leader alone makes its ReplicaSet and pods, each pod
 # bound to a node at creation, spread over the nodes; each node runs the

@@ -1,5 +1,5 @@
 #!/bin/sh
-# One leader at a time (issue 17, fleet.md §3.5), through a real 3-member
+# One leader at a time (issue 17, docs/fleet.md §3.5), through a real 3-member
 # etcd and three real tendd, each behind a TCP gate of its own that SIGSTOP
 # turns into a blackhole: the leader cut off for less than its TTL keeps
 # leading; cut off for longer, another node leads and the old one knows it

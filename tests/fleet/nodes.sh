@@ -457,7 +457,7 @@ expect_exit 1 "delete a live node" on 1 delete node/n2 &&
 # Two of three members stopped: no write, no keepalive for 5 s. Every node
 # counts its own lease lost (it cannot know better). etcd 3.4 may expire
 # every lease once it has a quorum again (the revocations it decided
-# without one are committed then: fleet.md §2.3) — the reason the node
+# without one are committed then: docs/fleet.md §2.3) — the reason the node
 # lifecycle's mass-loss guard exists. Whatever etcd does, every node must
 # be back, on a lease of its own, with one leader.
 mark

@@ -1,5 +1,5 @@
 #!/bin/sh
-# A node cut off from etcd (issue 17, fleet.md §3.9–3.10), through a real
+# A node cut off from etcd (issue 17, docs/fleet.md §3.9–3.10), through a real
 # 3-member etcd and three real tendd, each behind a TCP gate that SIGSTOP
 # turns into a blackhole. Two deployments, one pod per node each:
 #   replace (the default): the cut-off node keeps its pod running, the

@@ -2,7 +2,7 @@
 
 /*
  * tend-tcp-gate PORT...: a TCP relay on loopback for the fleet tests
- * (fleet.md §4). For each target PORT it listens on a free loopback port,
+ * (docs/fleet.md §4). For each target PORT it listens on a free loopback port,
  * prints that port (one line per target, in order, then "ready"), and
  * relays every connection to 127.0.0.1:PORT, both ways.
  *

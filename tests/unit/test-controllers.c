@@ -5,7 +5,7 @@
  * store, with a fake backend whose "processes" start, become ready, and die
  * when the test says. Whole rollouts, rollbacks, pauses, crash loops and
  * deadlines run in milliseconds of real time; after every step the
- * invariants of DESIGN §4.3 are checked.
+ * invariants of docs/architecture.md §4.3 are checked.
  */
 
 #include <limits.h>
@@ -24,7 +24,7 @@
 #define S USEC_PER_SEC
 #define MAX_PROCS 20000
 
-/* ---- allocation failures (STYLE.md "Memory") ---------------------------------------- */
+/* ---- allocation failures (docs/conventions.md "Memory") ------------------------------------ */
 
 /* The binary is linked with --wrap for the allocators (CMakeLists.txt): our
  * code's calls come here. While the agent runs a pass (process()), the
@@ -106,7 +106,8 @@ typedef struct world {
         usec_t start_times[4096];
         size_t swept;      /* processes the sweep at start-up killed */
         bool check_bounds; /* assert live <= D + surge */
-        bool check_starts; /* assert no start brings live above D + surge (DESIGN §4.3) */
+        /* assert no start brings live above D + surge (docs/architecture.md §4.3) */
+        bool check_starts;
         size_t start_violations;
         bool check_available; /* assert available >= D - unavailable */
 } world;
@@ -151,7 +152,7 @@ static size_t live_of(world *w, const spec_deployment *d) {
         return n;
 }
 
-/* The live bound (DESIGN §4.3), where it is decided: a start never brings
+/* The live bound (docs/architecture.md §4.3), where it is decided: a start never brings
  * a deployment's live processes above replicas + maxSurge. */
 static void check_start(world *w, const char *pod) {
         const spec_deployment *d = deployment_of(w, pod);
@@ -1409,7 +1410,7 @@ static void test_pause_and_proportional(void **state) {
         step(w, 10 * S);
         assert_int_equal(count_pods(w, "web-v1", true), 8);
         assert_int_equal(count_pods(w, "never-ready", true), 5);
-        /* Scaled to 15 mid-rollout: old 8 → 11, new 5 → 7 (§3.4). */
+        /* Scaled to 15 mid-rollout: old 8 → 11, new 5 → 7 (docs/deployments.md §3.4). */
         apply(w, manifest("web", 15, "never-ready",
                           "  strategy: {rollingUpdate: {maxSurge: 3, maxUnavailable: 2}}\n", NULL));
         step(w, 1 * S);
@@ -1771,7 +1772,7 @@ static void test_scale_up_with_terminating(void **state) {
         world_free(w);
 }
 
-/* ---- the live bound (DESIGN §4.3); check_start() asserts it at every start ---------------- */
+/* ---- the live bound (docs/architecture.md §4.3); check_start() asserts it at each start --- */
 
 static proc *alive_proc_of(world *w, const char *image, size_t nth) {
         for (size_t i = 0; i < w->n_procs; i++)

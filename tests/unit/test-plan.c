@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 
 /* Table tests of the planners against the worked examples of
- * k8s-semantics.md §3-§6. */
+ * docs/deployments.md §3-§6. */
 
 #include <setjmp.h>
 #include <stdarg.h>

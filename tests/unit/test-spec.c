@@ -834,7 +834,7 @@ static void test_rollout_annotations(void **state) {
 }
 
 static void test_fenceposts(void **state) {
-        /* k8s-semantics §3.1 with the 25%/25% default, and the forced 1. */
+        /* docs/deployments.md §3.1 with the 25%/25% default, and the forced 1. */
         static const struct {
                 const char *surge, *unav;
                 int32_t replicas, want_surge, want_unav;

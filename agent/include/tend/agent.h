@@ -60,7 +60,7 @@ typedef struct agent_clock {
 } agent_clock;
 
 /*
- * Fleet mode (tendd --fleet, fleet.md §3): the store is the fleet's (a
+ * Fleet mode (tendd --fleet, docs/fleet.md §3): the store is the fleet's (a
  * mirror of etcd), and this agent is one node of the fleet. The deployment
  * and ReplicaSet controllers run only while this node leads; the
  * ReplicaSet controller binds each pod it creates to a node
@@ -76,7 +76,7 @@ typedef struct agent_fleet {
          * the next call. */
         size_t (*nodes)(void *userdata, const plan_node **ret);
         /* Whether etcd has pod p (bound here): only then is it started
-         * (fleet.md §3.9 rule 1); agent_touch() when it comes to. NULL: yes. */
+         * (docs/fleet.md §3.9 rule 1); agent_touch() when it comes to. NULL: yes. */
         bool (*in_etcd)(void *userdata, const spec_pod *p);
         /* Whether node (a pod's spec.nodeName) has lost its lease: its pods
          * are unknown, not counted in a deployment's live bound. NULL: no. */
@@ -169,7 +169,7 @@ void agent_fleet_changed(agent *a);
 /* An object is looked at again (what the store does not tell: etcd
  * acknowledged it). */
 void agent_touch(agent *a, store_kind kind, const char *ns, const char *name);
-/* The leader evicts the pods of a node lost for lostAfter (fleet.md §3.7),
+/* The leader evicts the pods of a node lost for lostAfter (docs/fleet.md §3.7),
  * its lease gone for lost_for: each gets its deletionTimestamp, and its
  * ReplicaSet replaces it on another node; the node stops them when it
  * comes back. A pod under tend.io/node-lost-policy: fence waits until its

@@ -2,7 +2,7 @@
 #pragma once
 
 /*
- * The HTTP API: Kubernetes-shaped paths and objects (k8s-semantics §10) on
+ * The HTTP API: Kubernetes-shaped paths and objects (docs/deployments.md §10) on
  * libmicrohttpd, run from the libuv loop (external polling on MHD's epoll
  * fd). A unix socket whose peers are checked by their credentials, and an
  * optional HTTPS listener on TCP that wants a bearer token.

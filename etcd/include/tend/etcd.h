@@ -3,7 +3,7 @@
 
 /*
  * tend_etcd: an etcd v3 client on the libuv loop, for fleet mode (issue 17,
- * ../shared/reference/fleet.md §2). It speaks etcd's JSON gateway
+ * docs/fleet.md §2). It speaks etcd's JSON gateway
  * (POST /v3/..., keys and values base64) through libcurl's multi interface
  * (tend_net): no gRPC stack, no etcdctl, no hand-written HTTP. It knows
  * nothing of tend's objects.
@@ -13,9 +13,10 @@
  * back. A call that fails on one endpoint (no connection, a timeout, 503:
  * no leader, leader changed) is tried on the next, each endpoint once.
  *
- * So far: put, range, delete, txn, lease grant and keepalive, and a watch
- * (one stream, resumed where it broke). The session and the store mirror come
- * next (fleet.md §2.5, §3).
+ * It speaks put, range, delete, txn, compaction, lease grant, keepalive and
+ * revoke, and a watch (one stream, resumed where it broke); the session is
+ * below, the store's mirror is tendd's (tendd/fleet-store.c; docs/fleet.md
+ * §2.5, §3).
  */
 
 #include <jansson.h>
@@ -139,7 +140,7 @@ int etcd_lease_revoke(etcd *e, int64_t id, etcd_cb cb, void *userdata);
 /* ---- the session: one lease, kept alive -------------------------------------------------- */
 
 /*
- * A tendd's session in the fleet (fleet.md §3.2): one lease, resumed if it
+ * A tendd's session in the fleet (docs/fleet.md §3.2): one lease, resumed if it
  * is still alive (a restart within the TTL is invisible to the fleet) or
  * granted anew, then kept alive every TTL/3. The lease cannot expire
  * before the last acknowledged keepalive's send time + TTL (etcd measures

@@ -2,10 +2,11 @@
 #pragma once
 
 /*
- * Planners: every decision of the controllers as a pure function (DESIGN §5,
- * STYLE "Functional core"). Inputs in, actions out, time passed in as a
+ * Planners: every decision of the controllers as a pure function (docs/architecture.md §5,
+ * docs/conventions.md "Functional core"). Inputs in, actions out, time passed in as a
  * number; no I/O, no clock, no globals. Table-tested in tests/unit/test-plan.c
- * against the worked examples of k8s-semantics §3.
+ * against the worked examples of docs/deployments.md §3. A bare section
+ * number below (§3.2) is docs/deployments.md's.
  *
  * Times are usec_t in one clock, whichever the caller uses consistently (the
  * controllers pass wall-clock times from the objects, since those survive an
@@ -82,7 +83,7 @@ typedef struct plan_pod {
  * with indices, deleted first. */
 void plan_deletion_order(const plan_pod *pods, size_t n, size_t *order);
 
-/* Crash-loop back-off (DESIGN §5). It belongs to one replica: a pod and the
+/* Crash-loop back-off (docs/architecture.md §5). It belongs to one replica: a pod and the
  * replacements that carry its lineage on, never to the ReplicaSet, so that
  * deaths of different replicas never delay each other. A death is young
  * when the process ran under PLAN_YOUNG or never became ready; the
@@ -155,7 +156,7 @@ typedef struct plan_pod_step {
 } plan_pod_step;
 
 const char *plan_pod_action_to_string(plan_pod_action a);
-/* The one thing to do next for a pod (DESIGN §5, the pod worker). */
+/* The one thing to do next for a pod (docs/architecture.md §5, the pod worker). */
 plan_pod_step plan_pod_next(const plan_pod_view *v);
 
 /* ---- history and rollback -------------------------------------------------------------------- */
@@ -204,7 +205,8 @@ void plan_remove_condition(spec_condition **conds, size_t *n, const char *type);
 /* DeploymentComplete (§5.2). */
 bool plan_deployment_complete(const spec_deployment *d);
 
-/* ---- fleet mode (fleet.md §3.6–3.11) -------------------------------------------------------- */
+/* ---- fleet mode (docs/fleet.md §3.6–3.11)
+ * -------------------------------------------------------- */
 
 /* A node as the scheduler sees it. The counts are updated in place as
  * plan_schedule() places pods, so that each placement counts for the next. */
@@ -302,7 +304,7 @@ typedef enum plan_local_action {
         PLAN_LOCAL_STOP_CONFIRM, /* bound here and deleting: stop it, then remove its keys */
 } plan_local_action;
 
-/* A node (re)connected to etcd (fleet.md §3.9 rule 4): what becomes of each
+/* A node (re)connected to etcd (docs/fleet.md §3.9 rule 4): what becomes of each
  * local pod, by identity (uid), and which pods of etcd it starts
  * (ret_start[i]: bound here, not deleting, not running here). Nothing
  * else is started. */

@@ -36,7 +36,7 @@
 #define SPEC_UNSET INT32_MIN
 #define SPEC_UNSET64 INT64_MIN
 
-/* Limits on hostile input (DESIGN §4.6). */
+/* Limits on hostile input (docs/architecture.md §4.6). */
 #define SPEC_MAX_INPUT_SIZE (1024 * 1024) /* bytes per file */
 #define SPEC_MAX_DEPTH 64                 /* nested collections */
 #define SPEC_MAX_ITEMS 10000              /* entries of one list or mapping */
@@ -58,7 +58,7 @@
 #define SPEC_ANN_LAST_APPLIED "kubectl.kubernetes.io/last-applied-configuration"
 #define SPEC_ANN_CHANGE_CAUSE "kubernetes.io/change-cause"
 
-/* tend's own annotations (DESIGN §9: manifests stay valid Kubernetes). */
+/* tend's own annotations (docs/architecture.md §9: manifests stay valid Kubernetes). */
 #define SPEC_ANN_PREFIX "tend.io/"
 /* On a Deployment: how its replicas back off when they keep dying young. */
 #define SPEC_ANN_CRASH_BACKOFF "tend.io/crash-backoff"
@@ -83,7 +83,7 @@
  * removes it once done. */
 #define SPEC_ANN_PROMOTE "tend.io/promote"
 /* On a Deployment, in a fleet: what becomes of its pods on a node cut off
- * from etcd (fleet.md §3.10): "replace" (the default: replaced elsewhere
+ * from etcd (docs/fleet.md §3.10): "replace" (the default: replaced elsewhere
  * once the node is lost, running on where they are until it is back) or
  * "fence" (the node stops them before its lease can expire; the leader
  * replaces them only after the lease expired and their grace period). */
@@ -721,7 +721,7 @@ int spec_json_check_limits(json_t *j, char **ret_problem);
 
 /* ---- Deployment: defaults, validation, updates ----------------------------------- */
 
-/* Kubernetes apps/v1 defaults (k8s-semantics §1.1) plus tend's own
+/* Kubernetes apps/v1 defaults (docs/deployments.md §1.1) plus tend's own
  * (runtimeClassName "process", probe and port defaults). Idempotent. */
 void spec_deployment_default(spec_deployment *d);
 
@@ -932,7 +932,7 @@ typedef enum spec_rollout {
         SPEC_ROLLOUT_FAILED,
 } spec_rollout;
 
-/* `rollout status` (k8s-semantics §5.5), with kubectl's messages. revision
+/* `rollout status` (docs/deployments.md §5.5), with kubectl's messages. revision
  * 0: any. The message is written to msg (at most size bytes). */
 spec_rollout spec_rollout_status(const spec_deployment *d, int64_t revision, char *msg,
                                  size_t size);
@@ -968,7 +968,7 @@ int spec_manifest_add_buffer(spec_manifest *m, const char *file, const char *dat
 /* A file, "-" for stdin, or a directory (its *.yaml, *.yml and *.json files,
  * sorted by name, not recursive). */
 int spec_manifest_add_path(spec_manifest *m, const char *path, spec_errors *errs);
-/* The overlap rule itself (DESIGN §4.1), for the manifest check and the
+/* The overlap rule itself (docs/architecture.md §4.1), for the manifest check and the
  * apply alike: ds[0..n) were added to o in order; for ds[i], every ds[j]
  * (j < i) of its namespace, other than one of its own name (what it
  * replaces), whose selector can match a pod of it adds an error at

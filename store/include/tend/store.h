@@ -13,7 +13,7 @@
  * object written three times is written once). The controllers commit once
  * per pass (cheap: synchronous=NORMAL, no fsync); a write acknowledged to a
  * user is committed with store_commit(s, true), which fsyncs
- * (synchronous=FULL) before the acknowledgement (DESIGN §4.5). In WAL mode
+ * (synchronous=FULL) before the acknowledgement (docs/architecture.md §4.5). In WAL mode
  * the fsync also covers every earlier NORMAL commit, so nothing a user saw
  * acknowledged is lost even on power failure, and a crash of the agent
  * alone never loses a commit.
