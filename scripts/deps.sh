@@ -8,7 +8,7 @@ set -eu
 pkgs="libuv1-dev libyaml-dev libsystemd-dev libcmocka-dev libjansson-dev \
 libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev pkg-config cmake \
 make gcc curl openssl strace jq systemd dbus dbus-user-session util-linux iproute2 etcd-server etcd-client \
-python3 python3-kubernetes"
+python3 python3-kubernetes clang-format"
 # The JavaScript client's suite runs on node (20 or later for
 # @kubernetes/client-node 1.x): Debian's, where there is none yet.
 command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
@@ -40,6 +40,8 @@ have_all() {
     command -v jq >/dev/null 2>&1 || return 1
     command -v ss >/dev/null 2>&1 || return 1 # held sockets: who listens (tests, tour)
     command -v systemd-notify >/dev/null 2>&1 || return 1
+    # the format test (tests/check-format.sh) skips without it
+    command -v clang-format >/dev/null 2>&1 || return 1
     # fleet mode's tests and benchmarks run a real etcd (3 members on loopback)
     command -v etcd >/dev/null 2>&1 || return 1
     command -v etcdctl >/dev/null 2>&1 || return 1
