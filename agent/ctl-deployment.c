@@ -513,6 +513,7 @@ static int cleanup_history(dctx *c) {
                         .spec_replicas = rs->spec.replicas,
                         .status_replicas = rs->status.replicas,
                         .settled = rs->metadata.generation <= rs->status.observed_generation,
+                        .revision = spec_meta_revision(&rs->metadata),
                 };
         }
         if (plan_history_prune(old, k, limit, del) == 0)

@@ -358,9 +358,12 @@ size_t plan_history_prune(const plan_old_rs *old, size_t n, int32_t limit, bool 
         for (size_t a = 1; a < candidates; a++)
                 for (size_t b = a; b > 0; b--) {
                         const plan_old_rs *x = &old[idx[b - 1]], *y = &old[idx[b]];
-                        if (x->created < y->created ||
-                            (x->created == y->created &&
-                             strcmp(strempty(x->name), strempty(y->name)) <= 0))
+                        int64_t rx = MAX(x->revision, (int64_t) 0),
+                                ry = MAX(y->revision, (int64_t) 0);
+                        if (rx < ry ||
+                            (rx == ry && (x->created < y->created ||
+                                          (x->created == y->created &&
+                                           strcmp(strempty(x->name), strempty(y->name)) <= 0))))
                                 break;
                         size_t t = idx[b];
                         idx[b] = idx[b - 1];

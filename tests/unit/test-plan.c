@@ -361,11 +361,11 @@ static void test_pod_next(void **state) {
 
 static void test_history_prune(void **state) {
         plan_old_rs old[] = {
-                { "r1", 1, 0, 0, true, false },
-                { "r2", 2, 0, 1, true, false }, /* pods still there: skipped */
-                { "r3", 3, 0, 0, true, false },
-                { "r4", 4, 0, 0, true, false },
-                { "r5", 5, 2, 2, true, false },
+                { "r1", 1, 0, 0, true, false, 0 },
+                { "r2", 2, 0, 1, true, false, 0 }, /* pods still there: skipped */
+                { "r3", 3, 0, 0, true, false, 0 },
+                { "r4", 4, 0, 0, true, false, 0 },
+                { "r5", 5, 2, 2, true, false, 0 },
         };
         bool del[5];
 
@@ -381,6 +381,22 @@ static void test_history_prune(void **state) {
         assert_int_equal(plan_history_prune(old, 5, 0, del), 3);
         assert_int_equal(plan_history_prune(old, 5, -1, del), 0);
         assert_int_equal(plan_history_prune(old, 5, 10, del), 0);
+
+        /* By revision first, as Kubernetes' ReplicaSetsByRevision: r1, the
+         * oldest, was revived by a rollback (revision 6) and is kept; r3
+         * (revision 2) goes first; an unreadable revision counts as 0. */
+        plan_old_rs byrev[] = {
+                { "r1", 1, 0, 0, true, false, 6 },
+                { "r3", 3, 0, 0, true, false, 2 },
+                { "r4", 4, 0, 0, true, false, 4 },
+                { "r9", 9, 0, 0, true, false, -1 },
+        };
+        bool del2[4];
+        assert_int_equal(plan_history_prune(byrev, 4, 2, del2), 2);
+        assert_false(del2[0]);
+        assert_true(del2[1]);
+        assert_false(del2[2]);
+        assert_true(del2[3]);
 }
 
 static void test_undo_target(void **state) {

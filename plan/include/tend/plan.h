@@ -168,10 +168,13 @@ typedef struct plan_old_rs {
         int32_t status_replicas;
         bool settled; /* generation <= observedGeneration */
         bool deleting;
+        int64_t revision; /* deployment.kubernetes.io/revision; absent or unreadable: 0 */
 } plan_old_rs;
 
-/* §6: which old RSs history cleanup deletes (oldest first, only empty and
- * settled ones, skipped ones not replaced). limit < 0: keep all. */
+/* §6: which old RSs history cleanup deletes (lowest revision first, then
+ * oldest, as Kubernetes' ReplicaSetsByRevision: a ReplicaSet a rollback
+ * revived is recent, however old; only empty and settled ones, skipped
+ * ones not replaced). limit < 0: keep all. */
 size_t plan_history_prune(const plan_old_rs *old, size_t n, int32_t limit, bool *ret_delete);
 
 /* §4.1: the RS `rollout undo` returns to. revisions[i] is RS i's revision
