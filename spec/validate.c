@@ -948,6 +948,10 @@ bool spec_is_dns_subdomain(const char *s) {
         return s && is_dns1123_subdomain(s, strlen(s));
 }
 
+bool spec_is_dns_label(const char *s) {
+        return s && is_dns1123_label(s);
+}
+
 char *spec_label_problem(const char *key, const char *value) {
         _cleanup_free_ char *kp = label_key_problems(key);
         const char *vp = label_value_problem(value);

@@ -372,8 +372,7 @@ bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted) {
         /* a key no object could have (a name longer than any, a namespace
          * that is no DNS label) is no object's: it would be one that
          * nothing deletes */
-        if (nsd && (strlen(nsd) > SPEC_DNS_LABEL_MAX || strchr(nsd, '.') ||
-                    !spec_is_dns_subdomain(nsd) || !spec_is_dns_subdomain(slash + 1))) {
+        if (nsd && (!spec_is_dns_label(nsd) || !spec_is_dns_subdomain(slash + 1))) {
                 if (!deleted)
                         log_warning("fleet: %s: no %s may have that namespace and name; skipped",
                                     kv->key, kind_names[k]);

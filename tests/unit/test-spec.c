@@ -729,6 +729,27 @@ static void test_backoff_parse(void **state) {
 }
 
 /* tend.io/listen, tend.io/notify and tend.io/canary read what they say. */
+/* The name checks a fleet member applies to etcd's keys. */
+static void test_dns_names(void **state) {
+        char long_label[65];
+
+        (void) state;
+        memset(long_label, 'a', 64);
+        long_label[64] = 0;
+        assert_true(spec_is_dns_label("default"));
+        assert_true(spec_is_dns_label("kube-system"));
+        assert_false(spec_is_dns_label("a.b"));
+        assert_false(spec_is_dns_label("-a"));
+        assert_false(spec_is_dns_label("Default"));
+        assert_false(spec_is_dns_label(""));
+        assert_false(spec_is_dns_label(NULL));
+        assert_false(spec_is_dns_label(long_label));
+        long_label[63] = 0;
+        assert_true(spec_is_dns_label(long_label));
+        assert_true(spec_is_dns_subdomain("a.b"));
+        assert_false(spec_is_dns_subdomain("n\x11"));
+}
+
 /* The registry of annotations (spec/annotations.c): one row a key, and the
  * predicates the controllers, the API and the fleet read give what their
  * lists gave. */
@@ -1412,6 +1433,7 @@ int main(void) {
                 cmocka_unit_test(test_openapi_schema),
                 cmocka_unit_test(test_drop_unknown),
                 cmocka_unit_test(test_managed_fields),
+                cmocka_unit_test(test_dns_names),
                 cmocka_unit_test(test_annotation_registry),
                 cmocka_unit_test(test_rollout_annotations),
         };

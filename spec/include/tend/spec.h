@@ -737,6 +737,9 @@ char *spec_node_roles(json_t *node);
 /* A DNS-1123 subdomain (a node's name): lowercase alphanumerics, '-' and
  * '.', at most 253 characters. */
 bool spec_is_dns_subdomain(const char *s);
+/* A DNS-1123 label (a namespace): lowercase alphanumerics and '-', at most
+ * SPEC_DNS_LABEL_MAX characters. */
+bool spec_is_dns_label(const char *s);
 /* What is wrong with a label (key=value), as Kubernetes says it; NULL: valid. */
 char *spec_label_problem(const char *key, const char *value);
 int spec_deployment_validate(const spec_deployment *d, spec_errors *errs);
