@@ -679,8 +679,6 @@ int fields_check(json_t *managed, char **ret_error) {
                         why = strdup("fieldsV1: Required value");
                 else if (!json_is_object(f)) /* (its keys are checked below, not a string's) */
                         why = strdup("fieldsV1: Invalid value: must be an object");
-                else if (!json_is_object(e))
-                        why = strdup("Invalid value: an entry must be an object");
                 else if (check_keys(f, 0, &why) < 0 && !why)
                         return -ENOMEM;
                 if (why) {
