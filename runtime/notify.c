@@ -42,7 +42,6 @@
 
 #include "rt-internal.h"
 
-#define NOTIFY_BATCH 16
 #define STATUS_MAX 256
 
 char *rt__notify_dir(const char *state_dir) {

@@ -166,6 +166,7 @@ void rt__notify_close(rt_pod *p);
 /* Reads a notify socket (see notify.c): each line of a message from pid or
  * its session to on_line, which returns false to stop. */
 #define NOTIFY_MESSAGE_MAX 4096
+#define NOTIFY_BATCH 16 /* datagrams read a call: a flood must not hold the loop */
 typedef bool (*rt__notify_line_fn)(const char *line, size_t len, void *userdata);
 unsigned rt__notify_receive(int fd, pid_t pid, rt__notify_line_fn on_line, void *userdata,
                             unsigned *refused);

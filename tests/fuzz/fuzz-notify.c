@@ -42,8 +42,6 @@
 #include "fuzz.h"
 #include "rt-internal.h"
 
-#define NOTIFY_BATCH 16 /* as notify.c reads */
-
 typedef struct heard {
         tend_buf text; /* lines, each followed by '\n' */
         size_t lines;

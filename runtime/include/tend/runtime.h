@@ -97,10 +97,10 @@ typedef struct rt_config {
         uint16_t port_lo, port_hi; /* 0: RT_PORT_RANGE_* */
         uint64_t log_max_bytes;    /* 0: RT_LOG_MAX_BYTES */
         usec_t log_check_interval; /* 0: 5 s */
-        uint64_t log_times_slack;  /* how far <log>.times may outgrow its log; 0: RT_LOG_TIMES_SLACK
-                                    */
-        bool subreaper;            /* become a child subreaper and reap orphans */
-        rt_bus systemd_bus;        /* connected on first use, not here */
+        /* how far <log>.times may outgrow its log; 0: RT_LOG_TIMES_SLACK */
+        uint64_t log_times_slack;
+        bool subreaper;     /* become a child subreaper and reap orphans */
+        rt_bus systemd_bus; /* connected on first use, not here */
         const rt_callbacks *callbacks;
         void *userdata;
 } rt_config;
