@@ -416,19 +416,25 @@ fail:
 
 /* A value as a hash key: equal values (json_equal) give equal keys. NULL:
  * out of memory. */
+static char *string_key(const char *s) {
+        return strprintf("s%s", s);
+}
+
 static char *value_key(json_t *v) {
         _cleanup_free_ char *js = NULL;
 
         if (json_is_string(v))
-                return strprintf("s%s", json_string_value(v));
+                return string_key(json_string_value(v));
         if (json_is_integer(v))
                 return strprintf("i%" JSON_INTEGER_FORMAT, json_integer_value(v));
         js = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
         return js ? strprintf("j%s", js) : NULL;
 }
 
-/* A set of the values of a list (the values themselves, or their key
- * field). NULL: out of memory. */
+/* The values of a list (the values themselves, or their key field), each
+ * to its place (position + 1; the last of duplicates, as a scan from the
+ * start found it): a set, and an index. Elements without the key are left
+ * out. NULL: out of memory. */
 static tend_hashmap *value_set(json_t *list, const char *key) {
         tend_hashmap *h = tend_hashmap_new();
         json_t *x;
@@ -437,7 +443,7 @@ static tend_hashmap *value_set(json_t *list, const char *key) {
         json_array_foreach (list, i, x) {
                 json_t *v = key ? json_object_get(x, key) : x;
                 _cleanup_free_ char *k = v ? value_key(v) : NULL;
-                if (!h || (v && (!k || tend_hashmap_put(h, k, (void *) 1, NULL) < 0)))
+                if (!h || (v && (!k || tend_hashmap_put(h, k, (void *) (i + 1), NULL) < 0)))
                         return tend_hashmap_free(h);
         }
         return h;
@@ -489,21 +495,6 @@ static json_t *strip_directives(json_t *v) {
 
 static json_t *smp_map(smp *c, json_t *target, json_t *patch, bool *ret_delete);
 
-/* Where each element of a keyed list is, by its key (position + 1; the
- * last of duplicates, as a scan from the start found it). */
-static int index_list(tend_hashmap *at, json_t *list, const char *key) {
-        json_t *x;
-        size_t i;
-
-        json_array_foreach (list, i, x) {
-                json_t *k = json_object_get(x, key);
-                _cleanup_free_ char *vk = k ? value_key(k) : NULL;
-                if (k && (!vk || tend_hashmap_put(at, vk, (void *) (i + 1), NULL) < 0))
-                        return -ENOMEM;
-        }
-        return 0;
-}
-
 /* The list without the elements marked gone. */
 static json_t *without(json_t *list, json_t *gone) {
         json_t *out = json_array(), *x;
@@ -517,13 +508,13 @@ static json_t *without(json_t *list, json_t *gone) {
 }
 
 static json_t *smp_list(smp *c, const char *field, const char *key, json_t *target, json_t *patch) {
-        _cleanup_(tend_hashmap_freep) tend_hashmap *at = tend_hashmap_new();
-        _cleanup_(json_decrefp) json_t *gone = json_object(); /* a deleted element's place */
+        _cleanup_(tend_hashmap_freep) tend_hashmap *at = NULL; /* where each key is */
+        _cleanup_(json_decrefp) json_t *gone = json_object();  /* a deleted element's place */
         json_t *out = json_is_array(target) ? json_copy(target) : json_array(), *e;
         bool deleted = false;
         size_t i;
 
-        if (!out || !at || !gone || index_list(at, out, key) < 0)
+        if (!out || !gone || !(at = value_set(out, key)))
                 return json_decref(out), NULL;
         json_array_foreach (patch, i, e) {
                 const char *directive = json_string_value(json_object_get(e, "$patch"));
@@ -717,7 +708,7 @@ static json_t *smp_map(smp *c, json_t *target, json_t *patch, bool *ret_delete) 
                         return json_decref(out), NULL;
                 json_object_foreach_safe(out, tmp, k, v) {
                         free(sk);
-                        if (!(sk = strprintf("s%s", k)))
+                        if (!(sk = string_key(k)))
                                 return json_decref(out), NULL;
                         if (!tend_hashmap_get(keep, sk))
                                 json_object_del(out, k);
