@@ -172,31 +172,25 @@ while time.monotonic() - start < 4.5 or waiter.is_alive():
         waiter = threading.Thread(target=lambda: served.append(client()))
         waiter.start()
 served = served[0]
-alive = 0
-for s in ss:
-    s.settimeout(0.01)
-    try:
-        alive += s.recv(1) != b""
-    except socket.timeout:
-        alive += 1
-    except OSError:
-        pass
-print("served: %s; still open: %d" % (served, alive))
+def still_open(socks):
+    """How many of socks tendd has not closed (nothing to read, no EOF)."""
+    n = 0
+    for s in socks:
+        s.settimeout(0.01)
+        try:
+            n += s.recv(1) != b""
+        except socket.timeout:
+            n += 1
+        except OSError:
+            pass
+    return n
+print("served: %s; still open: %d" % (served, still_open(ss)))
 # one address: 40 connections, 32 kept
 mine = []
 for _ in range(40):
     s = socket.socket(); s.bind(("127.0.0.40", 0)); s.connect(("127.0.0.1", port)); mine.append(s)
 time.sleep(0.5)
-kept = 0
-for s in mine:
-    s.settimeout(0.01)
-    try:
-        kept += s.recv(1) != b""
-    except socket.timeout:
-        kept += 1
-    except OSError:
-        pass
-print("one address kept: %d of 40; another is served: %s" % (kept, client()))
+print("one address kept: %d of 40; another is served: %s" % (still_open(mine), client()))
 PY
 /usr/bin/python3 "$tmp/slow.py" 29322 "$(cat "$tmp/open-token")" >"$tmp/slow.out" 2>&1
 grep -q "served: HTTP/1.1 200 OK; still open: 0$" "$tmp/slow.out" &&
