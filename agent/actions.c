@@ -25,7 +25,7 @@ static void keep_annotations(json_t *to, json_t *from, spec_ann_where where) {
         for (size_t i = 0; i < n; i++) {
                 const char *k = rows[i].key;
                 json_t *v = json_object_get(json_object_get(from, "annotations"), k);
-                if (!spec_annotation_kept_on_apply(k, where) || !v ||
+                if (!rows[i].kept_on_apply || !(rows[i].where & where) || !v ||
                     json_object_get(ann ?: json_null(), k))
                         continue;
                 if (!ann) {
