@@ -8,6 +8,9 @@
 #   make bench   release build, then run the benchmarks under bench/
 #   make fleet   release build, then a fleet on this machine to try by hand:
 #                a 3-member etcd and three tendd (n1, n2, n3); Ctrl-C stops it
+#   make fleet-rmw  release build, then the fleet's read-modify-write test
+#                long: clients through three nodes, every acknowledged write
+#                in etcd (ROUNDS=N per client, default 1000)
 #   make chaos   release build, then a long seeded chaos run of the real tendd
 #                (SEED=N STEPS=N; CHAOS_BOUND=warn reports the live bound only)
 #   make fuzz    clang build of tests/fuzz/, then each libFuzzer target for
@@ -29,8 +32,10 @@ FUZZ_TARGETS ?=
 SEED        ?=
 STEPS       ?= 3000
 CHAOS_BOUND ?= fail
+# make fleet-rmw: increments per client
+ROUNDS      ?= 1000
 
-.PHONY: all deps build run test bench chaos fleet fuzz format clean
+.PHONY: all deps build run test bench chaos fleet fleet-rmw fuzz format clean
 
 all: build
 
@@ -48,6 +53,9 @@ run: build
 
 fleet: build
 	@scripts/fleet.sh $(BUILD_DIR)
+
+fleet-rmw: build
+	TEND_BIN_DIR=$(abspath $(BUILD_DIR))/bin TEND_RMW_ROUNDS=$(ROUNDS) tests/fleet/rmw.sh
 
 test: deps
 	$(CMAKE) -S . -B $(TEST_DIR) -DCMAKE_BUILD_TYPE=Debug \

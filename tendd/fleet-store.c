@@ -48,10 +48,14 @@ struct fobj {
         bool gone;                     /* etcd deleted it while its process stops here */
         bool dirty;                    /* written here, not acknowledged */
         bool dirty_main, dirty_status; /* ... which of its keys */
-        bool apply_after;              /* etcd changed it while a write was out */
         bool in_flight;                /* in the txn that is out */
-        json_t *want_main;             /* what to send; NULL with dirty: a delete */
-        json_t *want_status;           /* NULL: no status */
+        /* While a write was out: etcd changed its main key, its status key
+         * (another's write, not the echo of this one: rebase()); the watch
+         * brought this write's own value back. */
+        bool remote_main, remote_status, echoed;
+        bool unsure;         /* a write of it was sent and its answer lost: it may be in etcd */
+        json_t *want_main;   /* what to send; NULL with dirty: a delete */
+        json_t *want_status; /* NULL: no status */
         json_t *sent_main, *sent_status;
         bool sent_delete;
         bool sent_put_main, sent_put_status; /* which keys the write that is out puts */
@@ -313,14 +317,24 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
         *mod = deleted ? 0 : kv->mod_revision;
         if (!status)
                 o->main_create = deleted ? 0 : kv->create_revision;
-        if (echo)
+        if (echo) {
+                o->echoed = true;
                 return; /* the write that is out: its answer settles it */
+        }
         if (o->in_flight) {
-                o->apply_after = true; /* that write is refused, or goes on */
+                /* that write is refused, or goes on; what this node writes
+                 * after it is rebased on etcd's change once it is answered */
+                if (status)
+                        o->remote_status = true;
+                else
+                        o->remote_main = true;
                 return;
         }
-        /* this node's own value (its answer was lost): acknowledged */
-        if (o->dirty && !deleted && (status ? o->dirty_status : o->dirty_main) &&
+        /* this node's own value (its answer was lost): acknowledged. Only
+         * then: the same value from another node is another's write, made
+         * without this one (two clients that both read 5 and wrote 6; both
+         * acknowledged, one increment would be lost) */
+        if (o->unsure && o->dirty && !deleted && (status ? o->dirty_status : o->dirty_main) &&
             json_equal(v, status ? o->want_status : o->want_main)) {
                 if (status)
                         o->dirty_status = false;
@@ -504,7 +518,9 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
                 return;
         }
         was_dirty = o->dirty;
-        if (f->recording) { /* a write of the API request being answered */
+        if (!was_dirty && !o->in_flight)
+                o->unsure = false; /* a write of its own, after the unsure one settled */
+        if (f->recording) {        /* a write of the API request being answered */
                 _cleanup_free_ char *key = obj_key(kind, o->ns, o->name);
                 if (!key ||
                     (!strv_contains(f->req_keys, key) && strv_extend(&f->req_keys, key) < 0))
@@ -602,6 +618,20 @@ static int build(fleet *f, fobj *o, json_t *cmp, json_t *ops, json_t *fail, size
 }
 
 static void on_txn(const etcd_result *r, void *userdata);
+static bool rebase(fleet *f, fobj *o, bool sent);
+
+/* o's write is in etcd: acknowledged, and what this node wrote after it
+ * rebased on what etcd changed meanwhile (changed). */
+static void settle_sent(fleet *f, fobj *o, bool changed) {
+        if (o->seq == o->sent_seq) {
+                o->dirty = o->dirty_main = o->dirty_status = false;
+                o->pending_from = 0;
+        } else
+                o->pending_from = o->sent_seq + 1;
+        if (changed)
+                (void) rebase(f, o, false);
+        o->remote_main = o->remote_status = false;
+}
 
 static void flush(fleet *f) {
         _cleanup_(json_decrefp) json_t *cmp = NULL, *ops = NULL, *fail = NULL;
@@ -735,6 +765,54 @@ static bool refresh(fleet *f, fobj *o, const etcd_result *r) {
                                                   : o->main_create != o->sent_main_create;
 }
 
+static bool same(const json_t *a, const json_t *b) {
+        return a == b || (a && b && json_equal(a, b));
+}
+
+/*
+ * etcd changed o's keys while its write was out (remote_main, _status):
+ * what this node still has to send of o (written here since that write was
+ * sent) was decided on a copy without that change, which the copy follows
+ * only now. sent: the write that was out is among it (its answer was lost,
+ * and the watch did not bring it back: it is not in etcd before the
+ * change). A write that changed such a key loses, as a write compared on a
+ * revision that is no longer etcd's: 409 to the requests it answers, and
+ * the agent decides again on what etcd has. Else what goes of such a key
+ * is etcd's value, not the copy's old one: sent as it is, the write would
+ * put the old value back over the change, compared on the change's own
+ * revision (issue 29: a lost update). Returns whether o's writes lost.
+ */
+static bool rebase(fleet *f, fobj *o, bool sent) {
+        bool main_changed = (sent && (o->sent_put_main || o->sent_delete)) ||
+                            !same(o->want_main, o->sent_main) || (!o->want_main) != o->sent_delete;
+        bool status_changed = (sent && (o->sent_put_status || o->sent_delete)) ||
+                              !same(o->want_status, o->sent_status);
+        bool hit = (o->remote_main && (main_changed || !o->main)) || /* !main: etcd deleted it */
+                   (o->remote_status && status_changed);
+
+        if (hit) {
+                if (o->dirty)
+                        undo(f, o, 409);
+        } else if (o->dirty) {
+                if (o->remote_main) {
+                        json_decref(o->want_main);
+                        o->want_main = json_incref(o->main);
+                        o->dirty_main = false;
+                }
+                if (o->remote_status) {
+                        json_decref(o->want_status);
+                        o->want_status = json_incref(o->status);
+                        o->dirty_status = false;
+                }
+                if (!o->dirty_main && !o->dirty_status) {
+                        o->dirty = false;
+                        o->pending_from = 0;
+                }
+        }
+        o->apply = f->objs_dirty = true;
+        return hit;
+}
+
 static void on_txn(const etcd_result *r, void *userdata) {
         fleet *f = userdata;
         size_t n = f->n_sent, conflicts = 0;
@@ -744,12 +822,26 @@ static void on_txn(const etcd_result *r, void *userdata) {
         f->n_sent = 0;
         for (size_t i = 0; i < n; i++) {
                 fobj *o = f->sent[i];
+                bool changed = o->remote_main || o->remote_status, echoed = o->echoed;
                 o->in_flight = false;
-                if (r->error < 0 || refused) {
-                        if (o->apply_after)
-                                o->apply = f->objs_dirty = true;
-                        o->apply_after = false;
+                o->echoed = false;
+                if (r->error < 0 && echoed) {
+                        /* the answer was lost, but the watch brought the
+                         * write back: etcd has it (and what it put is in the
+                         * mirror already) */
+                        settle_sent(f, o, changed);
+                        continue;
                 }
+                if (r->error < 0)
+                        o->unsure = true;
+                else
+                        o->unsure = false;
+                if (changed && r->error < 0)
+                        (void) rebase(f, o, true); /* before it is sent again */
+                else if (changed && refused)
+                        o->apply = f->objs_dirty = true;
+                if (r->error < 0 || refused)
+                        o->remote_main = o->remote_status = false;
                 if (r->error < 0)
                         continue; /* sent again */
                 if (refused) {
@@ -775,7 +867,8 @@ static void on_txn(const etcd_result *r, void *userdata) {
                                 o->status_mod = 0;
                         }
                 } else {
-                        /* what this write put, unless the watch brought a later one */
+                        /* what this write put, unless the watch brought a later
+                         * one (etcd's change while it was out: after it) */
                         if (o->sent_put_main && o->main_mod < r->revision) {
                                 if (!o->main) {
                                         o->main_create = r->revision;
@@ -792,16 +885,7 @@ static void on_txn(const etcd_result *r, void *userdata) {
                                 o->status_mod = r->revision;
                         }
                 }
-                if (o->seq == o->sent_seq) {
-                        o->dirty = o->dirty_main = o->dirty_status = false;
-                        o->pending_from = 0;
-                } else
-                        o->pending_from = o->sent_seq + 1;
-                if (o->apply_after) { /* what etcd changed meanwhile, this node's kept */
-                        o->apply_after = false;
-                        o->apply = true;
-                        f->objs_dirty = true;
-                }
+                settle_sent(f, o, changed);
         }
         log_debug("fleet: a write of %zu object%s: %s", n, n == 1 ? "" : "s",
                   r->error < 0 ? "failed"

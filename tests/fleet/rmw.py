@@ -1,0 +1,188 @@
+#!/usr/bin/python3
+# Optimistic concurrency across the fleet (issue 29): clients, each through
+# a node of its own, increment one counter (an annotation of a Deployment)
+# by read-modify-write: GET, +1, PUT with the GET's resourceVersion, again
+# on 409. Every PUT answered 200 is an acknowledged increment, so the
+# counter etcd ends with must equal their number: one lower, and a write
+# was lost (overwritten by one decided without it).
+#
+# rmw.py SOCKET... --name NAME --rounds N [--seconds S]
+#   prints "acked N" and, per client, its 200s, 409s and other answers;
+#   the caller reads the counter back and compares.
+#
+# rmw.py SOCKET... --name NAME --rounds N --blind ETCD_URL PREFIX
+#   unconditional writes instead: each client writes values of its own
+#   (a PUT without resourceVersion, and server-side apply with force, in
+#   turn); then etcd's history of the object is read from ETCD_URL, and each
+#   value answered 200 must be in it, each answered 409 must not (an
+#   acknowledgement says what happened). Exits 1 if one is wrong.
+import argparse
+import http.client
+import json
+import socket
+import sys
+import threading
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("sockets", nargs="+")
+ap.add_argument("--name", required=True)
+ap.add_argument("--rounds", type=int, default=50)
+ap.add_argument("--seconds", type=float, default=120)
+ap.add_argument("--blind", nargs=2, metavar=("ETCD_URL", "PREFIX"))
+ap.add_argument("--template", action="store_true",
+                help="--blind writes the value into the pod template (a rollout each)")
+args = ap.parse_args()
+
+KEY = "example.com/count"
+PATH = "/apis/apps/v1/namespaces/default/deployments/" + args.name
+
+
+class Conn(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost", timeout=30)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def call(sock, method, body=None, ctype="application/json", query=""):
+    c = Conn(sock)
+    data = json.dumps(body).encode() if body is not None else None
+    c.request(method, PATH + query, body=data, headers={"Content-Type": ctype} if data else {})
+    r = c.getresponse()
+    out = r.read()
+    c.close()
+    return r.status, out
+
+
+results = {}
+log = []  # (time, client, the value acknowledged)
+
+
+def client(i, sock):
+    acked = conflicts = other = 0
+    deadline = time.monotonic() + args.seconds
+    while acked < args.rounds and time.monotonic() < deadline:
+        status, out = call(sock, "GET")
+        if status != 200:
+            other += 1
+            time.sleep(0.05)
+            continue
+        d = json.loads(out)
+        ann = d["metadata"].setdefault("annotations", {})
+        ann[KEY] = str(int(ann.get(KEY, "0")) + 1)
+        d.pop("status", None)
+        status, out = call(sock, "PUT", d)
+        if status == 200:
+            acked += 1
+            log.append((time.time(), i, ann[KEY]))
+        elif status == 409:
+            conflicts += 1
+        else:
+            other += 1
+            print("client %d: PUT answered %d: %s" % (i, status, out[:200].decode(errors="replace")),
+                  file=sys.stderr)
+    results[i] = (acked, conflicts, other)
+
+
+answers = []  # (client, value, status) of the unconditional writes
+
+
+def blind(i, sock):
+    for k in range(args.rounds):
+        value = "c%d-%d" % (i, k)
+        if k % 2:
+            body = {"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": args.name, "annotations": {"example.com/last": value}}}
+            if args.template:
+                body = {"apiVersion": "apps/v1", "kind": "Deployment",
+                        "metadata": {"name": args.name},
+                        "spec": {"template": {"metadata": {"annotations": {
+                            "example.com/last": value}}}}}
+            status, out = call(sock, "PATCH", body, "application/apply-patch+yaml",
+                               "?fieldManager=client%d&force=true" % i)
+        else:
+            status, out = call(sock, "GET")
+            if status != 200:
+                answers.append((i, value, status))
+                continue
+            d = json.loads(out)
+            where = d["spec"]["template"]["metadata"] if args.template else d["metadata"]
+            where.setdefault("annotations", {})["example.com/last"] = value
+            for f in ("resourceVersion", "managedFields"):
+                d["metadata"].pop(f, None)
+            d.pop("status", None)
+            status, out = call(sock, "PUT", d)
+        answers.append((i, value, status))
+        if status not in (200, 409):
+            print("client %d: %s answered %d: %s" % (i, value, status,
+                                                    out[:200].decode(errors="replace")),
+                  file=sys.stderr)
+
+
+def history(url, key):
+    """Every value etcd held under key, from its first revision: a watch
+    through etcd's JSON gateway, read up to the key's last change."""
+    import base64
+    import urllib.request
+    b64 = base64.b64encode(key.encode()).decode()
+    with urllib.request.urlopen(url + "/v3/kv/range", json.dumps({"key": b64}).encode(),
+                                timeout=10) as r:
+        kvs = json.load(r).get("kvs", [])
+    last = int(kvs[0]["mod_revision"]) if kvs else 0
+    values = []
+    req = urllib.request.Request(url + "/v3/watch", json.dumps(
+        {"create_request": {"key": b64, "start_revision": 1}}).encode())
+    with urllib.request.urlopen(req, timeout=30) as r:
+        for line in r:
+            if not last:
+                break
+            res = json.loads(line).get("result", {})
+            for ev in res.get("events", []):
+                kv = ev["kv"]
+                if ev.get("type") != "DELETE":
+                    values.append(json.loads(base64.b64decode(kv["value"])))
+                if int(kv["mod_revision"]) >= last:
+                    return values
+    return values
+
+
+if args.blind:
+    threads = [threading.Thread(target=blind, args=(i, s)) for i, s in enumerate(args.sockets)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    url, prefix = args.blind
+    held = {(d["spec"]["template"]["metadata"] if args.template else d["metadata"])
+            .get("annotations", {}).get("example.com/last")
+            for d in history(url, prefix + "/v1/deployments/default/" + args.name)}
+    wrong = 0
+    for i, value, status in answers:
+        if (status == 200) != (value in held) and status in (200, 409):
+            wrong += 1
+            print("client %d: %s answered %d, but etcd %s it" %
+                  (i, value, status, "never held" if status == 200 else "held"))
+    print("unconditional writes: %d answered 200, %d answered 409, %d other; %d wrong" % (
+        sum(a[2] == 200 for a in answers), sum(a[2] == 409 for a in answers),
+        sum(a[2] not in (200, 409) for a in answers), wrong))
+    sys.exit(1 if wrong else 0)
+
+threads = [threading.Thread(target=client, args=(i, s)) for i, s in enumerate(args.sockets)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("acked", sum(r[0] for r in results.values()))
+seen = {}
+for t, i, v in sorted(log):
+    if v in seen:  # two clients acknowledged the same value: one increment lost
+        print("value %s acknowledged to client %d at %.3f and to client %d at %.3f" %
+              (v, seen[v][1], seen[v][0], i, t))
+    seen[v] = (t, i)
+for i in sorted(results):
+    print("client %d (%s): %d acknowledged, %d conflicts, %d other" % ((i, args.sockets[i]) + results[i]))
