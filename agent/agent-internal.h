@@ -159,6 +159,15 @@ void agent__drop_events(agent *a);
 const spec_deployment *agent__deployment_by_uid(agent *a, const char *ns, const char *uid);
 const spec_replica_set *agent__replica_set_by_uid(agent *a, const char *ns, const char *uid);
 
+/* A pod evicted from a lost node (marked deleted; its node cannot say
+ * whether it still runs): unknown, neither live nor terminating, so that a
+ * dead node holds back no rollout (docs/fleet.md §3.7). Both controllers
+ * count pods with it: the ReplicaSet's room and the Deployment's rollout. */
+static inline bool agent__pod_evicted_unknown(agent *a, const spec_pod *p) {
+        return p->metadata.deletion_timestamp && p->spec.node_name && a->fleet.node_lost &&
+               a->fleet.node_lost(a->fleet.userdata, p->spec.node_name);
+}
+
 /* A ReplicaSet annotation the deployment controller keeps for itself
  * (AGENT_ANN_COMPLETE, ...): a ReplicaSet's alone in the registry. */
 static inline bool agent__rs_own_annotation(const char *key) {

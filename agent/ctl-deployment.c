@@ -89,13 +89,15 @@ static int gather(dctx *c) {
                 }
         }
         /* Pods: active and terminating per RS (terminating pods occupy room
-         * under replicas + maxSurge, see plan_rs_occupancy()). */
+         * under replicas + maxSurge, see plan_rs_occupancy()); those evicted
+         * from a lost node neither (they would never go: issue 29). */
         np = store_list(a->store, STORE_POD, &items);
         for (size_t i = 0; i < np; i++) {
                 const spec_pod *p = items[i];
                 const spec_owner_ref *o = spec_meta_controller(&p->metadata);
                 if (!o || spec_pod_terminal(p) ||
-                    !streq_ptr(p->metadata.namespace, c->d->metadata.namespace))
+                    !streq_ptr(p->metadata.namespace, c->d->metadata.namespace) ||
+                    agent__pod_evicted_unknown(a, p))
                         continue;
                 for (size_t k = 0; k < c->n; k++)
                         if (streq_ptr(c->rss[k]->metadata.uid, o->uid)) {

@@ -392,7 +392,10 @@ static int delete_pod(agent *a, const spec_replica_set *rs, const spec_pod *p) {
         return store_put(a->store, STORE_POD, n, NULL);
 }
 
-static plan_pod to_plan_pod(agent *a, const spec_pod *p) {
+/* per_node (fleet mode; else NULL): how many of the ReplicaSet's active
+ * pods each node runs. */
+static plan_pod to_plan_pod(agent *a, const spec_pod *p, const tend_hashmap *per_node) {
+        const char *node = p->spec.node_name;
         const char *cost = spec_map_get(&p->metadata.annotations, AGENT_ANN_DELETION_COST);
         int64_t c = 0;
         usec_t since = 0;
@@ -411,6 +414,11 @@ static plan_pod to_plan_pod(agent *a, const spec_pod *p) {
                                     ? p->status.container_statuses[0].restart_count
                                     : 0,
                 .created = p->metadata.creation_timestamp,
+                .node_lost = node && a->fleet.node_lost &&
+                             a->fleet.node_lost(a->fleet.userdata, node),
+                .node_siblings = node && per_node
+                                         ? (int32_t) (uintptr_t) tend_hashmap_get(per_node, node)
+                                         : 0,
         };
 }
 
@@ -506,10 +514,7 @@ static int deployment_room(agent *a, const spec_replica_set *rs, room *ret) {
                 if (!po || !streq_ptr(p->metadata.namespace, d->metadata.namespace) ||
                     spec_pod_terminal(p))
                         continue;
-                /* on a lost node: unknown, not live (else one dead node
-                 * would hold every rollout) */
-                if (p->metadata.deletion_timestamp && p->spec.node_name && a->fleet.node_lost &&
-                    a->fleet.node_lost(a->fleet.userdata, p->spec.node_name))
+                if (agent__pod_evicted_unknown(a, p))
                         continue;
                 for (size_t j = 0; j < k && !ours; j++)
                         ours = streq_ptr(po->uid, uids[j]);
@@ -609,11 +614,19 @@ static int manage(agent *a, const spec_replica_set *rs, owned *o) {
                 size_t n = o->n_active, want = (size_t) MIN(diff, BURST);
                 _cleanup_free_ plan_pod *pp = new0(plan_pod, n);
                 _cleanup_free_ size_t *order = new0(size_t, n);
+                _cleanup_(tend_hashmap_freep)
+                        tend_hashmap *per_node = agent__fleet(a) ? tend_hashmap_new() : NULL;
 
-                if (!pp || !order)
+                if (!pp || !order || (agent__fleet(a) && !per_node))
                         return -ENOMEM;
+                for (size_t i = 0; per_node && i < n; i++) {
+                        const char *node = o->active[i]->spec.node_name;
+                        uintptr_t k = node ? (uintptr_t) tend_hashmap_get(per_node, node) : 0;
+                        if (node && tend_hashmap_put(per_node, node, (void *) (k + 1), NULL) < 0)
+                                return -ENOMEM;
+                }
                 for (size_t i = 0; i < n; i++)
-                        pp[i] = to_plan_pod(a, o->active[i]);
+                        pp[i] = to_plan_pod(a, o->active[i], per_node);
                 plan_deletion_order(pp, n, order);
                 for (size_t i = 0; i < want; i++) {
                         r = delete_pod(a, rs, o->active[order[i]]);

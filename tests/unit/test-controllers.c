@@ -2242,9 +2242,15 @@ static bool fl_fenced(void *u) {
         return fleet_fenced;
 }
 
-static const agent_fleet test_fleet = { .leading = fl_leading,
-                                        .nodes = fl_nodes,
-                                        .fenced = fl_fenced };
+static const char *fleet_lost; /* the node that is lost, or NULL */
+
+static bool fl_node_lost(void *u, const char *node) {
+        return fleet_lost && streq_ptr(node, fleet_lost);
+}
+
+static const agent_fleet test_fleet = {
+        .leading = fl_leading, .nodes = fl_nodes, .node_lost = fl_node_lost, .fenced = fl_fenced
+};
 
 static size_t pods_on(world *w, const char *node) {
         const void *const *items;
@@ -2282,6 +2288,128 @@ static size_t pods_with(world *w, const char *prefix, const char *node) {
                 c += startswith(p->metadata.name, prefix) && streq_ptr(p->spec.node_name, node);
         }
         return c;
+}
+
+/* Of pods_with(w, prefix, node): those marked deleted. */
+static size_t count_deleting(world *w, const char *prefix, const char *node) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_POD, &items), c = 0;
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                c += startswith(p->metadata.name, prefix) && streq_ptr(p->spec.node_name, node) &&
+                     p->metadata.deletion_timestamp;
+        }
+        return c;
+}
+
+/* What node's tendd writes of its pods: each of node's pods Running and
+ * Ready (this agent runs only box's). */
+static void node_runs_its_pods(world *w, const char *node) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_POD, &items), k = 0;
+        _cleanup_free_ const spec_pod **ps = new0(const spec_pod *, n + 1);
+
+        assert_non_null(ps);
+        for (size_t i = 0; i < n; i++)
+                if (streq_ptr(((const spec_pod *) items[i])->spec.node_name, node) &&
+                    !((const spec_pod *) items[i])->metadata.deletion_timestamp)
+                        ps[k++] = items[i];
+        for (size_t i = 0; i < k; i++) {
+                spec_pod *c = spec_pod_copy(ps[i]);
+                assert_non_null(c);
+                c->status.phase = SPEC_POD_RUNNING;
+                c->status.start_time = clk_wall(w);
+                assert_true(plan_set_condition(&c->status.conditions, &c->status.n_conditions,
+                                               "Ready", "True", NULL, NULL, clk_wall(w)) >= 0);
+                assert_int_equal(store_put(w->store, STORE_POD, c, NULL), 0);
+        }
+        assert_int_equal(store_commit(w->store, false), 0);
+}
+
+/* A node lost during a rollout holds back nothing (issue 29): its evicted
+ * pods are unknown, neither live nor terminating, in the Deployment's
+ * rollout as in the ReplicaSet's room; with maxSurge 0 the rollout still
+ * ends with every replica, all on the nodes that are left. */
+static void test_fleet_lost_node_rollout(void **state) {
+        world *w = world_new();
+        const char *strategy = "  strategy:\n    rollingUpdate: {maxSurge: 0, maxUnavailable: 1}\n";
+
+        fleet_leads = true;
+        fleet_fenced = false;
+        fleet_lost = NULL;
+        fleet_agent(w, false);
+        fleet_nodes[2].ready = false; /* box and n2 */
+        apply(w, manifest("lost", 4, "lost-v1", strategy, NULL));
+        step(w, 2 * S);
+        assert_int_equal(pods_with(w, "lost-", "n2"), 2);
+        node_runs_its_pods(w, "n2");
+        assert_true(step_until(w, rolled_out, "lost", 10 * S));
+
+        /* n2 is lost: its two pods are evicted (marked deleted, never gone:
+         * nobody is there to stop them) and replaced on box */
+        fleet_lost = "n2";
+        fleet_nodes[1].ready = false;
+        assert_int_equal(agent_evict_node(w->agent, "n2", false, 60 * S), 2);
+        agent_fleet_changed(w->agent);
+        step(w, 3 * S);
+        assert_true(step_until(w, rolled_out, "lost", 10 * S));
+        assert_int_equal(pods_with(w, "lost-", "box"), 4);
+        assert_int_equal(count_pods(w, "lost-v1", true), 4);
+
+        /* a rollout now: it ends, all four on box, as if n2's were gone */
+        apply(w, manifest("lost", 4, "lost-v2", strategy, NULL));
+        assert_true(step_until(w, settled, "lost", 30 * S));
+        assert_int_equal(count_pods(w, "lost-v2", true), 4);
+        assert_int_equal(count_pods(w, "lost-v1", true), 0);
+        assert_int_equal(dep(w, "lost")->status.updated_replicas, 4);
+        assert_int_equal(dep(w, "lost")->status.available_replicas, 4);
+
+        fleet_lost = NULL;
+        world_free(w);
+}
+
+/* A scale-down in a fleet deletes first the pods of a lost node (Unknown),
+ * then those of the node that runs the most of the ReplicaSet's pods:
+ * Kubernetes' ranks (§7.2), which the planner has and the controller must
+ * fill in. */
+static void test_fleet_scale_down_ranks(void **state) {
+        world *w = world_new();
+
+        fleet_leads = true;
+        fleet_fenced = false;
+        fleet_lost = NULL;
+        fleet_agent(w, false);
+        fleet_nodes[1].ready = fleet_nodes[2].ready = false; /* box alone */
+        apply(w, manifest("rank", 4, "rank-v1", NULL, NULL));
+        assert_true(step_until(w, rolled_out, "rank", 10 * S));
+        assert_int_equal(pods_with(w, "rank-", "box"), 4);
+
+        /* n2 comes; two more, both there, and running a while later than
+         * box's (ready for less time: without the node rank, deleted first) */
+        fleet_nodes[1].ready = true;
+        agent_fleet_changed(w->agent);
+        assert_int_equal(agent_scale_deployment(w->agent, "default", "rank", 6), 0);
+        step(w, 2 * S);
+        assert_int_equal(pods_with(w, "rank-", "n2"), 2);
+        node_runs_its_pods(w, "n2");
+        assert_true(step_until(w, rolled_out, "rank", 10 * S));
+
+        /* to 4: box runs four of six, n2 two: box's go */
+        assert_int_equal(agent_scale_deployment(w->agent, "default", "rank", 4), 0);
+        step(w, 2 * S);
+        assert_int_equal(pods_with(w, "rank-", "box") - count_deleting(w, "rank-", "box"), 2);
+        assert_int_equal(pods_with(w, "rank-", "n2") - count_deleting(w, "rank-", "n2"), 2);
+
+        /* n2 lost (not yet evicted): to 3, n2's pod goes first although box
+         * runs as many */
+        fleet_lost = "n2";
+        assert_int_equal(agent_scale_deployment(w->agent, "default", "rank", 3), 0);
+        step(w, 2 * S);
+        assert_int_equal(pods_with(w, "rank-", "box") - count_deleting(w, "rank-", "box"), 2);
+        assert_int_equal(pods_with(w, "rank-", "n2") - count_deleting(w, "rank-", "n2"), 1);
+
+        fleet_lost = NULL;
+        world_free(w);
 }
 
 /* In a fleet a fixed containerPort is the node's (pods run on the host
@@ -2527,6 +2655,8 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_fleet_binding),
                 cmocka_unit_test(test_fleet_ports),
+                cmocka_unit_test(test_fleet_lost_node_rollout),
+                cmocka_unit_test(test_fleet_scale_down_ranks),
                 cmocka_unit_test(test_node_selector_single_host),
                 cmocka_unit_test(test_first_rollout),
                 cmocka_unit_test(test_kill_replaced),
