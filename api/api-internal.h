@@ -182,6 +182,7 @@ typedef struct page {
         int64_t limit;
         char *after_ns, *after_name;
         uint64_t rv;
+        uint64_t too_large; /* -EAGAIN: the version asked for */
 } page;
 
 typedef struct list_ref {
@@ -264,6 +265,7 @@ const spec_meta *api__meta_of(store_kind kind, const void *obj);
 /* obj as res shows it (its convert applied). */
 json_t *api__encode(const resource *res, const void *obj);
 enum MHD_Result api__send_oom(req *r);
+enum MHD_Result api__send_rv_too_large(req *r, uint64_t want, uint64_t current);
 /* A uid and a resourceVersion a request is conditional on (stated: in
  * DeleteOptions.preconditions). false: answered (409). */
 bool api__preconditions_hold(req *r, const resource *res, const void *obj, const char *uid,

@@ -231,6 +231,23 @@ json_t *api__status_json(unsigned code, const char *reason, const char *message,
         return j;
 }
 
+/* A list or watch from a resourceVersion this tendd has not reached: 504
+ * with the cause client-go looks for (IsTooLargeResourceVersion: its
+ * reflector then lists again), as kube-apiserver answers. */
+enum MHD_Result api__send_rv_too_large(req *r, uint64_t want, uint64_t current) {
+        _cleanup_free_ char *msg = strprintf(
+                "Too large resource version: %" PRIu64 ", current: %" PRIu64, want, current);
+        json_t *details = json_pack("{s:[{s:s, s:s}], s:i}", "causes", "reason",
+                                    "ResourceVersionTooLarge", "message",
+                                    "Too large resource version", "retryAfterSeconds", 1);
+
+        if (!msg || !details) {
+                json_decref(details);
+                return api__send_oom(r);
+        }
+        return api__send_json(r, 504, api__status_json(504, "Timeout", msg, details));
+}
+
 json_t *api_status_json(unsigned code, const char *reason, const char *message) {
         return api__status_json(code, reason, message, NULL);
 }

@@ -31,7 +31,7 @@ enum MHD_Result api__handle_collection(req *r, const resource *res, const char *
                 if (q < 0) {
                         ret = q == -EINVAL   ? api__send_status(r, 400, "BadRequest", "%s", err)
                               : q == -ERANGE ? api__send_status(r, 410, "Expired", "%s", err)
-                              : q == -EAGAIN ? api__send_status(r, 504, "Timeout", "%s", err)
+                              : q == -EAGAIN ? api__send_rv_too_large(r, pg.too_large, pg.rv)
                                              : api__send_oom(r);
                         free(err);
                         api__page_done(&pg);

@@ -256,6 +256,7 @@ int api__page_parse(req *r, page *p, char **ret_error) {
         if (!isempty(rv) && safe_atou64(rv, &want) >= 0 && want > p->rv) {
                 *ret_error = strprintf("Too large resource version: %" PRIu64 ", current: %" PRIu64,
                                        want, p->rv);
+                p->too_large = want;
                 return -EAGAIN;
         }
         if (streq_ptr(match, "Exact") && want != p->rv) {

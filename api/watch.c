@@ -148,6 +148,12 @@ enum MHD_Result api__start_watch(req *r, const resource *res, filter *f) {
                 return api__send_status(r, 400, "BadRequest",
                                         "invalid resourceVersion or timeoutSeconds");
         }
+        /* a version this tendd has not reached (another node's, in a
+         * fleet: each counts its own): as a list answers */
+        if (since > store_resource_version(s->store)) {
+                api__filter_done(f);
+                return api__send_rv_too_large(r, since, store_resource_version(s->store));
+        }
         w = new0(watch, 1);
         if (!w) {
                 api__filter_done(f);

@@ -912,6 +912,23 @@ jq -e 'select(.type == "ERROR") | .object.code == 410' "$tmp/body" >/dev/null &&
     ok "ERROR 410 Expired for version 1" || fail "stream: $(head -c 300 "$tmp/body")"
 : "$old_rv"
 
+echo "== a version tendd has not reached: 504 with client-go's cause, list and watch alike"
+expect_api 200 "list" GET "/apis/apps/v1/namespaces/default/deployments"
+future=$(($(jq -r .metadata.resourceVersion "$tmp/body") + 1000))
+for q in "" "watch=true&timeoutSeconds=1&"; do
+    what=list
+    [ -n "$q" ] && what=watch
+    if expect_api 504 "$what from $future" GET \
+        "/apis/apps/v1/namespaces/default/deployments?${q}resourceVersion=$future" &&
+        jq -e '.reason == "Timeout" and .details.causes[0].reason == "ResourceVersionTooLarge"
+               and (.message | startswith("Too large resource version: '"$future"'"))' \
+            "$tmp/body" >/dev/null; then
+        ok "$what from a future version: 504 Timeout, ResourceVersionTooLarge"
+    else
+        fail "$what from a future version: $(head -c 300 "$tmp/body")"
+    fi
+done
+
 echo "== rollout status outlives a tendd restart"
 sed 's/unready/never-ready/g; s/progressDeadlineSeconds: 4/progressDeadlineSeconds: 600/' \
     "$tmp/unready.yaml" >"$tmp/never.yaml"
