@@ -46,6 +46,7 @@ struct request {
         bool waiting_auth; /* not started: waits for a token */
         bool reauthed;     /* refused a token once, asked for a new one */
         char *token_used;  /* the token it was sent with */
+        bool unknown;      /* an attempt reached etcd, and no answer says what it did */
         etcd_cb cb;
         void *userdata;
 };
@@ -206,7 +207,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *userdata) {
 static int start(request *r);
 
 static void finish(request *r, CURLcode code, long status) {
-        etcd_result res = { .http_status = status };
+        etcd_result res = { .http_status = status, .unknown = r->unknown };
         _cleanup_free_ char *msg = NULL;
         json_t *j = NULL, *h, *result;
 
@@ -282,6 +283,13 @@ static void finish(request *r, CURLcode code, long status) {
 static void on_done(void *userdata, CURLcode code, long status) {
         request *r = userdata;
         etcd *e = r->e;
+        long sent = 0;
+
+        /* sent (not refused at connect), then no answer or etcd's own
+         * failure (a timeout, no leader): it may have been applied */
+        if ((code != CURLE_OK || status >= 500) &&
+            curl_easy_getinfo(r->easy, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK && sent > 0)
+                r->unknown = true;
 
         /* a token etcd no longer knows (it restarted, or the token's TTL
          * passed): a new one, once */

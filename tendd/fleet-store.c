@@ -32,6 +32,10 @@
 #define BATCH_BYTES (1024 * 1024)
 #define WAIT_MAX (10 * USEC_PER_SEC)
 #define FLUSH_HOLD (20 * USEC_PER_MSEC) /* the longest a write waits for more to go with it */
+/* A waiter's failure: its write was withdrawn after WAIT_MAX, but an
+ * answer of etcd's to it was lost before, so etcd may have it (a 504 that
+ * says so). */
+#define UNSURE 599
 
 static const char *const kind_names[] = {
         [STORE_DEPLOYMENT] = "deployments",
@@ -69,7 +73,7 @@ struct fwaiter {
         fwaiter *next;
         uint64_t from, seq; /* the request's own writes: (from, seq] */
         char **keys;        /* ... of these objects ("kind/ns/name") */
-        unsigned failed;    /* 0, or the code of the answer (409, 413) */
+        unsigned failed;    /* 0, or the code of the answer (409, 413, 504, UNSURE) */
         usec_t deadline;
         void (*done)(unsigned code, json_t *answer, void *req);
         void *req;
@@ -832,10 +836,12 @@ static void on_txn(const etcd_result *r, void *userdata) {
                         settle_sent(f, o, changed);
                         continue;
                 }
-                if (r->error < 0)
-                        o->unsure = true;
-                else
+                /* an answer settles it; a try refused at connect (or by
+                 * etcd) leaves it as an earlier try made it */
+                if (r->error >= 0)
                         o->unsure = false;
+                else if (r->unknown)
+                        o->unsure = true;
                 if (changed && r->error < 0)
                         (void) rebase(f, o, true); /* before it is sent again */
                 else if (changed && refused)
@@ -938,23 +944,76 @@ static bool pending_for(fleet *f, char *const *keys, uint64_t seq) {
         return false;
 }
 
+/* Whether one of a request's writes not acknowledged is out to etcd. */
+static bool out_for(fleet *f, char *const *keys, uint64_t seq) {
+        for (size_t i = 0; keys && keys[i]; i++) {
+                const fobj *o = tend_hashmap_get(f->objs, keys[i]);
+                if (o && o->in_flight && unacknowledged(o, seq))
+                        return true;
+        }
+        return false;
+}
+
+/*
+ * A request etcd has not acknowledged within WAIT_MAX: what of it is still
+ * queued here is withdrawn (undone: the local copy goes back to etcd's),
+ * so that its 504 means nothing of it is applied later, and a client may
+ * try again elsewhere (issue 29: a 504 applied minutes later, a retry
+ * elsewhere applied too). A write that is out to etcd then is waited for
+ * (etcd's client gives up on it in seconds): its answer says. One whose
+ * answer was lost earlier may be in etcd: its 504 says that instead.
+ * Returns whether anything was withdrawn.
+ */
+static bool withdraw_late(fleet *f, usec_t now) {
+        bool any = false;
+
+        for (fwaiter *w = f->waiters; w; w = w->next) {
+                if (now < w->deadline || !pending_for(f, w->keys, w->seq) ||
+                    out_for(f, w->keys, w->seq))
+                        continue;
+                for (size_t i = 0; w->keys && w->keys[i]; i++) {
+                        fobj *o = tend_hashmap_get(f->objs, w->keys[i]);
+                        if (!o || !unacknowledged(o, w->seq))
+                                continue;
+                        log_warning("fleet: %s/%s/%s: etcd has not taken it in %d s; withdrawn",
+                                    kind_names[o->kind], o->ns, o->name,
+                                    (int) (WAIT_MAX / USEC_PER_SEC));
+                        undo(f, o, o->unsure ? UNSURE : 504);
+                        o->unsure = false;
+                        any = true;
+                }
+        }
+        return any;
+}
+
+static bool apply_marked(fleet *f);
+
 static void check_waiters(fleet *f) {
         usec_t now = now_monotonic();
 
+        if (withdraw_late(f, now) && apply_marked(f) && f->c.agent)
+                agent_kick(f->c.agent); /* it decides again on what etcd has */
         for (fwaiter **p = &f->waiters; *p;) {
                 fwaiter *w = *p;
-                bool pending = pending_for(f, w->keys, w->seq);
-                if (pending && now < w->deadline) {
+                if (pending_for(f, w->keys, w->seq)) { /* (out to etcd: its answer says) */
                         p = &w->next;
                         continue;
                 }
                 *p = w->next;
-                if (pending)
+                if (w->failed == 504)
+                        w->done(504,
+                                api_status_json(504, "Timeout",
+                                                "etcd has not taken the write within 10 s: it "
+                                                "was withdrawn, nothing of it is applied; try "
+                                                "again"),
+                                w->req);
+                else if (w->failed == UNSURE)
                         w->done(504,
                                 api_status_json(504, "Timeout",
                                                 "etcd has not acknowledged the write within "
-                                                "10 s; it stays queued on this node and is "
-                                                "written when etcd answers"),
+                                                "10 s, and an answer of etcd's to it was lost: "
+                                                "it may have been applied; read the object to "
+                                                "see whether it was"),
                                 w->req);
                 else if (w->failed == 503)
                         w->done(503,
@@ -1238,10 +1297,12 @@ static void on_lifecycle(uv_timer_t *t) {
 /* ---- life -------------------------------------------------------------------------------------
  */
 
-void fleet__objects_settle(fleet *f) {
+/* The local copies marked (apply) become what etcd has. Returns whether
+ * any was. */
+static bool apply_marked(fleet *f) {
         const char *key;
         void *v;
-        bool leads = f->joined && agent_leads(f), wrote = false;
+        bool wrote = false;
         int r;
 
         if (f->objs_dirty && f->store) {
@@ -1274,6 +1335,12 @@ void fleet__objects_settle(fleet *f) {
                 for (size_t i = 0; i < n; i++)
                         fobj_maybe_forget(f, idle[i]);
         }
+        return wrote;
+}
+
+void fleet__objects_settle(fleet *f) {
+        bool leads = f->joined && agent_leads(f), wrote = apply_marked(f);
+
         if (f->c.agent && (leads != f->agent_leading || f->nodes_changed)) {
                 f->agent_leading = leads;
                 f->nodes_changed = false;

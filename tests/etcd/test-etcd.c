@@ -47,7 +47,7 @@ typedef struct answer {
         int error, grpc_code;
         char message[512];
         int64_t revision, count, deleted, lease_id, ttl;
-        bool succeeded;
+        bool succeeded, unknown;
         size_t n_kvs;
         char key[256], value[256];
         int64_t mod_revision, create_revision, lease;
@@ -66,6 +66,7 @@ static void on_answer(const etcd_result *r, void *userdata) {
                 .lease_id = r->lease_id,
                 .ttl = r->ttl,
                 .succeeded = r->succeeded,
+                .unknown = r->unknown,
                 .n_kvs = r->n_kvs,
         };
         snprintf(a->message, sizeof a->message, "%s", strempty(r->message));
@@ -288,6 +289,29 @@ static void test_endpoints(void **state) {
         wait_answer(&b);
         assert_int_equal(b.error, -EIO);
         assert_non_null(strstr(b.message, "/v3/kv/put"));
+        assert_false(b.unknown); /* refused at connect: it reached no etcd */
+
+        /* An endpoint that takes the request and never answers: the put
+         * may have been applied (a txn's outcome is unknown). */
+        struct sockaddr_in sa = { .sin_family = AF_INET,
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof sa;
+        int silent = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        char url[64];
+        answer c = {};
+        assert_true(silent >= 0);
+        assert_int_equal(bind(silent, (struct sockaddr *) &sa, sizeof sa), 0);
+        assert_int_equal(listen(silent, 4), 0); /* the kernel accepts; nobody reads */
+        assert_int_equal(getsockname(silent, (struct sockaddr *) &sa, &len), 0);
+        snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(sa.sin_port));
+        char *mute[] = { url, NULL };
+        etcd *g = client(mute);
+        assert_int_equal(etcd_put(g, "/x", "3", 1, 0, on_answer, &c), 0);
+        wait_answer(&c);
+        assert_int_equal(c.error, -EIO);
+        assert_true(c.unknown);
+        etcd_close(g);
+        close(silent);
         assert_int_equal(etcd_range(e, "/x", NULL, on_answer, &never), 0);
         etcd_close(e);
         etcd_close(f);

@@ -177,6 +177,28 @@ else
     fail "after etcd's restart:"; on 2 get nodes; tail -n 5 "$tmp"/n*.log
 fi
 
+# A write etcd does not take within 10 s is withdrawn: its 504 means that
+# nothing of it is applied later (a client may try again elsewhere), even
+# once etcd is back (issue 29: it was applied minutes later).
+kill -KILL "$etcd_pid"
+wait "$etcd_pid" 2>/dev/null
+if ! none_running late | on "$wk" apply -f - >"$tmp/late.out" 2>&1 &&
+    grep -q "withdrawn, nothing of it is applied" "$tmp/late.out"; then
+    ok "etcd away for 10 s: the apply is answered 504, withdrawn"
+else
+    fail "the apply while etcd is away for 10 s: $(cat "$tmp/late.out")"
+fi
+on "$wk" get deployment late >/dev/null 2>&1 && fail "n$wk still shows the withdrawn deployment"
+start_etcd
+# once the node writes again, what it had queued would have gone too
+none_running after >"$tmp/after.yaml"
+wait_for 30 sh -c "TEND_SOCKET=$tmp/n$wk.sock $bin/tend apply -f $tmp/after.yaml >/dev/null 2>&1" ||
+    fail "n$wk does not take writes after etcd's return"
+late=0
+for k in 1 2; do on "$k" get deployment late >/dev/null 2>&1 && late=$((late + 1)); done
+[ "$late" = 0 ] && ok "... and not applied after etcd's return (a write through n$wk since was)" ||
+    fail "the withdrawn deployment was applied after etcd's return ($late nodes show it)"
+
 # shellcheck disable=SC2086 # a list of pids
 stop_tendds $pids
 pids=

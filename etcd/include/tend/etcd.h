@@ -65,6 +65,10 @@ typedef struct etcd_result {
         int64_t count, deleted;
         int64_t lease_id, ttl; /* lease grant, keepalive (ttl 0: the lease is gone) */
         json_t *body;          /* the whole answer (borrowed, for what is not above) */
+        /* With error: a try of the call reached etcd (or may have), and no
+         * answer says whether it was applied (a txn's outcome is unknown).
+         * false: no try reached etcd, or etcd refused it. */
+        bool unknown;
 } etcd_result;
 
 typedef void (*etcd_cb)(const etcd_result *r, void *userdata);
