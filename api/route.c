@@ -264,6 +264,13 @@ enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const ch
                 if (why)
                         return api__send_status(r, 503, "ServiceUnavailable", "%s", why);
         }
+        /* a read of a node cut off from the fleet: it may be stale, said so
+         * (kubectl prints a Warning) */
+        if (r->s->fleet && r->s->fleet->stale && (streq(method, "GET") || streq(method, "HEAD"))) {
+                _cleanup_free_ char *why = r->s->fleet->stale(r->s->fleet->userdata);
+                if (why && !r->warning)
+                        r->warning = strprintf("299 - \"%s\"", why);
+        }
         /* the writes the request makes (its answer waits for etcd to have them) */
         const api_fleet *fl = r->s->fleet;
         if (!fl || !fl->writes)

@@ -10,13 +10,27 @@
 
 #include "fleet-internal.h"
 
+/* Whether this node is cut off from etcd (its lease not renewed in time,
+ * or not joined yet), and since when (monotonic; 0: not joined). */
+static bool cut_off(fleet *f, usec_t *ret_since) {
+        usec_t until = f->session ? etcd_session_safe_until(f->session) : 0;
+
+        *ret_since = until ?: f->cut_since; /* (a session lost, or a new one not ready) */
+        return !until || now_monotonic() >= until;
+}
+
 /* A Node as the API shows it: the stored one, with its Ready condition
  * derived from its lease (nothing of it is stored: only the holder writes
- * its lease key, and etcd deletes it when the holder is gone a TTL). */
+ * its lease key, and etcd deletes it when the holder is gone a TTL). Cut
+ * off from etcd, this node cannot tell: every node is Unknown, itself
+ * included, and none is shown leading (issue 29: a frozen view that looked
+ * current, a cut ex-leader still leading in its own). */
 static json_t *node_view(fleet *f, const fnode *n) {
         char since[TIMESTAMP_MAX], now[TIMESTAMP_MAX];
         _cleanup_free_ char *msg = NULL;
         json_t *node, *status;
+        usec_t cut_since;
+        bool cut = cut_off(f, &cut_since), ready = n->holder && !cut;
 
         node = n->node ? json_deep_copy(n->node)
                        : json_pack("{s:s, s:s, s:{s:s}, s:{}, s:{}}", "kind", "Node", "apiVersion",
@@ -34,14 +48,26 @@ static json_t *node_view(fleet *f, const fnode *n) {
                 return json_decref(node), NULL;
         format_timestamp(since, n->since ?: now_realtime());
         format_timestamp(now, now_realtime());
-        if (n->holder)
+        if (cut) {
+                usec_t t = now_monotonic();
+                long secs = cut_since && t > cut_since ? (long) ((t - cut_since) / USEC_PER_SEC)
+                                                       : 0;
+                msg = streq_ptr(n->name, f->node_name)
+                              ? strprintf("this node is cut off from the fleet's etcd (its lease "
+                                          "not renewed for %ld s): it cannot tell whether it is "
+                                          "still in the fleet",
+                                          secs)
+                              : strprintf("seen from node/%s, cut off from the fleet's etcd for "
+                                          "%ld s: this node's state is unknown there",
+                                          f->node_name, secs);
+        } else if (n->holder)
                 msg = strprintf("tendd (pid %" PRId64 " on %s) holds the node's lease",
                                 (int64_t) json_integer_value(json_object_get(n->holder, "pid")),
                                 strna(json_string_value(json_object_get(n->holder, "host"))));
         else
                 msg = strdup("tendd holds no lease for this node: it stopped, or cannot reach "
                              "etcd (its lease expired)");
-        if (streq_ptr(n->name, f->leader)) { /* kubectl's ROLES column */
+        if (!cut && streq_ptr(n->name, f->leader)) { /* kubectl's ROLES column */
                 json_t *m = json_object_get(node, "metadata"), *l = json_object_get(m, "labels");
                 if (!json_is_object(l))
                         json_object_set_new(m, "labels", l = json_object());
@@ -53,9 +79,9 @@ static json_t *node_view(fleet *f, const fnode *n) {
         if (!msg ||
             json_object_set_new(status, "conditions",
                                 json_pack("[{s:s, s:s, s:s, s:s, s:s, s:s}]", "type", "Ready",
-                                          "status", n->holder ? "True" : "Unknown", "reason",
-                                          n->holder ? "TenddReady" : "NodeStatusUnknown", "message",
-                                          msg, "lastHeartbeatTime", n->holder ? now : since,
+                                          "status", ready ? "True" : "Unknown", "reason",
+                                          ready ? "TenddReady" : "NodeStatusUnknown", "message",
+                                          msg, "lastHeartbeatTime", ready ? now : since,
                                           "lastTransitionTime", since)) < 0)
                 return json_decref(node), NULL;
         return node;
@@ -328,13 +354,26 @@ static int api_sync(void *userdata, uint64_t since,
  * copy and refuses writes (they could not be acknowledged). */
 static char *api_refuses_writes(void *userdata) {
         fleet *f = userdata;
-        usec_t until = f->session ? etcd_session_safe_until(f->session) : 0;
+        usec_t since;
 
-        if (f->session && now_monotonic() < until)
+        if (!cut_off(f, &since))
                 return NULL;
         return strdup("this node is cut off from the fleet's etcd (its lease is not renewed): it "
                       "keeps running its pods, and takes writes again once etcd answers; write "
                       "through another node meanwhile");
+}
+
+/* ... and says, on every read, that what it shows may be stale. */
+static char *api_stale(void *userdata) {
+        fleet *f = userdata;
+        usec_t since, t = now_monotonic();
+
+        if (!cut_off(f, &since))
+                return NULL;
+        return strprintf("node/%s is cut off from the fleet's etcd (for %ld s): what it shows may "
+                         "be stale; read through another node",
+                         f->node_name,
+                         since && t > since ? (long) ((t - since) / USEC_PER_SEC) : 0L);
 }
 
 static void ops_close(fleet *f) {
@@ -353,6 +392,7 @@ const api_fleet *fleet_api(fleet *f) {
                                       .writes_end = api_writes_end,
                                       .sync = api_sync,
                                       .refuses_writes = api_refuses_writes,
+                                      .stale = api_stale,
                                       .userdata = f };
                 f->ops_close = ops_close;
         }

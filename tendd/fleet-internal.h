@@ -57,6 +57,7 @@ struct fleet {
         char hostname[256], boot_id[40];
         etcd *e;
         etcd_session *session;
+        usec_t cut_since; /* monotonic: when the last session was lost */
         int64_t lease;
         bool joined, failed, closing;
         usec_t join_started;

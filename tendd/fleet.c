@@ -673,6 +673,7 @@ static void on_session_lost(int error, const char *why, void *userdata) {
         fleet *f = userdata;
 
         log_warning("fleet: %s; joining again", why);
+        f->cut_since = now_monotonic();
         fleet__stop_leading(f, "its lease may be gone");
         etcd_session_stop(f->session);
         f->session = NULL;

@@ -136,6 +136,19 @@ wait_for 5 sh -c "[ \$(for e in /proc/[0-9]*/environ; do { tr '\\0' '\\n' <\$e; 
     fail "replace: the cut-off node did not restart its crashed pod ($(live rep) live)"
 on "$cut" get pods >/dev/null 2>&1 && ok "the cut-off node still answers reads" ||
     fail "the cut-off node does not answer reads"
+# ... and says they may be stale: a Warning on every read; in its view no
+# node is Ready and none leads (it cannot tell), itself included
+if on "$cut" get pods 2>&1 >/dev/null | grep -q "Warning: node/n$cut is cut off from the fleet's etcd"; then
+    ok "its reads carry a Warning: $(on "$cut" get pods 2>&1 >/dev/null | head -c 80)..."
+else
+    fail "a read on the cut-off node has no Warning: $(on "$cut" get pods 2>&1 >/dev/null)"
+fi
+view=$(curl -s --unix-socket "$tmp/n$cut.sock" http://localhost/api/v1/nodes |
+    jq -r '.items[] | [.metadata.name, .status.conditions[0].status,
+        (.metadata.labels // {} | has("node-role.kubernetes.io/leader"))] | join(" ")' | paste -sd, -)
+[ "$view" = "n1 Unknown false,n2 Unknown false,n3 Unknown false" ] &&
+    ok "in its own view every node is Unknown and none leads: $view" ||
+    fail "the cut-off node's view of the nodes: $view"
 
 # heal: the node comes back, stops what etcd no longer binds to it
 eval "kill -CONT \$gate_pid_$cut"

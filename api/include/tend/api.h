@@ -51,6 +51,9 @@ typedef struct api_fleet {
         /* Why this node takes no write now (cut off from etcd: a new
          * string), or NULL: writes are taken. NULL function: always. */
         char *(*refuses_writes)(void *userdata);
+        /* Why what this node shows may be stale (cut off from etcd: a new
+         * string, sent as a Warning with every read), or NULL. */
+        char *(*stale)(void *userdata);
         /* The fleet's lines of /metrics (Prometheus text), added to b. */
         void (*metrics)(void *userdata, tend_buf *b);
         void *userdata;
