@@ -211,9 +211,15 @@ static int place(agent *a, const spec_replica_set *rs, spec_pod *p) {
                         continue;
                 for (size_t k = 0; k < n; k++)
                         if (streq(nodes[k].name, q->spec.node_name)) {
-                                nodes[k].pods++;
                                 bool group = same_group(a, rs, q);
-                                nodes[k].group_pods += group;
+                                /* a terminating pod is going: not counted in the
+                                 * spread, else the leader's node looks emptier
+                                 * (its own go from its store at their exit,
+                                 * others' an etcd round trip later: issue 29) */
+                                if (!q->metadata.deletion_timestamp) {
+                                        nodes[k].pods++;
+                                        nodes[k].group_pods += group;
+                                }
                                 /* a terminating pod holds its ports until it exits; a
                                  * socket tendd holds for the deployment is shared by
                                  * its pods that hold it too */
