@@ -673,3 +673,35 @@ void agent_pod_counts(agent *a, size_t *ret_running, size_t *ret_total) {
         *ret_running = running;
         *ret_total = total;
 }
+
+int agent_fenced_pods(agent *a, agent_fenced **ret, size_t *ret_n) {
+        const void *const *items;
+        size_t n = store_list(a->store, STORE_POD, &items), k = 0;
+        _cleanup_free_ agent_fenced *v = NULL;
+
+        *ret = NULL;
+        *ret_n = 0;
+        if (!agent__fleet(a))
+                return 0;
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                const pod_rt *pr;
+                const rt_record *rec;
+                if (!agent__pod_mine(a, p) || agent__lost_policy(a, p) != PLAN_LOST_FENCE)
+                        continue;
+                pr = agent__pod_rt(a, p->metadata.uid);
+                rec = pr && pr->handle && !pr->exited && a->backend->record
+                              ? a->backend->record(pr->handle)
+                              : NULL;
+                if (!rec || rec->pid <= 0)
+                        continue; /* not running, or a unit (systemd stops its own) */
+                if (!v && !(v = new0(agent_fenced, n)))
+                        return -ENOMEM;
+                v[k++] = (agent_fenced){ .pid = rec->pid,
+                                         .start_time = rec->start_time,
+                                         .grace = agent__grace(p) };
+        }
+        *ret = TAKE_PTR(v);
+        *ret_n = k;
+        return 0;
+}

@@ -1207,6 +1207,15 @@ static bool is_fenced(fleet *f) {
                           ttl, now);
 }
 
+usec_t fleet_fence_at(fleet *f) {
+        usec_t until = f && f->session ? etcd_session_safe_until(f->session) : 0;
+
+        /* (a new lease not yet caught up with: the time told before stays) */
+        if (!until || until <= PLAN_FENCE_MARGIN || is_fenced(f))
+                return 0;
+        return until - PLAN_FENCE_MARGIN;
+}
+
 bool fleet_agent_fenced(void *userdata) {
         fleet *f = *(fleet **) userdata;
         return f && is_fenced(f);

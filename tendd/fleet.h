@@ -61,6 +61,11 @@ size_t fleet_agent_nodes(void *userdata, const plan_node **ret);
 bool fleet_agent_in_etcd(void *userdata, const spec_pod *p);
 bool fleet_agent_node_lost(void *userdata, const char *node);
 bool fleet_agent_fenced(void *userdata);
+/* When this node's pods under fence must stop if nothing renews the lease
+ * before (monotonic: the last acknowledged keepalive's send time + TTL −
+ * PLAN_FENCE_MARGIN), for the fence keeper; 0: not known now (no session,
+ * or fenced already). */
+usec_t fleet_fence_at(fleet *f);
 /* What the API asks of the fleet (valid while f is). */
 const api_fleet *fleet_api(fleet *f);
 /* Leaves the fleet at once (tendd --stop-pods-on-exit, its pods stopped):

@@ -17,6 +17,7 @@
 
 #include "agent-loop.h"
 #include "tend/api.h"
+#include "fence-keeper.h"
 #include "fleet.h"
 #include "manifest-dir.h"
 
@@ -521,6 +522,20 @@ static usec_t drain_until;
 static uv_signal_t sigterm, sigint;
 static fleet *fl;
 static int join_error = 1; /* 1: joining; 0: joined; < 0: failed */
+static fence_client *fc;   /* a fleet's: the fence keeper (fence-keeper.h) */
+static uv_timer_t fence_tick;
+static bool fence_ticking;
+
+/* The fence keeper is told, four times a second, when this node's fenced
+ * pods must stop if the lease is not renewed before, and which they are. */
+static void on_fence_tick(uv_timer_t *t) {
+        _cleanup_free_ agent_fenced *v = NULL;
+        size_t n = 0;
+
+        if (!fc || !al || agent_fenced_pods(agent_loop_agent(al), &v, &n) < 0)
+                return;
+        fence_client_update(fc, fleet_fence_at(fl), v, n);
+}
 
 /* SIGTERM or SIGINT while joining: stop (the pods keep running). */
 static void on_signal_joining(uv_signal_t *h, int sig) {
@@ -559,6 +574,13 @@ static void finish(void) {
         api = NULL;
         fleet_close(fl);
         fl = NULL;
+        /* (the keeper keeps the last time: a tendd that is back in time
+         * moves it on) */
+        fence_client_free(fc);
+        fc = NULL;
+        if (fence_ticking)
+                uv_close((uv_handle_t *) &fence_tick, NULL);
+        fence_ticking = false;
         agent_loop_close(al);
         al = NULL;
         uv_close((uv_handle_t *) &tick, NULL);
@@ -634,6 +656,9 @@ int main(int argc, char **argv) {
         gid_t group = 0;
         int r;
 
+        /* the fence keeper: tendd's own, started by tendd (fence-keeper.h) */
+        if (argc == 3 && streq(argv[1], "--fence-keeper"))
+                return fence_keeper_main(argv[2]);
         log_open("tendd");
         if (parse_args(argc, argv, &a) < 0)
                 return 2;
@@ -716,6 +741,15 @@ int main(int argc, char **argv) {
                                on_joined, NULL, &fl);
                 if (r < 0)
                         log_error_errno(r, "fleet: cannot join: %m");
+                /* the keeper of an earlier run is told at once, even while
+                 * the join waits */
+                if (r >= 0 && fence_client_new(state_dir, &fc) < 0)
+                        log_warning("fleet: no fence keeper: the state directory's path is too "
+                                    "long for its socket; a hung tendd leaves fenced pods "
+                                    "running");
+                uv_timer_init(loop, &fence_tick);
+                uv_timer_start(&fence_tick, on_fence_tick, 0, 250);
+                fence_ticking = true;
                 /* A join may wait (for etcd, for a dead tendd's lease): a
                  * stop meanwhile is a clean one. */
                 uv_signal_t jterm, jint;
@@ -729,6 +763,9 @@ int main(int argc, char **argv) {
                 uv_close((uv_handle_t *) &jint, NULL);
                 if (r < 0 || join_error < 0) {
                         fleet_close(fl);
+                        fence_client_free(fc);
+                        fc = NULL;
+                        uv_close((uv_handle_t *) &fence_tick, NULL);
                         agent_loop_close(al);
                         uv_run(loop, UV_RUN_NOWAIT);
                         return join_error == -EINTR ? 0 : 1;
@@ -750,6 +787,10 @@ int main(int argc, char **argv) {
         if (r < 0) {
                 log_error("%s", err ?: strerror(-r));
                 fleet_close(fl);
+                fence_client_free(fc);
+                fc = NULL;
+                if (fence_ticking)
+                        uv_close((uv_handle_t *) &fence_tick, NULL);
                 agent_loop_close(al);
                 uv_run(loop, UV_RUN_NOWAIT);
                 return 1;

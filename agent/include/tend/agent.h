@@ -241,6 +241,17 @@ int agent_record_event(agent *a, store_kind kind, const spec_meta *m, const char
  * period) and replaces none; agent_live_pods() counts down to 0. */
 int agent_drain(agent *a, usec_t *ret_max_grace);
 size_t agent_live_pods(agent *a);
+/* A process this node must stop when it is cut off from etcd (its pod's
+ * tend.io/node-lost-policy: fence): for the fence keeper, which stops it
+ * should tendd itself not (hung, or gone: docs/fleet.md §3.10). */
+typedef struct agent_fenced {
+        pid_t pid;
+        uint64_t start_time; /* field 22 of /proc/PID/stat: the same process */
+        usec_t grace;
+} agent_fenced;
+/* The running process pods of this node under fence, a new array (*ret_n
+ * of them; none on one host). */
+int agent_fenced_pods(agent *a, agent_fenced **ret, size_t *ret_n);
 /* Pods by phase, for sd_notify STATUS=. */
 void agent_pod_counts(agent *a, size_t *ret_running, size_t *ret_total);
 int agent_delete_pod(agent *a, const char *ns, const char *name, int64_t grace_seconds);
