@@ -531,6 +531,11 @@ enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_co
                 spec_deployment_free(d);
                 return ret;
         }
+        /* (in a fleet: a write that changes nothing here is acknowledged
+         * only once what this node has of the object is etcd's) */
+        if (!dry_run && s->fleet && s->fleet->touch)
+                s->fleet->touch(s->fleet->userdata, STORE_DEPLOYMENT, d->metadata.namespace,
+                                d->metadata.name);
         rr = dry_run ? agent_apply_preview(s->agent, d, AGENT_APPLY_REPLACE, &errs, &preview)
                      : agent_apply_ex(s->agent, &d, 1, &errs, &res, AGENT_APPLY_REPLACE);
         if (rr == -EINVAL)

@@ -345,6 +345,10 @@ static void api_writes_end(void *userdata) {
         fleet__objects_mark_end(userdata);
 }
 
+static void api_touch(void *userdata, store_kind kind, const char *ns, const char *name) {
+        fleet__objects_touch(userdata, kind, ns, name);
+}
+
 static int api_sync(void *userdata, uint64_t since,
                     void (*done)(unsigned code, json_t *answer, void *req), void *req) {
         return fleet__objects_sync(userdata, since, done, req);
@@ -393,6 +397,7 @@ const api_fleet *fleet_api(fleet *f) {
                                       .sync = api_sync,
                                       .refuses_writes = api_refuses_writes,
                                       .stale = api_stale,
+                                      .touch = api_touch,
                                       .userdata = f };
                 f->ops_close = ops_close;
         }

@@ -162,6 +162,8 @@ void fleet__objects_failed(fleet *f, const fobj *o, unsigned code);
 uint64_t fleet__objects_mark(fleet *f);
 /* The request is handled: its writes are no longer noted. */
 void fleet__objects_mark_end(fleet *f);
+/* The request relies on this object (fleet-api.c's touch). */
+void fleet__objects_touch(fleet *f, store_kind kind, const char *ns, const char *name);
 int fleet__objects_sync(fleet *f, uint64_t since,
                         void (*done)(unsigned code, json_t *answer, void *req), void *req);
 void fleet__objects_cancel(fleet *f, void *req);

@@ -1049,6 +1049,20 @@ uint64_t fleet__objects_mark(fleet *f) {
         return f->seq;
 }
 
+void fleet__objects_touch(fleet *f, store_kind kind, const char *ns, const char *name) {
+        _cleanup_free_ char *key = NULL;
+
+        /* its writes not yet in etcd, this request's or earlier ones, are
+         * waited for: a write that changed nothing here was decided on them
+         * (issue 29: an apply answered 0 whose state never reached etcd,
+         * the earlier write it matched being refused) */
+        if (!f->recording || kind >= (store_kind) ELEMENTSOF(kind_names))
+                return;
+        key = obj_key(kind, ns, name);
+        if (!key || (!strv_contains(f->req_keys, key) && strv_extend(&f->req_keys, key) < 0))
+                log_oom();
+}
+
 void fleet__objects_mark_end(fleet *f) {
         /* (sync() took them, when the answer waits for etcd) */
         strv_free(f->req_keys);

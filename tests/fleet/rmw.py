@@ -30,6 +30,10 @@ ap.add_argument("--name", required=True)
 ap.add_argument("--rounds", type=int, default=50)
 ap.add_argument("--seconds", type=float, default=120)
 ap.add_argument("--blind", nargs=2, metavar=("ETCD_URL", "PREFIX"))
+ap.add_argument("--same", action="store_true",
+                help="--blind with two clients per node that write the same value at once: "
+                     "the second changes nothing there, and must not be acknowledged unless "
+                     "the first is")
 ap.add_argument("--template", action="store_true",
                 help="--blind writes the value into the pod template (a rollout each)")
 args = ap.parse_args()
@@ -92,9 +96,15 @@ def client(i, sock):
 answers = []  # (client, value, status) of the unconditional writes
 
 
-def blind(i, sock):
+def blind(i, sock, barrier=None):
     for k in range(args.rounds):
         value = "c%d-%d" % (i, k)
+        if barrier:  # the pair of this node: the same value, at once
+            value = "n%d-%d" % (i // 2, k)
+            try:
+                barrier.wait(timeout=60)
+            except threading.BrokenBarrierError:
+                pass
         if k % 2:
             body = {"apiVersion": "apps/v1", "kind": "Deployment",
                     "metadata": {"name": args.name, "annotations": {"example.com/last": value}}}
@@ -151,8 +161,14 @@ def history(url, key):
     return values
 
 
-if args.blind:
+if args.blind and args.same:
+    threads = []
+    for i, s in enumerate(args.sockets):
+        b = threading.Barrier(2)
+        threads += [threading.Thread(target=blind, args=(2 * i + j, s, b)) for j in range(2)]
+elif args.blind:
     threads = [threading.Thread(target=blind, args=(i, s)) for i, s in enumerate(args.sockets)]
+if args.blind:
     for t in threads:
         t.start()
     for t in threads:
@@ -161,12 +177,19 @@ if args.blind:
     held = {(d["spec"]["template"]["metadata"] if args.template else d["metadata"])
             .get("annotations", {}).get("example.com/last")
             for d in history(url, prefix + "/v1/deployments/default/" + args.name)}
-    wrong = 0
+    # a value answered 200 (to any of its writers) was in etcd; one
+    # answered only 409 never was
+    by_value = {}
     for i, value, status in answers:
-        if (status == 200) != (value in held) and status in (200, 409):
+        by_value.setdefault(value, []).append((i, status))
+    wrong = 0
+    for value, got in sorted(by_value.items()):
+        codes = {st for _, st in got}
+        if (200 in codes and value not in held) or (codes == {409} and value in held):
             wrong += 1
-            print("client %d: %s answered %d, but etcd %s it" %
-                  (i, value, status, "never held" if status == 200 else "held"))
+            print("%s answered %s, but etcd %s it" % (
+                value, ", ".join("%d to client %d" % (st, i) for i, st in got),
+                "never held" if 200 in codes else "held"))
     print("unconditional writes: %d answered 200, %d answered 409, %d other; %d wrong" % (
         sum(a[2] == 200 for a in answers), sum(a[2] == 409 for a in answers),
         sum(a[2] not in (200, 409) for a in answers), wrong))

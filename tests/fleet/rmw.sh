@@ -74,6 +74,16 @@ else
     cat "$tmp/blind.out"
     fail "an unconditional write's answer is not what etcd did"
 fi
+# two clients per node writing the same value at once: the second changes
+# nothing there, and is answered as the first (not 200 while the first's
+# write is refused)
+if /usr/bin/python3 "$(dirname "$0")/rmw.py" "$tmp/n1.sock" "$tmp/n2.sock" "$tmp/n3.sock" \
+    --name counter --rounds "$rounds" --blind "$url" /tend --same >"$tmp/blind.out" 2>&1; then
+    ok "$(tail -n 1 "$tmp/blind.out") (two clients per node, the same values)"
+else
+    cat "$tmp/blind.out"
+    fail "a write that changed nothing on its node was answered unlike the write it matched"
+fi
 # ... and into the pod template: each write a rollout, the leader's
 # controller writing the same Deployment meanwhile
 if /usr/bin/python3 "$(dirname "$0")/rmw.py" "$tmp/n1.sock" "$tmp/n2.sock" "$tmp/n3.sock" \

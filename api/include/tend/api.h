@@ -51,6 +51,11 @@ typedef struct api_fleet {
         /* Why this node takes no write now (cut off from etcd: a new
          * string), or NULL: writes are taken. NULL function: always. */
         char *(*refuses_writes)(void *userdata);
+        /* A write request relies on this object as this node has it (a
+         * write that changes nothing is answered at once): its answer
+         * waits for the object's writes not yet in etcd too, and fails
+         * with them. NULL: not needed. */
+        void (*touch)(void *userdata, store_kind kind, const char *ns, const char *name);
         /* Why what this node shows may be stale (cut off from etcd: a new
          * string, sent as a Warning with every read), or NULL. */
         char *(*stale)(void *userdata);
