@@ -497,6 +497,9 @@ enum MHD_Result api__handle_apply(req *r) {
                 }
         }
         spec_docs_done(&docs);
+        for (i = 0; !dry_run && s->fleet && s->fleet->touch && i < n; i++)
+                s->fleet->touch(s->fleet->userdata, STORE_DEPLOYMENT, ds[i]->metadata.namespace,
+                                ds[i]->metadata.name);
         rr = agent_apply_ex(s->agent, ds, n, &errs, res, dry_run ? AGENT_APPLY_DRY_RUN : 0);
         if (rr == -EINVAL) {
                 _cleanup_buf_ tend_buf msg = TEND_BUF_INIT(1 << 20);

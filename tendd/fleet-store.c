@@ -986,12 +986,37 @@ static bool withdraw_late(fleet *f, usec_t now) {
         return any;
 }
 
+/* A request is all or nothing: once one of its writes lost (a conflict,
+ * the leader's term), the others not yet out to etcd are withdrawn too
+ * (issue 29: a List applied through a node, answered 409 while the objects
+ * that did not conflict were written after all). Returns whether any was. */
+static bool withdraw_failed(fleet *f) {
+        bool any = false;
+
+        for (fwaiter *w = f->waiters; w; w = w->next) {
+                if (!w->failed)
+                        continue;
+                for (size_t i = 0; w->keys && w->keys[i]; i++) {
+                        fobj *o = tend_hashmap_get(f->objs, w->keys[i]);
+                        if (!o || o->in_flight || !unacknowledged(o, w->seq))
+                                continue;
+                        undo(f, o, w->failed);
+                        any = true;
+                }
+        }
+        return any;
+}
+
 static bool apply_marked(fleet *f);
 
 static void check_waiters(fleet *f) {
         usec_t now = now_monotonic();
+        bool late = withdraw_late(f, now), failed = false;
 
-        if (withdraw_late(f, now) && apply_marked(f) && f->c.agent)
+        while (withdraw_failed(f)) /* (a withdrawal may fail other requests) */
+                failed = true;
+
+        if ((late || failed) && apply_marked(f) && f->c.agent)
                 agent_kick(f->c.agent); /* it decides again on what etcd has */
         for (fwaiter **p = &f->waiters; *p;) {
                 fwaiter *w = *p;

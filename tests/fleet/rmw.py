@@ -34,6 +34,11 @@ ap.add_argument("--same", action="store_true",
                 help="--blind with two clients per node that write the same value at once: "
                      "the second changes nothing there, and must not be acknowledged unless "
                      "the first is")
+ap.add_argument("--tag", default="",
+                help="--blind: a prefix of the values written, unique to each run on one object")
+ap.add_argument("--list", action="store_true",
+                help="--blind: the second client applies a List of two Deployments (tend "
+                     "apply's all-or-nothing write) while the first writes one of them")
 ap.add_argument("--template", action="store_true",
                 help="--blind writes the value into the pod template (a rollout each)")
 args = ap.parse_args()
@@ -98,40 +103,84 @@ answers = []  # (client, value, status) of the unconditional writes
 
 def blind(i, sock, barrier=None):
     for k in range(args.rounds):
-        value = "c%d-%d" % (i, k)
+        value = "%sc%d-%d" % (args.tag, i, k)
         if barrier:  # the pair of this node: the same value, at once
-            value = "n%d-%d" % (i // 2, k)
+            value = "%sn%d-%d" % (args.tag, i // 2, k)
             try:
                 barrier.wait(timeout=60)
             except threading.BrokenBarrierError:
                 pass
-        if k % 2:
+        blind_one(i, sock, value, k)
+
+
+def blind_one(i, sock, value, k):
+    """One unconditional write of value: a PUT without resourceVersion, or
+    (odd rounds) a forced server-side apply."""
+    if k % 2:
+        body = {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": args.name, "annotations": {"example.com/last": value}}}
+        if args.template:
             body = {"apiVersion": "apps/v1", "kind": "Deployment",
-                    "metadata": {"name": args.name, "annotations": {"example.com/last": value}}}
-            if args.template:
-                body = {"apiVersion": "apps/v1", "kind": "Deployment",
-                        "metadata": {"name": args.name},
-                        "spec": {"template": {"metadata": {"annotations": {
-                            "example.com/last": value}}}}}
-            status, out = call(sock, "PATCH", body, "application/apply-patch+yaml",
-                               "?fieldManager=client%d&force=true" % i)
-        else:
-            status, out = call(sock, "GET")
-            if status != 200:
-                answers.append((i, value, status))
-                continue
-            d = json.loads(out)
-            where = d["spec"]["template"]["metadata"] if args.template else d["metadata"]
-            where.setdefault("annotations", {})["example.com/last"] = value
-            for f in ("resourceVersion", "managedFields"):
-                d["metadata"].pop(f, None)
-            d.pop("status", None)
-            status, out = call(sock, "PUT", d)
-        answers.append((i, value, status))
-        if status not in (200, 409):
-            print("client %d: %s answered %d: %s" % (i, value, status,
-                                                    out[:200].decode(errors="replace")),
-                  file=sys.stderr)
+                    "metadata": {"name": args.name},
+                    "spec": {"template": {"metadata": {"annotations": {
+                        "example.com/last": value}}}}}
+        status, out = call(sock, "PATCH", body, "application/apply-patch+yaml",
+                           "?fieldManager=client%d&force=true" % i)
+    else:
+        status, out = call(sock, "GET")
+        if status != 200:
+            answers.append((i, value, status))
+            return
+        d = json.loads(out)
+        where = d["spec"]["template"]["metadata"] if args.template else d["metadata"]
+        where.setdefault("annotations", {})["example.com/last"] = value
+        for f in ("resourceVersion", "managedFields"):
+            d["metadata"].pop(f, None)
+        d.pop("status", None)
+        status, out = call(sock, "PUT", d)
+    answers.append((i, value, status))
+    if status not in (200, 409):
+        print("client %d: %s answered %d: %s" % (i, value, status,
+                                                out[:200].decode(errors="replace")),
+              file=sys.stderr)
+
+
+def apply_list(i, sock, barrier):
+    """Applies {NAME, NAME2} with one value, as tend apply sends a file."""
+    for k in range(args.rounds):
+        value = "%sL%d-%d" % (args.tag, i, k)
+        items = [{"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": n, "namespace": "default",
+                               "annotations": {"example.com/last": value}},
+                  "spec": {"replicas": 0, "selector": {"matchLabels": {"app": n}},
+                           "template": {"metadata": {"labels": {"app": n}},
+                                        "spec": {"containers": [{"name": "main",
+                                                                 "command": ["/bin/true"]}]}}}}
+                 for n in (args.name, args.name + "2")]
+        try:
+            barrier.wait(timeout=60)
+        except threading.BrokenBarrierError:
+            pass
+        c = Conn(sock)
+        c.request("POST", "/apis/tend.io/v1/apply",
+                  body=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}).encode(),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        out = r.read()
+        c.close()
+        answers.append((i, value, r.status))
+        if r.status not in (200, 201, 409):
+            print("client %d: the List %s answered %d: %s" % (
+                i, value, r.status, out[:200].decode(errors="replace")), file=sys.stderr)
+
+
+def blind_paced(i, sock, barrier):
+    for k in range(args.rounds):
+        try:
+            barrier.wait(timeout=60)
+        except threading.BrokenBarrierError:
+            pass
+        blind_one(i, sock, "%sc%d-%d" % (args.tag, i, k), k)
 
 
 def history(url, key):
@@ -161,7 +210,11 @@ def history(url, key):
     return values
 
 
-if args.blind and args.same:
+if args.blind and args.list:
+    b = threading.Barrier(2)
+    threads = [threading.Thread(target=blind_paced, args=(0, args.sockets[0], b)),
+               threading.Thread(target=apply_list, args=(1, args.sockets[1], b))]
+elif args.blind and args.same:
     threads = []
     for i, s in enumerate(args.sockets):
         b = threading.Barrier(2)
@@ -174,9 +227,18 @@ if args.blind:
     for t in threads:
         t.join()
     url, prefix = args.blind
-    held = {(d["spec"]["template"]["metadata"] if args.template else d["metadata"])
-            .get("annotations", {}).get("example.com/last")
-            for d in history(url, prefix + "/v1/deployments/default/" + args.name)}
+    def held_in(name):
+        return {(d["spec"]["template"]["metadata"] if args.template else d["metadata"])
+                .get("annotations", {}).get("example.com/last")
+                for d in history(url, prefix + "/v1/deployments/default/" + name)}
+    held = held_in(args.name)
+    if args.list:  # a List is all or nothing: held by both, or by neither
+        held2 = held_in(args.name + "2")
+        for i, value, status in answers:
+            if value.startswith(args.tag + "L") and (value in held) != (value in held2):
+                print("the List %s (answered %d) is in only one of its objects" % (value, status))
+                sys.exit(1)
+        answers[:] = [(i, v, 200 if st == 201 else st) for i, v, st in answers]
     # a value answered 200 (to any of its writers) was in etcd; one
     # answered only 409 never was
     by_value = {}

@@ -68,7 +68,7 @@ e=$(in_etcd)
 # apply) through the three nodes: each answer says what happened in etcd
 url=${ETCD_ENDPOINTS%%,*}
 if /usr/bin/python3 "$(dirname "$0")/rmw.py" "$tmp/n1.sock" "$tmp/n2.sock" "$tmp/n3.sock" \
-    --name counter --rounds "$rounds" --blind "$url" /tend >"$tmp/blind.out" 2>&1; then
+    --name counter --rounds "$rounds" --blind "$url" /tend --tag a >"$tmp/blind.out" 2>&1; then
     ok "$(tail -n 1 "$tmp/blind.out")"
 else
     cat "$tmp/blind.out"
@@ -78,16 +78,25 @@ fi
 # nothing there, and is answered as the first (not 200 while the first's
 # write is refused)
 if /usr/bin/python3 "$(dirname "$0")/rmw.py" "$tmp/n1.sock" "$tmp/n2.sock" "$tmp/n3.sock" \
-    --name counter --rounds "$rounds" --blind "$url" /tend --same >"$tmp/blind.out" 2>&1; then
+    --name counter --rounds "$rounds" --blind "$url" /tend --same --tag s >"$tmp/blind.out" 2>&1; then
     ok "$(tail -n 1 "$tmp/blind.out") (two clients per node, the same values)"
 else
     cat "$tmp/blind.out"
     fail "a write that changed nothing on its node was answered unlike the write it matched"
 fi
+# a List of two Deployments applied through one node (all or nothing)
+# while another node writes one of them: a 409 means neither was written
+if /usr/bin/python3 "$(dirname "$0")/rmw.py" "$tmp/n1.sock" "$tmp/n2.sock" \
+    --name counter --rounds "$rounds" --blind "$url" /tend --list --tag l >"$tmp/blind.out" 2>&1; then
+    ok "$(tail -n 1 "$tmp/blind.out") (a List through one node against writes through another)"
+else
+    cat "$tmp/blind.out"
+    fail "a List's answer is not what etcd did"
+fi
 # ... and into the pod template: each write a rollout, the leader's
 # controller writing the same Deployment meanwhile
 if /usr/bin/python3 "$(dirname "$0")/rmw.py" "$tmp/n1.sock" "$tmp/n2.sock" "$tmp/n3.sock" \
-    --name counter --rounds "$rounds" --blind "$url" /tend --template >"$tmp/blind.out" 2>&1; then
+    --name counter --rounds "$rounds" --blind "$url" /tend --template --tag t >"$tmp/blind.out" 2>&1; then
     ok "$(tail -n 1 "$tmp/blind.out") (template)"
 else
     cat "$tmp/blind.out"
