@@ -174,68 +174,106 @@ static bool memchr_u16(const uint16_t *a, size_t n, uint16_t v) {
         return false;
 }
 
-/* Fleet mode (docs/fleet.md §3.6): binds pod p, of rs, to a node (plan_schedule():
- * spread over the deployment's pods, then the least loaded, on a node where
- * its fixed ports are free), written in the same put as the rest of p. No
- * node fits: p stays unbound, Pending with
- * PodScheduled=False (Unschedulable), and is placed when nodes change. */
-static int place(agent *a, const spec_replica_set *rs, spec_pod *p) {
+/*
+ * Where one sync's new pods go (fleet mode): the nodes with their pods
+ * counted once, at the sync's first placement, then kept up to date as it
+ * places more, rather than every pod walked again for each (issue 29: the
+ * leader placed about 140 pods a second, each placement a walk of the
+ * fleet's pods). A ReplicaSet's new pods share their template: the fixed
+ * ports they want are the first's.
+ */
+typedef struct placer {
+        bool ready;
+        plan_node *nodes;
+        size_t n;
+        uint16_t *taken; /* per node, which of want its pods take */
+        uint16_t want[POD_PORTS_MAX];
+        bool want_held[POD_PORTS_MAX];
+        size_t n_want;
+} placer;
+
+static void placer_done(placer *pl) {
+        free(pl->nodes);
+        free(pl->taken);
+        *pl = (placer){};
+}
+
+static int placer_init(agent *a, const spec_replica_set *rs, const spec_pod *p, placer *pl) {
         const plan_node *given = NULL;
         size_t n = a->fleet.nodes(a->fleet.userdata, &given), n_pods;
-        _cleanup_free_ plan_node *nodes = new0(plan_node, n + 1);
         const void *const *pods;
-        uint16_t want[POD_PORTS_MAX], qp[POD_PORTS_MAX];
-        bool want_held[POD_PORTS_MAX], q_held[POD_PORTS_MAX];
-        size_t n_want = fixed_ports(p, want, want_held);
-        /* per node, which of want its pods take */
-        _cleanup_free_ uint16_t *taken = new0(uint16_t, n * n_want + 1);
-        int at = -1, r;
+        uint16_t qp[POD_PORTS_MAX];
+        bool q_held[POD_PORTS_MAX];
 
-        char uid[37];
-
-        if (!nodes || !taken)
+        *pl = (placer){ .n = n };
+        pl->n_want = fixed_ports(p, pl->want, pl->want_held);
+        pl->nodes = new0(plan_node, n + 1);
+        pl->taken = new0(uint16_t, n * pl->n_want + 1);
+        if (!pl->nodes || !pl->taken) {
+                placer_done(pl);
                 return -ENOMEM;
-        /* its events need its uid, which its put would give it */
-        if (!p->metadata.uid && !(p->metadata.uid = strdup(store_new_uid(uid))))
-                return -ENOMEM;
+        }
         if (n)
-                memcpy(nodes, given, sizeof *nodes * n);
+                memcpy(pl->nodes, given, sizeof *pl->nodes * n);
         for (size_t k = 0; k < n; k++) {
-                nodes[k].ports = &taken[k * n_want];
-                nodes[k].n_ports = 0;
+                pl->nodes[k].ports = &pl->taken[k * pl->n_want];
+                pl->nodes[k].n_ports = 0;
         }
         n_pods = store_list(a->store, STORE_POD, &pods);
         for (size_t i = 0; i < n_pods; i++) {
                 const spec_pod *q = pods[i];
                 if (!q->spec.node_name || spec_pod_terminal(q))
                         continue;
-                for (size_t k = 0; k < n; k++)
-                        if (streq(nodes[k].name, q->spec.node_name)) {
-                                bool group = same_group(a, rs, q);
-                                /* a terminating pod is going: not counted in the
-                                 * spread, else the leader's node looks emptier
-                                 * (its own go from its store at their exit,
-                                 * others' an etcd round trip later: issue 29) */
-                                if (!q->metadata.deletion_timestamp) {
-                                        nodes[k].pods++;
-                                        nodes[k].group_pods += group;
-                                }
-                                /* a terminating pod holds its ports until it exits; a
-                                 * socket tendd holds for the deployment is shared by
-                                 * its pods that hold it too */
-                                for (size_t j = 0, m = n_want ? fixed_ports(q, qp, q_held) : 0;
-                                     j < m; j++)
-                                        for (size_t w = 0; w < n_want; w++)
-                                                if (qp[j] == want[w] &&
-                                                    !(group && q_held[j] && want_held[w]) &&
-                                                    nodes[k].n_ports < n_want &&
-                                                    !memchr_u16(nodes[k].ports, nodes[k].n_ports,
-                                                                want[w]))
-                                                        taken[k * n_want + nodes[k].n_ports++] =
-                                                                want[w];
-                                break;
+                for (size_t k = 0; k < n; k++) {
+                        plan_node *nd = &pl->nodes[k];
+                        if (!streq(nd->name, q->spec.node_name))
+                                continue;
+                        bool group = same_group(a, rs, q);
+                        /* a terminating pod is going: not counted in the
+                         * spread, else the leader's node looks emptier
+                         * (its own go from its store at their exit,
+                         * others' an etcd round trip later: issue 29) */
+                        if (!q->metadata.deletion_timestamp) {
+                                nd->pods++;
+                                nd->group_pods += group;
                         }
+                        /* a terminating pod holds its ports until it exits; a
+                         * socket tendd holds for the deployment is shared by
+                         * its pods that hold it too */
+                        for (size_t j = 0, m = pl->n_want ? fixed_ports(q, qp, q_held) : 0; j < m;
+                             j++)
+                                for (size_t w = 0; w < pl->n_want; w++)
+                                        if (qp[j] == pl->want[w] &&
+                                            !(group && q_held[j] && pl->want_held[w]) &&
+                                            nd->n_ports < pl->n_want &&
+                                            !memchr_u16(nd->ports, nd->n_ports, pl->want[w]))
+                                                pl->taken[k * pl->n_want + nd->n_ports++] =
+                                                        pl->want[w];
+                        break;
+                }
         }
+        pl->ready = true;
+        return 0;
+}
+
+/* Fleet mode (docs/fleet.md §3.6): binds pod p, of rs, to a node (plan_schedule():
+ * spread over the deployment's pods, then the least loaded, on a node where
+ * its fixed ports are free), written in the same put as the rest of p. No
+ * node fits: p stays unbound, Pending with
+ * PodScheduled=False (Unschedulable), and is placed when nodes change. pl:
+ * the sync's (placer_init() at its first pod). */
+static int place(agent *a, const spec_replica_set *rs, spec_pod *p, placer *pl) {
+        int at = -1, r;
+        char uid[37];
+
+        /* its events need its uid, which its put would give it */
+        if (!p->metadata.uid && !(p->metadata.uid = strdup(store_new_uid(uid))))
+                return -ENOMEM;
+        if (!pl->ready && (r = placer_init(a, rs, p, pl)) < 0)
+                return r;
+        plan_node *nodes = pl->nodes;
+        size_t n = pl->n, n_want = pl->n_want;
+        const uint16_t *want = pl->want;
         (void) plan_schedule(nodes, n,
                              &(plan_new_pod){ .name = p->metadata.name,
                                               .node_selector = p->spec.node_selector.n
@@ -257,6 +295,12 @@ static int place(agent *a, const spec_replica_set *rs, spec_pod *p) {
                                           "PodScheduled", "False", "Unschedulable", why,
                                           agent_wall(a));
         }
+        /* (plan_schedule() counted it there) its fixed ports are taken
+         * there now, but for a socket tendd holds, which its group shares */
+        for (size_t w = 0; w < n_want; w++)
+                if (!pl->want_held[w] && nodes[at].n_ports < n_want &&
+                    !memchr_u16(nodes[at].ports, nodes[at].n_ports, want[w]))
+                        pl->taken[(size_t) at * n_want + nodes[at].n_ports++] = want[w];
         r = free_and_strdup(&p->spec.node_name, nodes[at].name);
         if (r < 0)
                 return r;
@@ -268,7 +312,7 @@ static int place(agent *a, const spec_replica_set *rs, spec_pod *p) {
 }
 
 /* An unbound pod (no node fitted when it was made) placed now. */
-static int place_again(agent *a, const spec_replica_set *rs, const spec_pod *p) {
+static int place_again(agent *a, const spec_replica_set *rs, const spec_pod *p, placer *pl) {
         _cleanup_(spec_pod_freep) spec_pod *n = NULL;
         int r;
 
@@ -277,14 +321,14 @@ static int place_again(agent *a, const spec_replica_set *rs, const spec_pod *p) 
         n = spec_pod_copy(p);
         if (!n)
                 return -ENOMEM;
-        r = place(a, rs, n);
+        r = place(a, rs, n, pl);
         if (r < 0 || !n->spec.node_name)
                 return r;
         return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
 }
 
 static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *predecessor,
-                      const spec_backoff *policy) {
+                      const spec_backoff *policy, placer *pl) {
         _cleanup_(spec_pod_template_freep)
                 spec_pod_template *t = spec_pod_template_copy(&rs->spec.template);
         _cleanup_(spec_pod_freep) spec_pod *p = spec_pod_new();
@@ -360,7 +404,7 @@ static int create_pod(agent *a, const spec_replica_set *rs, const spec_pod *pred
         else
                 RET_GATHER(r, agent__set_waiting(cs, "ContainerCreating", NULL));
         if (r >= 0 && agent__fleet(a))
-                r = place(a, rs, p);
+                r = place(a, rs, p, pl);
         if (r < 0)
                 return r; /* half-built: not written; the sync is retried */
 
@@ -567,6 +611,7 @@ static int manage(agent *a, const spec_replica_set *rs, owned *o) {
         int64_t diff = (int64_t) o->n_active - rs->spec.replicas;
         spec_backoff policy = agent__backoff_policy(rs);
         _cleanup_free_ bool *used = new0(bool, o->n_failed + 1);
+        _cleanup_(placer_done) placer pl = {};
         size_t created = 0;
         int r;
 
@@ -612,7 +657,8 @@ static int manage(agent *a, const spec_replica_set *rs, owned *o) {
                 for (; created < allowed; created++) {
                         if (created < deaths)
                                 used[pred_index[created]] = true;
-                        r = create_pod(a, rs, created < deaths ? preds[created] : NULL, &policy);
+                        r = create_pod(a, rs, created < deaths ? preds[created] : NULL, &policy,
+                                       &pl);
                         if (r < 0)
                                 return r;
                 }
@@ -643,7 +689,7 @@ static int manage(agent *a, const spec_replica_set *rs, owned *o) {
         for (size_t i = 0; i < o->n_active; i++) {
                 r = refresh_backoff(a, o->active[i], &policy);
                 if (r >= 0 && agent__fleet(a))
-                        r = place_again(a, rs, o->active[i]);
+                        r = place_again(a, rs, o->active[i], &pl);
                 if (r < 0)
                         return r;
         }
