@@ -362,7 +362,10 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
                 json_decref(*want);
                 *want = json_incref(v);
         }
-        o->apply = true;
+        /* (objs_dirty too: from a refused txn's refresh(), the settle that
+         * follows applies it at once, and a request meanwhile is not judged
+         * on the old copy) */
+        o->apply = f->objs_dirty = true;
 }
 
 bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted) {
