@@ -64,12 +64,12 @@ static void kept_close(kept **v, size_t *n) {
         *n = 0;
 }
 
-static int kept_add(kept **v, size_t *n, int pidfd, usec_t grace) {
+static int kept_add(kept **v, size_t *n, kept x) {
         kept *g = reallocarray(*v, *n + 1, sizeof **v);
         if (!g)
                 return -ENOMEM;
         *v = g;
-        g[(*n)++] = (kept){ .pidfd = pidfd, .grace = grace };
+        g[(*n)++] = x;
         return 0;
 }
 
@@ -98,7 +98,8 @@ static void on_message(keeper *k, const keep_msg *m, const int *fds, size_t n_fd
                 kept_close(&k->next, &k->n_next);
         if (m->type == KEEP_BEGIN || m->type == KEEP_ADD)
                 for (; i < MIN((size_t) m->n, n_fds); i++)
-                        if (kept_add(&k->next, &k->n_next, fds[i], (usec_t) m->grace[i]) < 0)
+                        if (kept_add(&k->next, &k->n_next,
+                                     (kept){ .pidfd = fds[i], .grace = (usec_t) m->grace[i] }) < 0)
                                 break;
         for (; i < n_fds; i++) /* not taken */
                 safe_close(fds[i]);
@@ -186,12 +187,10 @@ static void on_timer(uv_timer_t *t) {
                 for (size_t i = 0; i < k->n_set; i++) {
                         (void) pidfd_signal(k->set[i].pidfd, SIGTERM);
                         k->set[i].kill_at = now + k->set[i].grace;
-                        if (kept_add(&k->dying, &k->n_dying, k->set[i].pidfd, 0) < 0) {
+                        if (kept_add(&k->dying, &k->n_dying, k->set[i]) < 0) {
                                 (void) pidfd_signal(k->set[i].pidfd, SIGKILL);
                                 safe_close(k->set[i].pidfd);
-                                continue;
                         }
-                        k->dying[k->n_dying - 1].kill_at = k->set[i].kill_at;
                 }
                 free(k->set);
                 k->set = NULL;

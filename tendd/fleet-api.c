@@ -11,12 +11,13 @@
 #include "fleet-internal.h"
 
 /* Whether this node is cut off from etcd (its lease not renewed in time,
- * or not joined yet), and since when (monotonic; 0: not joined). */
-static bool cut_off(fleet *f, usec_t *ret_since) {
-        usec_t until = f->session ? etcd_session_safe_until(f->session) : 0;
+ * or not joined yet), and for how many seconds (0: not joined). */
+static bool cut_off(fleet *f, long *ret_secs) {
+        usec_t until = f->session ? etcd_session_safe_until(f->session) : 0, now = now_monotonic();
+        usec_t since = until ?: f->cut_since; /* (a session lost, or a new one not ready) */
 
-        *ret_since = until ?: f->cut_since; /* (a session lost, or a new one not ready) */
-        return !until || now_monotonic() >= until;
+        *ret_secs = since && now > since ? (long) ((now - since) / USEC_PER_SEC) : 0;
+        return !until || now >= until;
 }
 
 /* A Node as the API shows it: the stored one, with its Ready condition
@@ -29,8 +30,8 @@ static json_t *node_view(fleet *f, const fnode *n) {
         char since[TIMESTAMP_MAX], now[TIMESTAMP_MAX];
         _cleanup_free_ char *msg = NULL;
         json_t *node, *status;
-        usec_t cut_since;
-        bool cut = cut_off(f, &cut_since), ready = n->holder && !cut;
+        long secs;
+        bool cut = cut_off(f, &secs), ready = n->holder && !cut;
 
         node = n->node ? json_deep_copy(n->node)
                        : json_pack("{s:s, s:s, s:{s:s}, s:{}, s:{}}", "kind", "Node", "apiVersion",
@@ -48,10 +49,7 @@ static json_t *node_view(fleet *f, const fnode *n) {
                 return json_decref(node), NULL;
         format_timestamp(since, n->since ?: now_realtime());
         format_timestamp(now, now_realtime());
-        if (cut) {
-                usec_t t = now_monotonic();
-                long secs = cut_since && t > cut_since ? (long) ((t - cut_since) / USEC_PER_SEC)
-                                                       : 0;
+        if (cut)
                 msg = streq_ptr(n->name, f->node_name)
                               ? strprintf("this node is cut off from the fleet's etcd (its lease "
                                           "not renewed for %ld s): it cannot tell whether it is "
@@ -60,7 +58,7 @@ static json_t *node_view(fleet *f, const fnode *n) {
                               : strprintf("seen from node/%s, cut off from the fleet's etcd for "
                                           "%ld s: this node's state is unknown there",
                                           f->node_name, secs);
-        } else if (n->holder)
+        else if (n->holder)
                 msg = strprintf("tendd (pid %" PRId64 " on %s) holds the node's lease",
                                 (int64_t) json_integer_value(json_object_get(n->holder, "pid")),
                                 strna(json_string_value(json_object_get(n->holder, "host"))));
@@ -357,10 +355,9 @@ static int api_sync(void *userdata, uint64_t since,
 /* docs/fleet.md §3.9 rule 2: cut off from etcd, a node answers reads from its
  * copy and refuses writes (they could not be acknowledged). */
 static char *api_refuses_writes(void *userdata) {
-        fleet *f = userdata;
-        usec_t since;
+        long secs;
 
-        if (!cut_off(f, &since))
+        if (!cut_off(userdata, &secs))
                 return NULL;
         return strdup("this node is cut off from the fleet's etcd (its lease is not renewed): it "
                       "keeps running its pods, and takes writes again once etcd answers; write "
@@ -370,14 +367,13 @@ static char *api_refuses_writes(void *userdata) {
 /* ... and says, on every read, that what it shows may be stale. */
 static char *api_stale(void *userdata) {
         fleet *f = userdata;
-        usec_t since, t = now_monotonic();
+        long secs;
 
-        if (!cut_off(f, &since))
+        if (!cut_off(f, &secs))
                 return NULL;
         return strprintf("node/%s is cut off from the fleet's etcd (for %ld s): what it shows may "
                          "be stale; read through another node",
-                         f->node_name,
-                         since && t > since ? (long) ((t - since) / USEC_PER_SEC) : 0L);
+                         f->node_name, secs);
 }
 
 static void ops_close(fleet *f) {

@@ -791,7 +791,7 @@ static bool same(const json_t *a, const json_t *b) {
  */
 static bool rebase(fleet *f, fobj *o, bool sent) {
         bool main_changed = (sent && (o->sent_put_main || o->sent_delete)) ||
-                            !same(o->want_main, o->sent_main) || (!o->want_main) != o->sent_delete;
+                            !same(o->want_main, o->sent_main);
         bool status_changed = (sent && (o->sent_put_status || o->sent_delete)) ||
                               !same(o->want_status, o->sent_status);
         bool hit = (o->remote_main && (main_changed || !o->main)) || /* !main: etcd deleted it */
@@ -937,24 +937,35 @@ void fleet__objects_failed(fleet *f, const fobj *o, unsigned code) {
                         w->failed = code;
 }
 
-/* Whether one of a request's writes (of keys, up to seq) is not acknowledged. */
-static bool pending_for(fleet *f, char *const *keys, uint64_t seq) {
+/* Whether one of a request's writes (of keys, up to seq) is not
+ * acknowledged (out_only: and out to etcd). */
+static bool pending_for(fleet *f, char *const *keys, uint64_t seq, bool out_only) {
         for (size_t i = 0; keys && keys[i]; i++) {
                 const fobj *o = tend_hashmap_get(f->objs, keys[i]);
-                if (o && unacknowledged(o, seq))
+                if (o && (!out_only || o->in_flight) && unacknowledged(o, seq))
                         return true;
         }
         return false;
 }
 
-/* Whether one of a request's writes not acknowledged is out to etcd. */
-static bool out_for(fleet *f, char *const *keys, uint64_t seq) {
-        for (size_t i = 0; keys && keys[i]; i++) {
-                const fobj *o = tend_hashmap_get(f->objs, keys[i]);
-                if (o && o->in_flight && unacknowledged(o, seq))
-                        return true;
+/* Withdraws w's writes not yet out to etcd (undone: the local copies go
+ * back to etcd's), failing the requests among them with code, or UNSURE
+ * where an answer of etcd's was lost before. Returns whether any was. */
+static bool withdraw(fleet *f, const fwaiter *w, unsigned code) {
+        bool any = false;
+
+        for (size_t i = 0; w->keys && w->keys[i]; i++) {
+                fobj *o = tend_hashmap_get(f->objs, w->keys[i]);
+                if (!o || o->in_flight || !unacknowledged(o, w->seq))
+                        continue;
+                log_warning("fleet: %s/%s/%s: %s; withdrawn", kind_names[o->kind], o->ns, o->name,
+                            code == 504 ? "etcd has not taken it in time"
+                                        : "another write of its request lost");
+                undo(f, o, o->unsure ? UNSURE : code);
+                o->unsure = false;
+                any = true;
         }
-        return false;
+        return any;
 }
 
 /*
@@ -970,22 +981,10 @@ static bool out_for(fleet *f, char *const *keys, uint64_t seq) {
 static bool withdraw_late(fleet *f, usec_t now) {
         bool any = false;
 
-        for (fwaiter *w = f->waiters; w; w = w->next) {
-                if (now < w->deadline || !pending_for(f, w->keys, w->seq) ||
-                    out_for(f, w->keys, w->seq))
-                        continue;
-                for (size_t i = 0; w->keys && w->keys[i]; i++) {
-                        fobj *o = tend_hashmap_get(f->objs, w->keys[i]);
-                        if (!o || !unacknowledged(o, w->seq))
-                                continue;
-                        log_warning("fleet: %s/%s/%s: etcd has not taken it in %d s; withdrawn",
-                                    kind_names[o->kind], o->ns, o->name,
-                                    (int) (WAIT_MAX / USEC_PER_SEC));
-                        undo(f, o, o->unsure ? UNSURE : 504);
-                        o->unsure = false;
-                        any = true;
-                }
-        }
+        for (fwaiter *w = f->waiters; w; w = w->next)
+                if (now >= w->deadline && pending_for(f, w->keys, w->seq, false) &&
+                    !pending_for(f, w->keys, w->seq, true))
+                        any |= withdraw(f, w, 504);
         return any;
 }
 
@@ -996,17 +995,9 @@ static bool withdraw_late(fleet *f, usec_t now) {
 static bool withdraw_failed(fleet *f) {
         bool any = false;
 
-        for (fwaiter *w = f->waiters; w; w = w->next) {
-                if (!w->failed)
-                        continue;
-                for (size_t i = 0; w->keys && w->keys[i]; i++) {
-                        fobj *o = tend_hashmap_get(f->objs, w->keys[i]);
-                        if (!o || o->in_flight || !unacknowledged(o, w->seq))
-                                continue;
-                        undo(f, o, w->failed);
-                        any = true;
-                }
-        }
+        for (fwaiter *w = f->waiters; w; w = w->next)
+                if (w->failed)
+                        any |= withdraw(f, w, w->failed);
         return any;
 }
 
@@ -1023,7 +1014,7 @@ static void check_waiters(fleet *f) {
                 agent_kick(f->c.agent); /* it decides again on what etcd has */
         for (fwaiter **p = &f->waiters; *p;) {
                 fwaiter *w = *p;
-                if (pending_for(f, w->keys, w->seq)) { /* (out to etcd: its answer says) */
+                if (pending_for(f, w->keys, w->seq, false)) { /* (out to etcd: its answer says) */
                         p = &w->next;
                         continue;
                 }
@@ -1104,7 +1095,7 @@ int fleet__objects_sync(fleet *f, uint64_t since,
         fwaiter *w;
 
         f->recording = false;
-        if (!pending_for(f, keys, f->seq))
+        if (!pending_for(f, keys, f->seq, false))
                 return 1; /* etcd has every write of the request */
         w = new0(fwaiter, 1);
         if (!w)

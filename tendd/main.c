@@ -528,6 +528,16 @@ static bool fence_ticking;
 
 /* The fence keeper is told, four times a second, when this node's fenced
  * pods must stop if the lease is not renewed before, and which they are. */
+static void fence_stop(void) {
+        /* (the keeper keeps the last time: a tendd that is back in time
+         * moves it on) */
+        fence_client_free(fc);
+        fc = NULL;
+        if (fence_ticking)
+                uv_close((uv_handle_t *) &fence_tick, NULL);
+        fence_ticking = false;
+}
+
 static void on_fence_tick(uv_timer_t *t) {
         _cleanup_free_ agent_fenced *v = NULL;
         size_t n = 0;
@@ -574,13 +584,7 @@ static void finish(void) {
         api = NULL;
         fleet_close(fl);
         fl = NULL;
-        /* (the keeper keeps the last time: a tendd that is back in time
-         * moves it on) */
-        fence_client_free(fc);
-        fc = NULL;
-        if (fence_ticking)
-                uv_close((uv_handle_t *) &fence_tick, NULL);
-        fence_ticking = false;
+        fence_stop();
         agent_loop_close(al);
         al = NULL;
         uv_close((uv_handle_t *) &tick, NULL);
@@ -763,9 +767,7 @@ int main(int argc, char **argv) {
                 uv_close((uv_handle_t *) &jint, NULL);
                 if (r < 0 || join_error < 0) {
                         fleet_close(fl);
-                        fence_client_free(fc);
-                        fc = NULL;
-                        uv_close((uv_handle_t *) &fence_tick, NULL);
+                        fence_stop();
                         agent_loop_close(al);
                         uv_run(loop, UV_RUN_NOWAIT);
                         return join_error == -EINTR ? 0 : 1;
@@ -787,10 +789,7 @@ int main(int argc, char **argv) {
         if (r < 0) {
                 log_error("%s", err ?: strerror(-r));
                 fleet_close(fl);
-                fence_client_free(fc);
-                fc = NULL;
-                if (fence_ticking)
-                        uv_close((uv_handle_t *) &fence_tick, NULL);
+                fence_stop();
                 agent_loop_close(al);
                 uv_run(loop, UV_RUN_NOWAIT);
                 return 1;
