@@ -76,8 +76,7 @@ children() {
 }
 
 for k in 1 2 3; do node "$k"; done
-wait_for 10 sh -c "[ \"\$(TEND_SOCKET=$tmp/n1.sock $bin/tend get nodes | awk '\$3 == \"leader\"' | wc -l)\" = 1 ]" ||
-    fail "nobody leads"
+wait_for 10 one_leads 1 || fail "nobody leads"
 lead=$(leader_of 1)
 echo "$lead leads"
 

@@ -15,49 +15,18 @@ ttl=3
 pids=
 trap fleet_cleanup EXIT
 for k in 1 2 3; do fleet_node "$k" "$ETCD_ENDPOINTS" --node-lost-after 0s --log-level debug; done
-wait_for 10 sh -c "[ -n \"\$(TEND_SOCKET=$tmp/n1.sock $bin/tend get nodes | awk '\$3 == \"leader\"')\" ]" ||
-    fail "nobody leads"
+wait_for 10 one_leads 1 || fail "nobody leads"
 lead=$(leader_of 1)
 
-cat <<YAML | on 1 apply -f - >/dev/null || fail "apply"
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: fen
-  annotations: {tend.io/node-lost-policy: fence}
-spec:
-  replicas: 3
-  strategy: {rollingUpdate: {maxSurge: 0, maxUnavailable: 1}}
-  selector: {matchLabels: {app: fen}}
-  template:
-    metadata: {labels: {app: fen}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: main
-        command: ["$testprog", "sleep"]
-        env: [{name: TEST_MARKER, value: "$tmp"}, {name: APP, value: fen}]
-YAML
-live() { # the processes of fen's pods alive on this machine, every node's
-    # (a zombie has no environment: it is not counted)
-    grep -lzx "TEST_MARKER=$tmp" /proc/[0-9]*/environ 2>/dev/null |
-        xargs -r grep -lzx "APP=fen" 2>/dev/null | wc -l
-}
+bounded_deployment fen fence | on 1 apply -f - >/dev/null || fail "apply"
 alive() { # PID: running (a zombie is not: its parent, hung, has not reaped it)
     [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]
 }
 pid_on() { # ON NODE: the pid of fen's running pod bound to NODE, as ON sees it
-    curl -s --unix-socket "$tmp/n$1.sock" \
-        "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dfen" |
-        jq -r --arg n "$2" '.items[] | select(.spec.nodeName == $n and .status.phase == "Running"
-            and (.metadata.deletionTimestamp | not)) |
-            .status.containerStatuses[0].containerID | sub("process://"; "")' | head -n 1
+    pods_on "$1" fen | awk -v n="$2" '$2 == n && $3 == "Running" && $4 == "-" { print $5; exit }'
 }
 running() { # ON N [NODE]: N of fen's pods Running, not deleting (not on NODE)
-    [ "$(curl -s --unix-socket "$tmp/n$1.sock" \
-        "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dfen" |
-        jq --arg x "${3:-}" '[.items[] | select(.status.phase == "Running" and
-            (.metadata.deletionTimestamp | not) and .spec.nodeName != $x)] | length')" = "$2" ]
+    running_not_on "$1" fen "${3:-none}" "$2"
 }
 wait_for 20 running 1 3 || fail "fen: not 3 running"
 
@@ -73,7 +42,7 @@ trial() {
     t0=$(date +%s%N)
     dead_at= max=0
     for _ in $(seq 200); do # 20 s at most
-        l=$(live)
+        l=$(live fen)
         [ "$l" -gt "$max" ] && max=$l
         [ -z "$dead_at" ] && ! alive "$victim" && dead_at=$((($(date +%s%N) - t0) / 1000000))
         [ -n "$dead_at" ] && running "$obs" 3 "n$k" && break
@@ -148,10 +117,10 @@ fi
 # fenced pods first, then go (nothing left to keep, nobody to tell them).
 stop_tendds $pids
 pids=
-if wait_for $((ttl + 5)) sh -c "[ \$(pgrep -f -- '--fence-keepe[r] $tmp/' | wc -l) = 0 ]" && [ "$(live)" = 0 ]; then
+if wait_for $((ttl + 5)) sh -c "[ \$(pgrep -f -- '--fence-keepe[r] $tmp/' | wc -l) = 0 ]" && [ "$(live fen)" = 0 ]; then
     ok "every tendd stopped: the keepers stopped the fenced pods within the TTL, and went"
 else
-    fail "after every tendd stopped: $(live) fenced pods live, keepers: $(pgrep -af -- "--fence-keepe[r] $tmp/")"
+    fail "after every tendd stopped: $(live fen) fenced pods live, keepers: $(pgrep -af -- "--fence-keepe[r] $tmp/")"
     grep -lzx "TEST_MARKER=$tmp" /proc/[0-9]*/environ 2>/dev/null | xargs -r grep -lzx "APP=fen" |
         while read -r e; do tr '\0' '\n' <"$e" | grep -E "^(POD_NAME|NODE_NAME)="; done
     grep -h "keeper" "$tmp"/n*.log | tail -n 20

@@ -28,8 +28,7 @@ trap fleet_cleanup EXIT
 
 start_gates
 for k in 1 2 3; do node "$k"; done
-wait_for 5 sh -c "[ -n \"\$(TEND_SOCKET=$tmp/n2.sock $bin/tend get nodes | awk '\$3 == \"leader\"')\" ]" ||
-    fail "nobody leads"
+wait_for 5 one_leads 2 || fail "nobody leads"
 lead=$(leader_of 2)
 l=${lead#n}
 if [ "$(leading_metric "$l")" = 1 ] &&

@@ -107,3 +107,50 @@ fleet_verdict() {
     echo "$failures failure(s)${1:+ ($1)}"
     exit 1
 }
+
+# bounded_deployment NAME POLICY: a Deployment of 3 replicas, maxSurge 0,
+# under tend.io/node-lost-policy POLICY, its pods marked with $tmp (and
+# APP=NAME) for live
+bounded_deployment() {
+    cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: $1
+  annotations: {tend.io/node-lost-policy: $2}
+spec:
+  replicas: 3
+  strategy: {rollingUpdate: {maxSurge: 0, maxUnavailable: 1}}
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        command: ["$testprog", "sleep"]
+        env: [{name: TEST_MARKER, value: "$tmp"}, {name: APP, value: "$1"}]
+YAML
+}
+# live APP: the processes of APP's pods alive on this machine, every
+# node's (a zombie has no environment: it is not counted)
+live() {
+    grep -lzx "TEST_MARKER=$tmp" /proc/[0-9]*/environ 2>/dev/null |
+        xargs -r grep -lzx "APP=$1" 2>/dev/null | wc -l
+}
+live_is() { [ "$(live "$1")" -eq "$2" ]; }       # APP N
+live_at_least() { [ "$(live "$1")" -ge "$2" ]; } # APP N
+# pods_on ON APP: "name node phase deleting pid", one line a pod
+pods_on() {
+    curl -s --unix-socket "$tmp/n$1.sock" \
+        "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3D$2" |
+        jq -r '.items[] | [.metadata.name, (.spec.nodeName // "-"), .status.phase,
+            (if .metadata.deletionTimestamp then "deleting" else "-" end),
+            (.status.containerStatuses[0].containerID // "-" | sub("process://"; ""))] | join(" ")' | sort
+}
+# running_not_on ON APP NODE N: N of APP's pods Running, not deleting, not on NODE
+running_not_on() {
+    [ "$(pods_on "$1" "$2" | awk -v x="$3" '$2 != x && $3 == "Running" && $4 == "-"' | wc -l)" -eq "$4" ]
+}
+# one_leads ON: node ON sees one leader
+one_leads() { [ "$(leader_of "$1" | wc -l)" = 1 ]; }

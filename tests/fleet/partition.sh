@@ -26,53 +26,13 @@ node() { # K: tendd nK behind gate K
 }
 trap fleet_cleanup EXIT
 
-deploy() { # NAME POLICY
-    cat <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: $1
-  annotations: {tend.io/node-lost-policy: $2}
-spec:
-  replicas: 3
-  strategy: {rollingUpdate: {maxSurge: 0, maxUnavailable: 1}}
-  selector: {matchLabels: {app: $1}}
-  template:
-    metadata: {labels: {app: $1}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: main
-        command: ["$testprog", "sleep"]
-        env: [{name: TEST_MARKER, value: "$tmp"}, {name: APP, value: "$1"}]
-YAML
-}
-# live APP: the processes of APP's pods alive on this machine, every node's
-live() {
-    for e in /proc/[0-9]*/environ; do
-        { tr "\0" "\n" <"$e"; } 2>/dev/null | grep -qx "TEST_MARKER=$tmp" || continue
-        { tr "\0" "\n" <"$e"; } 2>/dev/null | grep -qx "APP=$1" && echo x
-    done | wc -l
-}
-# pods_on ON APP: "name node phase deleting pid"
-pods_on() {
-    curl -s --unix-socket "$tmp/n$1.sock" \
-        "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3D$2" |
-        jq -r '.items[] | [.metadata.name, (.spec.nodeName // "-"), .status.phase,
-            (if .metadata.deletionTimestamp then "deleting" else "-" end),
-            (.status.containerStatuses[0].containerID // "-" | sub("process://"; ""))] | join(" ")' | sort
-}
-running_not_on() { # ON APP NODE N: N Running, not deleting, not on NODE
-    [ "$(pods_on "$1" "$2" | awk -v x="$3" '$2 != x && $3 == "Running" && $4 == "-"' | wc -l)" -eq "$4" ]
-}
 
 start_gates
 for k in 1 2 3; do node "$k"; done
-wait_for 10 sh -c "[ -n \"\$(TEND_SOCKET=$tmp/n1.sock $bin/tend get nodes | awk '\$3 == \"leader\"')\" ]" ||
-    fail "nobody leads"
+wait_for 10 one_leads 1 || fail "nobody leads"
 lead=$(leader_of 1)
-deploy rep replace | on 1 apply -f - >/dev/null || fail "apply rep"
-deploy fen fence | on 1 apply -f - >/dev/null || fail "apply fen"
+bounded_deployment rep replace | on 1 apply -f - >/dev/null || fail "apply rep"
+bounded_deployment fen fence | on 1 apply -f - >/dev/null || fail "apply fen"
 wait_for 20 running_not_on 1 rep none 3 && wait_for 10 running_not_on 1 fen none 3 ||
     { fail "not 3 + 3 running"; pods_on 1 rep; pods_on 1 fen; }
 for a in rep fen; do
@@ -131,7 +91,7 @@ kill -0 "$rep_pid" 2>/dev/null && ok "replace: the cut-off node still runs its p
     fail "replace: the cut-off node's pod died"
 # a crash on the cut-off node restarts in place, without etcd
 kill -KILL "$rep_pid"
-wait_for 5 sh -c "[ \$(for e in /proc/[0-9]*/environ; do { tr '\\0' '\\n' <\$e; } 2>/dev/null | grep -qx TEST_MARKER=$tmp && { tr '\\0' '\\n' <\$e; } 2>/dev/null | grep -qx APP=rep && echo x; done | wc -l) -ge 4 ]" &&
+wait_for 5 live_at_least rep 4 &&
     ok "replace: a crash on the cut-off node is restarted there, without etcd" ||
     fail "replace: the cut-off node did not restart its crashed pod ($(live rep) live)"
 on "$cut" get pods >/dev/null 2>&1 && ok "the cut-off node still answers reads" ||
@@ -153,7 +113,7 @@ view=$(curl -s --unix-socket "$tmp/n$cut.sock" http://localhost/api/v1/nodes |
 # heal: the node comes back, stops what etcd no longer binds to it
 eval "kill -CONT \$gate_pid_$cut"
 th=$(date +%s%N)
-if wait_for 10 sh -c "[ \$(for e in /proc/[0-9]*/environ; do { tr '\\0' '\\n' <\$e; } 2>/dev/null | grep -qx TEST_MARKER=$tmp && { tr '\\0' '\\n' <\$e; } 2>/dev/null | grep -qx APP=rep && echo x; done | wc -l) = 3 ]"; then
+if wait_for 10 live_is rep 3; then
     ok "replace: healed, back to 3 live processes in $((($(date +%s%N) - th) / 1000000)) ms (grace 1 s)"
 else
     fail "replace: $(live rep) live processes 10 s after the heal"

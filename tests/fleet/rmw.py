@@ -101,16 +101,22 @@ def client(i, sock):
 answers = []  # (client, value, status) of the unconditional writes
 
 
-def blind(i, sock, barrier=None):
+def wait(barrier):
+    """Each round of the clients sharing barrier begins at once."""
+    try:
+        barrier.wait(timeout=60)
+    except threading.BrokenBarrierError:
+        pass
+
+
+def blind(i, sock, barrier=None, same=False):
+    """Client i's unconditional writes, in step with barrier's others;
+    same: the value of its node's pair (clients 2n and 2n+1), not its own."""
     for k in range(args.rounds):
-        value = "%sc%d-%d" % (args.tag, i, k)
-        if barrier:  # the pair of this node: the same value, at once
-            value = "%sn%d-%d" % (args.tag, i // 2, k)
-            try:
-                barrier.wait(timeout=60)
-            except threading.BrokenBarrierError:
-                pass
-        blind_one(i, sock, value, k)
+        if barrier:
+            wait(barrier)
+        blind_one(i, sock, "%s%s%d-%d" % (args.tag, "n" if same else "c", i // 2 if same else i,
+                                          k), k)
 
 
 def blind_one(i, sock, value, k):
@@ -157,10 +163,7 @@ def apply_list(i, sock, barrier):
                                         "spec": {"containers": [{"name": "main",
                                                                  "command": ["/bin/true"]}]}}}}
                  for n in (args.name, args.name + "2")]
-        try:
-            barrier.wait(timeout=60)
-        except threading.BrokenBarrierError:
-            pass
+        wait(barrier)
         c = Conn(sock)
         c.request("POST", "/apis/tend.io/v1/apply",
                   body=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}).encode(),
@@ -172,15 +175,6 @@ def apply_list(i, sock, barrier):
         if r.status not in (200, 201, 409):
             print("client %d: the List %s answered %d: %s" % (
                 i, value, r.status, out[:200].decode(errors="replace")), file=sys.stderr)
-
-
-def blind_paced(i, sock, barrier):
-    for k in range(args.rounds):
-        try:
-            barrier.wait(timeout=60)
-        except threading.BrokenBarrierError:
-            pass
-        blind_one(i, sock, "%sc%d-%d" % (args.tag, i, k), k)
 
 
 def history(url, key):
@@ -212,13 +206,14 @@ def history(url, key):
 
 if args.blind and args.list:
     b = threading.Barrier(2)
-    threads = [threading.Thread(target=blind_paced, args=(0, args.sockets[0], b)),
+    threads = [threading.Thread(target=blind, args=(0, args.sockets[0], b)),
                threading.Thread(target=apply_list, args=(1, args.sockets[1], b))]
 elif args.blind and args.same:
     threads = []
     for i, s in enumerate(args.sockets):
         b = threading.Barrier(2)
-        threads += [threading.Thread(target=blind, args=(2 * i + j, s, b)) for j in range(2)]
+        threads += [threading.Thread(target=blind, args=(2 * i + j, s, b, True))
+                    for j in range(2)]
 elif args.blind:
     threads = [threading.Thread(target=blind, args=(i, s)) for i, s in enumerate(args.sockets)]
 if args.blind:

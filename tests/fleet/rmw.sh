@@ -16,8 +16,7 @@ ttl=3
 pids=
 trap fleet_cleanup EXIT
 for k in 1 2 3; do fleet_node "$k" "$ETCD_ENDPOINTS"; done
-wait_for 10 sh -c "[ -n \"\$(TEND_SOCKET=$tmp/n1.sock $bin/tend get nodes | awk '\$3 == \"leader\"')\" ]" ||
-    fail "nobody leads"
+wait_for 10 one_leads 1 || fail "nobody leads"
 
 cat >"$tmp/counter.yaml" <<YAML
 apiVersion: apps/v1
@@ -64,43 +63,37 @@ fi
 e=$(in_etcd)
 [ "$e" = "$final" ] || fail "etcd's counter is $e, the nodes' $final"
 
-# unconditional writes (PUT without resourceVersion, forced server-side
-# apply) through the three nodes: each answer says what happened in etcd
+# blind NODES WHAT WHY ARGS...: rmw.py's unconditional writes through
+# nodes 1..NODES (--blind: each answer is checked against etcd's history),
+# ok with its tally and WHAT, or fail WHY
 url=${ETCD_ENDPOINTS%%,*}
-if /usr/bin/python3 "$(dirname "$0")/rmw.py" "$tmp/n1.sock" "$tmp/n2.sock" "$tmp/n3.sock" \
-    --name counter --rounds "$rounds" --blind "$url" /tend --tag a >"$tmp/blind.out" 2>&1; then
-    ok "$(tail -n 1 "$tmp/blind.out")"
-else
-    cat "$tmp/blind.out"
-    fail "an unconditional write's answer is not what etcd did"
-fi
+blind() {
+    nodes=$1 what=$2 why=$3
+    shift 3
+    set -- "$@" --name counter --rounds "$rounds" --blind "$url" /tend
+    for j in $(seq "$nodes" -1 1); do set -- "$tmp/n$j.sock" "$@"; done
+    if /usr/bin/python3 "$(dirname "$0")/rmw.py" "$@" >"$tmp/blind.out" 2>&1; then
+        ok "$(tail -n 1 "$tmp/blind.out")${what:+ ($what)}"
+    else
+        cat "$tmp/blind.out"
+        fail "$why"
+    fi
+}
+# PUT without resourceVersion, forced server-side apply
+blind 3 "" "an unconditional write's answer is not what etcd did" --tag a
 # two clients per node writing the same value at once: the second changes
 # nothing there, and is answered as the first (not 200 while the first's
 # write is refused)
-if /usr/bin/python3 "$(dirname "$0")/rmw.py" "$tmp/n1.sock" "$tmp/n2.sock" "$tmp/n3.sock" \
-    --name counter --rounds "$rounds" --blind "$url" /tend --same --tag s >"$tmp/blind.out" 2>&1; then
-    ok "$(tail -n 1 "$tmp/blind.out") (two clients per node, the same values)"
-else
-    cat "$tmp/blind.out"
-    fail "a write that changed nothing on its node was answered unlike the write it matched"
-fi
+blind 3 "two clients per node, the same values" \
+    "a write that changed nothing on its node was answered unlike the write it matched" \
+    --same --tag s
 # a List of two Deployments applied through one node (all or nothing)
 # while another node writes one of them: a 409 means neither was written
-if /usr/bin/python3 "$(dirname "$0")/rmw.py" "$tmp/n1.sock" "$tmp/n2.sock" \
-    --name counter --rounds "$rounds" --blind "$url" /tend --list --tag l >"$tmp/blind.out" 2>&1; then
-    ok "$(tail -n 1 "$tmp/blind.out") (a List through one node against writes through another)"
-else
-    cat "$tmp/blind.out"
-    fail "a List's answer is not what etcd did"
-fi
+blind 2 "a List through one node against writes through another" \
+    "a List's answer is not what etcd did" --list --tag l
 # ... and into the pod template: each write a rollout, the leader's
 # controller writing the same Deployment meanwhile
-if /usr/bin/python3 "$(dirname "$0")/rmw.py" "$tmp/n1.sock" "$tmp/n2.sock" "$tmp/n3.sock" \
-    --name counter --rounds "$rounds" --blind "$url" /tend --template --tag t >"$tmp/blind.out" 2>&1; then
-    ok "$(tail -n 1 "$tmp/blind.out") (template)"
-else
-    cat "$tmp/blind.out"
-    fail "an unconditional write's answer (of the template) is not what etcd did"
-fi
+blind 3 template "an unconditional write's answer (of the template) is not what etcd did" \
+    --template --tag t
 
 fleet_verdict
