@@ -259,7 +259,8 @@ struct fence_client {
         agent_fenced *sent; /* the set the keeper has */
         size_t n_sent;
         bool sent_any;
-        usec_t sent_at; /* the fence time it has */
+        usec_t sent_at;  /* the fence time it has */
+        bool none_found; /* no keeper answered, and none is needed yet */
 };
 
 int fence_client_new(const char *state_dir, fence_client **ret) {
@@ -406,11 +407,15 @@ void fence_client_update(fence_client *c, usec_t fence_at, const agent_fenced *p
 
         if (c->fd < 0) {
                 /* a keeper of an earlier run is told the set too (none, if
-                 * none is fenced now); one is started only for something to
-                 * keep, with a time */
-                r = connect_keeper(c);
-                if (r < 0 && (n == 0 || fence_at == 0))
+                 * none is fenced now: looked for once, not at every tick);
+                 * one is started only for something to keep, with a time */
+                if (n == 0 && c->none_found)
                         return;
+                r = connect_keeper(c);
+                if (r < 0 && (n == 0 || fence_at == 0)) {
+                        c->none_found = n == 0;
+                        return;
+                }
                 if (r < 0 && (r = spawn_keeper(c)) < 0) {
                         log_warning_errno(r, "fleet: cannot start the fence keeper in %s: %m",
                                           c->state_dir);
