@@ -46,8 +46,8 @@ spec:
 YAML
 }
 
-# pods_on ON APP: "name node phase ready pid deleting" per pod of APP that node ON shows.
-pods_on() {
+# pods_seen ON APP: "name node phase ready pid deleting" per pod of APP that node ON shows.
+pods_seen() {
     curl -s --unix-socket "$tmp/n$1.sock" \
         "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3D$2" |
         jq -r '.items[] | .status.containerStatuses[0] as $c |
@@ -58,19 +58,19 @@ pods_on() {
 }
 # running ON APP N: node ON shows N pods of APP, each Running and Ready.
 running() {
-    [ "$(pods_on "$1" "$2" | awk '$3 == "Running" && $4 == "True"' | wc -l)" -eq "$3" ] &&
-        [ "$(pods_on "$1" "$2" | wc -l)" -eq "$3" ]
+    [ "$(pods_seen "$1" "$2" | awk '$3 == "Running" && $4 == "True"' | wc -l)" -eq "$3" ] &&
+        [ "$(pods_seen "$1" "$2" | wc -l)" -eq "$3" ]
 }
 # spread APP: "n1 n2 n3" counts of APP's pods per node, as n1 sees them.
 spread() {
-    pods_on 1 "$1" >"$tmp/spread"
+    pods_seen 1 "$1" >"$tmp/spread"
     for k in 1 2 3; do awk -v x="n$k" '$2 == x' "$tmp/spread" | wc -l; done | paste -sd' ' -
 }
 # children K APP: how many of APP's pods bound to nK have a process whose
 # parent is nK's tendd.
 children() {
     eval "cp=\$n${1}_pid"
-    pods_on 1 "$2" | awk -v x="n$1" '$2 == x { print $5 }' | while read -r pid; do
+    pods_seen 1 "$2" | awk -v x="n$1" '$2 == x { print $5 }' | while read -r pid; do
         [ "$(awk '{ print $4 }' "/proc/$pid/stat" 2>/dev/null)" = "$cp" ] && echo "$pid"
     done | wc -l
 }
@@ -98,8 +98,8 @@ fi
 if wait_for 20 running 1 web 6 && wait_for 5 running 2 web 6 && wait_for 5 running 3 web 6; then
     ok "6 pods Running and Ready, the same on every node"
 else
-    fail "not 6 running pods everywhere: n1 $(pods_on 1 web | wc -l), n2 $(pods_on 2 web | wc -l), n3 $(pods_on 3 web | wc -l)"
-    pods_on 1 web
+    fail "not 6 running pods everywhere: n1 $(pods_seen 1 web | wc -l), n2 $(pods_seen 2 web | wc -l), n3 $(pods_seen 3 web | wc -l)"
+    pods_seen 1 web
 fi
 s=$(spread web)
 [ "$s" = "2 2 2" ] && ok "spread over the nodes: $s" || fail "spread: $s (want 2 2 2)"
@@ -121,7 +121,7 @@ st=$(etcdctl_fleet get --prefix --keys-only /tend/v1/status/pods/ | grep -c web)
     fail "etcd keys: $rs replicasets, $st pod statuses"
 
 # ---- a killed replica is restarted in place, by its node ----
-victim_line=$(pods_on 1 web | awk -v x="$lead" '$2 != x { print; exit }')
+victim_line=$(pods_seen 1 web | awk -v x="$lead" '$2 != x { print; exit }')
 victim=$(echo "$victim_line" | awk '{ print $5 }')
 victim_pod=$(echo "$victim_line" | awk '{ print $1 }')
 kill -KILL "$victim"
@@ -134,7 +134,7 @@ restarted() {
 if wait_for 10 restarted && wait_for 5 running 1 web 6; then
     ok "a killed replica (pid $victim) is restarted in place: pod $victim_pod, RESTARTS 1, lastState signal 9; 6 running"
 else
-    fail "after kill -9 of $victim:"; pods_on 1 web
+    fail "after kill -9 of $victim:"; pods_seen 1 web
     curl -s --unix-socket "$tmp/n1.sock" "http://localhost/api/v1/namespaces/default/pods/$victim_pod" | jq .status
 fi
 
@@ -171,9 +171,9 @@ ev_ttl=$(ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" lease timetolive \
     fail "events in etcd: ${ev_lease% *} on a lease; its granted TTL $ev_ttl (want 3600)"
 
 # ---- scale down, seen everywhere; the processes of the pods that went are gone ----
-before_pids=$(pods_on 1 web | awk '{ print $5 }')
+before_pids=$(pods_seen 1 web | awk '{ print $5 }')
 on "$k_apply" scale deploy/web --replicas=3 >/dev/null || fail "scale to 3"
-wait_for 15 running 3 web 3 && ok "scaled to 3: n3 shows 3" || { fail "scale to 3: n3 shows"; pods_on 3 web; }
+wait_for 15 running 3 web 3 && ok "scaled to 3: n3 shows 3" || { fail "scale to 3: n3 shows"; pods_seen 3 web; }
 # shellcheck disable=SC2086
 wait_for 5 sh -c "[ \$(for p in $(echo $before_pids); do kill -0 \$p 2>/dev/null && echo \$p; done | wc -l) = 3 ]" &&
     ok "3 of the 6 processes stopped, on whichever node they ran" ||
@@ -183,10 +183,10 @@ wait_for 5 sh -c "[ \$(for p in $(echo $before_pids); do kill -0 \$p 2>/dev/null
 on 1 cordon n3 >/dev/null || fail "cordon n3"
 wait_for 5 sh -c "TEND_SOCKET=$tmp/n$k_apply.sock $bin/tend get nodes | grep -q 'n3 .*SchedulingDisabled'" ||
     fail "n3 is not SchedulingDisabled"
-before=$(pods_on 1 web | awk '$2 == "n3"' | wc -l)
+before=$(pods_seen 1 web | awk '$2 == "n3"' | wc -l)
 on 2 scale deploy/web --replicas=7 >/dev/null || fail "scale to 7"
-wait_for 20 running 1 web 7 || { fail "scale to 7"; pods_on 1 web; }
-after=$(pods_on 1 web | awk '$2 == "n3"' | wc -l)
+wait_for 20 running 1 web 7 || { fail "scale to 7"; pods_seen 1 web; }
+after=$(pods_seen 1 web | awk '$2 == "n3"' | wc -l)
 [ "$after" = "$before" ] && ok "scaled to 7 with n3 cordoned: n3 still has $after, no new one" ||
     fail "n3 got new pods while cordoned: $before → $after"
 on 1 uncordon n3 >/dev/null || fail "uncordon n3"
@@ -194,10 +194,10 @@ on 1 uncordon n3 >/dev/null || fail "uncordon n3"
 # ---- nodeSelector: only the nodes with those labels ----
 deploy sel 3 | sed 's/^    spec:$/    spec:\n      nodeSelector: {zone: z3}/' | on 1 apply -f - >"$tmp/sel.out" 2>&1 ||
     fail "apply with a nodeSelector: $(cat "$tmp/sel.out")"
-if wait_for 15 running 2 sel 3 && [ "$(pods_on 2 sel | awk '$2 == "n3"' | wc -l)" = 3 ]; then
+if wait_for 15 running 2 sel 3 && [ "$(pods_seen 2 sel | awk '$2 == "n3"' | wc -l)" = 3 ]; then
     ok "nodeSelector zone=z3: the 3 pods run on n3 alone"
 else
-    fail "nodeSelector zone=z3:"; pods_on 2 sel
+    fail "nodeSelector zone=z3:"; pods_seen 2 sel
 fi
 on 1 delete deploy/sel >/dev/null || fail "delete sel"
 
@@ -210,12 +210,12 @@ unschedulable() {
             ([.status.conditions[]? | select(.type == "PodScheduled" and .status == "False" and
               .reason == "Unschedulable" and (.message | contains("containerPort")))] | length) == 1)] | length == 1' >/dev/null
 }
-fixed_running() { [ "$(pods_on 3 fixed | awk '$3 == "Running" && $4 == "True"' | wc -l)" = 3 ]; }
+fixed_running() { [ "$(pods_seen 3 fixed | awk '$3 == "Running" && $4 == "True"' | wc -l)" = 3 ]; }
 wait_for 15 fixed_running && wait_for 5 unschedulable
 if [ "$(spread fixed)" = "1 1 1" ] && unschedulable; then
     ok "4 replicas on a fixed containerPort: one per node, the 4th Pending, Unschedulable, saying why"
 else
-    fail "fixed port: spread $(spread fixed); pods:"; pods_on 3 fixed
+    fail "fixed port: spread $(spread fixed); pods:"; pods_seen 3 fixed
 fi
 on 1 delete deploy/fixed >/dev/null || fail "delete fixed"
 
@@ -234,7 +234,7 @@ deploy web 7 v2 | on 3 apply -f - >/dev/null || fail "apply v2"
 max_live=0 min_ready=99 round=0
 for _ in $(seq 300); do
     round=$((round + 1))
-    pods_on 1 web >"$tmp/now"
+    pods_seen 1 web >"$tmp/now"
     live=$(awk '$3 != "Failed" && $3 != "Succeeded"' "$tmp/now" | wc -l)
     ready=$(awk '$4 == "True"' "$tmp/now" | wc -l)
     [ "$live" -gt "$max_live" ] && max_live=$live
@@ -284,7 +284,7 @@ fi
 lost=$(leader_of 1)
 kl=${lost#n}
 k_lead=$((kl % 3 + 1)) # a survivor, the observer
-lost_pids=$(pods_on "$k_lead" web | awk -v x="$lost" '$2 == x { print $5 }')
+lost_pids=$(pods_seen "$k_lead" web | awk -v x="$lost" '$2 == x { print $5 }')
 n_lost=$(echo "$lost_pids" | wc -w)
 eval "old_pid=\$n${kl}_pid"
 kill -KILL "$old_pid"
@@ -299,18 +299,18 @@ else
 fi
 # not on the lost node, not deleting, Running: 7 again
 replaced() {
-    [ "$(pods_on "$k_lead" web | awk -v x="$lost" '$2 != x && $3 == "Running" && $6 == "-"' | wc -l)" -eq 7 ]
+    [ "$(pods_seen "$k_lead" web | awk -v x="$lost" '$2 != x && $3 == "Running" && $6 == "-"' | wc -l)" -eq 7 ]
 }
 if wait_for 20 replaced; then
     ok "its $n_lost pod(s) replaced on the others in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s (TTL ${ttl}s, a new leader waits a TTL, lostAfter 1s)"
 else
-    fail "$lost's pods were not replaced:"; pods_on "$k_lead" web
+    fail "$lost's pods were not replaced:"; pods_seen "$k_lead" web
 fi
 # shellcheck disable=SC2086
 [ "$(for p in $lost_pids; do kill -0 "$p" 2>/dev/null && echo "$p"; done | wc -l)" = "$n_lost" ] &&
     ok "cut off, $lost's processes still run (replace: duplicates until it is back)" ||
     fail "$lost's processes died with its tendd"
-pods_on "$k_lead" web | awk -v x="$lost" '$2 == x && $6 != "deleting"' | grep -q . &&
+pods_seen "$k_lead" web | awk -v x="$lost" '$2 == x && $6 != "deleting"' | grep -q . &&
     fail "a pod of $lost is not marked deleted" || ok "the pods of $lost are marked deleted"
 node "$kl"
 # shellcheck disable=SC2086
@@ -320,11 +320,11 @@ else
     fail "$lost back: its evicted processes still run"
 fi
 wait_for 10 sh -c "[ \$(curl -s --unix-socket $tmp/n$k_lead.sock 'http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dweb' | jq '.items | length') = 7 ]" &&
-    ok "and removed their keys: 7 pods in the fleet" || { fail "pods after $lost came back:"; pods_on "$k_lead" web; }
+    ok "and removed their keys: 7 pods in the fleet" || { fail "pods after $lost came back:"; pods_seen "$k_lead" web; }
 running 1 web 7 && running 3 web 7 && ok "7 running, seen on every node" || fail "not 7 running everywhere"
 
 # ---- every tendd restarted: the same processes everywhere ----
-pods_on 1 web | awk '{ print $1, $5 }' >"$tmp/before"
+pods_seen 1 web | awk '{ print $1, $5 }' >"$tmp/before"
 for k in 1 2 3; do
     eval "sp=\$n${k}_pid"
     kill -TERM "$sp"
@@ -333,7 +333,7 @@ for k in 1 2 3; do
 done
 for k in 1 2 3; do node "$k"; done
 sleep 2
-for k in 1 2 3; do pods_on "$k" web | awk '{ print $1, $5 }' >"$tmp/after$k"; done
+for k in 1 2 3; do pods_seen "$k" web | awk '{ print $1, $5 }' >"$tmp/after$k"; done
 if cmp -s "$tmp/before" "$tmp/after1" && cmp -s "$tmp/before" "$tmp/after2" &&
     cmp -s "$tmp/before" "$tmp/after3" && running 1 web 7; then
     ok "every tendd restarted: the same 7 pods and pids on every node, all running"
@@ -386,7 +386,7 @@ on 2 delete deploy/web >/dev/null || fail "delete"
 if wait_for 15 sh -c "[ \$(curl -s --unix-socket $tmp/n3.sock http://localhost/api/v1/namespaces/default/pods | jq '.items | length') = 0 ]"; then
     ok "deleted: no pod left on n3"
 else
-    fail "pods left after delete:"; pods_on 3 web
+    fail "pods left after delete:"; pods_seen 3 web
 fi
 wait_for 5 sh -c "[ -z \"\$(etcdctl_fleet() { ETCDCTL_API=3 etcdctl --endpoints=$ETCD_ENDPOINTS \"\$@\"; }; etcdctl_fleet get --prefix --keys-only /tend/v1/pods/)\" ]" &&
     ok "no pod key left in etcd" || fail "pod keys left in etcd: $(etcdctl_fleet get --prefix --keys-only /tend/v1/pods/ | head -3)"
