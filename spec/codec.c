@@ -569,17 +569,25 @@ void *spec_copy(const spec_type *t, const void *p) {
 
 /* ---- equality -------------------------------------------------------------------- */
 
-bool spec_equal(const spec_type *t, const void *a, const void *b) {
+/* as_encoded: whether the two encode alike (spec_encode() then
+ * json_equal()): an SF_ZERO string absent or "", an enum out of range
+ * either way, times by what is written. No allocation: the template
+ * comparison of every ReplicaSet sync (spec_template_equal). */
+static bool equal(const spec_type *t, const void *a, const void *b, bool as_encoded) {
         if (!a || !b)
                 return a == b;
         for (const spec_field *f = t->fields; f->name; f++) {
                 const void *x = FIELD_CPTR(a, f), *y = FIELD_CPTR(b, f);
 
                 switch (f->kind) {
-                case SK_STRING:
-                        if (!streq_ptr(*(char *const *) x, *(char *const *) y))
+                case SK_STRING: {
+                        const char *p = *(char *const *) x, *q = *(char *const *) y;
+                        if (as_encoded && (f->flags & SF_ZERO))
+                                p = p ?: "", q = q ?: "";
+                        if (!streq_ptr(p, q))
                                 return false;
                         break;
+                }
                 case SK_INT32:
                         if (*(const int32_t *) x != *(const int32_t *) y)
                                 return false;
@@ -592,15 +600,28 @@ bool spec_equal(const spec_type *t, const void *a, const void *b) {
                         if (*(const bool *) x != *(const bool *) y)
                                 return false;
                         break;
-                case SK_TIME:
+                case SK_TIME: {
+                        char p[TIMESTAMP_MAX], q[TIMESTAMP_MAX];
+                        usec_t u = *(const usec_t *) x, v = *(const usec_t *) y;
+                        if (u != v && (!as_encoded || !u || !v ||
+                                       !streq(format_timestamp(p, u), format_timestamp(q, v))))
+                                return false;
+                        break;
+                }
                 case SK_RV:
                         if (*(const uint64_t *) x != *(const uint64_t *) y)
                                 return false;
                         break;
-                case SK_ENUM:
-                        if (*(const int *) x != *(const int *) y)
+                case SK_ENUM: {
+                        int p = *(const int *) x, q = *(const int *) y;
+                        if (as_encoded && (p < 0 || p >= f->n_enum))
+                                p = -1;
+                        if (as_encoded && (q < 0 || q >= f->n_enum))
+                                q = -1;
+                        if (p != q)
                                 return false;
                         break;
+                }
                 case SK_INTSTR: {
                         const spec_intstr *p = x, *q = y;
                         if (!streq_ptr(p->str, q->str) || (!p->str && p->num != q->num))
@@ -612,20 +633,23 @@ bool spec_equal(const spec_type *t, const void *a, const void *b) {
                                        ((const spec_quantity *) y)->text))
                                 return false;
                         break;
-                case SK_STRV:
-                        if (!strv_equal(*(char **const *) x, *(char **const *) y))
+                case SK_STRV: {
+                        char *const *p = *(char **const *) x, *const *q = *(char **const *) y;
+                        /* (absent is no field, and empty is [], when encoded) */
+                        if (!strv_equal(p, q) || (as_encoded && !p != !q))
                                 return false;
                         break;
+                }
                 case SK_MAP:
                         if (!spec_map_equal(x, y))
                                 return false;
                         break;
                 case SK_STRUCT:
-                        if (!spec_equal(f->type, x, y))
+                        if (!equal(f->type, x, y, as_encoded))
                                 return false;
                         break;
                 case SK_PTR:
-                        if (!spec_equal(f->type, *(void *const *) x, *(void *const *) y))
+                        if (!equal(f->type, *(void *const *) x, *(void *const *) y, as_encoded))
                                 return false;
                         break;
                 case SK_ARRAY: {
@@ -634,7 +658,7 @@ bool spec_equal(const spec_type *t, const void *a, const void *b) {
                         if (n != *FIELD_CCOUNT(b, f))
                                 return false;
                         for (size_t i = 0; i < n; i++)
-                                if (!spec_equal(f->type, ia + i * sz, ib + i * sz))
+                                if (!equal(f->type, ia + i * sz, ib + i * sz, as_encoded))
                                         return false;
                         break;
                 }
@@ -649,6 +673,14 @@ bool spec_equal(const spec_type *t, const void *a, const void *b) {
                 }
         }
         return true;
+}
+
+bool spec_equal(const spec_type *t, const void *a, const void *b) {
+        return equal(t, a, b, false);
+}
+
+bool spec_equal_encoded(const spec_type *t, const void *a, const void *b) {
+        return equal(t, a, b, true);
 }
 
 /* ---- encode ---------------------------------------------------------------------- */

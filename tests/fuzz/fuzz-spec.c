@@ -16,6 +16,9 @@
  *    parse back as exactly one document;
  *  - every error, as spec_error_format() puts it for people, is UTF-8 (it
  *    goes into API responses as JSON, and to terminals);
+ *  - spec_template_equal(), which compares without encoding, says what
+ *    comparing the canonical encodings says, for every pair of the input's
+ *    templates, each as decoded and once defaulted;
  *  - and, from the sanitizers, no leak, no memory error, no UB.
  *
  * The input is passed as (data, size) without a NUL after it: spec_parse()
@@ -90,7 +93,62 @@ static void check_text_round_trip(const spec_deployment *d, bool yaml) {
         spec_errors_done(&errs);
 }
 
-static void decode_document(const spec_doc *doc, spec_errors *errs) {
+/* The canonical encoding spec_template_equal() stands for: the template's,
+ * without the pod-template-hash label (and labels, and metadata, if that
+ * empties them). */
+static json_t *canonical(const spec_pod_template *t) {
+        json_t *j = spec_encode(&spec_type_pod_template, t), *meta, *labels;
+
+        fuzz_check(j, "spec_encode() returned NULL");
+        meta = json_object_get(j, "metadata");
+        labels = json_object_get(meta, "labels");
+        if (labels) {
+                json_object_del(labels, SPEC_LABEL_POD_TEMPLATE_HASH);
+                if (json_object_size(labels) == 0)
+                        json_object_del(meta, "labels");
+                if (json_object_size(meta) == 0)
+                        json_object_del(j, "metadata");
+        }
+        return j;
+}
+
+#define MAX_TEMPLATES 16
+
+typedef struct templates {
+        spec_pod_template *t[MAX_TEMPLATES];
+        size_t n;
+} templates;
+
+static void keep_template(templates *ts, const spec_pod_template *t) {
+        if (ts->n < MAX_TEMPLATES) {
+                ts->t[ts->n] = spec_copy(&spec_type_pod_template, t);
+                fuzz_check(ts->t[ts->n], "spec_copy() returned NULL");
+                ts->n++;
+        }
+}
+
+static void check_templates(templates *ts) {
+        for (size_t i = 0; i < ts->n; i++)
+                for (size_t k = 0; k < ts->n; k++) {
+                        _cleanup_(json_decrefp) json_t *a = canonical(ts->t[i]),
+                                                       *b = canonical(ts->t[k]);
+                        bool eq = json_equal(a, b);
+                        if (spec_template_equal(ts->t[i], ts->t[k]) != eq) {
+                                _cleanup_free_ char *ta = json_dumps(a, JSON_SORT_KEYS),
+                                                    *tb = json_dumps(b, JSON_SORT_KEYS);
+                                fuzz_check(false,
+                                           "spec_template_equal() says %s, the encodings %s: "
+                                           "%s and %s",
+                                           eq ? "differ" : "equal", eq ? "equal" : "differ",
+                                           strna(ta), strna(tb));
+                        }
+                }
+        for (size_t i = 0; i < ts->n; i++)
+                spec_free(&spec_type_pod_template, ts->t[i]);
+        ts->n = 0;
+}
+
+static void decode_document(const spec_doc *doc, spec_errors *errs, templates *ts) {
         json_t *meta = json_object_get(doc->root, "metadata");
         const char *kind = json_string_value(json_object_get(doc->root, "kind"));
         const char *name = json_string_value(json_object_get(meta, "name"));
@@ -102,8 +160,10 @@ static void decode_document(const spec_doc *doc, spec_errors *errs) {
         if (spec_decode_new(&spec_type_deployment, doc->root, errs, (void **) &d) < 0)
                 goto out;
         check_round_trip(d, "decode(encode(x)) as decoded");
+        keep_template(ts, &d->spec.template);
         spec_deployment_default(d);
         check_round_trip(d, "decode(encode(x)) once defaulted");
+        keep_template(ts, &d->spec.template);
         if (spec_deployment_validate(d, errs) < 0 || !streq_ptr(d->kind, "Deployment"))
                 goto out;
         check_text_round_trip(d, false);
@@ -117,10 +177,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         spec_errors errs = { .file = FUZZ_FILE };
         spec_docs docs = {};
         spec_manifest m = {};
+        templates ts = {};
 
         if (spec_parse(FUZZ_FILE, text, size, &errs, &docs) >= 0)
                 for (size_t i = 0; i < docs.n; i++)
-                        decode_document(&docs.items[i], &errs);
+                        decode_document(&docs.items[i], &errs, &ts);
+        check_templates(&ts);
         check_errors(&errs);
         spec_docs_done(&docs);
         spec_errors_done(&errs);

@@ -618,6 +618,9 @@ void spec_done(const spec_type *t, void *p);
 /* Deep copy; NULL on OOM. */
 void *spec_copy(const spec_type *t, const void *p);
 bool spec_equal(const spec_type *t, const void *a, const void *b);
+/* Whether a and b encode alike (spec_encode(), then json_equal()), without
+ * encoding them. */
+bool spec_equal_encoded(const spec_type *t, const void *a, const void *b);
 
 /* Strict decode of a JSON tree (borrowed) into *out, which must be freshly
  * initialised. Unknown fields, fields tend does not implement and wrong types
