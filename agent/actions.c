@@ -71,9 +71,12 @@ static int acknowledge(agent *a, int r) {
         return r;
 }
 
-/* Each of ds checked, and the selector contract (docs/architecture.md §4.1) against what
- * is stored and what else is in this apply (pairs within it reported once). */
-static int check_all(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs) {
+/* Each of ds checked (validated, unless validated says it was already,
+ * also as an update of what is stored), and the selector contract
+ * (docs/architecture.md §4.1) against what is stored and what else is in
+ * this apply (pairs within it reported once). */
+static int check_all(agent *a, spec_deployment *const *ds, size_t n, bool validated,
+                     spec_errors *errs) {
         _cleanup_(spec_overlaps_freep) spec_overlaps *ov = spec_overlaps_new();
         const void *const *items;
         size_t m = store_list(a->store, STORE_DEPLOYMENT, &items);
@@ -94,8 +97,9 @@ static int check_all(agent *a, spec_deployment *const *ds, size_t n, spec_errors
                 _cleanup_free_ char *label = spec_object_label("Deployment", d->metadata.name, 0);
 
                 errs->object = label;
-                (void) spec_deployment_validate(d, errs);
-                if (old)
+                if (!validated)
+                        (void) spec_deployment_validate(d, errs);
+                if (old && !validated)
                         (void) spec_deployment_validate_update(old, d, errs);
                 if (d->spec.template.spec.node_selector.n && !agent__fleet(a))
                         (void) spec_errors_add(errs, "spec.template.spec.nodeSelector",
@@ -168,10 +172,27 @@ static spec_deployment *prepare(const spec_deployment *d, const spec_deployment 
         return n;
 }
 
-spec_deployment *agent_apply_stored_form(agent *a, const spec_deployment *d, unsigned flags) {
-        return prepare(
-                d, store_get(a->store, STORE_DEPLOYMENT, d->metadata.namespace, d->metadata.name),
-                flags & AGENT_APPLY_REPLACE);
+spec_deployment *agent_stored_form(const spec_deployment *d, const spec_deployment *old,
+                                   unsigned flags) {
+        return prepare(d, old, flags & AGENT_APPLY_REPLACE);
+}
+
+agent_apply_result agent_stored_generation(const spec_deployment *old, spec_deployment *n) {
+        if (!old) {
+                n->metadata.generation = 1;
+                return AGENT_CREATED;
+        }
+        n->metadata.generation = old->metadata.generation;
+        if (spec_or_annotations_differ(old, n)) {
+                n->metadata.generation++;
+                return AGENT_CONFIGURED;
+        }
+        /* Labels and who set what are not the spec: no new generation (as
+         * Kubernetes), but they are written. */
+        if (!spec_map_equal(&old->metadata.labels, &n->metadata.labels) ||
+            !spec_meta_managed_fields_equal(&old->metadata, &n->metadata))
+                return AGENT_CONFIGURED;
+        return AGENT_UNCHANGED;
 }
 
 /* The object an apply of d would store, and whether that is a change. */
@@ -183,46 +204,10 @@ static spec_deployment *to_store(agent *a, const spec_deployment *d, unsigned fl
 
         if (!n)
                 return NULL;
-        if (!old) {
-                n->metadata.generation = 1;
+        *ret = agent_stored_generation(old, n);
+        if (*ret == AGENT_CREATED)
                 n->metadata.creation_timestamp = agent_wall(a);
-                *ret = AGENT_CREATED;
-        } else if (spec_or_annotations_differ(old, n)) {
-                n->metadata.generation = old->metadata.generation + 1;
-                *ret = AGENT_CONFIGURED;
-        } else if (!spec_map_equal(&old->metadata.labels, &n->metadata.labels) ||
-                   !spec_meta_managed_fields_equal(&old->metadata, &n->metadata)) {
-                /* Labels and who set what are not the spec: no new
-                 * generation (as Kubernetes), but they are written. */
-                n->metadata.generation = old->metadata.generation;
-                *ret = AGENT_CONFIGURED;
-        } else {
-                n->metadata.generation = old->metadata.generation;
-                *ret = AGENT_UNCHANGED;
-        }
         return n;
-}
-
-int agent_apply_preview(agent *a, const spec_deployment *d, unsigned flags, spec_errors *errs,
-                        spec_deployment **ret) {
-        spec_deployment *const ds[] = { (spec_deployment *) d };
-        size_t before = errs->n;
-        agent_apply_result res;
-
-        if (check_all(a, ds, 1, errs) < 0)
-                return -ENOMEM;
-        if (errs->n > before || errs->dropped)
-                return -EINVAL;
-        *ret = to_store(a, d, flags, &res);
-        if (!*ret)
-                return -ENOMEM;
-        /* What would be created gets a uid, as the store would give it. */
-        char uid[37];
-        if (!(*ret)->metadata.uid && !((*ret)->metadata.uid = strdup(store_new_uid(uid)))) {
-                *ret = spec_deployment_free(*ret);
-                return -ENOMEM;
-        }
-        return 0;
 }
 
 /* AGENT_APPLY_KEEP_ROLLBACK: a copy of d with the stored template, when d
@@ -272,7 +257,7 @@ int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *
         size_t before = errs->n;
         int r;
 
-        if (check_all(a, ds, n, errs) < 0)
+        if (check_all(a, ds, n, false, errs) < 0)
                 return -ENOMEM;
         if (errs->n > before || errs->dropped)
                 return -EINVAL;
@@ -306,6 +291,34 @@ int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *
         if (dry_run)
                 return 0;
         return acknowledge(a, 0);
+}
+
+int agent_apply_prepared(agent *a, spec_deployment **stored, agent_apply_result result,
+                         unsigned flags, spec_errors *errs) {
+        spec_deployment *d = *stored;
+        int r;
+
+        if (check_all(a, stored, 1, true, errs) < 0)
+                return -ENOMEM;
+        if (errs->n || errs->dropped)
+                return -EINVAL;
+        if (result == AGENT_CREATED)
+                d->metadata.creation_timestamp = agent_wall(a);
+        /* What a dry run would create gets a uid, as the store would give
+         * it. */
+        if (flags & AGENT_APPLY_DRY_RUN) {
+                char uid[37];
+                return !d->metadata.uid && !(d->metadata.uid = strdup(store_new_uid(uid))) ? -ENOMEM
+                                                                                           : 0;
+        }
+        if (result == AGENT_UNCHANGED)
+                return 0;
+        log_info("deployment/%s: %s", d->metadata.name,
+                 result == AGENT_CREATED ? "created" : "configured");
+        r = store_put(a->store, STORE_DEPLOYMENT, d, NULL);
+        if (r >= 0)
+                *stored = NULL;
+        return acknowledge(a, r);
 }
 
 int agent_apply(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,

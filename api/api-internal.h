@@ -66,6 +66,7 @@ char *api__base64(const char *data, size_t len);
 
 typedef struct watch watch;
 typedef struct req req;
+typedef struct prep prep;
 typedef struct api_conn api_conn;
 typedef struct follower follower;
 
@@ -104,6 +105,8 @@ struct api_server {
         api_conn *conns; /* loop.c: every connection, for its deadline */
         uv_timer_t deadlines;
         uint64_t connections_cut;
+        uint64_t writes_made_again; /* prep.c: the object changed meanwhile */
+        uint64_t writes_rebased;    /* ... its status alone */
 
         /* requests by status code */
         unsigned codes[16];
@@ -125,6 +128,7 @@ struct req {
         char *deny_message;
         char *warning;       /* a Warning: header for the answer (kubectl prints it) */
         bool fields_tracked; /* managedFields already made (server-side apply) */
+        bool conditional;    /* it names a resourceVersion it is conditional on */
         /* Answered later (a write to the fleet's etcd): suspended until
          * then; the answer is sent when MHD calls again. */
         bool waiting;
@@ -138,6 +142,15 @@ struct req {
         uint64_t fleet_mark; /* the fleet's writes before this request's */
         unsigned held_code;  /* the answer that waits for it */
         json_t *held;
+        /* A deployment write in two parts (prep.c): its state; and on the
+         * pool's copy of the request (pooled), the query and headers
+         * copied (name, value pairs; a value may be NULL), and the answer
+         * kept in direct_code, direct_body and direct_type. */
+        prep *prep;
+        bool pooled;
+        char **copied_args, **copied_headers;
+        size_t n_copied_args, n_copied_headers;
+        const char *direct_type;
 };
 
 typedef struct resource {
@@ -233,6 +246,8 @@ int api__dry_run_of(req *r, json_t *options, char **ret_problem);
  * (api__waiting_end, which answers 503). */
 enum MHD_Result api__wait(req *r, void (*cancel)(void *userdata, void *req), void *userdata);
 void api__later(unsigned code, json_t *answer, void *req);
+/* The same with no answer: the handler is called again, and goes on. */
+void api__resume(req *r);
 void api__waiting_forget(req *r);
 void api__waiting_end(api_server *s);
 void api__req_free(req *r);
@@ -241,6 +256,8 @@ void api__req_free(req *r);
 int api__check_params(req *r, enum MHD_Result *ret);
 int api__dry_run(req *r, json_t *options, enum MHD_Result *ret);
 enum MHD_Result api__queue(req *r, unsigned code, const char *type, char *body /* takes */);
+/* An answer made already (by the pool's copy of r): sent as it is. */
+enum MHD_Result api__queue_kept(req *r, unsigned code, const char *type, char *body /* takes */);
 enum MHD_Result api__send_json(req *r, unsigned code, json_t *j);
 json_t *api__status_json(unsigned code, const char *reason, const char *message, json_t *details);
 enum MHD_Result api__send_status(req *r, unsigned code, const char *reason, const char *fmt, ...)
@@ -255,7 +272,6 @@ enum MHD_Result api__send_invalid(req *r, const char *qualified, const char *kin
                                   const spec_errors *errs);
 spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const char *name,
                                         enum MHD_Result *ret);
-enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_code);
 const resource *api__resource(store_kind kind);
 /* The resource served at prefix ("apis/apps/v1") as plural; NULL: none. */
 const resource *api__resource_at(const char *prefix, const char *plural);
@@ -280,17 +296,40 @@ const char *api__json_field(json_t *j, const char *path);
  * NULL with the error answered when fieldManager is not valid or, for an
  * apply, missing. */
 char *api__field_manager(req *r, bool apply, enum MHD_Result *ret);
-/* d's managedFields made for this request's write of d over what is stored
- * (an Update, stored by agent_apply_ex with apply_flags); managedFields the request changed are
- * taken as given, and
- * [{}] clears them. -1: answered. */
-int api__track_update(req *r, spec_deployment *d, unsigned apply_flags, enum MHD_Result *ret);
+/* d's managedFields made for this request's write of d over old (what is
+ * stored, or a copy of it; NULL: nothing), an Update stored by
+ * agent_apply_ex with apply_flags; managedFields the request changed are
+ * taken as given, and [{}] clears them. Reads no store: may run in the
+ * pool. -1: answered. */
+int api__track_update(req *r, spec_deployment *d, const spec_deployment *old, unsigned apply_flags,
+                      enum MHD_Result *ret);
 /* The managedFields (a new JSON array) after this request scales the
  * stored deployment d to replicas: the Scale subresource's Update. NULL:
  * answered. */
 json_t *api__track_scale(req *r, const spec_deployment *d, int32_t replicas, enum MHD_Result *ret);
-/* PATCH application/apply-patch+yaml on a deployment (obj NULL: creates it). */
-enum MHD_Result api__server_side_apply(req *r, const void *obj, const char *ns, const char *name);
+/* PATCH application/apply-patch+yaml on a deployment, against old (what is
+ * stored or a copy; NULL: it creates it): the deployment to write, its
+ * managedFields made (r->fields_tracked), answered with *ok_code; NULL:
+ * answered. Reads no store: may run in the pool. */
+spec_deployment *api__server_side_apply(req *r, const spec_deployment *old, const char *ns,
+                                        const char *name, unsigned *ok_code, enum MHD_Result *ret);
+
+/* prep.c: a deployment's write in two parts, its pure part in libuv's
+ * pool against a copy of what is stored (see there) */
+typedef enum api_write {
+        API_WRITE_CREATE,  /* POST (the body names it) */
+        API_WRITE_REPLACE, /* PUT */
+        API_WRITE_PATCH,   /* PATCH, but an apply */
+        API_WRITE_APPLY,   /* PATCH application/apply-patch+yaml */
+} api_write;
+enum MHD_Result api__write_start(req *r, api_write kind, const char *ns, const char *name);
+/* The end of the pure part: d (taken) is to be written, answered with
+ * ok_code once it is. */
+enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_code);
+/* Called again after the pool's part: the commit. */
+enum MHD_Result api__write_resume(req *r);
+/* r goes (its answer sent, or its client gone). */
+void api__write_forget(req *r);
 
 /* selectors.c: label and field selectors, and the sorted lists they filter */
 void api__filter_done(filter *f);

@@ -11,6 +11,7 @@
  * children. set_import() and set_export() convert.
  */
 
+#include <pthread.h>
 #include <stdio.h>
 
 #include "fields.h"
@@ -65,13 +66,19 @@ static char *item_key(json_t *item, const char *key) {
 /* ---- sets ---- */
 
 /* The "." of a member: one shared {}, never changed (a set has one per
- * field, and an allocation each was most of a large object's cost). */
-static json_t *dot(void) {
-        static json_t *shared;
+ * field, and an allocation each was most of a large object's cost). Made
+ * once, whichever thread comes first (the pool's too: api/prep.c). */
+static json_t *shared_dot;
 
-        if (!shared)
-                shared = json_object();
-        return json_incref(shared);
+static void make_dot(void) {
+        shared_dot = json_object();
+}
+
+static json_t *dot(void) {
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+        (void) pthread_once(&once, make_dot);
+        return json_incref(shared_dot);
 }
 
 static int set_dot(json_t *n) {

@@ -46,6 +46,14 @@ void api__later(unsigned code, json_t *answer, void *userdata) {
         api__kick(r->slot);
 }
 
+void api__resume(req *r) {
+        if (!r->waiting)
+                return;
+        waiting_unlink(r);
+        MHD_resume_connection(r->conn);
+        api__kick(r->slot);
+}
+
 void api__waiting_forget(req *r) {
         if (!r->waiting)
                 return;
@@ -68,6 +76,7 @@ void api__waiting_end(api_server *s) {
 void api__req_free(req *r) {
         if (!r)
                 return;
+        api__write_forget(r);
         json_decref(r->held);
         tend_buf_free(&r->body);
         free(r->direct_body);
@@ -100,10 +109,6 @@ int api__check_params(req *r, enum MHD_Result *ret) {
 /* ---- responses ------------------------------------------------------------------------------ */
 
 enum MHD_Result api__queue(req *r, unsigned code, const char *type, char *body /* takes */) {
-        struct MHD_Response *resp;
-        enum MHD_Result ret;
-        size_t n = body ? strlen(body) : 0;
-
         /* ?pretty=true: indented, as kube-apiserver gives it (a body is
          * read back only then) */
         if (body && streq(type, "application/json") && api__arg_true(r, "pretty")) {
@@ -116,12 +121,23 @@ enum MHD_Result api__queue(req *r, unsigned code, const char *type, char *body /
                         free(indented);
                         if (!body)
                                 return MHD_NO;
-                        n = strlen(body);
                 }
         }
-        if (r->direct) {
-                api__count_code(r->s, code);
+        return api__queue_kept(r, code, type, body);
+}
+
+enum MHD_Result api__queue_kept(req *r, unsigned code, const char *type, char *body /* takes */) {
+        struct MHD_Response *resp;
+        enum MHD_Result ret;
+        size_t n = body ? strlen(body) : 0;
+
+        /* (the pool's copy of a request keeps it for the loop to send: it
+         * counts it then) */
+        if (r->direct || r->pooled) {
+                if (!r->pooled)
+                        api__count_code(r->s, code);
                 r->direct_code = code;
+                r->direct_type = type;
                 free(r->direct_body);
                 r->direct_body = body;
                 return MHD_YES;
@@ -157,7 +173,7 @@ static void on_synced(unsigned code, json_t *answer, void *userdata) {
 /* In a fleet, a write is acknowledged once etcd has it (tend/api.h's
  * sync): the answer waits. true: it waits (r took j). */
 static bool hold_for_fleet(req *r, unsigned code, json_t *j) {
-        const api_fleet *fl = r->s->fleet;
+        const api_fleet *fl = r->conn ? r->s->fleet : NULL;
         int k;
 
         if (!r->conn || r->synced || code >= 300 || !fl || !fl->sync || !r->method ||
@@ -363,6 +379,10 @@ json_t *api__apply_patch(req *r, json_t *cur, enum MHD_Result *ret) {
         body = api__body_json(r, ret);
         if (!body)
                 return NULL;
+        /* Whether the patch is conditional on a resourceVersion: it names
+         * one (a JSON patch may, in many ways: taken as if it did). */
+        r->conditional = startswith(type, "application/json-patch+json") ||
+                         json_object_get(json_object_get(body, "metadata"), "resourceVersion");
         if (startswith(type, "application/json-patch+json"))
                 patched = patch_json(cur, body, &err);
         else if (!json_is_object(body)) {
@@ -513,50 +533,6 @@ spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const
                 return NULL;
         }
         return d;
-}
-
-/* Writes through agent_apply(); answers with the stored object — or, for
- * dryRun=All, with the object as it would be stored (what kubectl diff
- * compares), after the same checks. */
-enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_code) {
-        api_server *s = r->s;
-        spec_errors errs = {};
-        agent_apply_result res;
-        spec_deployment *preview = NULL;
-        json_t *answer = NULL;
-        enum MHD_Result ret;
-        int dry_run = api__dry_run(r, NULL, &ret), rr;
-
-        if (dry_run < 0 || api__track_update(r, d, AGENT_APPLY_REPLACE, &ret) < 0) {
-                spec_deployment_free(d);
-                return ret;
-        }
-        /* (in a fleet: a write that changes nothing here is acknowledged
-         * only once what this node has of the object is etcd's) */
-        if (!dry_run && s->fleet && s->fleet->touch)
-                s->fleet->touch(s->fleet->userdata, STORE_DEPLOYMENT, d->metadata.namespace,
-                                d->metadata.name);
-        rr = dry_run ? agent_apply_preview(s->agent, d, AGENT_APPLY_REPLACE, &errs, &preview)
-                     : agent_apply_ex(s->agent, &d, 1, &errs, &res, AGENT_APPLY_REPLACE);
-        if (rr == -EINVAL)
-                ret = api__send_invalid(r, "deployments.apps", "Deployment", d->metadata.name,
-                                        &errs);
-        else if (rr < 0)
-                ret = api__send_status(r, 500, NULL, "writing to the store: %s", strerror(-rr));
-        else {
-                if (!dry_run)
-                        agent_kick(s->agent);
-                const spec_deployment *o = dry_run ? preview
-                                                   : store_get(s->store, STORE_DEPLOYMENT,
-                                                               d->metadata.namespace,
-                                                               d->metadata.name);
-                answer = o ? api__encode_obj(STORE_DEPLOYMENT, o) : json_object();
-                ret = api__send_json(r, ok_code, answer);
-        }
-        spec_errors_done(&errs);
-        spec_deployment_free(preview);
-        spec_deployment_free(d);
-        return ret;
 }
 
 /* ---- answers about resources ------------------------------------------------------------ */

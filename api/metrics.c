@@ -106,6 +106,18 @@ enum MHD_Result api__handle_metrics(req *r) {
                              "# TYPE tend_api_connections_cut_total counter\n"
                              "tend_api_connections_cut_total %" PRIu64 "\n",
                              s->connections_cut);
+        (void) tend_buf_addf(&b,
+                             "# HELP tend_api_writes_made_again_total Writes of a deployment "
+                             "made again: the object changed while they were made (off the "
+                             "loop).\n"
+                             "# TYPE tend_api_writes_made_again_total counter\n"
+                             "tend_api_writes_made_again_total %" PRIu64 "\n"
+                             "# HELP tend_api_writes_rebased_total Writes of a deployment "
+                             "whose object's status alone changed while they were made: "
+                             "committed with the new status.\n"
+                             "# TYPE tend_api_writes_rebased_total counter\n"
+                             "tend_api_writes_rebased_total %" PRIu64 "\n",
+                             s->writes_made_again, s->writes_rebased);
         if (s->fleet && s->fleet->metrics)
                 s->fleet->metrics(s->fleet->userdata, &b);
         return api__queue(r, 200, "text/plain; version=0.0.4", tend_buf_take(&b));

@@ -49,8 +49,6 @@ enum MHD_Result api__handle_collection(req *r, const resource *res, const char *
         if (streq(method, "DELETE"))
                 return api__handle_delete_collection(r, res, ns);
         if (streq(method, "POST")) {
-                json_t *j;
-                spec_deployment *d;
                 if (!ns)
                         return api__send_status(r, 405, NULL,
                                                 "create in a namespace: POST "
@@ -60,23 +58,7 @@ enum MHD_Result api__handle_collection(req *r, const resource *res, const char *
                         return api__send_status(
                                 r, 405, NULL, "%s are created by tendd itself; create a Deployment",
                                 res->plural);
-                j = api__body_object(r, &ret);
-                if (!j)
-                        return ret;
-                d = api__decode_deployment(r, j, ns, NULL, &ret);
-                json_decref(j);
-                if (!d)
-                        return ret;
-                if (store_get(r->s->store, STORE_DEPLOYMENT, ns, d->metadata.name)) {
-                        json_t *details = json_pack("{s:s, s:s, s:s}", "name", d->metadata.name,
-                                                    "group", "apps", "kind", "deployments");
-                        _cleanup_free_ char *msg = strprintf(
-                                "deployments.apps \"%s\" already exists", d->metadata.name);
-                        spec_deployment_free(d);
-                        return api__send_json(r, 409,
-                                              api__status_json(409, "AlreadyExists", msg, details));
-                }
-                return api__write_deployment(r, d, 201);
+                return api__write_start(r, API_WRITE_CREATE, ns, NULL);
         }
         return api__send_status(r, 405, NULL, "%s is not allowed on %s", method, res->plural);
 }
@@ -262,43 +244,6 @@ void api__warn_file_owned(req *r, const char *ns, const char *name) {
                                name, src);
 }
 
-/* kubectl rollout undo puts the ReplicaSet's annotations on the
- * Deployment, the controller's own among them (tend.io/complete, ...):
- * they belong to ReplicaSets, never to a Deployment, and are dropped. */
-static void drop_replica_set_annotations(json_t *j) {
-        json_t *ann = json_object_get(json_object_get(j, "metadata"), "annotations");
-        size_t n;
-        const spec_annotation *rows = spec_annotations(&n);
-
-        for (size_t i = 0; json_is_object(ann) && i < n; i++)
-                if (rows[i].writer == SPEC_ANN_BY_CONTROLLER &&
-                    startswith(rows[i].key, SPEC_ANN_PREFIX) &&
-                    (rows[i].where & SPEC_ANN_ON_REPLICA_SET) &&
-                    !(rows[i].where & SPEC_ANN_ON_DEPLOYMENT))
-                        (void) json_object_del(ann, rows[i].key);
-}
-
-/* PUT and PATCH: j (taken; NULL: the body or patch was refused with
- * refused) replaces obj, if its resourceVersion/uid preconditions hold (a
- * patch that names a resourceVersion is conditional on it, as a PUT). */
-static enum MHD_Result replace_deployment(req *r, const resource *res, const void *obj, json_t *j,
-                                          enum MHD_Result refused, const char *ns,
-                                          const char *name) {
-        enum MHD_Result ret;
-        spec_deployment *d;
-
-        if (!j)
-                return refused;
-        if (!object_preconditions_hold(r, res, obj, j, &ret)) {
-                json_decref(j);
-                return ret;
-        }
-        drop_replica_set_annotations(j);
-        d = api__decode_deployment(r, j, ns, name, &ret);
-        json_decref(j);
-        return d ? api__write_deployment(r, d, 200) : ret;
-}
-
 /* What a pod of tend cannot do, said as such (a 404 reads as "no such
  * pod"): 405 with the reason and what to do instead. */
 static enum MHD_Result pod_unsupported(req *r, const char *sub) {
@@ -330,7 +275,6 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
                                    const char *sub, const char *method) {
         api_server *s = r->s;
         const void *obj = store_get(s->store, res->kind, ns, name);
-        enum MHD_Result ret;
 
         if (sub) {
                 if (streq(sub, "scale") &&
@@ -378,24 +322,12 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
                                         "(scale ReplicaSets through /scale)",
                                         method, res->plural);
         if (apply)
-                return api__server_side_apply(r, obj, ns, name);
+                return api__write_start(r, API_WRITE_APPLY, ns, name);
         if (!obj)
                 return api__not_found(r, res, name);
-
-        if (streq(method, "PUT")) {
-                json_t *j = api__body_object(r, &ret);
-                return replace_deployment(r, res, obj, j, ret, ns, name);
-        }
-
-        if (streq(method, "PATCH")) {
-                json_t *cur = api__encode_obj(res->kind, obj), *patched;
-
-                if (!cur)
-                        return api__send_oom(r);
-                patched = api__apply_patch(r, cur, &ret);
-                json_decref(cur);
-                return replace_deployment(r, res, obj, patched, ret, ns, name);
-        }
+        if (streq(method, "PUT") || streq(method, "PATCH"))
+                return api__write_start(
+                        r, streq(method, "PUT") ? API_WRITE_REPLACE : API_WRITE_PATCH, ns, name);
         return api__send_status(r, 405, NULL, "%s is not allowed here", method);
 }
 
@@ -484,7 +416,7 @@ enum MHD_Result api__handle_apply(req *r) {
                                 ds[i]->spec.replicas = cur->spec.replicas;
                         if (cur && !json_object_get(spec, "paused"))
                                 ds[i]->spec.paused = cur->spec.paused;
-                        if (api__track_update(r, ds[i], 0, &ret) < 0)
+                        if (api__track_update(r, ds[i], cur, 0, &ret) < 0)
                                 ds[i] = spec_deployment_free(ds[i]);
                 }
                 if (!ds[i]) {

@@ -26,13 +26,26 @@ static const char *lookup(const char *const *kv, const char *key, bool any_case)
         return NULL;
 }
 
+/* In the pool's copy of a request (prep.c): n name, value pairs, a value
+ * NULL where MHD gave none. */
+static const char *copied(char *const *kv, size_t n, const char *key, bool any_case) {
+        for (size_t i = 0; i < n; i++)
+                if (any_case ? strcasecmp(kv[2 * i], key) == 0 : streq(kv[2 * i], key))
+                        return kv[2 * i + 1];
+        return NULL;
+}
+
 const char *api__arg(req *r, const char *name) {
+        if (r->pooled)
+                return copied(r->copied_args, r->n_copied_args, name, false);
         if (r->direct)
                 return lookup(r->direct->args, name, false);
         return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
 const char *api__header(req *r, const char *name) {
+        if (r->pooled)
+                return copied(r->copied_headers, r->n_copied_headers, name, true);
         if (r->direct)
                 return lookup(r->direct->headers, name, true);
         return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);

@@ -84,6 +84,8 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
 
         enum MHD_Result ret;
 
+        if (r->prep) /* back from the pool (prep.c) */
+                return api__write_resume(r);
         if (!copy)
                 return MHD_NO;
         if (api__check_params(r, &ret) < 0)
@@ -255,7 +257,8 @@ enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const ch
                 return api__send_status(r, 413, "RequestEntityTooLarge",
                                         "the request body is larger than %zu bytes",
                                         sl->s->max_body);
-        log_debug("%s %s", method, url);
+        if (!r->prep)
+                log_debug("%s %s", method, url);
         /* (a node's cordon or removal goes to etcd itself, and etcd answers) */
         if (r->s->fleet && r->s->fleet->refuses_writes && !streq(method, "GET") &&
             !streq(method, "HEAD") && !streq(method, "OPTIONS") &&

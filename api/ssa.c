@@ -55,42 +55,32 @@ char *api__field_manager(req *r, bool apply, enum MHD_Result *ret) {
         return m ?: (*ret = api__send_oom(r), NULL);
 }
 
-/* The stored deployment as JSON (NULL when there is none); *ret_oom when it
- * could not be encoded. */
-static json_t *stored_json(req *r, const char *ns, const char *name, bool *ret_oom) {
-        const void *old = store_get(r->s->store, STORE_DEPLOYMENT, ns, name);
-        json_t *j = old ? api__encode_obj(STORE_DEPLOYMENT, old) : NULL;
-
-        *ret_oom = old && !j;
-        return j;
-}
-
 /* A single entry with nothing in it: "clear them all", as Kubernetes. */
 static bool is_reset(json_t *given) {
         json_t *e = json_array_get(given, 0);
         return json_array_size(given) == 1 && json_object_size(e) == 0;
 }
 
-int api__track_update(req *r, spec_deployment *d, unsigned flags, enum MHD_Result *ret) {
+int api__track_update(req *r, spec_deployment *d, const spec_deployment *stored, unsigned flags,
+                      enum MHD_Result *ret) {
         _cleanup_(json_decrefp) json_t *old = NULL, *new = NULL, *given = NULL, *base = NULL,
                                        *ov = NULL, *nv = NULL, *managed = NULL;
         _cleanup_free_ char *manager = NULL, *err = NULL;
         char now[TIMESTAMP_MAX];
         spec_errors errs = {};
-        bool oom;
 
         if (r->fields_tracked)
                 return 0;
         manager = api__field_manager(r, false, ret);
         if (!manager)
                 return -1;
-        old = stored_json(r, d->metadata.namespace, d->metadata.name, &oom);
+        old = stored ? api__encode_obj(STORE_DEPLOYMENT, stored) : NULL;
         /* Compared as it will be stored: annotations the agent keeps
          * (revision, a restart) are no change. */
-        spec_deployment *stored = agent_apply_stored_form(r->s->agent, d, flags);
-        new = stored ? api__encode_obj(STORE_DEPLOYMENT, stored) : NULL;
-        spec_deployment_free(stored);
-        if (oom || !new)
+        spec_deployment *will = agent_stored_form(d, stored, flags);
+        new = will ? api__encode_obj(STORE_DEPLOYMENT, will) : NULL;
+        spec_deployment_free(will);
+        if ((stored && !old) || !new)
                 goto oom;
         /* What the request says of managedFields: nothing (or the stored
          * ones, as any patch of the stored object has): the stored ones;
@@ -274,7 +264,8 @@ static int update_last_applied(const char *manager, json_t *doc, json_t *config)
                        : -ENOMEM;
 }
 
-enum MHD_Result api__server_side_apply(req *r, const void *obj, const char *ns, const char *name) {
+spec_deployment *api__server_side_apply(req *r, const spec_deployment *obj, const char *ns,
+                                        const char *name, unsigned *ok_code, enum MHD_Result *ret) {
         _cleanup_(json_decrefp) json_t *config = NULL, *live = NULL, *cv = NULL, *lv = NULL,
                                        *view = NULL, *managed = NULL, *conflicts = NULL,
                                        *doc = NULL, *forgiven = NULL;
@@ -282,51 +273,57 @@ enum MHD_Result api__server_side_apply(req *r, const void *obj, const char *ns, 
         bool force = api__arg_true(r, "force");
         const char *rv;
         char now[TIMESTAMP_MAX], have_rv[32];
-        enum MHD_Result ret;
         spec_deployment *d;
         int rc;
 
-        manager = api__field_manager(r, true, &ret);
+        manager = api__field_manager(r, true, ret);
         if (!manager)
-                return ret;
-        config = api__body_object(r, &ret); /* YAML or JSON */
+                return NULL;
+        config = api__body_object(r, ret); /* YAML or JSON */
         if (!config)
-                return ret;
-        if (!json_is_object(config))
-                return api__send_status(r, 400, "BadRequest", "an apply body is an object");
-        if (check_config(r, config, ns, name, &ret) < 0 ||
-            api__field_validation(r, config, &ret) < 0)
-                return ret;
+                return NULL;
+        if (!json_is_object(config)) {
+                *ret = api__send_status(r, 400, "BadRequest", "an apply body is an object");
+                return NULL;
+        }
+        if (check_config(r, config, ns, name, ret) < 0 || api__field_validation(r, config, ret) < 0)
+                return NULL;
         /* A resourceVersion in the configuration is a precondition. */
         rv = api__json_field(config, "metadata.resourceVersion");
+        if (rv && *rv)
+                r->conditional = true;
         if (rv && obj) {
-                snprintf(have_rv, sizeof have_rv, "%" PRIu64,
-                         ((const spec_deployment *) obj)->metadata.resource_version);
-                if (!streq(rv, have_rv))
-                        return api__send_status(r, 409, "Conflict",
+                snprintf(have_rv, sizeof have_rv, "%" PRIu64, obj->metadata.resource_version);
+                if (!streq(rv, have_rv)) {
+                        *ret = api__send_status(r, 409, "Conflict",
                                                 "Operation cannot be fulfilled on deployments.apps "
                                                 "\"%s\": the object has been modified; please "
                                                 "apply your changes to the latest version and try "
                                                 "again",
                                                 name);
+                        return NULL;
+                }
         }
         json_object_del(config, "status"); /* the controllers' */
         live = obj ? api__encode_obj(STORE_DEPLOYMENT, obj) : NULL;
         cv = fields_view(config);
         lv = live ? fields_view(live) : NULL;
-        if ((obj && (!live || !lv)) || !cv)
-                return api__send_oom(r);
+        if ((obj && (!live || !lv)) || !cv) {
+                *ret = api__send_oom(r);
+                return NULL;
+        }
         now_string(now);
         forgiven = live ? forgiven_view(manager, live) : NULL;
         rc = fields_apply(json_object_get(json_object_get(live, "metadata"), "managedFields"), lv,
                           cv, manager, force, forgiven, now, &view, &managed, &conflicts, &err);
-        if (rc == 1)
-                return send_conflicts(r, conflicts);
-        if (rc == -EINVAL)
-                return api__send_status(r, 422, "Invalid", "Deployment.apps \"%s\" is invalid: %s",
-                                        name, strna(err));
-        if (rc < 0)
-                return api__send_oom(r);
+        if (rc != 0) {
+                *ret = rc == 1         ? send_conflicts(r, conflicts)
+                       : rc == -EINVAL ? api__send_status(r, 422, "Invalid",
+                                                          "Deployment.apps \"%s\" is invalid: %s",
+                                                          name, strna(err))
+                                       : api__send_oom(r);
+                return NULL;
+        }
 
         /* (a new one's name and namespace come from the URL, checked as
          * any: api__decode_deployment) */
@@ -335,11 +332,14 @@ enum MHD_Result api__server_side_apply(req *r, const void *obj, const char *ns, 
                                "metadata");
         if (!doc || fields_set_view(doc, view) < 0 ||
             json_object_set(json_object_get(doc, "metadata"), "managedFields", managed) < 0 ||
-            update_last_applied(manager, doc, config) < 0)
-                return api__send_oom(r);
-        d = api__decode_deployment(r, doc, ns, name, &ret);
-        if (!d)
-                return ret;
-        r->fields_tracked = true;
-        return api__write_deployment(r, d, obj ? 200 : 201);
+            update_last_applied(manager, doc, config) < 0) {
+                *ret = api__send_oom(r);
+                return NULL;
+        }
+        d = api__decode_deployment(r, doc, ns, name, ret);
+        if (d) {
+                r->fields_tracked = true;
+                *ok_code = obj ? 200 : 201;
+        }
+        return d;
 }

@@ -5,8 +5,9 @@
 # are read as Kubernetes reads them and a bad one is a 400 naming it,
 # lists page, field selectors say which fields they cannot select by, a
 # collection is deleted in one request, events.k8s.io/v1, the reviews of
-# auth can-i and whoami, namespaces, the kinds tend has none of, and a
-# watch wakes for a write sent with Connection: close.
+# auth can-i and whoami, namespaces, the kinds tend has none of, a watch
+# wakes for a write sent with Connection: close, and a write whose object
+# changes while it is made is made again (again.py).
 . "$(dirname "$0")/lib.sh"
 
 command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
@@ -269,5 +270,10 @@ curl -s -N --max-time 5 --unix-socket "$TEND_SOCKET" \
     "http://localhost$D/deployments?watch=true&resourceVersion=$rv&timeoutSeconds=2" >"$tmp/watch"
 jq -e 'select(.type == "ERROR") | .object.code == 410' "$tmp/watch" >/dev/null &&
     ok "a watch from before it: 410" || fail "a watch from rv $rv: $(head -c 300 "$tmp/watch")"
+
+# A write is made off the loop against a copy of the object (api/prep.c):
+# one whose object changed meanwhile is made again, or given the new status.
+/usr/bin/python3 "$(dirname "$0")/again.py" "$TEND_SOCKET" "$testprog" ||
+    fail "a write whose object changed while it was made (above)"
 
 finish

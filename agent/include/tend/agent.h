@@ -207,13 +207,26 @@ enum {
 };
 int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
                    agent_apply_result *results, unsigned flags);
-/* What an apply of d would store (a dry run that shows its result): the
- * same checks, nothing written; *ret is new. */
-int agent_apply_preview(agent *a, const spec_deployment *d, unsigned flags, spec_errors *errs,
-                        spec_deployment **ret);
-/* d as an apply with flags would store it, the agent's annotations kept
- * (new; NULL: out of memory); nothing is checked or written. */
-spec_deployment *agent_apply_stored_form(agent *a, const spec_deployment *d, unsigned flags);
+/* d as an apply with flags would store it over old (what is stored, NULL:
+ * nothing), the agent's annotations kept (new; NULL: out of memory).
+ * Nothing is checked, read or written: it may run off the loop, on a copy
+ * of what is stored (api/prep.c). */
+spec_deployment *agent_stored_form(const spec_deployment *d, const spec_deployment *old,
+                                   unsigned flags);
+/* n's generation as stored over old (NULL: nothing stored), and what
+ * storing it is: a create, a change, or none. Pure, as agent_stored_form(). */
+agent_apply_result agent_stored_generation(const spec_deployment *old, spec_deployment *n);
+/* The rest of one deployment's apply, whose pure part was made off the loop
+ * (api/prep.c) against what is stored now (the caller made sure: the same
+ * resourceVersion): *stored is agent_stored_form() of it, given its
+ * generation by agent_stored_generation(), which said result; it was
+ * validated, also as an update of what is stored, and errs holds what that
+ * found. What is left: the selector contract and the checks against this
+ * agent, then the write and its durable commit. *stored is taken (set to
+ * NULL) when written. flags: AGENT_APPLY_DRY_RUN (then *stored is what
+ * would be stored). -EINVAL: errs says why; nothing is written. */
+int agent_apply_prepared(agent *a, spec_deployment **stored, agent_apply_result result,
+                         unsigned flags, spec_errors *errs);
 /* Deletes a deployment; its ReplicaSets and pods follow (background
  * cascade, graceful stops). -ENOENT if there is none. */
 int agent_delete_deployment(agent *a, const char *ns, const char *name);

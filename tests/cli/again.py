@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+# A write whose object changes while it is made (its pure part runs off the
+# loop, api/prep.c) is made again against the new object, as kube-apiserver
+# makes an update again (GuaranteedUpdate): an unconditional patch keeps
+# the change made meanwhile, one conditional on the old resourceVersion is
+# refused (409), and neither loses what the other write was acknowledged
+# for. The change meanwhile is a scale (answered on the loop at once)
+# while a large patch is made; or a pod killed, so that the controllers
+# write the deployment's status alone: then the patch is not made again,
+# only given the new status.
+#
+# again.py SOCKET TESTPROG [--items N] [--rounds N]
+import argparse
+import http.client
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("socket")
+ap.add_argument("testprog")
+ap.add_argument("--items", type=int, default=4000)
+ap.add_argument("--rounds", type=int, default=6)
+args = ap.parse_args()
+
+D = "/apis/apps/v1/namespaces/default/deployments"
+
+
+class Conn(http.client.HTTPConnection):
+    def __init__(self):
+        super().__init__("localhost", timeout=120)
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(args.socket)
+
+
+def call(method, path, body=None, ctype="application/json"):
+    c = Conn()
+    data = None if body is None else json.dumps(body).encode()
+    c.request(method, path, body=data, headers={"Content-Type": ctype} if data else {})
+    r = c.getresponse()
+    out = r.read()
+    c.close()
+    return r.status, (json.loads(out) if out.strip() else None)
+
+
+def metric(name):
+    c = Conn()
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return int(line.split()[1])
+    raise SystemExit("FAIL: no metric %s" % name)
+
+
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    print("%s: %s" % ("ok" if cond else "FAIL", what))
+    failures += not cond
+
+
+status, _ = call("POST", D, {
+    "apiVersion": "apps/v1", "kind": "Deployment",
+    "metadata": {"name": "again"},
+    "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "again"}},
+             "template": {"metadata": {"labels": {"app": "again"}},
+                          "spec": {"containers": [{"name": "main",
+                                                   "command": [args.testprog, "sleep"]}]}}}})
+check(status == 201, "created: %d" % status)
+
+def pods():
+    status, out = call("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dagain")
+    return [p for p in out["items"] if p.get("status", {}).get("phase") == "Running" and
+            not p["metadata"].get("deletionTimestamp")]
+
+
+def wait_for(what, cond, timeout=60):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.1)
+    check(False, "waited for " + what)
+    return False
+
+
+def env_patch(rnd, rv=None):
+    patch = {"metadata": {"labels": {"round": str(rnd)}},
+             "spec": {"template": {"spec": {"containers": [{
+                 "name": "main", "command": [args.testprog, "sleep"],
+                 "env": [{"name": "R%d_%05d" % (rnd, i), "value": "v"}
+                         for i in range(args.items)]}]}}}}
+    if rv:
+        patch["metadata"]["resourceVersion"] = rv
+    return patch
+
+
+def during(patch, meanwhile):
+    """The patch, and meanwhile() while it is made; both answers."""
+    got = {}
+
+    def big():
+        got["big"] = call("PATCH", D + "/again", patch, "application/merge-patch+json")
+
+    t = threading.Thread(target=big)
+    t.start()
+    time.sleep(0.05)  # the patch is being made (its body alone takes longer to make)
+    got["meanwhile"] = meanwhile()
+    t.join()
+    return got["big"][0], got["meanwhile"]
+
+
+again0 = metric("tend_api_writes_made_again_total")
+rebased0 = metric("tend_api_writes_rebased_total")
+for rnd in range(args.rounds):
+    kind = ("scale", "conditional", "status")[rnd % 3]
+    status, cur = call("GET", D + "/again")
+    rv = cur["metadata"]["resourceVersion"]
+    if kind == "status":
+        # a pod killed while the patch is made: the controllers write the
+        # deployment's status, nothing else of it
+        pid = int(pods()[0]["status"]["containerStatuses"][0]["containerID"].split("//")[1])
+        code, _ = during(env_patch(rnd), lambda: os.kill(pid, signal.SIGKILL))
+        status, now = call("GET", D + "/again")
+        env = now["spec"]["template"]["spec"]["containers"][0].get("env", [])
+        check(code == 200 and now["metadata"]["labels"].get("round") == str(rnd) and
+              len(env) == args.items and env[0]["name"] == "R%d_00000" % rnd,
+              "round %d: a patch while the status changed is made (%d; %d env)" %
+              (rnd, code, len(env)))
+    else:
+        scaled_to = cur["spec"]["replicas"] + 1
+        code, scaled = during(env_patch(rnd, rv if kind == "conditional" else None),
+                              lambda: call("PATCH", D + "/again/scale",
+                                           {"spec": {"replicas": scaled_to}},
+                                           "application/merge-patch+json"))
+        status, now = call("GET", D + "/again")
+        kept = scaled[0] == 200 and now["spec"]["replicas"] == scaled_to
+        labels = now["metadata"].get("labels", {})
+        env = now["spec"]["template"]["spec"]["containers"][0].get("env", [])
+        if kind == "conditional":
+            check(kept and code == 409 and labels.get("round") != str(rnd),
+                  "round %d: a patch conditional on the old version is refused (%d), the "
+                  "scale kept (replicas %d, want %d)" % (rnd, code, now["spec"]["replicas"],
+                                                         scaled_to))
+        else:
+            check(kept and code == 200 and labels.get("round") == str(rnd) and
+                  len(env) == args.items,
+                  "round %d: an unconditional patch is made on top of the scale (%d; replicas "
+                  "%d, want %d; %d env)" % (rnd, code, now["spec"]["replicas"], scaled_to,
+                                            len(env)))
+    wait_for("a Running pod", lambda: len(pods()) > 0)
+again = metric("tend_api_writes_made_again_total") - again0
+rebased = metric("tend_api_writes_rebased_total") - rebased0
+scales = len([r for r in range(args.rounds) if r % 3 != 2])
+check(again >= scales, "writes made again: %d (the scale came while the patch was made)" % again)
+check(rebased >= 1, "writes rebased on a new status: %d" % rebased)
+sys.exit(1 if failures else 0)
