@@ -414,18 +414,22 @@ enum MHD_Result api__write_resume(req *r) {
         prep *p = r->prep;
         enum MHD_Result ret;
 
-        if (snapshot_stale(p) && rebase(p) == 0)
+        bool stale = snapshot_stale(p);
+
+        if (stale && rebase(p) == 0) {
                 r->s->writes_rebased++;
-        else if (snapshot_stale(p)) {
+                stale = false;
+        } else if (stale)
                 r->s->writes_made_again++;
-                if (p->runs < MAX_RUNS)
-                        return run_in_pool(r, p);
+        if (stale && p->runs < MAX_RUNS)
+                return run_in_pool(r, p);
+        if (stale)
                 ret = api__send_status(r, 409, "Conflict",
                                        "Operation cannot be fulfilled on deployments.apps \"%s\": "
                                        "the object changed %u times while the write was made; "
                                        "please try again",
                                        strna(p->name), p->runs);
-        } else {
+        else {
                 free(r->warning);
                 r->warning = TAKE_PTR(p->wr.warning);
                 ret = p->d ? commit(r, p)
