@@ -98,6 +98,7 @@ struct api_server {
         follower *followers;
         uv_timer_t heartbeat;
         uv_timer_t follow_timer;
+        uv_timer_t trim; /* loop.c: api__trim_soon() */
 
         const api_fleet *fleet; /* NULL: single host */
         req *waiting;           /* answered later */
@@ -219,6 +220,9 @@ typedef enum api_conn_phase {
         API_CONN_WAITING,   /* answered: the next request has the idle timeout to come */
 } api_conn_phase;
 void api__conn_phase(struct MHD_Connection *c, api_conn_phase phase);
+/* Freed memory back to the system soon (after a large body). */
+#define TRIM_DELAY_MS 2000
+void api__trim_soon(api_server *s);
 
 /* params.c: the request's query and headers, the query read as
  * kube-apiserver reads it (nothing is answered here) */

@@ -5,6 +5,7 @@
  * and a timer for MHD's own timeouts. Streams resume a suspended connection
  * and kick its slot. */
 
+#include <malloc.h>
 #include <sys/socket.h>
 
 #include "api-internal.h"
@@ -201,4 +202,20 @@ void api__conn_phase(struct MHD_Connection *c, api_conn_phase phase) {
                 return;
         set_deadline(k,
                      phase == API_CONN_ANSWERING ? 0 : uv_now(k->sl->s->loop) + idle_ms(k->sl->s));
+}
+
+/* ---- memory back to the system ------------------------------------------------------- */
+
+static void on_trim(uv_timer_t *t) {
+        (void) t;
+        (void) malloc_trim(0);
+}
+
+/* A large body leaves freed memory in malloc's heaps (its trees are many
+ * small blocks): it goes back to the system once no large body came for
+ * TRIM_DELAY_MS. Not at once: the next large request would fault it all
+ * in again, on the loop, and a page fault costs (issue 27). */
+void api__trim_soon(api_server *s) {
+        if (!s->closing)
+                (void) uv_timer_start(&s->trim, on_trim, TRIM_DELAY_MS, 0);
 }

@@ -2,8 +2,6 @@
 
 /* The HTTP API (tend/api.h): the resources, routing and discovery. */
 
-#include <malloc.h>
-
 #include "api-internal.h"
 
 /* ---- resources ------------------------------------------------------------------------------ */
@@ -306,13 +304,14 @@ unsigned api_server_answer(api_server *s, const api_request *q, char **ret_body)
 }
 
 /* A body this large leaves freed memory in malloc's heap (its trees and
- * positions are many small blocks): give it back to the system. */
+ * positions are many small blocks): give it back to the system, soon. */
 #define TRIM_AFTER_BODY (256 * 1024)
 
 void api__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                        enum MHD_RequestTerminationCode toe) {
         req *r = *con_cls;
         bool large = r && r->body.len >= TRIM_AFTER_BODY;
+        api_server *s = r ? r->s : NULL;
 
         if (r)
                 api__waiting_forget(r);
@@ -320,5 +319,5 @@ void api__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         *con_cls = NULL;
         api__conn_phase(conn, API_CONN_WAITING);
         if (large)
-                (void) malloc_trim(0);
+                api__trim_soon(s);
 }

@@ -322,7 +322,9 @@ int api_server_new(const api_config *c, api_server **ret, char **ret_error) {
         s->follow_timer.data = s;
         uv_timer_init(s->loop, &s->deadlines);
         s->deadlines.data = s;
-        s->open_handles = 3;
+        uv_timer_init(s->loop, &s->trim);
+        s->trim.data = s;
+        s->open_handles = 4;
         uv_timer_start(&s->heartbeat, api__on_heartbeat, 1000, 1000);
         uv_timer_start(&s->follow_timer, api__on_follow_timer, 250, 250);
 
@@ -398,4 +400,5 @@ void api_server_close(api_server *s) {
         uv_close((uv_handle_t *) &s->heartbeat, on_handle_closed);
         uv_close((uv_handle_t *) &s->follow_timer, on_handle_closed);
         uv_close((uv_handle_t *) &s->deadlines, on_handle_closed);
+        uv_close((uv_handle_t *) &s->trim, on_handle_closed);
 }
