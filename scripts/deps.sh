@@ -5,7 +5,7 @@
 #   scripts/deps.sh --fuzz    also what `make fuzz` builds with (clang, libFuzzer)
 set -eu
 
-pkgs="libuv1-dev libyaml-dev libsystemd-dev libcmocka-dev libjansson-dev \
+pkgs="libuv1-dev libyaml-dev libsystemd-dev libcmocka-dev libjansson-dev libyajl-dev \
 libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev pkg-config cmake \
 make gcc curl openssl strace jq systemd dbus dbus-user-session util-linux iproute2 etcd-server etcd-client \
 python3 python3-kubernetes clang-format"
@@ -21,7 +21,7 @@ for arg in "$@"; do
     *) echo "deps: unknown option $arg" >&2 && exit 2 ;;
     esac
 done
-modules="libuv yaml-0.1 libsystemd cmocka jansson libmicrohttpd gnutls libcurl sqlite3"
+modules="libuv yaml-0.1 libsystemd cmocka jansson yajl libmicrohttpd gnutls libcurl sqlite3"
 
 # clang, and its libFuzzer runtime: a fuzz target links.
 have_libfuzzer() {

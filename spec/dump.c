@@ -1,15 +1,75 @@
 /* SPDX-License-Identifier: MIT */
 
-/* JSON trees → text: canonical JSON (jansson) and YAML (libyaml's emitter). */
+/* JSON trees → text: canonical JSON (jansson), compact JSON (yajl's
+ * generator) and YAML (libyaml's emitter). */
 
 #include <math.h>
 #include <stdio.h>
+#include <yajl/yajl_gen.h>
 #include <yaml.h>
 
 #include "spec-internal.h"
 
 char *spec_json_dump_canonical(json_t *j) {
         return json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+}
+
+/* The tree into yajl's generator, in its order. A real is written as
+ * jansson writes it (yajl has no such format), as a number. */
+static yajl_gen_status gen(yajl_gen g, json_t *j) {
+        yajl_gen_status st;
+        const char *k;
+        json_t *v;
+        size_t i;
+
+        switch (json_typeof(j)) {
+        case JSON_OBJECT:
+                if ((st = yajl_gen_map_open(g)) != yajl_gen_status_ok)
+                        return st;
+                json_object_foreach (j, k, v)
+                        if ((st = yajl_gen_string(g, (const unsigned char *) k, strlen(k))) !=
+                                    yajl_gen_status_ok ||
+                            (st = gen(g, v)) != yajl_gen_status_ok)
+                                return st;
+                return yajl_gen_map_close(g);
+        case JSON_ARRAY:
+                if ((st = yajl_gen_array_open(g)) != yajl_gen_status_ok)
+                        return st;
+                json_array_foreach (j, i, v)
+                        if ((st = gen(g, v)) != yajl_gen_status_ok)
+                                return st;
+                return yajl_gen_array_close(g);
+        case JSON_STRING:
+                return yajl_gen_string(g, (const unsigned char *) json_string_value(j),
+                                       json_string_length(j));
+        case JSON_INTEGER:
+                return yajl_gen_integer(g, json_integer_value(j));
+        case JSON_REAL: {
+                _cleanup_free_ char *text = json_dumps(j, JSON_ENCODE_ANY);
+                return text ? yajl_gen_number(g, text, strlen(text)) : yajl_gen_generation_complete;
+        }
+        case JSON_TRUE:
+        case JSON_FALSE:
+                return yajl_gen_bool(g, json_is_true(j));
+        case JSON_NULL:
+                return yajl_gen_null(g);
+        }
+        return yajl_gen_generation_complete; /* (not reached) */
+}
+
+char *spec_json_dump(json_t *j) {
+        yajl_gen g = yajl_gen_alloc(NULL);
+        const unsigned char *buf;
+        size_t len;
+        char *out = NULL;
+
+        if (g && gen(g, j) == yajl_gen_status_ok &&
+            yajl_gen_get_buf(g, &buf, &len) == yajl_gen_status_ok)
+                out = strndup((const char *) buf, len);
+        if (g)
+                yajl_gen_free(g);
+        /* (a tree deeper than yajl goes, 128: as jansson writes it) */
+        return out ?: json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
 }
 
 static int write_handler(void *data, unsigned char *buffer, size_t size) {
