@@ -25,6 +25,7 @@ struct agent_loop {
         rt_manager *rt;
         agent *agent;
         uv_idle_t work;
+        bool polled; /* the loop polled for I/O since work was asked for */
         uv_timer_t deadline;
         uv_timer_t resync;
         usec_t resync_interval;
@@ -99,6 +100,17 @@ static void take_stored_sockets(rt_manager *rt) {
 static void run(agent_loop *l);
 static void on_work(uv_idle_t *h);
 
+/* A pass is asked for: it runs after the loop's next poll for I/O. The
+ * idle handle runs before the poll (and keeps it from waiting), so it
+ * lets one go by first: what asked (a large write the API just committed,
+ * say) and the pass are two slices of the loop's time, and requests that
+ * came meanwhile are answered between them (issue 27's loop budget). */
+static void want_work(agent_loop *l) {
+        if (!uv_is_active((uv_handle_t *) &l->work))
+                l->polled = false;
+        uv_idle_start(&l->work, on_work);
+}
+
 static void on_deadline(uv_timer_t *t) {
         run(t->data);
 }
@@ -119,7 +131,7 @@ static void arm(agent_loop *l, usec_t next) {
                  * 1.45 runs again in the same timer phase, for ever, while
                  * the API, signals and exits wait. */
                 uv_timer_stop(&l->deadline);
-                uv_idle_start(&l->work, on_work);
+                want_work(l);
                 return;
         }
         uv_timer_start(&l->deadline, on_deadline, (next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC,
@@ -132,6 +144,11 @@ static void run(agent_loop *l) {
 
 static void on_work(uv_idle_t *h) {
         agent_loop *l = h->data;
+
+        if (!l->polled) { /* (the poll comes next) */
+                l->polled = true;
+                return;
+        }
         uv_idle_stop(h);
         run(l);
 }
@@ -148,7 +165,7 @@ static void on_resync(uv_timer_t *t) {
 static void wakeup(void *userdata) {
         agent_loop *l = userdata;
         if (!l->closing)
-                uv_idle_start(&l->work, on_work);
+                want_work(l);
 }
 
 int agent_loop_new(uv_loop_t *loop, const agent_loop_config *c, agent_loop **ret,

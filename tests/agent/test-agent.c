@@ -387,6 +387,9 @@ static void test_history(void **state) {
                 if (!run_until(h, settled, "worker", 10000, NULL))
                         fail_msg("generation %d did not roll out", i);
                 if (i == 30) {
+                        /* (as at the end: the pods the rollout stopped are
+                         * gone, not only stopped) */
+                        run_until(h, rolled_out, "never", 300, NULL);
                         size_at_30 = db_size(h);
                         objects_at_30 = objects(h);
                 }
