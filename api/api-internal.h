@@ -106,6 +106,13 @@ struct api_server {
         api_conn *conns; /* loop.c: every connection, for its deadline */
         uv_timer_t deadlines;
         uint64_t connections_cut;
+        /* prep.c: the text the store wrote of the object a commit
+         * answers with (watch.c keeps it while want) */
+        struct {
+                bool want;
+                const char *ns, *name;
+                char *json;
+        } written;
         uint64_t writes_made_again; /* prep.c: the object changed meanwhile */
         uint64_t writes_rebased;    /* ... its status alone */
 
@@ -263,6 +270,9 @@ enum MHD_Result api__queue(req *r, unsigned code, const char *type, char *body /
 /* An answer made already (by the pool's copy of r): sent as it is. */
 enum MHD_Result api__queue_kept(req *r, unsigned code, const char *type, char *body /* takes */);
 enum MHD_Result api__send_json(req *r, unsigned code, json_t *j);
+/* s (taken) with a newline after it (an answer's last line), without a
+ * copy where realloc can grow it; NULL: out of memory. */
+char *api__line(char *s);
 json_t *api__status_json(unsigned code, const char *reason, const char *message, json_t *details);
 enum MHD_Result api__send_status(req *r, unsigned code, const char *reason, const char *fmt, ...)
         _printf_(4, 5);

@@ -190,14 +190,26 @@ static bool hold_for_fleet(req *r, unsigned code, json_t *j) {
 enum MHD_Result api__send_json(req *r, unsigned code, json_t *j) {
         if (hold_for_fleet(r, code, j))
                 return api__wait(r, r->s->fleet->cancel, r->s->fleet->userdata);
-        char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        char *body = j ? spec_json_dump(j) : NULL;
         json_decref(j);
         if (!body)
                 return api__queue(r, 500, "text/plain", strdup("out of memory\n"));
         /* a newline, like kube-apiserver, so `curl` output ends cleanly */
-        char *nl = strprintf("%s\n", body);
-        free(body);
-        return api__queue(r, code, "application/json", nl);
+        char *nl = api__line(body);
+        return nl ? api__queue(r, code, "application/json", nl) : api__send_oom(r);
+}
+
+char *api__line(char *s) {
+        size_t n = strlen(s);
+        char *l = realloc(s, n + 2);
+
+        if (!l) {
+                free(s);
+                return NULL;
+        }
+        l[n] = '\n';
+        l[n + 1] = 0;
+        return l;
 }
 
 static const char *reason_of(unsigned code) {

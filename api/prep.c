@@ -33,6 +33,7 @@
 
 struct prep {
         uv_work_t work;
+        uv_loop_t *loop;
         api_server *s;
         req *r; /* NULL: the client went, or tendd stops */
         req wr; /* the pool's request: r's copy */
@@ -69,9 +70,7 @@ static void kv_free(char **kv, size_t n) {
         free(kv);
 }
 
-static void prep_free(prep *p) {
-        if (!p)
-                return;
+static void prep_free_now(prep *p) {
         wr_reset(&p->wr);
         tend_buf_free(&p->wr.body);
         kv_free(p->wr.copied_args, p->wr.n_copied_args);
@@ -83,6 +82,33 @@ static void prep_free(prep *p) {
         free(p->ns);
         free(p->name);
         free(p);
+}
+
+static void on_free_work(uv_work_t *w) {
+        prep_free_now(w->data);
+}
+
+static void on_freed(uv_work_t *w, int status) {
+        (void) status;
+        free(w);
+}
+
+/* Freed in the pool: the copy of a large object is many blocks, and the
+ * last reference to its managedFields' trees (the store has the next
+ * version's) — milliseconds of the loop's time at the manifest limits. */
+static void prep_free(prep *p) {
+        uv_work_t *w;
+
+        if (!p)
+                return;
+        w = p->loop ? new0(uv_work_t, 1) : NULL;
+        if (w) {
+                w->data = p;
+                if (uv_queue_work(p->loop, w, on_free_work, on_freed) == 0)
+                        return;
+                free(w);
+        }
+        prep_free_now(p);
 }
 
 /* ---- the copy of the request ---- */
@@ -310,14 +336,26 @@ static enum MHD_Result commit(req *r, prep *p) {
          * only once what this node has of the object is etcd's) */
         if (!dry_run && s->fleet && s->fleet->touch)
                 s->fleet->touch(s->fleet->userdata, STORE_DEPLOYMENT, ns, name);
+        /* The answer is the object as the store wrote it: that text is
+         * kept, rather than the object encoded again (on a single host:
+         * a fleet's answer waits for etcd, as JSON). */
+        s->written.want = !dry_run && !s->fleet;
+        s->written.ns = ns, s->written.name = name;
         rr = agent_apply_prepared(s->agent, &p->d, p->result, dry_run ? AGENT_APPLY_DRY_RUN : 0,
                                   &p->errs);
+        s->written.want = false;
+        _cleanup_free_ char *written = TAKE_PTR(s->written.json);
         if (rr == -EINVAL)
                 return api__send_invalid(r, "deployments.apps", "Deployment", name, &p->errs);
         if (rr < 0)
                 return api__send_status(r, 500, NULL, "writing to the store: %s", strerror(-rr));
         if (!dry_run)
                 agent_kick(s->agent);
+        if (written) {
+                char *body = api__line(TAKE_PTR(written));
+                return body ? api__queue(r, p->ok_code, "application/json", body)
+                            : api__send_oom(r);
+        }
         d = dry_run ? p->d : store_get(s->store, STORE_DEPLOYMENT, ns, name);
         return api__send_json(r, p->ok_code,
                               d ? api__encode_obj(STORE_DEPLOYMENT, d) : json_object());
@@ -381,6 +419,7 @@ enum MHD_Result api__write_start(req *r, api_write kind, const char *ns, const c
                 return api__send_oom(r);
         }
         p->s = r->s;
+        p->loop = r->s->loop;
         p->kind = kind;
         p->r = r;
         r->prep = p;

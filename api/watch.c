@@ -244,15 +244,31 @@ void api__on_store_change(store_kind kind, store_change change_type, const void 
 
         /* The commit encoded the object already: that text makes the line.
          * It is parsed again only where a watcher filters this kind. */
-        if (written)
-                line = strprintf("{\"type\":\"%s\",\"object\":%s}\n", types[change_type], written);
-        else {
+        if (written) {
+                /* (one allocation: a large object's text is copied once) */
+                size_t n = strlen(written);
+                line = malloc(n + 64);
+                if (line) {
+                        int k = snprintf(line, 64,
+                                         "{\"type\":\"%s\",\"object\":", types[change_type]);
+                        memcpy(line + k, written, n);
+                        memcpy(line + k + n, "}\n", 3);
+                }
+        } else {
                 j = api__encode_obj(kind, obj);
                 line = j ? event_line(types[change_type], j) : NULL;
         }
         if (!line) {
                 json_decref(j);
                 return;
+        }
+        /* (the object a write answers with, as written: api/prep.c) */
+        const spec_meta *m = api__meta_of(kind, obj);
+        if (s->written.want && written && kind == STORE_DEPLOYMENT &&
+            change_type != STORE_DELETED && streq_ptr(m->namespace, s->written.ns) &&
+            streq_ptr(m->name, s->written.name)) {
+                free(s->written.json);
+                s->written.json = strdup(written);
         }
         /* Into the ring: the oldest go while it is full, by count or by
          * bytes (a change is a whole object: a thousand of a large
