@@ -16,6 +16,8 @@
  *    parse back as exactly one document;
  *  - every error, as spec_error_format() puts it for people, is UTF-8 (it
  *    goes into API responses as JSON, and to terminals);
+ *  - spec_json_dump() (yajl) writes every parsed document as jansson's
+ *    json_dumps(JSON_COMPACT) does, byte for byte;
  *  - spec_template_equal(), which compares without encoding, says what
  *    comparing the canonical encodings says, for every pair of the input's
  *    templates, each as decoded and once defaulted;
@@ -148,6 +150,15 @@ static void check_templates(templates *ts) {
         ts->n = 0;
 }
 
+/* The document as yajl writes it, and as jansson does. */
+static void check_dump(json_t *root) {
+        _cleanup_free_ char *want = json_dumps(root, JSON_COMPACT | JSON_ENCODE_ANY),
+                            *got = spec_json_dump(root);
+
+        fuzz_check(got, "spec_json_dump() returned NULL");
+        fuzz_check(!want || streq(want, got), "spec_json_dump() wrote %s, jansson %s", got, want);
+}
+
 static void decode_document(const spec_doc *doc, spec_errors *errs, templates *ts) {
         json_t *meta = json_object_get(doc->root, "metadata");
         const char *kind = json_string_value(json_object_get(doc->root, "kind"));
@@ -156,6 +167,7 @@ static void decode_document(const spec_doc *doc, spec_errors *errs, templates *t
         _cleanup_(spec_deployment_freep) spec_deployment *d = NULL;
 
         fuzz_check(label, "spec_object_label() returned NULL");
+        check_dump(doc->root);
         errs->object = label;
         if (spec_decode_new(&spec_type_deployment, doc->root, errs, (void **) &d) < 0)
                 goto out;
