@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 
-/* JSON trees → text: canonical JSON (jansson), compact JSON (yajl's
- * generator) and YAML (libyaml's emitter). */
+/* JSON trees → text: compact JSON, in the tree's order or canonical (keys
+ * sorted as jansson sorts them), through yajl's generator; YAML through
+ * libyaml's emitter. */
 
 #include <math.h>
 #include <stdio.h>
@@ -10,33 +11,70 @@
 
 #include "spec-internal.h"
 
-char *spec_json_dump_canonical(json_t *j) {
-        return json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+typedef struct key_len {
+        const char *key;
+        size_t len;
+} key_len;
+
+/* jansson's order of keys (JSON_SORT_KEYS): bytes, then length. */
+static int compare_keys(const void *a, const void *b) {
+        const key_len *x = a, *y = b;
+        int c = memcmp(x->key, y->key, MIN(x->len, y->len));
+
+        return c ? c : x->len < y->len ? -1 : x->len > y->len;
 }
 
-/* The tree into yajl's generator, in its order. A real is written as
- * jansson writes it (yajl has no such format), as a number. */
-static yajl_gen_status gen(yajl_gen g, json_t *j) {
+static yajl_gen_status gen(yajl_gen g, json_t *j, bool sorted);
+
+static yajl_gen_status gen_member(yajl_gen g, json_t *j, const char *k, size_t n, bool sorted) {
+        yajl_gen_status st = yajl_gen_string(g, (const unsigned char *) k, n);
+
+        return st == yajl_gen_status_ok ? gen(g, json_object_getn(j, k, n), sorted) : st;
+}
+
+static yajl_gen_status gen_object(yajl_gen g, json_t *j, bool sorted) {
+        _cleanup_free_ key_len *keys = NULL;
         yajl_gen_status st;
+        size_t n = 0, len;
         const char *k;
+        json_t *v;
+
+        if ((st = yajl_gen_map_open(g)) != yajl_gen_status_ok)
+                return st;
+        if (sorted && json_object_size(j) > 1) {
+                keys = new0(key_len, json_object_size(j));
+                if (!keys)
+                        return yajl_gen_generation_complete;
+                json_object_keylen_foreach(j, k, len, v) keys[n++] = (key_len){ k, len };
+                qsort(keys, n, sizeof *keys, compare_keys);
+                for (size_t i = 0; i < n; i++)
+                        if ((st = gen_member(g, j, keys[i].key, keys[i].len, sorted)) !=
+                            yajl_gen_status_ok)
+                                return st;
+        } else
+                json_object_keylen_foreach(
+                        j, k, len, v) if ((st = yajl_gen_string(g, (const unsigned char *) k,
+                                                                len)) != yajl_gen_status_ok ||
+                                          (st = gen(g, v, sorted)) != yajl_gen_status_ok) return st;
+        return yajl_gen_map_close(g);
+}
+
+/* The tree into yajl's generator, in its order or jansson's sorted one. A
+ * real is written as jansson writes it (yajl has no such format), as a
+ * number. */
+static yajl_gen_status gen(yajl_gen g, json_t *j, bool sorted) {
+        yajl_gen_status st;
         json_t *v;
         size_t i;
 
         switch (json_typeof(j)) {
         case JSON_OBJECT:
-                if ((st = yajl_gen_map_open(g)) != yajl_gen_status_ok)
-                        return st;
-                json_object_foreach (j, k, v)
-                        if ((st = yajl_gen_string(g, (const unsigned char *) k, strlen(k))) !=
-                                    yajl_gen_status_ok ||
-                            (st = gen(g, v)) != yajl_gen_status_ok)
-                                return st;
-                return yajl_gen_map_close(g);
+                return gen_object(g, j, sorted);
         case JSON_ARRAY:
                 if ((st = yajl_gen_array_open(g)) != yajl_gen_status_ok)
                         return st;
                 json_array_foreach (j, i, v)
-                        if ((st = gen(g, v)) != yajl_gen_status_ok)
+                        if ((st = gen(g, v, sorted)) != yajl_gen_status_ok)
                                 return st;
                 return yajl_gen_array_close(g);
         case JSON_STRING:
@@ -57,19 +95,27 @@ static yajl_gen_status gen(yajl_gen g, json_t *j) {
         return yajl_gen_generation_complete; /* (not reached) */
 }
 
-char *spec_json_dump(json_t *j) {
+static char *dump(json_t *j, bool sorted) {
         yajl_gen g = yajl_gen_alloc(NULL);
         const unsigned char *buf;
         size_t len;
         char *out = NULL;
 
-        if (g && gen(g, j) == yajl_gen_status_ok &&
+        if (g && gen(g, j, sorted) == yajl_gen_status_ok &&
             yajl_gen_get_buf(g, &buf, &len) == yajl_gen_status_ok)
                 out = strndup((const char *) buf, len);
         if (g)
                 yajl_gen_free(g);
         /* (a tree deeper than yajl goes, 128: as jansson writes it) */
-        return out ?: json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+        return out ?: json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY | (sorted ? JSON_SORT_KEYS : 0));
+}
+
+char *spec_json_dump(json_t *j) {
+        return dump(j, false);
+}
+
+char *spec_json_dump_canonical(json_t *j) {
+        return dump(j, true);
 }
 
 static int write_handler(void *data, unsigned char *buffer, size_t size) {

@@ -16,8 +16,9 @@
  *    parse back as exactly one document;
  *  - every error, as spec_error_format() puts it for people, is UTF-8 (it
  *    goes into API responses as JSON, and to terminals);
- *  - spec_json_dump() (yajl) writes every parsed document as jansson's
- *    json_dumps(JSON_COMPACT) does, byte for byte;
+ *  - spec_json_dump() and spec_json_dump_canonical() (yajl) write every
+ *    parsed document as jansson's json_dumps(JSON_COMPACT), and with
+ *    JSON_SORT_KEYS, does, byte for byte;
  *  - spec_template_equal(), which compares without encoding, says what
  *    comparing the canonical encodings says, for every pair of the input's
  *    templates, each as decoded and once defaulted;
@@ -150,13 +151,19 @@ static void check_templates(templates *ts) {
         ts->n = 0;
 }
 
-/* The document as yajl writes it, and as jansson does. */
+/* The document as yajl writes it, and as jansson does: in its order, and
+ * canonical (the template hash is made of that text: it must not move). */
 static void check_dump(json_t *root) {
         _cleanup_free_ char *want = json_dumps(root, JSON_COMPACT | JSON_ENCODE_ANY),
-                            *got = spec_json_dump(root);
+                            *got = spec_json_dump(root),
+                            *want_sorted = json_dumps(root, JSON_COMPACT | JSON_ENCODE_ANY |
+                                                                    JSON_SORT_KEYS),
+                            *got_sorted = spec_json_dump_canonical(root);
 
-        fuzz_check(got, "spec_json_dump() returned NULL");
+        fuzz_check(got && got_sorted, "spec_json_dump() returned NULL");
         fuzz_check(!want || streq(want, got), "spec_json_dump() wrote %s, jansson %s", got, want);
+        fuzz_check(!want_sorted || streq(want_sorted, got_sorted),
+                   "spec_json_dump_canonical() wrote %s, jansson %s", got_sorted, want_sorted);
 }
 
 static void decode_document(const spec_doc *doc, spec_errors *errs, templates *ts) {
