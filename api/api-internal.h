@@ -4,8 +4,9 @@
 /*
  * Private to the API (api/): what its files share. Each file holds one
  * concern (server.c, http.c, route.c, selectors.c, objects.c, watch.c,
- * logs.c, metrics.c; patch.c for PATCH bodies); the prefix api__ marks what
- * one file offers another.
+ * logs.c, metrics.c; patch.c for PATCH bodies; prep.c for a deployment's
+ * write, made in the thread pool); the prefix api__ marks what one file
+ * offers another.
  *
  * Streams (watch, log -f) use MHD's content-reader callbacks: when there is
  * nothing to send the connection is suspended, and resumed when something

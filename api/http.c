@@ -76,7 +76,6 @@ void api__waiting_end(api_server *s) {
 void api__req_free(req *r) {
         if (!r)
                 return;
-        api__write_forget(r);
         json_decref(r->held);
         tend_buf_free(&r->body);
         free(r->direct_body);

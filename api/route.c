@@ -313,8 +313,10 @@ void api__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         bool large = r && r->body.len >= TRIM_AFTER_BODY;
         api_server *s = r ? r->s : NULL;
 
-        if (r)
+        if (r) {
                 api__waiting_forget(r);
+                api__write_forget(r);
+        }
         api__req_free(r);
         *con_cls = NULL;
         api__conn_phase(conn, API_CONN_WAITING);
