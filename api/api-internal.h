@@ -231,6 +231,10 @@ void api__conn_phase(struct MHD_Connection *c, api_conn_phase phase);
 /* Freed memory back to the system soon (after a large body). */
 #define TRIM_DELAY_MS 2000
 void api__trim_soon(api_server *s);
+/* The last reference to a large tree let go of in libuv's pool (loop: the
+ * uv_loop_t): what the store's row writer keeps of a deployment's
+ * managedFields (spec_json_dump_shared_release_with()). */
+void api__release_in_pool(json_t *tree, void *loop);
 
 /* params.c: the request's query and headers, the query read as
  * kube-apiserver reads it (nothing is answered here) */

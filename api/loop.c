@@ -219,3 +219,31 @@ void api__trim_soon(api_server *s) {
         if (!s->closing)
                 (void) uv_timer_start(&s->trim, on_trim, TRIM_DELAY_MS, 0);
 }
+
+/* ---- large trees freed off the loop ---------------------------------------------------- */
+
+typedef struct release {
+        uv_work_t work;
+        json_t *tree;
+} release;
+
+static void on_release(uv_work_t *w) {
+        json_decref(((release *) w)->tree);
+}
+
+static void on_released(uv_work_t *w, int status) {
+        (void) status;
+        free(w);
+}
+
+void api__release_in_pool(json_t *tree, void *loop) {
+        release *r = new0(release, 1);
+
+        if (r) {
+                r->tree = tree;
+                if (uv_queue_work(loop, &r->work, on_release, on_released) == 0)
+                        return;
+                free(r);
+        }
+        json_decref(tree);
+}

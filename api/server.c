@@ -363,6 +363,7 @@ int api_server_new(const api_config *c, api_server **ret, char **ret_error) {
                 if (r < 0)
                         goto fail;
         }
+        spec_json_dump_shared_release_with(api__release_in_pool, s->loop);
         r = store_subscribe(s->store, api__on_store_change, s);
         if (r < 0)
                 goto fail;
@@ -386,6 +387,7 @@ void api_server_close(api_server *s) {
                         MHD_run(s->slots[i].d);
         s->closing = true;
         store_unsubscribe(s->store, api__on_store_change, s);
+        spec_json_dump_shared_release_with(NULL, NULL);
         for (size_t i = 0; i < s->n_slots; i++) {
                 slot *sl = &s->slots[i];
                 uv_poll_stop(&sl->poll);

@@ -16,6 +16,41 @@ typedef struct key_len {
         size_t len;
 } key_len;
 
+typedef struct opts {
+        bool sorted; /* keys as jansson sorts them */
+        bool shared; /* shared trees' text from the cache */
+} opts;
+
+/* The text of shared trees (a reference besides the one being written:
+ * the codec's SK_JSON values, a deployment's managedFields, never changed),
+ * per thread, the least used going first (spec_json_dump_shared()). */
+#define SHARED_CACHE_N 8
+#define SHARED_MIN_TEXT 4096
+
+typedef struct shared_text {
+        json_t *tree;
+        char *text;
+        size_t len;
+        uint64_t used;
+} shared_text;
+
+static _Thread_local shared_text shared_cache[SHARED_CACHE_N];
+static _Thread_local uint64_t shared_clock;
+static _Thread_local void (*shared_release)(json_t *tree, void *userdata);
+static _Thread_local void *shared_release_userdata;
+
+static void release(json_t *tree) {
+        if (tree && shared_release)
+                shared_release(tree, shared_release_userdata);
+        else
+                json_decref(tree);
+}
+
+void spec_json_dump_shared_release_with(void (*fn)(json_t *tree, void *userdata), void *userdata) {
+        shared_release = fn;
+        shared_release_userdata = userdata;
+}
+
 /* jansson's order of keys (JSON_SORT_KEYS): bytes, then length. */
 static int compare_keys(const void *a, const void *b) {
         const key_len *x = a, *y = b;
@@ -24,15 +59,15 @@ static int compare_keys(const void *a, const void *b) {
         return c ? c : x->len < y->len ? -1 : x->len > y->len;
 }
 
-static yajl_gen_status gen(yajl_gen g, json_t *j, bool sorted);
+static yajl_gen_status gen(yajl_gen g, json_t *j, const opts *o);
 
-static yajl_gen_status gen_member(yajl_gen g, json_t *j, const char *k, size_t n, bool sorted) {
+static yajl_gen_status gen_member(yajl_gen g, json_t *j, const char *k, size_t n, const opts *o) {
         yajl_gen_status st = yajl_gen_string(g, (const unsigned char *) k, n);
 
-        return st == yajl_gen_status_ok ? gen(g, json_object_getn(j, k, n), sorted) : st;
+        return st == yajl_gen_status_ok ? gen(g, json_object_getn(j, k, n), o) : st;
 }
 
-static yajl_gen_status gen_object(yajl_gen g, json_t *j, bool sorted) {
+static yajl_gen_status gen_object(yajl_gen g, json_t *j, const opts *o) {
         _cleanup_free_ key_len *keys = NULL;
         yajl_gen_status st;
         size_t n = 0, len;
@@ -41,40 +76,87 @@ static yajl_gen_status gen_object(yajl_gen g, json_t *j, bool sorted) {
 
         if ((st = yajl_gen_map_open(g)) != yajl_gen_status_ok)
                 return st;
-        if (sorted && json_object_size(j) > 1) {
+        if (o->sorted && json_object_size(j) > 1) {
                 keys = new0(key_len, json_object_size(j));
                 if (!keys)
                         return yajl_gen_generation_complete;
                 json_object_keylen_foreach(j, k, len, v) keys[n++] = (key_len){ k, len };
                 qsort(keys, n, sizeof *keys, compare_keys);
                 for (size_t i = 0; i < n; i++)
-                        if ((st = gen_member(g, j, keys[i].key, keys[i].len, sorted)) !=
+                        if ((st = gen_member(g, j, keys[i].key, keys[i].len, o)) !=
                             yajl_gen_status_ok)
                                 return st;
         } else
                 json_object_keylen_foreach(
                         j, k, len, v) if ((st = yajl_gen_string(g, (const unsigned char *) k,
                                                                 len)) != yajl_gen_status_ok ||
-                                          (st = gen(g, v, sorted)) != yajl_gen_status_ok) return st;
+                                          (st = gen(g, v, o)) != yajl_gen_status_ok) return st;
         return yajl_gen_map_close(g);
+}
+
+static char *dump(json_t *j, const opts *o, size_t *ret_len);
+
+/* A shared tree's text, from the cache or written and kept (see
+ * spec_json_dump_shared()): into g as it is (yajl_gen_number() writes an
+ * atom's text verbatim). */
+static yajl_gen_status gen_shared(yajl_gen g, json_t *j) {
+        static const opts plain = {};
+        shared_text *c = NULL, *lru = &shared_cache[0];
+        yajl_gen_status st;
+        size_t len;
+        char *text;
+
+        for (size_t i = 0; i < SHARED_CACHE_N; i++) {
+                shared_text *e = &shared_cache[i];
+                /* (a tree only the cache holds: its object is gone) */
+                if (e->tree && __atomic_load_n(&e->tree->refcount, __ATOMIC_RELAXED) == 1) {
+                        release(e->tree);
+                        free(e->text);
+                        *e = (shared_text){};
+                }
+                if (e->tree == j)
+                        c = e;
+                else if (e->used < lru->used)
+                        lru = e;
+        }
+        if (c) {
+                c->used = ++shared_clock;
+                return yajl_gen_number(g, c->text, c->len);
+        }
+        text = dump(j, &plain, &len);
+        if (!text)
+                return yajl_gen_generation_complete;
+        st = yajl_gen_number(g, text, len);
+        if (len < SHARED_MIN_TEXT) {
+                free(text);
+                return st;
+        }
+        release(lru->tree);
+        free(lru->text);
+        /* (the reference keeps the tree, and so its address, for the text) */
+        *lru = (shared_text){ json_incref(j), text, len, ++shared_clock };
+        return st;
 }
 
 /* The tree into yajl's generator, in its order or jansson's sorted one. A
  * real is written as jansson writes it (yajl has no such format), as a
  * number. */
-static yajl_gen_status gen(yajl_gen g, json_t *j, bool sorted) {
+static yajl_gen_status gen(yajl_gen g, json_t *j, const opts *o) {
         yajl_gen_status st;
         json_t *v;
         size_t i;
 
+        if (o->shared && (json_is_object(j) || json_is_array(j)) &&
+            __atomic_load_n(&j->refcount, __ATOMIC_RELAXED) > 1)
+                return gen_shared(g, j);
         switch (json_typeof(j)) {
         case JSON_OBJECT:
-                return gen_object(g, j, sorted);
+                return gen_object(g, j, o);
         case JSON_ARRAY:
                 if ((st = yajl_gen_array_open(g)) != yajl_gen_status_ok)
                         return st;
                 json_array_foreach (j, i, v)
-                        if ((st = gen(g, v, sorted)) != yajl_gen_status_ok)
+                        if ((st = gen(g, v, o)) != yajl_gen_status_ok)
                                 return st;
                 return yajl_gen_array_close(g);
         case JSON_STRING:
@@ -95,27 +177,44 @@ static yajl_gen_status gen(yajl_gen g, json_t *j, bool sorted) {
         return yajl_gen_generation_complete; /* (not reached) */
 }
 
-static char *dump(json_t *j, bool sorted) {
+static char *dump(json_t *j, const opts *o, size_t *ret_len) {
         yajl_gen g = yajl_gen_alloc(NULL);
         const unsigned char *buf;
-        size_t len;
+        size_t len = 0;
         char *out = NULL;
 
-        if (g && gen(g, j, sorted) == yajl_gen_status_ok &&
+        if (g && gen(g, j, o) == yajl_gen_status_ok &&
             yajl_gen_get_buf(g, &buf, &len) == yajl_gen_status_ok)
                 out = strndup((const char *) buf, len);
         if (g)
                 yajl_gen_free(g);
         /* (a tree deeper than yajl goes, 128: as jansson writes it) */
-        return out ?: json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY | (sorted ? JSON_SORT_KEYS : 0));
+        if (!out && (out = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY |
+                                                 (o->sorted ? JSON_SORT_KEYS : 0))))
+                len = strlen(out);
+        if (ret_len)
+                *ret_len = len;
+        return out;
 }
 
 char *spec_json_dump(json_t *j) {
-        return dump(j, false);
+        return dump(j, &(opts){}, NULL);
 }
 
 char *spec_json_dump_canonical(json_t *j) {
-        return dump(j, true);
+        return dump(j, &(opts){ .sorted = true }, NULL);
+}
+
+char *spec_json_dump_shared(json_t *j) {
+        return dump(j, &(opts){ .shared = true }, NULL);
+}
+
+void spec_json_dump_shared_forget(void) {
+        for (size_t i = 0; i < SHARED_CACHE_N; i++) {
+                release(shared_cache[i].tree);
+                free(shared_cache[i].text);
+                shared_cache[i] = (shared_text){};
+        }
 }
 
 static int write_handler(void *data, unsigned char *buffer, size_t size) {

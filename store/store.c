@@ -274,9 +274,11 @@ static int write_row(store *s, store_kind kind, const char *key, const void *obj
         }
         /* In the codec's order of fields: the same object is the same
          * text, and sorting a large one's keys cost more than the rest
-         * of its commit (spec_json_dump: the fastest way to write it). */
+         * of its commit. spec_json_dump_shared: the fastest way to write
+         * it, a deployment's managedFields written once, not at each
+         * status change (the codec's SK_JSON values are never changed). */
         j = spec_encode(store_kind_type(kind), obj);
-        body = j ? spec_json_dump(j) : NULL;
+        body = j ? spec_json_dump_shared(j) : NULL;
         json_decref(j);
         if (!body)
                 return -ENOMEM;
@@ -1048,6 +1050,7 @@ store *store_close(store *s) {
                         free(v);
         tend_hashmap_free(s->event_keys);
         free_undo(s);
+        spec_json_dump_shared_forget(); /* (what write_row() kept) */
         free(s->undo);
         free(s->notes);
         free(s->watchers);

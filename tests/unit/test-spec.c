@@ -357,6 +357,40 @@ static void test_template_equal(void **state) {
         spec_deployment_free(c);
 }
 
+/* spec_json_dump_shared() writes what spec_json_dump() writes: a shared
+ * tree's text kept is its text for as long as the tree is alive, and a
+ * tree made anew (another, even at the address of one freed) is written
+ * anew. */
+static void test_json_dump_shared(void **state) {
+        json_t *big = json_object(), *row, *other;
+        char key[32];
+
+        for (int i = 0; i < 2000; i++) {
+                snprintf(key, sizeof key, "k:%05d", i);
+                assert_int_equal(json_object_set_new(big, key, json_pack("{s:{}}", ".")), 0);
+        }
+        for (int round = 0; round < 3; round++) {
+                row = json_pack("{s:s, s:[{s:s, s:O}]}", "name", "web", "managedFields", "manager",
+                                "kubectl", "fieldsV1", big);
+                _cleanup_free_ char *want = spec_json_dump(row), *got = spec_json_dump_shared(row);
+                assert_non_null(got);
+                assert_string_equal(got, want);
+                json_decref(row);
+        }
+        /* another tree in its place: its own text */
+        other = json_deep_copy(big);
+        assert_int_equal(json_object_set_new(other, "k:new", json_object()), 0);
+        json_decref(big);
+        row = json_pack("{s:[{s:o}]}", "managedFields", "fieldsV1", other);
+        json_incref(other); /* shared, as the codec's are */
+        _cleanup_free_ char *want = spec_json_dump(row), *got = spec_json_dump_shared(row);
+        assert_string_equal(got, want);
+        assert_non_null(strstr(got, "k:new"));
+        json_decref(row);
+        json_decref(other);
+        spec_json_dump_shared_forget();
+}
+
 /* ---- selectors ------------------------------------------------------------------------- */
 
 static spec_selector *selector(const char *s) {
@@ -1414,6 +1448,7 @@ int main(void) {
                 cmocka_unit_test(test_defaults),
                 cmocka_unit_test(test_template_hash),
                 cmocka_unit_test(test_template_equal),
+                cmocka_unit_test(test_json_dump_shared),
                 cmocka_unit_test(test_selector_match),
                 cmocka_unit_test(test_selector_overlap),
                 cmocka_unit_test(test_selector_parse_errors),

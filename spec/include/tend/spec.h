@@ -1000,3 +1000,16 @@ char *spec_json_dump_canonical(json_t *j);
  * it, made with yajl's generator: three times as fast for a large tree
  * (jansson checks every object it writes for a loop). New string or NULL. */
 char *spec_json_dump(json_t *j);
+/* The same, where the tree's shared parts (a node with another reference
+ * than its parent's: the codec's SK_JSON values, a deployment's
+ * managedFields, never changed once made) are written once and their text
+ * kept, by this thread, for the next time: the store's rows, of which a
+ * large deployment's managedFields are two thirds (issue 27). Only for
+ * trees whose shared parts are never changed. */
+char *spec_json_dump_shared(json_t *j);
+/* Lets go of the text kept (and of the trees it was written from). */
+void spec_json_dump_shared_forget(void);
+/* How this thread lets go of a tree it kept (its last reference, often,
+ * and a large one: tendd's API frees it in libuv's pool); NULL:
+ * json_decref(). */
+void spec_json_dump_shared_release_with(void (*fn)(json_t *tree, void *userdata), void *userdata);
