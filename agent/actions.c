@@ -251,6 +251,13 @@ static spec_deployment *keep_rollback(agent *a, const spec_deployment *d) {
         return NULL;
 }
 
+/* d (taken, also on failure) into the store, as an apply's result said. */
+static int put_applied(agent *a, spec_deployment *d, agent_apply_result res) {
+        log_info("deployment/%s: %s", d->metadata.name,
+                 res == AGENT_CREATED ? "created" : "configured");
+        return store_put(a->store, STORE_DEPLOYMENT, d, NULL);
+}
+
 int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
                    agent_apply_result *results, unsigned flags) {
         bool dry_run = flags & AGENT_APPLY_DRY_RUN;
@@ -280,9 +287,7 @@ int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *
                         spec_deployment_free(d);
                         continue;
                 }
-                log_info("deployment/%s: %s", d->metadata.name,
-                         res == AGENT_CREATED ? "created" : "configured");
-                r = store_put(a->store, STORE_DEPLOYMENT, d, NULL);
+                r = put_applied(a, d, res);
                 if (r < 0) {
                         store_rollback(a->store);
                         return r;
@@ -296,7 +301,6 @@ int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *
 int agent_apply_prepared(agent *a, spec_deployment **stored, agent_apply_result result,
                          unsigned flags, spec_errors *errs) {
         spec_deployment *d = *stored;
-        int r;
 
         if (check_all(a, stored, 1, true, errs) < 0)
                 return -ENOMEM;
@@ -313,12 +317,8 @@ int agent_apply_prepared(agent *a, spec_deployment **stored, agent_apply_result 
         }
         if (result == AGENT_UNCHANGED)
                 return 0;
-        log_info("deployment/%s: %s", d->metadata.name,
-                 result == AGENT_CREATED ? "created" : "configured");
-        r = store_put(a->store, STORE_DEPLOYMENT, d, NULL);
-        if (r >= 0)
-                *stored = NULL;
-        return acknowledge(a, r);
+        *stored = NULL; /* (store_put() takes it, also when it fails) */
+        return acknowledge(a, put_applied(a, d, result));
 }
 
 int agent_apply(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
