@@ -231,7 +231,10 @@ void api__conn_phase(struct MHD_Connection *c, api_conn_phase phase);
 /* Freed memory back to the system soon (after a large body). */
 #define TRIM_DELAY_MS 2000
 void api__trim_soon(api_server *s);
-/* The last reference to a large tree let go of in libuv's pool (loop: the
+/* fn(arg) in libuv's pool, where it needs nothing of the loop: the freeing
+ * of a large object, say (now, if the pool cannot take it). */
+void api__in_pool(uv_loop_t *loop, void (*fn)(void *arg), void *arg);
+/* The last reference to a large tree let go of in the pool (loop: the
  * uv_loop_t): what the store's row writer keeps of a deployment's
  * managedFields (spec_json_dump_shared_release_with()). */
 void api__release_in_pool(json_t *tree, void *loop);
@@ -342,9 +345,6 @@ typedef enum api_write {
         API_WRITE_APPLY,   /* PATCH application/apply-patch+yaml */
 } api_write;
 enum MHD_Result api__write_start(req *r, api_write kind, const char *ns, const char *name);
-/* The end of the pure part: d (taken) is to be written, answered with
- * ok_code once it is. */
-enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_code);
 /* Called again after the pool's part: the commit. */
 enum MHD_Result api__write_resume(req *r);
 /* r goes (its answer sent, or its client gone). */

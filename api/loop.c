@@ -220,30 +220,40 @@ void api__trim_soon(api_server *s) {
                 (void) uv_timer_start(&s->trim, on_trim, TRIM_DELAY_MS, 0);
 }
 
-/* ---- large trees freed off the loop ---------------------------------------------------- */
+/* ---- work off the loop -------------------------------------------------------------- */
 
-typedef struct release {
+typedef struct pool_job {
         uv_work_t work;
-        json_t *tree;
-} release;
+        void (*fn)(void *arg);
+        void *arg;
+} pool_job;
 
-static void on_release(uv_work_t *w) {
-        json_decref(((release *) w)->tree);
+static void on_pool_job(uv_work_t *w) {
+        pool_job *j = (pool_job *) w;
+        j->fn(j->arg);
 }
 
-static void on_released(uv_work_t *w, int status) {
+static void on_pool_job_done(uv_work_t *w, int status) {
         (void) status;
         free(w);
 }
 
-void api__release_in_pool(json_t *tree, void *loop) {
-        release *r = new0(release, 1);
+void api__in_pool(uv_loop_t *loop, void (*fn)(void *arg), void *arg) {
+        pool_job *j = loop ? new0(pool_job, 1) : NULL;
 
-        if (r) {
-                r->tree = tree;
-                if (uv_queue_work(loop, &r->work, on_release, on_released) == 0)
+        if (j) {
+                *j = (pool_job){ .fn = fn, .arg = arg };
+                if (uv_queue_work(loop, &j->work, on_pool_job, on_pool_job_done) == 0)
                         return;
-                free(r);
+                free(j);
         }
+        fn(arg);
+}
+
+static void decref(void *tree) {
         json_decref(tree);
+}
+
+void api__release_in_pool(json_t *tree, void *loop) {
+        api__in_pool(loop, decref, tree);
 }

@@ -70,7 +70,9 @@ static void kv_free(char **kv, size_t n) {
         free(kv);
 }
 
-static void prep_free_now(prep *p) {
+static void prep_free_now(void *p_) {
+        prep *p = p_;
+
         wr_reset(&p->wr);
         tend_buf_free(&p->wr.body);
         kv_free(p->wr.copied_args, p->wr.n_copied_args);
@@ -84,31 +86,12 @@ static void prep_free_now(prep *p) {
         free(p);
 }
 
-static void on_free_work(uv_work_t *w) {
-        prep_free_now(w->data);
-}
-
-static void on_freed(uv_work_t *w, int status) {
-        (void) status;
-        free(w);
-}
-
 /* Freed in the pool: the copy of a large object is many blocks, and the
  * last reference to its managedFields' trees (the store has the next
  * version's) — milliseconds of the loop's time at the manifest limits. */
 static void prep_free(prep *p) {
-        uv_work_t *w;
-
-        if (!p)
-                return;
-        w = p->loop ? new0(uv_work_t, 1) : NULL;
-        if (w) {
-                w->data = p;
-                if (uv_queue_work(p->loop, w, on_free_work, on_freed) == 0)
-                        return;
-                free(w);
-        }
-        prep_free_now(p);
+        if (p)
+                api__in_pool(p->loop, prep_free_now, p);
 }
 
 /* ---- the copy of the request ---- */
@@ -155,11 +138,14 @@ static int copy_values(struct MHD_Connection *conn, enum MHD_ValueKind kind, cha
 
 /* ---- the two parts ---- */
 
+/* What is stored now under the write's name (a create has none yet). */
+static const spec_deployment *stored(prep *p) {
+        return p->name ? store_get(p->s->store, STORE_DEPLOYMENT, p->ns, p->name) : NULL;
+}
+
 /* What is stored now, copied for the pure part. */
 static int snapshot(prep *p) {
-        const spec_deployment *now = p->name ? store_get(p->s->store, STORE_DEPLOYMENT, p->ns,
-                                                         p->name)
-                                             : NULL;
+        const spec_deployment *now = stored(p);
 
         p->old = spec_deployment_free(p->old);
         p->old_rv = now ? now->metadata.resource_version : 0;
@@ -170,9 +156,7 @@ static int snapshot(prep *p) {
 
 /* (a stored object's resourceVersion is never 0) */
 static bool snapshot_stale(prep *p) {
-        const spec_deployment *now = p->name ? store_get(p->s->store, STORE_DEPLOYMENT, p->ns,
-                                                         p->name)
-                                             : NULL;
+        const spec_deployment *now = stored(p);
 
         return (now ? now->metadata.resource_version : 0) != p->old_rv;
 }
@@ -184,9 +168,7 @@ static bool snapshot_stale(prep *p) {
  * the part made again. A request conditional on the version it named is
  * made again (and refused). -ESTALE: made again. */
 static int rebase(prep *p) {
-        const spec_deployment *now = p->name ? store_get(p->s->store, STORE_DEPLOYMENT, p->ns,
-                                                         p->name)
-                                             : NULL;
+        const spec_deployment *now = stored(p);
         spec_deployment a, b, *copy;
 
         if (!now || !p->old || !p->d || p->conditional)
@@ -240,6 +222,32 @@ static spec_deployment *replacement(req *r, const spec_deployment *old, json_t *
         return d;
 }
 
+/* The end of the pure part: d (taken) is to be written, answered with
+ * ok_code; or r has the answer. Made here, against the copy of what is
+ * stored (the request's dryRun was checked before it was routed): its
+ * managedFields, its validation as an update (errors kept, to be answered
+ * with those of the commit's checks), and the object to store, with its
+ * generation. */
+static void made(prep *p, req *r, spec_deployment *d, unsigned ok_code) {
+        enum MHD_Result ret;
+
+        if (api__track_update(r, d, p->old, AGENT_APPLY_REPLACE, &ret) < 0) {
+                spec_deployment_free(d);
+                return;
+        }
+        if (p->old)
+                (void) spec_deployment_validate_update(p->old, d, &p->errs);
+        spec_deployment_free(p->d);
+        p->d = agent_stored_form(d, p->old, AGENT_APPLY_REPLACE);
+        spec_deployment_free(d);
+        if (!p->d) {
+                (void) api__send_oom(r);
+                return;
+        }
+        p->result = agent_stored_generation(p->old, p->d);
+        p->ok_code = ok_code;
+}
+
 /* The pure part, on r (the pool's copy, or an in-memory request), against
  * p->old: what to write in p->d, or an answer. */
 static void run_pure(prep *p, req *r) {
@@ -280,33 +288,7 @@ static void run_pure(prep *p, req *r) {
                 break;
         }
         if (d)
-                (void) api__write_deployment(r, d, ok_code);
-}
-
-/* The end of the pure part: d (taken) is to be written, answered with
- * ok_code. Made here, against the copy of what is stored: its
- * managedFields, its validation as an update (errors kept, to be answered
- * with those of the commit's checks), and the object to store, with its
- * generation. */
-enum MHD_Result api__write_deployment(req *r, spec_deployment *d, unsigned ok_code) {
-        prep *p = r->prep;
-        enum MHD_Result ret;
-
-        if (api__dry_run(r, NULL, &ret) < 0 ||
-            api__track_update(r, d, p->old, AGENT_APPLY_REPLACE, &ret) < 0) {
-                spec_deployment_free(d);
-                return ret;
-        }
-        if (p->old)
-                (void) spec_deployment_validate_update(p->old, d, &p->errs);
-        spec_deployment_free(p->d);
-        p->d = agent_stored_form(d, p->old, AGENT_APPLY_REPLACE);
-        spec_deployment_free(d);
-        if (!p->d)
-                return api__send_oom(r);
-        p->result = agent_stored_generation(p->old, p->d);
-        p->ok_code = ok_code;
-        return MHD_YES;
+                made(p, r, d, ok_code);
 }
 
 /* The commit, on the loop: through agent_apply_prepared(); answers with
