@@ -245,7 +245,7 @@ int agent_loop_new(uv_loop_t *loop, const agent_loop_config *c, agent_loop **ret
                 agent_loop_close(l);
                 return r;
         }
-        uv_idle_start(&l->work, on_work);
+        want_work(l);
         *ret = l;
         return 0;
 
