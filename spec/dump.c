@@ -16,6 +16,10 @@ typedef struct key_len {
         size_t len;
 } key_len;
 
+/* A status that is not yajl_gen_status_ok, for a failure of ours (out of
+ * memory): the text is then jansson's (dump()). */
+#define GEN_FAILED yajl_gen_generation_complete
+
 typedef struct opts {
         bool sorted; /* keys as jansson sorts them */
         bool shared; /* shared trees' text from the cache */
@@ -79,7 +83,7 @@ static yajl_gen_status gen_object(yajl_gen g, json_t *j, const opts *o) {
         if (o->sorted && json_object_size(j) > 1) {
                 keys = new0(key_len, json_object_size(j));
                 if (!keys)
-                        return yajl_gen_generation_complete;
+                        return GEN_FAILED;
                 json_object_keylen_foreach(j, k, len, v) keys[n++] = (key_len){ k, len };
                 qsort(keys, n, sizeof *keys, compare_keys);
                 for (size_t i = 0; i < n; i++)
@@ -125,7 +129,7 @@ static yajl_gen_status gen_shared(yajl_gen g, json_t *j) {
         }
         text = dump(j, &plain, &len);
         if (!text)
-                return yajl_gen_generation_complete;
+                return GEN_FAILED;
         st = yajl_gen_number(g, text, len);
         if (len < SHARED_MIN_TEXT) {
                 free(text);
@@ -166,7 +170,7 @@ static yajl_gen_status gen(yajl_gen g, json_t *j, const opts *o) {
                 return yajl_gen_integer(g, json_integer_value(j));
         case JSON_REAL: {
                 _cleanup_free_ char *text = json_dumps(j, JSON_ENCODE_ANY);
-                return text ? yajl_gen_number(g, text, strlen(text)) : yajl_gen_generation_complete;
+                return text ? yajl_gen_number(g, text, strlen(text)) : GEN_FAILED;
         }
         case JSON_TRUE:
         case JSON_FALSE:
@@ -174,7 +178,7 @@ static yajl_gen_status gen(yajl_gen g, json_t *j, const opts *o) {
         case JSON_NULL:
                 return yajl_gen_null(g);
         }
-        return yajl_gen_generation_complete; /* (not reached) */
+        return GEN_FAILED; /* (not reached) */
 }
 
 static char *dump(json_t *j, const opts *o, size_t *ret_len) {
