@@ -12,11 +12,6 @@
 
 #include "spec-internal.h"
 
-#define FIELD_PTR(base, f) ((void *) ((char *) (base) + (f)->offset))
-#define FIELD_CPTR(base, f) ((const void *) ((const char *) (base) + (f)->offset))
-#define FIELD_COUNT(base, f) ((size_t *) ((char *) (base) + (f)->count_offset))
-#define FIELD_CCOUNT(base, f) ((const size_t *) ((const char *) (base) + (f)->count_offset))
-
 /* ---- errors ------------------------------------------------------------------- */
 
 void spec_errors_done(spec_errors *e) {

@@ -4,6 +4,7 @@
  * sorted as jansson sorts them), through yajl's generator; YAML through
  * libyaml's emitter. */
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <yajl/yajl_gen.h>
@@ -219,6 +220,221 @@ void spec_json_dump_shared_forget(void) {
                 free(shared_cache[i].text);
                 shared_cache[i] = (shared_text){};
         }
+}
+
+/* ---- objects straight from the codec's tables ----------------------------------- */
+
+/* The text spec_encode() then dump() would write, without the tree: the
+ * codec's walk (encode_into()) with the same rules of what is left out,
+ * into yajl's generator. The store writes every row so, and a large
+ * object's tree cost as much to make and free as its text to write. */
+
+/* What spec_encode() writes of a field; false: it leaves the field out. */
+static bool struct_empty(const spec_type *t, const void *p);
+
+static bool field_written(const spec_field *f, const void *p) {
+        const void *v = FIELD_CPTR(p, f);
+        bool omitempty = f->flags & SF_OMITEMPTY, zero = f->flags & SF_ZERO;
+
+        switch (f->kind) {
+        case SK_STRING:
+                return *(char *const *) v || zero;
+        case SK_INT32: {
+                int32_t i = *(const int32_t *) v;
+                return !(omitempty && i == 0) && (omitempty || zero || i != SPEC_UNSET);
+        }
+        case SK_INT64: {
+                int64_t i = *(const int64_t *) v;
+                return !(omitempty && i == 0) && (omitempty || zero || i != SPEC_UNSET64);
+        }
+        case SK_BOOL:
+                return !omitempty || *(const bool *) v;
+        case SK_TIME:
+                return *(const usec_t *) v != 0;
+        case SK_RV:
+                return *(const uint64_t *) v != 0;
+        case SK_INTSTR: {
+                const spec_intstr *is = v;
+                return is->str || is->num != SPEC_UNSET;
+        }
+        case SK_QUANTITY:
+                return ((const spec_quantity *) v)->text;
+        case SK_STRV:
+        case SK_PTR:
+        case SK_JSON:
+                return *(void *const *) v;
+        case SK_MAP:
+                return ((const spec_map *) v)->n > 0;
+        case SK_ENUM: {
+                int e = *(const int *) v;
+                return e >= 0 && e < f->n_enum;
+        }
+        case SK_STRUCT:
+                return !struct_empty(f->type, v);
+        case SK_ARRAY:
+                return *FIELD_CCOUNT(p, f) > 0;
+        case SK_UNSUPPORTED:
+                return false;
+        }
+        return false;
+}
+
+static bool struct_empty(const spec_type *t, const void *p) {
+        for (const spec_field *f = t->fields; f->name; f++)
+                if (field_written(f, p))
+                        return false;
+        return true;
+}
+
+/* A string as spec__json_string() makes it: bytes that are not UTF-8
+ * written \xNN. */
+static yajl_gen_status gen_cstring(yajl_gen g, const char *s) {
+        _cleanup_free_ char *copy = NULL;
+
+        if (!utf8_is_valid(s) && !(s = copy = utf8_escape_invalid(s)))
+                return GEN_FAILED;
+        return yajl_gen_string(g, (const unsigned char *) s, strlen(s));
+}
+
+static yajl_gen_status gen_struct(yajl_gen g, const spec_type *t, const void *p, const opts *o);
+
+static yajl_gen_status gen_field(yajl_gen g, const spec_field *f, const void *p, const opts *o) {
+        const void *v = FIELD_CPTR(p, f);
+        yajl_gen_status st = yajl_gen_string(g, (const unsigned char *) f->name, strlen(f->name));
+        char buf[MAX(TIMESTAMP_MAX, 32)];
+
+        if (st != yajl_gen_status_ok)
+                return st;
+        switch (f->kind) {
+        case SK_STRING:
+                return gen_cstring(g, *(char *const *) v ?: "");
+        case SK_INT32:
+                return yajl_gen_integer(g, *(const int32_t *) v);
+        case SK_INT64:
+                return yajl_gen_integer(g, *(const int64_t *) v);
+        case SK_BOOL:
+                return yajl_gen_bool(g, *(const bool *) v);
+        case SK_TIME:
+                format_timestamp(buf, *(const usec_t *) v);
+                return yajl_gen_string(g, (const unsigned char *) buf, strlen(buf));
+        case SK_RV:
+                snprintf(buf, sizeof buf, "%" PRIu64, *(const uint64_t *) v);
+                return yajl_gen_string(g, (const unsigned char *) buf, strlen(buf));
+        case SK_INTSTR: {
+                const spec_intstr *is = v;
+                return is->str ? gen_cstring(g, is->str) : yajl_gen_integer(g, is->num);
+        }
+        case SK_QUANTITY:
+                return gen_cstring(g, ((const spec_quantity *) v)->text);
+        case SK_STRV:
+                if ((st = yajl_gen_array_open(g)) != yajl_gen_status_ok)
+                        return st;
+                for (char *const *l = *(char **const *) v; *l; l++)
+                        if ((st = gen_cstring(g, *l)) != yajl_gen_status_ok)
+                                return st;
+                return yajl_gen_array_close(g);
+        case SK_MAP: {
+                /* (kept sorted, as jansson sorts: the same text either way) */
+                const spec_map *m = v;
+                if ((st = yajl_gen_map_open(g)) != yajl_gen_status_ok)
+                        return st;
+                for (size_t i = 0; i < m->n; i++) {
+                        /* (jansson refuses such a key, and so spec_encode()) */
+                        const char *k = m->items[i].key;
+                        if (!utf8_is_valid(k))
+                                return GEN_FAILED;
+                        if ((st = yajl_gen_string(g, (const unsigned char *) k, strlen(k))) !=
+                                    yajl_gen_status_ok ||
+                            (st = gen_cstring(g, m->items[i].value)) != yajl_gen_status_ok)
+                                return st;
+                }
+                return yajl_gen_map_close(g);
+        }
+        case SK_ENUM: {
+                const char *e = f->enum_names[*(const int *) v];
+                return yajl_gen_string(g, (const unsigned char *) e, strlen(e));
+        }
+        case SK_STRUCT:
+                return gen_struct(g, f->type, v, o);
+        case SK_PTR:
+                return gen_struct(g, f->type, *(void *const *) v, o);
+        case SK_JSON: {
+                /* (the struct's own tree, shared by its copies, never changed) */
+                json_t *j = *(json_t *const *) v;
+                return o->shared && (json_is_object(j) || json_is_array(j)) ? gen_shared(g, j)
+                                                                            : gen(g, j, o);
+        }
+        case SK_ARRAY: {
+                size_t n = *FIELD_CCOUNT(p, f), sz = f->type->size;
+                const char *items = *(char *const *) v;
+                if ((st = yajl_gen_array_open(g)) != yajl_gen_status_ok)
+                        return st;
+                for (size_t i = 0; i < n; i++)
+                        if ((st = gen_struct(g, f->type, items + i * sz, o)) != yajl_gen_status_ok)
+                                return st;
+                return yajl_gen_array_close(g);
+        }
+        case SK_UNSUPPORTED:
+                break;
+        }
+        return GEN_FAILED; /* (not reached: field_written() said no) */
+}
+
+static int compare_fields(const void *a, const void *b) {
+        return strcmp((*(const spec_field *const *) a)->name,
+                      (*(const spec_field *const *) b)->name);
+}
+
+/* The largest number of fields of a type (spec_pod_spec's is about 40). */
+#define STRUCT_FIELDS_MAX 128
+
+static yajl_gen_status gen_struct(yajl_gen g, const spec_type *t, const void *p, const opts *o) {
+        yajl_gen_status st = yajl_gen_map_open(g);
+
+        if (st != yajl_gen_status_ok)
+                return st;
+        if (o->sorted) {
+                const spec_field *fields[STRUCT_FIELDS_MAX];
+                size_t n = 0;
+                for (const spec_field *f = t->fields; f->name; f++)
+                        if (field_written(f, p)) {
+                                if (n == STRUCT_FIELDS_MAX)
+                                        return GEN_FAILED;
+                                fields[n++] = f;
+                        }
+                qsort(fields, n, sizeof *fields, compare_fields);
+                for (size_t i = 0; i < n; i++)
+                        if ((st = gen_field(g, fields[i], p, o)) != yajl_gen_status_ok)
+                                return st;
+        } else
+                for (const spec_field *f = t->fields; f->name; f++)
+                        if (field_written(f, p) &&
+                            (st = gen_field(g, f, p, o)) != yajl_gen_status_ok)
+                                return st;
+        return yajl_gen_map_close(g);
+}
+
+char *spec_dump_object(const spec_type *t, const void *p, spec_dump_flags flags) {
+        opts o = { .sorted = flags & SPEC_DUMP_SORTED, .shared = flags & SPEC_DUMP_SHARED };
+        yajl_gen g = yajl_gen_alloc(NULL);
+        const unsigned char *buf;
+        json_t *j;
+        size_t len;
+        char *out = NULL;
+
+        if (g && gen_struct(g, t, p, &o) == yajl_gen_status_ok &&
+            yajl_gen_get_buf(g, &buf, &len) == yajl_gen_status_ok)
+                out = strndup((const char *) buf, len);
+        if (g)
+                yajl_gen_free(g);
+        if (out)
+                return out;
+        /* (out of memory, a tree deeper than yajl goes, a map key jansson
+         * refuses: whatever the tree's way gives) */
+        j = spec_encode(t, p);
+        out = j ? dump(j, &o, NULL) : NULL;
+        json_decref(j);
+        return out;
 }
 
 static int write_handler(void *data, unsigned char *buffer, size_t size) {

@@ -67,6 +67,11 @@ struct spec_type {
 #define SPEC_FIELD_END \
         { .name = NULL }
 
+#define FIELD_PTR(base, f) ((void *) ((char *) (base) + (f)->offset))
+#define FIELD_CPTR(base, f) ((const void *) ((const char *) (base) + (f)->offset))
+#define FIELD_COUNT(base, f) ((size_t *) ((char *) (base) + (f)->count_offset))
+#define FIELD_CCOUNT(base, f) ((const size_t *) ((const char *) (base) + (f)->count_offset))
+
 /* ---- field paths ------------------------------------------------------------- */
 
 typedef struct spec_path {

@@ -175,20 +175,24 @@ static uint32_t fnv1a32(uint32_t h, const void *p, size_t n) {
         return h;
 }
 
-/* The template as it is compared and hashed: canonical JSON without the
- * pod-template-hash label. */
-static json_t *template_canonical(const spec_pod_template *t) {
-        json_t *j = spec_encode(&spec_type_pod_template, t);
-        json_t *labels = json_object_get(json_object_get(j, "metadata"), "labels");
+char *spec_template_text(const spec_pod_template *t) {
+        spec_pod_template view = *t; /* shallow: only read */
+        const spec_map *labels = &t->metadata.labels;
+        _cleanup_free_ spec_kv *kept = NULL;
+        size_t n = 0;
 
-        if (labels) {
-                json_object_del(labels, SPEC_LABEL_POD_TEMPLATE_HASH);
-                if (json_object_size(labels) == 0)
-                        json_object_del(json_object_get(j, "metadata"), "labels");
-                if (json_object_size(json_object_get(j, "metadata")) == 0)
-                        json_object_del(j, "metadata");
+        /* Written without the label: as if it were not there (and labels,
+         * and metadata, left out if that empties them, as the codec does). */
+        if (spec_map_get(labels, SPEC_LABEL_POD_TEMPLATE_HASH)) {
+                kept = new0(spec_kv, MAX(labels->n, 1u));
+                if (!kept)
+                        return NULL;
+                for (size_t i = 0; i < labels->n; i++)
+                        if (!streq(labels->items[i].key, SPEC_LABEL_POD_TEMPLATE_HASH))
+                                kept[n++] = labels->items[i];
+                view.metadata.labels = (spec_map){ .items = kept, .n = n };
         }
-        return j;
+        return spec_dump_object(&spec_type_pod_template, &view, SPEC_DUMP_SORTED);
 }
 
 /*
@@ -201,12 +205,10 @@ static json_t *template_canonical(const spec_pod_template *t) {
 char *spec_template_hash(const spec_pod_template *t, int32_t collision_count,
                          char buf[static SPEC_HASH_MAX]) {
         static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-        json_t *j = template_canonical(t);
-        _cleanup_free_ char *s = j ? spec_json_dump_canonical(j) : NULL;
+        _cleanup_free_ char *s = spec_template_text(t);
         uint32_t h = FNV32_OFFSET;
         char dec[16];
 
-        json_decref(j);
         if (!s)
                 return NULL;
         h = fnv1a32(h, s, strlen(s));
@@ -244,7 +246,7 @@ static bool labels_equal_but_hash(const spec_map *a, const spec_map *b) {
         }
 }
 
-/* As their canonical encodings compare (template_canonical(), json_equal()),
+/* As their canonical encodings compare (spec_template_text(), json_equal()),
  * without making them: this runs for every ReplicaSet of a deployment at
  * each sync, and a template at the manifest limits encodes in tens of
  * milliseconds. (Labels are kept sorted, so an item at a time.) */

@@ -261,7 +261,6 @@ static void event_key_learn(store *s, const spec_event *e);
 static int write_row(store *s, store_kind kind, const char *key, const void *obj, char **ret_json) {
         const char *slash = strchr(key, '/');
         _cleanup_free_ char *body = NULL, *ns = NULL;
-        json_t *j;
         int r;
 
         if (!slash || !(ns = strndup(key, (size_t) (slash - key))))
@@ -274,12 +273,11 @@ static int write_row(store *s, store_kind kind, const char *key, const void *obj
         }
         /* In the codec's order of fields: the same object is the same
          * text, and sorting a large one's keys cost more than the rest
-         * of its commit. spec_json_dump_shared: the fastest way to write
-         * it, a deployment's managedFields written once, not at each
-         * status change (the codec's SK_JSON values are never changed). */
-        j = spec_encode(store_kind_type(kind), obj);
-        body = j ? spec_json_dump_shared(j) : NULL;
-        json_decref(j);
+         * of its commit. Written from the object, without a tree, and a
+         * deployment's managedFields written once, not at each status
+         * change (SPEC_DUMP_SHARED: the codec's SK_JSON values are never
+         * changed). */
+        body = spec_dump_object(store_kind_type(kind), obj, SPEC_DUMP_SHARED);
         if (!body)
                 return -ENOMEM;
         sqlite3_bind_text(s->put_obj, 1, kind_names[kind], -1, SQLITE_STATIC);

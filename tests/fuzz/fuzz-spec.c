@@ -19,6 +19,11 @@
  *  - spec_json_dump() and spec_json_dump_canonical() (yajl) write every
  *    parsed document as jansson's json_dumps(JSON_COMPACT), and with
  *    JSON_SORT_KEYS, does, byte for byte;
+ *  - spec_dump_object(), which writes an object without the tree, writes
+ *    what spec_json_dump() and its _canonical and _shared kin write of
+ *    spec_encode()'s tree, byte for byte, for every deployment that
+ *    decodes, and spec_template_text() the canonical tree's text (the
+ *    store's rows and the template hash are made so);
  *  - spec_template_equal(), which compares without encoding, says what
  *    comparing the canonical encodings says, for every pair of the input's
  *    templates, each as decoded and once defaulted;
@@ -52,6 +57,28 @@ static _noreturn_ void fail_round_trip(const char *what, json_t *j, const spec_e
         abort(); /* not reached */
 }
 
+/* The object's text written straight from it, as from its tree. */
+static void check_dump_object(const spec_deployment *d, json_t *j, const char *when) {
+        static const struct {
+                spec_dump_flags flags;
+                char *(*dump)(json_t *j);
+        } ways[] = {
+                { 0, spec_json_dump },
+                { SPEC_DUMP_SORTED, spec_json_dump_canonical },
+                { SPEC_DUMP_SHARED, spec_json_dump_shared },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(ways); i++) {
+                _cleanup_free_ char *want = ways[i].dump(j),
+                                    *got = spec_dump_object(&spec_type_deployment, d,
+                                                            ways[i].flags);
+                fuzz_check(want && got, "%s: a dump returned NULL", when);
+                fuzz_check(streq(want, got), "%s: spec_dump_object(%d) wrote %s, the tree %s", when,
+                           ways[i].flags, got, want);
+        }
+        spec_json_dump_shared_forget();
+}
+
 /* decode(encode(d)) == d, on the tree. */
 static void check_round_trip(const spec_deployment *d, const char *when) {
         _cleanup_(json_decrefp) json_t *j = spec_deployment_encode(d);
@@ -59,6 +86,7 @@ static void check_round_trip(const spec_deployment *d, const char *when) {
         spec_errors errs = {};
 
         fuzz_check(j, "%s: spec_encode() returned NULL", when);
+        check_dump_object(d, j, when);
         if (spec_decode_new(&spec_type_deployment, j, &errs, (void **) &back) < 0)
                 fail_round_trip(when, j, &errs);
         if (!spec_deployment_equal(d, back))
@@ -131,6 +159,14 @@ static void keep_template(templates *ts, const spec_pod_template *t) {
 }
 
 static void check_templates(templates *ts) {
+        for (size_t i = 0; i < ts->n; i++) {
+                _cleanup_(json_decrefp) json_t *c = canonical(ts->t[i]);
+                _cleanup_free_ char *want = spec_json_dump_canonical(c),
+                                    *got = spec_template_text(ts->t[i]);
+                fuzz_check(want && got, "a template's text is NULL");
+                fuzz_check(streq(want, got), "spec_template_text() wrote %s, the tree %s", got,
+                           want);
+        }
         for (size_t i = 0; i < ts->n; i++)
                 for (size_t k = 0; k < ts->n; k++) {
                         _cleanup_(json_decrefp) json_t *a = canonical(ts->t[i]),

@@ -391,6 +391,67 @@ static void test_json_dump_shared(void **state) {
         spec_json_dump_shared_forget();
 }
 
+/* An object written straight from its struct is the text of its tree, each
+ * way: what the codec leaves out (an empty struct, an unset int, an absent
+ * string) left out, what it keeps ("" for a required string, 0 for
+ * restartCount, {} for a present pointer) kept, and a string that is not
+ * UTF-8 escaped as spec_encode() escapes it. */
+static void check_dump_object(const spec_type *t, const void *p) {
+        _cleanup_(json_decrefp) json_t *j = spec_encode(t, p);
+        char *(*const ways[])(json_t * j) = { spec_json_dump, spec_json_dump_canonical,
+                                              spec_json_dump_shared };
+        const spec_dump_flags flags[] = { 0, SPEC_DUMP_SORTED, SPEC_DUMP_SHARED };
+
+        assert_non_null(j);
+        for (size_t i = 0; i < ELEMENTSOF(ways); i++) {
+                _cleanup_free_ char *want = ways[i](j), *got = spec_dump_object(t, p, flags[i]);
+                assert_non_null(got);
+                assert_string_equal(got, want);
+        }
+        spec_json_dump_shared_forget();
+}
+
+static void test_dump_object(void **state) {
+        static const char *const pod_json =
+                "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"web-5d8f-abcde\","
+                "\"resourceVersion\":\"42\",\"labels\":{\"b\":\"2\",\"a\":\"1\"},"
+                "\"creationTimestamp\":\"2026-12-02T15:06:49.5Z\",\"managedFields\":[{"
+                "\"manager\":\"m\",\"operation\":\"Apply\",\"fieldsV1\":{\"f:spec\":{}}}]},"
+                "\"spec\":{\"containers\":[{\"name\":\"web\",\"command\":[\"/bin/sleep\"],"
+                "\"env\":[{\"name\":\"E\",\"value\":\"\"}],\"resources\":{\"limits\":{"
+                "\"memory\":\"1Mi\"}},\"ports\":[{\"containerPort\":80}]}],"
+                "\"securityContext\":{}},\"status\":{\"phase\":\"Running\",\"containerStatuses\":"
+                "[{\"name\":\"web\",\"ready\":true,\"restartCount\":0,\"state\":{\"running\":{}},"
+                "\"lastState\":{}}]}}";
+        spec_errors errs = {};
+        spec_docs docs = {};
+        spec_pod *pod = NULL;
+        spec_deployment *d = spec_deployment_new();
+
+        (void) state;
+        assert_int_equal(spec_parse("pod.json", pod_json, strlen(pod_json), &errs, &docs), 0);
+        assert_int_equal(spec_decode_new(&spec_type_pod, docs.items[0].root, &errs, (void **) &pod),
+                         0);
+        check_dump_object(&spec_type_pod, pod);
+        /* not UTF-8, in a string, a list and a map's value */
+        free(pod->spec.containers[0].command[0]);
+        pod->spec.containers[0].command[0] = strdup("/bin/\xff\xc3");
+        assert_int_equal(spec_map_set(&pod->metadata.annotations, "note", "\xe2\x82"), 0);
+        free(pod->status.container_statuses[0].name);
+        pod->status.container_statuses[0].name = NULL; /* SF_ZERO: written "" */
+        check_dump_object(&spec_type_pod, pod);
+        /* a map key jansson refuses: no text either way */
+        assert_int_equal(spec_map_set(&pod->metadata.labels, "\xff", "x"), 0);
+        assert_null(spec_encode(&spec_type_pod, pod));
+        assert_null(spec_dump_object(&spec_type_pod, pod, 0));
+        /* nothing set but what a new object has */
+        check_dump_object(&spec_type_deployment, d);
+        spec_deployment_free(d);
+        spec_pod_free(pod);
+        spec_docs_done(&docs);
+        spec_errors_done(&errs);
+}
+
 /* ---- selectors ------------------------------------------------------------------------- */
 
 static spec_selector *selector(const char *s) {
@@ -1449,6 +1510,7 @@ int main(void) {
                 cmocka_unit_test(test_template_hash),
                 cmocka_unit_test(test_template_equal),
                 cmocka_unit_test(test_json_dump_shared),
+                cmocka_unit_test(test_dump_object),
                 cmocka_unit_test(test_selector_match),
                 cmocka_unit_test(test_selector_overlap),
                 cmocka_unit_test(test_selector_parse_errors),
