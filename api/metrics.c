@@ -27,7 +27,7 @@ enum MHD_Result api__handle_metrics(req *r) {
         tend_buf b = TEND_BUF_INIT(1 << 20);
         const void *const *items;
         size_t n = store_list(s->store, STORE_POD, &items);
-        uint64_t phases[_SPEC_POD_PHASE_MAX] = {};
+        uint64_t phases[_SPEC_POD_PHASE_MAX] = {}, by_thread, by_commit;
 
         for (size_t i = 0; i < n; i++) {
                 int ph = ((const spec_pod *) items[i])->status.phase;
@@ -67,6 +67,14 @@ enum MHD_Result api__handle_metrics(req *r) {
                        &m->pass_duration);
         histogram_text(&b, "tend_store_commit_duration_seconds", "Duration of a store commit.",
                        store_commit_histogram(s->store));
+        store_checkpoints(s->store, &by_thread, &by_commit);
+        (void) tend_buf_addf(&b,
+                             "# HELP tend_store_checkpoints_total The WAL's checkpoints: by the "
+                             "store's thread, or by a commit on the loop (the thread is behind).\n"
+                             "# TYPE tend_store_checkpoints_total counter\n"
+                             "tend_store_checkpoints_total{by=\"thread\"} %" PRIu64 "\n"
+                             "tend_store_checkpoints_total{by=\"commit\"} %" PRIu64 "\n",
+                             by_thread, by_commit);
         (void) tend_buf_adds(&b, "# HELP tend_respawn_phase_seconds Where a replacement's time "
                                  "goes, from its predecessor's exit to its exec, by phase: queue "
                                  "(exit noticed to pass), pass (the controllers), spawn.\n"

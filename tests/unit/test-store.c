@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <sqlite3.h>
@@ -339,6 +340,67 @@ static void test_events_folded_and_bounded(void **state) {
         store_close(s);
 }
 
+/* The WAL's checkpoints are the store's thread's, not the commits': past
+ * 1000 pages a commit wakes it, it copies the WAL back, and the next commit
+ * starts the WAL again from its beginning. */
+static void test_checkpoints_off_the_commit(void **state) {
+        char db_path[160], wal_path[170], *err = NULL, big[200 * 1024];
+        struct stat st;
+        uint64_t by_thread = 0, by_commit = 0;
+        int log = -1, done = -1;
+        store *s = NULL;
+        sqlite3 *db;
+
+        snprintf(db_path, sizeof db_path, "%s/checkpoints.db", dir);
+        assert_int_equal(store_open(db_path, &s, &err), 0);
+        memset(big, 'x', sizeof big - 1);
+        big[sizeof big - 1] = 0;
+        /* commits of 200 KiB until the WAL holds 1000 pages: the last one
+         * wakes the thread */
+        snprintf(wal_path, sizeof wal_path, "%s-wal", db_path);
+        for (int i = 0; stat(wal_path, &st) < 0 || st.st_size < 1000 * (4096 + 24); i++) {
+                char name[16];
+                spec_pod *p;
+                assert_true(i < 100);
+                snprintf(name, sizeof name, "p%d", i % 5);
+                p = pod(name);
+                assert_int_equal(spec_map_set(&p->metadata.annotations, "big", big), 0);
+                assert_int_equal(store_put(s, STORE_POD, p, NULL), 0);
+                assert_int_equal(store_commit(s, false), 0);
+                store_checkpoints(s, &by_thread, &by_commit);
+                assert_int_equal(by_commit, 0);
+        }
+        for (int i = 0; i < 1000 && by_thread == 0; i++) {
+                usleep(10 * 1000);
+                store_checkpoints(s, &by_thread, &by_commit);
+        }
+        assert_true(by_thread >= 1);
+        assert_int_equal(by_commit, 0);
+        /* one more commit: the WAL starts over, with this commit's pages only */
+        assert_int_equal(store_put(s, STORE_POD, pod("last"), NULL), 0);
+        assert_int_equal(store_commit(s, false), 0);
+        assert_int_equal(sqlite3_open(db_path, &db), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, "SELECT count(*) FROM objects", NULL, NULL, NULL),
+                         SQLITE_OK);
+        assert_int_equal(
+                sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done),
+                SQLITE_OK);
+        assert_in_range(log, 1, 100);
+        sqlite3_close(db);
+        store_close(s);
+
+        /* and all of it is there */
+        assert_int_equal(store_open(db_path, &s, &err), 0);
+        const void *const *list;
+        assert_int_equal(store_list(s, STORE_POD, &list), 6);
+        assert_string_equal(
+                spec_map_get(&((const spec_pod *) store_get(s, STORE_POD, "default", "p4"))
+                                      ->metadata.annotations,
+                             "big"),
+                big);
+        store_close(s);
+}
+
 static void test_newer_schema_refused(void **state) {
         store *s = open_store();
         store_close(s);
@@ -375,6 +437,7 @@ int main(void) {
                 cmocka_unit_test(test_uncommitted_lost_on_crash),
                 cmocka_unit_test(test_events_folded_and_bounded),
                 cmocka_unit_test(test_garbage_file),
+                cmocka_unit_test(test_checkpoints_off_the_commit),
                 cmocka_unit_test(test_newer_schema_refused),
         };
         return cmocka_run_group_tests(tests, setup, teardown);

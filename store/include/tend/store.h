@@ -123,6 +123,10 @@ int store_set_host(store *s, const char *host);
 
 /* Commit durations, for /metrics. */
 const tend_histogram *store_commit_histogram(const store *s);
+/* The WAL's checkpoints so far: by the store's thread, and by a commit
+ * (only when the WAL grew far past its bound: the thread is behind or
+ * failed). */
+void store_checkpoints(const store *s, uint64_t *ret_by_thread, uint64_t *ret_by_commit);
 
 /* A new uid (RFC 4122 version 4, from getrandom). buf: 37 bytes. */
 char *store_new_uid(char buf[static 37]);
