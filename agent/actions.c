@@ -298,27 +298,40 @@ int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *
         return acknowledge(a, 0);
 }
 
-int agent_apply_prepared(agent *a, spec_deployment **stored, agent_apply_result result,
-                         unsigned flags, spec_errors *errs) {
-        spec_deployment *d = *stored;
+int agent_apply_prepared(agent *a, spec_deployment **stored, const agent_apply_result *results,
+                         size_t n, unsigned flags, spec_errors *errs) {
+        bool dry_run = flags & AGENT_APPLY_DRY_RUN, wrote = false;
+        int r;
 
-        if (check_all(a, stored, 1, true, errs) < 0)
+        if (check_all(a, stored, n, true, errs) < 0)
                 return -ENOMEM;
         if (errs->n || errs->dropped)
                 return -EINVAL;
-        if (result == AGENT_CREATED)
-                d->metadata.creation_timestamp = agent_wall(a);
-        /* What a dry run would create gets a uid, as the store would give
-         * it. */
-        if (flags & AGENT_APPLY_DRY_RUN) {
+        for (size_t i = 0; i < n; i++) {
+                spec_deployment *d = stored[i];
                 char uid[37];
-                return !d->metadata.uid && !(d->metadata.uid = strdup(store_new_uid(uid))) ? -ENOMEM
-                                                                                           : 0;
+
+                if (results[i] == AGENT_CREATED)
+                        d->metadata.creation_timestamp = agent_wall(a);
+                /* What a dry run would create gets a uid, as the store
+                 * would give it. */
+                if (dry_run) {
+                        if (!d->metadata.uid && !(d->metadata.uid = strdup(store_new_uid(uid))))
+                                return -ENOMEM;
+                        continue;
+                }
+                if (results[i] == AGENT_UNCHANGED)
+                        continue;
+                stored[i] = NULL; /* (store_put() takes it, also when it fails) */
+                r = put_applied(a, d, results[i]);
+                if (r < 0) {
+                        store_rollback(a->store);
+                        return r;
+                }
+                wrote = true;
         }
-        if (result == AGENT_UNCHANGED)
-                return 0;
-        *stored = NULL; /* (store_put() takes it, also when it fails) */
-        return acknowledge(a, put_applied(a, d, result));
+        /* (nothing written, nothing to make durable) */
+        return wrote ? acknowledge(a, 0) : 0;
 }
 
 int agent_apply(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,

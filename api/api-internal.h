@@ -343,6 +343,7 @@ typedef enum api_write {
         API_WRITE_REPLACE, /* PUT */
         API_WRITE_PATCH,   /* PATCH, but an apply */
         API_WRITE_APPLY,   /* PATCH application/apply-patch+yaml */
+        API_WRITE_LIST,    /* POST /apis/tend.io/v1/apply: a List, all or nothing */
 } api_write;
 enum MHD_Result api__write_start(req *r, api_write kind, const char *ns, const char *name);
 /* Called again after the pool's part: the commit. */

@@ -336,134 +336,14 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
 /*
  * POST /apis/tend.io/v1/apply with a List of Deployments: what `tend apply`
  * sends, so that a file or directory of several objects is applied all or
- * nothing (one agent_apply(), one durable commit). Answers with each
- * object's result, or 422 with every error.
+ * nothing (one durable commit). Made as the writes of one deployment are,
+ * off the loop (api/prep.c). Answers with each object's result, or 422
+ * with every error.
  */
-static int apply_docs(req *r, enum MHD_Result *ret, spec_docs *docs) {
-        json_t *root, *items, *item;
-        json_error_t e;
-        size_t i, n;
-
-        root = r->body.len
-                       ? json_loadb(tend_buf_str(&r->body), r->body.len, JSON_REJECT_DUPLICATES, &e)
-                       : NULL;
-        if (!root)
-                return api__body_docs(r, ret, docs); /* YAML, or an error with its place */
-        items = json_object_get(root, "items");
-        if (!streq_ptr(json_string_value(json_object_get(root, "kind")), "List") ||
-            !json_is_array(items))
-                items = NULL;
-        n = items ? json_array_size(items) : 1;
-        docs->items = new0(spec_doc, n ?: 1);
-        if (!docs->items) {
-                json_decref(root);
-                *ret = MHD_NO;
-                return -ENOMEM;
-        }
-        if (!items)
-                docs->items[docs->n++] = (spec_doc){ .root = json_incref(root),
-                                                     .line = 1,
-                                                     .index = 1 };
-        else
-                json_array_foreach (items, i, item)
-                        docs->items[docs->n++] = (spec_doc){ .root = json_incref(item),
-                                                             .line = 1,
-                                                             .index = (unsigned) i + 1 };
-        json_decref(root);
-        return 0;
-}
-
 enum MHD_Result api__handle_apply(req *r) {
-        api_server *s = r->s;
         enum MHD_Result ret;
-        spec_docs docs = {};
-        json_t *results;
-        spec_errors errs = {};
-        spec_deployment **ds = NULL;
-        agent_apply_result *res = NULL;
-        size_t n, i;
-        int dry_run = api__dry_run(r, NULL, &ret), rr;
 
-        /* A List's items arrive as documents of their own. JSON (what tend
-         * sends) is read as it is, up to the body cap: the 1 MiB limit of
-         * a manifest file is per file, and a directory is many files. */
-        if (dry_run < 0 || apply_docs(r, &ret, &docs) < 0)
+        if (api__dry_run(r, NULL, &ret) < 0)
                 return ret;
-        n = docs.n;
-        ds = new0(spec_deployment *, n ?: 1);
-        res = new0(agent_apply_result, n ?: 1);
-        if (!ds || !res) {
-                spec_docs_done(&docs);
-                free(ds);
-                free(res);
-                return MHD_NO;
-        }
-        for (i = 0; i < n; i++) {
-                json_t *item = docs.items[i].root;
-                const char *ns = api__json_field(item, "metadata.namespace");
-                ds[i] = api__decode_deployment(r, item, ns ?: "default", NULL, &ret);
-                if (ds[i])
-                        api__warn_file_owned(r, ds[i]->metadata.namespace, ds[i]->metadata.name);
-                if (ds[i]) {
-                        /* As kubectl apply: fields the manifest leaves out
-                         * keep their current values (replicas set by a
-                         * scale, a paused rollout), not the defaults. */
-                        const spec_deployment *cur = store_get(s->store, STORE_DEPLOYMENT,
-                                                               ds[i]->metadata.namespace,
-                                                               ds[i]->metadata.name);
-                        json_t *spec = json_object_get(item, "spec");
-                        if (cur && !json_object_get(spec, "replicas"))
-                                ds[i]->spec.replicas = cur->spec.replicas;
-                        if (cur && !json_object_get(spec, "paused"))
-                                ds[i]->spec.paused = cur->spec.paused;
-                        if (api__track_update(r, ds[i], cur, 0, &ret) < 0)
-                                ds[i] = spec_deployment_free(ds[i]);
-                }
-                if (!ds[i]) {
-                        for (size_t k = 0; k < i; k++)
-                                spec_deployment_free(ds[k]);
-                        free(ds);
-                        free(res);
-                        spec_docs_done(&docs);
-                        return ret;
-                }
-        }
-        spec_docs_done(&docs);
-        for (i = 0; !dry_run && s->fleet && s->fleet->touch && i < n; i++)
-                s->fleet->touch(s->fleet->userdata, STORE_DEPLOYMENT, ds[i]->metadata.namespace,
-                                ds[i]->metadata.name);
-        rr = agent_apply_ex(s->agent, ds, n, &errs, res, dry_run ? AGENT_APPLY_DRY_RUN : 0);
-        if (rr == -EINVAL) {
-                _cleanup_buf_ tend_buf msg = TEND_BUF_INIT(1 << 20);
-                json_t *causes = json_array();
-                for (size_t k = 0; k < errs.n; k++) {
-                        _cleanup_free_ char *line = spec_error_format(&errs.items[k]);
-                        (void) tend_buf_addf(&msg, "%s%s", k ? "\n" : "", strna(line));
-                        json_array_append_new(causes, api__cause_json(&errs.items[k]));
-                }
-                ret = api__send_json(r, 422,
-                                     api__status_json(422, "Invalid", tend_buf_str(&msg),
-                                                      json_pack("{s:o}", "causes", causes)));
-        } else if (rr < 0)
-                ret = api__send_status(r, 500, NULL, "writing to the store: %s", strerror(-rr));
-        else {
-                static const char *const words[] = { "created", "configured", "unchanged" };
-                results = json_array();
-                for (size_t k = 0; k < n; k++)
-                        json_array_append_new(results, json_pack("{s:s, s:s, s:s}", "namespace",
-                                                                 ds[k]->metadata.namespace, "name",
-                                                                 ds[k]->metadata.name, "result",
-                                                                 words[res[k]]));
-                if (!dry_run)
-                        agent_kick(s->agent);
-                ret = api__send_json(r, 200,
-                                     json_pack("{s:s, s:s, s:o}", "kind", "ApplyResult",
-                                               "apiVersion", "tend.io/v1", "items", results));
-        }
-        spec_errors_done(&errs);
-        for (size_t k = 0; k < n; k++)
-                spec_deployment_free(ds[k]);
-        free(ds);
-        free(res);
-        return ret;
+        return api__write_start(r, API_WRITE_LIST, NULL, NULL);
 }

@@ -22,6 +22,11 @@
  * out and is thrown away; the pool's part touches nothing of the server,
  * which may be gone by then.
  *
+ * A List (POST /apis/tend.io/v1/apply: `tend apply`) is many such
+ * writes, all or nothing: its pure part runs once to read the items
+ * (which names the objects to copy), then to make each against its copy,
+ * and its commit writes them all or none.
+ *
  * An in-memory request (api_server_answer) runs both parts at once.
  */
 
@@ -31,6 +36,21 @@
 
 #define MAX_RUNS 8
 
+/* One object of the write (a List has many). */
+typedef struct item {
+        char *ns, *name;      /* name NULL: a create (the body names it) */
+        spec_deployment *old; /* a copy of what is stored; NULL: nothing */
+        uint64_t old_rv;
+        /* a List's: the item as read, and whether it leaves replicas and
+         * paused out (then, as kubectl apply, they keep their values) */
+        spec_deployment *decoded;
+        bool keep_replicas, keep_paused;
+        /* what the pure part made: the object to store and what storing it
+         * is */
+        spec_deployment *d;
+        agent_apply_result result;
+} item;
+
 struct prep {
         uv_work_t work;
         uv_loop_t *loop;
@@ -39,17 +59,14 @@ struct prep {
         req wr; /* the pool's request: r's copy */
         bool running;
         api_write kind;
-        char *ns, *name;      /* name NULL: a create (the body names it) */
-        spec_deployment *old; /* a copy of what is stored; NULL: nothing */
-        uint64_t old_rv;
+        item *items;
+        size_t n_items;
+        bool read;        /* a List: its items are known */
+        bool made;        /* every item's d is made */
         bool conditional; /* the request names a resourceVersion (a precondition) */
         unsigned runs;
-        char *warning; /* r's before the pure part: each run starts from it */
-        /* what the pure part made: the object to store and what storing
-         * it is, errors found in it, or an answer */
-        spec_deployment *d;
-        agent_apply_result result;
-        spec_errors errs;
+        char *warning;    /* r's before the pure part: each run starts from it */
+        spec_errors errs; /* found in what the pure part made */
         unsigned ok_code;
 };
 
@@ -70,6 +87,20 @@ static void kv_free(char **kv, size_t n) {
         free(kv);
 }
 
+static void items_free(prep *p) {
+        for (size_t i = 0; i < p->n_items; i++) {
+                item *it = &p->items[i];
+                free(it->ns);
+                free(it->name);
+                spec_deployment_free(it->old);
+                spec_deployment_free(it->decoded);
+                spec_deployment_free(it->d);
+        }
+        free(p->items);
+        p->items = NULL;
+        p->n_items = 0;
+}
+
 static void prep_free_now(void *p_) {
         prep *p = p_;
 
@@ -77,12 +108,9 @@ static void prep_free_now(void *p_) {
         tend_buf_free(&p->wr.body);
         kv_free(p->wr.copied_args, p->wr.n_copied_args);
         kv_free(p->wr.copied_headers, p->wr.n_copied_headers);
-        spec_deployment_free(p->old);
-        spec_deployment_free(p->d);
+        items_free(p);
         spec_errors_done(&p->errs);
         free(p->warning);
-        free(p->ns);
-        free(p->name);
         free(p);
 }
 
@@ -138,27 +166,30 @@ static int copy_values(struct MHD_Connection *conn, enum MHD_ValueKind kind, cha
 
 /* ---- the two parts ---- */
 
-/* What is stored now under the write's name (a create has none yet). */
-static const spec_deployment *stored(prep *p) {
-        return p->name ? store_get(p->s->store, STORE_DEPLOYMENT, p->ns, p->name) : NULL;
+/* What is stored now under an item's name (a create has none yet). */
+static const spec_deployment *stored(prep *p, const item *it) {
+        return it->name ? store_get(p->s->store, STORE_DEPLOYMENT, it->ns, it->name) : NULL;
 }
 
 /* What is stored now, copied for the pure part. */
 static int snapshot(prep *p) {
-        const spec_deployment *now = stored(p);
+        for (size_t i = 0; i < p->n_items; i++) {
+                item *it = &p->items[i];
+                const spec_deployment *now = stored(p, it);
 
-        p->old = spec_deployment_free(p->old);
-        p->old_rv = now ? now->metadata.resource_version : 0;
-        if (now && !(p->old = spec_copy(&spec_type_deployment, now)))
-                return -ENOMEM;
+                it->old = spec_deployment_free(it->old);
+                it->old_rv = now ? now->metadata.resource_version : 0;
+                if (now && !(it->old = spec_copy(&spec_type_deployment, now)))
+                        return -ENOMEM;
+        }
         return 0;
 }
 
 /* (a stored object's resourceVersion is never 0) */
-static bool snapshot_stale(prep *p) {
-        const spec_deployment *now = stored(p);
+static bool item_stale(prep *p, const item *it) {
+        const spec_deployment *now = stored(p, it);
 
-        return (now ? now->metadata.resource_version : 0) != p->old_rv;
+        return (now ? now->metadata.resource_version : 0) != it->old_rv;
 }
 
 /* When what changed since the copy is the status alone (the controllers'
@@ -167,13 +198,13 @@ static bool snapshot_stale(prep *p) {
  * which it takes from what is stored: those are taken now, rather than
  * the part made again. A request conditional on the version it named is
  * made again (and refused). -ESTALE: made again. */
-static int rebase(prep *p) {
-        const spec_deployment *now = stored(p);
+static int rebase(prep *p, item *it) {
+        const spec_deployment *now = stored(p, it);
         spec_deployment a, b, *copy;
 
-        if (!now || !p->old || !p->d || p->conditional)
+        if (!now || !it->old || !it->d || p->conditional)
                 return -ESTALE;
-        a = *p->old, b = *now; /* shallow: only read */
+        a = *it->old, b = *now; /* shallow: only read */
         a.status = b.status = (spec_deployment_status){};
         a.metadata.resource_version = b.metadata.resource_version = 0;
         if (!spec_equal(&spec_type_deployment, &a, &b))
@@ -181,12 +212,31 @@ static int rebase(prep *p) {
         copy = spec_deployment_copy(now);
         if (!copy)
                 return -ENOMEM;
-        spec_deployment_status st = p->d->status;
-        p->d->status = copy->status;
+        spec_deployment_status st = it->d->status;
+        it->d->status = copy->status;
         copy->status = st;
         spec_deployment_free(copy);
-        p->d->metadata.resource_version = p->old_rv = now->metadata.resource_version;
+        it->d->metadata.resource_version = it->old_rv = now->metadata.resource_version;
         return 0;
+}
+
+/* Whether what the pure part made is stale: an item changed meanwhile, and
+ * more than its status. */
+static bool stale(prep *p) {
+        bool any = false;
+
+        for (size_t i = 0; i < p->n_items; i++) {
+                item *it = &p->items[i];
+                if (!item_stale(p, it))
+                        continue;
+                if (p->made && rebase(p, it) == 0)
+                        p->s->writes_rebased++;
+                else
+                        any = true;
+        }
+        if (any)
+                p->s->writes_made_again++;
+        return any;
 }
 
 /* kubectl rollout undo puts the ReplicaSet's annotations on the
@@ -222,81 +272,190 @@ static spec_deployment *replacement(req *r, const spec_deployment *old, json_t *
         return d;
 }
 
-/* The end of the pure part: d (taken) is to be written, answered with
- * ok_code; or r has the answer. Made here, against the copy of what is
- * stored (the request's dryRun was checked before it was routed): its
- * managedFields, its validation as an update (errors kept, to be answered
- * with those of the commit's checks), and the object to store, with its
- * generation. */
-static void made(prep *p, req *r, spec_deployment *d, unsigned ok_code) {
+/* An item's end of the pure part: d (taken) is to be written. Made here,
+ * against the copy of what is stored (the request's dryRun was checked
+ * before it was routed): its managedFields, its validation as an update
+ * (errors kept, to be answered with those of the commit's checks), and the
+ * object to store, with its generation. false: r has the answer. */
+static bool made(prep *p, req *r, item *it, spec_deployment *d, unsigned apply_flags) {
         enum MHD_Result ret;
 
-        if (api__track_update(r, d, p->old, AGENT_APPLY_REPLACE, &ret) < 0) {
+        if (api__track_update(r, d, it->old, apply_flags, &ret) < 0) {
                 spec_deployment_free(d);
-                return;
+                return false;
         }
-        if (p->old)
-                (void) spec_deployment_validate_update(p->old, d, &p->errs);
-        spec_deployment_free(p->d);
-        p->d = agent_stored_form(d, p->old, AGENT_APPLY_REPLACE);
+        if (it->old)
+                (void) spec_deployment_validate_update(it->old, d, &p->errs);
+        spec_deployment_free(it->d);
+        it->d = agent_stored_form(d, it->old, apply_flags);
         spec_deployment_free(d);
-        if (!p->d) {
+        if (!it->d) {
                 (void) api__send_oom(r);
-                return;
+                return false;
         }
-        p->result = agent_stored_generation(p->old, p->d);
-        p->ok_code = ok_code;
+        it->result = agent_stored_generation(it->old, it->d);
+        return true;
 }
 
+/* ---- a List ---- */
+
+/* A List's items as documents: JSON (what tend sends) is read as it is, up
+ * to the body cap (the 1 MiB limit of a manifest file is per file, and a
+ * directory is many files); YAML as a manifest is. */
+static int list_docs(req *r, enum MHD_Result *ret, spec_docs *docs) {
+        json_t *root, *items, *doc;
+        json_error_t e;
+        size_t i, n;
+
+        root = r->body.len
+                       ? json_loadb(tend_buf_str(&r->body), r->body.len, JSON_REJECT_DUPLICATES, &e)
+                       : NULL;
+        if (!root)
+                return api__body_docs(r, ret, docs); /* YAML, or an error with its place */
+        items = json_object_get(root, "items");
+        if (!streq_ptr(json_string_value(json_object_get(root, "kind")), "List") ||
+            !json_is_array(items))
+                items = NULL;
+        n = items ? json_array_size(items) : 1;
+        docs->items = new0(spec_doc, n ?: 1);
+        if (!docs->items) {
+                json_decref(root);
+                *ret = api__send_oom(r);
+                return -ENOMEM;
+        }
+        if (!items)
+                docs->items[docs->n++] = (spec_doc){ .root = json_incref(root),
+                                                     .line = 1,
+                                                     .index = 1 };
+        else
+                json_array_foreach (items, i, doc)
+                        docs->items[docs->n++] = (spec_doc){ .root = json_incref(doc),
+                                                             .line = 1,
+                                                             .index = (unsigned) i + 1 };
+        json_decref(root);
+        return 0;
+}
+
+/* The pool's first run: the List's items read and decoded (each named,
+ * for the copies of what is stored). false: r has the answer. */
+static bool read_list(prep *p, req *r) {
+        spec_docs docs = {};
+        enum MHD_Result ret;
+        bool ok = true;
+
+        if (list_docs(r, &ret, &docs) < 0)
+                return false;
+        p->items = new0(item, docs.n ?: 1);
+        if (!p->items) {
+                spec_docs_done(&docs);
+                (void) api__send_oom(r);
+                return false;
+        }
+        for (size_t i = 0; ok && i < docs.n; i++) {
+                json_t *root = docs.items[i].root, *spec = json_object_get(root, "spec");
+                const char *ns = api__json_field(root, "metadata.namespace");
+                item *it = &p->items[p->n_items++];
+
+                it->decoded = api__decode_deployment(r, root, ns ?: "default", NULL, &ret);
+                ok = it->decoded && (it->ns = strdup(it->decoded->metadata.namespace)) &&
+                     (it->name = strdup(it->decoded->metadata.name));
+                if (it->decoded && !ok)
+                        (void) api__send_oom(r);
+                it->keep_replicas = !json_object_get(spec, "replicas");
+                it->keep_paused = !json_object_get(spec, "paused");
+        }
+        spec_docs_done(&docs);
+        return ok;
+}
+
+/* The pool's next runs: each item made against its copy. */
+static bool make_list(prep *p, req *r) {
+        for (size_t i = 0; i < p->n_items; i++) {
+                item *it = &p->items[i];
+                spec_deployment *d = spec_deployment_copy(it->decoded);
+
+                if (!d) {
+                        (void) api__send_oom(r);
+                        return false;
+                }
+                if (it->old && it->keep_replicas)
+                        d->spec.replicas = it->old->spec.replicas;
+                if (it->old && it->keep_paused)
+                        d->spec.paused = it->old->spec.paused;
+                /* (its errors name it: a List's are answered together) */
+                _cleanup_free_ char *label = spec_object_label("Deployment", it->name, 0);
+                p->errs.object = label;
+                bool ok = made(p, r, it, d, 0);
+                p->errs.object = NULL;
+                if (!ok)
+                        return false;
+        }
+        return true;
+}
+
+/* ---- the pure part ---- */
+
 /* The pure part, on r (the pool's copy, or an in-memory request), against
- * p->old: what to write in p->d, or an answer. */
+ * the items' copies: what to write in their d (p->made), or an answer. A
+ * List's first run only reads it (p->read). */
 static void run_pure(prep *p, req *r) {
-        const spec_deployment *old = p->old;
+        item *it = p->n_items ? &p->items[0] : NULL; /* (a List's first run has none) */
         spec_deployment *d = NULL;
-        unsigned ok_code = 200;
         enum MHD_Result ret;
         json_t *j = NULL, *cur;
 
-        p->d = spec_deployment_free(p->d);
+        for (size_t i = 0; i < p->n_items; i++)
+                p->items[i].d = spec_deployment_free(p->items[i].d);
         spec_errors_done(&p->errs);
+        p->made = false;
+        p->ok_code = 200;
         switch (p->kind) {
+        case API_WRITE_LIST:
+                if (!p->read)
+                        p->read = read_list(p, r);
+                else
+                        p->made = make_list(p, r);
+                return;
         case API_WRITE_CREATE:
                 j = api__body_object(r, &ret);
-                d = j ? api__decode_deployment(r, j, p->ns, NULL, &ret) : NULL;
+                d = j ? api__decode_deployment(r, j, it->ns, NULL, &ret) : NULL;
                 json_decref(j);
-                ok_code = 201;
+                p->ok_code = 201;
                 break;
         case API_WRITE_APPLY:
-                d = api__server_side_apply(r, old, p->ns, p->name, &ok_code, &ret);
+                d = api__server_side_apply(r, it->old, it->ns, it->name, &p->ok_code, &ret);
                 break;
         case API_WRITE_REPLACE:
         case API_WRITE_PATCH:
-                if (!old) {
-                        (void) api__not_found(r, api__resource(STORE_DEPLOYMENT), p->name);
+                if (!it->old) {
+                        (void) api__not_found(r, api__resource(STORE_DEPLOYMENT), it->name);
                         return;
                 }
                 if (p->kind == API_WRITE_REPLACE) {
                         j = api__body_object(r, &ret);
                         r->conditional = !isempty(api__json_field(j, "metadata.resourceVersion"));
-                } else if ((cur = api__encode_obj(STORE_DEPLOYMENT, old))) {
+                } else if ((cur = api__encode_obj(STORE_DEPLOYMENT, it->old))) {
                         /* (api__apply_patch says whether the patch names one) */
                         j = api__apply_patch(r, cur, &ret);
                         json_decref(cur);
                 } else
                         (void) api__send_oom(r);
-                d = j ? replacement(r, old, j, p->ns, p->name, &ret) : NULL;
+                d = j ? replacement(r, it->old, j, it->ns, it->name, &ret) : NULL;
                 break;
         }
         if (d)
-                made(p, r, d, ok_code);
+                p->made = made(p, r, it, d, AGENT_APPLY_REPLACE);
 }
+
+/* ---- the commit ---- */
 
 /* The commit, on the loop: through agent_apply_prepared(); answers with
  * the stored object, or, for dryRun=All, with the object as it would be
  * stored (what kubectl diff compares), after the same checks. */
 static enum MHD_Result commit(req *r, prep *p) {
         api_server *s = r->s;
-        const spec_deployment *d = p->d;
+        item *it = &p->items[0];
+        const spec_deployment *d = it->d;
         _cleanup_free_ char *ns = strdup(d->metadata.namespace), *name = strdup(d->metadata.name);
         enum MHD_Result ret;
         int dry_run = api__dry_run(r, NULL, &ret), rr;
@@ -323,8 +482,8 @@ static enum MHD_Result commit(req *r, prep *p) {
          * a fleet's answer waits for etcd, as JSON). */
         s->written.want = !dry_run && !s->fleet;
         s->written.ns = ns, s->written.name = name;
-        rr = agent_apply_prepared(s->agent, &p->d, p->result, dry_run ? AGENT_APPLY_DRY_RUN : 0,
-                                  &p->errs);
+        rr = agent_apply_prepared(s->agent, &it->d, &it->result, 1,
+                                  dry_run ? AGENT_APPLY_DRY_RUN : 0, &p->errs);
         s->written.want = false;
         _cleanup_free_ char *written = TAKE_PTR(s->written.json);
         if (rr == -EINVAL)
@@ -338,9 +497,63 @@ static enum MHD_Result commit(req *r, prep *p) {
                 return body ? api__queue(r, p->ok_code, "application/json", body)
                             : api__send_oom(r);
         }
-        d = dry_run ? p->d : store_get(s->store, STORE_DEPLOYMENT, ns, name);
+        d = dry_run ? it->d : store_get(s->store, STORE_DEPLOYMENT, ns, name);
         return api__send_json(r, p->ok_code,
                               d ? api__encode_obj(STORE_DEPLOYMENT, d) : json_object());
+}
+
+/* A List's commit: all of it or nothing; answers with each object's
+ * result, or 422 with every error. */
+static enum MHD_Result commit_list(req *r, prep *p) {
+        static const char *const words[] = { "created", "configured", "unchanged" };
+        api_server *s = r->s;
+        size_t n = p->n_items;
+        _cleanup_free_ spec_deployment **ds = new0(spec_deployment *, n ?: 1);
+        _cleanup_free_ agent_apply_result *results = new0(agent_apply_result, n ?: 1);
+        enum MHD_Result ret;
+        int dry_run = api__dry_run(r, NULL, &ret), rr;
+        json_t *answer;
+
+        if (dry_run < 0)
+                return ret;
+        if (!ds || !results)
+                return api__send_oom(r);
+        for (size_t i = 0; i < n; i++) {
+                item *it = &p->items[i];
+                api__warn_file_owned(r, it->ns, it->name);
+                if (!dry_run && s->fleet && s->fleet->touch)
+                        s->fleet->touch(s->fleet->userdata, STORE_DEPLOYMENT, it->ns, it->name);
+                ds[i] = it->d;
+                results[i] = it->result;
+        }
+        rr = agent_apply_prepared(s->agent, ds, results, n, dry_run ? AGENT_APPLY_DRY_RUN : 0,
+                                  &p->errs);
+        for (size_t i = 0; i < n; i++)
+                p->items[i].d = ds[i]; /* (NULL: taken) */
+        if (rr == -EINVAL) {
+                _cleanup_buf_ tend_buf msg = TEND_BUF_INIT(1 << 20);
+                json_t *causes = json_array();
+                for (size_t k = 0; k < p->errs.n; k++) {
+                        _cleanup_free_ char *line = spec_error_format(&p->errs.items[k]);
+                        (void) tend_buf_addf(&msg, "%s%s", k ? "\n" : "", strna(line));
+                        json_array_append_new(causes, api__cause_json(&p->errs.items[k]));
+                }
+                return api__send_json(r, 422,
+                                      api__status_json(422, "Invalid", tend_buf_str(&msg),
+                                                       json_pack("{s:o}", "causes", causes)));
+        }
+        if (rr < 0)
+                return api__send_status(r, 500, NULL, "writing to the store: %s", strerror(-rr));
+        answer = json_array();
+        for (size_t i = 0; answer && i < n; i++)
+                json_array_append_new(answer, json_pack("{s:s, s:s, s:s}", "namespace",
+                                                        p->items[i].ns, "name", p->items[i].name,
+                                                        "result", words[results[i]]));
+        if (!dry_run)
+                agent_kick(s->agent);
+        return api__send_json(r, 200,
+                              json_pack("{s:s, s:s, s:o}", "kind", "ApplyResult", "apiVersion",
+                                        "tend.io/v1", "items", answer));
 }
 
 /* ---- in the pool ---- */
@@ -391,12 +604,26 @@ static enum MHD_Result run_in_pool(req *r, prep *p) {
         return api__wait(r, on_cancel, p);
 }
 
+/* Both parts at once, for an in-memory request. */
+static enum MHD_Result run_here(req *r, prep *p) {
+        if (snapshot(p) < 0)
+                return api__send_oom(r);
+        run_pure(p, r);
+        if (p->kind == API_WRITE_LIST && p->read && !p->made) {
+                if (snapshot(p) < 0)
+                        return api__send_oom(r);
+                run_pure(p, r);
+        }
+        if (!p->made)
+                return MHD_YES; /* (answered) */
+        return p->kind == API_WRITE_LIST ? commit_list(r, p) : commit(r, p);
+}
+
 enum MHD_Result api__write_start(req *r, api_write kind, const char *ns, const char *name) {
         prep *p = new0(prep, 1);
         enum MHD_Result ret;
 
-        if (!p || !(p->ns = strdup(ns)) || (name && !(p->name = strdup(name))) ||
-            (r->warning && !(p->warning = strdup(r->warning)))) {
+        if (!p || (r->warning && !(p->warning = strdup(r->warning)))) {
                 prep_free(p);
                 return api__send_oom(r);
         }
@@ -405,13 +632,19 @@ enum MHD_Result api__write_start(req *r, api_write kind, const char *ns, const c
         p->kind = kind;
         p->r = r;
         r->prep = p;
-        if (r->direct) { /* in memory: both parts now */
-                if (snapshot(p) < 0)
-                        ret = api__send_oom(r);
-                else {
-                        run_pure(p, r);
-                        ret = p->d ? commit(r, p) : MHD_YES;
+        /* (a List learns its items from the body) */
+        if (kind != API_WRITE_LIST) {
+                p->items = new0(item, 1);
+                if (!p->items || !(p->items[0].ns = strdup(ns)) ||
+                    (name && !(p->items[0].name = strdup(name)))) {
+                        r->prep = NULL;
+                        prep_free(p);
+                        return api__send_oom(r);
                 }
+                p->n_items = 1;
+        }
+        if (r->direct) { /* in memory: both parts now */
+                ret = run_here(r, p);
                 r->prep = NULL;
                 prep_free(p);
                 return ret;
@@ -434,29 +667,33 @@ enum MHD_Result api__write_start(req *r, api_write kind, const char *ns, const c
 enum MHD_Result api__write_resume(req *r) {
         prep *p = r->prep;
         enum MHD_Result ret;
+        bool again;
 
-        bool stale = snapshot_stale(p);
-
-        if (stale && rebase(p) == 0) {
-                r->s->writes_rebased++;
-                stale = false;
-        } else if (stale)
-                r->s->writes_made_again++;
-        if (stale && p->runs < MAX_RUNS)
+        /* (a List just read: now made against the copies of its objects,
+         * a run that is not one made again) */
+        if (p->kind == API_WRITE_LIST && p->read && !p->made && !p->wr.direct_code) {
+                p->runs--;
                 return run_in_pool(r, p);
-        if (stale)
+        }
+        /* (a List not read has no copies to be stale) */
+        again = (p->kind != API_WRITE_LIST || p->read) && stale(p);
+        if (again && p->runs < MAX_RUNS)
+                return run_in_pool(r, p);
+        if (again)
                 ret = api__send_status(r, 409, "Conflict",
                                        "Operation cannot be fulfilled on deployments.apps \"%s\": "
                                        "the object changed %u times while the write was made; "
                                        "please try again",
-                                       strna(p->name), p->runs);
+                                       p->n_items == 1 ? strna(p->items[0].name) : "(a List)",
+                                       p->runs);
         else {
                 free(r->warning);
                 r->warning = TAKE_PTR(p->wr.warning);
-                ret = p->d ? commit(r, p)
-                           : api__queue_kept(r, p->wr.direct_code ?: 500,
-                                             p->wr.direct_type ?: "application/json",
-                                             TAKE_PTR(p->wr.direct_body));
+                ret = !p->made                    ? api__queue_kept(r, p->wr.direct_code ?: 500,
+                                                 p->wr.direct_type ?: "application/json",
+                                                                    TAKE_PTR(p->wr.direct_body))
+                      : p->kind == API_WRITE_LIST ? commit_list(r, p)
+                                                  : commit(r, p);
         }
         /* (the body back, for what api__on_completed does after a large one) */
         tend_buf_free(&r->body);

@@ -7,7 +7,9 @@
 # for. The change meanwhile is a scale (answered on the loop at once)
 # while a large patch is made; or a pod killed, so that the controllers
 # write the deployment's status alone: then the patch is not made again,
-# only given the new status.
+# only given the new status. A List applied (tend apply), which leaves
+# replicas out, is made again on top of a scale too: the scale's replicas
+# kept.
 #
 # again.py SOCKET TESTPROG [--items N] [--rounds N]
 import argparse
@@ -24,7 +26,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("socket")
 ap.add_argument("testprog")
 ap.add_argument("--items", type=int, default=4000)
-ap.add_argument("--rounds", type=int, default=6)
+ap.add_argument("--rounds", type=int, default=8)
 args = ap.parse_args()
 
 D = "/apis/apps/v1/namespaces/default/deployments"
@@ -105,7 +107,8 @@ def env_patch(rnd, rv=None):
     return patch
 
 
-def during(patch, meanwhile):
+def during(patch, meanwhile, method="PATCH", path=D + "/again",
+           ctype="application/merge-patch+json"):
     """The patch, and meanwhile() while it is made (once it is sent: then
     tendd has it, and makes it for a second or so); both answers."""
     got = {}
@@ -113,8 +116,7 @@ def during(patch, meanwhile):
 
     def big():
         c = Conn()
-        c.request("PATCH", D + "/again", body=json.dumps(patch).encode(),
-                  headers={"Content-Type": "application/merge-patch+json"})
+        c.request(method, path, body=json.dumps(patch).encode(), headers={"Content-Type": ctype})
         sent.set()
         r = c.getresponse()
         r.read()
@@ -132,8 +134,21 @@ def during(patch, meanwhile):
 
 again0 = metric("tend_api_writes_made_again_total")
 rebased0 = metric("tend_api_writes_rebased_total")
+def env_list(rnd):
+    """The deployment as `tend apply` sends it, without replicas."""
+    return {"apiVersion": "v1", "kind": "List", "items": [{
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "again", "labels": {"round": str(rnd)}},
+        "spec": {"selector": {"matchLabels": {"app": "again"}},
+                 "template": {"metadata": {"labels": {"app": "again"}},
+                              "spec": {"containers": [{
+                                  "name": "main", "command": [args.testprog, "sleep"],
+                                  "env": [{"name": "R%d_%05d" % (rnd, i), "value": "v"}
+                                          for i in range(args.items)]}]}}}}]}
+
+
 for rnd in range(args.rounds):
-    kind = ("scale", "conditional", "status")[rnd % 3]
+    kind = ("scale", "conditional", "status", "list")[rnd % 4]
     status, cur = call("GET", D + "/again")
     rv = cur["metadata"]["resourceVersion"]
     if kind == "status":
@@ -149,10 +164,13 @@ for rnd in range(args.rounds):
               (rnd, code, len(env)))
     else:
         scaled_to = cur["spec"]["replicas"] + 1
-        code, scaled = during(env_patch(rnd, rv if kind == "conditional" else None),
-                              lambda: call("PATCH", D + "/again/scale",
-                                           {"spec": {"replicas": scaled_to}},
-                                           "application/merge-patch+json"))
+        scale = lambda: call("PATCH", D + "/again/scale", {"spec": {"replicas": scaled_to}},
+                             "application/merge-patch+json")
+        if kind == "list":
+            code, scaled = during(env_list(rnd), scale, "POST", "/apis/tend.io/v1/apply",
+                                  "application/json")
+        else:
+            code, scaled = during(env_patch(rnd, rv if kind == "conditional" else None), scale)
         status, now = call("GET", D + "/again")
         kept = scaled[0] == 200 and now["spec"]["replicas"] == scaled_to
         labels = now["metadata"].get("labels", {})
@@ -165,9 +183,10 @@ for rnd in range(args.rounds):
         else:
             check(kept and code == 200 and labels.get("round") == str(rnd) and
                   len(env) == args.items,
-                  "round %d: an unconditional patch is made on top of the scale (%d; replicas "
-                  "%d, want %d; %d env)" % (rnd, code, now["spec"]["replicas"], scaled_to,
-                                            len(env)))
+                  "round %d: %s is made on top of the scale (%d; replicas %d, want %d; %d "
+                  "env)" % (rnd, "a List applied without replicas" if kind == "list"
+                            else "an unconditional patch", code, now["spec"]["replicas"],
+                            scaled_to, len(env)))
     wait_for("a Running pod", lambda: len(pods()) > 0)
 again = metric("tend_api_writes_made_again_total") - again0
 rebased = metric("tend_api_writes_rebased_total") - rebased0

@@ -126,6 +126,22 @@ SMP = "application/strategic-merge-patch+json"
 case("validate-create", "POST", D, deployment("wide", env(ITEMS)), want=(201,))
 case("validate-replace", "PUT", D + "/wide", deployment("wide", env(ITEMS, "F")), want=(200,))
 
+# the other writes of a deployment at the limits: a List applied (what
+# tend apply sends), created and changed; a rollback; a scale
+APPLY = "/apis/tend.io/v1/apply"
+
+
+def listof(*items):
+    return {"apiVersion": "v1", "kind": "List", "items": list(items)}
+
+
+case("list-apply-create", "POST", APPLY, listof(deployment("wide2", env(ITEMS))), want=(200,))
+case("list-apply-update", "POST", APPLY, listof(deployment("wide2", env(ITEMS, "G"))),
+     want=(200,))
+case("rollback", "POST", D + "/wide/rollback", {"toRevision": 1}, want=(200,))
+case("scale", "PATCH", D + "/wide/scale", {"spec": {"replicas": 0}},
+     "application/merge-patch+json", want=(200,))
+
 # strategic merge patch: keyed-list growth, and each directive against a
 # list at its limit
 call("POST", D, deployment("smp"))

@@ -1,8 +1,8 @@
 #!/bin/sh
 # The loop-stall budget (issue 27): while each hostile request runs (a
-# large create, replace, strategic merge patch with each directive, JSON
-# patch, server-side apply against many managers, a watch resumed from the
-# oldest change kept), /healthz on the local socket answers without a gap
+# large create, replace, List applied, rollback, scale, strategic merge
+# patch with each directive, JSON patch, server-side apply against many
+# managers, a watch resumed from the oldest change kept), /healthz on the local socket answers without a gap
 # over 200 ms. Lists of STALL_ITEMS (300): the sanitizer build at the
 # manifest limits is far over any budget; bench/bench-stall.sh prints the
 # figures there, on the release build.

@@ -216,17 +216,18 @@ spec_deployment *agent_stored_form(const spec_deployment *d, const spec_deployme
 /* n's generation as stored over old (NULL: nothing stored), and what
  * storing it is: a create, a change, or none. Pure, as agent_stored_form(). */
 agent_apply_result agent_stored_generation(const spec_deployment *old, spec_deployment *n);
-/* The rest of one deployment's apply, whose pure part was made off the loop
- * (api/prep.c) against what is stored now (the caller made sure: the same
- * resourceVersion): *stored is agent_stored_form() of it, given its
- * generation by agent_stored_generation(), which said result; it was
- * validated, also as an update of what is stored, and errs holds what that
- * found. What is left: the selector contract and the checks against this
- * agent, then the write and its durable commit. *stored is taken (set to
- * NULL) when written. flags: AGENT_APPLY_DRY_RUN (then *stored is what
+/* The rest of an apply of n deployments, all or nothing, whose pure part
+ * was made off the loop (api/prep.c) against what is stored now (the
+ * caller made sure: the same resourceVersions): each stored[i] is
+ * agent_stored_form() of one, given its generation by
+ * agent_stored_generation(), which said results[i]; each was validated,
+ * also as an update of what is stored, and errs holds what that found.
+ * What is left: the selector contract and the checks against this agent,
+ * then the writes and their one durable commit. Each stored[i] written is
+ * taken (set to NULL). flags: AGENT_APPLY_DRY_RUN (then stored[] is what
  * would be stored). -EINVAL: errs says why; nothing is written. */
-int agent_apply_prepared(agent *a, spec_deployment **stored, agent_apply_result result,
-                         unsigned flags, spec_errors *errs);
+int agent_apply_prepared(agent *a, spec_deployment **stored, const agent_apply_result *results,
+                         size_t n, unsigned flags, spec_errors *errs);
 /* Deletes a deployment; its ReplicaSets and pods follow (background
  * cascade, graceful stops). -ENOENT if there is none. */
 int agent_delete_deployment(agent *a, const char *ns, const char *name);
