@@ -61,9 +61,10 @@ struct prep {
         api_write kind;
         item *items;
         size_t n_items;
-        bool read;        /* a List: its items are known */
-        bool made;        /* every item's d is made */
-        bool conditional; /* the request names a resourceVersion (a precondition) */
+        bool read;           /* a List: its items are known */
+        bool made;           /* every item's d is made */
+        bool conditional;    /* the request names a resourceVersion (a precondition) */
+        const char *changed; /* the name of an item that changed meanwhile */
         unsigned runs;
         char *warning;    /* r's before the pure part: each run starts from it */
         spec_errors errs; /* found in what the pure part made */
@@ -231,8 +232,10 @@ static bool stale(prep *p) {
                         continue;
                 if (p->made && rebase(p, it) == 0)
                         p->s->writes_rebased++;
-                else
+                else {
                         any = true;
+                        p->changed = it->name;
+                }
         }
         if (any)
                 p->s->writes_made_again++;
@@ -684,8 +687,7 @@ enum MHD_Result api__write_resume(req *r) {
                                        "Operation cannot be fulfilled on deployments.apps \"%s\": "
                                        "the object changed %u times while the write was made; "
                                        "please try again",
-                                       p->n_items == 1 ? strna(p->items[0].name) : "(a List)",
-                                       p->runs);
+                                       strna(p->changed), p->runs);
         else {
                 free(r->warning);
                 r->warning = TAKE_PTR(p->wr.warning);
