@@ -3,12 +3,12 @@
 /* Field managers and server-side apply: every write of a deployment records
  * who set which fields (metadata.managedFields, as Kubernetes keeps it), and
  * PATCH application/apply-patch+yaml applies a manager's whole intent with
- * conflicts against the others (fields.c holds the algebra). */
+ * conflicts against the others (spec/fields.c holds the algebra). */
 
 #include <inttypes.h>
 
 #include "api-internal.h"
-#include "fields.h"
+#include "tend/fields.h"
 
 #define MANAGER_MAX 128
 

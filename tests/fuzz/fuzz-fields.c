@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * fuzz-fields: field ownership (api/fields.c), server-side apply's algebra,
+ * fuzz-fields: field ownership (spec/fields.c), server-side apply's algebra,
  * as the API drives it (api/ssa.c).
  *
  * Input: three JSON objects, one a line: the live Deployment, then two
@@ -23,7 +23,7 @@
  * Inputs past the spec limits are skipped, as the API refuses them before.
  */
 
-#include "fields.h"
+#include "tend/fields.h"
 #include "fuzz.h"
 #include "tend/spec.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 
-/* Unit tests of field ownership (api/fields.c): what an update takes, what
+/* Unit tests of field ownership (spec/fields.c): what an update takes, what
  * an apply merges, prunes and conflicts on, as Kubernetes' server-side
  * apply does for the same objects. The same behaviour through kubectl is in
  * tests/cli/kubectl.sh. */
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "fields.h"
+#include "tend/fields.h"
 #include "tend/base.h"
 
 #define NOW "2026-12-04T08:00:00Z"

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * Field ownership for server-side apply (fields.h).
+ * Field ownership for server-side apply (tend/fields.h): the object
+ * format's, beside the codec, as Kubernetes keeps it beside its types
+ * (structured-merge-diff); the API's server-side apply calls it.
  *
  * A set of fields is a tree of JSON objects keyed as fieldsV1 keys them:
  * "f:<field>", "k:<key as JSON>" for an item of a list with a merge key,
@@ -14,8 +16,8 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "fields.h"
 #include "tend/base.h"
+#include "tend/fields.h"
 #include "tend/spec.h"
 
 #define API_VERSION "apps/v1"
