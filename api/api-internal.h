@@ -346,6 +346,9 @@ typedef enum api_write {
         API_WRITE_LIST,    /* POST /apis/tend.io/v1/apply: a List, all or nothing */
 } api_write;
 enum MHD_Result api__write_start(req *r, api_write kind, const char *ns, const char *name);
+/* A 299 warning when the deployment comes from a manifest file (the next
+ * sync of the directory reverts a change made through the API). */
+void api__warn_file_owned(req *r, const char *ns, const char *name);
 /* Called again after the pool's part: the commit. */
 enum MHD_Result api__write_resume(req *r);
 /* r goes (its answer sent, or its client gone). */
@@ -408,7 +411,6 @@ enum MHD_Result api__handle_delete_collection(req *r, const resource *res, const
  * the all-or-nothing apply */
 enum MHD_Result api__handle_collection(req *r, const resource *res, const char *ns,
                                        const char *method);
-void api__warn_file_owned(req *r, const char *ns, const char *name);
 enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, const char *name,
                                    const char *sub, const char *method);
 enum MHD_Result api__handle_apply(req *r);

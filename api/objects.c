@@ -230,20 +230,6 @@ static enum MHD_Result handle_rollback(req *r, const char *ns, const char *name)
                                                          (json_int_t) done)));
 }
 
-/* A change through the API to a deployment that a manifest file declares
- * is reverted at the next sync of the directory: say so (299, as
- * kube-apiserver's warnings, which kubectl prints). */
-void api__warn_file_owned(req *r, const char *ns, const char *name) {
-        const spec_deployment *d = store_get(r->s->store, STORE_DEPLOYMENT, ns, name);
-        const char *src = d ? spec_map_get(&d->metadata.annotations, AGENT_ANN_SOURCE) : NULL;
-
-        if (!src || r->warning)
-                return;
-        r->warning = strprintf("299 - \"deployment %s comes from %s: tendd puts it back as "
-                               "the file says at the next sync; change the file instead\"",
-                               name, src);
-}
-
 /* What a pod of tend cannot do, said as such (a 404 reads as "no such
  * pod"): 405 with the reason and what to do instead. */
 static enum MHD_Result pod_unsupported(req *r, const char *sub) {

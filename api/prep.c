@@ -450,6 +450,20 @@ static void run_pure(prep *p, req *r) {
                 p->made = made(p, r, it, d, AGENT_APPLY_REPLACE);
 }
 
+/* A change through the API to a deployment that a manifest file declares
+ * is reverted at the next sync of the directory: say so (299, as
+ * kube-apiserver's warnings, which kubectl prints). */
+void api__warn_file_owned(req *r, const char *ns, const char *name) {
+        const spec_deployment *d = store_get(r->s->store, STORE_DEPLOYMENT, ns, name);
+        const char *src = d ? spec_map_get(&d->metadata.annotations, AGENT_ANN_SOURCE) : NULL;
+
+        if (!src || r->warning)
+                return;
+        r->warning = strprintf("299 - \"deployment %s comes from %s: tendd puts it back as "
+                               "the file says at the next sync; change the file instead\"",
+                               name, src);
+}
+
 /* ---- the commit ---- */
 
 /* The commit, on the loop: through agent_apply_prepared(); answers with
