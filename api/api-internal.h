@@ -441,10 +441,10 @@ void api__authorize(req *r);
 enum MHD_Result api__handle_usage(req *r, char **seg, size_t n);
 json_t *api__usage_resources(void);
 void api__usage_done(api_server *s);
-double api__uptime(void); /* seconds since boot */
+double api__uptime(void);                                             /* seconds since boot */
+int api__meminfo(uint64_t *ret_total_kb, uint64_t *ret_available_kb); /* /proc/meminfo */
 
 /* node.c: this host as the one Node */
-int api__meminfo(uint64_t *ret_total_kb, uint64_t *ret_available_kb); /* /proc/meminfo */
 enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method);
 
 enum MHD_Result api__handle_node_lease(req *r, const char *ns, const char *name,

@@ -16,24 +16,6 @@
 
 #include "api-internal.h"
 
-int api__meminfo(uint64_t *ret_total_kb, uint64_t *ret_available_kb) {
-        _cleanup_free_ char *data = NULL;
-        unsigned long long total = 0, avail = 0;
-        const char *line;
-        size_t n;
-        int r = read_full_file("/proc/meminfo", 1 << 20, &data, &n);
-
-        if (r < 0)
-                return r;
-        if ((line = strstr(data, "MemTotal:")))
-                (void) sscanf(line, "MemTotal: %llu", &total);
-        if ((line = strstr(data, "MemAvailable:")))
-                (void) sscanf(line, "MemAvailable: %llu", &avail);
-        *ret_total_kb = total;
-        *ret_available_kb = avail;
-        return 0;
-}
-
 static char *os_image(void) {
         _cleanup_free_ char *data = NULL;
         const char *p;

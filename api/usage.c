@@ -45,6 +45,24 @@ static int read_proc(pid_t pid, uint64_t *ret_ticks, uint64_t *ret_start, uint64
         return 0;
 }
 
+int api__meminfo(uint64_t *ret_total_kb, uint64_t *ret_available_kb) {
+        _cleanup_free_ char *data = NULL;
+        unsigned long long total = 0, avail = 0;
+        const char *line;
+        size_t n;
+        int r = read_full_file("/proc/meminfo", 1 << 20, &data, &n);
+
+        if (r < 0)
+                return r;
+        if ((line = strstr(data, "MemTotal:")))
+                (void) sscanf(line, "MemTotal: %llu", &total);
+        if ((line = strstr(data, "MemAvailable:")))
+                (void) sscanf(line, "MemAvailable: %llu", &avail);
+        *ret_total_kb = total;
+        *ret_available_kb = avail;
+        return 0;
+}
+
 double api__uptime(void) {
         _cleanup_free_ char *data = NULL;
         double up = 0;
