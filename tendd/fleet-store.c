@@ -182,9 +182,12 @@ static int split(store_kind k, const char *text, json_t **ret_main, json_t **ret
         return 0;
 }
 
-/* The two keys' values → the object (new). */
+/* The two keys' values → the object (new). Shallow: what it does not
+ * change is main's, shared (the mirror's trees are never changed, and the
+ * codec keeps what it shares, SK_JSON, as it is): a deep copy of a large
+ * object cost the loop as much as decoding it. */
 static json_t *join(const json_t *main, const json_t *status) {
-        json_t *j = json_deep_copy(main), *meta, *ann, *v;
+        json_t *j = json_copy((json_t *) main), *meta, *ann, *mine, *v;
         const char *k;
 
         if (!j || !status)
@@ -194,13 +197,19 @@ static json_t *join(const json_t *main, const json_t *status) {
         ann = json_object_get(status, "annotations");
         meta = json_object_get(j, "metadata");
         if (ann && json_is_object(meta)) {
-                json_t *mine = json_object_get(meta, "annotations");
-                if (!mine) {
-                        mine = json_object();
-                        (void) json_object_set_new(meta, "annotations", mine);
+                mine = json_object_get(meta, "annotations");
+                mine = mine ? json_copy(mine) : json_object();
+                meta = json_copy(meta);
+                if (!mine || !meta) {
+                        json_decref(mine);
+                        json_decref(meta);
+                        json_decref(j);
+                        return NULL;
                 }
                 json_object_foreach (ann, k, v)
                         (void) json_object_set(mine, k, v);
+                (void) json_object_set_new(meta, "annotations", mine);
+                (void) json_object_set_new(j, "metadata", meta);
         }
         return j;
 }

@@ -5,13 +5,17 @@
 # and again, while the case's request runs; the longest gap between two
 # answers is the case's stall. A case fails over --budget ms.
 #
-# stall.py SOCKET TESTPROG [--items N] [--budget MS] [--only NAME]
+# stall.py SOCKET TESTPROG [--items N] [--budget MS] [--only NAME] [--sample SOCKET]
 #   --items: the length of the lists the cases send (default 10000, the
 #   manifest limit SPEC_MAX_ITEMS); --budget 0 only prints the figures
-#   (bench/bench-stall.sh).
+#   (bench/bench-stall.sh); --sample: whose /healthz is asked, once or more
+#   (default: the tendd the requests go to; in a fleet, other nodes too,
+#   which have the objects from etcd: then each node's gap is printed,
+#   and each is watched for half a second after the answer).
 import argparse
 import http.client
 import json
+import os
 import socket
 import sys
 import threading
@@ -23,20 +27,23 @@ ap.add_argument("testprog")
 ap.add_argument("--items", type=int, default=10000)
 ap.add_argument("--budget", type=float, default=200)
 ap.add_argument("--only")
+ap.add_argument("--sample", action="append")
 args = ap.parse_args()
 
 D = "/apis/apps/v1/namespaces/default/deployments"
 ITEMS = args.items
+SAMPLED = args.sample or [args.socket]
 
 
 class Conn(http.client.HTTPConnection):
-    def __init__(self, timeout=120):
+    def __init__(self, timeout=120, path=None):
         super().__init__("localhost", timeout=timeout)
+        self.unix_path = path or args.socket
 
     def connect(self):
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.settimeout(self.timeout)
-        self.sock.connect(args.socket)
+        self.sock.connect(self.unix_path)
 
 
 def call(method, path, body=None, ctype="application/json"):
@@ -51,14 +58,15 @@ def call(method, path, body=None, ctype="application/json"):
 
 
 class Sampler(threading.Thread):
-    def __init__(self):
+    def __init__(self, path):
         super().__init__(daemon=True)
+        self.path = path
         self.stop = threading.Event()
         self.gap = 0.0
         self.n = 0
 
     def run(self):
-        c = Conn(timeout=30)
+        c = Conn(timeout=30, path=self.path)
         last = time.monotonic()
         while not self.stop.is_set():
             c.request("GET", "/healthz")
@@ -81,22 +89,26 @@ def case(name, method, path, body, ctype="application/json", want=None):
     if args.only and args.only != name:
         return
     data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
-    s = Sampler()
-    s.start()
+    samplers = [Sampler(p) for p in SAMPLED]
+    for s in samplers:
+        s.start()
     time.sleep(0.05)
     t0 = time.monotonic()
     status, out = call(method, path, data, ctype)
     took = time.monotonic() - t0
-    time.sleep(0.05)
-    s.stop.set()
-    s.join()
-    stall = s.gap * 1000
+    time.sleep(0.05 if SAMPLED == [args.socket] else 0.5)
+    for s in samplers:
+        s.stop.set()
+        s.join()
+    stall = max(s.gap for s in samplers) * 1000
     okay = (not args.budget or stall <= args.budget) and status < 500 and \
         (want is None or status in want)
     failures += not okay
-    print("%s: %s: %d (%d KB) in %.0f ms; the loop's longest gap %.0f ms (%d samples)%s" %
-          ("ok" if okay else "FAIL", name, status, len(data) // 1024, took * 1000, stall, s.n,
-           "" if okay else ": " + out[:300].decode(errors="replace")))
+    each = "" if len(samplers) == 1 else " (%s)" % ", ".join(
+        "%s %.0f ms" % (os.path.basename(s.path), s.gap * 1000) for s in samplers)
+    print("%s: %s: %d (%d KB) in %.0f ms; the loop's longest gap %.0f ms%s (%d samples)%s" %
+          ("ok" if okay else "FAIL", name, status, len(data) // 1024, took * 1000, stall, each,
+           sum(s.n for s in samplers), "" if okay else ": " + out[:300].decode(errors="replace")))
 
 
 def deployment(name, env=(), args_=(), labels=None):
