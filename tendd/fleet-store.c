@@ -139,9 +139,11 @@ static void fobj_maybe_forget(fleet *f, fobj *o) {
 
 /* ---- splitting and joining ------------------------------------------------------------------ */
 
-/* An object's JSON (as the store wrote it) → its two keys' values. */
-static int split(store_kind k, const char *text, json_t **ret_main, json_t **ret_status) {
-        _cleanup_(json_decrefp) json_t *j = json_loads(text, 0, NULL), *st = NULL;
+/* An object of the store → its two keys' values. Encoded, not its row's
+ * text parsed again: the codec shares what it keeps as JSON (a large
+ * deployment's managedFields) rather than make it anew. */
+static int split(store_kind k, const void *obj, json_t **ret_main, json_t **ret_status) {
+        _cleanup_(json_decrefp) json_t *j = spec_encode(store_kind_type(k), obj), *st = NULL;
         json_t *meta, *ann;
 
         if (!j)
@@ -506,9 +508,7 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
                 log_oom();
                 return;
         }
-        if (change != STORE_DELETED &&
-            (!store_note_json(f->store) ||
-             split(kind, store_note_json(f->store), &main, &status) < 0)) {
+        if (change != STORE_DELETED && split(kind, obj, &main, &status) < 0) {
                 log_warning("fleet: %s/%s/%s: out of memory; it is sent at the next resync",
                             kind_names[kind], o->ns, o->name);
                 return;
@@ -589,9 +589,11 @@ static int build(fleet *f, fobj *o, json_t *cmp, json_t *ops, json_t *fail, size
                 return 0; /* not in etcd */
         if (!del && !put_main && !put_status)
                 return 0;
-        if (put_main && !(tm = json_dumps(o->want_main, JSON_COMPACT | JSON_SORT_KEYS)))
+        /* (canonical, as json_dumps(JSON_COMPACT | JSON_SORT_KEYS) writes
+         * it, three times as fast) */
+        if (put_main && !(tm = spec_json_dump_canonical(o->want_main)))
                 return -ENOMEM;
-        if (put_status && !(ts = json_dumps(o->want_status, JSON_COMPACT | JSON_SORT_KEYS)))
+        if (put_status && !(ts = spec_json_dump_canonical(o->want_status)))
                 return -ENOMEM;
         bytes = strlen(km) + strlen(ks) + (tm ? strlen(tm) : 0) + (ts ? strlen(ts) : 0);
         if (bytes > BATCH_BYTES)
