@@ -298,8 +298,6 @@ const resource *api__resource(store_kind kind);
 /* The resource served at prefix ("apis/apps/v1") as plural; NULL: none. */
 const resource *api__resource_at(const char *prefix, const char *plural);
 json_t *api__encode_obj(store_kind k, const void *obj);
-/* An object's metadata, whatever its kind. */
-const spec_meta *api__meta_of(store_kind kind, const void *obj);
 /* obj as res shows it (its convert applied). */
 json_t *api__encode(const resource *res, const void *obj);
 enum MHD_Result api__send_oom(req *r);

@@ -156,7 +156,7 @@ static json_t *deleted_status(const resource *res, const char *name, const char 
 static int delete_one(req *r, const resource *res, const void *obj, const delete_opts *o,
                       json_t **ret_answer, enum MHD_Result *ret) {
         api_server *s = r->s;
-        const spec_meta *m = api__meta_of(res->kind, obj);
+        const spec_meta *m = spec_object_meta(obj);
         _cleanup_free_ char *ns = strdup(strempty(m->namespace)), *name = strdup(strempty(m->name)),
                             *uid = strdup(strempty(m->uid));
         int rr;

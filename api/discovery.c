@@ -247,7 +247,7 @@ static json_t *namespaces(api_server *s) {
                 const void *const *items;
                 size_t m = store_list(s->store, (store_kind) kind, &items);
                 for (size_t j = 0; j < m; j++) {
-                        const spec_meta *meta = api__meta_of((store_kind) kind, items[j]);
+                        const spec_meta *meta = spec_object_meta(items[j]);
                         json_t *had;
                         if (!meta->namespace)
                                 continue;

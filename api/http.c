@@ -572,19 +572,6 @@ const resource *api__resource_at(const char *prefix, const char *plural) {
         return NULL;
 }
 
-const spec_meta *api__meta_of(store_kind kind, const void *obj) {
-        switch (kind) {
-        case STORE_DEPLOYMENT:
-                return &((const spec_deployment *) obj)->metadata;
-        case STORE_REPLICA_SET:
-                return &((const spec_replica_set *) obj)->metadata;
-        case STORE_POD:
-                return &((const spec_pod *) obj)->metadata;
-        default:
-                return &((const spec_event *) obj)->metadata;
-        }
-}
-
 json_t *api__encode(const resource *res, const void *obj) {
         json_t *j = api__encode_obj(res->kind, obj);
 
@@ -626,7 +613,7 @@ static enum MHD_Result send_conflict(req *r, const resource *res, const char *na
  * object having been modified. false: answered. */
 bool api__preconditions_hold(req *r, const resource *res, const void *obj, const char *uid,
                              const char *rv, bool stated, enum MHD_Result *ret) {
-        const spec_meta *m = api__meta_of(res->kind, obj);
+        const spec_meta *m = spec_object_meta(obj);
         char now_rv[32];
 
         snprintf(now_rv, sizeof now_rv, "%" PRIu64, m->resource_version);

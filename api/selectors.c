@@ -202,7 +202,7 @@ list_ref *api__sorted_refs(api_server *s, const resource *res, size_t *ret_n) {
         if (!refs)
                 return NULL;
         for (size_t i = 0; i < n; i++) {
-                const spec_meta *m = api__meta_of(res->kind, items[i]);
+                const spec_meta *m = spec_object_meta(items[i]);
                 refs[i] = (list_ref){ m->namespace, m->name, items[i] };
         }
         qsort(refs, n, sizeof *refs, cmp_refs);

@@ -263,7 +263,7 @@ void api__on_store_change(store_kind kind, store_change change_type, const void 
                 return;
         }
         /* (the object a write answers with, as written: api/prep.c) */
-        const spec_meta *m = api__meta_of(kind, obj);
+        const spec_meta *m = spec_object_meta(obj);
         if (s->written.want && written && kind == STORE_DEPLOYMENT &&
             change_type != STORE_DELETED && streq_ptr(m->namespace, s->written.ns) &&
             streq_ptr(m->name, s->written.name)) {

@@ -534,3 +534,14 @@ json_t *spec_meta_managed_fields_json(const spec_meta *m) {
 
         return a ? json_incref(a) : j ? json_array() : NULL;
 }
+
+/* spec_object_meta() reads every kind as a spec_object_head. */
+#define SAME_HEAD(type)                                                                          \
+        _Static_assert(offsetof(type, api_version) == offsetof(spec_object_head, api_version) && \
+                               offsetof(type, kind) == offsetof(spec_object_head, kind) &&       \
+                               offsetof(type, metadata) == offsetof(spec_object_head, metadata), \
+                       #type " begins as every API object does")
+SAME_HEAD(spec_deployment);
+SAME_HEAD(spec_replica_set);
+SAME_HEAD(spec_pod);
+SAME_HEAD(spec_event);

@@ -44,18 +44,6 @@ const spec_type *store_kind_type(store_kind k) {
         }
 }
 
-/* Every API object starts with apiVersion, kind, metadata: the codec
- * tables agree, so the metadata of any kind can be reached the same way. */
-typedef struct object_head {
-        char *api_version;
-        char *kind;
-        spec_meta metadata;
-} object_head;
-
-static spec_meta *meta_of(const void *obj) {
-        return &((object_head *) obj)->metadata;
-}
-
 typedef struct collection {
         tend_hashmap *index; /* "ns/name" → (index + 1) */
         void **items;
@@ -205,7 +193,7 @@ static void *coll_remove(collection *c, const char *key, const spec_type *t) {
         last = c->items[--c->n];
         if (i - 1 != c->n) {
                 _cleanup_free_ char *lk = NULL;
-                spec_meta *m = meta_of(last);
+                spec_meta *m = spec_object_meta(last);
                 c->items[i - 1] = last;
                 lk = obj_key(m->namespace, m->name);
                 if (lk)
@@ -296,7 +284,7 @@ static int write_row(store *s, store_kind kind, const char *key, const void *obj
         sqlite3_bind_text(s->put_obj, 1, kind_names[kind], -1, SQLITE_STATIC);
         sqlite3_bind_text(s->put_obj, 2, ns, -1, SQLITE_STATIC);
         sqlite3_bind_text(s->put_obj, 3, slash + 1, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s->put_obj, 4, (sqlite3_int64) meta_of(obj)->resource_version);
+        sqlite3_bind_int64(s->put_obj, 4, (sqlite3_int64) spec_object_meta(obj)->resource_version);
         sqlite3_bind_text(s->put_obj, 5, body, -1, SQLITE_STATIC);
         r = step_reset(s, s->put_obj);
         if (r >= 0)
@@ -323,7 +311,7 @@ static int write_record(store *s, const char *uid) {
 
 int store_put(store *s, store_kind kind, void *obj, const void **ret_stored) {
         const spec_type *t = store_kind_type(kind);
-        spec_meta *m = meta_of(obj);
+        spec_meta *m = spec_object_meta(obj);
         _cleanup_free_ char *key = NULL;
         void *old = NULL;
         char uid[37];
@@ -346,10 +334,10 @@ int store_put(store *s, store_kind kind, void *obj, const void **ret_stored) {
          * by age (history cleanup deletes the oldest first). */
         if (!m->creation_timestamp)
                 m->creation_timestamp = now_realtime();
-        if (!((object_head *) obj)->kind)
-                ((object_head *) obj)->kind = strdup(kind_names[kind]);
-        if (!((object_head *) obj)->api_version)
-                ((object_head *) obj)->api_version = strdup(
+        if (!((spec_object_head *) obj)->kind)
+                ((spec_object_head *) obj)->kind = strdup(kind_names[kind]);
+        if (!((spec_object_head *) obj)->api_version)
+                ((spec_object_head *) obj)->api_version = strdup(
                         kind == STORE_POD || kind == STORE_EVENT ? "v1" : "apps/v1");
 
         r = reserve_undo(s);
@@ -390,8 +378,8 @@ int store_delete(store *s, store_kind kind, const char *namespace, const char *n
         if (r < 0)
                 return r;
         old = coll_remove(&s->coll[kind], key, store_kind_type(kind));
-        uint64_t old_rv = meta_of(old)->resource_version;
-        meta_of(old)->resource_version = ++s->rv; /* the DELETED event's version */
+        uint64_t old_rv = spec_object_meta(old)->resource_version;
+        spec_object_meta(old)->resource_version = ++s->rv; /* the DELETED event's version */
         if (kind == STORE_EVENT)
                 event_key_forget(s, old);
         r = push_undo(s,
@@ -436,15 +424,16 @@ static int note_key(store *s, size_t first, const void *now, const void *deleted
         const void *before = u0->old;
         int r = 0;
 
-        if (before && (!now || !streq_ptr(meta_of(before)->uid, meta_of(now)->uid)))
+        if (before &&
+            (!now || !streq_ptr(spec_object_meta(before)->uid, spec_object_meta(now)->uid)))
                 r = push_note(s, (note){ u0->kind, STORE_DELETED, deleted ?: before, NULL });
         if (r >= 0 && now) {
-                r = push_note(s,
-                              (note){ u0->kind,
-                                      before && streq_ptr(meta_of(before)->uid, meta_of(now)->uid)
-                                              ? STORE_MODIFIED
-                                              : STORE_ADDED,
-                                      now, json });
+                r = push_note(s, (note){ u0->kind,
+                                         before && streq_ptr(spec_object_meta(before)->uid,
+                                                             spec_object_meta(now)->uid)
+                                                 ? STORE_MODIFIED
+                                                 : STORE_ADDED,
+                                         now, json });
                 if (r >= 0)
                         json = NULL; /* the note has it; if it could not be kept, it is ours */
         }
@@ -509,8 +498,8 @@ static int write_batch(store *s) {
 }
 
 static int cmp_note(const void *x, const void *y) {
-        uint64_t a = meta_of(((const note *) x)->obj)->resource_version,
-                 b = meta_of(((const note *) y)->obj)->resource_version;
+        uint64_t a = spec_object_meta(((const note *) x)->obj)->resource_version,
+                 b = spec_object_meta(((const note *) y)->obj)->resource_version;
         return a < b ? -1 : a > b;
 }
 
@@ -605,7 +594,7 @@ void store_rollback(store *s) {
                         const spec_type *t = store_kind_type(u->kind);
                         void *cur = NULL;
                         if (u->old && u->old_rv)
-                                meta_of(u->old)->resource_version = u->old_rv;
+                                spec_object_meta(u->old)->resource_version = u->old_rv;
                         if (u->old)
                                 (void) coll_put(&s->coll[u->kind], u->key, u->old, &cur);
                         else
@@ -1026,7 +1015,7 @@ static int load(store *s, char **ret_error) {
                         break;
                 }
                 json_decref(j);
-                key = obj_key(meta_of(obj)->namespace, meta_of(obj)->name);
+                key = obj_key(spec_object_meta(obj)->namespace, spec_object_meta(obj)->name);
                 r = key ? coll_put(&s->coll[k], key, obj, &old) : -ENOMEM;
                 if (r < 0)
                         spec_free(store_kind_type(k), obj);

@@ -79,11 +79,6 @@ struct fwaiter {
         void *req;
 };
 
-/* Every kind's metadata, where a Deployment has it. */
-static spec_meta *meta_of(const void *obj) {
-        return &((spec_deployment *) obj)->metadata;
-}
-
 static char *obj_key(store_kind k, const char *ns, const char *name) {
         return strprintf("%s/%s/%s", kind_names[k], strempty(ns), strempty(name));
 }
@@ -286,16 +281,18 @@ static int apply_local(fleet *f, fobj *o) {
         spec_errors_done(&errs);
         /* stored under the name its key says, or not at all: under another
          * (its JSON's), it would be an object no deletion of the key reaches */
-        if (!streq_ptr(meta_of(obj)->namespace, o->ns) || !streq_ptr(meta_of(obj)->name, o->name)) {
+        if (!streq_ptr(spec_object_meta(obj)->namespace, o->ns) ||
+            !streq_ptr(spec_object_meta(obj)->name, o->name)) {
                 log_warning("fleet: %s/%s/%s in etcd names itself %s/%s; skipped",
-                            kind_names[o->kind], o->ns, o->name, strna(meta_of(obj)->namespace),
-                            strna(meta_of(obj)->name));
+                            kind_names[o->kind], o->ns, o->name,
+                            strna(spec_object_meta(obj)->namespace),
+                            strna(spec_object_meta(obj)->name));
                 spec_free(t, obj);
                 return 0;
         }
         if (cur) {
                 /* the same but for the store's own resourceVersion: no write */
-                meta_of(obj)->resource_version = meta_of(cur)->resource_version;
+                spec_object_meta(obj)->resource_version = spec_object_meta(cur)->resource_version;
                 if (spec_equal(t, obj, cur)) {
                         spec_free(t, obj);
                         return 0;
@@ -442,7 +439,7 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r) {
                 const void *const *items;
                 size_t n = store_list(f->store, (store_kind) k, &items);
                 for (size_t i = 0; i < n; i++) {
-                        const spec_meta *m = meta_of(items[i]);
+                        const spec_meta *m = spec_object_meta(items[i]);
                         fobj *o = fobj_get(f, (store_kind) k, m->namespace, m->name, true);
                         if (o && !o->main && !o->dirty && !o->in_flight)
                                 o->apply = true;
@@ -489,7 +486,7 @@ void fleet__objects_flush_idle_cb(uv_prepare_t *h) {
 
 static void on_local_change(store_kind kind, store_change change, const void *obj, void *u) {
         fleet *f = u;
-        const spec_meta *m = meta_of(obj);
+        const spec_meta *m = spec_object_meta(obj);
         json_t *main = NULL, *status = NULL;
         bool was_dirty, node_write;
         int64_t term;

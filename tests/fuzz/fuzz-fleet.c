@@ -118,24 +118,13 @@ static void check_list(const char *path) {
                         "GET %s: an item without a name: %s", path, strna(answer));
 }
 
-static const spec_meta *meta_of(store_kind kind, const void *obj) {
-        switch (kind) {
-        case STORE_DEPLOYMENT:
-                return &((const spec_deployment *) obj)->metadata;
-        case STORE_REPLICA_SET:
-                return &((const spec_replica_set *) obj)->metadata;
-        default:
-                return &((const spec_pod *) obj)->metadata;
-        }
-}
-
 /* Every object of kind in the store has a key of its own in etcd. */
 static void check_no_ghost(store_kind kind, const char *etcd_kind) {
         const void *const *objs;
         size_t n = store_list(agent_loop_store(al), kind, &objs);
 
         for (size_t i = 0; i < n; i++) {
-                const spec_meta *m = meta_of(kind, objs[i]);
+                const spec_meta *m = spec_object_meta(objs[i]);
                 _cleanup_free_ char *k = strprintf("%s/%s/%s", etcd_kind, strna(m->namespace),
                                                    strna(m->name));
                 fuzz_check(k, "out of memory");

@@ -593,6 +593,21 @@ typedef struct spec_event {
         spec_event_source source;
 } spec_event;
 
+/* How every object of the API begins: apiVersion, kind, metadata (the
+ * codec's tables agree, and spec/types.c checks each kind's struct at
+ * compile time). */
+typedef struct spec_object_head {
+        char *api_version;
+        char *kind;
+        spec_meta metadata;
+} spec_object_head;
+
+/* The metadata of an object of any kind (as strchr(), the result is not
+ * const: the caller knows whether the object is its to change). */
+static inline spec_meta *spec_object_meta(const void *obj) {
+        return &((spec_object_head *) obj)->metadata;
+}
+
 /* ---- the generic, table-driven codec ------------------------------------------------ */
 
 typedef struct spec_type spec_type;
