@@ -67,14 +67,16 @@ static char *log_path(const char *pod, bool follow, bool previous, int64_t tail,
 }
 
 /* Streams the logs of several pods at once; returns 0 if every request
- * succeeded. */
+ * succeeded. *ret_gone: how many pods were not found (404); with
+ * quiet_gone, those errors are not printed (the caller looks again). */
 static int stream_logs(char **pods, bool prefix, bool follow, bool previous, int64_t tail,
-                       const char *extra) {
+                       const char *extra, bool quiet_gone, size_t *ret_gone) {
         size_t n = strv_length(pods);
         stream *ss = new0(stream, n ?: 1);
         CURLM *m = curl_multi_init();
         int running = 0, ret = 0;
 
+        *ret_gone = 0;
         if (!ss || !m)
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
@@ -116,7 +118,9 @@ static int stream_logs(char **pods, bool prefix, bool follow, bool previous, int
                 if (code != 0 && code != 200) {
                         /* The server's Status, as for every other command. */
                         json_t *j = json_loadb(ss[i].error.data ?: "", ss[i].error.len, 0, NULL);
-                        client_print_error(code, j);
+                        *ret_gone += code == 404;
+                        if (code != 404 || !quiet_gone)
+                                client_print_error(code, j);
                         json_decref(j);
                         ret = -EIO;
                 }
@@ -130,6 +134,51 @@ static int stream_logs(char **pods, bool prefix, bool follow, bool previous, int
         curl_multi_cleanup(m);
         free(ss);
         return ret;
+}
+
+/* The pods of deployment name whose logs are read: by its selector, the
+ * running ones; if none runs (all waiting out a crash-loop back-off), the
+ * waiting ones, whose --previous is what one wants to read then. */
+static int deployment_pods(client *c, const cli_resource *r, const char *name, char ***ret) {
+        spec_deployment *d = cli_fetch(c, r, name);
+        _cleanup_buf_ tend_buf sel = TEND_BUF_INIT(4096);
+        _cleanup_free_ char *esel = NULL, *path = NULL;
+        _cleanup_strv_free_ char **pods = NULL, **waiting = NULL;
+        json_t *resp = NULL, *item;
+        long code;
+        size_t i;
+
+        if (!d)
+                return -ENOENT;
+        for (size_t k = 0; d->spec.selector && k < d->spec.selector->match_labels.n; k++)
+                (void) tend_buf_addf(&sel, "%s%s=%s", k ? "," : "",
+                                     d->spec.selector->match_labels.items[k].key,
+                                     d->spec.selector->match_labels.items[k].value);
+        spec_deployment_free(d);
+        esel = client_escape(tend_buf_str(&sel));
+        path = strprintf("/api/v1/namespaces/%s/pods?labelSelector=%s", cli.namespace,
+                         strempty(esel));
+        if (!path || client_request(c, "GET", path, NULL, NULL, &code, &resp) < 0)
+                return -EIO;
+        json_array_foreach (json_object_get(resp, "items"), i, item) {
+                spec_pod *p = cli_decode(&spec_type_pod, item);
+                if (p && !p->metadata.deletion_timestamp && p->status.phase == SPEC_POD_RUNNING)
+                        (void) strv_extend(&pods, p->metadata.name);
+                else if (p && !p->metadata.deletion_timestamp &&
+                         p->status.phase == SPEC_POD_PENDING)
+                        (void) strv_extend(&waiting, p->metadata.name);
+                spec_pod_free(p);
+        }
+        json_decref(resp);
+        if (!pods)
+                pods = TAKE_PTR(waiting);
+        if (!pods) {
+                fprintf(stderr, "error: deployment \"%s\" has no running pods\n", name);
+                return -ENOENT;
+        }
+        strv_free(*ret);
+        *ret = TAKE_PTR(pods);
+        return 0;
 }
 
 int cli_logs(int argc, char **argv) {
@@ -146,6 +195,8 @@ int cli_logs(int argc, char **argv) {
         };
         _cleanup_(client_freep) client *c = NULL;
         _cleanup_strv_free_ char **pods = NULL;
+        const cli_resource *ref = NULL;
+        const char *deployment = NULL;
         bool follow = false, previous = false, prefix = false;
         int64_t tail = -1;
         _cleanup_buf_ tend_buf extra = TEND_BUF_INIT(4096);
@@ -230,52 +281,14 @@ int cli_logs(int argc, char **argv) {
                 const char *name;
                 if (cli_parse_ref(argv[optind], &r, &name) < 0)
                         return 1;
+                ref = r;
                 if (r->type == &spec_type_pod)
                         (void) strv_extend(&pods, name);
                 else if (r->type == &spec_type_deployment) {
-                        /* Its pods: by its selector, the live ones. */
-                        spec_deployment *d = cli_fetch(c, r, name);
-                        _cleanup_buf_ tend_buf sel = TEND_BUF_INIT(4096);
-                        _cleanup_free_ char *esel = NULL, *path = NULL;
-                        json_t *resp = NULL, *item;
-                        long code;
-                        size_t i;
-                        if (!d)
-                                return 1;
-                        for (size_t k = 0; d->spec.selector && k < d->spec.selector->match_labels.n;
-                             k++)
-                                (void) tend_buf_addf(&sel, "%s%s=%s", k ? "," : "",
-                                                     d->spec.selector->match_labels.items[k].key,
-                                                     d->spec.selector->match_labels.items[k].value);
-                        spec_deployment_free(d);
-                        esel = client_escape(tend_buf_str(&sel));
-                        path = strprintf("/api/v1/namespaces/%s/pods?labelSelector=%s",
-                                         cli.namespace, strempty(esel));
-                        if (!path || client_request(c, "GET", path, NULL, NULL, &code, &resp) < 0)
-                                return 1;
-                        /* The running ones; if none runs (all waiting out a
-                         * crash-loop back-off), the waiting ones — whose
-                         * --previous is what one wants to read then. */
-                        _cleanup_strv_free_ char **waiting = NULL;
-                        json_array_foreach (json_object_get(resp, "items"), i, item) {
-                                spec_pod *p = cli_decode(&spec_type_pod, item);
-                                if (p && !p->metadata.deletion_timestamp &&
-                                    p->status.phase == SPEC_POD_RUNNING)
-                                        (void) strv_extend(&pods, p->metadata.name);
-                                else if (p && !p->metadata.deletion_timestamp &&
-                                         p->status.phase == SPEC_POD_PENDING)
-                                        (void) strv_extend(&waiting, p->metadata.name);
-                                spec_pod_free(p);
-                        }
-                        if (!pods)
-                                pods = TAKE_PTR(waiting);
-                        json_decref(resp);
+                        deployment = name;
                         prefix = true;
-                        if (!pods) {
-                                fprintf(stderr, "error: deployment \"%s\" has no running pods\n",
-                                        name);
+                        if (deployment_pods(c, r, name, &pods) < 0)
                                 return 1;
-                        }
                 } else {
                         fprintf(stderr, "error: logs are of pods or deployments\n");
                         return 1;
@@ -288,5 +301,17 @@ int cli_logs(int argc, char **argv) {
                 spec_pod_free(p);
                 (void) strv_extend(&pods, argv[optind]);
         }
-        return stream_logs(pods, prefix, follow, previous, tail, tend_buf_str(&extra)) < 0 ? 1 : 0;
+        /* A replica's pod is replaced at each crash (a new name): the one
+         * listed may be gone when its log is asked for. Then the
+         * deployment's pods are looked up again (a deployment of one pod:
+         * nothing was written yet). */
+        for (int attempt = 0;; attempt++) {
+                bool again = deployment && attempt < 2 && strv_length(pods) == 1;
+                size_t gone = 0;
+                if (stream_logs(pods, prefix, follow, previous, tail, tend_buf_str(&extra), again,
+                                &gone) >= 0)
+                        return 0;
+                if (!again || gone == 0 || deployment_pods(c, ref, deployment, &pods) < 0)
+                        return 1;
+        }
 }
