@@ -412,24 +412,39 @@ static void test_clean_signals(void **state) {
         harness_free(h);
 }
 
+/* A port nothing listens on, for a test's server to bind next: below the
+ * kernel's ephemeral range (32768-), which the connections of other tests
+ * running meanwhile draw from, and which a port bound to 0 was taken from
+ * (a test's server then found it taken, now and then, under make test),
+ * and below tendd's default leases (30000-32767). */
+static int free_port(void) {
+        for (int i = 0; i < 1000; i++) {
+                struct sockaddr_in sa = { .sin_family = AF_INET };
+                int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port, r;
+
+                assert_true(fd >= 0);
+                port = 20000 + (int) (random() % 10000);
+                sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                sa.sin_port = htons((uint16_t) port);
+                r = bind(fd, (struct sockaddr *) &sa, sizeof sa);
+                close(fd);
+                if (r == 0)
+                        return port;
+        }
+        fail_msg("no free port in 20000-29999");
+        return -1;
+}
+
 static void test_no_fd_leaks(void **state) {
         harness *h = harness_new(NULL);
-        int port = 0;
+        int port = free_port(), leaky;
         char *server_cmd, *probe, *c, *c2;
         spec_pod_spec *ss, *s, *s2;
         rt_pod *server, *probed, *pod;
-        struct sockaddr_in sa = { .sin_family = AF_INET };
-        socklen_t len = sizeof sa;
-        int fd = socket(AF_INET, SOCK_STREAM, 0), leaky;
 
         /* a descriptor of the agent without CLOEXEC */
         leaky = open("/dev/null", O_RDONLY);
         assert_true(leaky >= 3);
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        bind(fd, (struct sockaddr *) &sa, sizeof sa);
-        getsockname(fd, (struct sockaddr *) &sa, &len);
-        port = ntohs(sa.sin_port);
-        close(fd);
 
         /* An HTTP probe in flight while the next pod starts. */
         server_cmd = strprintf("\"http\", \"%d\", \"200\", \"500\"", port);
@@ -961,19 +976,6 @@ static void test_log_dirs_recycled(void **state) {
 /* ---- probes ------------------------------------------------------------------------------------
  */
 
-static int free_port(void) {
-        struct sockaddr_in sa = { .sin_family = AF_INET };
-        socklen_t len = sizeof sa;
-        int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        assert_int_equal(bind(fd, (struct sockaddr *) &sa, sizeof sa), 0);
-        assert_int_equal(getsockname(fd, (struct sockaddr *) &sa, &len), 0);
-        port = ntohs(sa.sin_port);
-        close(fd);
-        return port;
-}
-
 /* The template with each "%d" replaced by the port (no printf: the
  * templates are data). */
 static char *subst_port(const char *tmpl, int port) {
@@ -1429,6 +1431,7 @@ static void test_thousand(void **state) {
 
 int main(void) {
         const char *bin = getenv("TEND_TEST_BIN_DIR");
+        srandom((unsigned) getpid() ^ (unsigned) time(NULL)); /* (free_port()) */
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_expand_rules),
                 cmocka_unit_test(test_exit_code),
