@@ -680,6 +680,62 @@ bool spec_equal_encoded(const spec_type *t, const void *a, const void *b) {
 
 /* ---- encode ---------------------------------------------------------------------- */
 
+static bool struct_empty(const spec_type *t, const void *p);
+
+bool spec__field_written(const spec_field *f, const void *p) {
+        const void *v = FIELD_CPTR(p, f);
+        bool omitempty = f->flags & SF_OMITEMPTY, zero = f->flags & SF_ZERO;
+
+        switch (f->kind) {
+        case SK_STRING:
+                return *(char *const *) v || zero;
+        case SK_INT32: {
+                int32_t i = *(const int32_t *) v;
+                return !(omitempty && i == 0) && (omitempty || zero || i != SPEC_UNSET);
+        }
+        case SK_INT64: {
+                int64_t i = *(const int64_t *) v;
+                return !(omitempty && i == 0) && (omitempty || zero || i != SPEC_UNSET64);
+        }
+        case SK_BOOL:
+                return !omitempty || *(const bool *) v;
+        case SK_TIME:
+                return *(const usec_t *) v != 0;
+        case SK_RV:
+                return *(const uint64_t *) v != 0;
+        case SK_INTSTR: {
+                const spec_intstr *is = v;
+                return is->str || is->num != SPEC_UNSET;
+        }
+        case SK_QUANTITY:
+                return ((const spec_quantity *) v)->text;
+        case SK_STRV:
+        case SK_PTR:
+        case SK_JSON:
+                return *(void *const *) v;
+        case SK_MAP:
+                return ((const spec_map *) v)->n > 0;
+        case SK_ENUM: {
+                int e = *(const int *) v;
+                return e >= 0 && e < f->n_enum;
+        }
+        case SK_STRUCT:
+                return !struct_empty(f->type, v);
+        case SK_ARRAY:
+                return *FIELD_CCOUNT(p, f) > 0;
+        case SK_UNSUPPORTED:
+                return false;
+        }
+        return false;
+}
+
+static bool struct_empty(const spec_type *t, const void *p) {
+        for (const spec_field *f = t->fields; f->name; f++)
+                if (spec__field_written(f, p))
+                        return false;
+        return true;
+}
+
 static int set_new(json_t *o, const char *key, json_t *v) {
         if (!v)
                 return -ENOMEM;
@@ -704,72 +760,49 @@ static int encode_into(const spec_type *t, const void *p, json_t *o) {
 
         for (const spec_field *f = t->fields; f->name && r >= 0; f++) {
                 const void *v = FIELD_CPTR(p, f);
-                bool omitempty = f->flags & SF_OMITEMPTY, zero = f->flags & SF_ZERO;
 
+                if (!spec__field_written(f, p))
+                        continue;
                 switch (f->kind) {
                 case SK_STRING:
-                        if (*(char *const *) v || zero)
-                                r = set_new(o, f->name,
-                                            spec__json_string(*(char *const *) v ?: ""));
+                        r = set_new(o, f->name, spec__json_string(*(char *const *) v ?: ""));
                         break;
-                case SK_INT32: {
-                        int32_t i = *(const int32_t *) v;
-                        if ((omitempty && i == 0) || (!omitempty && !zero && i == SPEC_UNSET))
-                                break;
-                        r = set_new(o, f->name, json_integer(i));
+                case SK_INT32:
+                        r = set_new(o, f->name, json_integer(*(const int32_t *) v));
                         break;
-                }
-                case SK_INT64: {
-                        int64_t i = *(const int64_t *) v;
-                        if ((omitempty && i == 0) || (!omitempty && !zero && i == SPEC_UNSET64))
-                                break;
-                        r = set_new(o, f->name, json_integer(i));
+                case SK_INT64:
+                        r = set_new(o, f->name, json_integer(*(const int64_t *) v));
                         break;
-                }
                 case SK_BOOL:
-                        if (omitempty && !*(const bool *) v)
-                                break;
                         r = set_new(o, f->name, json_boolean(*(const bool *) v));
                         break;
                 case SK_TIME: {
                         char buf[TIMESTAMP_MAX];
-                        usec_t u = *(const usec_t *) v;
-                        if (u)
-                                r = set_new(o, f->name, json_string(format_timestamp(buf, u)));
+                        r = set_new(o, f->name,
+                                    json_string(format_timestamp(buf, *(const usec_t *) v)));
                         break;
                 }
                 case SK_RV: {
                         char buf[32];
-                        uint64_t u = *(const uint64_t *) v;
-                        if (u) {
-                                snprintf(buf, sizeof buf, "%" PRIu64, u);
-                                r = set_new(o, f->name, json_string(buf));
-                        }
+                        snprintf(buf, sizeof buf, "%" PRIu64, *(const uint64_t *) v);
+                        r = set_new(o, f->name, json_string(buf));
                         break;
                 }
                 case SK_INTSTR: {
                         const spec_intstr *is = v;
-                        if (is->str)
-                                r = set_new(o, f->name, spec__json_string(is->str));
-                        else if (is->num != SPEC_UNSET)
-                                r = set_new(o, f->name, json_integer(is->num));
+                        r = set_new(o, f->name,
+                                    is->str ? spec__json_string(is->str) : json_integer(is->num));
                         break;
                 }
-                case SK_QUANTITY: {
-                        const spec_quantity *q = v;
-                        if (q->text)
-                                r = set_new(o, f->name, spec__json_string(q->text));
+                case SK_QUANTITY:
+                        r = set_new(o, f->name,
+                                    spec__json_string(((const spec_quantity *) v)->text));
                         break;
-                }
                 case SK_STRV: {
-                        char *const *l = *(char **const *) v;
-                        json_t *a;
-                        if (!l)
-                                break;
-                        a = json_array();
+                        json_t *a = json_array();
                         if (!a)
                                 return -ENOMEM;
-                        for (; *l && r >= 0; l++)
+                        for (char *const *l = *(char **const *) v; *l && r >= 0; l++)
                                 r = json_array_append_new(a, spec__json_string(*l)) < 0 ? -ENOMEM
                                                                                         : 0;
                         if (r < 0) {
@@ -781,10 +814,7 @@ static int encode_into(const spec_type *t, const void *p, json_t *o) {
                 }
                 case SK_MAP: {
                         const spec_map *m = v;
-                        json_t *mo;
-                        if (m->n == 0)
-                                break;
-                        mo = json_object();
+                        json_t *mo = json_object();
                         if (!mo)
                                 return -ENOMEM;
                         for (size_t i = 0; i < m->n && r >= 0; i++)
@@ -797,38 +827,22 @@ static int encode_into(const spec_type *t, const void *p, json_t *o) {
                         r = set_new(o, f->name, mo);
                         break;
                 }
-                case SK_ENUM: {
-                        int e = *(const int *) v;
-                        if (e >= 0 && e < f->n_enum)
-                                r = set_new(o, f->name, json_string(f->enum_names[e]));
+                case SK_ENUM:
+                        r = set_new(o, f->name, json_string(f->enum_names[*(const int *) v]));
                         break;
-                }
-                case SK_STRUCT: {
-                        json_t *so = encode_struct(f->type, v);
-                        if (!so)
-                                return -ENOMEM;
-                        if (json_object_size(so) == 0) {
-                                json_decref(so);
-                                break;
-                        }
-                        r = set_new(o, f->name, so);
+                case SK_STRUCT:
+                        r = set_new(o, f->name, encode_struct(f->type, v));
                         break;
-                }
                 case SK_PTR:
-                        if (*(void *const *) v)
-                                r = set_new(o, f->name, encode_struct(f->type, *(void *const *) v));
+                        r = set_new(o, f->name, encode_struct(f->type, *(void *const *) v));
                         break;
                 case SK_JSON: /* the struct's own tree, shared (never changed) */
-                        if (*(json_t *const *) v)
-                                r = set_new(o, f->name, json_incref(*(json_t *const *) v));
+                        r = set_new(o, f->name, json_incref(*(json_t *const *) v));
                         break;
                 case SK_ARRAY: {
                         size_t n = *FIELD_CCOUNT(p, f), sz = f->type->size;
                         const char *items = *(char *const *) v;
-                        json_t *a;
-                        if (n == 0)
-                                break;
-                        a = json_array();
+                        json_t *a = json_array();
                         if (!a)
                                 return -ENOMEM;
                         for (size_t i = 0; i < n && r >= 0; i++) {

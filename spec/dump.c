@@ -182,23 +182,31 @@ static yajl_gen_status gen(yajl_gen g, json_t *j, const opts *o) {
         return GEN_FAILED; /* (not reached) */
 }
 
-static char *dump(json_t *j, const opts *o, size_t *ret_len) {
-        yajl_gen g = yajl_gen_alloc(NULL);
+/* The text g generated, if st says it was all generated (new string; NULL
+ * otherwise); g is freed. */
+static char *gen_text(yajl_gen g, yajl_gen_status st, size_t *ret_len) {
         const unsigned char *buf;
         size_t len = 0;
         char *out = NULL;
 
-        if (g && gen(g, j, o) == yajl_gen_status_ok &&
-            yajl_gen_get_buf(g, &buf, &len) == yajl_gen_status_ok)
+        if (st == yajl_gen_status_ok && yajl_gen_get_buf(g, &buf, &len) == yajl_gen_status_ok)
                 out = strndup((const char *) buf, len);
-        if (g)
-                yajl_gen_free(g);
-        /* (a tree deeper than yajl goes, 128: as jansson writes it) */
-        if (!out && (out = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY |
-                                                 (o->sorted ? JSON_SORT_KEYS : 0))))
-                len = strlen(out);
+        yajl_gen_free(g);
         if (ret_len)
-                *ret_len = len;
+                *ret_len = out ? len : 0;
+        return out;
+}
+
+static char *dump(json_t *j, const opts *o, size_t *ret_len) {
+        yajl_gen g = yajl_gen_alloc(NULL);
+        char *out = g ? gen_text(g, gen(g, j, o), ret_len) : NULL;
+
+        /* (a tree deeper than yajl goes, 128: as jansson writes it) */
+        if (!out &&
+            (out = json_dumps(j,
+                              JSON_COMPACT | JSON_ENCODE_ANY | (o->sorted ? JSON_SORT_KEYS : 0))) &&
+            ret_len)
+                *ret_len = strlen(out);
         return out;
 }
 
@@ -225,66 +233,9 @@ void spec_json_dump_shared_forget(void) {
 /* ---- objects straight from the codec's tables ----------------------------------- */
 
 /* The text spec_encode() then dump() would write, without the tree: the
- * codec's walk (encode_into()) with the same rules of what is left out,
- * into yajl's generator. The store writes every row so, and a large
+ * codec's walk (encode_into()) with the same rule of what is left out
+ * (spec__field_written()), into yajl's generator. The store writes every row so, and a large
  * object's tree cost as much to make and free as its text to write. */
-
-/* What spec_encode() writes of a field; false: it leaves the field out. */
-static bool struct_empty(const spec_type *t, const void *p);
-
-static bool field_written(const spec_field *f, const void *p) {
-        const void *v = FIELD_CPTR(p, f);
-        bool omitempty = f->flags & SF_OMITEMPTY, zero = f->flags & SF_ZERO;
-
-        switch (f->kind) {
-        case SK_STRING:
-                return *(char *const *) v || zero;
-        case SK_INT32: {
-                int32_t i = *(const int32_t *) v;
-                return !(omitempty && i == 0) && (omitempty || zero || i != SPEC_UNSET);
-        }
-        case SK_INT64: {
-                int64_t i = *(const int64_t *) v;
-                return !(omitempty && i == 0) && (omitempty || zero || i != SPEC_UNSET64);
-        }
-        case SK_BOOL:
-                return !omitempty || *(const bool *) v;
-        case SK_TIME:
-                return *(const usec_t *) v != 0;
-        case SK_RV:
-                return *(const uint64_t *) v != 0;
-        case SK_INTSTR: {
-                const spec_intstr *is = v;
-                return is->str || is->num != SPEC_UNSET;
-        }
-        case SK_QUANTITY:
-                return ((const spec_quantity *) v)->text;
-        case SK_STRV:
-        case SK_PTR:
-        case SK_JSON:
-                return *(void *const *) v;
-        case SK_MAP:
-                return ((const spec_map *) v)->n > 0;
-        case SK_ENUM: {
-                int e = *(const int *) v;
-                return e >= 0 && e < f->n_enum;
-        }
-        case SK_STRUCT:
-                return !struct_empty(f->type, v);
-        case SK_ARRAY:
-                return *FIELD_CCOUNT(p, f) > 0;
-        case SK_UNSUPPORTED:
-                return false;
-        }
-        return false;
-}
-
-static bool struct_empty(const spec_type *t, const void *p) {
-        for (const spec_field *f = t->fields; f->name; f++)
-                if (field_written(f, p))
-                        return false;
-        return true;
-}
 
 /* A string as spec__json_string() makes it: bytes that are not UTF-8
  * written \xNN. */
@@ -377,7 +328,7 @@ static yajl_gen_status gen_field(yajl_gen g, const spec_field *f, const void *p,
         case SK_UNSUPPORTED:
                 break;
         }
-        return GEN_FAILED; /* (not reached: field_written() said no) */
+        return GEN_FAILED; /* (not reached: spec__field_written() said no) */
 }
 
 static int compare_fields(const void *a, const void *b) {
@@ -397,7 +348,7 @@ static yajl_gen_status gen_struct(yajl_gen g, const spec_type *t, const void *p,
                 const spec_field *fields[STRUCT_FIELDS_MAX];
                 size_t n = 0;
                 for (const spec_field *f = t->fields; f->name; f++)
-                        if (field_written(f, p)) {
+                        if (spec__field_written(f, p)) {
                                 if (n == STRUCT_FIELDS_MAX)
                                         return GEN_FAILED;
                                 fields[n++] = f;
@@ -408,7 +359,7 @@ static yajl_gen_status gen_struct(yajl_gen g, const spec_type *t, const void *p,
                                 return st;
         } else
                 for (const spec_field *f = t->fields; f->name; f++)
-                        if (field_written(f, p) &&
+                        if (spec__field_written(f, p) &&
                             (st = gen_field(g, f, p, o)) != yajl_gen_status_ok)
                                 return st;
         return yajl_gen_map_close(g);
@@ -417,16 +368,9 @@ static yajl_gen_status gen_struct(yajl_gen g, const spec_type *t, const void *p,
 char *spec_dump_object(const spec_type *t, const void *p, spec_dump_flags flags) {
         opts o = { .sorted = flags & SPEC_DUMP_SORTED, .shared = flags & SPEC_DUMP_SHARED };
         yajl_gen g = yajl_gen_alloc(NULL);
-        const unsigned char *buf;
+        char *out = g ? gen_text(g, gen_struct(g, t, p, &o), NULL) : NULL;
         json_t *j;
-        size_t len;
-        char *out = NULL;
 
-        if (g && gen_struct(g, t, p, &o) == yajl_gen_status_ok &&
-            yajl_gen_get_buf(g, &buf, &len) == yajl_gen_status_ok)
-                out = strndup((const char *) buf, len);
-        if (g)
-                yajl_gen_free(g);
         if (out)
                 return out;
         /* (out of memory, a tree deeper than yajl goes, a map key jansson

@@ -99,6 +99,10 @@ char *spec__repr_str(const char *s);
 /* ---- codec internals ---------------------------------------------------------- */
 
 void spec__init(const spec_type *t, void *p);
+/* Whether the encoding writes field f of the struct at p (spec_encode(),
+ * spec_dump_object()); false: it is left out (absent, empty, or zero where
+ * Go's omitempty leaves it out). */
+bool spec__field_written(const spec_field *f, const void *p);
 int spec__copy_into(const spec_type *t, void *dst, const void *src);
 
 /* jansson refuses strings that are not UTF-8; this replaces bad bytes with
