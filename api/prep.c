@@ -65,8 +65,8 @@ struct prep {
         bool made;           /* every item's d is made */
         bool conditional;    /* the request names a resourceVersion (a precondition) */
         const char *changed; /* the name of an item that changed meanwhile */
-        unsigned runs;
-        char *warning;    /* r's before the pure part: each run starts from it */
+        unsigned runs; /* of the pure part that makes the objects (a List's reading is not one) */
+        char *warning; /* r's before the pure part: each run starts from it */
         spec_errors errs; /* found in what the pure part made */
         unsigned ok_code;
 };
@@ -412,6 +412,8 @@ static void run_pure(prep *p, req *r) {
         spec_errors_done(&p->errs);
         p->made = false;
         p->ok_code = 200;
+        if (p->kind != API_WRITE_LIST || p->read)
+                p->runs++;
         switch (p->kind) {
         case API_WRITE_LIST:
                 if (!p->read)
@@ -612,7 +614,6 @@ static enum MHD_Result run_in_pool(req *r, prep *p) {
 
         if (snapshot(p) < 0)
                 return api__send_oom(r);
-        p->runs++;
         p->work.data = p;
         k = uv_queue_work(r->s->loop, &p->work, on_work, on_worked);
         if (k < 0)
@@ -626,7 +627,7 @@ static enum MHD_Result run_here(req *r, prep *p) {
         if (snapshot(p) < 0)
                 return api__send_oom(r);
         run_pure(p, r);
-        if (p->kind == API_WRITE_LIST && p->read && !p->made) {
+        if (p->kind == API_WRITE_LIST && p->read && p->runs == 0) {
                 if (snapshot(p) < 0)
                         return api__send_oom(r);
                 run_pure(p, r);
@@ -686,12 +687,9 @@ enum MHD_Result api__write_resume(req *r) {
         enum MHD_Result ret;
         bool again;
 
-        /* (a List just read: now made against the copies of its objects,
-         * a run that is not one made again) */
-        if (p->kind == API_WRITE_LIST && p->read && !p->made && !p->wr.direct_code) {
-                p->runs--;
+        /* (a List just read: now made against the copies of its objects) */
+        if (p->kind == API_WRITE_LIST && p->read && p->runs == 0)
                 return run_in_pool(r, p);
-        }
         /* (a List not read has no copies to be stale) */
         again = (p->kind != API_WRITE_LIST || p->read) && stale(p);
         if (again && p->runs < MAX_RUNS)
