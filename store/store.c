@@ -334,11 +334,12 @@ int store_put(store *s, store_kind kind, void *obj, const void **ret_stored) {
          * by age (history cleanup deletes the oldest first). */
         if (!m->creation_timestamp)
                 m->creation_timestamp = now_realtime();
-        if (!((spec_object_head *) obj)->kind)
-                ((spec_object_head *) obj)->kind = strdup(kind_names[kind]);
-        if (!((spec_object_head *) obj)->api_version)
-                ((spec_object_head *) obj)->api_version = strdup(
-                        kind == STORE_POD || kind == STORE_EVENT ? "v1" : "apps/v1");
+        spec_object_head *h = obj;
+        if (!h->kind)
+                h->kind = strdup(kind_names[kind]);
+        if (!h->api_version)
+                h->api_version = strdup(kind == STORE_POD || kind == STORE_EVENT ? "v1"
+                                                                                 : "apps/v1");
 
         r = reserve_undo(s);
         if (r < 0) {
