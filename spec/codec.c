@@ -874,6 +874,7 @@ typedef struct decoder {
         spec_path path;
         bool failed;
         bool oom;
+        bool share; /* spec_decode_shared() */
 } decoder;
 
 static void dec_error(decoder *d, const char *fmt, ...) _printf_(2, 3);
@@ -1002,6 +1003,29 @@ static json_t *sorted_copy(json_t *j) {
                 if (json_object_set_new(out, keys[n], sorted_copy(json_object_get(j, keys[n]))) < 0)
                         return json_decref(out), NULL;
         return out;
+}
+
+/* Whether each object in j has its keys in sorted order already (etcd's
+ * values and the store's rows are written so). */
+static bool is_sorted(json_t *j) {
+        const char *k, *prev = NULL;
+        json_t *x;
+        size_t i;
+
+        if (json_is_array(j)) {
+                json_array_foreach (j, i, x)
+                        if (!is_sorted(x))
+                                return false;
+                return true;
+        }
+        if (!json_is_object(j))
+                return true;
+        json_object_foreach (j, k, x) {
+                if ((prev && strcmp(prev, k) >= 0) || !is_sorted(x))
+                        return false;
+                prev = k;
+        }
+        return true;
 }
 
 static void decode_field(decoder *d, const spec_field *f, json_t *j, void *base) {
@@ -1249,6 +1273,8 @@ static void decode_field(decoder *d, const spec_field *f, json_t *j, void *base)
         case SK_JSON:
                 if (!json_is_object(j))
                         dec_type_error(d, j, "an object");
+                else if (d->share && is_sorted(j))
+                        *(json_t **) v = json_incref(j);
                 else if (!(*(json_t **) v = sorted_copy(j)))
                         d->oom = true;
                 break;
@@ -1325,8 +1351,8 @@ static void decode_struct(decoder *d, const spec_type *t, json_t *j, void *p) {
                 d->oom = true;
 }
 
-int spec_decode(const spec_type *t, json_t *j, void *out, spec_errors *errs) {
-        decoder d = { .errs = errs };
+static int decode(const spec_type *t, json_t *j, void *out, spec_errors *errs, bool share) {
+        decoder d = { .errs = errs, .share = share };
 
         decode_struct(&d, t, j, out);
         if (d.oom)
@@ -1334,19 +1360,31 @@ int spec_decode(const spec_type *t, json_t *j, void *out, spec_errors *errs) {
         return d.failed ? -EINVAL : 0;
 }
 
-int spec_decode_new(const spec_type *t, json_t *j, spec_errors *errs, void **ret) {
+int spec_decode(const spec_type *t, json_t *j, void *out, spec_errors *errs) {
+        return decode(t, j, out, errs, false);
+}
+
+static int decode_new(const spec_type *t, json_t *j, spec_errors *errs, void **ret, bool share) {
         void *p = spec_new(t);
         int r;
 
         if (!p)
                 return -ENOMEM;
-        r = spec_decode(t, j, p, errs);
+        r = decode(t, j, p, errs, share);
         if (r < 0) {
                 spec_free(t, p);
                 return r;
         }
         *ret = p;
         return 0;
+}
+
+int spec_decode_new(const spec_type *t, json_t *j, spec_errors *errs, void **ret) {
+        return decode_new(t, j, errs, ret, false);
+}
+
+int spec_decode_shared(const spec_type *t, json_t *j, spec_errors *errs, void **ret) {
+        return decode_new(t, j, errs, ret, true);
 }
 
 /* ---- fieldValidation=Ignore|Warn --------------------------------------------------------- */

@@ -1003,7 +1003,7 @@ static int load(store *s, char **ret_error) {
                         if (streq_ptr(kind, kind_names[i]))
                                 k = (store_kind) i;
                 j = body ? json_loads(body, 0, &je) : NULL;
-                if (k < 0 || !j || spec_decode_new(store_kind_type(k), j, &errs, &obj) < 0) {
+                if (k < 0 || !j || spec_decode_shared(store_kind_type(k), j, &errs, &obj) < 0) {
                         _cleanup_free_ char *why = errs.n ? spec_error_format(&errs.items[0])
                                                           : strdup(j ? "bad kind" : je.text);
                         *ret_error = strprintf("stored %s %s/%s cannot be read: %s", strna(kind),

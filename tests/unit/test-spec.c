@@ -411,6 +411,57 @@ static void check_dump_object(const spec_type *t, const void *p) {
         spec_json_dump_shared_forget();
 }
 
+/* spec_decode_shared(): a managedFields entry's fieldsV1 whose keys are
+ * sorted is the input's own subtree; one that is not is a sorted copy, as
+ * spec_decode_new() makes; either way the object is the same. */
+#define SHARED_FMT                                                                     \
+        "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{"           \
+        "\"name\":\"web\",\"managedFields\":[{\"manager\":\"m\",\"operation\":"        \
+        "\"Apply\",\"fieldsV1\":%s}]},\"spec\":{\"selector\":{\"matchLabels\":{"       \
+        "\"app\":\"web\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"}}," \
+        "\"spec\":{\"containers\":[{\"name\":\"web\",\"command\":[\"/bin/sleep\"]}]}}}}"
+
+static void test_decode_shared(void **state) {
+        static const char *const fields[] = {
+                "{\"f:metadata\":{\"f:name\":{}},\"f:spec\":{\"f:a\":[{\"a\":1,\"b\":2}]}}",
+                "{\"f:spec\":{\"f:a\":[{\"b\":2,\"a\":1}]},\"f:metadata\":{\"f:name\":{}}}",
+        };
+
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
+                _cleanup_free_ char *text = strprintf(SHARED_FMT, fields[i]);
+                json_t *j = json_loads(text, 0, NULL);
+                json_t *given = json_object_get(
+                        json_array_get(
+                                json_object_get(json_object_get(j, "metadata"), "managedFields"),
+                                0),
+                        "fieldsV1");
+                spec_errors errs = {};
+                spec_deployment *shared = NULL, *copied = NULL;
+
+                assert_non_null(given);
+                assert_int_equal(
+                        spec_decode_shared(&spec_type_deployment, j, &errs, (void **) &shared), 0);
+                assert_int_equal(
+                        spec_decode_new(&spec_type_deployment, j, &errs, (void **) &copied), 0);
+                json_t *kept = shared->metadata.managed_fields[0].fields_v1;
+                if (i == 0)
+                        assert_ptr_equal(kept, given); /* sorted: shared */
+                else {
+                        assert_ptr_not_equal(kept, given);
+                        _cleanup_free_ char *out = json_dumps(kept, JSON_COMPACT);
+                        assert_string_equal(out, fields[0]); /* sorted, every level */
+                }
+                assert_ptr_not_equal(copied->metadata.managed_fields[0].fields_v1, given);
+                assert_true(spec_equal(&spec_type_deployment, shared, copied));
+                json_decref(j); /* what the object shares outlives the tree */
+                _cleanup_free_ char *a = spec_json_dump(kept);
+                assert_non_null(a);
+                spec_deployment_free(shared);
+                spec_deployment_free(copied);
+        }
+}
+
 static void test_dump_object(void **state) {
         static const char *const pod_json =
                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"web-5d8f-abcde\","
@@ -1511,6 +1562,7 @@ int main(void) {
                 cmocka_unit_test(test_template_equal),
                 cmocka_unit_test(test_json_dump_shared),
                 cmocka_unit_test(test_dump_object),
+                cmocka_unit_test(test_decode_shared),
                 cmocka_unit_test(test_selector_match),
                 cmocka_unit_test(test_selector_overlap),
                 cmocka_unit_test(test_selector_parse_errors),

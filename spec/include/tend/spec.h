@@ -690,6 +690,12 @@ SPEC_DEFINE_HELPERS(spec_pod_template, spec_pod_template, spec_type_pod_template
 
 /* Decode a JSON tree as a T, returning a new object (or NULL with errors). */
 int spec_decode_new(const spec_type *t, json_t *j, spec_errors *errs, void **ret);
+/* The same, for a tree its caller never changes afterwards (etcd's values
+ * in a fleet's mirror, a row read back): what the object keeps as JSON
+ * (SK_JSON: a deployment's managedFields) is j's own subtree, shared, when
+ * its keys are sorted already, rather than a copy. A large deployment's
+ * managedFields were most of its decoding's cost. */
+int spec_decode_shared(const spec_type *t, json_t *j, spec_errors *errs, void **ret);
 
 /* Enum names, as they appear in JSON. NULL for out-of-range values. */
 const char *spec_strategy_type_to_string(int v);
