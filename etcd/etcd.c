@@ -148,11 +148,15 @@ static int decode_kv(json_t *j, etcd_kv *ret) {
         return 0;
 }
 
+static void kv_done(etcd_kv *kv) {
+        free(kv->key);
+        free(kv->value);
+        json_decref(kv->json);
+}
+
 static void kvs_free(etcd_kv *kvs, size_t n) {
-        for (size_t i = 0; i < n; i++) {
-                free(kvs[i].key);
-                free(kvs[i].value);
-        }
+        for (size_t i = 0; i < n; i++)
+                kv_done(&kvs[i]);
         free(kvs);
 }
 
@@ -648,7 +652,27 @@ void etcd_close(etcd *e) {
 
 /* ---- watches ----------------------------------------------------------------------------- */
 
-#define WATCH_LINE_MAX (8 * 1024 * 1024) /* a 128-op txn of big values is one line */
+#define WATCH_LINE_MAX (8 * 1024 * 1024)     /* a 128-op txn of big values is one line */
+#define HAND_OVER_SLICE (10 * USEC_PER_MSEC) /* lines handed over in one turn of the loop */
+
+/* A line of the stream, read (JSON, base64, each value's JSON) in the
+ * loop's thread pool: a large object's line costs the loop nothing to
+ * read. Lines are handed over in the order they came, each once it is
+ * read. */
+typedef struct wline wline;
+struct wline {
+        wline *next;
+        etcd_watch *w;
+        uv_work_t work;
+        char *text; /* until read */
+        size_t len;
+        bool read;
+        bool dropped; /* the stream broke, or the watch went: never handed over */
+        json_t *j;    /* the line, its events taken out; NULL: not JSON */
+        etcd_event *ev;
+        size_t n_ev;
+        int error; /* an event that cannot be read */
+};
 
 struct etcd_watch {
         etcd *e;
@@ -656,14 +680,16 @@ struct etcd_watch {
         CURL *easy;
         struct curl_slist *headers;
         char *body;
-        tend_buf line; /* the line being received */
-        json_t *queue; /* lines received, not yet handed over */
-        bool running;  /* the transfer is on the multi handle */
-        bool ended;    /* the stream is over (after queue) */
+        tend_buf line;       /* the line being received */
+        wline *head, **tail; /* lines received, not yet handed over */
+        unsigned reading;    /* lines in the thread pool (the watch outlives them) */
+        bool closed;         /* its timer closed: freed once nothing is read */
+        bool running;        /* the transfer is on the multi handle */
+        bool ended;          /* the stream is over (after the lines) */
         int end_error;
         char *end_message;
         bool canceled;   /* etcd_watch_cancel(): nothing more is called */
-        uv_timer_t kick; /* hands the queue over from the loop; resumes */
+        uv_timer_t kick; /* hands the lines over from the loop; resumes */
         /* resumption: what it watches, from where, after how long */
         char *key, *range_end;
         int64_t next_revision; /* 0: from now (not yet known) */
@@ -675,19 +701,73 @@ struct etcd_watch {
         void *userdata;
 };
 
-static void watch_closed(uv_handle_t *h) {
-        etcd_watch *w = h->data;
+static void wline_empty(wline *l) {
+        free(l->text);
+        json_decref(l->j);
+        for (size_t i = 0; i < l->n_ev; i++)
+                kv_done(&l->ev[i].kv);
+        free(l->ev);
+}
 
+static void wline_free(wline *l) {
+        if (!l)
+                return;
+        wline_empty(l);
+        free(l);
+}
+
+static void empty_work(uv_work_t *work) {
+        wline_empty(work->data);
+}
+
+static void empty_done(uv_work_t *work, int status) {
+        (void) status;
+        free(work->data);
+}
+
+/* A line handed over goes in the thread pool too: its values are trees
+ * as large as the objects (what the callback kept of them holds its own
+ * references; jansson counts them atomically). */
+static void wline_discard(etcd *e, wline *l) {
+        if (uv_queue_work(e->loop, &l->work, empty_work, empty_done) < 0)
+                wline_free(l);
+}
+
+/* Forgets the lines not handed over: those read go now, those being read
+ * once they are. */
+static void drop_lines(etcd_watch *w) {
+        wline *l = w->head, *next;
+
+        for (; l; l = next) {
+                next = l->next;
+                if (l->read)
+                        wline_free(l);
+                else
+                        l->dropped = true;
+        }
+        w->head = NULL;
+        w->tail = &w->head;
+}
+
+static void watch_free(etcd_watch *w) {
         if (w->easy)
                 curl_easy_cleanup(w->easy);
         curl_slist_free_all(w->headers);
         free(w->body);
         tend_buf_free(&w->line);
-        json_decref(w->queue);
         free(w->key);
         free(w->range_end);
         free(w->end_message);
         free(w);
+}
+
+static void watch_closed(uv_handle_t *h) {
+        etcd_watch *w = h->data;
+
+        drop_lines(w);
+        w->closed = true;
+        if (w->reading == 0)
+                watch_free(w);
 }
 
 void etcd_watch_cancel(etcd_watch *w) {
@@ -709,26 +789,68 @@ void etcd_watch_cancel(etcd_watch *w) {
 
 static int watch_resume(etcd_watch *w);
 
-/* Hands one line with events over; -errno if it cannot be read. */
-static int hand_over(etcd_watch *w, json_t *evs, int64_t revision) {
-        size_t n = json_array_size(evs), got = 0;
-        _cleanup_free_ etcd_event *ev = new0(etcd_event, n);
-        int r = ev ? 0 : -ENOMEM;
+/* In the thread pool: the line's JSON, its events' keys and values, and
+ * each value's own JSON. Nothing of the watch is touched here. */
+static void read_line(uv_work_t *work) {
+        wline *l = work->data;
+        json_t *res, *evs;
 
-        for (size_t i = 0; r >= 0 && i < n; i++, got++) {
+        l->j = json_loadb(l->text, l->len, 0, NULL);
+        free(l->text);
+        l->text = NULL;
+        res = json_object_get(l->j, "result");
+        evs = json_object_get(res, "events");
+        if (json_array_size(evs) == 0)
+                return;
+        l->ev = new0(etcd_event, json_array_size(evs));
+        if (!l->ev) {
+                l->error = -ENOMEM;
+                return;
+        }
+        for (size_t i = 0; i < json_array_size(evs); i++, l->n_ev++) {
                 json_t *je = json_array_get(evs, i);
-                ev[i].deleted = streq_ptr(json_string_value(json_object_get(je, "type")), "DELETE");
-                r = decode_kv(json_object_get(je, "kv"), &ev[i].kv);
-                if (r >= 0 && ev[i].kv.mod_revision + 1 > w->next_revision)
-                        w->next_revision = ev[i].kv.mod_revision + 1;
+                etcd_event *ev = &l->ev[i];
+                ev->deleted = streq_ptr(json_string_value(json_object_get(je, "type")), "DELETE");
+                l->error = decode_kv(json_object_get(je, "kv"), &ev->kv);
+                if (l->error < 0)
+                        break;
+                if (!ev->deleted)
+                        ev->kv.json = json_loadb(ev->kv.value, ev->kv.value_len, 0, NULL);
         }
-        if (r >= 0)
-                w->on_events(ev, n, revision, w->userdata);
-        for (size_t i = 0; ev && i < got; i++) {
-                free(ev[i].kv.key);
-                free(ev[i].kv.value);
+        (void) json_object_del(res, "events"); /* the base64 text, freed here too */
+}
+
+static void on_kick(uv_timer_t *t);
+
+static void on_line_read(uv_work_t *work, int status) {
+        wline *l = work->data;
+        etcd_watch *w = l->w;
+
+        (void) status;
+        w->reading--;
+        l->read = true;
+        if (l->dropped)
+                wline_free(l);
+        if (w->closed) {
+                if (w->reading == 0)
+                        watch_free(w);
+                return;
         }
-        return r;
+        /* (a broken stream's retry, pending, hands them over when it resumes) */
+        if (!w->canceled && w->head && w->head->read &&
+            !(w->broken && uv_is_active((uv_handle_t *) &w->kick)))
+                uv_timer_start(&w->kick, on_kick, 0, 0);
+}
+
+/* Hands one line's events over; -errno if one cannot be read. */
+static int hand_over(etcd_watch *w, wline *l, int64_t revision) {
+        if (l->error < 0)
+                return l->error;
+        for (size_t i = 0; i < l->n_ev; i++)
+                if (l->ev[i].kv.mod_revision + 1 > w->next_revision)
+                        w->next_revision = l->ev[i].kv.mod_revision + 1;
+        w->on_events(l->ev, l->n_ev, revision, w->userdata);
+        return 0;
 }
 
 /* The stream is to be resumed (elsewhere), what it queued dropped;
@@ -738,25 +860,32 @@ static void watch_break(etcd_watch *w, bool forget_token) {
                 secret_free(w->e->token);
                 w->e->token = NULL;
         }
-        json_array_clear(w->queue);
+        drop_lines(w);
         if (w->running)
                 net_curl_cancel(w->e->net, w->easy);
         w->running = false;
         w->broken = true;
 }
 
-/* Hands the received lines over; then resumes a broken stream, or ends. */
+/* Hands the lines read over, in order; then resumes a broken stream, or ends. */
 static void on_kick(uv_timer_t *t) {
         etcd_watch *w = t->data;
 
-        while (!w->canceled && !w->ended && json_array_size(w->queue) > 0) {
-                json_t *line = json_incref(json_array_get(w->queue, 0));
+        usec_t start = now_monotonic();
+
+        while (!w->canceled && !w->ended && w->head && w->head->read) {
+                wline *l = w->head;
+                json_t *line = l->j;
                 json_t *res = json_object_get(line, "result");
-                json_t *evs = json_object_get(res, "events");
                 int64_t h = int64_of(json_object_get(json_object_get(res, "header"), "revision"));
 
-                json_array_remove(w->queue, 0);
-                if (json_object_get(line, "error")) {
+                if (!(w->head = l->next))
+                        w->tail = &w->head;
+                if (!line) {
+                        /* not JSON: a stream that is not etcd's, or cut
+                         * inside a line; resume elsewhere */
+                        watch_break(w, false);
+                } else if (json_object_get(line, "error")) {
                         /* "no leader" on this member, or (16: UNAUTHENTICATED) a token
                          * etcd forgot: resume elsewhere, with a new token */
                         watch_break(w, int64_of(json_object_get(json_object_get(line, "error"),
@@ -771,19 +900,19 @@ static void on_kick(uv_timer_t *t) {
                         watch_break(w, true);
                 } else if (json_is_true(json_object_get(res, "canceled"))) {
                         int64_t compacted = int64_of(json_object_get(res, "compact_revision"));
-                        json_decref(line);
                         w->canceled = true; /* no end twice: this is the end */
                         w->on_end(compacted ? -ERANGE : -ECANCELED,
                                   compacted ? "watch: the start revision has been compacted"
                                             : "watch: canceled by etcd",
                                   compacted, w->userdata);
                         w->canceled = false;
+                        wline_discard(w->e, l);
                         etcd_watch_cancel(w);
                         return;
                 } else {
                         w->retry_ms = 0; /* it answers */
-                        if (json_array_size(evs) > 0) {
-                                int r = hand_over(w, evs, h);
+                        if (l->n_ev > 0 || l->error < 0) {
+                                int r = hand_over(w, l, h);
                                 if (r < 0 && !w->canceled) {
                                         w->ended = true;
                                         w->end_error = r;
@@ -799,9 +928,15 @@ static void on_kick(uv_timer_t *t) {
                                  * lines, and a break before them must resume from it. */
                                 w->next_revision = h + 1;
                 }
-                json_decref(line);
+                wline_discard(w->e, l);
+                /* the loop's other work between lines, once they took long */
+                if (w->head && now_monotonic() - start >= HAND_OVER_SLICE) {
+                        if (!w->canceled && !w->ended)
+                                uv_timer_start(&w->kick, on_kick, 0, 0);
+                        return;
+                }
         }
-        if (!w->canceled && !w->ended && w->broken && json_array_size(w->queue) == 0) {
+        if (!w->canceled && !w->ended && w->broken && !w->head) {
                 int r = watch_resume(w);
                 if (r < 0) {
                         w->ended = true;
@@ -821,12 +956,8 @@ static void on_kick(uv_timer_t *t) {
         }
 }
 
-static void kick_soon(etcd_watch *w) {
-        if (!w->canceled)
-                uv_timer_start(&w->kick, on_kick, 0, 0);
-}
-
-/* Inside libcurl: only queue (no client call may be made from here). */
+/* Inside libcurl: only queue (no client call may be made from here); each
+ * line is read in the thread pool. */
 static size_t on_watch_data(char *p, size_t size, size_t n, void *userdata) {
         etcd_watch *w = userdata;
         size_t len = size * n;
@@ -834,17 +965,29 @@ static size_t on_watch_data(char *p, size_t size, size_t n, void *userdata) {
         for (size_t at = 0; at < len;) {
                 const char *nl = memchr(p + at, '\n', len - at);
                 size_t part = nl ? (size_t) (nl - (p + at)) : len - at;
+                wline *l;
                 if (tend_buf_add(&w->line, p + at, part) < 0)
                         return 0; /* a line too long: the transfer fails */
                 at += part;
                 if (!nl)
                         break;
                 at++;
-                json_t *j = json_loadb(w->line.data ?: "", w->line.len, 0, NULL);
-                tend_buf_reset(&w->line);
-                if (!j || json_array_append_new(w->queue, j) < 0)
+                if (!(l = new0(wline, 1)))
                         return 0;
-                kick_soon(w);
+                l->w = w;
+                l->work.data = l;
+                l->len = w->line.len;
+                if (!(l->text = tend_buf_take(&w->line))) {
+                        free(l);
+                        return 0;
+                }
+                *w->tail = l;
+                w->tail = &l->next;
+                w->reading++;
+                if (uv_queue_work(w->e->loop, &l->work, read_line, on_line_read) < 0) {
+                        read_line(&l->work); /* no pool: here, then */
+                        on_line_read(&l->work, 0);
+                }
         }
         return len;
 }
@@ -944,7 +1087,7 @@ int etcd_watch_start(etcd *e, const char *key, const char *range_end, int64_t st
         w->kick.data = w;
         w->key = strdup(key);
         w->range_end = range_end ? strdup(range_end) : NULL;
-        w->queue = json_array();
+        w->tail = &w->head;
         w->easy = curl_easy_init();
         w->headers = headers(e, true);
         /* linked first, so that a failure below is undone by one cancel */
@@ -952,7 +1095,7 @@ int etcd_watch_start(etcd *e, const char *key, const char *range_end, int64_t st
         if (w->next)
                 w->next->prev = w;
         e->watches = w;
-        if (!w->key || (range_end && !w->range_end) || !w->queue || !w->easy || !w->headers) {
+        if (!w->key || (range_end && !w->range_end) || !w->easy || !w->headers) {
                 etcd_watch_cancel(w);
                 return -ENOMEM;
         }

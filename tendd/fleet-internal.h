@@ -97,6 +97,11 @@ struct fleet {
         uv_timer_t flush;
         uv_prepare_t flush_idle; /* a write goes when the loop has nothing else to do */
         usec_t flush_wanted;     /* ... held since (0: not held) */
+        /* ... and not in the turn that made it: the loop polls once between
+         * (an API request that came meanwhile is answered first; the
+         * write and the flush are two slices, not one). Counts turns. */
+        uv_idle_t flush_turn;
+        unsigned flush_turns;
         fwaiter *waiters;
         /* fleet-events.c: the events (P/v1/events/: p_events) */
         tend_hashmap *ev_out; /* "ns/name" → JSON: this node's, to be written */
@@ -139,6 +144,9 @@ static inline bool fleet__session_live(const fleet *f) {
 }
 fnode *fleet__node(fleet *f, const char *name, bool create);
 void fleet__node_free(fnode *n);
+/* A key's value as JSON (a new reference; NULL: not JSON): a watch's comes
+ * read off the loop, a range's is read here. */
+json_t *fleet__kv_json(const etcd_kv *kv);
 /* Applies one key of P/v1/ to the mirror (deleted: its DELETE). */
 void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted);
 
@@ -153,6 +161,7 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r);
 void fleet__objects_settle(fleet *f);
 void fleet__objects_flush_cb(uv_timer_t *t);
 void fleet__objects_flush_idle_cb(uv_prepare_t *h);
+void fleet__objects_flush_turn_cb(uv_idle_t *h);
 /* o's local writes did not make it to etcd: the API writes among them are
  * answered code (409, 413). */
 void fleet__objects_failed(fleet *f, const fobj *o, unsigned code);

@@ -270,7 +270,7 @@ static int apply_local(fleet *f, fobj *o) {
                  o->dirty && o->dirty_status ? o->want_status : o->status);
         if (!j)
                 return -ENOMEM;
-        r = spec_decode_new(t, j, &errs, &obj);
+        r = spec_decode_shared(t, j, &errs, &obj);
         if (r < 0) {
                 if (r != -ENOMEM)
                         log_warning("fleet: %s/%s/%s in etcd cannot be read; skipped",
@@ -312,7 +312,8 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
 
         if (kv->mod_revision && kv->mod_revision <= *mod)
                 return; /* this node's write, applied when etcd answered it; or stale */
-        if (!deleted && !(v = json_loadb(kv->value, kv->value_len, 0, NULL))) {
+        /* a watch's value comes read (off the loop); a relist's is read here */
+        if (!deleted && !(v = fleet__kv_json(kv))) {
                 log_warning("fleet: %s is not JSON; skipped", kv->key);
                 return;
         }
@@ -464,12 +465,26 @@ static void schedule_flush(fleet *f, uint64_t msec) {
                         uv_timer_start(&f->flush, fleet__objects_flush_cb, msec, 0);
                 return;
         }
+        if (uv_is_active((uv_handle_t *) &f->flush_idle))
+                return;
+        f->flush_turns = 0;
+        uv_idle_start(&f->flush_turn, fleet__objects_flush_turn_cb);
         uv_prepare_start(&f->flush_idle, fleet__objects_flush_idle_cb);
+}
+
+/* (while it runs, the loop's poll does not block) */
+void fleet__objects_flush_turn_cb(uv_idle_t *h) {
+        fleet *f = h->data;
+
+        if (++f->flush_turns >= 2)
+                uv_idle_stop(h); /* a poll has come between */
 }
 
 void fleet__objects_flush_idle_cb(uv_prepare_t *h) {
         fleet *f = h->data;
 
+        if (uv_is_active((uv_handle_t *) &f->flush_turn))
+                return;
         /* more work queued for this turn of the loop (an idle handle, a
          * timer due): it may write more */
         if (uv_backend_timeout(h->loop) == 0) {

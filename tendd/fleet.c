@@ -180,6 +180,10 @@ static const char *node_problem(json_t *j) {
 }
 
 /* Applies one key of P/v1/ (value NULL: deleted). */
+json_t *fleet__kv_json(const etcd_kv *kv) {
+        return kv->json ? json_incref(kv->json) : json_loadb(kv->value, kv->value_len, 0, NULL);
+}
+
 void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
         const char *name;
         bool is_node;
@@ -214,7 +218,7 @@ void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
                 if (!deleted && kv->mod_revision <= n->node_mod)
                         return; /* our own write, applied already */
                 json_decref(n->node);
-                n->node = deleted ? NULL : json_loadb(kv->value, kv->value_len, 0, NULL);
+                n->node = deleted ? NULL : fleet__kv_json(kv);
                 n->node_mod = deleted ? 0 : kv->mod_revision;
                 /* a value of the wrong shape goes no further than here */
                 const char *why = deleted ? NULL : n->node ? node_problem(n->node) : "not JSON";
@@ -231,7 +235,7 @@ void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
         } else {
                 bool was = n->holder != NULL;
                 json_decref(n->holder);
-                n->holder = deleted ? NULL : json_loadb(kv->value, kv->value_len, 0, NULL);
+                n->holder = deleted ? NULL : fleet__kv_json(kv);
                 /* the key is the lease: held whatever its value says, which
                  * is read only as an object */
                 if (!deleted && !json_is_object(n->holder)) {
@@ -822,6 +826,8 @@ void fleet_close(fleet *f) {
         uv_close((uv_handle_t *) &f->flush, on_handle_closed);
         uv_prepare_stop(&f->flush_idle);
         uv_close((uv_handle_t *) &f->flush_idle, on_handle_closed);
+        uv_idle_stop(&f->flush_turn);
+        uv_close((uv_handle_t *) &f->flush_turn, on_handle_closed);
         uv_timer_stop(&f->ev_timer);
         uv_close((uv_handle_t *) &f->ev_timer, on_handle_closed);
         uv_timer_stop(&f->ev_apply);
@@ -876,13 +882,15 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
         f->flush.data = f;
         uv_prepare_init(c->loop, &f->flush_idle);
         f->flush_idle.data = f;
+        uv_idle_init(c->loop, &f->flush_turn);
+        f->flush_turn.data = f;
         uv_timer_init(c->loop, &f->ev_timer);
         f->ev_timer.data = f;
         uv_timer_init(c->loop, &f->ev_apply);
         f->ev_apply.data = f;
         uv_timer_init(c->loop, &f->lifecycle);
         f->lifecycle.data = f;
-        f->open_handles = 9;
+        f->open_handles = 10;
         if (gethostname(f->hostname, sizeof f->hostname - 1) < 0)
                 strcpy(f->hostname, "localhost");
         read_boot_id(f->boot_id);

@@ -410,6 +410,107 @@ static void test_watch(void **state) {
         etcd_close(e);
 }
 
+/* Lines are read in the loop's thread pool, several at once, and handed
+ * over in etcd's order all the same; each value comes read as JSON (NULL
+ * for one that is not JSON). A watch canceled while its lines are being
+ * read calls nothing more, and leaves nothing behind (ASan). */
+typedef struct ordered {
+        int64_t last;
+        size_t n, json, calls;
+        bool out_of_order, bad_json, ended;
+} ordered;
+
+static void on_ordered_end(int error, const char *message, int64_t compacted, void *userdata) {
+        (void) error, (void) message, (void) compacted;
+        ((ordered *) userdata)->ended = true;
+}
+
+static void on_ordered(const etcd_event *ev, size_t n, int64_t revision, void *userdata) {
+        ordered *o = userdata;
+
+        (void) revision;
+        o->calls++;
+        for (size_t i = 0; i < n; i++, o->n++) {
+                json_t *j = json_loadb(ev[i].kv.value, ev[i].kv.value_len, 0, NULL);
+                if (ev[i].kv.mod_revision <= o->last)
+                        o->out_of_order = true;
+                o->last = ev[i].kv.mod_revision;
+                if (!j != !ev[i].kv.json || (j && !json_equal(j, ev[i].kv.json)))
+                        o->bad_json = true;
+                o->json += j != NULL;
+                json_decref(j);
+        }
+}
+
+static void test_watch_read_off_the_loop(void **state) {
+        char *eps[] = { endpoint, NULL };
+        etcd *e = client(eps);
+        _cleanup_free_ char *end = etcd_prefix_end("/o/");
+        _cleanup_free_ char *big = NULL;
+        ordered live = {}, hist = {}, gone = {};
+        etcd_watch *w, *h, *g;
+        answer puts[60] = {};
+        int64_t first = 0, last = 0;
+        size_t want_json = 0;
+
+        /* a 300 KB value: long enough that a small one after it is read first */
+        big = malloc(300 * 1024 + 16);
+        assert_non_null(big);
+        strcpy(big, "[\"");
+        memset(big + 2, 'x', 300 * 1024);
+        strcpy(big + 2 + 300 * 1024, "\"]");
+
+        assert_int_equal(etcd_watch_start(e, "/o/", end, 0, on_ordered, on_ordered_end, &live, &w),
+                         0);
+        for (int i = 0; i < 20; i++)
+                uv_run(&loop, UV_RUN_NOWAIT), usleep(10 * 1000);
+        for (size_t i = 0; i < ELEMENTSOF(puts); i++) {
+                char key[32], small[32];
+                const char *v = i % 10 == 0 ? big : i % 3 == 0 ? "not JSON {" : small;
+                snprintf(key, sizeof key, "/o/%02zu", i);
+                snprintf(small, sizeof small, "{\"i\":%zu}", i);
+                want_json += strcmp(v, "not JSON {") != 0;
+                /* all in flight at once: many lines come together */
+                assert_int_equal(etcd_put(e, key, v, strlen(v), 0, on_answer, &puts[i]), 0);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(puts); i++) {
+                wait_answer(&puts[i]);
+                assert_int_equal(puts[i].error, 0);
+                first = first ? MIN(first, puts[i].revision) : puts[i].revision;
+                last = MAX(last, puts[i].revision);
+        }
+        while (live.last < last)
+                uv_run(&loop, UV_RUN_ONCE);
+        assert_int_equal(live.n, ELEMENTSOF(puts));
+        assert_false(live.out_of_order);
+        assert_false(live.bad_json);
+        assert_int_equal(live.json, want_json);
+        etcd_watch_cancel(w);
+
+        /* the history: many lines at once */
+        assert_int_equal(
+                etcd_watch_start(e, "/o/", end, first, on_ordered, on_ordered_end, &hist, &h), 0);
+        while (hist.last < last)
+                uv_run(&loop, UV_RUN_ONCE);
+        assert_int_equal(hist.n, ELEMENTSOF(puts));
+        assert_false(hist.out_of_order);
+        assert_false(hist.bad_json);
+        etcd_watch_cancel(h);
+
+        /* canceled at its first call, lines still being read: no more calls */
+        assert_int_equal(
+                etcd_watch_start(e, "/o/", end, first, on_ordered, on_ordered_end, &gone, &g), 0);
+        while (gone.calls == 0)
+                uv_run(&loop, UV_RUN_ONCE);
+        etcd_watch_cancel(g);
+        for (int i = 0; i < 50; i++)
+                uv_run(&loop, UV_RUN_NOWAIT), usleep(2 * 1000);
+        assert_int_equal(gone.calls, 1);
+        assert_false(gone.ended);
+        etcd_close(e);
+        uv_run(&loop, UV_RUN_DEFAULT); /* what the pool still reads, then freed */
+}
+
 /* The session: a granted lease kept alive past its TTL, resumed by a
  * second session, lost (-ENOENT) once revoked behind its back. */
 typedef struct sess {
@@ -524,13 +625,10 @@ static void test_watch_resumes(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_kv),
-                cmocka_unit_test(test_txn),
-                cmocka_unit_test(test_lease),
-                cmocka_unit_test(test_endpoints),
-                cmocka_unit_test(test_watch),
-                cmocka_unit_test(test_session),
-                cmocka_unit_test(test_watch_resumes),
+                cmocka_unit_test(test_kv),      cmocka_unit_test(test_txn),
+                cmocka_unit_test(test_lease),   cmocka_unit_test(test_endpoints),
+                cmocka_unit_test(test_watch),   cmocka_unit_test(test_watch_read_off_the_loop),
+                cmocka_unit_test(test_session), cmocka_unit_test(test_watch_resumes),
         };
 
         if (system("command -v etcd >/dev/null 2>&1") != 0) {

@@ -50,6 +50,9 @@ typedef struct etcd_kv {
         char *key;
         char *value; /* NUL-terminated beyond value_len */
         size_t value_len;
+        /* A watch's: the value read as JSON, off the loop (NULL: a delete,
+         * or not JSON); a range's: NULL, always */
+        json_t *json;
         int64_t create_revision, mod_revision, version, lease;
 } etcd_kv;
 
