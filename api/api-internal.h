@@ -145,12 +145,14 @@ struct req {
         void *cancel_userdata;
         unsigned later_code;
         json_t *later;
+        char *later_text; /* ... or as text (the object as the store wrote it) */
         struct req *next_waiting;
         const char *method;  /* of the request (MHD's) */
         bool synced;         /* the answer waited for the fleet's etcd already */
         uint64_t fleet_mark; /* the fleet's writes before this request's */
         unsigned held_code;  /* the answer that waits for it */
         json_t *held;
+        char *held_text; /* ... or its text */
         /* A deployment write in two parts (prep.c): its state; and on the
          * pool's copy of the request (pooled), the query and headers
          * copied (name, value pairs; a value may be NULL), and the answer
@@ -278,6 +280,9 @@ enum MHD_Result api__queue(req *r, unsigned code, const char *type, char *body /
 /* An answer made already (by the pool's copy of r): sent as it is. */
 enum MHD_Result api__queue_kept(req *r, unsigned code, const char *type, char *body /* takes */);
 enum MHD_Result api__send_json(req *r, unsigned code, json_t *j);
+/* The same for an answer written already (JSON with its newline; taken):
+ * a large object's text, not encoded again. */
+enum MHD_Result api__send_text(req *r, unsigned code, char *body);
 /* s (taken) with a newline after it (an answer's last line), without a
  * copy where realloc can grow it; NULL: out of memory. */
 char *api__line(char *s);

@@ -32,18 +32,26 @@ enum MHD_Result api__wait(req *r, void (*cancel)(void *userdata, void *req), voi
         return MHD_YES;
 }
 
-void api__later(unsigned code, json_t *answer, void *userdata) {
-        req *r = userdata;
-
+/* The answer (JSON, or text: both taken) of a request that waits. */
+static void resume_with(req *r, unsigned code, json_t *answer, char *text) {
         if (!r->waiting) {
                 json_decref(answer);
+                free(text);
                 return;
         }
         waiting_unlink(r);
         r->later_code = code;
-        r->later = answer ?: api__status_json(500, "InternalError", "out of memory", NULL);
+        if (text) {
+                json_decref(answer);
+                r->later_text = text;
+        } else
+                r->later = answer ?: api__status_json(500, "InternalError", "out of memory", NULL);
         MHD_resume_connection(r->conn);
         api__kick(r->slot);
+}
+
+void api__later(unsigned code, json_t *answer, void *userdata) {
+        resume_with(userdata, code, answer, NULL);
 }
 
 void api__resume(req *r) {
@@ -77,6 +85,8 @@ void api__req_free(req *r) {
         if (!r)
                 return;
         json_decref(r->held);
+        free(r->held_text);
+        free(r->later_text);
         tend_buf_free(&r->body);
         free(r->direct_body);
         free(r->deny_message);
@@ -158,20 +168,22 @@ enum MHD_Result api__queue_kept(req *r, unsigned code, const char *type, char *b
 
 static void on_synced(unsigned code, json_t *answer, void *userdata) {
         req *r = userdata;
+        json_t *held = TAKE_PTR(r->held);
+        char *text = TAKE_PTR(r->held_text);
 
         if (code == 0) {
-                code = r->held_code;
-                answer = TAKE_PTR(r->held);
-        } else {
-                json_decref(r->held);
-                r->held = NULL;
+                json_decref(answer);
+                resume_with(r, r->held_code, held, text);
+                return;
         }
-        api__later(code, answer, r);
+        json_decref(held);
+        free(text);
+        resume_with(r, code, answer, NULL);
 }
 
 /* In a fleet, a write is acknowledged once etcd has it (tend/api.h's
- * sync): the answer waits. true: it waits (r took j). */
-static bool hold_for_fleet(req *r, unsigned code, json_t *j) {
+ * sync): the answer waits. true: it waits (r took j, or text). */
+static bool hold_for_fleet(req *r, unsigned code, json_t *j, char *text) {
         const api_fleet *fl = r->conn ? r->s->fleet : NULL;
         int k;
 
@@ -183,11 +195,18 @@ static bool hold_for_fleet(req *r, unsigned code, json_t *j) {
                 return false; /* etcd has it (or cannot tell: as on one host) */
         r->held_code = code;
         r->held = j;
+        r->held_text = text;
         return true;
 }
 
+enum MHD_Result api__send_text(req *r, unsigned code, char *body) {
+        if (hold_for_fleet(r, code, NULL, body))
+                return api__wait(r, r->s->fleet->cancel, r->s->fleet->userdata);
+        return api__queue(r, code, "application/json", body);
+}
+
 enum MHD_Result api__send_json(req *r, unsigned code, json_t *j) {
-        if (hold_for_fleet(r, code, j))
+        if (hold_for_fleet(r, code, j, NULL))
                 return api__wait(r, r->s->fleet->cancel, r->s->fleet->userdata);
         char *body = j ? spec_json_dump(j) : NULL;
         json_decref(j);

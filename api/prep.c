@@ -497,12 +497,14 @@ static enum MHD_Result commit(req *r, prep *p) {
         if (!dry_run && s->fleet && s->fleet->touch)
                 s->fleet->touch(s->fleet->userdata, STORE_DEPLOYMENT, ns, name);
         /* The answer is the object as the store wrote it: that text is
-         * kept, rather than the object encoded again (on a single host:
-         * a fleet's answer waits for etcd, as JSON). */
-        s->written.want = !dry_run && !s->fleet;
+         * kept, rather than the object encoded again (in a fleet it waits
+         * for etcd, as that text). */
+        s->written.want = !dry_run;
         s->written.ns = ns, s->written.name = name;
-        rr = agent_apply_prepared(s->agent, &it->d, &it->result, 1,
-                                  dry_run ? AGENT_APPLY_DRY_RUN : 0, &p->errs);
+        {
+                rr = agent_apply_prepared(s->agent, &it->d, &it->result, 1,
+                                          dry_run ? AGENT_APPLY_DRY_RUN : 0, &p->errs);
+        }
         s->written.want = false;
         _cleanup_free_ char *written = TAKE_PTR(s->written.json);
         if (rr == -EINVAL)
@@ -513,8 +515,7 @@ static enum MHD_Result commit(req *r, prep *p) {
                 agent_kick(s->agent);
         if (written) {
                 char *body = api__line(TAKE_PTR(written));
-                return body ? api__queue(r, p->ok_code, "application/json", body)
-                            : api__send_oom(r);
+                return body ? api__send_text(r, p->ok_code, body) : api__send_oom(r);
         }
         d = dry_run ? it->d : store_get(s->store, STORE_DEPLOYMENT, ns, name);
         return api__send_json(r, p->ok_code,

@@ -242,6 +242,10 @@ enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const ch
                 return MHD_YES;
         }
         api__conn_phase(conn, API_CONN_ANSWERING);
+        if (r->later_text) { /* ... written already */
+                r->synced = true;
+                return api__queue(r, r->later_code, "application/json", TAKE_PTR(r->later_text));
+        }
         if (r->later) { /* the answer of api__wait()'s work */
                 json_t *answer = TAKE_PTR(r->later);
                 r->synced = true;

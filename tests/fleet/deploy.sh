@@ -95,6 +95,25 @@ if [ "$(etcdctl_fleet get --keys-only /tend/v1/deployments/default/web | head -1
 else
     fail "no key /tend/v1/deployments/default/web in etcd after the apply"
 fi
+# a create (POST) on a node that does not lead: answered once etcd has it,
+# with the object as stored (the store's own text, held until then)
+printf '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"solo"},"spec":{"replicas":0,"selector":{"matchLabels":{"app":"solo"}},"template":{"metadata":{"labels":{"app":"solo"}},"spec":{"containers":[{"name":"main","command":["%s","sleep"]}]}}}}' "$testprog" |
+    curl -s -o "$tmp/solo.json" -w '%{http_code}' --unix-socket "$tmp/n$k_apply.sock" -H 'Content-Type: application/json' \
+        --data-binary @- http://localhost/apis/apps/v1/namespaces/default/deployments >"$tmp/solo.code"
+got=$(curl -s --unix-socket "$tmp/n$k_apply.sock" http://localhost/apis/apps/v1/namespaces/default/deployments/solo)
+if [ "$(cat "$tmp/solo.code")" = 201 ] &&
+    [ "$(jq -r '.metadata.uid + " " + .metadata.creationTimestamp + " " + .spec.template.spec.containers[0].name' "$tmp/solo.json")" = \
+        "$(echo "$got" | jq -r '.metadata.uid + " " + .metadata.creationTimestamp + " " + .spec.template.spec.containers[0].name')" ] &&
+    [ -n "$(jq -r '.metadata.uid // empty' "$tmp/solo.json")" ] &&
+    # (the leader's controller may have written it since: a later version)
+    [ "$(jq -r '.metadata.resourceVersion' "$tmp/solo.json")" -le "$(echo "$got" | jq -r '.metadata.resourceVersion')" ] &&
+    [ "$(etcdctl_fleet get --keys-only /tend/v1/deployments/default/solo | head -1)" = /tend/v1/deployments/default/solo ]; then
+    ok "a create on n$k_apply answered 201 with the object as stored, once etcd had it"
+else
+    fail "create on n$k_apply: $(cat "$tmp/solo.code") $(head -c 300 "$tmp/solo.json"); GET: $(echo "$got" | head -c 300)"
+fi
+on "$k_apply" delete deployment solo >/dev/null 2>&1 || fail "delete deployment/solo"
+
 if wait_for 20 running 1 web 6 && wait_for 5 running 2 web 6 && wait_for 5 running 3 web 6; then
     ok "6 pods Running and Ready, the same on every node"
 else
