@@ -31,7 +31,8 @@
  * etcd's 1.5 MiB request limit */
 #define BATCH_BYTES (1024 * 1024)
 #define WAIT_MAX (10 * USEC_PER_SEC)
-#define FLUSH_HOLD (20 * USEC_PER_MSEC) /* the longest a write waits for more to go with it */
+#define FLUSH_HOLD (20 * USEC_PER_MSEC)    /* the longest a write waits for more to go with it */
+#define UNSTAGE_SLICE (20 * USEC_PER_MSEC) /* local changes split in one turn of the loop */
 /* A waiter's failure: its write was withdrawn after WAIT_MAX, but an
  * answer of etcd's to it was lost before, so etcd may have it (a 504 that
  * says so). */
@@ -67,6 +68,14 @@ struct fobj {
         uint64_t seq, sent_seq, pending_from; /* local changes: the last, the sent, the
                                                * first not acknowledged (0: none) */
         int64_t fence_at;                     /* the leader's fence when written; 0: not leading */
+        /* Changed here, and not yet split into its keys' values (stage()):
+         * dirty and seq as for a write already, so that a request waits
+         * for it; the rest once unstage() has made the values. */
+        bool staged;
+        bool staged_deleted;   /* ... by a deletion (its last change) */
+        bool staged_was_dirty; /* dirty before it was staged */
+        int64_t staged_term;   /* the leader's fence over its staged changes; 0: none */
+        fobj *next_staged;
 };
 
 struct fwaiter {
@@ -215,6 +224,8 @@ static json_t *join(const json_t *main, const json_t *status) {
 
 static void flush(fleet *f);
 static void schedule_flush(fleet *f, uint64_t msec);
+static bool unstage(fleet *f, usec_t budget);
+static void check_waiters(fleet *f);
 
 static const char *meta_node(store_kind k, const void *obj) {
         return k == STORE_POD ? ((const spec_pod *) obj)->spec.node_name : NULL;
@@ -382,6 +393,8 @@ bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted) {
         bool status = false;
         int k = -1;
 
+        unstage(f, 0);
+
         if (!rest)
                 return false;
         if (startswith(rest, "status/"))
@@ -424,6 +437,7 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r) {
         const char *key;
         void *v;
 
+        unstage(f, 0);
         if (!present)
                 return;
         for (size_t i = 0; i < r->n_kvs; i++)
@@ -494,16 +508,96 @@ void fleet__objects_flush_idle_cb(uv_prepare_t *h) {
                 if (now - f->flush_wanted < FLUSH_HOLD)
                         return;
         }
-        uv_prepare_stop(h);
         f->flush_wanted = 0;
+        if (f->staged) {
+                /* the staged changes first, in this turn; the flush in one
+                 * after it (and after a poll) */
+                bool more = unstage(f, UNSTAGE_SLICE);
+                f->flush_turns = 0;
+                uv_idle_start(&f->flush_turn, fleet__objects_flush_turn_cb);
+                if (!more)
+                        check_waiters(f); /* (a change that etcd has already) */
+                return;
+        }
+        uv_prepare_stop(h);
         flush(f);
 }
 
+/* A local change's values for etcd: its two keys' values made from the
+ * object as the store has it now, and whether (and under which fence)
+ * they are to be written. false: out of memory (the change is sent at
+ * the next resync). */
+static bool unstage_one(fleet *f, fobj *o) {
+        const void *obj = o->staged_deleted ? NULL : store_get(f->store, o->kind, o->ns, o->name);
+        json_t *main = NULL, *status = NULL;
+        bool was_dirty = o->staged_was_dirty, node_write, deleted = !obj;
+        int64_t term;
+
+        o->staged = false;
+        if (obj && split(o->kind, obj, &main, &status) < 0) {
+                log_warning("fleet: %s/%s/%s: out of memory; it is sent at the next resync",
+                            kind_names[o->kind], o->ns, o->name);
+                o->dirty = was_dirty;
+                if (!was_dirty)
+                        o->pending_from = 0;
+                return false;
+        }
+        json_decref(o->want_main);
+        json_decref(o->want_status);
+        o->want_main = main;
+        o->want_status = status;
+        if (!o->in_flight && json_equal(main, o->main) && json_equal(status, o->status) &&
+            !(deleted && o->main)) {
+                /* what etcd has already (put back by a refusal, or unchanged) */
+                o->dirty = o->dirty_main = o->dirty_status = false;
+                o->pending_from = 0;
+                if (deleted)
+                        fobj_maybe_forget(f, o);
+                return true;
+        }
+        if (!was_dirty && !o->in_flight)
+                o->unsure = false; /* a write of its own, after the unsure one settled */
+        o->dirty = true;
+        o->dirty_main = deleted || !json_equal(main, o->main);
+        o->dirty_status = !deleted && !json_equal(status, o->status);
+        /* The leader's writes are fenced on its term (even if its lease ran
+         * out during the pass: etcd then refuses them), and stay fenced
+         * while they wait; a node's status of its own pod is not the
+         * leader's (it would be undone with the leadership). */
+        node_write = o->kind == STORE_POD && !o->dirty_main &&
+                     streq_ptr(((const spec_pod *) obj)->spec.node_name, f->node_name);
+        term = node_write ? 0 : o->staged_term;
+        o->fence_at = was_dirty ? MAX(o->fence_at, term) : term;
+        return true;
+}
+
+/* The staged changes split into their values, the oldest first; with
+ * budget, only as many as fit in it (the rest wait for the next turn).
+ * Whatever reads or writes the mirror's state unstages every change
+ * first: only the flush does it a slice at a time, in a turn of its own.
+ * Returns whether any is left. */
+static bool unstage(fleet *f, usec_t budget) {
+        usec_t start = budget ? now_monotonic() : 0;
+
+        while (f->staged) {
+                fobj *o = f->staged;
+                f->staged = o->next_staged;
+                o->next_staged = NULL;
+                if (!f->staged)
+                        f->staged_tail = &f->staged;
+                (void) unstage_one(f, o);
+                if (budget && f->staged && now_monotonic() - start >= budget)
+                        return true;
+        }
+        return false;
+}
+
+/* A change of the local store: staged (split into etcd's values in a
+ * turn of its own, not in the commit that made it: a large object's
+ * encoding is a slice's worth). */
 static void on_local_change(store_kind kind, store_change change, const void *obj, void *u) {
         fleet *f = u;
         const spec_meta *m = spec_object_meta(obj);
-        json_t *main = NULL, *status = NULL;
-        bool was_dirty, node_write;
         int64_t term;
         fobj *o;
 
@@ -520,54 +614,31 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
                 log_oom();
                 return;
         }
-        if (change != STORE_DELETED && split(kind, obj, &main, &status) < 0) {
-                log_warning("fleet: %s/%s/%s: out of memory; it is sent at the next resync",
-                            kind_names[kind], o->ns, o->name);
-                return;
-        }
         if (o->gone) { /* etcd deleted it: nothing of it goes back */
-                json_decref(main);
-                json_decref(status);
                 if (change == STORE_DELETED)
                         o->gone = false, fobj_maybe_forget(f, o);
                 return;
         }
-        json_decref(o->want_main);
-        json_decref(o->want_status);
-        o->want_main = main;
-        o->want_status = status;
-        if (!o->in_flight && json_equal(main, o->main) && json_equal(status, o->status) &&
-            !(change == STORE_DELETED && o->main)) {
-                /* what etcd has already (put back by a refusal, or unchanged) */
-                o->dirty = o->dirty_main = o->dirty_status = false;
-                o->pending_from = 0;
-                if (change == STORE_DELETED)
-                        fobj_maybe_forget(f, o);
-                return;
-        }
-        was_dirty = o->dirty;
-        if (!was_dirty && !o->in_flight)
-                o->unsure = false; /* a write of its own, after the unsure one settled */
-        if (f->recording) {        /* a write of the API request being answered */
+        if (f->recording) { /* a write of the API request being answered */
                 _cleanup_free_ char *key = obj_key(kind, o->ns, o->name);
                 if (!key ||
                     (!strv_contains(f->req_keys, key) && strv_extend(&f->req_keys, key) < 0))
                         log_oom(); /* its answer does not wait for this one */
         }
+        term = f->leading ? f->fence : 0;
+        if (!o->staged) {
+                o->staged = true;
+                o->staged_was_dirty = o->dirty;
+                o->staged_term = term;
+                *f->staged_tail = o;
+                f->staged_tail = &o->next_staged;
+        } else
+                o->staged_term = MAX(o->staged_term, term);
+        o->staged_deleted = change == STORE_DELETED;
         o->dirty = true;
-        o->dirty_main = change == STORE_DELETED || !json_equal(main, o->main);
-        o->dirty_status = change != STORE_DELETED && !json_equal(status, o->status);
         o->seq = ++f->seq;
         if (!o->pending_from)
                 o->pending_from = o->seq;
-        /* The leader's writes are fenced on its term (even if its lease ran
-         * out during the pass: etcd then refuses them), and stay fenced
-         * while they wait; a node's status of its own pod is not the
-         * leader's (it would be undone with the leadership). */
-        node_write = kind == STORE_POD && !o->dirty_main &&
-                     streq_ptr(((const spec_pod *) obj)->spec.node_name, f->node_name);
-        term = f->leading && !node_write ? f->fence : 0;
-        o->fence_at = was_dirty ? MAX(o->fence_at, term) : term;
         schedule_flush(f, 0);
 }
 
@@ -671,6 +742,7 @@ static void flush(fleet *f) {
         void *v;
         int rr;
 
+        unstage(f, 0);
         if (f->txn_out || !f->joined || f->closing || !f->e)
                 return;
         cmp = json_array();
@@ -848,6 +920,7 @@ static void on_txn(const etcd_result *r, void *userdata) {
         size_t n = f->n_sent, conflicts = 0;
         bool refused = r->error >= 0 && !r->succeeded;
 
+        unstage(f, 0);
         f->txn_out = false;
         f->n_sent = 0;
         for (size_t i = 0; i < n; i++) {
@@ -1027,8 +1100,12 @@ static bool withdraw_failed(fleet *f) {
 static bool apply_marked(fleet *f);
 
 static void check_waiters(fleet *f) {
-        usec_t now = now_monotonic();
-        bool late = withdraw_late(f, now), failed = false;
+        usec_t now;
+        bool late, failed = false;
+
+        unstage(f, 0);
+        now = now_monotonic();
+        late = withdraw_late(f, now);
 
         while (withdraw_failed(f)) /* (a withdrawal may fail other requests) */
                 failed = true;
@@ -1373,6 +1450,7 @@ static bool apply_marked(fleet *f) {
         if (f->objs_dirty && f->store) {
                 f->objs_dirty = false;
                 (void) store_commit(f->store, false); /* a pass's, should one be open */
+                unstage(f, 0);                        /* (its changes too) */
                 f->applying = true;
                 for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
                         fobj *o = v;
@@ -1424,6 +1502,7 @@ int fleet__objects_init(fleet *f) {
         f->objs = tend_hashmap_new();
         if (!f->objs)
                 return -ENOMEM;
+        f->staged_tail = &f->staged;
         uv_timer_start(&f->lifecycle, on_lifecycle, 500, 500);
         r = fleet__events_init(f);
         if (r < 0)
