@@ -49,6 +49,12 @@ struct request {
         bool unknown;      /* an attempt reached etcd, and no answer says what it did */
         etcd_cb cb;
         void *userdata;
+        /* A txn's body is written in the loop's thread pool (its values
+         * are a megabyte of base64): then started. */
+        uv_work_t dump;
+        json_t *body_json; /* until written */
+        bool dumping;
+        bool orphaned; /* canceled while written: freed once it is */
 };
 
 static void secret_free(char *s) {
@@ -67,8 +73,17 @@ static request *request_free(request *r) {
         secret_free(r->token_used);
         free(r->path);
         free(r->body);
+        json_decref(r->body_json);
         free(r);
         return NULL;
+}
+
+/* Forgets a request (canceled): now, or once the pool has written its body. */
+static void drop_request(request *r) {
+        if (r->dumping)
+                r->orphaned = true;
+        else
+                request_free(r);
 }
 
 static void unlink_request(request *r) {
@@ -96,7 +111,8 @@ static int64_t int64_of(json_t *j) {
 
 static json_t *b64(const void *data, size_t n) {
         _cleanup_free_ char *s = tend_base64_encode(data, n);
-        return s ? json_string(s) : NULL;
+        /* (base64 is ASCII: no UTF-8 check, no strlen) */
+        return s ? json_stringn_nocheck(s, (n + 2) / 3 * 4) : NULL;
 }
 
 static json_t *b64_str(const char *s) {
@@ -377,8 +393,34 @@ static int start(request *r) {
         return net_curl_start(e->net, r->easy, on_done, r);
 }
 
-/* Takes body (a new reference). */
-static int call_ex(etcd *e, const char *path, json_t *body, bool is_auth, etcd_cb cb,
+static void dump_body(uv_work_t *w) {
+        request *r = w->data;
+
+        r->body = json_dumps(r->body_json, JSON_COMPACT); /* (thread-safe since jansson 2.11) */
+        json_decref(r->body_json);
+        r->body_json = NULL;
+}
+
+static void on_body_dumped(uv_work_t *w, int status) {
+        request *r = w->data;
+
+        (void) status;
+        r->dumping = false;
+        if (r->orphaned) {
+                request_free(r);
+                return;
+        }
+        if (r->body && start(r) >= 0)
+                return;
+        /* (out of memory): answered as a call that never left */
+        unlink_request(r);
+        finish(r, CURLE_OUT_OF_MEMORY, 0);
+        request_free(r);
+}
+
+/* Takes body (a new reference). pooled: its text is written in the
+ * thread pool, and the request starts after. */
+static int call_ex(etcd *e, const char *path, json_t *body, bool is_auth, bool pooled, etcd_cb cb,
                    void *userdata) {
         request *r;
         int ret;
@@ -386,21 +428,27 @@ static int call_ex(etcd *e, const char *path, json_t *body, bool is_auth, etcd_c
         if (!body)
                 return -ENOMEM;
         r = new0(request, 1);
-        if (!r || !(r->path = strdup(path)) || !(r->body = json_dumps(body, JSON_COMPACT))) {
+        if (!r || !(r->path = strdup(path))) {
                 json_decref(body);
                 request_free(r);
                 return -ENOMEM;
         }
-        json_decref(body);
         r->e = e;
         r->is_auth = is_auth;
         tend_buf_init(&r->answer, ANSWER_MAX);
         r->cb = cb;
         r->userdata = userdata;
-        ret = start(r);
-        if (ret < 0) {
-                request_free(r);
-                return ret;
+        r->body_json = body;
+        r->dump.data = r;
+        if (pooled && uv_queue_work(e->loop, &r->dump, dump_body, on_body_dumped) == 0)
+                r->dumping = true;
+        else {
+                dump_body(&r->dump);
+                ret = r->body ? start(r) : -ENOMEM;
+                if (ret < 0) {
+                        request_free(r);
+                        return ret;
+                }
         }
         r->next = e->requests;
         if (r->next)
@@ -410,7 +458,7 @@ static int call_ex(etcd *e, const char *path, json_t *body, bool is_auth, etcd_c
 }
 
 static int call(etcd *e, const char *path, json_t *body, etcd_cb cb, void *userdata) {
-        return call_ex(e, path, body, false, cb, userdata);
+        return call_ex(e, path, body, false, false, cb, userdata);
 }
 
 /* ---- authentication ----------------------------------------------------------------------------
@@ -463,7 +511,7 @@ static int authenticate(etcd *e) {
         e->authing = true;
         r = call_ex(e, "/v3/auth/authenticate",
                     json_pack("{s:s, s:s}", "name", e->user, "password", strempty(e->password)),
-                    true, on_auth, e);
+                    true, false, on_auth, e);
         if (r < 0)
                 e->authing = false;
         return r;
@@ -544,10 +592,10 @@ int etcd_txn(etcd *e, json_t *compare, json_t *success, json_t *failure, etcd_cb
                 json_decref(failure);
                 return -ENOMEM;
         }
-        return call(e, "/v3/kv/txn",
-                    json_pack("{s:o, s:o, s:o}", "compare", compare, "success", success, "failure",
-                              failure),
-                    cb, userdata);
+        return call_ex(e, "/v3/kv/txn",
+                       json_pack("{s:o, s:o, s:o}", "compare", compare, "success", success,
+                                 "failure", failure),
+                       false, true, cb, userdata);
 }
 
 int etcd_compact(etcd *e, int64_t revision, etcd_cb cb, void *userdata) {
@@ -620,7 +668,7 @@ void etcd_cancel_calls(etcd *e, void *userdata) {
                         continue;
                 net_curl_cancel(e->net, r->easy);
                 unlink_request(r);
-                request_free(r);
+                drop_request(r);
         }
 }
 
@@ -637,7 +685,7 @@ void etcd_close(etcd *e) {
                 request *r = e->requests;
                 net_curl_cancel(e->net, r->easy);
                 unlink_request(r);
-                request_free(r);
+                drop_request(r);
         }
         net_curl_close(e->net);
         strv_free(e->endpoints);
