@@ -102,6 +102,7 @@ struct fleet {
          * write and the flush are two slices, not one). Counts turns. */
         uv_idle_t flush_turn;
         unsigned flush_turns;
+        usec_t flush_asked;          /* when the flush that waits was first asked for */
         fobj *staged, **staged_tail; /* local changes not yet split (fleet-store.c) */
         fwaiter *waiters;
         /* fleet-events.c: the events (P/v1/events/: p_events) */

@@ -33,6 +33,8 @@
 #define WAIT_MAX (10 * USEC_PER_SEC)
 #define FLUSH_HOLD (20 * USEC_PER_MSEC)    /* the longest a write waits for more to go with it */
 #define UNSTAGE_SLICE (20 * USEC_PER_MSEC) /* local changes split in one turn of the loop */
+/* the longest a write's flush is put off for a poll first (by later writes) */
+#define FLUSH_POLL_MAX (100 * USEC_PER_MSEC)
 /* A waiter's failure: its write was withdrawn after WAIT_MAX, but an
  * answer of etcd's to it was lost before, so etcd may have it (a 504 that
  * says so). */
@@ -43,6 +45,13 @@ static const char *const kind_names[] = {
         [STORE_REPLICA_SET] = "replicasets",
         [STORE_POD] = "pods",
 };
+
+/* A value's canonical text, made ahead (in unstage()'s slice, not the
+ * flush's) and kept with a reference to the value it is of. */
+typedef struct ftext {
+        json_t *of;
+        char *text;
+} ftext;
 
 struct fobj {
         store_kind kind;
@@ -68,6 +77,7 @@ struct fobj {
         uint64_t seq, sent_seq, pending_from; /* local changes: the last, the sent, the
                                                * first not acknowledged (0: none) */
         int64_t fence_at;                     /* the leader's fence when written; 0: not leading */
+        ftext main_text, status_text;         /* of want_main, want_status (when made) */
         /* Changed here, and not yet split into its keys' values (stage()):
          * dirty and seq as for a write already, so that a request waits
          * for it; the rest once unstage() has made the values. */
@@ -97,9 +107,33 @@ static char *etcd_key(fleet *f, const fobj *o, bool status) {
                          o->ns, o->name);
 }
 
+static void ftext_forget(ftext *t) {
+        json_decref(t->of);
+        free(t->text);
+        *t = (ftext){};
+}
+
+/* Makes v's text ahead (false: out of memory; build() tries again). */
+static bool ftext_make(ftext *t, json_t *v) {
+        if (v && t->of == v)
+                return true;
+        ftext_forget(t);
+        if (!v || !(t->text = spec_json_dump_canonical(v)))
+                return false;
+        t->of = json_incref(v);
+        return true;
+}
+
+/* v's text, as made ahead if it was (borrowed); NULL: out of memory. */
+static const char *ftext_get(ftext *t, json_t *v) {
+        return ftext_make(t, v) ? t->text : NULL;
+}
+
 static void fobj_free(fobj *o) {
         if (!o)
                 return;
+        ftext_forget(&o->main_text);
+        ftext_forget(&o->status_text);
         free(o->ns);
         free(o->name);
         json_decref(o->main);
@@ -479,11 +513,17 @@ static void schedule_flush(fleet *f, uint64_t msec) {
                         uv_timer_start(&f->flush, fleet__objects_flush_cb, msec, 0);
                 return;
         }
-        if (uv_is_active((uv_handle_t *) &f->flush_idle))
-                return;
-        f->flush_turns = 0;
-        uv_idle_start(&f->flush_turn, fleet__objects_flush_turn_cb);
-        uv_prepare_start(&f->flush_idle, fleet__objects_flush_idle_cb);
+        usec_t now = now_monotonic();
+        if (!uv_is_active((uv_handle_t *) &f->flush_idle)) {
+                f->flush_asked = now;
+                uv_prepare_start(&f->flush_idle, fleet__objects_flush_idle_cb);
+        }
+        /* a poll between this write and the flush (a write in the turn
+         * that was to flush puts it off), unless it waited FLUSH_POLL_MAX */
+        if (now - f->flush_asked < FLUSH_POLL_MAX) {
+                f->flush_turns = 0;
+                uv_idle_start(&f->flush_turn, fleet__objects_flush_turn_cb);
+        }
 }
 
 /* (while it runs, the loop's poll does not block) */
@@ -568,6 +608,12 @@ static bool unstage_one(fleet *f, fobj *o) {
                      streq_ptr(((const spec_pod *) obj)->spec.node_name, f->node_name);
         term = node_write ? 0 : o->staged_term;
         o->fence_at = was_dirty ? MAX(o->fence_at, term) : term;
+        /* the texts the flush sends, made here: a large object's is a
+         * slice's worth of its own */
+        if (o->dirty_main && main)
+                (void) ftext_make(&o->main_text, main);
+        if (o->dirty_status && status)
+                (void) ftext_make(&o->status_text, status);
         return true;
 }
 
@@ -663,7 +709,7 @@ static int build(fleet *f, fobj *o, json_t *cmp, json_t *ops, json_t *fail, size
         bool put_main = !del && o->dirty_main && !json_equal(o->want_main, o->main);
         bool put_status = !del && o->dirty_status && o->want_status &&
                           !json_equal(o->want_status, o->status);
-        _cleanup_free_ char *tm = NULL, *ts = NULL;
+        const char *tm = NULL, *ts = NULL;
         size_t bytes;
 
         if (!km || !ks)
@@ -673,10 +719,10 @@ static int build(fleet *f, fobj *o, json_t *cmp, json_t *ops, json_t *fail, size
         if (!del && !put_main && !put_status)
                 return 0;
         /* (canonical, as json_dumps(JSON_COMPACT | JSON_SORT_KEYS) writes
-         * it, three times as fast) */
-        if (put_main && !(tm = spec_json_dump_canonical(o->want_main)))
+         * it, three times as fast; made by unstage() already) */
+        if (put_main && !(tm = ftext_get(&o->main_text, o->want_main)))
                 return -ENOMEM;
-        if (put_status && !(ts = spec_json_dump_canonical(o->want_status)))
+        if (put_status && !(ts = ftext_get(&o->status_text, o->want_status)))
                 return -ENOMEM;
         bytes = strlen(km) + strlen(ks) + (tm ? strlen(tm) : 0) + (ts ? strlen(ts) : 0);
         if (bytes > BATCH_BYTES)
@@ -710,6 +756,8 @@ static int build(fleet *f, fobj *o, json_t *cmp, json_t *ops, json_t *fail, size
             json_array_extend(fail, fl) < 0)
                 return -ENOMEM;
         *room -= bytes;
+        ftext_forget(&o->main_text); /* (in the txn now, as base64) */
+        ftext_forget(&o->status_text);
         o->sent_put_main = put_main;
         o->sent_put_status = put_status;
         o->sent_main_mod = o->main ? o->main_mod : 0;
