@@ -25,7 +25,8 @@ struct agent_loop {
         rt_manager *rt;
         agent *agent;
         uv_idle_t work;
-        bool polled; /* the loop polled for I/O since work was asked for */
+        bool polled;      /* the loop polled for I/O since work was asked for */
+        usec_t wanted_at; /* when the pass that waits was first asked for */
         uv_timer_t deadline;
         uv_timer_t resync;
         usec_t resync_interval;
@@ -97,6 +98,8 @@ static void take_stored_sockets(rt_manager *rt) {
         }
 }
 
+#define WANT_POLL_MAX (100 * USEC_PER_MSEC)
+
 static void run(agent_loop *l);
 static void on_work(uv_idle_t *h);
 
@@ -104,9 +107,15 @@ static void on_work(uv_idle_t *h);
  * idle handle runs before the poll (and keeps it from waiting), so it
  * lets one go by first: what asked (a large write the API just committed,
  * say) and the pass are two slices of the loop's time, and requests that
- * came meanwhile are answered between them (issue 27's loop budget). */
+ * came meanwhile are answered between them (issue 27's loop budget). A
+ * pass asked for again puts it off past another poll, unless it waited
+ * WANT_POLL_MAX already (a loop that asks every turn starves no pass). */
 static void want_work(agent_loop *l) {
+        usec_t now = now_monotonic();
+
         if (!uv_is_active((uv_handle_t *) &l->work))
+                l->wanted_at = now;
+        if (now - l->wanted_at < WANT_POLL_MAX)
                 l->polled = false;
         uv_idle_start(&l->work, on_work);
 }
