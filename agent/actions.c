@@ -71,12 +71,13 @@ static int acknowledge(agent *a, int r) {
         return r;
 }
 
-/* Each of ds checked (validated, unless validated says it was already,
- * also as an update of what is stored), and the selector contract
- * (docs/architecture.md §4.1) against what is stored and what else is in
- * this apply (pairs within it reported once). */
+/* Each of ds checked (validated, unless validated says it was already;
+ * also as an update of what is stored, unless update_validated says that
+ * was too), and the selector contract (docs/architecture.md §4.1) against
+ * what is stored and what else is in this apply (pairs within it reported
+ * once). */
 static int check_all(agent *a, spec_deployment *const *ds, size_t n, bool validated,
-                     spec_errors *errs) {
+                     bool update_validated, spec_errors *errs) {
         _cleanup_(spec_overlaps_freep) spec_overlaps *ov = spec_overlaps_new();
         const void *const *items;
         size_t m = store_list(a->store, STORE_DEPLOYMENT, &items);
@@ -99,7 +100,7 @@ static int check_all(agent *a, spec_deployment *const *ds, size_t n, bool valida
                 errs->object = label;
                 if (!validated)
                         (void) spec_deployment_validate(d, errs);
-                if (old && !validated)
+                if (old && !update_validated)
                         (void) spec_deployment_validate_update(old, d, errs);
                 if (d->spec.template.spec.node_selector.n && !agent__fleet(a))
                         (void) spec_errors_add(errs, "spec.template.spec.nodeSelector",
@@ -177,13 +178,26 @@ spec_deployment *agent_stored_form(const spec_deployment *d, const spec_deployme
         return prepare(d, old, flags & AGENT_APPLY_REPLACE);
 }
 
+/* The same for two objects both decoded (stored, or made by prepare()),
+ * without encoding them: a large deployment's two encodings were most of
+ * an unchanged apply's cost (tendd --manifests reads each file again at
+ * each resync). Compared are the spec and the annotations alone, each
+ * object's shared into a blank one. */
+static bool decoded_spec_or_annotations_differ(const spec_deployment *a, const spec_deployment *b) {
+        spec_deployment x = { .spec = a->spec }, y = { .spec = b->spec };
+
+        x.metadata.annotations = a->metadata.annotations;
+        y.metadata.annotations = b->metadata.annotations;
+        return !spec_equal_encoded(&spec_type_deployment, &x, &y);
+}
+
 agent_apply_result agent_stored_generation(const spec_deployment *old, spec_deployment *n) {
         if (!old) {
                 n->metadata.generation = 1;
                 return AGENT_CREATED;
         }
         n->metadata.generation = old->metadata.generation;
-        if (spec_or_annotations_differ(old, n)) {
+        if (decoded_spec_or_annotations_differ(old, n)) {
                 n->metadata.generation++;
                 return AGENT_CONFIGURED;
         }
@@ -264,7 +278,7 @@ int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *
         size_t before = errs->n;
         int r;
 
-        if (check_all(a, ds, n, false, errs) < 0)
+        if (check_all(a, ds, n, flags & AGENT_APPLY_VALIDATED, false, errs) < 0)
                 return -ENOMEM;
         if (errs->n > before || errs->dropped)
                 return -EINVAL;
@@ -303,7 +317,7 @@ int agent_apply_prepared(agent *a, spec_deployment **stored, const agent_apply_r
         bool dry_run = flags & AGENT_APPLY_DRY_RUN, wrote = false;
         int r;
 
-        if (check_all(a, stored, n, true, errs) < 0)
+        if (check_all(a, stored, n, true, true, errs) < 0)
                 return -ENOMEM;
         if (errs->n || errs->dropped)
                 return -EINVAL;

@@ -204,6 +204,10 @@ enum {
          * that was rolled back automatically (tend.io/auto-rollback) stays
          * rolled back; only a changed template is tried. */
         AGENT_APPLY_KEEP_ROLLBACK = 1 << 2,
+        /* Each deployment was validated already (spec_deployment_validate(),
+         * as a manifest is when it is read, off the loop): only the checks
+         * against what is stored are left. */
+        AGENT_APPLY_VALIDATED = 1 << 3,
 };
 int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
                    agent_apply_result *results, unsigned flags);
