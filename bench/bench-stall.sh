@@ -37,8 +37,9 @@ stall() {
         sed 's/^[a-zA-Z]*: /  /'
 }
 
-tendd one
-stall "$tmp/one.sock" "$@"
+mkdir -p "$tmp/manifests"
+tendd one --manifests "$tmp/manifests"
+stall "$tmp/one.sock" --manifests "$tmp/manifests" "$@"
 
 rc=0
 mkdir -p "$tmp/etcd" && etcd_cluster_start "$tmp/etcd" >/dev/null 2>&1 || rc=$?

@@ -30,7 +30,31 @@ struct manifest_dir {
         bool closing;
         int unreadable;         /* the errno last said about reading the directory; 0: none */
         tend_hashmap *reported; /* path → the errors last reported (owned) */
+        /* A sync's files are read and checked in the loop's thread pool
+         * (a large manifest's YAML is most of its cost), then applied on
+         * the loop. One read at a time; a sync asked for meanwhile runs
+         * after it. */
+        struct dir_read *reading;
+        bool again;
 };
+
+/* A file read and checked, not applied yet. */
+typedef struct parsed {
+        const char *file;
+        spec_manifest mf;
+        spec_errors errs;
+} parsed;
+
+/* One sync's reading of the directory. */
+typedef struct dir_read {
+        uv_work_t work;
+        manifest_dir *m;
+        const char *dir;
+        int error; /* listing the directory: -errno */
+        char **files;
+        parsed *ps;
+        size_t n;
+} dir_read;
 
 static int cmp_str(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
@@ -136,13 +160,6 @@ static void report(manifest_dir *m, const char *file, const spec_errors *errs) {
                                                   "InvalidManifest", msg);
         }
 }
-
-/* A file read and checked, not applied yet. */
-typedef struct parsed {
-        const char *file;
-        spec_manifest mf;
-        spec_errors errs;
-} parsed;
 
 static bool parsed_ok(const parsed *p) {
         return p->errs.n == 0 && !p->errs.dropped;
@@ -251,7 +268,9 @@ static int apply_file(manifest_dir *m, parsed *p, tend_hashmap *own, char ***dec
                 p->errs.file = p->file;
                 /* the file is declared again at each sync: an automatic
                  * rollback of its template stays until the file changes it */
-                r = agent_apply_ex(a, ds, mf->n, &p->errs, res, AGENT_APPLY_KEEP_ROLLBACK);
+                /* (validated as it was read, off the loop: spec/manifest.c) */
+                r = agent_apply_ex(a, ds, mf->n, &p->errs, res,
+                                   AGENT_APPLY_KEEP_ROLLBACK | AGENT_APPLY_VALIDATED);
                 p->errs.file = NULL;
                 if (r < 0 && r != -EINVAL)
                         return r;
@@ -307,50 +326,68 @@ static void rearm_watch(manifest_dir *m) {
         m->watched_ino = st.st_ino;
 }
 
-void manifest_dir_sync(manifest_dir *m) {
+static void read_free(dir_read *rd) {
+        for (size_t f = 0; rd && f < rd->n; f++) {
+                spec_errors_done(&rd->ps[f].errs);
+                spec_manifest_done(&rd->ps[f].mf);
+        }
+        if (rd) {
+                free(rd->ps);
+                strv_free(rd->files);
+                free(rd);
+        }
+}
+
+/* In the thread pool (or the loop, at start): the directory's files, each
+ * read and checked. Touches nothing of the agent's. */
+static void read_dir(uv_work_t *w) {
+        dir_read *rd = w->data;
+
+        rd->error = list_files(rd->dir, &rd->files);
+        if (rd->error < 0)
+                return;
+        rd->n = strv_length(rd->files);
+        rd->ps = new0(parsed, MAX(rd->n, (size_t) 1));
+        if (!rd->ps) {
+                rd->error = -ENOMEM;
+                rd->n = 0;
+                return;
+        }
+        for (size_t f = 0; f < rd->n; f++) {
+                rd->ps[f].file = rd->files[f];
+                parse_file(&rd->ps[f]);
+        }
+}
+
+/* On the loop: what was read, applied. */
+static void apply_read(manifest_dir *m, dir_read *rd) {
         agent *a = agent_loop_agent(m->al);
-        _cleanup_strv_free_ char **files = NULL, **declared = NULL, **invalid = NULL,
-                                 **doomed = NULL;
+        _cleanup_strv_free_ char **declared = NULL, **invalid = NULL, **doomed = NULL;
         _cleanup_(tend_hashmap_freep) tend_hashmap *own = NULL;
-        _cleanup_free_ parsed *ps = NULL;
         const void *const *items;
         size_t n;
-        int r;
 
-        if (m->closing)
+        if (rd->error == -ENOMEM)
                 return;
-        rearm_watch(m);
-        r = list_files(m->dir, &files);
-        if (r < 0) {
+        if (rd->error < 0) {
                 /* Not the same as empty: a directory that went away (an
                  * unmounted share, a checkout being replaced) deletes
                  * nothing. Emptying it, or removing its files, does. */
-                if (m->unreadable != -r)
+                if (m->unreadable != -rd->error)
                         log_warning("manifests: cannot read %s: %s; its deployments keep running "
                                     "as they are",
-                                    m->dir, strerror(-r));
-                m->unreadable = -r;
+                                    m->dir, strerror(-rd->error));
+                m->unreadable = -rd->error;
                 return;
         }
         if (m->unreadable) {
                 log_info("manifests: %s can be read again", m->dir);
                 m->unreadable = 0;
         }
-        n = strv_length(files);
-        ps = new0(parsed, MAX(n, (size_t) 1));
-        if (!ps)
-                return;
-        for (size_t f = 0; f < n; f++) {
-                ps[f].file = files[f];
-                parse_file(&ps[f]);
-        }
-        own = owners(m, ps, n);
-        for (size_t f = 0; f < n; f++) {
-                if (!own || apply_file(m, &ps[f], own, &declared) < 0)
-                        (void) strv_extend(&invalid, files[f]);
-                spec_errors_done(&ps[f].errs);
-                spec_manifest_done(&ps[f].mf);
-        }
+        own = owners(m, rd->ps, rd->n);
+        for (size_t f = 0; f < rd->n; f++)
+                if (!own || apply_file(m, &rd->ps[f], own, &declared) < 0)
+                        (void) strv_extend(&invalid, rd->files[f]);
 
         /* What came from a file that is gone, or that no longer declares
          * it, goes. An invalid file keeps what it declared before. */
@@ -374,6 +411,66 @@ void manifest_dir_sync(manifest_dir *m) {
                 (void) agent_delete_deployment(a, *k, slash + 1);
         }
         agent_loop_kick(m->al);
+}
+
+static void free_manifest_dir(manifest_dir *m) {
+        const char *k;
+        void *v;
+
+        for (size_t i = 0; tend_hashmap_next(m->reported, &i, &k, &v);)
+                free(v);
+        tend_hashmap_free(m->reported);
+        free(m->dir);
+        free(m);
+}
+
+static void on_read(uv_work_t *w, int status) {
+        dir_read *rd = w->data;
+        manifest_dir *m = rd->m;
+
+        (void) status;
+        m->reading = NULL;
+        if (m->closing) {
+                read_free(rd);
+                if (m->open_handles == 0)
+                        free_manifest_dir(m);
+                return;
+        }
+        apply_read(m, rd);
+        read_free(rd);
+        if (m->again) {
+                m->again = false;
+                manifest_dir_sync(m);
+        }
+}
+
+static void sync_dir(manifest_dir *m, bool now) {
+        dir_read *rd;
+
+        if (m->closing)
+                return;
+        if (m->reading) {
+                m->again = true;
+                return;
+        }
+        rearm_watch(m);
+        rd = new0(dir_read, 1);
+        if (!rd)
+                return;
+        rd->m = m;
+        rd->dir = m->dir;
+        rd->work.data = rd;
+        if (!now && uv_queue_work(m->loop, &rd->work, read_dir, on_read) == 0) {
+                m->reading = rd;
+                return;
+        }
+        read_dir(&rd->work);
+        apply_read(m, rd);
+        read_free(rd);
+}
+
+void manifest_dir_sync(manifest_dir *m) {
+        sync_dir(m, false);
 }
 
 static void on_debounce(uv_timer_t *t) {
@@ -500,23 +597,17 @@ int manifest_dir_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t re
         uv_timer_start(&m->resync, on_resync, resync / USEC_PER_MSEC, resync / USEC_PER_MSEC);
         uv_unref((uv_handle_t *) &m->resync);
         log_info("manifests: applying %s, and again whenever it changes", m->dir);
-        manifest_dir_sync(m);
+        sync_dir(m, true); /* (applied before tendd answers: read here) */
         *ret = m;
         return 0;
 }
 
 static void on_closed(uv_handle_t *h) {
         manifest_dir *m = h->data;
-        const char *k;
-        void *v;
 
-        if (--m->open_handles > 0)
+        if (--m->open_handles > 0 || m->reading) /* (then freed once it is read) */
                 return;
-        for (size_t i = 0; tend_hashmap_next(m->reported, &i, &k, &v);)
-                free(v);
-        tend_hashmap_free(m->reported);
-        free(m->dir);
-        free(m);
+        free_manifest_dir(m);
 }
 
 void manifest_dir_close(manifest_dir *m) {

@@ -27,7 +27,8 @@ typedef struct manifest_dir manifest_dir;
 /* dir must exist. The first sync runs before this returns. */
 int manifest_dir_new(uv_loop_t *loop, agent_loop *al, const char *dir, usec_t resync,
                      manifest_dir **ret, char **ret_error);
-/* Reads the directory again now (SIGHUP). */
+/* Reads the directory again now (SIGHUP): its files are read and checked
+ * in the loop's thread pool, then applied on the loop. */
 void manifest_dir_sync(manifest_dir *m);
 /* Frees itself once libuv has closed its handles. Accepts NULL. */
 void manifest_dir_close(manifest_dir *m);

@@ -6,12 +6,15 @@
 # answers is the case's stall. A case fails over --budget ms.
 #
 # stall.py SOCKET TESTPROG [--items N] [--budget MS] [--only NAME] [--sample SOCKET]
+#          [--manifests DIR]
 #   --items: the length of the lists the cases send (default 10000, the
 #   manifest limit SPEC_MAX_ITEMS); --budget 0 only prints the figures
 #   (bench/bench-stall.sh); --sample: whose /healthz is asked, once or more
 #   (default: the tendd the requests go to; in a fleet, other nodes too,
 #   which have the objects from etcd: then each node's gap is printed,
-#   and each is watched for half a second after the answer).
+#   and each is watched for half a second after the answer); --manifests:
+#   the tendd's --manifests directory, where a file at the limits is
+#   written, changed and touched (its reading is off the loop).
 import argparse
 import http.client
 import json
@@ -28,6 +31,7 @@ ap.add_argument("--items", type=int, default=10000)
 ap.add_argument("--budget", type=float, default=200)
 ap.add_argument("--only")
 ap.add_argument("--sample", action="append")
+ap.add_argument("--manifests")
 args = ap.parse_args()
 
 D = "/apis/apps/v1/namespaces/default/deployments"
@@ -215,5 +219,50 @@ case("ssa-%d-managers" % MANAGERS, "PATCH", D + "/smp?fieldManager=one&force=tru
 status, out = call("GET", D)
 case("watch-resume", "GET", D + "?watch=true&resourceVersion=1&timeoutSeconds=1", b"",
      want=(200,))
+
+# tendd --manifests: a file at the limits written, changed, touched (read
+# again, unchanged); each case lasts until its deployment is as the file
+# says (or 60 s)
+def file_case(name, text, prefix):
+    global failures
+    if args.only and args.only != name:
+        return
+    samplers = [Sampler(p) for p in SAMPLED]
+    for s in samplers:
+        s.start()
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    tmp = os.path.join(args.manifests, ".wide.yaml.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.rename(tmp, os.path.join(args.manifests, "wide.yaml"))
+    first = None
+    while time.monotonic() - t0 < 60:
+        status, out = call("GET", D + "/mfwide")
+        if status == 200:
+            first = json.loads(out)["spec"]["template"]["spec"]["containers"][0]["env"][0]["name"]
+            if first == prefix + "00000":
+                break
+        time.sleep(0.05)
+    took = time.monotonic() - t0
+    time.sleep(0.6)  # (a touch: its sync, which changes nothing, comes after)
+    for s in samplers:
+        s.stop.set()
+        s.join()
+    stall = max(s.gap for s in samplers) * 1000
+    okay = (not args.budget or stall <= args.budget) and first == prefix + "00000"
+    failures += not okay
+    print("%s: %s: %s in %.0f ms; the loop's longest gap %.0f ms (%d samples)" %
+          ("ok" if okay else "FAIL", name, "applied" if first == prefix + "00000" else
+           "not applied (%s)" % first, took * 1000, stall, sum(s.n for s in samplers)))
+    sys.stdout.flush()
+
+
+if args.manifests:
+    def manifest(prefix):
+        return json.dumps(deployment("mfwide", env(ITEMS, prefix)), indent=1)
+    file_case("manifest-create", manifest("M"), "M")
+    file_case("manifest-change", manifest("N"), "N")
+    file_case("manifest-touch", manifest("N"), "N")
 
 sys.exit(1 if failures else 0)

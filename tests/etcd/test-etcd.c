@@ -238,6 +238,51 @@ static void test_txn(void **state) {
         etcd_close(e);
 }
 
+/* A txn's body is written in the thread pool before it is sent: a large
+ * one arrives whole; one canceled, or whose client is closed, meanwhile
+ * calls nothing and is freed once written (ASan). */
+static void test_txn_written_off_the_loop(void **state) {
+        char *eps[] = { endpoint, NULL };
+        etcd *e = client(eps);
+        answer big = {}, got = {}, canceled = {};
+        size_t n = 400 * 1024;
+        _cleanup_free_ char *v = malloc(n + 1);
+
+        (void) state;
+        assert_non_null(v);
+        for (size_t i = 0; i < n; i++)
+                v[i] = (char) ('a' + i % 26);
+        v[n] = 0;
+        assert_int_equal(etcd_txn(e, json_array(), json_pack("[o]", etcd_op_put("/big", v, n, 0)),
+                                  json_array(), on_answer, &big),
+                         0);
+        wait_answer(&big);
+        assert_int_equal(big.error, 0);
+        assert_true(big.succeeded);
+        json_t *ok = json_pack("[o]", etcd_op_range("/big", NULL));
+        assert_int_equal(etcd_txn(e, json_array(), ok, json_array(), on_answer, &got), 0);
+        wait_answer(&got);
+        assert_int_equal(got.error, 0);
+        assert_int_equal(got.n_kvs, 1);
+        assert_memory_equal(got.value, v, sizeof got.value - 1); /* (its first bytes) */
+
+        /* canceled at once: no answer, ever */
+        assert_int_equal(etcd_txn(e, json_array(), json_pack("[o]", etcd_op_put("/big", "x", 1, 0)),
+                                  json_array(), on_answer, &canceled),
+                         0);
+        etcd_cancel_calls(e, &canceled);
+        for (int i = 0; i < 30; i++)
+                uv_run(&loop, UV_RUN_NOWAIT), usleep(5 * 1000);
+        assert_false(canceled.done);
+        /* the client closed with one being written */
+        assert_int_equal(etcd_txn(e, json_array(), json_pack("[o]", etcd_op_put("/big", v, n, 0)),
+                                  json_array(), on_answer, &canceled),
+                         0);
+        etcd_close(e);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_false(canceled.done);
+}
+
 /* A lease: granted, kept alive, carries a key; an unknown one is gone. */
 static void test_lease(void **state) {
         char *eps[] = { endpoint, NULL };
@@ -625,10 +670,15 @@ static void test_watch_resumes(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_kv),      cmocka_unit_test(test_txn),
-                cmocka_unit_test(test_lease),   cmocka_unit_test(test_endpoints),
-                cmocka_unit_test(test_watch),   cmocka_unit_test(test_watch_read_off_the_loop),
-                cmocka_unit_test(test_session), cmocka_unit_test(test_watch_resumes),
+                cmocka_unit_test(test_kv),
+                cmocka_unit_test(test_txn),
+                cmocka_unit_test(test_txn_written_off_the_loop),
+                cmocka_unit_test(test_lease),
+                cmocka_unit_test(test_endpoints),
+                cmocka_unit_test(test_watch),
+                cmocka_unit_test(test_watch_read_off_the_loop),
+                cmocka_unit_test(test_session),
+                cmocka_unit_test(test_watch_resumes),
         };
 
         if (system("command -v etcd >/dev/null 2>&1") != 0) {
