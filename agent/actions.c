@@ -36,25 +36,17 @@ static void keep_annotations(json_t *to, json_t *from, spec_ann_where where) {
         }
 }
 
-/* json_equal() calls two absent values different; here they are equal. */
-static bool json_same(json_t *a, json_t *b) {
-        return a == b || (a && b && json_equal(a, b));
-}
-
+/* Whether a's spec or annotations differ from b's, as encoded, without
+ * encoding them: each one's are shared into a blank object, and those
+ * compared. A large deployment's two encodings were most of an unchanged
+ * apply's cost (tendd --manifests reads each file again at each resync),
+ * and of a rollback's. */
 static bool spec_or_annotations_differ(const spec_deployment *a, const spec_deployment *b) {
-        json_t *ja = spec_encode(&spec_type_deployment, a),
-               *jb = spec_encode(&spec_type_deployment, b);
-        bool differ = true;
+        spec_deployment x = { .spec = a->spec }, y = { .spec = b->spec };
 
-        if (ja && jb) {
-                differ = !json_same(json_object_get(ja, "spec"), json_object_get(jb, "spec")) ||
-                         !json_same(
-                                 json_object_get(json_object_get(ja, "metadata"), "annotations"),
-                                 json_object_get(json_object_get(jb, "metadata"), "annotations"));
-        }
-        json_decref(ja);
-        json_decref(jb);
-        return differ;
+        x.metadata.annotations = a->metadata.annotations;
+        y.metadata.annotations = b->metadata.annotations;
+        return !spec_equal_encoded(&spec_type_deployment, &x, &y);
 }
 
 /* Every user action ends here: r is what its write returned. The change is
@@ -178,26 +170,13 @@ spec_deployment *agent_stored_form(const spec_deployment *d, const spec_deployme
         return prepare(d, old, flags & AGENT_APPLY_REPLACE);
 }
 
-/* The same for two objects both decoded (stored, or made by prepare()),
- * without encoding them: a large deployment's two encodings were most of
- * an unchanged apply's cost (tendd --manifests reads each file again at
- * each resync). Compared are the spec and the annotations alone, each
- * object's shared into a blank one. */
-static bool decoded_spec_or_annotations_differ(const spec_deployment *a, const spec_deployment *b) {
-        spec_deployment x = { .spec = a->spec }, y = { .spec = b->spec };
-
-        x.metadata.annotations = a->metadata.annotations;
-        y.metadata.annotations = b->metadata.annotations;
-        return !spec_equal_encoded(&spec_type_deployment, &x, &y);
-}
-
 agent_apply_result agent_stored_generation(const spec_deployment *old, spec_deployment *n) {
         if (!old) {
                 n->metadata.generation = 1;
                 return AGENT_CREATED;
         }
         n->metadata.generation = old->metadata.generation;
-        if (decoded_spec_or_annotations_differ(old, n)) {
+        if (spec_or_annotations_differ(old, n)) {
                 n->metadata.generation++;
                 return AGENT_CONFIGURED;
         }
