@@ -27,6 +27,12 @@
  *  - spec_template_equal(), which compares without encoding, says what
  *    comparing the canonical encodings says, for every pair of the input's
  *    templates, each as decoded and once defaulted;
+ *  - spec_decode_shared() decodes what spec_decode_new() decodes, to an
+ *    equal object, and refuses what it refuses;
+ *  - spec_equal_encoded() of two blank deployments given each one's spec
+ *    and annotations (the agent's generation test, agent/actions.c) says
+ *    what comparing those two parts' encodings says, for each deployment
+ *    as decoded and once defaulted;
  *  - and, from the sanitizers, no leak, no memory error, no UB.
  *
  * The input is passed as (data, size) without a NUL after it: spec_parse()
@@ -202,21 +208,66 @@ static void check_dump(json_t *root) {
                    "spec_json_dump_canonical() wrote %s, jansson %s", got_sorted, want_sorted);
 }
 
+/* spec_decode_shared() against spec_decode_new()'s d (NULL: refused). */
+static void check_decode_shared(json_t *root, const spec_deployment *d) {
+        _cleanup_(spec_deployment_freep) spec_deployment *shared = NULL;
+        spec_errors errs = {};
+        int r = spec_decode_shared(&spec_type_deployment, root, &errs, (void **) &shared);
+
+        fuzz_check(r != -ENOMEM, "spec_decode_shared() ran out of memory");
+        fuzz_check((r >= 0) == (d != NULL), "spec_decode_shared() %s what spec_decode_new() %s",
+                   r >= 0 ? "took" : "refused", d ? "took" : "refused");
+        fuzz_check(!d || spec_deployment_equal(d, shared),
+                   "spec_decode_shared() decoded another object");
+        spec_errors_done(&errs);
+}
+
+static bool json_same(json_t *a, json_t *b) {
+        return a == b || (a && b && json_equal(a, b));
+}
+
+/* The agent's generation test (agent/actions.c): a's and b's spec and
+ * annotations, each shared into a blank deployment, compared as encoded,
+ * against the two parts' encodings compared. */
+static void check_spec_differ(const spec_deployment *a, const spec_deployment *b) {
+        _cleanup_(json_decrefp) json_t *ja = spec_deployment_encode(a),
+                                       *jb = spec_deployment_encode(b);
+        spec_deployment x = { .spec = a->spec }, y = { .spec = b->spec };
+        bool encoded, fast;
+
+        fuzz_check(ja && jb, "spec_encode() returned NULL");
+        x.metadata.annotations = a->metadata.annotations;
+        y.metadata.annotations = b->metadata.annotations;
+        encoded = !json_same(json_object_get(ja, "spec"), json_object_get(jb, "spec")) ||
+                  !json_same(json_object_get(json_object_get(ja, "metadata"), "annotations"),
+                             json_object_get(json_object_get(jb, "metadata"), "annotations"));
+        fast = !spec_equal_encoded(&spec_type_deployment, &x, &y);
+        fuzz_check(encoded == fast, "the spec and annotations differ by encoding: %d, without: %d",
+                   encoded, fast);
+}
+
 static void decode_document(const spec_doc *doc, spec_errors *errs, templates *ts) {
         json_t *meta = json_object_get(doc->root, "metadata");
         const char *kind = json_string_value(json_object_get(doc->root, "kind"));
         const char *name = json_string_value(json_object_get(meta, "name"));
         _cleanup_free_ char *label = spec_object_label(kind, name, doc->index);
-        _cleanup_(spec_deployment_freep) spec_deployment *d = NULL;
+        _cleanup_(spec_deployment_freep) spec_deployment *d = NULL, *as_decoded = NULL;
 
         fuzz_check(label, "spec_object_label() returned NULL");
         check_dump(doc->root);
         errs->object = label;
-        if (spec_decode_new(&spec_type_deployment, doc->root, errs, (void **) &d) < 0)
+        if (spec_decode_new(&spec_type_deployment, doc->root, errs, (void **) &d) < 0) {
+                check_decode_shared(doc->root, NULL);
                 goto out;
+        }
+        check_decode_shared(doc->root, d);
         check_round_trip(d, "decode(encode(x)) as decoded");
         keep_template(ts, &d->spec.template);
+        as_decoded = spec_deployment_copy(d);
+        fuzz_check(as_decoded, "spec_copy() returned NULL");
         spec_deployment_default(d);
+        check_spec_differ(as_decoded, d);
+        check_spec_differ(d, d);
         check_round_trip(d, "decode(encode(x)) once defaulted");
         keep_template(ts, &d->spec.template);
         if (spec_deployment_validate(d, errs) < 0 || !streq_ptr(d->kind, "Deployment"))
