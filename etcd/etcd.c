@@ -164,6 +164,10 @@ static int decode_kv(json_t *j, etcd_kv *ret) {
         return 0;
 }
 
+json_t *etcd_kv_json(const etcd_kv *kv) {
+        return kv->json ? json_incref(kv->json) : json_loadb(kv->value, kv->value_len, 0, NULL);
+}
+
 static void kv_done(etcd_kv *kv) {
         free(kv->key);
         free(kv->value);

@@ -40,7 +40,7 @@ static void on_elect(uv_timer_t *t) {
 /* The leader key changed (value NULL: gone): who leads; a fleet__campaign when
  * nobody does, soon (0-100 ms: not all at once). */
 void fleet__leader_seen(fleet *f, const etcd_kv *kv) {
-        _cleanup_(json_decrefp) json_t *j = kv ? fleet__kv_json(kv) : NULL;
+        _cleanup_(json_decrefp) json_t *j = kv ? etcd_kv_json(kv) : NULL;
         const char *name = json_string_value(json_object_get(j, "node"));
 
         /* on this node's live lease: it leads (a restart that resumed its lease) */

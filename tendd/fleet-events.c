@@ -246,7 +246,7 @@ bool fleet__events_key(fleet *f, const etcd_kv *kv, bool deleted) {
                 return true; /* not an event's key */
         if (!f->ev_in && !(f->ev_in = tend_hashmap_new()))
                 return true; /* out of memory: skipped */
-        if (!deleted && !(v = fleet__kv_json(kv))) {
+        if (!deleted && !(v = etcd_kv_json(kv))) {
                 log_debug("fleet: %s is not JSON; skipped", kv->key);
                 return true;
         }

@@ -146,9 +146,6 @@ static inline bool fleet__session_live(const fleet *f) {
 }
 fnode *fleet__node(fleet *f, const char *name, bool create);
 void fleet__node_free(fnode *n);
-/* A key's value as JSON (a new reference; NULL: not JSON): a watch's comes
- * read off the loop, a range's is read here. */
-json_t *fleet__kv_json(const etcd_kv *kv);
 /* Applies one key of P/v1/ to the mirror (deleted: its DELETE). */
 void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted);
 

@@ -358,7 +358,7 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
         if (kv->mod_revision && kv->mod_revision <= *mod)
                 return; /* this node's write, applied when etcd answered it; or stale */
         /* a watch's value comes read (off the loop); a relist's is read here */
-        if (!deleted && !(v = fleet__kv_json(kv))) {
+        if (!deleted && !(v = etcd_kv_json(kv))) {
                 log_warning("fleet: %s is not JSON; skipped", kv->key);
                 return;
         }

@@ -180,10 +180,6 @@ static const char *node_problem(json_t *j) {
 }
 
 /* Applies one key of P/v1/ (value NULL: deleted). */
-json_t *fleet__kv_json(const etcd_kv *kv) {
-        return kv->json ? json_incref(kv->json) : json_loadb(kv->value, kv->value_len, 0, NULL);
-}
-
 void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
         const char *name;
         bool is_node;
@@ -218,7 +214,7 @@ void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
                 if (!deleted && kv->mod_revision <= n->node_mod)
                         return; /* our own write, applied already */
                 json_decref(n->node);
-                n->node = deleted ? NULL : fleet__kv_json(kv);
+                n->node = deleted ? NULL : etcd_kv_json(kv);
                 n->node_mod = deleted ? 0 : kv->mod_revision;
                 /* a value of the wrong shape goes no further than here */
                 const char *why = deleted ? NULL : n->node ? node_problem(n->node) : "not JSON";
@@ -235,7 +231,7 @@ void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
         } else {
                 bool was = n->holder != NULL;
                 json_decref(n->holder);
-                n->holder = deleted ? NULL : fleet__kv_json(kv);
+                n->holder = deleted ? NULL : etcd_kv_json(kv);
                 /* the key is the lease: held whatever its value says, which
                  * is read only as an object */
                 if (!deleted && !json_is_object(n->holder)) {

@@ -56,6 +56,10 @@ typedef struct etcd_kv {
         int64_t create_revision, mod_revision, version, lease;
 } etcd_kv;
 
+/* kv's value as JSON (a new reference; NULL: not JSON): a watch's was
+ * read off the loop, a range's is read now. */
+json_t *etcd_kv_json(const etcd_kv *kv);
+
 typedef struct etcd_result {
         int error;           /* 0, or -errno: -EIO (transport), -EPROTO (a bad answer), ... */
         long http_status;    /* of the last endpoint tried; 0: no answer */
