@@ -981,10 +981,13 @@ static void on_kick(uv_timer_t *t) {
                                 w->next_revision = h + 1;
                 }
                 wline_discard(w->e, l);
-                /* the loop's other work between lines, once they took long */
+                /* the loop's other work between lines, once they took long:
+                 * the rest in 1 ms, after a poll (a timer of 0 ms started
+                 * here would run again in this same timer phase under
+                 * libuv before 1.45, Debian 12's 1.44 among them) */
                 if (w->head && now_monotonic() - start >= HAND_OVER_SLICE) {
                         if (!w->canceled && !w->ended)
-                                uv_timer_start(&w->kick, on_kick, 0, 0);
+                                uv_timer_start(&w->kick, on_kick, 1, 0);
                         return;
                 }
         }
