@@ -570,7 +570,7 @@ void fleet__objects_flush_idle_cb(uv_prepare_t *h) {
 static bool unstage_one(fleet *f, fobj *o) {
         const void *obj = o->staged_deleted ? NULL : store_get(f->store, o->kind, o->ns, o->name);
         json_t *main = NULL, *status = NULL;
-        bool was_dirty = o->staged_was_dirty, node_write, deleted = !obj;
+        bool was_dirty = o->staged_was_dirty, node_write, deleted = !obj, same_main, same_status;
         int64_t term;
 
         o->staged = false;
@@ -586,8 +586,10 @@ static bool unstage_one(fleet *f, fobj *o) {
         json_decref(o->want_status);
         o->want_main = main;
         o->want_status = status;
-        if (!o->in_flight && json_equal(main, o->main) && json_equal(status, o->status) &&
-            !(deleted && o->main)) {
+        /* (each a large object's whole tree: compared once) */
+        same_main = json_equal(main, o->main);
+        same_status = json_equal(status, o->status);
+        if (!o->in_flight && same_main && same_status && !(deleted && o->main)) {
                 /* what etcd has already (put back by a refusal, or unchanged) */
                 o->dirty = o->dirty_main = o->dirty_status = false;
                 o->pending_from = 0;
@@ -598,8 +600,8 @@ static bool unstage_one(fleet *f, fobj *o) {
         if (!was_dirty && !o->in_flight)
                 o->unsure = false; /* a write of its own, after the unsure one settled */
         o->dirty = true;
-        o->dirty_main = deleted || !json_equal(main, o->main);
-        o->dirty_status = !deleted && !json_equal(status, o->status);
+        o->dirty_main = deleted || !same_main;
+        o->dirty_status = !deleted && !same_status;
         /* The leader's writes are fenced on its term (even if its lease ran
          * out during the pass: etcd then refuses them), and stay fenced
          * while they wait; a node's status of its own pod is not the
