@@ -367,8 +367,10 @@ static void apply_read(manifest_dir *m, dir_read *rd) {
         const void *const *items;
         size_t n;
 
-        if (rd->error == -ENOMEM)
+        if (rd->error == -ENOMEM) {
+                log_oom(); /* (the next sync reads it again) */
                 return;
+        }
         if (rd->error < 0) {
                 /* Not the same as empty: a directory that went away (an
                  * unmounted share, a checkout being replaced) deletes
