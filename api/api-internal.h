@@ -20,13 +20,7 @@
 
 #include "tend/api.h"
 
-#if defined(__x86_64__)
-#define API_ARCH "amd64" /* as Kubernetes names it */
-#elif defined(__aarch64__)
-#define API_ARCH "arm64"
-#else
-#define API_ARCH "unknown"
-#endif
+#define API_ARCH SPEC_ARCH
 
 #define MAX_WATCH_BUFFER (8u << 20) /* a slower watcher is cut off */
 #define CHANGE_RING 1000            /* changes kept for ?resourceVersion= resumes */
@@ -286,7 +280,6 @@ enum MHD_Result api__send_text(req *r, unsigned code, char *body);
 /* s (taken) with a newline after it (an answer's last line), without a
  * copy where realloc can grow it; NULL: out of memory. */
 char *api__line(char *s);
-json_t *api__status_json(unsigned code, const char *reason, const char *message, json_t *details);
 enum MHD_Result api__send_status(req *r, unsigned code, const char *reason, const char *fmt, ...)
         _printf_(4, 5);
 int api__body_docs(req *r, enum MHD_Result *ret, spec_docs *docs);
@@ -444,8 +437,6 @@ void api__authorize(req *r);
 enum MHD_Result api__handle_usage(req *r, char **seg, size_t n);
 json_t *api__usage_resources(void);
 void api__usage_done(api_server *s);
-double api__uptime(void);                                             /* seconds since boot */
-int api__meminfo(uint64_t *ret_total_kb, uint64_t *ret_available_kb); /* /proc/meminfo */
 
 /* node.c: this host as the one Node */
 enum MHD_Result api__handle_nodes(req *r, const char *name, const char *method);

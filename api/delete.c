@@ -145,7 +145,7 @@ static json_t *as_deleted(const resource *res, const void *obj, const delete_opt
 }
 
 static json_t *deleted_status(const resource *res, const char *name, const char *uid) {
-        return api__status_json(200, "", NULL,
+        return spec_status_json(200, "", NULL,
                                 json_pack("{s:s, s:s, s:s, s:s}", "name", name, "group",
                                           streq(res->prefix, "api/v1") ? "" : "apps", "kind",
                                           res->plural, "uid", uid));

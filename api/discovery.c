@@ -191,7 +191,7 @@ enum MHD_Result api__handle_absent(req *r, const api_kind *k, const char *ns, co
                                                      k->absent);
                 return api__send_json(
                         r, 404,
-                        api__status_json(404, "NotFound", msg,
+                        spec_status_json(404, "NotFound", msg,
                                          json_pack("{s:s, s:s, s:s}", "name", name, "group", group,
                                                    "kind", k->plural)));
         }
@@ -344,7 +344,7 @@ enum MHD_Result api__handle_namespaces(req *r, const char *name, const char *met
                                                      "of tend's is in it",
                                                      name);
                 return api__send_json(r, 404,
-                                      api__status_json(404, "NotFound", msg,
+                                      spec_status_json(404, "NotFound", msg,
                                                        json_pack("{s:s, s:s}", "name", name, "kind",
                                                                  "namespaces")));
         }

@@ -45,7 +45,7 @@ static void resume_with(req *r, unsigned code, json_t *answer, char *text) {
                 json_decref(answer);
                 r->later_text = text;
         } else
-                r->later = answer ?: api__status_json(500, "InternalError", "out of memory", NULL);
+                r->later = answer ?: spec_status_json(500, "InternalError", "out of memory", NULL);
         MHD_resume_connection(r->conn);
         api__kick(r->slot);
 }
@@ -74,7 +74,7 @@ void api__waiting_end(api_server *s) {
                 req *r = s->waiting;
                 r->cancel(r->cancel_userdata, r);
                 api__later(503,
-                           api__status_json(503, "ServiceUnavailable", "tendd is stopping", NULL),
+                           spec_status_json(503, "ServiceUnavailable", "tendd is stopping", NULL),
                            r);
         }
 }
@@ -230,53 +230,6 @@ char *api__line(char *s) {
         return l;
 }
 
-static const char *reason_of(unsigned code) {
-        switch (code) {
-        case 400:
-                return "BadRequest";
-        case 401:
-                return "Unauthorized";
-        case 403:
-                return "Forbidden";
-        case 404:
-                return "NotFound";
-        case 405:
-                return "MethodNotAllowed";
-        case 409:
-                return "Conflict";
-        case 410:
-                return "Expired";
-        case 413:
-                return "RequestEntityTooLarge";
-        case 415:
-                return "UnsupportedMediaType";
-        case 422:
-                return "Invalid";
-        case 500:
-                return "InternalError";
-        default:
-                return "";
-        }
-}
-
-/* A Kubernetes Status object. The message may quote what a client sent:
- * bytes that are not UTF-8 are written \xNN, so that it is still JSON. */
-json_t *api__status_json(unsigned code, const char *reason, const char *message, json_t *details) {
-        _cleanup_free_ char *clean = utf8_escape_invalid(strempty(message));
-        json_t *j = clean ? json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",
-                                      "apiVersion", "v1", "metadata", "status",
-                                      code < 400 ? "Success" : "Failure", "message", clean,
-                                      "reason", reason ?: reason_of(code), "code", (int) code)
-                          : NULL;
-        /* Always a details object: kubectl reads fields of it without a
-         * nil check (debug's ephemeral containers, for one). */
-        if (j && json_object_set_new(j, "details", details ?: json_object()) < 0)
-                j = (json_decref(j), NULL);
-        else if (!j)
-                json_decref(details);
-        return j;
-}
-
 /* A list or watch from a resourceVersion this tendd has not reached: 504
  * with the cause client-go looks for (IsTooLargeResourceVersion: its
  * reflector then lists again), as kube-apiserver answers. */
@@ -291,11 +244,7 @@ enum MHD_Result api__send_rv_too_large(req *r, uint64_t want, uint64_t current) 
                 json_decref(details);
                 return api__send_oom(r);
         }
-        return api__send_json(r, 504, api__status_json(504, "Timeout", msg, details));
-}
-
-json_t *api_status_json(unsigned code, const char *reason, const char *message) {
-        return api__status_json(code, reason, message, NULL);
+        return api__send_json(r, 504, spec_status_json(504, "Timeout", msg, details));
 }
 
 enum MHD_Result api__send_status(req *r, unsigned code, const char *reason, const char *fmt, ...) {
@@ -306,7 +255,7 @@ enum MHD_Result api__send_status(req *r, unsigned code, const char *reason, cons
         if (vasprintf(&msg, fmt, ap) < 0)
                 msg = NULL;
         va_end(ap);
-        return api__send_json(r, code, api__status_json(code, reason, msg, NULL));
+        return api__send_json(r, code, spec_status_json(code, reason, msg, NULL));
 }
 
 /* ---- bodies -------------------------------------------------------------------------------- */
@@ -470,7 +419,7 @@ enum MHD_Result api__send_invalid(req *r, const char *qualified, const char *kin
         details = json_pack("{s:s, s:s, s:o}", "name", strempty(name), "kind", qualified, "causes",
                             causes);
         return api__send_json(r, 422,
-                              api__status_json(422, "Invalid", tend_buf_str(&msg), details));
+                              spec_status_json(422, "Invalid", tend_buf_str(&msg), details));
 }
 
 /* fieldValidation (kubectl sends Strict, or Ignore for --validate=false):
@@ -610,7 +559,7 @@ enum MHD_Result api__not_found(req *r, const resource *res, const char *name) {
         json_t *details = clean ? json_pack("{s:s, s:s}", "name", clean, "kind", res->plural)
                                 : NULL;
         _cleanup_free_ char *msg = strprintf("%s \"%s\" not found", res->qualified, name);
-        return api__send_json(r, 404, api__status_json(404, "NotFound", msg, details));
+        return api__send_json(r, 404, spec_status_json(404, "NotFound", msg, details));
 }
 
 /* ---- preconditions

@@ -16,75 +16,10 @@
 
 #include "api-internal.h"
 
-static char *os_image(void) {
-        _cleanup_free_ char *data = NULL;
-        const char *p;
-        size_t n;
-
-        if (read_full_file("/etc/os-release", 1 << 16, &data, &n) < 0 ||
-            !(p = strstr(data, "PRETTY_NAME=")))
-                return strdup("Linux");
-        p += strlen("PRETTY_NAME=");
-        if (*p == '"')
-                p++;
-        return strndup(p, strcspn(p, "\"\n"));
-}
-
-/* The first line of a file the kernel or the system keeps (machine-id,
- * boot_id, the DMI product uuid), or "" where there is none (a container,
- * a user without the right to read it): the ids a kubelet reports, which
- * typed clients require as fields. */
-static char *first_line(const char *path) {
-        _cleanup_free_ char *data = NULL;
-        size_t n;
-
-        if (read_full_file(path, 4096, &data, &n) < 0)
-                return strdup("");
-        return strndup(data, strcspn(data, "\n"));
-}
-
-json_t *api_host_node(const char *name, json_t *labels) {
-        char boot[TIMESTAMP_MAX], cpus[16];
-        _cleanup_free_ char *mem = NULL, *os = os_image(), *machine = first_line("/etc/machine-id"),
-                            *boot_id = first_line("/proc/sys/kernel/random/boot_id"),
-                            *uuid = first_line("/sys/class/dmi/id/product_uuid");
-        uint64_t total_kb = 0, avail_kb;
-        struct utsname u = {};
-        double up = api__uptime();
-        json_t *node, *l;
-
-        (void) uname(&u);
-        (void) api__meminfo(&total_kb, &avail_kb);
-        snprintf(cpus, sizeof cpus, "%ld", sysconf(_SC_NPROCESSORS_ONLN));
-        mem = strprintf("%" PRIu64 "Ki", total_kb);
-        if (!mem || !os || !machine || !boot_id || !uuid)
-                return NULL;
-        format_timestamp(boot, now_realtime() - (usec_t) (up * USEC_PER_SEC));
-        node = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s, s:s, s:s}}, s:{}, "
-                         "s:{s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}, "
-                         "s:[{s:s, s:s}, {s:s, s:s}], "
-                         "s:{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}}}",
-                         "kind", "Node", "apiVersion", "v1", "metadata", "name", name, "uid", name,
-                         "creationTimestamp", boot, "labels", "kubernetes.io/hostname", name,
-                         "kubernetes.io/os", "linux", "kubernetes.io/arch", API_ARCH, "spec",
-                         "status", "capacity", "cpu", cpus, "memory", mem, "pods", "1000",
-                         "allocatable", "cpu", cpus, "memory", mem, "pods", "1000", "addresses",
-                         "type", "Hostname", "address", name, "type", "InternalIP", "address",
-                         "127.0.0.1", "nodeInfo", "kernelVersion", u.release, "osImage", os,
-                         "operatingSystem", "linux", "architecture", API_ARCH, "kubeletVersion",
-                         "v" TEND_VERSION, "containerRuntimeVersion", "tend://" TEND_VERSION,
-                         "kubeProxyVersion", "", "machineID", machine, "bootID", boot_id,
-                         "systemUUID", uuid);
-        l = json_object_get(json_object_get(node, "metadata"), "labels");
-        if (node && json_is_object(labels) && json_object_update(l, labels) < 0)
-                node = (json_decref(node), NULL);
-        return node;
-}
-
 /* This host, Ready while tendd answers (a single tendd). */
 static json_t *host_node(api_server *s) {
         char now[TIMESTAMP_MAX];
-        json_t *node = api_host_node(agent_node_name(s->agent), NULL);
+        json_t *node = spec_host_node(agent_node_name(s->agent), NULL);
         const char *boot = json_string_value(
                 json_object_get(json_object_get(node, "metadata"), "creationTimestamp"));
 
@@ -201,7 +136,7 @@ static enum MHD_Result node_not_found(req *r, const char *name) {
                                         name, agent_node_name(r->s->agent));
         return api__send_json(
                 r, 404,
-                api__status_json(404, "NotFound", msg,
+                spec_status_json(404, "NotFound", msg,
                                  json_pack("{s:s, s:s}", "name", name, "kind", "nodes")));
 }
 
@@ -279,7 +214,7 @@ static enum MHD_Result delete_node(req *r, json_t *nodes, const char *name) {
         if (dry_run)
                 return api__send_json(
                         r, 200,
-                        api__status_json(200, "", NULL,
+                        spec_status_json(200, "", NULL,
                                          json_pack("{s:s, s:s, s:s, s:s?}", "name", name, "group",
                                                    "", "kind", "nodes", "uid",
                                                    api__json_field(node, "metadata.uid"))));
@@ -367,7 +302,7 @@ enum MHD_Result api__handle_node_lease(req *r, const char *ns, const char *name,
         if (!node)
                 return api__send_json(
                         r, 404,
-                        api__status_json(
+                        spec_status_json(
                                 404, "NotFound", "leases are those of nodes, in kube-node-lease",
                                 json_pack("{s:s, s:s, s:s}", "name", strempty(name), "group",
                                           "coordination.k8s.io", "kind", "leases")));

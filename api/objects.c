@@ -210,7 +210,7 @@ static enum MHD_Result handle_rollback(req *r, const char *ns, const char *name)
                 _cleanup_free_ char *msg = strprintf("deployment.apps/%s %s", name, strna(err));
                 ret = api__send_json(
                         r, 200,
-                        api__status_json(200, "", msg,
+                        spec_status_json(200, "", msg,
                                          json_pack("{s:I}", "revision", (json_int_t) done)));
                 free(err);
                 return ret;
@@ -225,7 +225,7 @@ static enum MHD_Result handle_rollback(req *r, const char *ns, const char *name)
                 agent_kick(s->agent);
         _cleanup_free_ char *msg = strprintf("deployment.apps/%s rolled back", name);
         return api__send_json(r, 200,
-                              api__status_json(200, "", msg,
+                              spec_status_json(200, "", msg,
                                                json_pack("{s:s, s:I}", "name", name, "revision",
                                                          (json_int_t) done)));
 }

@@ -490,7 +490,7 @@ static enum MHD_Result commit(req *r, prep *p) {
                                             "kind", "deployments");
                 _cleanup_free_ char *msg = strprintf("deployments.apps \"%s\" already exists",
                                                      name);
-                return api__send_json(r, 409, api__status_json(409, "AlreadyExists", msg, details));
+                return api__send_json(r, 409, spec_status_json(409, "AlreadyExists", msg, details));
         }
         /* (in a fleet: a write that changes nothing here is acknowledged
          * only once what this node has of the object is etcd's) */
@@ -559,7 +559,7 @@ static enum MHD_Result commit_list(req *r, prep *p) {
                         json_array_append_new(causes, api__cause_json(&p->errs.items[k]));
                 }
                 return api__send_json(r, 422,
-                                      api__status_json(422, "Invalid", tend_buf_str(&msg),
+                                      spec_status_json(422, "Invalid", tend_buf_str(&msg),
                                                        json_pack("{s:o}", "causes", causes)));
         }
         if (rr < 0)

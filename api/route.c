@@ -254,7 +254,7 @@ enum MHD_Result api__on_request(void *cls, struct MHD_Connection *conn, const ch
         r->method = method;
         if (r->deny)
                 return api__send_json(r, r->deny,
-                                      api__status_json(r->deny, NULL, r->deny_message, NULL));
+                                      spec_status_json(r->deny, NULL, r->deny_message, NULL));
         if (r->too_large)
                 return api__send_status(r, 413, "RequestEntityTooLarge",
                                         "the request body is larger than %zu bytes",

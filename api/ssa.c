@@ -178,7 +178,7 @@ static enum MHD_Result send_conflicts(req *r, json_t *conflicts) {
                 }
         }
         return api__send_json(r, 409,
-                              api__status_json(409, "Conflict", tend_buf_str(&msg),
+                              spec_status_json(409, "Conflict", tend_buf_str(&msg),
                                                json_pack("{s:o}", "causes", causes)));
 }
 

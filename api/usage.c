@@ -45,34 +45,6 @@ static int read_proc(pid_t pid, uint64_t *ret_ticks, uint64_t *ret_start, uint64
         return 0;
 }
 
-int api__meminfo(uint64_t *ret_total_kb, uint64_t *ret_available_kb) {
-        _cleanup_free_ char *data = NULL;
-        unsigned long long total = 0, avail = 0;
-        const char *line;
-        size_t n;
-        int r = read_full_file("/proc/meminfo", 1 << 20, &data, &n);
-
-        if (r < 0)
-                return r;
-        if ((line = strstr(data, "MemTotal:")))
-                (void) sscanf(line, "MemTotal: %llu", &total);
-        if ((line = strstr(data, "MemAvailable:")))
-                (void) sscanf(line, "MemAvailable: %llu", &avail);
-        *ret_total_kb = total;
-        *ret_available_kb = avail;
-        return 0;
-}
-
-double api__uptime(void) {
-        _cleanup_free_ char *data = NULL;
-        double up = 0;
-        size_t n;
-
-        if (read_full_file("/proc/uptime", 256, &data, &n) >= 0)
-                (void) sscanf(data, "%lf", &up);
-        return up;
-}
-
 /* Readings older than this are of pods long gone (or asked about rarely:
  * their next rate is since the process started, which is still right). */
 #define SAMPLE_STALE (10 * 60 * USEC_PER_SEC)
@@ -107,7 +79,7 @@ static uint64_t cpu_rate(api_server *s, const char *uid, uint64_t ticks, uint64_
                 seconds = (double) (now - prev->at) / USEC_PER_SEC;
                 cpu = (double) (ticks - prev->ticks) / (double) hz;
         } else {
-                seconds = api__uptime() - (double) start / (double) hz;
+                seconds = host_uptime() - (double) start / (double) hz;
                 cpu = (double) ticks / (double) hz;
         }
         if (!s->usage)
@@ -221,7 +193,7 @@ static enum MHD_Result node(req *r, bool list) {
         if (read_full_file("/proc/stat", 1 << 20, &stat, &n) < 0 ||
             sscanf(stat, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &u, &ni, &sy, &idle, &io,
                    &irq, &sirq, &st) < 4 ||
-            api__meminfo(&total_kb, &avail_kb) < 0)
+            host_meminfo(&total_kb, &avail_kb) < 0)
                 return api__send_status(r, 500, NULL, "cannot read /proc/stat or /proc/meminfo");
         cpu = strprintf("%" PRIu64 "n",
                         cpu_rate(r->s, "\x01node", u + ni + sy + irq + sirq + st, 0, &w));

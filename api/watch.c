@@ -192,7 +192,7 @@ enum MHD_Result api__start_watch(req *r, const resource *res, filter *f) {
                         _cleanup_free_ char *msg = strprintf("too old resource version: %" PRIu64
                                                              " (%" PRIu64 ")",
                                                              since, oldest - 1);
-                        json_t *st = api__status_json(410, "Expired", msg, NULL);
+                        json_t *st = spec_status_json(410, "Expired", msg, NULL);
                         _cleanup_free_ char *line = event_line("ERROR", st);
                         json_decref(st);
                         if (line)

@@ -390,3 +390,31 @@ char *tend_default_socket(void) {
                 return strprintf("%s/tend/tend.sock", x);
         return strprintf("/tmp/tend-%u/tend.sock", (unsigned) geteuid());
 }
+
+int host_meminfo(uint64_t *ret_total_kb, uint64_t *ret_available_kb) {
+        _cleanup_free_ char *data = NULL;
+        unsigned long long total = 0, avail = 0;
+        const char *line;
+        size_t n;
+        int r = read_full_file("/proc/meminfo", 1 << 20, &data, &n);
+
+        if (r < 0)
+                return r;
+        if ((line = strstr(data, "MemTotal:")))
+                (void) sscanf(line, "MemTotal: %llu", &total);
+        if ((line = strstr(data, "MemAvailable:")))
+                (void) sscanf(line, "MemAvailable: %llu", &avail);
+        *ret_total_kb = total;
+        *ret_available_kb = avail;
+        return 0;
+}
+
+double host_uptime(void) {
+        _cleanup_free_ char *data = NULL;
+        double up = 0;
+        size_t n;
+
+        if (read_full_file("/proc/uptime", 256, &data, &n) >= 0)
+                (void) sscanf(data, "%lf", &up);
+        return up;
+}

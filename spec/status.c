@@ -95,3 +95,55 @@ spec_rollout spec_rollout_status(const spec_deployment *d, int64_t revision, cha
         snprintf(msg, size, "deployment \"%s\" successfully rolled out", name);
         return SPEC_ROLLOUT_DONE;
 }
+
+/* The reason Kubernetes gives with a code (StatusReason), "" where none. */
+static const char *reason_of(unsigned code) {
+        switch (code) {
+        case 400:
+                return "BadRequest";
+        case 401:
+                return "Unauthorized";
+        case 403:
+                return "Forbidden";
+        case 404:
+                return "NotFound";
+        case 405:
+                return "MethodNotAllowed";
+        case 409:
+                return "Conflict";
+        case 410:
+                return "Expired";
+        case 413:
+                return "RequestEntityTooLarge";
+        case 415:
+                return "UnsupportedMediaType";
+        case 422:
+                return "Invalid";
+        case 500:
+                return "InternalError";
+        case 503:
+                return "ServiceUnavailable";
+        case 504:
+                return "Timeout";
+        default:
+                return "";
+        }
+}
+
+/* A Kubernetes Status object. The message may quote what a client sent:
+ * bytes that are not UTF-8 are written \xNN, so that it is still JSON. */
+json_t *spec_status_json(unsigned code, const char *reason, const char *message, json_t *details) {
+        _cleanup_free_ char *clean = utf8_escape_invalid(strempty(message));
+        json_t *j = clean ? json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",
+                                      "apiVersion", "v1", "metadata", "status",
+                                      code < 400 ? "Success" : "Failure", "message", clean,
+                                      "reason", reason ?: reason_of(code), "code", (int) code)
+                          : NULL;
+        /* Always a details object: kubectl reads fields of it without a
+         * nil check (debug's ephemeral containers, for one). */
+        if (j && json_object_set_new(j, "details", details ?: json_object()) < 0)
+                j = (json_decref(j), NULL);
+        else if (!j)
+                json_decref(details);
+        return j;
+}

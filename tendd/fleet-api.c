@@ -139,7 +139,7 @@ static void on_op(const etcd_result *r, void *userdata) {
         if (r->error < 0) {
                 _cleanup_free_ char *msg = strprintf("writing node %s to etcd: %s", o->name,
                                                      strna(r->message));
-                op_done(o, 503, api_status_json(503, "ServiceUnavailable", strna(msg)));
+                op_done(o, 503, spec_status_json(503, "ServiceUnavailable", strna(msg), NULL));
                 return;
         }
         n = fleet__node(f, o->name, false);
@@ -153,13 +153,13 @@ static void on_op(const etcd_result *r, void *userdata) {
                         return;
                 _cleanup_free_ char *msg = strprintf(
                         "node %s changed while it was written: try again", o->name);
-                op_done(o, 409, api_status_json(409, "Conflict", strna(msg)));
+                op_done(o, 409, spec_status_json(409, "Conflict", strna(msg), NULL));
                 return;
         }
         if (!n || !n->node) {
                 _cleanup_free_ char *msg = strprintf("node %s was removed from the fleet meanwhile",
                                                      o->name);
-                op_done(o, 404, api_status_json(404, "NotFound", strna(msg)));
+                op_done(o, 404, spec_status_json(404, "NotFound", strna(msg), NULL));
                 return;
         }
         if (r->revision > n->node_mod) {
@@ -181,7 +181,7 @@ static void on_delete_node(const etcd_result *r, void *userdata) {
         if (r->error < 0) {
                 _cleanup_free_ char *msg = strprintf("removing node %s from etcd: %s", o->name,
                                                      strna(r->message));
-                op_done(o, 503, api_status_json(503, "ServiceUnavailable", strna(msg)));
+                op_done(o, 503, spec_status_json(503, "ServiceUnavailable", strna(msg), NULL));
                 return;
         }
         if (!r->succeeded) {
@@ -195,7 +195,7 @@ static void on_delete_node(const etcd_result *r, void *userdata) {
                         "delete the node",
                         o->name, (int64_t) json_integer_value(json_object_get(h, "pid")),
                         strna(json_string_value(json_object_get(h, "host"))));
-                op_done(o, 409, api_status_json(409, "Conflict", strna(msg)));
+                op_done(o, 409, spec_status_json(409, "Conflict", strna(msg), NULL));
                 return;
         }
         fnode *n = fleet__node(f, o->name, false);

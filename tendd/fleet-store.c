@@ -1149,6 +1149,26 @@ static bool withdraw_failed(fleet *f) {
 
 static bool apply_marked(fleet *f);
 
+/* Why a waiter's writes failed, as its answer says. */
+static const char *waiter_failure(unsigned failed) {
+        switch (failed) {
+        case 504:
+                return "etcd has not taken the write within 10 s: it was withdrawn, nothing of it "
+                       "is applied; try again";
+        case UNSURE:
+                return "etcd has not acknowledged the write within 10 s, and an answer of etcd's "
+                       "to it was lost: it may have been applied; read the object to see whether "
+                       "it was";
+        case 503:
+                return "this node stopped leading the fleet before etcd took the write (it lost "
+                       "touch with etcd): nothing was applied; try again";
+        case 413:
+                return "the object is larger than etcd takes in one write; it was not written";
+        default:
+                return "the object was changed on another node first; read it again and retry";
+        }
+}
+
 static void check_waiters(fleet *f) {
         usec_t now;
         bool late, failed = false;
@@ -1169,41 +1189,11 @@ static void check_waiters(fleet *f) {
                         continue;
                 }
                 *p = w->next;
-                if (w->failed == 504)
-                        w->done(504,
-                                api_status_json(504, "Timeout",
-                                                "etcd has not taken the write within 10 s: it "
-                                                "was withdrawn, nothing of it is applied; try "
-                                                "again"),
+                if (w->failed) {
+                        unsigned code = w->failed == UNSURE ? 504 : w->failed;
+                        w->done(code, spec_status_json(code, NULL, waiter_failure(w->failed), NULL),
                                 w->req);
-                else if (w->failed == UNSURE)
-                        w->done(504,
-                                api_status_json(504, "Timeout",
-                                                "etcd has not acknowledged the write within "
-                                                "10 s, and an answer of etcd's to it was lost: "
-                                                "it may have been applied; read the object to "
-                                                "see whether it was"),
-                                w->req);
-                else if (w->failed == 503)
-                        w->done(503,
-                                api_status_json(503, "ServiceUnavailable",
-                                                "this node stopped leading the fleet before "
-                                                "etcd took the write (it lost touch with "
-                                                "etcd): nothing was applied; try again"),
-                                w->req);
-                else if (w->failed == 413)
-                        w->done(413,
-                                api_status_json(413, "RequestEntityTooLarge",
-                                                "the object is larger than etcd takes in one "
-                                                "write; it was not written"),
-                                w->req);
-                else if (w->failed)
-                        w->done(w->failed,
-                                api_status_json(w->failed, "Conflict",
-                                                "the object was changed on another node "
-                                                "first; read it again and retry"),
-                                w->req);
-                else
+                } else
                         w->done(0, NULL, w->req);
                 strv_free(w->keys);
                 free(w);

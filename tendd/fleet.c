@@ -477,7 +477,7 @@ static void join_timeout(fleet *f) {
 /* The Node as this tendd says it is: the host's facts, its --node-labels,
  * and what the fleet set (uid, creation time, spec.unschedulable). */
 static json_t *my_node(fleet *f, json_t *stored) {
-        json_t *node = api_host_node(f->node_name, f->labels), *m, *sm;
+        json_t *node = spec_host_node(f->node_name, f->labels), *m, *sm;
         char uid[37];
 
         if (!node)

@@ -64,15 +64,6 @@ typedef struct api_fleet {
         void *userdata;
 } api_fleet;
 
-/* This host as a core/v1 Node named name (capacity, addresses, system
- * info; labels: the well-known ones and labels, a JSON object or NULL),
- * without status.conditions: new. */
-json_t *api_host_node(const char *name, json_t *labels);
-
-/* A Kubernetes Status, as the API's own answers are (for answers made
- * outside it: the fleet's): new. */
-json_t *api_status_json(unsigned code, const char *reason, const char *message);
-
 typedef struct api_config {
         uv_loop_t *loop;
         agent *agent;            /* borrowed; its store is the API's */

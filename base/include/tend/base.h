@@ -311,6 +311,9 @@ static inline void tend_buf_freep(tend_buf *b) {
 /* Read a whole file (or stdin for "-") up to max bytes. More than max is
  * -EFBIG (nothing returned). Returns 0 and a NUL-terminated buffer. */
 int read_full_file(const char *path, size_t max, char **ret, size_t *ret_size);
+/* The host's /proc readings: memory (kB) and seconds since boot (0: unknown). */
+int host_meminfo(uint64_t *ret_total_kb, uint64_t *ret_available_kb);
+double host_uptime(void);
 /* Fields first..last (proc(5) numbering, from 4 on) of /proc/PID/stat into
  * ret[0..last-first]. -ESRCH for a pid that is gone or a zombie. */
 int proc_stat_fields(pid_t pid, int first, int last, unsigned long long *ret);

@@ -755,8 +755,23 @@ void spec_deployment_default(spec_deployment *d);
  * makes them), as kubectl shows it: STATUS ("Ready", "NotReady" or
  * "Unknown", then ",SchedulingDisabled" when cordoned) and ROLES (the X of
  * each node-role.kubernetes.io/X label, or "<none>"). New strings. */
+#if defined(__x86_64__)
+#define SPEC_ARCH "amd64" /* the host's, as Kubernetes names it */
+#elif defined(__aarch64__)
+#define SPEC_ARCH "arm64"
+#else
+#define SPEC_ARCH "unknown"
+#endif
 char *spec_node_status(json_t *node);
 char *spec_node_roles(json_t *node);
+/* This host as a core/v1 Node named name (capacity, addresses, system
+ * info; labels: the well-known ones and labels, a JSON object or NULL),
+ * without status.conditions: new. */
+json_t *spec_host_node(const char *name, json_t *labels);
+
+/* A Kubernetes Status (kind Status, v1): code, reason (NULL: the one
+ * Kubernetes gives with code), message, details (taken; NULL: {}); new. */
+json_t *spec_status_json(unsigned code, const char *reason, const char *message, json_t *details);
 
 /* A DNS-1123 subdomain (a node's name): lowercase alphanumerics, '-' and
  * '.', at most 253 characters. */
