@@ -20,10 +20,13 @@ etcd_port_free() {
 etcd_cluster_start() {
     dir=$1
     command -v etcd >/dev/null 2>&1 || { echo "etcd is not installed (make deps)"; return 77; }
-    # below the kernel's ephemeral ports (32768-): no connection of another
-    # test can be holding one of these
+    # below the kernel's ephemeral ports (32768-), where no connection of
+    # another test can be holding one, and below tendd's default port leases
+    # (30000-32767, RT_PORT_RANGE_LO), where another test's tendd binds its
+    # pods' ports: a free port there could be taken before etcd binds it
+    # (fleet-chaos's etcd found all three taken once under ctest -j2)
     for _ in $(seq 50); do
-        etcd_base=$(shuf -i 20000-32700 -n 1)
+        etcd_base=$(shuf -i 20000-29990 -n 1)
         free=1
         for i in 0 1 2 3 4 5; do
             etcd_port_free $((etcd_base + i)) || free=0

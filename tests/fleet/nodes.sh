@@ -499,7 +499,7 @@ if command -v kubectl >/dev/null 2>&1; then
     kill -TERM "$n3_pid"
     wait "$n3_pid" 2>/dev/null
     for _ in $(seq 50); do
-        port=$(shuf -i 20000-32700 -n 1)
+        port=$(shuf -i 20000-29990 -n 1)
         etcd_port_free "$port" && break
     done
     node 3 --listen "127.0.0.1:$port"

@@ -35,7 +35,7 @@ key cn /CN=tendd && sign cn cli
 [ -s cli.pem ] && [ -s srv.pem ] && [ -s cn.pem ] || { echo "openssl made no certificates"; exit 1; }
 
 for _ in $(seq 50); do
-    port=$(shuf -i 20000-32700 -n 1)
+    port=$(shuf -i 20000-29990 -n 1)
     etcd_port_free "$port" && etcd_port_free $((port + 1)) && break
 done
 url=https://127.0.0.1:$port
