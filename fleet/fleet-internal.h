@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Fleet membership's insides, shared by fleet.c (join, session, mirror,
- * leaving), fleet-elect.c (the election) and fleet-api.c (what the API
- * asks). */
+/* The fleet's insides, shared by its parts: member.c (join, session, the
+ * nodes' mirror, leaving), elect.c (the election), nodes.c (the nodes as
+ * the API shows them), mirror.c, acks.c and lifecycle.c (the objects),
+ * events.c (the events). */
 
-#include "fleet.h"
+#include "tend/fleet.h"
 #include "tend/agent.h"
 #include "tend/etcd.h"
 
@@ -25,8 +26,8 @@ typedef struct fnode {
 
 typedef struct op op;
 typedef struct fleet fleet;
-typedef struct fobj fobj;       /* fleet-store.c: an object as etcd has it */
-typedef struct fwaiter fwaiter; /* fleet-store.c: an API write waiting for etcd */
+typedef struct fobj fobj;       /* mirror.c: an object as etcd has it */
+typedef struct fwaiter fwaiter; /* mirror.c: an API write waiting for etcd */
 
 /* A step to take again later: the join's chain and the mirror's (list,
  * watch) each have their own, so that one's retry never replaces the
@@ -82,7 +83,7 @@ struct fleet {
         void (*leave_done)(void *userdata); /* fleet_leave() */
         void *leave_userdata;
         bool nodes_changed; /* since the agent was told */
-        /* fleet-store.c: the objects (Deployments, ReplicaSets, Pods) */
+        /* mirror.c: the objects (Deployments, ReplicaSets, Pods) */
         store *store;
         tend_hashmap *objs; /* "kind/ns/name" → fobj */
         bool objs_dirty;    /* etcd changed some: the local store follows */
@@ -103,9 +104,9 @@ struct fleet {
         uv_idle_t flush_turn;
         unsigned flush_turns;
         usec_t flush_asked;          /* when the flush that waits was first asked for */
-        fobj *staged, **staged_tail; /* local changes not yet split (fleet-store.c) */
+        fobj *staged, **staged_tail; /* local changes not yet split (mirror.c) */
         fwaiter *waiters;
-        /* fleet-events.c: the events (P/v1/events/: p_events) */
+        /* events.c: the events (P/v1/events/: p_events) */
         tend_hashmap *ev_out; /* "ns/name" → JSON: this node's, to be written */
         tend_hashmap *ev_in;  /* "ns/name" → JSON (null: deleted): etcd's, to be applied */
         uv_timer_t ev_timer;
@@ -133,12 +134,9 @@ struct fleet {
         plan_node *sched;                      /* fleet_agent_nodes()'s answer */
         spec_map *sched_labels;                /* ... its nodes' labels */
         size_t n_sched_labels;
-        /* fleet-api.c's: set by fleet_api() */
-        api_fleet api;
-        void (*ops_close)(fleet *f); /* cancels what is still out (no answers) */
 };
 
-/* fleet.c */
+/* member.c */
 /* Whether f->lease is the live session's (a step of the join or the
  * election made for it may go on). */
 static inline bool fleet__session_live(const fleet *f) {
@@ -149,7 +147,7 @@ void fleet__node_free(fnode *n);
 /* Applies one key of P/v1/ to the mirror (deleted: its DELETE). */
 void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted);
 
-/* fleet-store.c */
+/* mirror.c */
 int fleet__objects_init(fleet *f);
 /* A key of P/v1/ that is an object's (false: not one): into the mirror. */
 bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted);
@@ -164,21 +162,12 @@ void fleet__objects_flush_turn_cb(uv_idle_t *h);
 /* o's local writes did not make it to etcd: the API writes among them are
  * answered code (409, 413). */
 void fleet__objects_failed(fleet *f, const fobj *o, unsigned code);
-/* Whether etcd has every local write made after mark since (the writes
- * of one API request): 1 yes; 0: done() when it has (0), or refused one
- * (409, 413), or after 10 s (504). */
-uint64_t fleet__objects_mark(fleet *f);
-/* The request is handled: its writes are no longer noted. */
-void fleet__objects_mark_end(fleet *f);
-/* The request relies on this object (fleet-api.c's touch). */
-void fleet__objects_touch(fleet *f, store_kind kind, const char *ns, const char *name);
-int fleet__objects_sync(fleet *f, uint64_t since,
-                        void (*done)(unsigned code, json_t *answer, void *req), void *req);
-void fleet__objects_cancel(fleet *f, void *req);
+/* The request req waits no more (its answer is not needed). */
+void fleet__writes_cancel(fleet *f, void *req);
 void fleet__objects_close(fleet *f);
 void fleet__objects_free(fleet *f);
 
-/* fleet-events.c */
+/* events.c */
 int fleet__events_init(fleet *f);
 /* This node recorded (or pruned) an event: it goes to etcd. */
 void fleet__events_local(fleet *f, store_change change, const spec_event *e);
@@ -190,9 +179,13 @@ void fleet__events_relisted(fleet *f, const etcd_result *r);
 void fleet__events_flush_cb(uv_timer_t *t);
 void fleet__events_free(fleet *f);
 
-/* fleet-elect.c */
+/* elect.c */
 /* Leads if nobody does (a txn; answered later). */
 void fleet__campaign(fleet *f);
 /* The leader key as etcd has it now (NULL: gone). */
 void fleet__leader_seen(fleet *f, const etcd_kv *kv);
 void fleet__stop_leading(fleet *f, const char *why);
+
+/* nodes.c */
+/* Cancels what the API asked of the nodes that is still out (no answers). */
+void fleet__ops_close(fleet *f);

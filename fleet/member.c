@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * Fleet membership (see fleet.h): the join, the session, the mirror of the
+ * Fleet membership (see tend/fleet.h): the join, the session, the mirror of the
  * nodes, leaving. Everything goes through tend_etcd on the loop: the join
  * is a chain of calls (schema → session → claim → Node → list → watch),
  * each answer starting the next; after it, the session keeps the lease
- * alive and the watch keeps the mirror. The election is fleet-elect.c,
- * what the API asks fleet-api.c.
+ * alive and the watch keeps the mirror. The election is elect.c, the
+ * nodes as the API shows them nodes.c, the objects mirror.c.
  */
 
 #include <inttypes.h>
@@ -800,8 +800,7 @@ void fleet_close(fleet *f) {
                 return;
         f->closing = true;
         fleet__stop_leading(f, "tendd stops");
-        if (f->ops_close) /* what the API asked that is still out */
-                f->ops_close(f);
+        fleet__ops_close(f); /* what the API asked that is still out */
         fleet__objects_close(f);
         etcd_watch_cancel(f->watch);
         f->watch = NULL;

@@ -24,87 +24,21 @@
 
 #include <inttypes.h>
 
-#include "fleet-internal.h"
+#include "mirror.h"
 
-#define BATCH_MAX 60 /* objects per txn: 2 puts each, under etcd's 128 operations */
-/* bytes of keys and values per txn: base64 makes them a third larger, under
- * etcd's 1.5 MiB request limit */
-#define BATCH_BYTES (1024 * 1024)
-#define WAIT_MAX (10 * USEC_PER_SEC)
-#define FLUSH_HOLD (20 * USEC_PER_MSEC)    /* the longest a write waits for more to go with it */
-#define UNSTAGE_SLICE (20 * USEC_PER_MSEC) /* local changes split in one turn of the loop */
-/* the longest a write's flush is put off for a poll first (by later writes) */
-#define FLUSH_POLL_MAX (100 * USEC_PER_MSEC)
-/* A waiter's failure: its write was withdrawn after WAIT_MAX, but an
- * answer of etcd's to it was lost before, so etcd may have it (a 504 that
- * says so). */
-#define UNSURE 599
-
-static const char *const kind_names[] = {
+const char *const fleet__kind_names[FLEET_KINDS] = {
         [STORE_DEPLOYMENT] = "deployments",
         [STORE_REPLICA_SET] = "replicasets",
         [STORE_POD] = "pods",
 };
 
-/* A value's canonical text, made ahead (in unstage()'s slice, not the
- * flush's) and kept with a reference to the value it is of. */
-typedef struct ftext {
-        json_t *of;
-        char *text;
-} ftext;
-
-struct fobj {
-        store_kind kind;
-        char *ns, *name;
-        json_t *main, *status; /* as etcd has them; NULL: no key */
-        int64_t main_mod, main_create, status_mod;
-        bool apply;                    /* etcd changed it: the local object follows */
-        bool gone;                     /* etcd deleted it while its process stops here */
-        bool dirty;                    /* written here, not acknowledged */
-        bool dirty_main, dirty_status; /* ... which of its keys */
-        bool in_flight;                /* in the txn that is out */
-        /* While a write was out: etcd changed its main key, its status key
-         * (another's write, not the echo of this one: rebase()); the watch
-         * brought this write's own value back. */
-        bool remote_main, remote_status, echoed;
-        bool unsure;         /* a write of it was sent and its answer lost: it may be in etcd */
-        json_t *want_main;   /* what to send; NULL with dirty: a delete */
-        json_t *want_status; /* NULL: no status */
-        json_t *sent_main, *sent_status;
-        bool sent_delete;
-        bool sent_put_main, sent_put_status; /* which keys the write that is out puts */
-        int64_t sent_main_mod, sent_status_mod, sent_main_create; /* ... and what it compared */
-        uint64_t seq, sent_seq, pending_from; /* local changes: the last, the sent, the
-                                               * first not acknowledged (0: none) */
-        int64_t fence_at;                     /* the leader's fence when written; 0: not leading */
-        ftext main_text, status_text;         /* of want_main, want_status (when made) */
-        /* Changed here, and not yet split into its keys' values (stage()):
-         * dirty and seq as for a write already, so that a request waits
-         * for it; the rest once unstage() has made the values. */
-        bool staged;
-        bool staged_deleted;   /* ... by a deletion (its last change) */
-        bool staged_was_dirty; /* dirty before it was staged */
-        int64_t staged_term;   /* the leader's fence over its staged changes; 0: none */
-        fobj *next_staged;
-};
-
-struct fwaiter {
-        fwaiter *next;
-        uint64_t from, seq; /* the request's own writes: (from, seq] */
-        char **keys;        /* ... of these objects ("kind/ns/name") */
-        unsigned failed;    /* 0, or the code of the answer (409, 413, 504, UNSURE) */
-        usec_t deadline;
-        void (*done)(unsigned code, json_t *answer, void *req);
-        void *req;
-};
-
-static char *obj_key(store_kind k, const char *ns, const char *name) {
-        return strprintf("%s/%s/%s", kind_names[k], strempty(ns), strempty(name));
+char *fleet__obj_key(store_kind k, const char *ns, const char *name) {
+        return strprintf("%s/%s/%s", fleet__kind_names[k], strempty(ns), strempty(name));
 }
 
 static char *etcd_key(fleet *f, const fobj *o, bool status) {
-        return strprintf("%s%s%s/%s/%s", f->p_all, status ? "status/" : "", kind_names[o->kind],
-                         o->ns, o->name);
+        return strprintf("%s%s%s/%s/%s", f->p_all, status ? "status/" : "",
+                         fleet__kind_names[o->kind], o->ns, o->name);
 }
 
 static void ftext_forget(ftext *t) {
@@ -145,8 +79,8 @@ static void fobj_free(fobj *o) {
         free(o);
 }
 
-static fobj *fobj_get(fleet *f, store_kind k, const char *ns, const char *name, bool create) {
-        _cleanup_free_ char *key = obj_key(k, ns, name);
+fobj *fleet__fobj_get(fleet *f, store_kind k, const char *ns, const char *name, bool create) {
+        _cleanup_free_ char *key = fleet__obj_key(k, ns, name);
         fobj *o = key ? tend_hashmap_get(f->objs, key) : NULL;
 
         if (o || !create || !key)
@@ -170,7 +104,7 @@ static void fobj_maybe_forget(fleet *f, fobj *o) {
 
         if (o->main || o->status || o->dirty || o->in_flight || o->apply || o->gone)
                 return;
-        key = obj_key(o->kind, o->ns, o->name);
+        key = fleet__obj_key(o->kind, o->ns, o->name);
         if (key && tend_hashmap_remove(f->objs, key) == o)
                 fobj_free(o);
 }
@@ -257,9 +191,6 @@ static json_t *join(const json_t *main, const json_t *status) {
 /* ---- etcd → the local store ----------------------------------------------------------------- */
 
 static void flush(fleet *f);
-static void schedule_flush(fleet *f, uint64_t msec);
-static bool unstage(fleet *f, usec_t budget);
-static void check_waiters(fleet *f);
 
 static const char *meta_node(store_kind k, const void *obj) {
         return k == STORE_POD ? ((const spec_pod *) obj)->spec.node_name : NULL;
@@ -295,7 +226,7 @@ static int apply_local(fleet *f, fobj *o) {
         int r;
 
         o->apply = false;
-        log_debug("fleet: %s/%s/%s: the local copy follows etcd", kind_names[o->kind], o->ns,
+        log_debug("fleet: %s/%s/%s: the local copy follows etcd", fleet__kind_names[o->kind], o->ns,
                   o->name);
         if (o->dirty && o->dirty_main && !o->want_main)
                 return 0; /* this node deleted it: that goes to etcd */
@@ -319,7 +250,7 @@ static int apply_local(fleet *f, fobj *o) {
         if (r < 0) {
                 if (r != -ENOMEM)
                         log_warning("fleet: %s/%s/%s in etcd cannot be read; skipped",
-                                    kind_names[o->kind], o->ns, o->name);
+                                    fleet__kind_names[o->kind], o->ns, o->name);
                 spec_errors_done(&errs);
                 return r == -ENOMEM ? r : 0;
         }
@@ -329,7 +260,7 @@ static int apply_local(fleet *f, fobj *o) {
         if (!streq_ptr(spec_object_meta(obj)->namespace, o->ns) ||
             !streq_ptr(spec_object_meta(obj)->name, o->name)) {
                 log_warning("fleet: %s/%s/%s in etcd names itself %s/%s; skipped",
-                            kind_names[o->kind], o->ns, o->name,
+                            fleet__kind_names[o->kind], o->ns, o->name,
                             strna(spec_object_meta(obj)->namespace),
                             strna(spec_object_meta(obj)->name));
                 spec_free(t, obj);
@@ -427,21 +358,21 @@ bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted) {
         bool status = false;
         int k = -1;
 
-        unstage(f, 0);
+        fleet__unstage(f, 0);
 
         if (!rest)
                 return false;
         if (startswith(rest, "status/"))
                 rest += strlen("status/"), status = true;
-        for (int i = 0; i < (int) ELEMENTSOF(kind_names); i++)
-                if (kind_names[i] && startswith(rest, kind_names[i]) &&
-                    rest[strlen(kind_names[i])] == '/') {
+        for (int i = 0; i < FLEET_KINDS; i++)
+                if (fleet__kind_names[i] && startswith(rest, fleet__kind_names[i]) &&
+                    rest[strlen(fleet__kind_names[i])] == '/') {
                         k = i;
                         break;
                 }
         if (k < 0)
                 return status; /* another kind of status: not ours to read */
-        ns = rest + strlen(kind_names[k]) + 1;
+        ns = rest + strlen(fleet__kind_names[k]) + 1;
         slash = strchr(ns, '/');
         if (!slash || slash == ns || !slash[1])
                 return true;
@@ -452,10 +383,10 @@ bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted) {
         if (nsd && (!spec_is_dns_label(nsd) || !spec_is_dns_subdomain(slash + 1))) {
                 if (!deleted)
                         log_warning("fleet: %s: no %s may have that namespace and name; skipped",
-                                    kv->key, kind_names[k]);
+                                    kv->key, fleet__kind_names[k]);
                 return true;
         }
-        fobj *o = nsd ? fobj_get(f, (store_kind) k, nsd, slash + 1, !deleted) : NULL;
+        fobj *o = nsd ? fleet__fobj_get(f, (store_kind) k, nsd, slash + 1, !deleted) : NULL;
         if (o) {
                 remote(f, o, status, kv, deleted);
                 f->objs_dirty = true;
@@ -471,7 +402,7 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r) {
         const char *key;
         void *v;
 
-        unstage(f, 0);
+        fleet__unstage(f, 0);
         if (!present)
                 return;
         for (size_t i = 0; i < r->n_kvs; i++)
@@ -484,19 +415,19 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r) {
                                 remote(f, o, s, &(etcd_kv){ .key = ek }, true);
                 }
         }
-        for (int k = 0; k < (int) ELEMENTSOF(kind_names); k++) {
+        for (int k = 0; k < FLEET_KINDS; k++) {
                 const void *const *items;
                 size_t n = store_list(f->store, (store_kind) k, &items);
                 for (size_t i = 0; i < n; i++) {
                         const spec_meta *m = spec_object_meta(items[i]);
-                        fobj *o = fobj_get(f, (store_kind) k, m->namespace, m->name, true);
+                        fobj *o = fleet__fobj_get(f, (store_kind) k, m->namespace, m->name, true);
                         if (o && !o->main && !o->dirty && !o->in_flight)
                                 o->apply = true;
                 }
         }
         fleet__events_relisted(f, r);
         f->objs_dirty = true;
-        schedule_flush(f, 0); /* what was written here before (re)joining */
+        fleet__schedule_flush(f, 0); /* what was written here before (re)joining */
 }
 
 /* ---- the local store → etcd ----------------------------------------------------------------- */
@@ -505,7 +436,7 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r) {
  * agent's pass, a runtime's report and the next pass write go together:
  * a pod's start and its Running are one write, not two), held at most
  * FLUSH_HOLD while the loop stays busy; msec > 0: a retry, that late. */
-static void schedule_flush(fleet *f, uint64_t msec) {
+void fleet__schedule_flush(fleet *f, uint64_t msec) {
         if (f->closing)
                 return;
         if (msec) {
@@ -552,11 +483,11 @@ void fleet__objects_flush_idle_cb(uv_prepare_t *h) {
         if (f->staged) {
                 /* the staged changes first, in this turn; the flush in one
                  * after it (and after a poll) */
-                bool more = unstage(f, UNSTAGE_SLICE);
+                bool more = fleet__unstage(f, UNSTAGE_SLICE);
                 f->flush_turns = 0;
                 uv_idle_start(&f->flush_turn, fleet__objects_flush_turn_cb);
                 if (!more)
-                        check_waiters(f); /* (a change that etcd has already) */
+                        fleet__check_waiters(f); /* (a change that etcd has already) */
                 return;
         }
         uv_prepare_stop(h);
@@ -576,7 +507,7 @@ static bool unstage_one(fleet *f, fobj *o) {
         o->staged = false;
         if (obj && split(o->kind, obj, &main, &status) < 0) {
                 log_warning("fleet: %s/%s/%s: out of memory; it is sent at the next resync",
-                            kind_names[o->kind], o->ns, o->name);
+                            fleet__kind_names[o->kind], o->ns, o->name);
                 o->dirty = was_dirty;
                 if (!was_dirty)
                         o->pending_from = 0;
@@ -624,7 +555,7 @@ static bool unstage_one(fleet *f, fobj *o) {
  * Whatever reads or writes the mirror's state unstages every change
  * first: only the flush does it a slice at a time, in a turn of its own.
  * Returns whether any is left. */
-static bool unstage(fleet *f, usec_t budget) {
+bool fleet__unstage(fleet *f, usec_t budget) {
         usec_t start = budget ? now_monotonic() : 0;
 
         while (f->staged) {
@@ -655,9 +586,9 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
                 fleet__events_local(f, change, obj);
                 return;
         }
-        if (kind >= (store_kind) ELEMENTSOF(kind_names))
+        if (kind >= FLEET_KINDS)
                 return;
-        o = fobj_get(f, kind, m->namespace, m->name, true);
+        o = fleet__fobj_get(f, kind, m->namespace, m->name, true);
         if (!o) {
                 log_oom();
                 return;
@@ -668,7 +599,7 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
                 return;
         }
         if (f->recording) { /* a write of the API request being answered */
-                _cleanup_free_ char *key = obj_key(kind, o->ns, o->name);
+                _cleanup_free_ char *key = fleet__obj_key(kind, o->ns, o->name);
                 if (!key ||
                     (!strv_contains(f->req_keys, key) && strv_extend(&f->req_keys, key) < 0))
                         log_oom(); /* its answer does not wait for this one */
@@ -687,12 +618,12 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
         o->seq = ++f->seq;
         if (!o->pending_from)
                 o->pending_from = o->seq;
-        schedule_flush(f, 0);
+        fleet__schedule_flush(f, 0);
 }
 
 /* Takes o out of what is to be sent, and puts the local object back to
  * what etcd has. */
-static void undo(fleet *f, fobj *o, unsigned code) {
+void fleet__undo(fleet *f, fobj *o, unsigned code) {
         if (o->dirty)
                 fleet__objects_failed(f, o, code);
         o->dirty = o->dirty_main = o->dirty_status = false;
@@ -721,7 +652,7 @@ static int build(fleet *f, fobj *o, json_t *cmp, json_t *ops, json_t *fail, size
         if (!del && !put_main && !put_status)
                 return 0;
         /* (canonical, as json_dumps(JSON_COMPACT | JSON_SORT_KEYS) writes
-         * it, three times as fast; made by unstage() already) */
+         * it, three times as fast; made by fleet__unstage() already) */
         if (put_main && !(tm = ftext_get(&o->main_text, o->want_main)))
                 return -ENOMEM;
         if (put_status && !(ts = ftext_get(&o->status_text, o->want_status)))
@@ -792,14 +723,14 @@ static void flush(fleet *f) {
         void *v;
         int rr;
 
-        unstage(f, 0);
+        fleet__unstage(f, 0);
         if (f->txn_out || !f->joined || f->closing || !f->e)
                 return;
         cmp = json_array();
         ops = json_array();
         fail = json_array();
         if (!cmp || !ops || !fail) {
-                schedule_flush(f, 1000);
+                fleet__schedule_flush(f, 1000);
                 return;
         }
         f->n_sent = 0;
@@ -819,7 +750,7 @@ static void flush(fleet *f) {
          * something of a kind is left for the next batch of this kind, so is
          * every later kind (both are the leader's: the same kind of batch) */
         bool left = false;
-        for (int k = 0; k < (int) ELEMENTSOF(kind_names) && f->n_sent < BATCH_MAX && !left; k++)
+        for (int k = 0; k < FLEET_KINDS && f->n_sent < BATCH_MAX && !left; k++)
                 for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
                         fobj *o = v;
                         if (f->n_sent >= BATCH_MAX || room == 0) {
@@ -832,7 +763,7 @@ static void flush(fleet *f) {
                                 /* decided as a leader that this node no longer is
                                  * (not a conflict: an API request among its
                                  * writers is answered 503) */
-                                undo(f, o, 503);
+                                fleet__undo(f, o, 503);
                                 continue;
                         }
                         if (batch_fence >= 0 && o->fence_at != batch_fence)
@@ -845,13 +776,13 @@ static void flush(fleet *f) {
                         if (rr == -E2BIG) {
                                 log_warning("fleet: %s/%s/%s is larger than etcd takes in one "
                                             "write (%d KiB); not written",
-                                            kind_names[o->kind], o->ns, o->name,
+                                            fleet__kind_names[o->kind], o->ns, o->name,
                                             BATCH_BYTES / 1024);
-                                undo(f, o, 413);
+                                fleet__undo(f, o, 413);
                                 continue;
                         }
                         if (rr < 0) {
-                                schedule_flush(f, 1000); /* out of memory: later */
+                                fleet__schedule_flush(f, 1000); /* out of memory: later */
                                 left = true;
                                 continue;
                         }
@@ -883,7 +814,7 @@ static void flush(fleet *f) {
                 for (size_t i = 0; i < f->n_sent; i++)
                         f->sent[i]->in_flight = false;
                 f->n_sent = 0;
-                schedule_flush(f, 1000);
+                fleet__schedule_flush(f, 1000);
                 return;
         }
         f->txn_out = true;
@@ -944,7 +875,7 @@ static bool rebase(fleet *f, fobj *o, bool sent) {
 
         if (hit) {
                 if (o->dirty)
-                        undo(f, o, 409);
+                        fleet__undo(f, o, 409);
         } else if (o->dirty) {
                 if (o->remote_main) {
                         json_decref(o->want_main);
@@ -970,7 +901,7 @@ static void on_txn(const etcd_result *r, void *userdata) {
         size_t n = f->n_sent, conflicts = 0;
         bool refused = r->error >= 0 && !r->succeeded;
 
-        unstage(f, 0);
+        fleet__unstage(f, 0);
         f->txn_out = false;
         f->n_sent = 0;
         for (size_t i = 0; i < n; i++) {
@@ -1005,7 +936,7 @@ static void on_txn(const etcd_result *r, void *userdata) {
                         if (refresh(f, o, r)) {
                                 conflicts++;
                                 if (o->dirty)
-                                        undo(f, o, 409);
+                                        fleet__undo(f, o, 409);
                         }
                         continue;
                 }
@@ -1049,7 +980,7 @@ static void on_txn(const etcd_result *r, void *userdata) {
         if (r->error < 0) {
                 log_warning("fleet: writing %zu object%s to etcd: %s; trying again", n,
                             n == 1 ? "" : "s", strna(r->message));
-                schedule_flush(f, 1000);
+                fleet__schedule_flush(f, 1000);
         } else if (refused) {
                 log_info("fleet: a write of %zu object%s was refused (%s); deciding again", n,
                          n == 1 ? "" : "s",
@@ -1059,421 +990,13 @@ static void on_txn(const etcd_result *r, void *userdata) {
                 if (!conflicts)
                         for (size_t i = 0; i < n; i++)
                                 if (f->sent[i]->dirty)
-                                        undo(f, f->sent[i], f->last_fenced ? 503 : 409);
+                                        fleet__undo(f, f->sent[i], f->last_fenced ? 503 : 409);
         }
         for (size_t i = 0; i < n; i++)
                 fobj_maybe_forget(f, f->sent[i]);
         fleet__objects_settle(f);
         if (r->error >= 0) /* else the retry, a second later */
-                schedule_flush(f, 0);
-}
-
-/* ---- waiting for etcd (an API write is answered once etcd has it) ------------------------- */
-
-/* Whether o has a write of a request's (up to seq) not acknowledged. */
-static bool unacknowledged(const fobj *o, uint64_t seq) {
-        return (o->dirty || o->in_flight) && o->pending_from && o->pending_from <= seq;
-}
-
-void fleet__objects_failed(fleet *f, const fobj *o, unsigned code) {
-        _cleanup_free_ char *key = obj_key(o->kind, o->ns, o->name);
-
-        for (fwaiter *w = f->waiters; w; w = w->next)
-                if (key && !w->failed && unacknowledged(o, w->seq) && strv_contains(w->keys, key))
-                        w->failed = code;
-}
-
-/* Whether one of a request's writes (of keys, up to seq) is not
- * acknowledged (out_only: and out to etcd). */
-static bool pending_for(fleet *f, char *const *keys, uint64_t seq, bool out_only) {
-        for (size_t i = 0; keys && keys[i]; i++) {
-                const fobj *o = tend_hashmap_get(f->objs, keys[i]);
-                if (o && (!out_only || o->in_flight) && unacknowledged(o, seq))
-                        return true;
-        }
-        return false;
-}
-
-/* Withdraws w's writes not yet out to etcd (undone: the local copies go
- * back to etcd's), failing the requests among them with code, or UNSURE
- * where an answer of etcd's was lost before. Returns whether any was. */
-static bool withdraw(fleet *f, const fwaiter *w, unsigned code) {
-        bool any = false;
-
-        for (size_t i = 0; w->keys && w->keys[i]; i++) {
-                fobj *o = tend_hashmap_get(f->objs, w->keys[i]);
-                if (!o || o->in_flight || !unacknowledged(o, w->seq))
-                        continue;
-                log_warning("fleet: %s/%s/%s: %s; withdrawn", kind_names[o->kind], o->ns, o->name,
-                            code == 504 ? "etcd has not taken it in time"
-                                        : "another write of its request lost");
-                undo(f, o, o->unsure ? UNSURE : code);
-                o->unsure = false;
-                any = true;
-        }
-        return any;
-}
-
-/*
- * A request etcd has not acknowledged within WAIT_MAX: what of it is still
- * queued here is withdrawn (undone: the local copy goes back to etcd's),
- * so that its 504 means nothing of it is applied later, and a client may
- * try again elsewhere (issue 29: a 504 applied minutes later, a retry
- * elsewhere applied too). A write that is out to etcd then is waited for
- * (etcd's client gives up on it in seconds): its answer says. One whose
- * answer was lost earlier may be in etcd: its 504 says that instead.
- * Returns whether anything was withdrawn.
- */
-static bool withdraw_late(fleet *f, usec_t now) {
-        bool any = false;
-
-        for (fwaiter *w = f->waiters; w; w = w->next)
-                if (now >= w->deadline && pending_for(f, w->keys, w->seq, false) &&
-                    !pending_for(f, w->keys, w->seq, true))
-                        any |= withdraw(f, w, 504);
-        return any;
-}
-
-/* A request is all or nothing: once one of its writes lost (a conflict,
- * the leader's term), the others not yet out to etcd are withdrawn too
- * (issue 29: a List applied through a node, answered 409 while the objects
- * that did not conflict were written after all). Returns whether any was. */
-static bool withdraw_failed(fleet *f) {
-        bool any = false;
-
-        for (fwaiter *w = f->waiters; w; w = w->next)
-                if (w->failed)
-                        any |= withdraw(f, w, w->failed);
-        return any;
-}
-
-static bool apply_marked(fleet *f);
-
-/* Why a waiter's writes failed, as its answer says. */
-static const char *waiter_failure(unsigned failed) {
-        switch (failed) {
-        case 504:
-                return "etcd has not taken the write within 10 s: it was withdrawn, nothing of it "
-                       "is applied; try again";
-        case UNSURE:
-                return "etcd has not acknowledged the write within 10 s, and an answer of etcd's "
-                       "to it was lost: it may have been applied; read the object to see whether "
-                       "it was";
-        case 503:
-                return "this node stopped leading the fleet before etcd took the write (it lost "
-                       "touch with etcd): nothing was applied; try again";
-        case 413:
-                return "the object is larger than etcd takes in one write; it was not written";
-        default:
-                return "the object was changed on another node first; read it again and retry";
-        }
-}
-
-static void check_waiters(fleet *f) {
-        usec_t now;
-        bool late, failed = false;
-
-        unstage(f, 0);
-        now = now_monotonic();
-        late = withdraw_late(f, now);
-
-        while (withdraw_failed(f)) /* (a withdrawal may fail other requests) */
-                failed = true;
-
-        if ((late || failed) && apply_marked(f) && f->c.agent)
-                agent_kick(f->c.agent); /* it decides again on what etcd has */
-        for (fwaiter **p = &f->waiters; *p;) {
-                fwaiter *w = *p;
-                if (pending_for(f, w->keys, w->seq, false)) { /* (out to etcd: its answer says) */
-                        p = &w->next;
-                        continue;
-                }
-                *p = w->next;
-                if (w->failed) {
-                        unsigned code = w->failed == UNSURE ? 504 : w->failed;
-                        w->done(code, spec_status_json(code, NULL, waiter_failure(w->failed), NULL),
-                                w->req);
-                } else
-                        w->done(0, NULL, w->req);
-                strv_free(w->keys);
-                free(w);
-        }
-}
-
-uint64_t fleet__objects_mark(fleet *f) {
-        /* a request begins: the objects it writes are noted (on_local_change) */
-        strv_free(f->req_keys);
-        f->req_keys = NULL;
-        f->recording = true;
-        return f->seq;
-}
-
-void fleet__objects_touch(fleet *f, store_kind kind, const char *ns, const char *name) {
-        _cleanup_free_ char *key = NULL;
-
-        /* its writes not yet in etcd, this request's or earlier ones, are
-         * waited for: a write that changed nothing here was decided on them
-         * (issue 29: an apply answered 0 whose state never reached etcd,
-         * the earlier write it matched being refused) */
-        if (!f->recording || kind >= (store_kind) ELEMENTSOF(kind_names))
-                return;
-        key = obj_key(kind, ns, name);
-        if (!key || (!strv_contains(f->req_keys, key) && strv_extend(&f->req_keys, key) < 0))
-                log_oom();
-}
-
-void fleet__objects_mark_end(fleet *f) {
-        /* (sync() took them, when the answer waits for etcd) */
-        strv_free(f->req_keys);
-        f->req_keys = NULL;
-        f->recording = false;
-}
-
-int fleet__objects_sync(fleet *f, uint64_t since,
-                        void (*done)(unsigned code, json_t *answer, void *req), void *req) {
-        _cleanup_strv_free_ char **keys = TAKE_PTR(f->req_keys);
-        fwaiter *w;
-
-        f->recording = false;
-        if (!pending_for(f, keys, f->seq, false))
-                return 1; /* etcd has every write of the request */
-        w = new0(fwaiter, 1);
-        if (!w)
-                return -ENOMEM;
-        *w = (fwaiter){ .next = f->waiters,
-                        .keys = TAKE_PTR(keys),
-                        .from = since,
-                        .seq = f->seq,
-                        .deadline = now_monotonic() + WAIT_MAX,
-                        .done = done,
-                        .req = req };
-        f->waiters = w;
-        return 0;
-}
-
-void fleet__objects_cancel(fleet *f, void *req) {
-        for (fwaiter **p = &f->waiters; *p;) {
-                fwaiter *w = *p;
-                if (w->req != req) {
-                        p = &w->next;
-                        continue;
-                }
-                *p = w->next;
-                strv_free(w->keys);
-                free(w);
-        }
-}
-
-/* ---- the agent's view of the fleet (agent_fleet) ------------------------------------------- */
-
-/* Leading, and the mirror has caught up with the win (docs/fleet.md §3.5). */
-static bool agent_leads(fleet *f) {
-        int64_t fence;
-        return fleet_leading(f, &fence) && f->revision >= fence;
-}
-
-static void sched_free(fleet *f) {
-        for (size_t i = 0; f->sched_labels && i < f->n_sched_labels; i++)
-                spec_map_done(&f->sched_labels[i]);
-        free(f->sched_labels);
-        free(f->sched);
-        f->sched_labels = NULL;
-        f->sched = NULL;
-}
-
-bool fleet_agent_leading(void *userdata) {
-        fleet *f = *(fleet **) userdata;
-        bool leads = f && f->joined && agent_leads(f);
-
-        if (f && leads != f->agent_leading)
-                schedule_flush(f, 0); /* its settle tells the agent: a resync */
-        return leads;
-}
-
-size_t fleet_agent_nodes(void *userdata, const plan_node **ret) {
-        fleet *f = *(fleet **) userdata;
-        const char *key;
-        void *v;
-        size_t n = 0;
-
-        *ret = NULL;
-        if (!f)
-                return 0;
-        sched_free(f);
-        f->sched = new0(plan_node, tend_hashmap_size(f->nodes) + 1);
-        f->sched_labels = new0(spec_map, tend_hashmap_size(f->nodes) + 1);
-        f->n_sched_labels = f->sched_labels ? tend_hashmap_size(f->nodes) + 1 : 0;
-        if (!f->sched || !f->sched_labels)
-                return 0;
-        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &key, &v);) {
-                const fnode *fn = v;
-                const char *cap = json_string_value(json_object_get(
-                        json_object_get(json_object_get(fn->node, "status"), "capacity"), "pods"));
-                int64_t c = 0;
-                if (!fn->node)
-                        continue;
-                if (cap && safe_atoi64(cap, &c) < 0)
-                        c = 0;
-                json_t *labels = json_object_get(json_object_get(fn->node, "metadata"), "labels");
-                const char *lk;
-                json_t *lv;
-                json_object_foreach (labels, lk, lv)
-                        if (json_is_string(lv) &&
-                            spec_map_set(&f->sched_labels[n], lk, json_string_value(lv)) < 0)
-                                return 0; /* out of memory: no node fits, for now */
-                f->sched[n] = (plan_node){
-                        .name = fn->name,
-                        .ready = fn->holder != NULL,
-                        .unschedulable = json_is_true(json_object_get(
-                                json_object_get(fn->node, "spec"), "unschedulable")),
-                        .capacity = (int32_t) MIN(MAX(c, 0), INT32_MAX),
-                        .labels = &f->sched_labels[n],
-                };
-                n++;
-        }
-        *ret = f->sched;
-        return n;
-}
-
-bool fleet_agent_in_etcd(void *userdata, const spec_pod *p) {
-        fleet *f = *(fleet **) userdata;
-        fobj *o = f && f->objs
-                          ? fobj_get(f, STORE_POD, p->metadata.namespace, p->metadata.name, false)
-                          : NULL;
-        if (o && o->main)
-                return true;
-        if (f && f->listed_lease)
-                return false; /* the mirror is listed: etcd has it not */
-        /* not mirrored yet (etcd away since this tendd started): a pod that
-         * ran here was bound here by etcd, and restarts in place (§3.9) */
-        return p->status.start_time ||
-               (p->status.n_container_statuses && p->status.container_statuses[0].container_id);
-}
-
-bool fleet_agent_node_lost(void *userdata, const char *node) {
-        fleet *f = *(fleet **) userdata;
-        const fnode *n = f ? tend_hashmap_get(f->nodes, node) : NULL;
-        return n && !n->holder;
-}
-
-/* ---- the leader's node lifecycle (docs/fleet.md §3.7)
- * -------------------------------------------- */
-
-/* Cut off from etcd long enough that pods under fence stop (docs/fleet.md
- * §3.10): the lease could expire a margin from now (a TTL after the last
- * acknowledged keepalive was sent), or it is a new one and the mirror has
- * not caught up with it yet (what the leader did meanwhile is not known).
- * At start, before the first join, a TTL less the margin after it began. */
-static bool is_fenced(fleet *f) {
-        usec_t now = now_monotonic(), ttl = (usec_t) f->c.ttl * USEC_PER_SEC;
-
-        if (!f->ever_joined)
-                return plan_fence(PLAN_LOST_FENCE, f->join_started, ttl, now);
-        /* a new lease: what the leader did meanwhile is known once the
-         * mirror has caught up with the claim of the name on it */
-        if (!f->session || (f->listed_lease != f->lease &&
-                            (f->claimed_lease != f->lease || f->revision < f->claim_revision)))
-                return true;
-        return plan_fence(PLAN_LOST_FENCE,
-                          etcd_session_safe_until(f->session) -
-                                  MIN(ttl, etcd_session_safe_until(f->session)),
-                          ttl, now);
-}
-
-usec_t fleet_fence_at(fleet *f) {
-        usec_t until = f && f->session ? etcd_session_safe_until(f->session) : 0;
-
-        /* (a new lease not yet caught up with: the time told before stays) */
-        if (!until || until <= PLAN_FENCE_MARGIN || is_fenced(f))
-                return 0;
-        return until - PLAN_FENCE_MARGIN;
-}
-
-bool fleet_agent_fenced(void *userdata) {
-        fleet *f = *(fleet **) userdata;
-        return f && is_fenced(f);
-}
-
-static void on_compacted(const etcd_result *r, void *userdata) {
-        if (r->error < 0 && !(r->message && strstr(r->message, "compacted")))
-                log_warning("fleet: compacting etcd: %s", strna(r->message));
-}
-
-/* The leader compacts etcd's history (kube-apiserver does it every 5
- * minutes), or every write would be kept until etcd's space runs out: to
- * the revision the mirror had an interval ago, so that a watch lagging
- * less than that goes on without a relist. */
-static void compact(fleet *f, usec_t now) {
-        if (!f->c.compaction || !agent_leads(f) || !f->e) {
-                f->compact_at = 0;
-                return;
-        }
-        if (f->compact_at && now < f->compact_at)
-                return;
-        if (f->compact_at && f->compact_rev > 0)
-                (void) etcd_compact(f->e, f->compact_rev, on_compacted, f);
-        f->compact_rev = f->revision;
-        f->compact_at = now + f->c.compaction;
-}
-
-static void on_lifecycle(uv_timer_t *t) {
-        fleet *f = t->data;
-        bool fenced = is_fenced(f);
-
-        if (f->waiters) /* their deadlines, whatever etcd does */
-                check_waiters(f);
-
-        if (fenced != f->fenced && f->c.agent) {
-                f->fenced = fenced;
-                log_info("fleet: %s",
-                         fenced ? "cut off from etcd: pods under tend.io/node-lost-policy: "
-                                  "fence stop"
-                                : "back in touch with etcd: pods under fence may run");
-                agent_fleet_changed(f->c.agent);
-        }
-        usec_t now = now_monotonic();
-        size_t n = tend_hashmap_size(f->nodes), k = 0, held = 0, n_pods;
-        _cleanup_free_ plan_node_state *st = new0(plan_node_state, n + 1);
-        _cleanup_free_ plan_node_verdict *v = new0(plan_node_verdict, n + 1);
-        _cleanup_strv_free_ char **unknown = NULL;
-        const void *const *pods;
-        const char *key;
-        void *val;
-        plan_fleet_view view;
-
-        compact(f, now);
-        if (!f->c.agent || !f->joined || !agent_leads(f) || !st || !v)
-                return;
-        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &key, &val) && k < n;) {
-                const fnode *fn = val;
-                /* a new leader starts the clocks at its takeover */
-                st[k++] = (plan_node_state){ .name = fn->name,
-                                             .live = fn->holder != NULL,
-                                             .lost_since = MAX(fn->lost_mono, f->leading_since) };
-        }
-        view = plan_node_lifecycle(st, k, now, f->c.lost_after, PLAN_FLEET_DISRUPTION,
-                                   f->leading_since, (usec_t) f->c.ttl * USEC_PER_SEC, v);
-        for (size_t i = 0; i < k; i++)
-                if (v[i] == PLAN_NODE_EVICT)
-                        (void) agent_evict_node(f->c.agent, st[i].name, false,
-                                                now - MIN(st[i].lost_since, now));
-                else if (v[i] == PLAN_NODE_HOLD)
-                        held++;
-        if (view.disrupted && held && !f->disrupted)
-                log_warning("fleet: %zu of %zu nodes lost their leases together (or this node "
-                            "leads since less than a TTL): evicting nothing until they come back "
-                            "(FleetDisruption)",
-                            held, k);
-        f->disrupted = view.disrupted && held;
-        /* pods of a node that was deleted (no Node, no lease): removed */
-        n_pods = store_list(f->store, STORE_POD, &pods);
-        for (size_t i = 0; i < n_pods; i++) {
-                const char *node = ((const spec_pod *) pods[i])->spec.node_name;
-                if (node && !tend_hashmap_get(f->nodes, node) && !strv_contains(unknown, node))
-                        (void) strv_extend(&unknown, node);
-        }
-        for (size_t i = 0; unknown && unknown[i]; i++)
-                (void) agent_evict_node(f->c.agent, unknown[i], true, 0);
+                fleet__schedule_flush(f, 0);
 }
 
 /* ---- life -------------------------------------------------------------------------------------
@@ -1481,7 +1004,7 @@ static void on_lifecycle(uv_timer_t *t) {
 
 /* The local copies marked (apply) become what etcd has. Returns whether
  * any was. */
-static bool apply_marked(fleet *f) {
+bool fleet__apply_marked(fleet *f) {
         const char *key;
         void *v;
         bool wrote = false;
@@ -1490,7 +1013,7 @@ static bool apply_marked(fleet *f) {
         if (f->objs_dirty && f->store) {
                 f->objs_dirty = false;
                 (void) store_commit(f->store, false); /* a pass's, should one be open */
-                unstage(f, 0);                        /* (its changes too) */
+                fleet__unstage(f, 0);                 /* (its changes too) */
                 f->applying = true;
                 for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
                         fobj *o = v;
@@ -1522,7 +1045,7 @@ static bool apply_marked(fleet *f) {
 }
 
 void fleet__objects_settle(fleet *f) {
-        bool leads = f->joined && agent_leads(f), wrote = apply_marked(f);
+        bool leads = f->joined && fleet__agent_leads(f), wrote = fleet__apply_marked(f);
 
         if (f->c.agent && (leads != f->agent_leading || f->nodes_changed)) {
                 f->agent_leading = leads;
@@ -1530,7 +1053,7 @@ void fleet__objects_settle(fleet *f) {
                 agent_fleet_changed(f->c.agent);
         } else if (f->c.agent && wrote)
                 agent_kick(f->c.agent);
-        check_waiters(f);
+        fleet__check_waiters(f);
 }
 
 int fleet__objects_init(fleet *f) {
@@ -1543,7 +1066,7 @@ int fleet__objects_init(fleet *f) {
         if (!f->objs)
                 return -ENOMEM;
         f->staged_tail = &f->staged;
-        uv_timer_start(&f->lifecycle, on_lifecycle, 500, 500);
+        fleet__lifecycle_start(f);
         r = fleet__events_init(f);
         if (r < 0)
                 return r;
@@ -1571,6 +1094,6 @@ void fleet__objects_free(fleet *f) {
         for (size_t i = 0; f->objs && tend_hashmap_next(f->objs, &i, &key, &v);)
                 fobj_free(v);
         tend_hashmap_free(f->objs);
-        sched_free(f);
+        fleet__sched_free(f);
         fleet__events_free(f);
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * What the API asks of the fleet (fleet.h, api.h's api_fleet): the nodes
- * as core/v1 Nodes with their Ready condition derived from their leases,
- * cordon and node removal as etcd txns answered later, and /metrics.
+ * The fleet's nodes as the API shows them (tend/fleet.h): core/v1 Nodes
+ * with their Ready condition derived from their leases, cordon and node
+ * removal as etcd txns answered later, /metrics, and whether this node is
+ * cut off from etcd (writes refused, reads said to be stale).
  */
 
 #include <inttypes.h>
@@ -89,8 +90,7 @@ static int cmp_names(const void *a, const void *b) {
         return strcmp(((const fnode *const *) a)[0]->name, ((const fnode *const *) b)[0]->name);
 }
 
-static json_t *api_nodes(void *userdata) {
-        fleet *f = userdata;
+json_t *fleet_nodes(fleet *f) {
         size_t n = tend_hashmap_size(f->nodes), k = 0;
         _cleanup_free_ fnode **v = new0(fnode *, n + 1);
         json_t *a = json_array();
@@ -265,9 +265,7 @@ static op *op_new(fleet *f, const char *name, void (*done)(unsigned, json_t *, v
         return o;
 }
 
-static int api_delete_node(void *userdata, const char *name,
-                           void (*done)(unsigned code, json_t *answer, void *req), void *req) {
-        fleet *f = userdata;
+int fleet_node_delete(fleet *f, const char *name, fleet_done done, void *req) {
         op *o = op_new(f, name, done, req);
         int r;
 
@@ -279,10 +277,7 @@ static int api_delete_node(void *userdata, const char *name,
         return r;
 }
 
-static int api_set_unschedulable(void *userdata, const char *name, bool value,
-                                 void (*done)(unsigned code, json_t *answer, void *req),
-                                 void *req) {
-        fleet *f = userdata;
+int fleet_node_cordon(fleet *f, const char *name, bool value, fleet_done done, void *req) {
         fnode *n = fleet__node(f, name, false);
         op *o;
         int r;
@@ -301,10 +296,9 @@ static int api_set_unschedulable(void *userdata, const char *name, bool value,
         return r;
 }
 
-static void api_cancel(void *userdata, void *req) {
-        fleet *f = userdata;
+void fleet_cancel(fleet *f, void *req) {
 
-        fleet__objects_cancel(f, req);
+        fleet__writes_cancel(f, req);
         for (op *o = f->ops; o; o = o->next)
                 if (o->req == req) {
                         op_free(o);
@@ -312,8 +306,7 @@ static void api_cancel(void *userdata, void *req) {
                 }
 }
 
-static void api_metrics(void *userdata, tend_buf *b) {
-        fleet *f = userdata;
+void fleet_metrics(fleet *f, tend_buf *b) {
         size_t ready = 0, all = tend_hashmap_size(f->nodes);
         usec_t until = f->session ? etcd_session_safe_until(f->session) : 0, now = now_monotonic();
         const char *k;
@@ -335,29 +328,12 @@ static void api_metrics(void *userdata, tend_buf *b) {
                 until > now ? (double) (until - now) / USEC_PER_SEC : 0.0);
 }
 
-static uint64_t api_writes(void *userdata) {
-        return fleet__objects_mark(userdata);
-}
-
-static void api_writes_end(void *userdata) {
-        fleet__objects_mark_end(userdata);
-}
-
-static void api_touch(void *userdata, store_kind kind, const char *ns, const char *name) {
-        fleet__objects_touch(userdata, kind, ns, name);
-}
-
-static int api_sync(void *userdata, uint64_t since,
-                    void (*done)(unsigned code, json_t *answer, void *req), void *req) {
-        return fleet__objects_sync(userdata, since, done, req);
-}
-
 /* docs/fleet.md §3.9 rule 2: cut off from etcd, a node answers reads from its
  * copy and refuses writes (they could not be acknowledged). */
-static char *api_refuses_writes(void *userdata) {
+char *fleet_refuses_writes(fleet *f) {
         long secs;
 
-        if (!cut_off(userdata, &secs))
+        if (!cut_off(f, &secs))
                 return NULL;
         return strdup("this node is cut off from the fleet's etcd (its lease is not renewed): it "
                       "keeps running its pods, and takes writes again once etcd answers; write "
@@ -365,8 +341,7 @@ static char *api_refuses_writes(void *userdata) {
 }
 
 /* ... and says, on every read, that what it shows may be stale. */
-static char *api_stale(void *userdata) {
-        fleet *f = userdata;
+char *fleet_stale(fleet *f) {
         long secs;
 
         if (!cut_off(f, &secs))
@@ -376,26 +351,7 @@ static char *api_stale(void *userdata) {
                          f->node_name, secs);
 }
 
-static void ops_close(fleet *f) {
+void fleet__ops_close(fleet *f) {
         while (f->ops)
                 op_free(f->ops);
-}
-
-const api_fleet *fleet_api(fleet *f) {
-        if (!f->api.nodes) {
-                f->api = (api_fleet){ .nodes = api_nodes,
-                                      .set_unschedulable = api_set_unschedulable,
-                                      .delete_node = api_delete_node,
-                                      .metrics = api_metrics,
-                                      .cancel = api_cancel,
-                                      .writes = api_writes,
-                                      .writes_end = api_writes_end,
-                                      .sync = api_sync,
-                                      .refuses_writes = api_refuses_writes,
-                                      .stale = api_stale,
-                                      .touch = api_touch,
-                                      .userdata = f };
-                f->ops_close = ops_close;
-        }
-        return &f->api;
 }

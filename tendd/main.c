@@ -18,7 +18,7 @@
 #include "agent-loop.h"
 #include "tend/api.h"
 #include "fence-keeper.h"
-#include "fleet.h"
+#include "fleet-api.h"
 #include "manifest-dir.h"
 
 static bool stop_pods_on_exit; /* --stop-pods-on-exit */
@@ -773,6 +773,7 @@ int main(int argc, char **argv) {
                         return join_error == -EINTR ? 0 : 1;
                 }
         }
+        api_fleet fleet_ops = fl ? fleet_api(fl) : (api_fleet){};
         r = api_server_new(&(api_config){ .loop = loop,
                                           .agent = agent_loop_agent(al),
                                           .state_dir = state_dir,
@@ -784,7 +785,7 @@ int main(int argc, char **argv) {
                                           .tls_cert = a.tls_cert,
                                           .tls_key = a.tls_key,
                                           .idle_timeout = a.idle_timeout,
-                                          .fleet = fl ? fleet_api(fl) : NULL },
+                                          .fleet = fl ? &fleet_ops : NULL },
                            &api, &err);
         if (r < 0) {
                 log_error("%s", err ?: strerror(-r));

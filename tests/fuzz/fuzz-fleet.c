@@ -2,8 +2,8 @@
 
 /*
  * fuzz-fleet: values read from etcd, as a fleet member mirrors them
- * (tendd/fleet.c fleet__mirror_apply, fleet-store.c, fleet-events.c), then
- * served by the API (fleet-api.c: the nodes) and kept in the local store.
+ * (fleet/member.c fleet__mirror_apply, mirror.c, events.c), then
+ * served by the API (fleet/nodes.c: the nodes) and kept in the local store.
  * A corrupted or hostile etcd may hold any bytes under any key.
  *
  * Input: one key a line, under the fleet's prefix /fz/v1/:
@@ -30,8 +30,8 @@
 #include <uv.h>
 
 #include "agent-loop.h"
+#include "fleet-api.h"
 #include "fleet-internal.h"
-#include "fleet.h"
 #include "fuzz.h"
 #include "tend/api.h"
 
@@ -41,6 +41,7 @@ static uv_loop_t loop;
 static agent_loop *al;
 static fleet *fl;
 static api_server *api;
+static api_fleet fleet_ops;
 static json_t *put_keys; /* SUFFIX → true: the keys etcd holds now */
 static int64_t revision;
 
@@ -82,11 +83,12 @@ static void setup(void) {
                                                .lost_after = 10 * USEC_PER_SEC },
                               on_joined, NULL, &fl) >= 0,
                    "fleet_join");
+        fleet_ops = fleet_api(fl);
         fuzz_check(api_server_new(&(api_config){ .loop = &loop,
                                                  .agent = agent_loop_agent(al),
                                                  .state_dir = state,
                                                  .socket_path = sock,
-                                                 .fleet = fleet_api(fl) },
+                                                 .fleet = &fleet_ops },
                                   &api, &err) >= 0,
                    "api_server_new: %s", strna(err));
 }

@@ -2,11 +2,10 @@
 #pragma once
 
 /*
- * Fleet membership (tendd --fleet, issue 17, docs/fleet.md
- * §3.2–3.3): one etcd session lease per tendd, the node's name claimed on
- * it, the node's Node object in etcd, and a mirror of every node of the
- * fleet (Ready while its tendd holds its lease) for the API. Cordon writes
- * the node's spec.unschedulable.
+ * The fleet (tendd --fleet, docs/fleet.md): many tendd keep one declared
+ * state in etcd. Membership (§3.2–3.3): one etcd session lease per tendd, the node's name claimed
+ * on it, the node's Node object in etcd, and a mirror of every node of the fleet (Ready while its
+ * tendd holds its lease) for the API. Cordon writes the node's spec.unschedulable.
  *
  * Keys, under the prefix P (default /tend):
  *   P/v1/schema            {"version":1}: the layout of the keys below
@@ -22,7 +21,6 @@
 #include <uv.h>
 
 #include "tend/agent.h"
-#include "tend/api.h"
 
 typedef struct fleet fleet;
 
@@ -66,8 +64,39 @@ bool fleet_agent_fenced(void *userdata);
  * PLAN_FENCE_MARGIN), for the fence keeper; 0: not known now (no session,
  * or fenced already). */
 usec_t fleet_fence_at(fleet *f);
-/* What the API asks of the fleet (valid while f is). */
-const api_fleet *fleet_api(fleet *f);
+
+/* What the API asks of the fleet (tendd's fleet-api.c makes api.h's
+ * api_fleet of these). An answer later: done(code, answer) with a Status
+ * or the object (taken), or done(0, NULL) where only "etcd has it" is
+ * told. */
+typedef void (*fleet_done)(unsigned code, json_t *answer, void *req);
+/* Every node of the fleet as a core/v1 Node, by name, its Ready condition
+ * from its lease (Unknown for all while this node is cut off): new. */
+json_t *fleet_nodes(fleet *f);
+/* Cordons (value) or uncordons node name: done(200, the Node), or 404,
+ * 409, 503. -ENOENT: no such node (done never called). */
+int fleet_node_cordon(fleet *f, const char *name, bool value, fleet_done done, void *req);
+/* Removes node name, which no tendd holds: done(200, a Status), or 409
+ * (its tendd is alive), 503. */
+int fleet_node_delete(fleet *f, const char *name, fleet_done done, void *req);
+/* The request req goes (its answer is not wanted): nothing is called. */
+void fleet_cancel(fleet *f, void *req);
+/* An API request's writes: fleet_writes() marks where they begin (0: no
+ * mark needed, the store is local only), fleet_writes_end() when it is
+ * handled; fleet_touch() names an object the request relies on although
+ * it did not change it; fleet_sync() answers done(0) once etcd has every
+ * write of it since the mark (at once: 1), or done(409, 413, 503, 504)
+ * with why not. */
+uint64_t fleet_writes(fleet *f);
+void fleet_writes_end(fleet *f);
+void fleet_touch(fleet *f, store_kind kind, const char *ns, const char *name);
+int fleet_sync(fleet *f, uint64_t since, fleet_done done, void *req);
+/* Cut off from etcd (docs/fleet.md §3.9): why writes are refused, and why
+ * what this node shows may be stale (new strings); NULL: they are not. */
+char *fleet_refuses_writes(fleet *f);
+char *fleet_stale(fleet *f);
+/* The fleet's lines of /metrics (Prometheus text), added to b. */
+void fleet_metrics(fleet *f, tend_buf *b);
 /* Leaves the fleet at once (tendd --stop-pods-on-exit, its pods stopped):
  * revokes the lease, so the name, the leadership and Ready go now rather
  * than a TTL later; done() once etcd answered (or did not). Then close. */
