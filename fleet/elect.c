@@ -121,6 +121,11 @@ void fleet__campaign(fleet *f) {
                 uv_timer_start(&f->elect, on_elect, 1000, 0);
 }
 
+bool fleet__agent_leads(fleet *f) {
+        int64_t fence;
+        return fleet_leading(f, &fence) && f->revision >= fence;
+}
+
 bool fleet_leading(const fleet *f, int64_t *ret_fence) {
         /* only while the lease is certainly alive: past that, another node
          * may lead already */

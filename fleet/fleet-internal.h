@@ -142,8 +142,6 @@ struct fleet {
 static inline bool fleet__session_live(const fleet *f) {
         return f->session && f->lease && etcd_session_lease(f->session) == f->lease;
 }
-fnode *fleet__node(fleet *f, const char *name, bool create);
-void fleet__node_free(fnode *n);
 /* Applies one key of P/v1/ to the mirror (deleted: its DELETE). */
 void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted);
 
@@ -159,9 +157,6 @@ void fleet__objects_settle(fleet *f);
 void fleet__objects_flush_cb(uv_timer_t *t);
 void fleet__objects_flush_idle_cb(uv_prepare_t *h);
 void fleet__objects_flush_turn_cb(uv_idle_t *h);
-/* o's local writes did not make it to etcd: the API writes among them are
- * answered code (409, 413). */
-void fleet__objects_failed(fleet *f, const fobj *o, unsigned code);
 /* The request req waits no more (its answer is not needed). */
 void fleet__writes_cancel(fleet *f, void *req);
 void fleet__objects_close(fleet *f);
@@ -185,7 +180,21 @@ void fleet__campaign(fleet *f);
 /* The leader key as etcd has it now (NULL: gone). */
 void fleet__leader_seen(fleet *f, const etcd_kv *kv);
 void fleet__stop_leading(fleet *f, const char *why);
+/* Leading, and the mirror has caught up with the win (docs/fleet.md §3.5). */
+bool fleet__agent_leads(fleet *f);
+
+/* lifecycle.c */
+/* The leader's node lifecycle looks every 500 ms (it acts only while leading). */
+void fleet__lifecycle_start(fleet *f);
+void fleet__sched_free(fleet *f);
 
 /* nodes.c */
+fnode *fleet__node(fleet *f, const char *name, bool create);
+void fleet__node_free(fnode *n);
+/* Every node forgotten (before a relist). */
+void fleet__nodes_clear(fleet *f);
+/* A key of P/v1/nodes/ or P/v1/nodeleases/ (false: not one): into the
+ * mirror. */
+bool fleet__nodes_key(fleet *f, const etcd_kv *kv, bool deleted);
 /* Cancels what the API asked of the nodes that is still out (no answers). */
 void fleet__ops_close(fleet *f);

@@ -10,12 +10,6 @@
 
 /* ---- the agent's view of the fleet (agent_fleet) ------------------------------------------- */
 
-/* Leading, and the mirror has caught up with the win (docs/fleet.md §3.5). */
-bool fleet__agent_leads(fleet *f) {
-        int64_t fence;
-        return fleet_leading(f, &fence) && f->revision >= fence;
-}
-
 void fleet__sched_free(fleet *f) {
         for (size_t i = 0; f->sched_labels && i < f->n_sched_labels; i++)
                 spec_map_done(&f->sched_labels[i]);

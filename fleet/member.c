@@ -49,38 +49,6 @@ static char *lease_hex(int64_t lease) {
         return strprintf("%" PRIx64, (uint64_t) lease);
 }
 
-void fleet__node_free(fnode *n) {
-        if (!n)
-                return;
-        free(n->name);
-        json_decref(n->node);
-        json_decref(n->holder);
-        free(n);
-}
-
-fnode *fleet__node(fleet *f, const char *name, bool create) {
-        fnode *n = tend_hashmap_get(f->nodes, name);
-
-        if (n || !create)
-                return n;
-        n = new0(fnode, 1);
-        if (!n || !(n->name = strdup(name)) || tend_hashmap_put(f->nodes, name, n, NULL) < 0) {
-                fleet__node_free(n);
-                return NULL;
-        }
-        return n;
-}
-
-static void fnodes_clear(fleet *f) {
-        const char *k;
-        void *v;
-
-        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &k, &v);)
-                fleet__node_free(v);
-        tend_hashmap_free(f->nodes);
-        f->nodes = tend_hashmap_new();
-}
-
 /* The last run's lease, if it was this node's in this fleet. */
 static int64_t load_lease(fleet *f) {
         _cleanup_free_ char *data = NULL;
@@ -125,138 +93,15 @@ static void save_lease(fleet *f) {
 /* ---- the mirror of the nodes ------------------------------------------------------------------
  */
 
-/* What a Node's value must be for the API and the scheduler to read it:
- * an object, its parts of the kinds a Node has. NULL, or what is not. */
-static const char *node_problem(json_t *j) {
-        json_t *m = json_object_get(j, "metadata"), *sp = json_object_get(j, "spec"),
-               *st = json_object_get(j, "status"), *v;
-        const char *k;
-        size_t i;
-
-        if (!json_is_object(j))
-                return "not a JSON object";
-        if (m && !json_is_object(m))
-                return "metadata is not an object";
-        if (json_object_get(m, "name") && !json_is_string(json_object_get(m, "name")))
-                return "metadata.name is not a string";
-        if (json_object_get(m, "creationTimestamp") &&
-            !json_is_string(json_object_get(m, "creationTimestamp")))
-                return "metadata.creationTimestamp is not a string";
-        if ((v = json_object_get(m, "labels"))) {
-                if (!json_is_object(v))
-                        return "metadata.labels is not an object";
-                json_t *l;
-                json_object_foreach (v, k, l)
-                        if (!json_is_string(l))
-                                return "a label's value is not a string";
-        }
-        if (sp && !json_is_object(sp))
-                return "spec is not an object";
-        if (json_object_get(sp, "unschedulable") &&
-            !json_is_boolean(json_object_get(sp, "unschedulable")))
-                return "spec.unschedulable is not a boolean";
-        if (st && !json_is_object(st))
-                return "status is not an object";
-        for (i = 0; i < 3; i++) {
-                static const char *const objs[] = { "nodeInfo", "capacity", "allocatable" };
-                if ((v = json_object_get(st, objs[i])) && !json_is_object(v))
-                        return "a part of status (nodeInfo, capacity, allocatable) is not an "
-                               "object";
-        }
-        for (i = 0; i < 2; i++) {
-                static const char *const arrs[] = { "addresses", "conditions" };
-                json_t *e;
-                size_t x;
-                if (!(v = json_object_get(st, arrs[i])))
-                        continue;
-                if (!json_is_array(v))
-                        return "status.addresses or status.conditions is not a list";
-                json_array_foreach (v, x, e)
-                        if (!json_is_object(e))
-                                return "an item of status.addresses or status.conditions is not "
-                                       "an object";
-        }
-        return NULL;
-}
-
 /* Applies one key of P/v1/ (value NULL: deleted). */
 void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
-        const char *name;
-        bool is_node;
-        fnode *n;
-
         if (streq(kv->key, f->k_leader)) {
                 fleet__leader_seen(f, deleted ? NULL : kv);
                 return;
         }
         if (f->objs && (fleet__objects_key(f, kv, deleted) || fleet__events_key(f, kv, deleted)))
                 return;
-        if (startswith(kv->key, f->p_nodes))
-                name = kv->key + strlen(f->p_nodes), is_node = true;
-        else if (startswith(kv->key, f->p_leases))
-                name = kv->key + strlen(f->p_leases), is_node = false;
-        else
-                return;
-        /* a key no node could have is no node's (a name that no Node may
-         * have would be listed as given, control characters and all) */
-        if (!spec_is_dns_subdomain(name)) {
-                if (!deleted)
-                        log_warning("fleet: %s: no node may have that name; skipped", kv->key);
-                return;
-        }
-        n = fleet__node(f, name, !deleted);
-        if (!n)
-                return;
-        f->nodes_changed = true;
-        if (!n->holder && !n->lost_mono)
-                n->lost_mono = now_monotonic(); /* a node seen without its lease */
-        if (is_node) {
-                if (!deleted && kv->mod_revision <= n->node_mod)
-                        return; /* our own write, applied already */
-                json_decref(n->node);
-                n->node = deleted ? NULL : etcd_kv_json(kv);
-                n->node_mod = deleted ? 0 : kv->mod_revision;
-                /* a value of the wrong shape goes no further than here */
-                const char *why = deleted ? NULL : n->node ? node_problem(n->node) : "not JSON";
-                const char *says = json_string_value(
-                        json_object_get(json_object_get(n->node, "metadata"), "name"));
-                if (!why && says && !streq(says, name))
-                        why = "it names another node";
-                if (why) {
-                        log_warning("fleet: %s in etcd is not a Node (%s); taken as absent",
-                                    kv->key, why);
-                        json_decref(n->node);
-                        n->node = NULL;
-                }
-        } else {
-                bool was = n->holder != NULL;
-                json_decref(n->holder);
-                n->holder = deleted ? NULL : etcd_kv_json(kv);
-                /* the key is the lease: held whatever its value says, which
-                 * is read only as an object */
-                if (!deleted && !json_is_object(n->holder)) {
-                        log_warning("fleet: %s in etcd is not a lease holder's object; taken "
-                                    "as held, by someone unknown",
-                                    kv->key);
-                        json_decref(n->holder);
-                        n->holder = json_object();
-                }
-                if (!n->holder && (was || !n->lost_mono))
-                        n->lost_mono = now_monotonic();
-                else if (n->holder)
-                        n->lost_mono = 0;
-                if (was != (n->holder != NULL) || !n->since) {
-                        n->since = now_realtime();
-                        if (f->joined)
-                                log_info("fleet: node/%s %s", name,
-                                         n->holder ? "joined (holds its lease)"
-                                                   : "lost its lease: NotReady");
-                }
-        }
-        if (!n->node && !n->holder) {
-                tend_hashmap_remove(f->nodes, name);
-                fleet__node_free(n);
-        }
+        (void) fleet__nodes_key(f, kv, deleted);
 }
 
 static void watch_start(fleet *f);
@@ -306,7 +151,7 @@ static void mirror_forget_missing(fleet *f, const etcd_result *r) {
         void *v;
 
         if (!present || !names) {
-                fnodes_clear(f); /* out of memory: start over */
+                fleet__nodes_clear(f); /* out of memory: start over */
                 return;
         }
         for (size_t i = 0; i < r->n_kvs; i++)
@@ -751,6 +596,7 @@ static void on_handle_closed(uv_handle_t *h) {
         for (size_t i = 0; f->nodes && tend_hashmap_next(f->nodes, &i, &k, &v);)
                 fleet__node_free(v);
         fleet__objects_free(f);
+        fleet__sched_free(f);
         tend_hashmap_free(f->nodes);
         strv_free(f->endpoints);
         json_decref(f->labels);
@@ -905,6 +751,8 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
                 fleet_close(f);
                 return r;
         }
+        if (c->agent)
+                fleet__lifecycle_start(f);
         r = etcd_new(&(etcd_config){ .loop = c->loop,
                                      .endpoints = f->endpoints,
                                      .ca_file = c->ca_file,

@@ -26,19 +26,18 @@
 
 #include "mirror.h"
 
-const char *const fleet__kind_names[FLEET_KINDS] = {
-        [STORE_DEPLOYMENT] = "deployments",
-        [STORE_REPLICA_SET] = "replicasets",
-        [STORE_POD] = "pods",
-};
-
-char *fleet__obj_key(store_kind k, const char *ns, const char *name) {
-        return strprintf("%s/%s/%s", fleet__kind_names[k], strempty(ns), strempty(name));
-}
+#define BATCH_MAX 60 /* objects per txn: 2 puts each, under etcd's 128 operations */
+/* bytes of keys and values per txn: base64 makes them a third larger, under
+ * etcd's 1.5 MiB request limit */
+#define BATCH_BYTES (1024 * 1024)
+#define FLUSH_HOLD (20 * USEC_PER_MSEC)    /* the longest a write waits for more to go with it */
+#define UNSTAGE_SLICE (20 * USEC_PER_MSEC) /* local changes split in one turn of the loop */
+/* the longest a write's flush is put off for a poll first (by later writes) */
+#define FLUSH_POLL_MAX (100 * USEC_PER_MSEC)
 
 static char *etcd_key(fleet *f, const fobj *o, bool status) {
         return strprintf("%s%s%s/%s/%s", f->p_all, status ? "status/" : "",
-                         fleet__kind_names[o->kind], o->ns, o->name);
+                         fleet__kind_name(o->kind), o->ns, o->name);
 }
 
 static void ftext_forget(ftext *t) {
@@ -226,7 +225,7 @@ static int apply_local(fleet *f, fobj *o) {
         int r;
 
         o->apply = false;
-        log_debug("fleet: %s/%s/%s: the local copy follows etcd", fleet__kind_names[o->kind], o->ns,
+        log_debug("fleet: %s/%s/%s: the local copy follows etcd", fleet__kind_name(o->kind), o->ns,
                   o->name);
         if (o->dirty && o->dirty_main && !o->want_main)
                 return 0; /* this node deleted it: that goes to etcd */
@@ -250,7 +249,7 @@ static int apply_local(fleet *f, fobj *o) {
         if (r < 0) {
                 if (r != -ENOMEM)
                         log_warning("fleet: %s/%s/%s in etcd cannot be read; skipped",
-                                    fleet__kind_names[o->kind], o->ns, o->name);
+                                    fleet__kind_name(o->kind), o->ns, o->name);
                 spec_errors_done(&errs);
                 return r == -ENOMEM ? r : 0;
         }
@@ -260,7 +259,7 @@ static int apply_local(fleet *f, fobj *o) {
         if (!streq_ptr(spec_object_meta(obj)->namespace, o->ns) ||
             !streq_ptr(spec_object_meta(obj)->name, o->name)) {
                 log_warning("fleet: %s/%s/%s in etcd names itself %s/%s; skipped",
-                            fleet__kind_names[o->kind], o->ns, o->name,
+                            fleet__kind_name(o->kind), o->ns, o->name,
                             strna(spec_object_meta(obj)->namespace),
                             strna(spec_object_meta(obj)->name));
                 spec_free(t, obj);
@@ -339,7 +338,7 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
          * agent decides again on it). Of the other key: this node's write
          * of it goes on, and what it sends of this one is etcd's. */
         if (o->dirty && (status ? o->dirty_status : o->dirty_main)) {
-                fleet__objects_failed(f, o, 409);
+                fleet__acks_fail(f, o, 409);
                 o->dirty = o->dirty_main = o->dirty_status = false;
                 o->pending_from = 0;
         } else if (o->dirty) {
@@ -365,14 +364,14 @@ bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted) {
         if (startswith(rest, "status/"))
                 rest += strlen("status/"), status = true;
         for (int i = 0; i < FLEET_KINDS; i++)
-                if (fleet__kind_names[i] && startswith(rest, fleet__kind_names[i]) &&
-                    rest[strlen(fleet__kind_names[i])] == '/') {
+                if (fleet__kind_name(i) && startswith(rest, fleet__kind_name(i)) &&
+                    rest[strlen(fleet__kind_name(i))] == '/') {
                         k = i;
                         break;
                 }
         if (k < 0)
                 return status; /* another kind of status: not ours to read */
-        ns = rest + strlen(fleet__kind_names[k]) + 1;
+        ns = rest + strlen(fleet__kind_name(k)) + 1;
         slash = strchr(ns, '/');
         if (!slash || slash == ns || !slash[1])
                 return true;
@@ -383,7 +382,7 @@ bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted) {
         if (nsd && (!spec_is_dns_label(nsd) || !spec_is_dns_subdomain(slash + 1))) {
                 if (!deleted)
                         log_warning("fleet: %s: no %s may have that namespace and name; skipped",
-                                    kv->key, fleet__kind_names[k]);
+                                    kv->key, fleet__kind_name(k));
                 return true;
         }
         fobj *o = nsd ? fleet__fobj_get(f, (store_kind) k, nsd, slash + 1, !deleted) : NULL;
@@ -507,7 +506,7 @@ static bool unstage_one(fleet *f, fobj *o) {
         o->staged = false;
         if (obj && split(o->kind, obj, &main, &status) < 0) {
                 log_warning("fleet: %s/%s/%s: out of memory; it is sent at the next resync",
-                            fleet__kind_names[o->kind], o->ns, o->name);
+                            fleet__kind_name(o->kind), o->ns, o->name);
                 o->dirty = was_dirty;
                 if (!was_dirty)
                         o->pending_from = 0;
@@ -598,12 +597,7 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
                         o->gone = false, fobj_maybe_forget(f, o);
                 return;
         }
-        if (f->recording) { /* a write of the API request being answered */
-                _cleanup_free_ char *key = fleet__obj_key(kind, o->ns, o->name);
-                if (!key ||
-                    (!strv_contains(f->req_keys, key) && strv_extend(&f->req_keys, key) < 0))
-                        log_oom(); /* its answer does not wait for this one */
-        }
+        fleet__acks_note(f, kind, o->ns, o->name); /* (of the API request being answered) */
         term = f->leading ? f->fence : 0;
         if (!o->staged) {
                 o->staged = true;
@@ -625,7 +619,7 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
  * what etcd has. */
 void fleet__undo(fleet *f, fobj *o, unsigned code) {
         if (o->dirty)
-                fleet__objects_failed(f, o, code);
+                fleet__acks_fail(f, o, code);
         o->dirty = o->dirty_main = o->dirty_status = false;
         o->pending_from = 0;
         o->apply = true;
@@ -776,7 +770,7 @@ static void flush(fleet *f) {
                         if (rr == -E2BIG) {
                                 log_warning("fleet: %s/%s/%s is larger than etcd takes in one "
                                             "write (%d KiB); not written",
-                                            fleet__kind_names[o->kind], o->ns, o->name,
+                                            fleet__kind_name(o->kind), o->ns, o->name,
                                             BATCH_BYTES / 1024);
                                 fleet__undo(f, o, 413);
                                 continue;
@@ -999,6 +993,78 @@ static void on_txn(const etcd_result *r, void *userdata) {
                 fleet__schedule_flush(f, 0);
 }
 
+/* ---- the API writes waiting for etcd (acks.c) ----------------------------------------------- */
+
+/* Withdraws w's writes not yet out to etcd (undone: the local copies go
+ * back to etcd's), failing the requests among them with code, or UNSURE
+ * where an answer of etcd's was lost before. Returns whether any was. */
+static bool withdraw(fleet *f, const fwaiter *w, unsigned code) {
+        bool any = false;
+
+        for (size_t i = 0; w->keys && w->keys[i]; i++) {
+                fobj *o = tend_hashmap_get(f->objs, w->keys[i]);
+                if (!o || o->in_flight || !fleet__acks_unacknowledged(o, w->seq))
+                        continue;
+                log_warning("fleet: %s/%s/%s: %s; withdrawn", fleet__kind_name(o->kind), o->ns,
+                            o->name,
+                            code == 504 ? "etcd has not taken it in time"
+                                        : "another write of its request lost");
+                fleet__undo(f, o, o->unsure ? UNSURE : code);
+                o->unsure = false;
+                any = true;
+        }
+        return any;
+}
+
+/*
+ * A request etcd has not acknowledged within WAIT_MAX: what of it is still
+ * queued here is withdrawn (undone: the local copy goes back to etcd's),
+ * so that its 504 means nothing of it is applied later, and a client may
+ * try again elsewhere (issue 29: a 504 applied minutes later, a retry
+ * elsewhere applied too). A write that is out to etcd then is waited for
+ * (etcd's client gives up on it in seconds): its answer says. One whose
+ * answer was lost earlier may be in etcd: its 504 says that instead.
+ * Returns whether anything was withdrawn.
+ */
+static bool withdraw_late(fleet *f, usec_t now) {
+        bool any = false;
+
+        for (fwaiter *w = f->waiters; w; w = w->next)
+                if (now >= w->deadline && fleet__acks_pending(f, w->keys, w->seq, false) &&
+                    !fleet__acks_pending(f, w->keys, w->seq, true))
+                        any |= withdraw(f, w, 504);
+        return any;
+}
+
+/* A request is all or nothing: once one of its writes lost (a conflict,
+ * the leader's term), the others not yet out to etcd are withdrawn too
+ * (issue 29: a List applied through a node, answered 409 while the objects
+ * that did not conflict were written after all). Returns whether any was. */
+static bool withdraw_failed(fleet *f) {
+        bool any = false;
+
+        for (fwaiter *w = f->waiters; w; w = w->next)
+                if (w->failed)
+                        any |= withdraw(f, w, w->failed);
+        return any;
+}
+
+void fleet__check_waiters(fleet *f) {
+        usec_t now;
+        bool late, failed = false;
+
+        fleet__unstage(f, 0);
+        now = now_monotonic();
+        late = withdraw_late(f, now);
+
+        while (withdraw_failed(f)) /* (a withdrawal may fail other requests) */
+                failed = true;
+
+        if ((late || failed) && fleet__apply_marked(f) && f->c.agent)
+                agent_kick(f->c.agent); /* it decides again on what etcd has */
+        fleet__acks_answer(f);
+}
+
 /* ---- life -------------------------------------------------------------------------------------
  */
 
@@ -1066,7 +1132,6 @@ int fleet__objects_init(fleet *f) {
         if (!f->objs)
                 return -ENOMEM;
         f->staged_tail = &f->staged;
-        fleet__lifecycle_start(f);
         r = fleet__events_init(f);
         if (r < 0)
                 return r;
@@ -1077,14 +1142,7 @@ void fleet__objects_close(fleet *f) {
         if (f->store)
                 store_unsubscribe(f->store, on_local_change, f);
         f->store = NULL;
-        while (f->waiters) {
-                fwaiter *w = f->waiters;
-                f->waiters = w->next;
-                strv_free(w->keys);
-                free(w);
-        }
-        strv_free(f->req_keys);
-        f->req_keys = NULL;
+        fleet__acks_close(f);
 }
 
 void fleet__objects_free(fleet *f) {
@@ -1094,6 +1152,5 @@ void fleet__objects_free(fleet *f) {
         for (size_t i = 0; f->objs && tend_hashmap_next(f->objs, &i, &key, &v);)
                 fobj_free(v);
         tend_hashmap_free(f->objs);
-        fleet__sched_free(f);
         fleet__events_free(f);
 }

@@ -11,6 +11,174 @@
 
 #include "fleet-internal.h"
 
+/* ---- the mirror of the nodes ------------------------------------------------------------------
+ */
+
+void fleet__node_free(fnode *n) {
+        if (!n)
+                return;
+        free(n->name);
+        json_decref(n->node);
+        json_decref(n->holder);
+        free(n);
+}
+
+fnode *fleet__node(fleet *f, const char *name, bool create) {
+        fnode *n = tend_hashmap_get(f->nodes, name);
+
+        if (n || !create)
+                return n;
+        n = new0(fnode, 1);
+        if (!n || !(n->name = strdup(name)) || tend_hashmap_put(f->nodes, name, n, NULL) < 0) {
+                fleet__node_free(n);
+                return NULL;
+        }
+        return n;
+}
+
+void fleet__nodes_clear(fleet *f) {
+        const char *k;
+        void *v;
+
+        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &k, &v);)
+                fleet__node_free(v);
+        tend_hashmap_free(f->nodes);
+        f->nodes = tend_hashmap_new();
+}
+
+/* What a Node's value must be for the API and the scheduler to read it:
+ * an object, its parts of the kinds a Node has. NULL, or what is not. */
+static const char *node_problem(json_t *j) {
+        json_t *m = json_object_get(j, "metadata"), *sp = json_object_get(j, "spec"),
+               *st = json_object_get(j, "status"), *v;
+        const char *k;
+        size_t i;
+
+        if (!json_is_object(j))
+                return "not a JSON object";
+        if (m && !json_is_object(m))
+                return "metadata is not an object";
+        if (json_object_get(m, "name") && !json_is_string(json_object_get(m, "name")))
+                return "metadata.name is not a string";
+        if (json_object_get(m, "creationTimestamp") &&
+            !json_is_string(json_object_get(m, "creationTimestamp")))
+                return "metadata.creationTimestamp is not a string";
+        if ((v = json_object_get(m, "labels"))) {
+                if (!json_is_object(v))
+                        return "metadata.labels is not an object";
+                json_t *l;
+                json_object_foreach (v, k, l)
+                        if (!json_is_string(l))
+                                return "a label's value is not a string";
+        }
+        if (sp && !json_is_object(sp))
+                return "spec is not an object";
+        if (json_object_get(sp, "unschedulable") &&
+            !json_is_boolean(json_object_get(sp, "unschedulable")))
+                return "spec.unschedulable is not a boolean";
+        if (st && !json_is_object(st))
+                return "status is not an object";
+        for (i = 0; i < 3; i++) {
+                static const char *const objs[] = { "nodeInfo", "capacity", "allocatable" };
+                if ((v = json_object_get(st, objs[i])) && !json_is_object(v))
+                        return "a part of status (nodeInfo, capacity, allocatable) is not an "
+                               "object";
+        }
+        for (i = 0; i < 2; i++) {
+                static const char *const arrs[] = { "addresses", "conditions" };
+                json_t *e;
+                size_t x;
+                if (!(v = json_object_get(st, arrs[i])))
+                        continue;
+                if (!json_is_array(v))
+                        return "status.addresses or status.conditions is not a list";
+                json_array_foreach (v, x, e)
+                        if (!json_is_object(e))
+                                return "an item of status.addresses or status.conditions is not "
+                                       "an object";
+        }
+        return NULL;
+}
+
+/* A key of P/v1/nodes/ or P/v1/nodeleases/ into the mirror (false: not
+ * one). */
+bool fleet__nodes_key(fleet *f, const etcd_kv *kv, bool deleted) {
+        const char *name;
+        bool is_node;
+        fnode *n;
+
+        if (startswith(kv->key, f->p_nodes))
+                name = kv->key + strlen(f->p_nodes), is_node = true;
+        else if (startswith(kv->key, f->p_leases))
+                name = kv->key + strlen(f->p_leases), is_node = false;
+        else
+                return false;
+        /* a key no node could have is no node's (a name that no Node may
+         * have would be listed as given, control characters and all) */
+        if (!spec_is_dns_subdomain(name)) {
+                if (!deleted)
+                        log_warning("fleet: %s: no node may have that name; skipped", kv->key);
+                return true;
+        }
+        n = fleet__node(f, name, !deleted);
+        if (!n)
+                return true;
+        f->nodes_changed = true;
+        if (!n->holder && !n->lost_mono)
+                n->lost_mono = now_monotonic(); /* a node seen without its lease */
+        if (is_node) {
+                if (!deleted && kv->mod_revision <= n->node_mod)
+                        return true; /* our own write, applied already */
+                json_decref(n->node);
+                n->node = deleted ? NULL : etcd_kv_json(kv);
+                n->node_mod = deleted ? 0 : kv->mod_revision;
+                /* a value of the wrong shape goes no further than here */
+                const char *why = deleted ? NULL : n->node ? node_problem(n->node) : "not JSON";
+                const char *says = json_string_value(
+                        json_object_get(json_object_get(n->node, "metadata"), "name"));
+                if (!why && says && !streq(says, name))
+                        why = "it names another node";
+                if (why) {
+                        log_warning("fleet: %s in etcd is not a Node (%s); taken as absent",
+                                    kv->key, why);
+                        json_decref(n->node);
+                        n->node = NULL;
+                }
+        } else {
+                bool was = n->holder != NULL;
+                json_decref(n->holder);
+                n->holder = deleted ? NULL : etcd_kv_json(kv);
+                /* the key is the lease: held whatever its value says, which
+                 * is read only as an object */
+                if (!deleted && !json_is_object(n->holder)) {
+                        log_warning("fleet: %s in etcd is not a lease holder's object; taken "
+                                    "as held, by someone unknown",
+                                    kv->key);
+                        json_decref(n->holder);
+                        n->holder = json_object();
+                }
+                if (!n->holder && (was || !n->lost_mono))
+                        n->lost_mono = now_monotonic();
+                else if (n->holder)
+                        n->lost_mono = 0;
+                if (was != (n->holder != NULL) || !n->since) {
+                        n->since = now_realtime();
+                        if (f->joined)
+                                log_info("fleet: node/%s %s", name,
+                                         n->holder ? "joined (holds its lease)"
+                                                   : "lost its lease: NotReady");
+                }
+        }
+        if (!n->node && !n->holder) {
+                tend_hashmap_remove(f->nodes, name);
+                fleet__node_free(n);
+        }
+        return true;
+}
+
+/* ---- what the API asks --------------------------------------------------------------------------
+ */
+
 /* Whether this node is cut off from etcd (its lease not renewed in time,
  * or not joined yet), and for how many seconds (0: not joined). */
 static bool cut_off(fleet *f, long *ret_secs) {
@@ -146,7 +314,7 @@ static void on_op(const etcd_result *r, void *userdata) {
         if (!r->succeeded) {
                 /* Changed meanwhile (its tendd restarted): again from the latest. */
                 if (r->n_kvs > 0 && n) {
-                        fleet__mirror_apply(f, &r->kvs[0], false);
+                        (void) fleet__nodes_key(f, &r->kvs[0], false);
                         n = fleet__node(f, o->name, false); /* may be gone */
                 }
                 if (n && n->node && r->n_kvs > 0 && ++o->tries < 5 && op_write(o, n) >= 0)
