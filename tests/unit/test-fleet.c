@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The fleet's object mirror against a fake etcd (fake-etcd.h), in virtual
+ * time: a real agent and store on a real loop, one fleet member, and an
+ * etcd whose answers the test holds back, whose keys it writes as another
+ * node would, and whose leases it takes away. The member's clock
+ * (now_monotonic, wrapped at link time) jumps when the test says, so that
+ * a 10 s deadline passes in a moment.
+ *
+ * What an API write is promised (docs/fleet.md §3.4): it is answered once
+ * etcd has it, or with why not, and a write etcd refused is undone here.
+ */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "agent-loop.h"
+#include "fake-etcd.h"
+#include "fleet-internal.h"
+
+#define MS USEC_PER_MSEC
+#define KEY "/t/v1/deployments/default/web"
+
+/* ---- virtual time --------------------------------------------------------------------------- */
+
+static usec_t skew;
+
+usec_t __real_now_monotonic(void);
+usec_t __wrap_now_monotonic(void);
+
+usec_t __wrap_now_monotonic(void) {
+        return __real_now_monotonic() + skew;
+}
+
+/* ---- one member ----------------------------------------------------------------------------- */
+
+typedef struct world {
+        char dir[64];
+        uv_loop_t loop;
+        uv_timer_t tick;
+        agent_loop *al;
+        fleet *f;
+        int joined; /* 1: joined; < 0: failed */
+} world;
+
+static fleet *the_fleet; /* agent_fleet's userdata: a fleet ** */
+
+static void on_joined(int error, const char *why, void *userdata) {
+        world *w = userdata;
+
+        if (error < 0)
+                fprintf(stderr, "join failed: %s\n", strna(why));
+        w->joined = error < 0 ? error : 1;
+}
+
+static void on_tick(uv_timer_t *t) {
+        (void) t; /* a wakeup, so that a condition is looked at often */
+}
+
+/* Runs the loop until cond(w) or msec of real time went by. */
+static bool run_until(world *w, bool (*cond)(world *w), unsigned msec) {
+        usec_t until = __real_now_monotonic() + msec * MS;
+
+        while (!cond(w) && __real_now_monotonic() < until)
+                (void) uv_run(&w->loop, UV_RUN_ONCE);
+        return cond(w);
+}
+
+static bool never(world *w) {
+        (void) w;
+        return false;
+}
+
+static void run_for(world *w, unsigned msec) {
+        (void) run_until(w, never, msec);
+}
+
+static bool is_joined(world *w) {
+        return w->joined != 0;
+}
+
+static bool is_leading(world *w) {
+        return fleet_leading(w->f, NULL) && fleet__agent_leads(w->f);
+}
+
+static int setup(void **state, bool lead) {
+        static const agent_fleet ops = { .leading = fleet_agent_leading,
+                                         .nodes = fleet_agent_nodes,
+                                         .in_etcd = fleet_agent_in_etcd,
+                                         .node_lost = fleet_agent_node_lost,
+                                         .fenced = fleet_agent_fenced,
+                                         .userdata = &the_fleet };
+        static char *const endpoints[] = { "http://fake-etcd", NULL };
+        world *w = calloc(1, sizeof *w);
+        _cleanup_free_ char *err = NULL, *sd = NULL;
+
+        assert_non_null(w);
+        skew = 0;
+        snprintf(w->dir, sizeof w->dir, "/tmp/tend-test-fleet-XXXXXX");
+        assert_non_null(mkdtemp(w->dir));
+        sd = strprintf("%s/state", w->dir);
+        assert_int_equal(uv_loop_init(&w->loop), 0);
+        uv_timer_init(&w->loop, &w->tick);
+        uv_timer_start(&w->tick, on_tick, 5, 5);
+        if (agent_loop_new(&w->loop,
+                           &(agent_loop_config){ .state_dir = sd,
+                                                 .node_name = "n1",
+                                                 .fleet = &ops,
+                                                 .systemd_bus = RT_BUS_NONE },
+                           &w->al, &err) < 0)
+                fail_msg("agent_loop_new: %s", strna(err));
+        assert_int_equal(fleet_join(&(fleet_config){ .loop = &w->loop,
+                                                     .endpoints = endpoints,
+                                                     .prefix = "/t",
+                                                     .node_name = "n1",
+                                                     .ttl = 3,
+                                                     .state_dir = sd,
+                                                     .no_leader = !lead,
+                                                     .agent = agent_loop_agent(w->al),
+                                                     .lost_after = 10 * USEC_PER_SEC },
+                                    on_joined, w, &w->f),
+                         0);
+        the_fleet = w->f;
+        assert_true(run_until(w, is_joined, 5000));
+        assert_int_equal(w->joined, 1);
+        if (lead)
+                assert_true(run_until(w, is_leading, 5000));
+        *state = w;
+        return 0;
+}
+
+static int setup_follower(void **state) {
+        return setup(state, false);
+}
+
+static int setup_leader(void **state) {
+        return setup(state, true);
+}
+
+static int teardown(void **state) {
+        world *w = *state;
+        _cleanup_free_ char *cmd = strprintf("rm -rf '%s'", w->dir);
+
+        fleet_close(w->f);
+        the_fleet = NULL;
+        agent_loop_close(w->al);
+        uv_close((uv_handle_t *) &w->tick, NULL);
+        while (uv_run(&w->loop, UV_RUN_NOWAIT))
+                ;
+        assert_int_equal(uv_loop_close(&w->loop), 0);
+        assert_int_equal(system(cmd), 0);
+        free(w);
+        return 0;
+}
+
+/* ---- writes as the API makes them ----------------------------------------------------------- */
+
+typedef struct answer {
+        bool done;
+        unsigned code;
+} answer;
+
+static void on_answer(unsigned code, json_t *j, void *req) {
+        answer *a = req;
+
+        a->done = true;
+        a->code = code;
+        json_decref(j);
+}
+
+/* The API's frame around a write: mark, write, wait for etcd. */
+static void api_write(world *w, answer *a, int (*write)(world *w, const void *arg),
+                      const void *arg) {
+        uint64_t mark = fleet_writes(w->f);
+        int r;
+
+        *a = (answer){};
+        assert_int_equal(write(w, arg), 0);
+        r = fleet_sync(w->f, mark, on_answer, a);
+        fleet_writes_end(w->f);
+        assert_true(r >= 0);
+        if (r == 1)
+                *a = (answer){ .done = true, .code = 0 };
+}
+
+static int create(world *w, const void *arg) {
+        const char *name = arg;
+        _cleanup_free_ char *text = strprintf(
+                "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":"
+                "\"%s\",\"namespace\":\"default\"},\"spec\":{\"replicas\":0,\"selector\":{"
+                "\"matchLabels\":{\"app\":\"%s\"}},\"template\":{\"metadata\":{\"labels\":{"
+                "\"app\":\"%s\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"command\":[\"/bin/"
+                "sleep\",\"1000\"]}]}}}}",
+                name, name, name);
+        _cleanup_(json_decrefp) json_t *j = json_loads(text, 0, NULL);
+        spec_errors errs = {};
+        spec_deployment *d = NULL;
+        int r;
+
+        assert_non_null(j);
+        if (spec_decode_new(&spec_type_deployment, j, &errs, (void **) &d) < 0) {
+                _cleanup_free_ char *why = errs.n ? spec_error_format(&errs.items[0]) : NULL;
+                fail_msg("the deployment: %s", strna(why));
+        }
+        r = agent_apply(agent_loop_agent(w->al), &d, 1, &errs, NULL);
+        spec_errors_done(&errs);
+        spec_free(&spec_type_deployment, d);
+        return r;
+}
+
+static int scale(world *w, const void *arg) {
+        return agent_scale_deployment(agent_loop_agent(w->al), "default", "web",
+                                      *(const int32_t *) arg);
+}
+
+static int scale_api(world *w, const void *arg) {
+        return agent_scale_deployment(agent_loop_agent(w->al), "default", "api",
+                                      *(const int32_t *) arg);
+}
+
+static bool done1(answer *a) {
+        return a->done;
+}
+
+static answer *waiting[4];
+
+static bool all_answered(world *w) {
+        (void) w;
+        for (size_t i = 0; i < ELEMENTSOF(waiting) && waiting[i]; i++)
+                if (!done1(waiting[i]))
+                        return false;
+        return true;
+}
+
+static bool wait_answers(world *w, answer *a, answer *b, unsigned msec) {
+        waiting[0] = a;
+        waiting[1] = b;
+        waiting[2] = NULL;
+        return run_until(w, all_answered, msec);
+}
+
+/* spec.replicas as etcd has web (-1: no key), and as the local store has it. */
+static int32_t etcd_replicas(void) {
+        const char *v = fake_etcd_get(fake_etcd(), KEY, NULL);
+        _cleanup_(json_decrefp) json_t *j = v ? json_loads(v, 0, NULL) : NULL;
+
+        return v ? (int32_t) json_integer_value(
+                           json_object_get(json_object_get(j, "spec"), "replicas"))
+                 : -1;
+}
+
+static int32_t local_replicas(world *w) {
+        const spec_deployment *d = store_get(agent_loop_store(w->al), STORE_DEPLOYMENT, "default",
+                                             "web");
+        return d ? d->spec.replicas : -1;
+}
+
+/* Another node writes web with replicas n (on what etcd has). */
+static void remote_scale(int32_t n) {
+        const char *v = fake_etcd_get(fake_etcd(), KEY, NULL);
+        _cleanup_(json_decrefp) json_t *j = v ? json_loads(v, 0, NULL) : NULL;
+        _cleanup_free_ char *text = NULL;
+
+        assert_non_null(j);
+        json_object_set_new(json_object_get(j, "spec"), "replicas", json_integer(n));
+        text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+        assert_non_null(text);
+        (void) fake_etcd_put(fake_etcd(), KEY, text, 0);
+}
+
+static bool is_in_etcd3(world *w) {
+        (void) w;
+        return etcd_replicas() == 3;
+}
+
+static bool is_held(world *w) {
+        (void) w;
+        return fake_etcd_held(fake_etcd()) > 0;
+}
+
+/* ---- the tests ---------------------------------------------------------------------------- */
+
+/* A write is answered once etcd has it, not before. */
+static void test_acknowledged(void **state) {
+        world *w = *state;
+        answer a;
+
+        fake_etcd_hold(fake_etcd(), true);
+        api_write(w, &a, create, "web");
+        assert_false(a.done); /* nothing went to etcd yet */
+        assert_true(run_until(w, is_held, 2000));
+        run_for(w, 50);
+        assert_false(a.done); /* out to etcd, not taken */
+        assert_int_equal(etcd_replicas(), -1);
+        fake_etcd_hold(fake_etcd(), false);
+        assert_true(wait_answers(w, &a, NULL, 2000));
+        assert_int_equal(a.code, 0);
+        assert_int_equal(etcd_replicas(), 0);
+        assert_int_equal(local_replicas(w), 0);
+}
+
+/* Writes made in one turn of the loop go to etcd as one txn, each answered
+ * when it is in. */
+static void test_one_txn(void **state) {
+        world *w = *state;
+        answer a, b, c;
+        unsigned before = fake_etcd_txns(fake_etcd(), NULL), ok;
+
+        api_write(w, &a, create, "a");
+        api_write(w, &b, create, "b");
+        api_write(w, &c, create, "c");
+        waiting[0] = &a, waiting[1] = &b, waiting[2] = &c, waiting[3] = NULL;
+        assert_true(run_until(w, all_answered, 2000));
+        assert_int_equal(a.code, 0);
+        assert_int_equal(b.code, 0);
+        assert_int_equal(c.code, 0);
+        assert_int_equal(fake_etcd_txns(fake_etcd(), &ok) - before, 1);
+        assert_non_null(fake_etcd_get(fake_etcd(), "/t/v1/deployments/default/b", NULL));
+}
+
+/* Another node wrote the object first: the write is refused (409) and
+ * undone here, the local copy etcd's again. */
+static void test_refused_undone(void **state) {
+        world *w = *state;
+        answer a;
+        int32_t three = 3;
+
+        api_write(w, &a, create, "web");
+        assert_true(wait_answers(w, &a, NULL, 2000));
+        fake_etcd_hold(fake_etcd(), true);
+        api_write(w, &a, scale, &three);
+        assert_int_equal(local_replicas(w), 3); /* read your writes, meanwhile */
+        assert_true(run_until(w, is_held, 2000));
+        remote_scale(5);
+        fake_etcd_hold(fake_etcd(), false);
+        assert_true(wait_answers(w, &a, NULL, 2000));
+        assert_int_equal(a.code, 409);
+        assert_int_equal(etcd_replicas(), 5);
+        run_for(w, 50);
+        assert_int_equal(local_replicas(w), 5);
+}
+
+/* Issue 29's lost update: a write queued behind one that etcd refuses, made
+ * on what that one wrote, is refused too; it never overwrites the other
+ * node's write that won. */
+static void test_no_lost_update(void **state) {
+        world *w = *state;
+        answer a, b;
+        int32_t three = 3, four = 4;
+
+        api_write(w, &a, create, "web");
+        assert_true(wait_answers(w, &a, NULL, 2000));
+        fake_etcd_hold(fake_etcd(), true);
+        api_write(w, &a, scale, &three);
+        assert_true(run_until(w, is_held, 2000));
+        remote_scale(5);
+        run_for(w, 30); /* the watch brings it while the txn is out */
+        api_write(w, &b, scale, &four);
+        run_for(w, 30);
+        fake_etcd_hold(fake_etcd(), false);
+        assert_true(wait_answers(w, &a, &b, 2000));
+        assert_int_equal(a.code, 409);
+        assert_int_equal(b.code, 409);
+        run_for(w, 50);
+        assert_int_equal(etcd_replicas(), 5);
+        assert_int_equal(local_replicas(w), 5);
+}
+
+/* The same when etcd took the first write: another node wrote on top of it
+ * (the watch tells of both before the txn's answer comes), and a write
+ * made here meanwhile, on the first one's state, must not overwrite that
+ * node's (issue 29: 90 of 100 acknowledged increments kept). */
+static void test_no_lost_update_after_success(void **state) {
+        world *w = *state;
+        answer a, b;
+        int32_t three = 3, four = 4;
+
+        api_write(w, &a, create, "web");
+        assert_true(wait_answers(w, &a, NULL, 2000));
+        fake_etcd_late(fake_etcd(), true);
+        api_write(w, &a, scale, &three);
+        assert_true(run_until(w, is_in_etcd3, 2000)); /* applied; the answer held */
+        remote_scale(5);                              /* on top of it */
+        run_for(w, 30);                               /* the watch tells of both */
+        api_write(w, &b, scale, &four);
+        run_for(w, 30);
+        fake_etcd_late(fake_etcd(), false);
+        assert_true(wait_answers(w, &a, &b, 2000));
+        assert_int_equal(a.code, 0);
+        assert_int_equal(b.code, 409);
+        run_for(w, 50);
+        assert_int_equal(etcd_replicas(), 5);
+        assert_int_equal(local_replicas(w), 5);
+}
+
+/* A write etcd has not taken within 10 s (virtual) is withdrawn and
+ * answered 504, and undone here: nothing of it is applied later. One out
+ * to etcd then is waited for, and its answer says. */
+static void test_late_withdrawn(void **state) {
+        world *w = *state;
+        answer a, b;
+        int32_t three = 3, four = 4;
+
+        api_write(w, &a, create, "web");
+        api_write(w, &b, create, "api");
+        assert_true(wait_answers(w, &a, &b, 2000));
+        fake_etcd_hold(fake_etcd(), true);
+        api_write(w, &a, scale, &three);
+        assert_true(run_until(w, is_held, 2000));
+        api_write(w, &b, scale_api, &four); /* queued behind the txn that is out */
+        run_for(w, 50);
+        assert_false(a.done);
+        assert_false(b.done);
+        skew += 11 * USEC_PER_SEC;
+        waiting[0] = &b, waiting[1] = NULL;
+        assert_true(run_until(w, all_answered, 2000)); /* the lifecycle's tick looks */
+        assert_int_equal(b.code, 504);
+        assert_false(a.done);
+        fake_etcd_hold(fake_etcd(), false);
+        assert_true(wait_answers(w, &a, NULL, 2000));
+        assert_int_equal(a.code, 0);
+        run_for(w, 100);
+        assert_int_equal(etcd_replicas(), 3);
+        assert_int_equal(local_replicas(w), 3);
+        /* api's write never went: etcd and the local store have it as before */
+        const spec_deployment *d = store_get(agent_loop_store(w->al), STORE_DEPLOYMENT, "default",
+                                             "api");
+        assert_non_null(d);
+        assert_int_equal(d->spec.replicas, 0);
+        const char *v = fake_etcd_get(fake_etcd(), "/t/v1/deployments/default/api", NULL);
+        assert_non_null(v);
+        assert_non_null(strstr(v, "\"replicas\":0"));
+}
+
+/* The leader's writes are fenced on its term: a write out when the term
+ * ends (another node leads) is refused (503) and undone. */
+static void test_fenced(void **state) {
+        world *w = *state;
+        answer a;
+        int32_t three = 3;
+        int64_t fence;
+
+        api_write(w, &a, create, "web");
+        assert_true(wait_answers(w, &a, NULL, 2000));
+        assert_int_equal(a.code, 0);
+        assert_true(fleet_leading(w->f, &fence));
+        run_for(w, 100); /* the leader's own writes (a ReplicaSet) settle */
+        fake_etcd_hold(fake_etcd(), true);
+        api_write(w, &a, scale, &three);
+        assert_true(run_until(w, is_held, 2000));
+        /* another node leads now: the key made anew, at a later revision */
+        (void) fake_etcd_delete(fake_etcd(), "/t/v1/leader");
+        (void) fake_etcd_put(fake_etcd(), "/t/v1/leader", "{\"node\":\"n2\"}", 0);
+        fake_etcd_hold(fake_etcd(), false);
+        assert_true(wait_answers(w, &a, NULL, 2000));
+        assert_int_equal(a.code, 503);
+        assert_false(fleet_leading(w->f, NULL));
+        run_for(w, 50);
+        assert_int_equal(etcd_replicas(), 0);
+        assert_int_equal(local_replicas(w), 0);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_acknowledged, setup_follower, teardown),
+                cmocka_unit_test_setup_teardown(test_one_txn, setup_follower, teardown),
+                cmocka_unit_test_setup_teardown(test_refused_undone, setup_follower, teardown),
+                cmocka_unit_test_setup_teardown(test_no_lost_update, setup_follower, teardown),
+                cmocka_unit_test_setup_teardown(test_no_lost_update_after_success, setup_follower,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_late_withdrawn, setup_follower, teardown),
+                cmocka_unit_test_setup_teardown(test_fenced, setup_leader, teardown),
+        };
+
+        log_set_max_level(getenv("TEST_FLEET_DEBUG") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERR);
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
