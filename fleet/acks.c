@@ -16,7 +16,7 @@ bool fleet__acks_unacknowledged(const fobj *o, uint64_t seq) {
 void fleet__acks_fail(fleet *f, const fobj *o, unsigned code) {
         _cleanup_free_ char *key = fleet__obj_key(o->kind, o->ns, o->name);
 
-        for (fwaiter *w = f->waiters; w; w = w->next)
+        for (fwaiter *w = f->acks.waiters; w; w = w->next)
                 if (key && !w->failed && fleet__acks_unacknowledged(o, w->seq) &&
                     strv_contains(w->keys, key))
                         w->failed = code;
@@ -24,7 +24,7 @@ void fleet__acks_fail(fleet *f, const fobj *o, unsigned code) {
 
 bool fleet__acks_pending(fleet *f, char *const *keys, uint64_t seq, bool out_only) {
         for (size_t i = 0; keys && keys[i]; i++) {
-                const fobj *o = tend_hashmap_get(f->objs, keys[i]);
+                const fobj *o = tend_hashmap_get(f->m.objs, keys[i]);
                 if (o && (!out_only || o->in_flight) && fleet__acks_unacknowledged(o, seq))
                         return true;
         }
@@ -52,7 +52,7 @@ static const char *waiter_failure(unsigned failed) {
 }
 
 void fleet__acks_answer(fleet *f) {
-        for (fwaiter **p = &f->waiters; *p;) {
+        for (fwaiter **p = &f->acks.waiters; *p;) {
                 fwaiter *w = *p;
                 if (fleet__acks_pending(f, w->keys, w->seq,
                                         false)) { /* (out to etcd: its answer says) */
@@ -73,19 +73,20 @@ void fleet__acks_answer(fleet *f) {
 
 uint64_t fleet_writes(fleet *f) {
         /* a request begins: the objects it writes are noted (on_local_change) */
-        strv_free(f->req_keys);
-        f->req_keys = NULL;
-        f->recording = true;
-        return f->seq;
+        strv_free(f->acks.req_keys);
+        f->acks.req_keys = NULL;
+        f->acks.recording = true;
+        return f->m.seq;
 }
 
 void fleet__acks_note(fleet *f, store_kind kind, const char *ns, const char *name) {
         _cleanup_free_ char *key = NULL;
 
-        if (!f->recording || kind >= FLEET_KINDS)
+        if (!f->acks.recording || kind >= FLEET_KINDS)
                 return;
         key = fleet__obj_key(kind, ns, name);
-        if (!key || (!strv_contains(f->req_keys, key) && strv_extend(&f->req_keys, key) < 0))
+        if (!key ||
+            (!strv_contains(f->acks.req_keys, key) && strv_extend(&f->acks.req_keys, key) < 0))
                 log_oom(); /* its answer does not wait for this one */
 }
 
@@ -99,35 +100,35 @@ void fleet_touch(fleet *f, store_kind kind, const char *ns, const char *name) {
 
 void fleet_writes_end(fleet *f) {
         /* (sync() took them, when the answer waits for etcd) */
-        strv_free(f->req_keys);
-        f->req_keys = NULL;
-        f->recording = false;
+        strv_free(f->acks.req_keys);
+        f->acks.req_keys = NULL;
+        f->acks.recording = false;
 }
 
 int fleet_sync(fleet *f, uint64_t since, void (*done)(unsigned code, json_t *answer, void *req),
                void *req) {
-        _cleanup_strv_free_ char **keys = TAKE_PTR(f->req_keys);
+        _cleanup_strv_free_ char **keys = TAKE_PTR(f->acks.req_keys);
         fwaiter *w;
 
-        f->recording = false;
-        if (!fleet__acks_pending(f, keys, f->seq, false))
+        f->acks.recording = false;
+        if (!fleet__acks_pending(f, keys, f->m.seq, false))
                 return 1; /* etcd has every write of the request */
         w = new0(fwaiter, 1);
         if (!w)
                 return -ENOMEM;
-        *w = (fwaiter){ .next = f->waiters,
+        *w = (fwaiter){ .next = f->acks.waiters,
                         .keys = TAKE_PTR(keys),
                         .from = since,
-                        .seq = f->seq,
+                        .seq = f->m.seq,
                         .deadline = now_monotonic() + WAIT_MAX,
                         .done = done,
                         .req = req };
-        f->waiters = w;
+        f->acks.waiters = w;
         return 0;
 }
 
 void fleet__writes_cancel(fleet *f, void *req) {
-        for (fwaiter **p = &f->waiters; *p;) {
+        for (fwaiter **p = &f->acks.waiters; *p;) {
                 fwaiter *w = *p;
                 if (w->req != req) {
                         p = &w->next;
@@ -140,12 +141,12 @@ void fleet__writes_cancel(fleet *f, void *req) {
 }
 
 void fleet__acks_close(fleet *f) {
-        while (f->waiters) {
-                fwaiter *w = f->waiters;
-                f->waiters = w->next;
+        while (f->acks.waiters) {
+                fwaiter *w = f->acks.waiters;
+                f->acks.waiters = w->next;
                 strv_free(w->keys);
                 free(w);
         }
-        strv_free(f->req_keys);
-        f->req_keys = NULL;
+        strv_free(f->acks.req_keys);
+        f->acks.req_keys = NULL;
 }

@@ -15,20 +15,20 @@
  * monotonic time (one clock for every tendd of a machine: the tests check
  * that no two lead at once). */
 static void start_leading(fleet *f, int64_t fence) {
-        if (!f->leading) {
-                f->leading_since = now_monotonic();
+        if (!f->el.leading) {
+                f->el.since = now_monotonic();
                 log_info("fleet: this node leads the fleet (fencing revision %" PRId64 ")", fence);
                 log_debug("fleet: leading from monotonic %" PRIu64, (uint64_t) now_monotonic());
         }
-        f->leading = true;
-        f->fence = fence;
+        f->el.leading = true;
+        f->el.fence = fence;
 }
 
 void fleet__stop_leading(fleet *f, const char *why) {
-        if (!f->leading)
+        if (!f->el.leading)
                 return;
-        f->leading = false;
-        f->fence = 0;
+        f->el.leading = false;
+        f->el.fence = 0;
         log_warning("fleet: this node no longer leads the fleet: %s", why);
         log_debug("fleet: leading until monotonic %" PRIu64, (uint64_t) now_monotonic());
 }
@@ -47,9 +47,9 @@ void fleet__leader_seen(fleet *f, const etcd_kv *kv) {
         if (kv && !f->c.no_leader && f->session && etcd_session_lease(f->session) &&
             kv->lease == etcd_session_lease(f->session))
                 start_leading(f, kv->create_revision);
-        if (!streq_ptr(name, f->leader)) {
-                free(f->leader);
-                f->leader = name ? strdup(name) : NULL;
+        if (!streq_ptr(name, f->el.leader)) {
+                free(f->el.leader);
+                f->el.leader = name ? strdup(name) : NULL;
                 if (!streq_ptr(name, f->node_name))
                         fleet__stop_leading(f,
                                             name ? "another node does" : "its leader key is gone");
@@ -57,7 +57,7 @@ void fleet__leader_seen(fleet *f, const etcd_kv *kv) {
                         log_info("fleet: node/%s leads the fleet", name);
         }
         if (!name && f->joined && !f->c.no_leader && !f->closing)
-                uv_timer_start(&f->elect, on_elect, (uint64_t) (now_monotonic() % 100), 0);
+                uv_timer_start(&f->el.timer, on_elect, (uint64_t) (now_monotonic() % 100), 0);
 }
 
 /* ---- campaigning ------------------------------------------------------------------------------
@@ -66,31 +66,31 @@ void fleet__leader_seen(fleet *f, const etcd_kv *kv) {
 static void on_campaign(const etcd_result *r, void *userdata) {
         fleet *f = userdata;
 
-        f->campaigning = false;
+        f->el.campaigning = false;
         if (r->error < 0) {
-                f->campaign_again = false;
+                f->el.again = false;
                 log_warning("fleet: campaigning to lead: %s; trying again", strna(r->message));
-                uv_timer_start(&f->elect, on_elect, 1000, 0);
+                uv_timer_start(&f->el.timer, on_elect, 1000, 0);
                 return;
         }
         bool ours = f->session && etcd_session_lease(f->session) == f->lease && f->lease;
         if (ours && (r->succeeded || (r->n_kvs > 0 && r->kvs[0].lease == f->lease))) {
                 /* won, or ours already: a restart that resumed the lease */
                 start_leading(f, r->succeeded ? r->revision : r->kvs[0].create_revision);
-                free(f->leader);
-                f->leader = strdup(f->node_name);
+                free(f->el.leader);
+                f->el.leader = strdup(f->node_name);
                 return;
         }
         /* Who holds it, unless the watch has told of a later state already
          * (a DELETE after this answer was made: then fleet__campaign again). */
         if (r->n_kvs > 0 && r->revision >= f->revision)
                 fleet__leader_seen(f, &r->kvs[0]);
-        else if (!f->leader || r->n_kvs == 0)
-                f->campaign_again = true;
-        if (f->campaign_again) {
-                f->campaign_again = false;
-                if (!f->leader)
-                        uv_timer_start(&f->elect, on_elect, 0, 0);
+        else if (!f->el.leader || r->n_kvs == 0)
+                f->el.again = true;
+        if (f->el.again) {
+                f->el.again = false;
+                if (!f->el.leader)
+                        uv_timer_start(&f->el.timer, on_elect, 0, 0);
         }
 }
 
@@ -102,8 +102,8 @@ void fleet__campaign(fleet *f) {
         _cleanup_free_ char *value = NULL;
         char now[TIMESTAMP_MAX];
 
-        if (f->campaigning) {
-                f->campaign_again = true;
+        if (f->el.campaigning) {
+                f->el.again = true;
                 return;
         }
         if (f->c.no_leader || f->closing || !fleet__session_live(f))
@@ -113,12 +113,12 @@ void fleet__campaign(fleet *f) {
                       "since", now);
         value = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         if (value &&
-            etcd_txn(f->e, json_pack("[o]", etcd_cmp_revision(f->k_leader, "create", "EQUAL", 0)),
-                     json_pack("[o]", etcd_op_put(f->k_leader, value, strlen(value), f->lease)),
-                     json_pack("[o]", etcd_op_range(f->k_leader, NULL)), on_campaign, f) >= 0)
-                f->campaigning = true;
+            etcd_txn(f->e, json_pack("[o]", etcd_cmp_revision(f->el.key, "create", "EQUAL", 0)),
+                     json_pack("[o]", etcd_op_put(f->el.key, value, strlen(value), f->lease)),
+                     json_pack("[o]", etcd_op_range(f->el.key, NULL)), on_campaign, f) >= 0)
+                f->el.campaigning = true;
         else
-                uv_timer_start(&f->elect, on_elect, 1000, 0);
+                uv_timer_start(&f->el.timer, on_elect, 1000, 0);
 }
 
 bool fleet__agent_leads(fleet *f) {
@@ -129,10 +129,10 @@ bool fleet__agent_leads(fleet *f) {
 bool fleet_leading(const fleet *f, int64_t *ret_fence) {
         /* only while the lease is certainly alive: past that, another node
          * may lead already */
-        bool leading = f->leading && f->session &&
+        bool leading = f->el.leading && f->session &&
                        now_monotonic() < etcd_session_safe_until(f->session);
 
         if (ret_fence)
-                *ret_fence = leading ? f->fence : 0;
+                *ret_fence = leading ? f->el.fence : 0;
         return leading;
 }

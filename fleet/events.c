@@ -41,29 +41,29 @@
 #define EV_IN_MAX (4 * STORE_EVENTS_MAX) /* ... unless that many do */
 
 static void schedule_in(fleet *f, uint64_t msec) {
-        if (!f->closing && !uv_is_active((uv_handle_t *) &f->ev_timer) &&
-            tend_hashmap_size(f->ev_out) > 0)
-                uv_timer_start(&f->ev_timer, fleet__events_flush_cb, msec, 0);
+        if (!f->closing && !uv_is_active((uv_handle_t *) &f->ev.timer) &&
+            tend_hashmap_size(f->ev.out) > 0)
+                uv_timer_start(&f->ev.timer, fleet__events_flush_cb, msec, 0);
 }
 
 /* The next write: EV_INTERVAL_MS after the last, and once the budget has an event. */
 static void schedule(fleet *f) {
-        usec_t now = now_monotonic(), next = f->ev_last + EV_INTERVAL_MS * USEC_PER_MSEC;
+        usec_t now = now_monotonic(), next = f->ev.last + EV_INTERVAL_MS * USEC_PER_MSEC;
 
-        if (f->ev_tokens < 1)
+        if (f->ev.tokens < 1)
                 next = MAX(next,
-                           f->ev_refilled + (usec_t) ((1 - f->ev_tokens) * USEC_PER_SEC / EV_RATE));
+                           f->ev.refilled + (usec_t) ((1 - f->ev.tokens) * USEC_PER_SEC / EV_RATE));
         schedule_in(f, next > now ? (next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC : 0);
 }
 
 static void refill(fleet *f, usec_t now) {
-        if (f->ev_refilled)
-                f->ev_tokens = MIN((double) EV_BURST,
-                                   f->ev_tokens + (double) (now - f->ev_refilled) * EV_RATE /
+        if (f->ev.refilled)
+                f->ev.tokens = MIN((double) EV_BURST,
+                                   f->ev.tokens + (double) (now - f->ev.refilled) * EV_RATE /
                                                           USEC_PER_SEC);
         else
-                f->ev_tokens = EV_BURST;
-        f->ev_refilled = now;
+                f->ev.tokens = EV_BURST;
+        f->ev.refilled = now;
 }
 
 /* An event's lastTimestamp (JSON); 0: none. */
@@ -75,8 +75,8 @@ static usec_t last_seen(const json_t *ev) {
 }
 
 static bool in_flight(fleet *f, const char *key) {
-        for (size_t i = 0; i < f->n_ev_sent; i++)
-                if (streq(f->ev_sent_keys[i], key))
+        for (size_t i = 0; i < f->ev.n_sent; i++)
+                if (streq(f->ev.sent_keys[i], key))
                         return true;
         return false;
 }
@@ -91,22 +91,22 @@ void fleet__events_local(fleet *f, store_change change, const spec_event *e) {
                 return;
         }
         if (change == STORE_DELETED) { /* pruned here: etcd's lease prunes it there */
-                json_decref(tend_hashmap_remove(f->ev_out, key));
+                json_decref(tend_hashmap_remove(f->ev.out, key));
                 return;
         }
-        if (tend_hashmap_size(f->ev_out) >= EV_PENDING && !tend_hashmap_get(f->ev_out, key)) {
-                if (!f->ev_dropping)
+        if (tend_hashmap_size(f->ev.out) >= EV_PENDING && !tend_hashmap_get(f->ev.out, key)) {
+                if (!f->ev.dropping)
                         log_warning("fleet: more than %d events wait for etcd; the newest stay on "
                                     "this node",
                                     EV_PENDING);
-                f->ev_dropping = true;
+                f->ev.dropping = true;
                 return;
         }
-        f->ev_dropping = false;
-        j = store_note_json(f->store) ? json_loads(store_note_json(f->store), 0, NULL) : NULL;
+        f->ev.dropping = false;
+        j = store_note_json(f->m.store) ? json_loads(store_note_json(f->m.store), 0, NULL) : NULL;
         if (j)
                 (void) json_object_del(json_object_get(j, "metadata"), "resourceVersion");
-        if (!j || tend_hashmap_put(f->ev_out, key, j, (void **) &old) < 0) {
+        if (!j || tend_hashmap_put(f->ev.out, key, j, (void **) &old) < 0) {
                 json_decref(j);
                 log_oom();
                 return;
@@ -118,48 +118,48 @@ void fleet__events_local(fleet *f, store_change change, const spec_event *e) {
 static void on_granted(const etcd_result *r, void *userdata) {
         fleet *f = userdata;
 
-        f->ev_granting = false;
+        f->ev.granting = false;
         if (r->error < 0 || !r->lease_id) {
                 log_warning("fleet: a lease for events: %s; trying again",
                             strna(r->message ?: "no lease in the answer"));
                 schedule_in(f, EV_RETRY_MS);
                 return;
         }
-        f->ev_lease = r->lease_id;
-        f->ev_lease_at = now_monotonic();
+        f->ev.lease = r->lease_id;
+        f->ev.lease_at = now_monotonic();
         schedule(f);
 }
 
 static void on_written(const etcd_result *r, void *userdata) {
         fleet *f = userdata;
 
-        f->ev_txn_out = false;
+        f->ev.txn_out = false;
         if (r->error < 0) {
                 /* a lease etcd no longer has (its data went, or revoked) is taken anew */
                 if (r->message && strstr(r->message, "lease not found"))
-                        f->ev_lease = 0;
-                else if (!f->ev_failing) /* said once until a write goes through */
+                        f->ev.lease = 0;
+                else if (!f->ev.failing) /* said once until a write goes through */
                         log_warning("fleet: writing %zu event%s to etcd: %s; trying again every "
                                     "%d s",
-                                    f->n_ev_sent, f->n_ev_sent == 1 ? "" : "s", strna(r->message),
+                                    f->ev.n_sent, f->ev.n_sent == 1 ? "" : "s", strna(r->message),
                                     EV_RETRY_MS / 1000);
-                f->ev_failing = f->ev_lease != 0;
+                f->ev.failing = f->ev.lease != 0;
                 /* back, unless the event changed meanwhile (past EV_PENDING
                  * if need be: by one batch at most); not those left out */
-                for (size_t i = 0; i < f->n_ev_sent; i++)
-                        if (f->ev_sent[i] && !tend_hashmap_get(f->ev_out, f->ev_sent_keys[i]) &&
-                            tend_hashmap_put(f->ev_out, f->ev_sent_keys[i], f->ev_sent[i], NULL) >=
+                for (size_t i = 0; i < f->ev.n_sent; i++)
+                        if (f->ev.sent[i] && !tend_hashmap_get(f->ev.out, f->ev.sent_keys[i]) &&
+                            tend_hashmap_put(f->ev.out, f->ev.sent_keys[i], f->ev.sent[i], NULL) >=
                                     0)
-                                f->ev_sent[i] = NULL;
+                                f->ev.sent[i] = NULL;
         } else
-                f->ev_failing = false;
-        for (size_t i = 0; i < f->n_ev_sent; i++) {
-                free(f->ev_sent_keys[i]);
-                json_decref(f->ev_sent[i]);
+                f->ev.failing = false;
+        for (size_t i = 0; i < f->ev.n_sent; i++) {
+                free(f->ev.sent_keys[i]);
+                json_decref(f->ev.sent[i]);
         }
-        f->n_ev_sent = 0;
-        if (f->ev_failing && !f->closing) /* not sooner, whatever came meanwhile */
-                uv_timer_start(&f->ev_timer, fleet__events_flush_cb, EV_RETRY_MS, 0);
+        f->ev.n_sent = 0;
+        if (f->ev.failing && !f->closing) /* not sooner, whatever came meanwhile */
+                uv_timer_start(&f->ev.timer, fleet__events_flush_cb, EV_RETRY_MS, 0);
         else
                 schedule(f);
 }
@@ -172,28 +172,28 @@ void fleet__events_flush_cb(uv_timer_t *t) {
         void *v;
         size_t n = 0, budget, skipped = 0;
 
-        if (f->ev_txn_out || f->ev_granting || f->closing || !ops)
+        if (f->ev.txn_out || f->ev.granting || f->closing || !ops)
                 return;
         if (!f->joined || !f->e) { /* (re)joining: later */
                 schedule_in(f, 1000);
                 return;
         }
-        f->ev_last = now;
-        if (!f->ev_lease || now - f->ev_lease_at >= EV_LEASE_TURN) {
+        f->ev.last = now;
+        if (!f->ev.lease || now - f->ev.lease_at >= EV_LEASE_TURN) {
                 if (etcd_lease_grant(f->e, EV_LEASE_TTL, on_granted, f) >= 0)
-                        f->ev_granting = true;
+                        f->ev.granting = true;
                 else
                         schedule_in(f, EV_RETRY_MS);
                 return;
         }
         refill(f, now);
-        budget = (size_t) MIN((double) FLEET_EV_BATCH, f->ev_tokens);
-        for (size_t i = 0; n < budget && tend_hashmap_next(f->ev_out, &i, &key, &v);) {
+        budget = (size_t) MIN((double) FLEET_EV_BATCH, f->ev.tokens);
+        for (size_t i = 0; n < budget && tend_hashmap_next(f->ev.out, &i, &key, &v);) {
                 usec_t seen = last_seen(v);
                 /* older than a store keeps (a node cut off for long): not written */
                 if (seen && seen + STORE_EVENTS_MAX_AGE < wall) {
-                        if ((f->ev_sent_keys[n] = strdup(key)))
-                                f->ev_sent[n++] = NULL, skipped++;
+                        if ((f->ev.sent_keys[n] = strdup(key)))
+                                f->ev.sent[n++] = NULL, skipped++;
                         continue;
                 }
                 _cleanup_free_ char *k = strprintf("%s%s", f->p_events, key), *text = NULL;
@@ -201,37 +201,37 @@ void fleet__events_flush_cb(uv_timer_t *t) {
                 if (text && strlen(text) > EV_SIZE_MAX) { /* stays on this node */
                         log_debug("fleet: event %s is larger than %d bytes; not written", key,
                                   EV_SIZE_MAX);
-                        if ((f->ev_sent_keys[n] = strdup(key)))
-                                f->ev_sent[n++] = NULL, skipped++;
+                        if ((f->ev.sent_keys[n] = strdup(key)))
+                                f->ev.sent[n++] = NULL, skipped++;
                         continue;
                 }
                 if (!k || !text ||
-                    json_array_append_new(ops, etcd_op_put(k, text, strlen(text), f->ev_lease)) < 0)
+                    json_array_append_new(ops, etcd_op_put(k, text, strlen(text), f->ev.lease)) < 0)
                         break;
-                f->ev_sent_keys[n] = strdup(key);
-                f->ev_sent[n] = json_incref(v);
-                if (!f->ev_sent_keys[n]) {
-                        json_decref(f->ev_sent[n]);
+                f->ev.sent_keys[n] = strdup(key);
+                f->ev.sent[n] = json_incref(v);
+                if (!f->ev.sent_keys[n]) {
+                        json_decref(f->ev.sent[n]);
                         break;
                 }
                 n++;
         }
         /* out of the queue: a fold from now on is a write of its own */
         for (size_t i = 0; i < n; i++)
-                json_decref(tend_hashmap_remove(f->ev_out, f->ev_sent_keys[i]));
-        f->ev_tokens -= (double) (n - skipped);
+                json_decref(tend_hashmap_remove(f->ev.out, f->ev.sent_keys[i]));
+        f->ev.tokens -= (double) (n - skipped);
         if (n == skipped) { /* nothing to write */
                 for (size_t i = 0; i < n; i++)
-                        free(f->ev_sent_keys[i]);
+                        free(f->ev.sent_keys[i]);
                 schedule(f);
                 return;
         }
-        f->n_ev_sent = n;
+        f->ev.n_sent = n;
         if (etcd_txn(f->e, json_array(), TAKE_PTR(ops), json_array(), on_written, f) < 0) {
                 on_written(&(etcd_result){ .error = -ENOMEM, .message = "out of memory" }, f);
                 return;
         }
-        f->ev_txn_out = true;
+        f->ev.txn_out = true;
 }
 
 static void apply(fleet *f);
@@ -244,24 +244,24 @@ bool fleet__events_key(fleet *f, const etcd_kv *kv, bool deleted) {
                 return false;
         if (!(slash = strchr(rest, '/')) || slash == rest || !slash[1])
                 return true; /* not an event's key */
-        if (!f->ev_in && !(f->ev_in = tend_hashmap_new()))
+        if (!f->ev.in && !(f->ev.in = tend_hashmap_new()))
                 return true; /* out of memory: skipped */
         if (!deleted && !(v = etcd_kv_json(kv))) {
                 log_debug("fleet: %s is not JSON; skipped", kv->key);
                 return true;
         }
         /* null: a deletion */
-        if (tend_hashmap_put(f->ev_in, rest, v ?: json_null(), (void **) &old) < 0) {
+        if (tend_hashmap_put(f->ev.in, rest, v ?: json_null(), (void **) &old) < 0) {
                 json_decref(v);
                 return true;
         }
         json_decref(old);
         /* A moment later, so that a burst (a relist, a fleet's rollout) is
          * applied once, its newest only; at once when that many wait. */
-        if (tend_hashmap_size(f->ev_in) >= EV_IN_MAX)
+        if (tend_hashmap_size(f->ev.in) >= EV_IN_MAX)
                 apply(f);
-        else if (!f->closing && !uv_is_active((uv_handle_t *) &f->ev_apply))
-                uv_timer_start(&f->ev_apply, fleet__events_apply_cb, EV_APPLY_MS, 0);
+        else if (!f->closing && !uv_is_active((uv_handle_t *) &f->ev.apply))
+                uv_timer_start(&f->ev.apply, fleet__events_apply_cb, EV_APPLY_MS, 0);
         return true;
 }
 
@@ -288,16 +288,16 @@ static void apply_one(fleet *f, const char *key, json_t *v) {
         const spec_type *t = store_kind_type(STORE_EVENT);
         const char *slash = strchr(key, '/');
         _cleanup_free_ char *ns = strndup(key, (size_t) (slash - key));
-        const spec_event *cur = ns ? store_get(f->store, STORE_EVENT, ns, slash + 1) : NULL;
+        const spec_event *cur = ns ? store_get(f->m.store, STORE_EVENT, ns, slash + 1) : NULL;
         spec_errors errs = {};
         spec_event *e = NULL;
 
         /* this node's write of it is newer */
-        if (!ns || tend_hashmap_get(f->ev_out, key) || in_flight(f, key))
+        if (!ns || tend_hashmap_get(f->ev.out, key) || in_flight(f, key))
                 return;
         if (json_is_null(v)) {
                 if (cur)
-                        (void) store_delete(f->store, STORE_EVENT, ns, slash + 1);
+                        (void) store_delete(f->m.store, STORE_EVENT, ns, slash + 1);
                 return;
         }
         if (spec_decode_new(t, v, &errs, (void **) &e) < 0) {
@@ -313,48 +313,48 @@ static void apply_one(fleet *f, const char *key, json_t *v) {
                         return;
                 }
         }
-        (void) store_put(f->store, STORE_EVENT, e, NULL);
+        (void) store_put(f->m.store, STORE_EVENT, e, NULL);
 }
 
 /* What etcd brought into the local store, in one commit: the deletions, and
  * of the puts the newest STORE_EVENTS_MAX (the store would prune the
  * others at once); then the store prunes as it would its own. */
 static void apply(fleet *f) {
-        size_t n = f->ev_in ? tend_hashmap_size(f->ev_in) : 0, k = 0, puts = 0;
+        size_t n = f->ev.in ? tend_hashmap_size(f->ev.in) : 0, k = 0, puts = 0;
         _cleanup_free_ incoming *in = NULL;
         const char *key;
         void *v;
         int r;
 
-        uv_timer_stop(&f->ev_apply);
-        if (n == 0 || !f->store)
+        uv_timer_stop(&f->ev.apply);
+        if (n == 0 || !f->m.store)
                 return;
         in = new0(incoming, n);
         if (!in)
                 return; /* out of memory: kept for the next */
-        for (size_t i = 0; tend_hashmap_next(f->ev_in, &i, &key, &v) && k < n;) {
+        for (size_t i = 0; tend_hashmap_next(f->ev.in, &i, &key, &v) && k < n;) {
                 in[k++] = (incoming){ .key = key, .v = v, .seen = last_seen(v) };
         }
         qsort(in, k, sizeof *in, newest_first);
-        (void) store_commit(f->store, false); /* a pass's, should one be open */
-        f->applying = true;
+        (void) store_commit(f->m.store, false); /* a pass's, should one be open */
+        f->m.applying = true;
         for (size_t i = 0; i < k; i++)
                 if (json_is_null(in[i].v) || puts++ < STORE_EVENTS_MAX)
                         apply_one(f, in[i].key, in[i].v);
-        r = store_commit(f->store, false);
+        r = store_commit(f->m.store, false);
         if (r < 0)
                 log_warning_errno(r, "fleet: cannot write events to the store: %m");
-        f->applying = false;
+        f->m.applying = false;
         /* (not applying: this node's own that go are no longer to be written) */
-        r = store_prune_events(f->store, now_realtime());
+        r = store_prune_events(f->m.store, now_realtime());
         if (r >= 0)
-                r = store_commit(f->store, false);
+                r = store_commit(f->m.store, false);
         if (r < 0)
                 log_warning_errno(r, "fleet: pruning events: %m");
         for (size_t i = 0; i < k; i++)
                 json_decref(in[i].v);
-        tend_hashmap_free(f->ev_in);
-        f->ev_in = tend_hashmap_new(); /* NULL: made again by the next key */
+        tend_hashmap_free(f->ev.in);
+        f->ev.in = tend_hashmap_new(); /* NULL: made again by the next key */
 }
 
 void fleet__events_apply_cb(uv_timer_t *t) {
@@ -367,7 +367,7 @@ void fleet__events_relisted(fleet *f, const etcd_result *r) {
         const void *const *items;
         size_t n;
 
-        if (!present || !f->store)
+        if (!present || !f->m.store)
                 return;
         for (size_t i = 0; i < r->n_kvs; i++) {
                 const char *rest = startswith(r->kvs[i].key, f->p_events);
@@ -377,7 +377,7 @@ void fleet__events_relisted(fleet *f, const etcd_result *r) {
         /* Another node's that the list lacks: its lease ran out while the
          * watch was down, or it is older than the newest the list reads.
          * This node's own stay (pruned by age, as on one host). */
-        n = store_list(f->store, STORE_EVENT, &items);
+        n = store_list(f->m.store, STORE_EVENT, &items);
         for (size_t i = 0; i < n; i++) {
                 const spec_event *e = items[i];
                 _cleanup_free_ char *key = strprintf("%s/%s", strempty(e->metadata.namespace),
@@ -394,26 +394,26 @@ void fleet__events_relisted(fleet *f, const etcd_result *r) {
 }
 
 int fleet__events_init(fleet *f) {
-        f->ev_out = tend_hashmap_new();
-        f->ev_in = tend_hashmap_new();
-        if (!f->ev_out || !f->ev_in)
+        f->ev.out = tend_hashmap_new();
+        f->ev.in = tend_hashmap_new();
+        if (!f->ev.out || !f->ev.in)
                 return -ENOMEM;
         /* in a fleet an event says which node it came from */
-        return store_set_host(f->store, f->node_name);
+        return store_set_host(f->m.store, f->node_name);
 }
 
 void fleet__events_free(fleet *f) {
         const char *key;
         void *v;
 
-        for (size_t i = 0; f->ev_out && tend_hashmap_next(f->ev_out, &i, &key, &v);)
+        for (size_t i = 0; f->ev.out && tend_hashmap_next(f->ev.out, &i, &key, &v);)
                 json_decref(v);
-        for (size_t i = 0; f->ev_in && tend_hashmap_next(f->ev_in, &i, &key, &v);)
+        for (size_t i = 0; f->ev.in && tend_hashmap_next(f->ev.in, &i, &key, &v);)
                 json_decref(v);
-        tend_hashmap_free(f->ev_out);
-        tend_hashmap_free(f->ev_in);
-        for (size_t i = 0; i < f->n_ev_sent; i++) {
-                free(f->ev_sent_keys[i]);
-                json_decref(f->ev_sent[i]);
+        tend_hashmap_free(f->ev.out);
+        tend_hashmap_free(f->ev.in);
+        for (size_t i = 0; i < f->ev.n_sent; i++) {
+                free(f->ev.sent_keys[i]);
+                json_decref(f->ev.sent[i]);
         }
 }

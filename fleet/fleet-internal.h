@@ -26,8 +26,8 @@ typedef struct fnode {
 
 typedef struct op op;
 typedef struct fleet fleet;
-typedef struct fobj fobj;       /* mirror.c: an object as etcd has it */
-typedef struct fwaiter fwaiter; /* mirror.c: an API write waiting for etcd */
+typedef struct fobj fobj;       /* objects.h: an object as etcd has it */
+typedef struct fwaiter fwaiter; /* acks.h: an API write waiting for etcd */
 
 /* A step to take again later: the join's chain and the mirror's (list,
  * watch) each have their own, so that one's retry never replaces the
@@ -49,6 +49,87 @@ struct op {
         void *req;
 };
 
+/* The election's (elect.c; docs/fleet.md §3.5). */
+typedef struct fleet_elect {
+        char *key;     /* P/v1/leader */
+        char *leader;  /* the node that leads, as etcd says; NULL: none */
+        bool leading;  /* this node */
+        int64_t fence; /* the leader key's create revision, while leading */
+        usec_t since;  /* monotonic: this term's start */
+        bool campaigning;
+        bool again; /* a campaign asked for while one was out: once it answers */
+        uv_timer_t timer;
+} fleet_elect;
+
+/* The nodes' mirror and what the API asks of them (nodes.c). */
+typedef struct fleet_nodeset {
+        tend_hashmap *map; /* name → fnode */
+        bool changed;      /* since the agent was told */
+        op *ops;           /* cordons and removals out to etcd */
+} fleet_nodeset;
+
+/* The objects' mirror (mirror.c): Deployments, ReplicaSets, Pods. */
+typedef struct fleet_mirror {
+        store *store;
+        tend_hashmap *objs; /* "kind/ns/name" → fobj */
+        bool dirty;         /* etcd changed some: the local store follows */
+        bool applying;      /* the local store is being put in line with etcd */
+        bool txn_out;
+        fobj *sent[64];
+        size_t n_sent;
+        uint64_t seq;     /* of the local writes */
+        bool last_fenced; /* the last batch was the leader's (they take turns) */
+        uv_timer_t flush;
+        uv_prepare_t flush_idle; /* a write goes when the loop has nothing else to do */
+        usec_t flush_wanted;     /* ... held since (0: not held) */
+        /* ... and not in the turn that made it: the loop polls once between
+         * (an API request that came meanwhile is answered first; the
+         * write and the flush are two slices, not one). Counts turns. */
+        uv_idle_t flush_turn;
+        unsigned flush_turns;
+        usec_t flush_asked;          /* when the flush that waits was first asked for */
+        fobj *staged, **staged_tail; /* local changes not yet split into their keys */
+} fleet_mirror;
+
+/* The API writes waiting for etcd (acks.c). */
+typedef struct fleet_acks {
+        fwaiter *waiters;
+        char **req_keys; /* the objects the API request being answered wrote */
+        bool recording;
+} fleet_acks;
+
+/* The events (events.c; P/v1/events/). */
+typedef struct fleet_events {
+        tend_hashmap *out; /* "ns/name" → JSON: this node's, to be written */
+        tend_hashmap *in;  /* "ns/name" → JSON (null: deleted): etcd's, to be applied */
+        uv_timer_t timer;
+        usec_t last; /* monotonic: the last write (or try) */
+        bool txn_out, granting, dropping;
+        uv_timer_t apply; /* in into the local store, a moment after it fills */
+        bool failing;     /* the last write was refused (said once) */
+        double tokens;    /* the write budget (EV_RATE a second, EV_BURST at most) */
+        usec_t refilled;
+        int64_t lease; /* the lease events are written on; 0: none yet */
+        usec_t lease_at;
+        char *sent_keys[FLEET_EV_BATCH];
+        json_t *sent[FLEET_EV_BATCH];
+        size_t n_sent;
+} fleet_events;
+
+/* The agent's view and the leader's node lifecycle (lifecycle.c). */
+typedef struct fleet_life {
+        bool agent_leading;     /* what the agent was last told */
+        uv_timer_t timer;       /* the leader's node lifecycle, every 500 ms */
+        usec_t compact_at;      /* monotonic: the leader's next compaction; 0: none planned */
+        int64_t compact_rev;    /* ... to this revision (the mirror's, an interval before) */
+        bool disrupted;         /* the mass-loss guard holds (said once) */
+        bool fenced;            /* fence-policy pods must stop (told to the agent) */
+        plan_node *sched;       /* fleet_agent_nodes()'s answer */
+        spec_map *sched_labels; /* ... its nodes' labels */
+        size_t n_sched_labels;
+} fleet_life;
+
+/* A member of the fleet: its membership (member.c) and its parts. */
 struct fleet {
         fleet_config c;
         char *prefix, *node_name;
@@ -61,79 +142,26 @@ struct fleet {
         usec_t cut_since; /* monotonic: when the last session was lost */
         int64_t lease;
         bool joined, failed, closing;
+        bool ever_joined; /* the first join completed */
         usec_t join_started;
         void (*on_joined)(int error, const char *why, void *userdata);
         void *userdata;
         char *k_schema, *k_node, *k_lease, *p_all, *p_nodes, *p_leases, *p_events;
-        tend_hashmap *nodes; /* name → fnode */
         etcd_watch *watch;
         int64_t revision;                /* of the mirror */
         later retry, remirror, deadline; /* deadline: of the join as a whole */
-        unsigned open_handles; /* retry, remirror, deadline, elect: freed when all are closed */
-        op *ops;
-        /* the election (docs/fleet.md §3.5) */
-        char *k_leader;
-        char *leader;  /* the node that leads, as etcd says; NULL: none */
-        bool leading;  /* this node */
-        int64_t fence; /* the leader key's create revision, while leading */
-        bool campaigning;
-        bool campaign_again; /* asked while one was out: once it answers */
-        uv_timer_t elect;
-        char *refusal;                      /* why the name is not ours */
+        unsigned open_handles; /* the timers and handles below: freed when all are closed */
+        char *refusal;         /* why the name is not ours */
         void (*leave_done)(void *userdata); /* fleet_leave() */
         void *leave_userdata;
-        bool nodes_changed; /* since the agent was told */
-        /* mirror.c: the objects (Deployments, ReplicaSets, Pods) */
-        store *store;
-        tend_hashmap *objs; /* "kind/ns/name" → fobj */
-        bool objs_dirty;    /* etcd changed some: the local store follows */
-        bool applying;      /* the local store is being put in line with etcd */
-        bool txn_out;
-        fobj *sent[64];
-        size_t n_sent;
-        uint64_t seq;     /* of the local writes */
-        bool last_fenced; /* the last batch was the leader's (they take turns) */
-        char **req_keys;  /* the objects the API request being answered wrote */
-        bool recording;
-        uv_timer_t flush;
-        uv_prepare_t flush_idle; /* a write goes when the loop has nothing else to do */
-        usec_t flush_wanted;     /* ... held since (0: not held) */
-        /* ... and not in the turn that made it: the loop polls once between
-         * (an API request that came meanwhile is answered first; the
-         * write and the flush are two slices, not one). Counts turns. */
-        uv_idle_t flush_turn;
-        unsigned flush_turns;
-        usec_t flush_asked;          /* when the flush that waits was first asked for */
-        fobj *staged, **staged_tail; /* local changes not yet split (mirror.c) */
-        fwaiter *waiters;
-        /* events.c: the events (P/v1/events/: p_events) */
-        tend_hashmap *ev_out; /* "ns/name" → JSON: this node's, to be written */
-        tend_hashmap *ev_in;  /* "ns/name" → JSON (null: deleted): etcd's, to be applied */
-        uv_timer_t ev_timer;
-        usec_t ev_last; /* monotonic: the last write (or try) */
-        bool ev_txn_out, ev_granting, ev_dropping;
-        uv_timer_t ev_apply; /* ev_in into the local store, a moment after it fills */
-        bool ev_failing;     /* the last write was refused (said once) */
-        double ev_tokens;    /* the write budget (EV_RATE a second, EV_BURST at most) */
-        usec_t ev_refilled;
-        int64_t ev_lease; /* the lease events are written on; 0: none yet */
-        usec_t ev_lease_at;
-        char *ev_sent_keys[FLEET_EV_BATCH];
-        json_t *ev_sent[FLEET_EV_BATCH];
-        size_t n_ev_sent;
-        bool agent_leading;   /* what the agent was last told */
-        usec_t leading_since; /* monotonic: this term's start */
-        uv_timer_t lifecycle; /* the leader's node lifecycle, every 500 ms */
-        usec_t compact_at;    /* monotonic: the leader's next compaction; 0: none planned */
-        int64_t compact_rev;  /* ... to this revision (the mirror's, an interval before) */
-        bool disrupted;       /* the mass-loss guard holds (said once) */
-        bool fenced;          /* fence-policy pods must stop (told to the agent) */
-        bool ever_joined;     /* the first join completed */
-        int64_t listed_lease; /* the lease the mirror was last listed on */
+        int64_t listed_lease;                  /* the lease the mirror was last listed on */
         int64_t claimed_lease, claim_revision; /* the name claimed on this lease, then */
-        plan_node *sched;                      /* fleet_agent_nodes()'s answer */
-        spec_map *sched_labels;                /* ... its nodes' labels */
-        size_t n_sched_labels;
+        fleet_elect el;
+        fleet_nodeset nd;
+        fleet_mirror m;
+        fleet_acks acks;
+        fleet_events ev;
+        fleet_life life;
 };
 
 /* member.c */

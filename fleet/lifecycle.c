@@ -11,19 +11,19 @@
 /* ---- the agent's view of the fleet (agent_fleet) ------------------------------------------- */
 
 void fleet__sched_free(fleet *f) {
-        for (size_t i = 0; f->sched_labels && i < f->n_sched_labels; i++)
-                spec_map_done(&f->sched_labels[i]);
-        free(f->sched_labels);
-        free(f->sched);
-        f->sched_labels = NULL;
-        f->sched = NULL;
+        for (size_t i = 0; f->life.sched_labels && i < f->life.n_sched_labels; i++)
+                spec_map_done(&f->life.sched_labels[i]);
+        free(f->life.sched_labels);
+        free(f->life.sched);
+        f->life.sched_labels = NULL;
+        f->life.sched = NULL;
 }
 
 bool fleet_agent_leading(void *userdata) {
         fleet *f = *(fleet **) userdata;
         bool leads = f && f->joined && fleet__agent_leads(f);
 
-        if (f && leads != f->agent_leading)
+        if (f && leads != f->life.agent_leading)
                 fleet__schedule_flush(f, 0); /* its settle tells the agent: a resync */
         return leads;
 }
@@ -38,12 +38,12 @@ size_t fleet_agent_nodes(void *userdata, const plan_node **ret) {
         if (!f)
                 return 0;
         fleet__sched_free(f);
-        f->sched = new0(plan_node, tend_hashmap_size(f->nodes) + 1);
-        f->sched_labels = new0(spec_map, tend_hashmap_size(f->nodes) + 1);
-        f->n_sched_labels = f->sched_labels ? tend_hashmap_size(f->nodes) + 1 : 0;
-        if (!f->sched || !f->sched_labels)
+        f->life.sched = new0(plan_node, tend_hashmap_size(f->nd.map) + 1);
+        f->life.sched_labels = new0(spec_map, tend_hashmap_size(f->nd.map) + 1);
+        f->life.n_sched_labels = f->life.sched_labels ? tend_hashmap_size(f->nd.map) + 1 : 0;
+        if (!f->life.sched || !f->life.sched_labels)
                 return 0;
-        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &key, &v);) {
+        for (size_t i = 0; tend_hashmap_next(f->nd.map, &i, &key, &v);) {
                 const fnode *fn = v;
                 const char *cap = json_string_value(json_object_get(
                         json_object_get(json_object_get(fn->node, "status"), "capacity"), "pods"));
@@ -57,27 +57,27 @@ size_t fleet_agent_nodes(void *userdata, const plan_node **ret) {
                 json_t *lv;
                 json_object_foreach (labels, lk, lv)
                         if (json_is_string(lv) &&
-                            spec_map_set(&f->sched_labels[n], lk, json_string_value(lv)) < 0)
+                            spec_map_set(&f->life.sched_labels[n], lk, json_string_value(lv)) < 0)
                                 return 0; /* out of memory: no node fits, for now */
-                f->sched[n] = (plan_node){
+                f->life.sched[n] = (plan_node){
                         .name = fn->name,
                         .ready = fn->holder != NULL,
                         .unschedulable = json_is_true(json_object_get(
                                 json_object_get(fn->node, "spec"), "unschedulable")),
                         .capacity = (int32_t) MIN(MAX(c, 0), INT32_MAX),
-                        .labels = &f->sched_labels[n],
+                        .labels = &f->life.sched_labels[n],
                 };
                 n++;
         }
-        *ret = f->sched;
+        *ret = f->life.sched;
         return n;
 }
 
 bool fleet_agent_in_etcd(void *userdata, const spec_pod *p) {
         fleet *f = *(fleet **) userdata;
-        fobj *o = f && f->objs ? fleet__fobj_get(f, STORE_POD, p->metadata.namespace,
-                                                 p->metadata.name, false)
-                               : NULL;
+        fobj *o = f && f->m.objs ? fleet__fobj_get(f, STORE_POD, p->metadata.namespace,
+                                                   p->metadata.name, false)
+                                 : NULL;
         if (o && o->main)
                 return true;
         if (f && f->listed_lease)
@@ -90,7 +90,7 @@ bool fleet_agent_in_etcd(void *userdata, const spec_pod *p) {
 
 bool fleet_agent_node_lost(void *userdata, const char *node) {
         fleet *f = *(fleet **) userdata;
-        const fnode *n = f ? tend_hashmap_get(f->nodes, node) : NULL;
+        const fnode *n = f ? tend_hashmap_get(f->nd.map, node) : NULL;
         return n && !n->holder;
 }
 
@@ -143,26 +143,26 @@ static void on_compacted(const etcd_result *r, void *userdata) {
  * less than that goes on without a relist. */
 static void compact(fleet *f, usec_t now) {
         if (!f->c.compaction || !fleet__agent_leads(f) || !f->e) {
-                f->compact_at = 0;
+                f->life.compact_at = 0;
                 return;
         }
-        if (f->compact_at && now < f->compact_at)
+        if (f->life.compact_at && now < f->life.compact_at)
                 return;
-        if (f->compact_at && f->compact_rev > 0)
-                (void) etcd_compact(f->e, f->compact_rev, on_compacted, f);
-        f->compact_rev = f->revision;
-        f->compact_at = now + f->c.compaction;
+        if (f->life.compact_at && f->life.compact_rev > 0)
+                (void) etcd_compact(f->e, f->life.compact_rev, on_compacted, f);
+        f->life.compact_rev = f->revision;
+        f->life.compact_at = now + f->c.compaction;
 }
 
 static void on_lifecycle(uv_timer_t *t) {
         fleet *f = t->data;
         bool fenced = is_fenced(f);
 
-        if (f->waiters) /* their deadlines, whatever etcd does */
+        if (f->acks.waiters) /* their deadlines, whatever etcd does */
                 fleet__check_waiters(f);
 
-        if (fenced != f->fenced && f->c.agent) {
-                f->fenced = fenced;
+        if (fenced != f->life.fenced && f->c.agent) {
+                f->life.fenced = fenced;
                 log_info("fleet: %s",
                          fenced ? "cut off from etcd: pods under tend.io/node-lost-policy: "
                                   "fence stop"
@@ -170,7 +170,7 @@ static void on_lifecycle(uv_timer_t *t) {
                 agent_fleet_changed(f->c.agent);
         }
         usec_t now = now_monotonic();
-        size_t n = tend_hashmap_size(f->nodes), k = 0, held = 0, n_pods;
+        size_t n = tend_hashmap_size(f->nd.map), k = 0, held = 0, n_pods;
         _cleanup_free_ plan_node_state *st = new0(plan_node_state, n + 1);
         _cleanup_free_ plan_node_verdict *v = new0(plan_node_verdict, n + 1);
         _cleanup_strv_free_ char **unknown = NULL;
@@ -182,32 +182,32 @@ static void on_lifecycle(uv_timer_t *t) {
         compact(f, now);
         if (!f->c.agent || !f->joined || !fleet__agent_leads(f) || !st || !v)
                 return;
-        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &key, &val) && k < n;) {
+        for (size_t i = 0; tend_hashmap_next(f->nd.map, &i, &key, &val) && k < n;) {
                 const fnode *fn = val;
                 /* a new leader starts the clocks at its takeover */
                 st[k++] = (plan_node_state){ .name = fn->name,
                                              .live = fn->holder != NULL,
-                                             .lost_since = MAX(fn->lost_mono, f->leading_since) };
+                                             .lost_since = MAX(fn->lost_mono, f->el.since) };
         }
-        view = plan_node_lifecycle(st, k, now, f->c.lost_after, PLAN_FLEET_DISRUPTION,
-                                   f->leading_since, (usec_t) f->c.ttl * USEC_PER_SEC, v);
+        view = plan_node_lifecycle(st, k, now, f->c.lost_after, PLAN_FLEET_DISRUPTION, f->el.since,
+                                   (usec_t) f->c.ttl * USEC_PER_SEC, v);
         for (size_t i = 0; i < k; i++)
                 if (v[i] == PLAN_NODE_EVICT)
                         (void) agent_evict_node(f->c.agent, st[i].name, false,
                                                 now - MIN(st[i].lost_since, now));
                 else if (v[i] == PLAN_NODE_HOLD)
                         held++;
-        if (view.disrupted && held && !f->disrupted)
+        if (view.disrupted && held && !f->life.disrupted)
                 log_warning("fleet: %zu of %zu nodes lost their leases together (or this node "
                             "leads since less than a TTL): evicting nothing until they come back "
                             "(FleetDisruption)",
                             held, k);
-        f->disrupted = view.disrupted && held;
+        f->life.disrupted = view.disrupted && held;
         /* pods of a node that was deleted (no Node, no lease): removed */
-        n_pods = store_list(f->store, STORE_POD, &pods);
+        n_pods = store_list(f->m.store, STORE_POD, &pods);
         for (size_t i = 0; i < n_pods; i++) {
                 const char *node = ((const spec_pod *) pods[i])->spec.node_name;
-                if (node && !tend_hashmap_get(f->nodes, node) && !strv_contains(unknown, node))
+                if (node && !tend_hashmap_get(f->nd.map, node) && !strv_contains(unknown, node))
                         (void) strv_extend(&unknown, node);
         }
         for (size_t i = 0; unknown && unknown[i]; i++)
@@ -215,5 +215,5 @@ static void on_lifecycle(uv_timer_t *t) {
 }
 
 void fleet__lifecycle_start(fleet *f) {
-        uv_timer_start(&f->lifecycle, on_lifecycle, 500, 500);
+        uv_timer_start(&f->life.timer, on_lifecycle, 500, 500);
 }

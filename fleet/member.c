@@ -95,11 +95,11 @@ static void save_lease(fleet *f) {
 
 /* Applies one key of P/v1/ (value NULL: deleted). */
 void fleet__mirror_apply(fleet *f, const etcd_kv *kv, bool deleted) {
-        if (streq(kv->key, f->k_leader)) {
+        if (streq(kv->key, f->el.key)) {
                 fleet__leader_seen(f, deleted ? NULL : kv);
                 return;
         }
-        if (f->objs && (fleet__objects_key(f, kv, deleted) || fleet__events_key(f, kv, deleted)))
+        if (f->m.objs && (fleet__objects_key(f, kv, deleted) || fleet__events_key(f, kv, deleted)))
                 return;
         (void) fleet__nodes_key(f, kv, deleted);
 }
@@ -145,7 +145,7 @@ static void watch_start(fleet *f) {
  * "since", and the log, change only for what did change). */
 static void mirror_forget_missing(fleet *f, const etcd_result *r) {
         _cleanup_(tend_hashmap_freep) tend_hashmap *present = tend_hashmap_new();
-        size_t n = tend_hashmap_size(f->nodes), k = 0;
+        size_t n = tend_hashmap_size(f->nd.map), k = 0;
         _cleanup_strv_free_ char **names = new0(char *, n + 1);
         const char *key;
         void *v;
@@ -156,7 +156,7 @@ static void mirror_forget_missing(fleet *f, const etcd_result *r) {
         }
         for (size_t i = 0; i < r->n_kvs; i++)
                 (void) tend_hashmap_put(present, r->kvs[i].key, (void *) 1, NULL);
-        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &key, &v);)
+        for (size_t i = 0; tend_hashmap_next(f->nd.map, &i, &key, &v);)
                 if (k < n && (names[k] = strdup(key)))
                         k++;
         for (size_t i = 0; i < k; i++) {
@@ -187,12 +187,12 @@ static void on_list(const etcd_result *r, void *userdata) {
                 return;
         }
         mirror_forget_missing(f, r);
-        if (f->objs)
+        if (f->m.objs)
                 fleet__objects_relisted(f, r);
         bool has_leader = false;
         for (size_t i = 0; i < r->n_kvs; i++) {
                 fleet__mirror_apply(f, &r->kvs[i], false);
-                has_leader = has_leader || streq(r->kvs[i].key, f->k_leader);
+                has_leader = has_leader || streq(r->kvs[i].key, f->el.key);
         }
         f->revision = r->revision;
         f->listed_lease = f->lease;
@@ -201,8 +201,8 @@ static void on_list(const etcd_result *r, void *userdata) {
                 fnode *me = fleet__node(f, f->node_name, false);
                 f->joined = f->ever_joined = true;
                 log_info("fleet: joined as node/%s (lease %" PRIx64 "); %zu node%s in the fleet",
-                         f->node_name, (uint64_t) f->lease, tend_hashmap_size(f->nodes),
-                         tend_hashmap_size(f->nodes) == 1 ? "" : "s");
+                         f->node_name, (uint64_t) f->lease, tend_hashmap_size(f->nd.map),
+                         tend_hashmap_size(f->nd.map) == 1 ? "" : "s");
                 if (me)
                         me->since = now_realtime();
                 f->on_joined(0, NULL, f->userdata);
@@ -593,11 +593,11 @@ static void on_handle_closed(uv_handle_t *h) {
 
         if (--f->open_handles > 0)
                 return;
-        for (size_t i = 0; f->nodes && tend_hashmap_next(f->nodes, &i, &k, &v);)
+        for (size_t i = 0; f->nd.map && tend_hashmap_next(f->nd.map, &i, &k, &v);)
                 fleet__node_free(v);
         fleet__objects_free(f);
         fleet__sched_free(f);
-        tend_hashmap_free(f->nodes);
+        tend_hashmap_free(f->nd.map);
         strv_free(f->endpoints);
         json_decref(f->labels);
         free(f->prefix);
@@ -610,8 +610,8 @@ static void on_handle_closed(uv_handle_t *h) {
         free(f->p_events);
         free(f->p_nodes);
         free(f->p_leases);
-        free(f->k_leader);
-        free(f->leader);
+        free(f->el.key);
+        free(f->el.leader);
         free(f->refusal);
         free(f);
 }
@@ -657,24 +657,24 @@ void fleet_close(fleet *f) {
         uv_timer_stop(&f->retry.timer);
         uv_timer_stop(&f->remirror.timer);
         uv_timer_stop(&f->deadline.timer);
-        uv_timer_stop(&f->elect);
+        uv_timer_stop(&f->el.timer);
         f->retry.timer.data = f->remirror.timer.data = f->deadline.timer.data = f;
         uv_close((uv_handle_t *) &f->deadline.timer, on_handle_closed);
         uv_close((uv_handle_t *) &f->retry.timer, on_handle_closed);
         uv_close((uv_handle_t *) &f->remirror.timer, on_handle_closed);
-        uv_close((uv_handle_t *) &f->elect, on_handle_closed);
-        uv_timer_stop(&f->flush);
-        uv_close((uv_handle_t *) &f->flush, on_handle_closed);
-        uv_prepare_stop(&f->flush_idle);
-        uv_close((uv_handle_t *) &f->flush_idle, on_handle_closed);
-        uv_idle_stop(&f->flush_turn);
-        uv_close((uv_handle_t *) &f->flush_turn, on_handle_closed);
-        uv_timer_stop(&f->ev_timer);
-        uv_close((uv_handle_t *) &f->ev_timer, on_handle_closed);
-        uv_timer_stop(&f->ev_apply);
-        uv_close((uv_handle_t *) &f->ev_apply, on_handle_closed);
-        uv_timer_stop(&f->lifecycle);
-        uv_close((uv_handle_t *) &f->lifecycle, on_handle_closed);
+        uv_close((uv_handle_t *) &f->el.timer, on_handle_closed);
+        uv_timer_stop(&f->m.flush);
+        uv_close((uv_handle_t *) &f->m.flush, on_handle_closed);
+        uv_prepare_stop(&f->m.flush_idle);
+        uv_close((uv_handle_t *) &f->m.flush_idle, on_handle_closed);
+        uv_idle_stop(&f->m.flush_turn);
+        uv_close((uv_handle_t *) &f->m.flush_turn, on_handle_closed);
+        uv_timer_stop(&f->ev.timer);
+        uv_close((uv_handle_t *) &f->ev.timer, on_handle_closed);
+        uv_timer_stop(&f->ev.apply);
+        uv_close((uv_handle_t *) &f->ev.apply, on_handle_closed);
+        uv_timer_stop(&f->life.timer);
+        uv_close((uv_handle_t *) &f->life.timer, on_handle_closed);
 }
 
 int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why, void *userdata),
@@ -699,7 +699,7 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
         f->node_name = strdup(c->node_name);
         f->labels = c->labels ? json_incref(c->labels) : json_object();
         f->state_file = strprintf("%s/fleet.json", c->state_dir);
-        f->nodes = tend_hashmap_new();
+        f->nd.map = tend_hashmap_new();
         if (f->prefix) {
                 f->k_schema = strprintf("%s/v1/schema", f->prefix);
                 f->k_node = strprintf("%s/v1/nodes/%s", f->prefix, strempty(f->node_name));
@@ -708,7 +708,7 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
                 f->p_events = strprintf("%s/v1/events/", f->prefix);
                 f->p_nodes = strprintf("%s/v1/nodes/", f->prefix);
                 f->p_leases = strprintf("%s/v1/nodeleases/", f->prefix);
-                f->k_leader = strprintf("%s/v1/leader", f->prefix);
+                f->el.key = strprintf("%s/v1/leader", f->prefix);
         }
         uv_timer_init(c->loop, &f->retry.timer);
         uv_timer_init(c->loop, &f->remirror.timer);
@@ -717,27 +717,27 @@ int fleet_join(const fleet_config *c, void (*joined)(int error, const char *why,
         f->deadline.timer.data = &f->deadline;
         f->retry.timer.data = &f->retry;
         f->remirror.timer.data = &f->remirror;
-        uv_timer_init(c->loop, &f->elect);
-        f->elect.data = f;
-        uv_timer_init(c->loop, &f->flush);
-        f->flush.data = f;
-        uv_prepare_init(c->loop, &f->flush_idle);
-        f->flush_idle.data = f;
-        uv_idle_init(c->loop, &f->flush_turn);
-        f->flush_turn.data = f;
-        uv_timer_init(c->loop, &f->ev_timer);
-        f->ev_timer.data = f;
-        uv_timer_init(c->loop, &f->ev_apply);
-        f->ev_apply.data = f;
-        uv_timer_init(c->loop, &f->lifecycle);
-        f->lifecycle.data = f;
+        uv_timer_init(c->loop, &f->el.timer);
+        f->el.timer.data = f;
+        uv_timer_init(c->loop, &f->m.flush);
+        f->m.flush.data = f;
+        uv_prepare_init(c->loop, &f->m.flush_idle);
+        f->m.flush_idle.data = f;
+        uv_idle_init(c->loop, &f->m.flush_turn);
+        f->m.flush_turn.data = f;
+        uv_timer_init(c->loop, &f->ev.timer);
+        f->ev.timer.data = f;
+        uv_timer_init(c->loop, &f->ev.apply);
+        f->ev.apply.data = f;
+        uv_timer_init(c->loop, &f->life.timer);
+        f->life.timer.data = f;
         f->open_handles = 10;
         if (gethostname(f->hostname, sizeof f->hostname - 1) < 0)
                 strcpy(f->hostname, "localhost");
         read_boot_id(f->boot_id);
         if (!f->endpoints || !f->prefix || !f->node_name || !f->labels || !f->state_file ||
-            !f->nodes || !f->k_schema || !f->k_node || !f->k_lease || !f->p_all || !f->p_events ||
-            !f->p_nodes || !f->p_leases || !f->k_leader) {
+            !f->nd.map || !f->k_schema || !f->k_node || !f->k_lease || !f->p_all || !f->p_events ||
+            !f->p_nodes || !f->p_leases || !f->el.key) {
                 fleet_close(f);
                 return -ENOMEM;
         }

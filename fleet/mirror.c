@@ -80,7 +80,7 @@ static void fobj_free(fobj *o) {
 
 fobj *fleet__fobj_get(fleet *f, store_kind k, const char *ns, const char *name, bool create) {
         _cleanup_free_ char *key = fleet__obj_key(k, ns, name);
-        fobj *o = key ? tend_hashmap_get(f->objs, key) : NULL;
+        fobj *o = key ? tend_hashmap_get(f->m.objs, key) : NULL;
 
         if (o || !create || !key)
                 return o;
@@ -90,7 +90,7 @@ fobj *fleet__fobj_get(fleet *f, store_kind k, const char *ns, const char *name, 
         o->kind = k;
         o->ns = strdup(strempty(ns));
         o->name = strdup(strempty(name));
-        if (!o->ns || !o->name || tend_hashmap_put(f->objs, key, o, NULL) < 0) {
+        if (!o->ns || !o->name || tend_hashmap_put(f->m.objs, key, o, NULL) < 0) {
                 fobj_free(o);
                 return NULL;
         }
@@ -104,7 +104,7 @@ static void fobj_maybe_forget(fleet *f, fobj *o) {
         if (o->main || o->status || o->dirty || o->in_flight || o->apply || o->gone)
                 return;
         key = fleet__obj_key(o->kind, o->ns, o->name);
-        if (key && tend_hashmap_remove(f->objs, key) == o)
+        if (key && tend_hashmap_remove(f->m.objs, key) == o)
                 fobj_free(o);
 }
 
@@ -212,12 +212,12 @@ static int stop_gone_pod(fleet *f, fobj *o, const spec_pod *p) {
         n->metadata.deletion_grace_period_seconds = n->spec.termination_grace_period_seconds;
         o->gone = true;
         log_info("fleet: pod/%s is gone from etcd; stopping it here", p->metadata.name);
-        return store_put(f->store, STORE_POD, n, NULL);
+        return store_put(f->m.store, STORE_POD, n, NULL);
 }
 
 /* The local object becomes what etcd has. */
 static int apply_local(fleet *f, fobj *o) {
-        const void *cur = store_get(f->store, o->kind, o->ns, o->name);
+        const void *cur = store_get(f->m.store, o->kind, o->ns, o->name);
         const spec_type *t = store_kind_type(o->kind);
         _cleanup_(json_decrefp) json_t *j = NULL;
         spec_errors errs = {};
@@ -237,7 +237,7 @@ static int apply_local(fleet *f, fobj *o) {
                 if (o->kind == STORE_POD && streq_ptr(meta_node(o->kind, cur), f->node_name) &&
                     !spec_pod_terminal(cur))
                         return stop_gone_pod(f, o, cur);
-                return store_delete(f->store, o->kind, o->ns, o->name);
+                return store_delete(f->m.store, o->kind, o->ns, o->name);
         }
         o->gone = false;
         /* what this node has not sent yet stays, over etcd's */
@@ -273,7 +273,7 @@ static int apply_local(fleet *f, fobj *o) {
                         return 0;
                 }
         }
-        return store_put(f->store, o->kind, obj, NULL);
+        return store_put(f->m.store, o->kind, obj, NULL);
 }
 
 /* A key of the objects: etcd's value (deleted: gone). Applied to the
@@ -349,7 +349,7 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
         /* (objs_dirty too: from a refused txn's refresh(), the settle that
          * follows applies it at once, and a request meanwhile is not judged
          * on the old copy) */
-        o->apply = f->objs_dirty = true;
+        o->apply = f->m.dirty = true;
 }
 
 bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted) {
@@ -388,7 +388,7 @@ bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted) {
         fobj *o = nsd ? fleet__fobj_get(f, (store_kind) k, nsd, slash + 1, !deleted) : NULL;
         if (o) {
                 remote(f, o, status, kv, deleted);
-                f->objs_dirty = true;
+                f->m.dirty = true;
         }
         return true;
 }
@@ -406,7 +406,7 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r) {
                 return;
         for (size_t i = 0; i < r->n_kvs; i++)
                 (void) tend_hashmap_put(present, r->kvs[i].key, (void *) 1, NULL);
-        for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
+        for (size_t i = 0; tend_hashmap_next(f->m.objs, &i, &key, &v);) {
                 fobj *o = v;
                 for (int s = 0; s < 2; s++) {
                         _cleanup_free_ char *ek = etcd_key(f, o, s);
@@ -416,7 +416,7 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r) {
         }
         for (int k = 0; k < FLEET_KINDS; k++) {
                 const void *const *items;
-                size_t n = store_list(f->store, (store_kind) k, &items);
+                size_t n = store_list(f->m.store, (store_kind) k, &items);
                 for (size_t i = 0; i < n; i++) {
                         const spec_meta *m = spec_object_meta(items[i]);
                         fobj *o = fleet__fobj_get(f, (store_kind) k, m->namespace, m->name, true);
@@ -425,7 +425,7 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r) {
                 }
         }
         fleet__events_relisted(f, r);
-        f->objs_dirty = true;
+        f->m.dirty = true;
         fleet__schedule_flush(f, 0); /* what was written here before (re)joining */
 }
 
@@ -439,20 +439,20 @@ void fleet__schedule_flush(fleet *f, uint64_t msec) {
         if (f->closing)
                 return;
         if (msec) {
-                if (!uv_is_active((uv_handle_t *) &f->flush))
-                        uv_timer_start(&f->flush, fleet__objects_flush_cb, msec, 0);
+                if (!uv_is_active((uv_handle_t *) &f->m.flush))
+                        uv_timer_start(&f->m.flush, fleet__objects_flush_cb, msec, 0);
                 return;
         }
         usec_t now = now_monotonic();
-        if (!uv_is_active((uv_handle_t *) &f->flush_idle)) {
-                f->flush_asked = now;
-                uv_prepare_start(&f->flush_idle, fleet__objects_flush_idle_cb);
+        if (!uv_is_active((uv_handle_t *) &f->m.flush_idle)) {
+                f->m.flush_asked = now;
+                uv_prepare_start(&f->m.flush_idle, fleet__objects_flush_idle_cb);
         }
         /* a poll between this write and the flush (a write in the turn
          * that was to flush puts it off), unless it waited FLUSH_POLL_MAX */
-        if (now - f->flush_asked < FLUSH_POLL_MAX) {
-                f->flush_turns = 0;
-                uv_idle_start(&f->flush_turn, fleet__objects_flush_turn_cb);
+        if (now - f->m.flush_asked < FLUSH_POLL_MAX) {
+                f->m.flush_turns = 0;
+                uv_idle_start(&f->m.flush_turn, fleet__objects_flush_turn_cb);
         }
 }
 
@@ -460,31 +460,31 @@ void fleet__schedule_flush(fleet *f, uint64_t msec) {
 void fleet__objects_flush_turn_cb(uv_idle_t *h) {
         fleet *f = h->data;
 
-        if (++f->flush_turns >= 2)
+        if (++f->m.flush_turns >= 2)
                 uv_idle_stop(h); /* a poll has come between */
 }
 
 void fleet__objects_flush_idle_cb(uv_prepare_t *h) {
         fleet *f = h->data;
 
-        if (uv_is_active((uv_handle_t *) &f->flush_turn))
+        if (uv_is_active((uv_handle_t *) &f->m.flush_turn))
                 return;
         /* more work queued for this turn of the loop (an idle handle, a
          * timer due): it may write more */
         if (uv_backend_timeout(h->loop) == 0) {
                 usec_t now = now_monotonic();
-                if (!f->flush_wanted)
-                        f->flush_wanted = now;
-                if (now - f->flush_wanted < FLUSH_HOLD)
+                if (!f->m.flush_wanted)
+                        f->m.flush_wanted = now;
+                if (now - f->m.flush_wanted < FLUSH_HOLD)
                         return;
         }
-        f->flush_wanted = 0;
-        if (f->staged) {
+        f->m.flush_wanted = 0;
+        if (f->m.staged) {
                 /* the staged changes first, in this turn; the flush in one
                  * after it (and after a poll) */
                 bool more = fleet__unstage(f, UNSTAGE_SLICE);
-                f->flush_turns = 0;
-                uv_idle_start(&f->flush_turn, fleet__objects_flush_turn_cb);
+                f->m.flush_turns = 0;
+                uv_idle_start(&f->m.flush_turn, fleet__objects_flush_turn_cb);
                 if (!more)
                         fleet__check_waiters(f); /* (a change that etcd has already) */
                 return;
@@ -498,7 +498,7 @@ void fleet__objects_flush_idle_cb(uv_prepare_t *h) {
  * they are to be written. false: out of memory (the change is sent at
  * the next resync). */
 static bool unstage_one(fleet *f, fobj *o) {
-        const void *obj = o->staged_deleted ? NULL : store_get(f->store, o->kind, o->ns, o->name);
+        const void *obj = o->staged_deleted ? NULL : store_get(f->m.store, o->kind, o->ns, o->name);
         json_t *main = NULL, *status = NULL;
         bool was_dirty = o->staged_was_dirty, node_write, deleted = !obj, same_main, same_status;
         int64_t term;
@@ -557,14 +557,14 @@ static bool unstage_one(fleet *f, fobj *o) {
 bool fleet__unstage(fleet *f, usec_t budget) {
         usec_t start = budget ? now_monotonic() : 0;
 
-        while (f->staged) {
-                fobj *o = f->staged;
-                f->staged = o->next_staged;
+        while (f->m.staged) {
+                fobj *o = f->m.staged;
+                f->m.staged = o->next_staged;
                 o->next_staged = NULL;
-                if (!f->staged)
-                        f->staged_tail = &f->staged;
+                if (!f->m.staged)
+                        f->m.staged_tail = &f->m.staged;
                 (void) unstage_one(f, o);
-                if (budget && f->staged && now_monotonic() - start >= budget)
+                if (budget && f->m.staged && now_monotonic() - start >= budget)
                         return true;
         }
         return false;
@@ -579,7 +579,7 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
         int64_t term;
         fobj *o;
 
-        if (f->applying)
+        if (f->m.applying)
                 return;
         if (kind == STORE_EVENT) {
                 fleet__events_local(f, change, obj);
@@ -598,18 +598,18 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
                 return;
         }
         fleet__acks_note(f, kind, o->ns, o->name); /* (of the API request being answered) */
-        term = f->leading ? f->fence : 0;
+        term = f->el.leading ? f->el.fence : 0;
         if (!o->staged) {
                 o->staged = true;
                 o->staged_was_dirty = o->dirty;
                 o->staged_term = term;
-                *f->staged_tail = o;
-                f->staged_tail = &o->next_staged;
+                *f->m.staged_tail = o;
+                f->m.staged_tail = &o->next_staged;
         } else
                 o->staged_term = MAX(o->staged_term, term);
         o->staged_deleted = change == STORE_DELETED;
         o->dirty = true;
-        o->seq = ++f->seq;
+        o->seq = ++f->m.seq;
         if (!o->pending_from)
                 o->pending_from = o->seq;
         fleet__schedule_flush(f, 0);
@@ -623,7 +623,7 @@ void fleet__undo(fleet *f, fobj *o, unsigned code) {
         o->dirty = o->dirty_main = o->dirty_status = false;
         o->pending_from = 0;
         o->apply = true;
-        f->objs_dirty = true;
+        f->m.dirty = true;
 }
 
 /* The compares and operations of o's write, and in fail what etcd has of
@@ -711,14 +711,14 @@ static void settle_sent(fleet *f, fobj *o, bool changed) {
 
 static void flush(fleet *f) {
         _cleanup_(json_decrefp) json_t *cmp = NULL, *ops = NULL, *fail = NULL;
-        int64_t term = f->leading ? f->fence : 0, batch_fence = -1;
+        int64_t term = f->el.leading ? f->el.fence : 0, batch_fence = -1;
         size_t room = BATCH_BYTES;
         const char *key;
         void *v;
         int rr;
 
         fleet__unstage(f, 0);
-        if (f->txn_out || !f->joined || f->closing || !f->e)
+        if (f->m.txn_out || !f->joined || f->closing || !f->e)
                 return;
         cmp = json_array();
         ops = json_array();
@@ -727,14 +727,14 @@ static void flush(fleet *f) {
                 fleet__schedule_flush(f, 1000);
                 return;
         }
-        f->n_sent = 0;
+        f->m.n_sent = 0;
         /* A batch is the leader's (fenced) or a node's own, never both: a
          * fence that fails must not take a node's own writes with it. They
          * take turns, so that neither waits for good. */
-        for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
+        for (size_t i = 0; tend_hashmap_next(f->m.objs, &i, &key, &v);) {
                 const fobj *o = v;
                 if (o->dirty && !o->in_flight && (!o->fence_at || o->fence_at == term) &&
-                    (o->fence_at != 0) != f->last_fenced) {
+                    (o->fence_at != 0) != f->m.last_fenced) {
                         batch_fence = o->fence_at;
                         break;
                 }
@@ -744,10 +744,10 @@ static void flush(fleet *f) {
          * something of a kind is left for the next batch of this kind, so is
          * every later kind (both are the leader's: the same kind of batch) */
         bool left = false;
-        for (int k = 0; k < FLEET_KINDS && f->n_sent < BATCH_MAX && !left; k++)
-                for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
+        for (int k = 0; k < FLEET_KINDS && f->m.n_sent < BATCH_MAX && !left; k++)
+                for (size_t i = 0; tend_hashmap_next(f->m.objs, &i, &key, &v);) {
                         fobj *o = v;
-                        if (f->n_sent >= BATCH_MAX || room == 0) {
+                        if (f->m.n_sent >= BATCH_MAX || room == 0) {
                                 left = true;
                                 break;
                         }
@@ -793,25 +793,25 @@ static void flush(fleet *f) {
                         json_decref(o->sent_status);
                         o->sent_main = json_incref(o->want_main);
                         o->sent_status = json_incref(o->want_status);
-                        f->sent[f->n_sent++] = o;
+                        f->m.sent[f->m.n_sent++] = o;
                 }
-        if (f->n_sent == 0) {
+        if (f->m.n_sent == 0) {
                 fleet__objects_settle(f);
                 return;
         }
-        f->last_fenced = batch_fence > 0;
-        if (f->last_fenced)
+        f->m.last_fenced = batch_fence > 0;
+        if (f->m.last_fenced)
                 (void) json_array_append_new(
-                        cmp, etcd_cmp_revision(f->k_leader, "create", "EQUAL", batch_fence));
+                        cmp, etcd_cmp_revision(f->el.key, "create", "EQUAL", batch_fence));
         rr = etcd_txn(f->e, TAKE_PTR(cmp), TAKE_PTR(ops), TAKE_PTR(fail), on_txn, f);
         if (rr < 0) {
-                for (size_t i = 0; i < f->n_sent; i++)
-                        f->sent[i]->in_flight = false;
-                f->n_sent = 0;
+                for (size_t i = 0; i < f->m.n_sent; i++)
+                        f->m.sent[i]->in_flight = false;
+                f->m.n_sent = 0;
                 fleet__schedule_flush(f, 1000);
                 return;
         }
-        f->txn_out = true;
+        f->m.txn_out = true;
 }
 
 void fleet__objects_flush_cb(uv_timer_t *t) {
@@ -886,20 +886,20 @@ static bool rebase(fleet *f, fobj *o, bool sent) {
                         o->pending_from = 0;
                 }
         }
-        o->apply = f->objs_dirty = true;
+        o->apply = f->m.dirty = true;
         return hit;
 }
 
 static void on_txn(const etcd_result *r, void *userdata) {
         fleet *f = userdata;
-        size_t n = f->n_sent, conflicts = 0;
+        size_t n = f->m.n_sent, conflicts = 0;
         bool refused = r->error >= 0 && !r->succeeded;
 
         fleet__unstage(f, 0);
-        f->txn_out = false;
-        f->n_sent = 0;
+        f->m.txn_out = false;
+        f->m.n_sent = 0;
         for (size_t i = 0; i < n; i++) {
-                fobj *o = f->sent[i];
+                fobj *o = f->m.sent[i];
                 bool changed = o->remote_main || o->remote_status, echoed = o->echoed;
                 o->in_flight = false;
                 o->echoed = false;
@@ -919,7 +919,7 @@ static void on_txn(const etcd_result *r, void *userdata) {
                 if (changed && r->error < 0)
                         (void) rebase(f, o, true); /* before it is sent again */
                 else if (changed && refused)
-                        o->apply = f->objs_dirty = true;
+                        o->apply = f->m.dirty = true;
                 if (r->error < 0 || refused)
                         o->remote_main = o->remote_status = false;
                 if (r->error < 0)
@@ -983,11 +983,11 @@ static void on_txn(const etcd_result *r, void *userdata) {
                  * what was decided here is undone, not sent again */
                 if (!conflicts)
                         for (size_t i = 0; i < n; i++)
-                                if (f->sent[i]->dirty)
-                                        fleet__undo(f, f->sent[i], f->last_fenced ? 503 : 409);
+                                if (f->m.sent[i]->dirty)
+                                        fleet__undo(f, f->m.sent[i], f->m.last_fenced ? 503 : 409);
         }
         for (size_t i = 0; i < n; i++)
-                fobj_maybe_forget(f, f->sent[i]);
+                fobj_maybe_forget(f, f->m.sent[i]);
         fleet__objects_settle(f);
         if (r->error >= 0) /* else the retry, a second later */
                 fleet__schedule_flush(f, 0);
@@ -1002,7 +1002,7 @@ static bool withdraw(fleet *f, const fwaiter *w, unsigned code) {
         bool any = false;
 
         for (size_t i = 0; w->keys && w->keys[i]; i++) {
-                fobj *o = tend_hashmap_get(f->objs, w->keys[i]);
+                fobj *o = tend_hashmap_get(f->m.objs, w->keys[i]);
                 if (!o || o->in_flight || !fleet__acks_unacknowledged(o, w->seq))
                         continue;
                 log_warning("fleet: %s/%s/%s: %s; withdrawn", fleet__kind_name(o->kind), o->ns,
@@ -1029,7 +1029,7 @@ static bool withdraw(fleet *f, const fwaiter *w, unsigned code) {
 static bool withdraw_late(fleet *f, usec_t now) {
         bool any = false;
 
-        for (fwaiter *w = f->waiters; w; w = w->next)
+        for (fwaiter *w = f->acks.waiters; w; w = w->next)
                 if (now >= w->deadline && fleet__acks_pending(f, w->keys, w->seq, false) &&
                     !fleet__acks_pending(f, w->keys, w->seq, true))
                         any |= withdraw(f, w, 504);
@@ -1043,7 +1043,7 @@ static bool withdraw_late(fleet *f, usec_t now) {
 static bool withdraw_failed(fleet *f) {
         bool any = false;
 
-        for (fwaiter *w = f->waiters; w; w = w->next)
+        for (fwaiter *w = f->acks.waiters; w; w = w->next)
                 if (w->failed)
                         any |= withdraw(f, w, w->failed);
         return any;
@@ -1076,12 +1076,12 @@ bool fleet__apply_marked(fleet *f) {
         bool wrote = false;
         int r;
 
-        if (f->objs_dirty && f->store) {
-                f->objs_dirty = false;
-                (void) store_commit(f->store, false); /* a pass's, should one be open */
-                fleet__unstage(f, 0);                 /* (its changes too) */
-                f->applying = true;
-                for (size_t i = 0; tend_hashmap_next(f->objs, &i, &key, &v);) {
+        if (f->m.dirty && f->m.store) {
+                f->m.dirty = false;
+                (void) store_commit(f->m.store, false); /* a pass's, should one be open */
+                fleet__unstage(f, 0);                   /* (its changes too) */
+                f->m.applying = true;
+                for (size_t i = 0; tend_hashmap_next(f->m.objs, &i, &key, &v);) {
                         fobj *o = v;
                         if (!o->apply)
                                 continue;
@@ -1091,14 +1091,14 @@ bool fleet__apply_marked(fleet *f) {
                                                   key);
                         wrote = true;
                 }
-                r = store_commit(f->store, false);
+                r = store_commit(f->m.store, false);
                 if (r < 0)
                         log_warning_errno(r, "fleet: cannot write the mirror to the store: %m");
-                f->applying = false;
+                f->m.applying = false;
                 /* entries that hold nothing any more */
-                size_t n = 0, all = tend_hashmap_size(f->objs);
+                size_t n = 0, all = tend_hashmap_size(f->m.objs);
                 _cleanup_free_ fobj **idle = new0(fobj *, all + 1);
-                for (size_t i = 0; idle && tend_hashmap_next(f->objs, &i, &key, &v);) {
+                for (size_t i = 0; idle && tend_hashmap_next(f->m.objs, &i, &key, &v);) {
                         fobj *o = v;
                         if (!o->main && !o->status && !o->dirty && !o->in_flight && !o->apply &&
                             !o->gone && n < all)
@@ -1113,9 +1113,9 @@ bool fleet__apply_marked(fleet *f) {
 void fleet__objects_settle(fleet *f) {
         bool leads = f->joined && fleet__agent_leads(f), wrote = fleet__apply_marked(f);
 
-        if (f->c.agent && (leads != f->agent_leading || f->nodes_changed)) {
-                f->agent_leading = leads;
-                f->nodes_changed = false;
+        if (f->c.agent && (leads != f->life.agent_leading || f->nd.changed)) {
+                f->life.agent_leading = leads;
+                f->nd.changed = false;
                 agent_fleet_changed(f->c.agent);
         } else if (f->c.agent && wrote)
                 agent_kick(f->c.agent);
@@ -1127,21 +1127,21 @@ int fleet__objects_init(fleet *f) {
 
         if (!f->c.agent)
                 return 0;
-        f->store = agent_get_store(f->c.agent);
-        f->objs = tend_hashmap_new();
-        if (!f->objs)
+        f->m.store = agent_get_store(f->c.agent);
+        f->m.objs = tend_hashmap_new();
+        if (!f->m.objs)
                 return -ENOMEM;
-        f->staged_tail = &f->staged;
+        f->m.staged_tail = &f->m.staged;
         r = fleet__events_init(f);
         if (r < 0)
                 return r;
-        return store_subscribe(f->store, on_local_change, f);
+        return store_subscribe(f->m.store, on_local_change, f);
 }
 
 void fleet__objects_close(fleet *f) {
-        if (f->store)
-                store_unsubscribe(f->store, on_local_change, f);
-        f->store = NULL;
+        if (f->m.store)
+                store_unsubscribe(f->m.store, on_local_change, f);
+        f->m.store = NULL;
         fleet__acks_close(f);
 }
 
@@ -1149,8 +1149,8 @@ void fleet__objects_free(fleet *f) {
         const char *key;
         void *v;
 
-        for (size_t i = 0; f->objs && tend_hashmap_next(f->objs, &i, &key, &v);)
+        for (size_t i = 0; f->m.objs && tend_hashmap_next(f->m.objs, &i, &key, &v);)
                 fobj_free(v);
-        tend_hashmap_free(f->objs);
+        tend_hashmap_free(f->m.objs);
         fleet__events_free(f);
 }

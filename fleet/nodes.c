@@ -24,12 +24,12 @@ void fleet__node_free(fnode *n) {
 }
 
 fnode *fleet__node(fleet *f, const char *name, bool create) {
-        fnode *n = tend_hashmap_get(f->nodes, name);
+        fnode *n = tend_hashmap_get(f->nd.map, name);
 
         if (n || !create)
                 return n;
         n = new0(fnode, 1);
-        if (!n || !(n->name = strdup(name)) || tend_hashmap_put(f->nodes, name, n, NULL) < 0) {
+        if (!n || !(n->name = strdup(name)) || tend_hashmap_put(f->nd.map, name, n, NULL) < 0) {
                 fleet__node_free(n);
                 return NULL;
         }
@@ -40,10 +40,10 @@ void fleet__nodes_clear(fleet *f) {
         const char *k;
         void *v;
 
-        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &k, &v);)
+        for (size_t i = 0; tend_hashmap_next(f->nd.map, &i, &k, &v);)
                 fleet__node_free(v);
-        tend_hashmap_free(f->nodes);
-        f->nodes = tend_hashmap_new();
+        tend_hashmap_free(f->nd.map);
+        f->nd.map = tend_hashmap_new();
 }
 
 /* What a Node's value must be for the API and the scheduler to read it:
@@ -123,7 +123,7 @@ bool fleet__nodes_key(fleet *f, const etcd_kv *kv, bool deleted) {
         n = fleet__node(f, name, !deleted);
         if (!n)
                 return true;
-        f->nodes_changed = true;
+        f->nd.changed = true;
         if (!n->holder && !n->lost_mono)
                 n->lost_mono = now_monotonic(); /* a node seen without its lease */
         if (is_node) {
@@ -170,7 +170,7 @@ bool fleet__nodes_key(fleet *f, const etcd_kv *kv, bool deleted) {
                 }
         }
         if (!n->node && !n->holder) {
-                tend_hashmap_remove(f->nodes, name);
+                tend_hashmap_remove(f->nd.map, name);
                 fleet__node_free(n);
         }
         return true;
@@ -234,7 +234,7 @@ static json_t *node_view(fleet *f, const fnode *n) {
         else
                 msg = strdup("tendd holds no lease for this node: it stopped, or cannot reach "
                              "etcd (its lease expired)");
-        if (!cut && streq_ptr(n->name, f->leader)) { /* kubectl's ROLES column */
+        if (!cut && streq_ptr(n->name, f->el.leader)) { /* kubectl's ROLES column */
                 json_t *m = json_object_get(node, "metadata"), *l = json_object_get(m, "labels");
                 if (!json_is_object(l))
                         json_object_set_new(m, "labels", l = json_object());
@@ -259,7 +259,7 @@ static int cmp_names(const void *a, const void *b) {
 }
 
 json_t *fleet_nodes(fleet *f) {
-        size_t n = tend_hashmap_size(f->nodes), k = 0;
+        size_t n = tend_hashmap_size(f->nd.map), k = 0;
         _cleanup_free_ fnode **v = new0(fnode *, n + 1);
         json_t *a = json_array();
         const char *key;
@@ -267,7 +267,7 @@ json_t *fleet_nodes(fleet *f) {
 
         if (!v || !a)
                 return json_decref(a), NULL;
-        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &key, &val);)
+        for (size_t i = 0; tend_hashmap_next(f->nd.map, &i, &key, &val);)
                 v[k++] = val;
         qsort(v, k, sizeof(fnode *), cmp_names);
         for (size_t i = 0; i < k; i++)
@@ -279,7 +279,7 @@ json_t *fleet_nodes(fleet *f) {
 static void op_free(op *o) {
         fleet *f = o->f;
 
-        for (op **p = &f->ops; *p; p = &(*p)->next)
+        for (op **p = &f->nd.ops; *p; p = &(*p)->next)
                 if (*p == o) {
                         *p = o->next;
                         break;
@@ -372,7 +372,7 @@ static void on_delete_node(const etcd_result *r, void *userdata) {
                 n->node = NULL;
                 n->node_mod = 0;
                 if (!n->holder) {
-                        tend_hashmap_remove(f->nodes, n->name);
+                        tend_hashmap_remove(f->nd.map, n->name);
                         fleet__node_free(n);
                 }
         }
@@ -428,8 +428,8 @@ static op *op_new(fleet *f, const char *name, void (*done)(unsigned, json_t *, v
         o->f = f;
         o->done = done;
         o->req = req;
-        o->next = f->ops;
-        f->ops = o;
+        o->next = f->nd.ops;
+        f->nd.ops = o;
         return o;
 }
 
@@ -467,7 +467,7 @@ int fleet_node_cordon(fleet *f, const char *name, bool value, fleet_done done, v
 void fleet_cancel(fleet *f, void *req) {
 
         fleet__writes_cancel(f, req);
-        for (op *o = f->ops; o; o = o->next)
+        for (op *o = f->nd.ops; o; o = o->next)
                 if (o->req == req) {
                         op_free(o);
                         return;
@@ -475,12 +475,12 @@ void fleet_cancel(fleet *f, void *req) {
 }
 
 void fleet_metrics(fleet *f, tend_buf *b) {
-        size_t ready = 0, all = tend_hashmap_size(f->nodes);
+        size_t ready = 0, all = tend_hashmap_size(f->nd.map);
         usec_t until = f->session ? etcd_session_safe_until(f->session) : 0, now = now_monotonic();
         const char *k;
         void *v;
 
-        for (size_t i = 0; tend_hashmap_next(f->nodes, &i, &k, &v);)
+        for (size_t i = 0; tend_hashmap_next(f->nd.map, &i, &k, &v);)
                 ready += ((fnode *) v)->holder != NULL;
         (void) tend_buf_addf(
                 b,
@@ -520,6 +520,6 @@ char *fleet_stale(fleet *f) {
 }
 
 void fleet__ops_close(fleet *f) {
-        while (f->ops)
-                op_free(f->ops);
+        while (f->nd.ops)
+                op_free(f->nd.ops);
 }
