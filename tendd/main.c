@@ -17,7 +17,6 @@
 
 #include "agent-loop.h"
 #include "tend/api.h"
-#include "fence-keeper.h"
 #include "fleet-api.h"
 #include "manifest-dir.h"
 
@@ -522,7 +521,7 @@ static usec_t drain_until;
 static uv_signal_t sigterm, sigint;
 static fleet *fl;
 static int join_error = 1; /* 1: joining; 0: joined; < 0: failed */
-static fence_client *fc;   /* a fleet's: the fence keeper (fence-keeper.h) */
+static fence_client *fc;   /* a fleet's: the fence keeper (tend/fleet.h) */
 static uv_timer_t fence_tick;
 static bool fence_ticking;
 
@@ -660,7 +659,7 @@ int main(int argc, char **argv) {
         gid_t group = 0;
         int r;
 
-        /* the fence keeper: tendd's own, started by tendd (fence-keeper.h) */
+        /* the fence keeper: tendd's own, started by tendd (tend/fleet.h) */
         if (argc == 3 && streq(argv[1], "--fence-keeper"))
                 return fence_keeper_main(argv[2]);
         log_open("tendd");

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 
-/* The fence keeper (fence-keeper.h, docs/fleet.md §3.10): the keeper's own
+/* The fence keeper (tend/fleet.h, docs/fleet.md §3.10): the keeper's own
  * loop, and tendd's side of its socket. */
 
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "fence-keeper.h"
+#include "tend/fleet.h"
 #include "tend/base.h"
 
 #define KEEP_BATCH 64 /* processes (pidfds) per message */
