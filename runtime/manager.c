@@ -20,11 +20,7 @@
 
 #include "rt-internal.h"
 
-/* ---- lifetimes ------------------------------------------------------------------------- */
-
-void rt__manager_ref(rt_manager *m) {
-        m->refs++;
-}
+/* ---- the manager's end ---------------------------------------------------------------- */
 
 static void manager_free(rt_manager *m) {
         if (m->spawn_stack)
@@ -54,47 +50,8 @@ static void manager_free(rt_manager *m) {
         free(m);
 }
 
-void rt__manager_unref(rt_manager *m) {
-        if (--m->refs == 0)
-                manager_free(m);
-}
-
 static void manager_handle_closed(uv_handle_t *h) {
         rt__manager_unref(h->data);
-}
-
-rt_pod *rt__pod_ref(rt_pod *p) {
-        p->refs++;
-        return p;
-}
-
-static void pod_free_now(rt_pod *p) {
-        rt_manager *m = p->manager;
-
-        if (p->backend && p->ops->pod_done)
-                p->ops->pod_done(p);
-        free(p->backend);
-        safe_close(p->log_fd);
-        safe_close(p->times_fd);
-        free(p->namespace);
-        free(p->name);
-        free(p->uid);
-        free(p->container);
-        free(p->container_id);
-        free(p->path);
-        strv_free(p->argv);
-        strv_free(p->envp);
-        free(p->working_dir);
-        free(p->description);
-        free(p->notify_status);
-        rt_record_done(&p->record);
-        free(p);
-        rt__manager_unref(m);
-}
-
-void rt__pod_unref(rt_pod *p) {
-        if (--p->refs == 0)
-                pod_free_now(p);
 }
 
 /* ---- deferred `started` ------------------------------------------------------------------- */
@@ -180,22 +137,6 @@ static void pod_set_state(rt_pod *p, rt_pod_state state, const rt_exit *e) {
         }
 }
 
-void rt__readiness_update(rt_pod *p, const char *message) {
-        rt_manager *m = p->manager;
-        bool ok;
-
-        /* before `started` went out, report_started() publishes it */
-        if (p->state != RT_POD_RUNNING || p->started_queued || p->freed)
-                return;
-        ok = (p->probes[RT_PROBE_READINESS] ? p->probe_ready : true) &&
-             (!p->notify_declared_ready || p->notify_ready);
-        if (ok == p->ready)
-                return;
-        p->ready = ok;
-        if (m->cb.probe)
-                m->cb.probe(p, RT_PROBE_READINESS, ok, message, m->userdata);
-}
-
 void rt__pod_started(rt_pod *p) {
         rt_manager *m = p->manager;
 
@@ -252,6 +193,7 @@ int rt_manager_new(const rt_config *c, rt_manager **ret) {
         if (!m)
                 return -ENOMEM;
         m->refs = 1;
+        m->destroy = manager_free;
         for (size_t i = 0; i < RT_HELD_SLOTS; i++)
                 m->held_slots[i] = -EBADF;
         m->loop = c->loop;

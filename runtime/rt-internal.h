@@ -145,7 +145,7 @@ struct rt_pod {
         void *backend;
 };
 
-/* manager.c: publishes readiness after READY=1 (the probe's verdict and
+/* pod.c: publishes readiness after READY=1 (the probe's verdict and
  * READY=1 both needed). */
 void rt__readiness_update(rt_pod *p, const char *message);
 
@@ -196,8 +196,9 @@ void rt__log_check_soon(rt_pod *pod);
 void rt__times_stop(rt_pod *pod);
 void rt__times_close_dead(rt_manager *m);
 
-/* Reference counting keeps a pod alive while libuv still holds one of its
- * handles; the last unref frees it (docs/conventions.md: freed only in the close cb). */
+/* pod.c: reference counting keeps a pod alive while libuv still holds one
+ * of its handles; the last unref frees it (docs/conventions.md: freed only
+ * in the close cb). */
 rt_pod *rt__pod_ref(rt_pod *p);
 void rt__pod_unref(rt_pod *p);
 
@@ -225,7 +226,8 @@ struct rt_manager {
         rt_callbacks cb;
         void *userdata;
         bool closing;
-        unsigned refs; /* open handles + 1 until closed */
+        unsigned refs;                  /* open handles + 1 until closed */
+        void (*destroy)(rt_manager *m); /* manager.c's: frees it at the last unref */
 
         rt_pod *pods;
         size_t n_pods;
