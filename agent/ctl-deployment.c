@@ -12,7 +12,7 @@
 #include <limits.h>
 #include <stdio.h>
 
-#include "ctl-deployment.h"
+#include "ctl-sync.h"
 
 static void selector_freep(spec_selector **p) {
         if (*p)
@@ -118,14 +118,6 @@ static int gather(dctx *c) {
         return 0;
 }
 
-int64_t ctl__max_old_revision(const dctx *c) {
-        int64_t max = 0;
-        for (size_t i = 0; i < c->n; i++)
-                if ((ssize_t) i != c->new_index)
-                        max = MAX(max, spec_meta_revision(&c->rss[i]->metadata));
-        return max;
-}
-
 static void set_deployment_revision(dctx *c, int64_t rev) {
         char buf[32];
         snprintf(buf, sizeof buf, "%" PRId64, rev);
@@ -167,21 +159,6 @@ static int scale_rs(dctx *c, size_t i, int32_t replicas) {
                          from, replicas);
         }
         return store_put(c->a->store, STORE_REPLICA_SET, TAKE_PTR(n), NULL);
-}
-
-void ctl__set_progressing(dctx *c, const char *status, const char *reason, const char *fmt, ...) {
-        _cleanup_free_ char *msg = NULL;
-        va_list ap;
-
-        va_start(ap, fmt);
-        if (vasprintf(&msg, fmt, ap) < 0)
-                msg = NULL;
-        va_end(ap);
-        if (!msg)
-                RET_GATHER(c->error, -ENOMEM);
-        RET_GATHER(c->error,
-                   plan_set_condition(&c->nd->status.conditions, &c->nd->status.n_conditions,
-                                      "Progressing", status, reason, msg, c->now));
 }
 
 /* getNewReplicaSet (§2.4): the RS of the current template, its revision

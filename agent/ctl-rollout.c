@@ -12,34 +12,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "ctl-deployment.h"
+#include "ctl-sync.h"
 
 /* ---- automatic rollback ------------------------------------------------------------------ */
-
-/* Sets (value) or removes (NULL) an annotation the controller keeps on
- * ReplicaSet i. */
-int ctl__set_rs_annotation(dctx *c, size_t i, const char *key, const char *value) {
-        const spec_replica_set *rs = c->rss[i];
-        _cleanup_(spec_replica_set_freep) spec_replica_set *n = NULL;
-        const void *stored;
-        int r;
-
-        if (streq_ptr(spec_map_get(&rs->metadata.annotations, key), value))
-                return 0;
-        n = spec_replica_set_copy(rs);
-        if (!n)
-                return -ENOMEM;
-        if (value) {
-                r = spec_map_set(&n->metadata.annotations, key, value);
-                if (r < 0)
-                        return r;
-        } else
-                spec_map_remove(&n->metadata.annotations, key);
-        r = store_put(c->a->store, STORE_REPLICA_SET, TAKE_PTR(n), &stored);
-        if (r >= 0)
-                c->rss[i] = stored;
-        return r;
-}
 
 /* A revision whose rollout completed is one an automatic rollback may go
  * back to (and a canary gate never holds again). */
@@ -56,67 +31,69 @@ int ctl__mark_complete(dctx *c) {
         return ctl__set_rs_annotation(c, (size_t) c->new_index, AGENT_ANN_COMPLETE, buf);
 }
 
-#define AUTO_ROLLBACK_SETTLE (60 * USEC_PER_SEC)
-
 /*
- * tend.io/auto-rollback (issue 16): a rollout that failed — its progress
- * deadline passed, or replicas of the new revision are in CrashLoopBackOff
- * — goes back to the last revision that completed, once: the failed
- * ReplicaSet is marked, and a marked one is not rolled back from again
- * until it is tried anew (an apply or undo that makes it the new one
- * again clears the mark, new_rs()). A revision that completed more than
- * AUTO_ROLLBACK_SETTLE ago is not rolled back from: a crash then is the
- * crash-loop back-off's business.
+ * tend.io/auto-rollback (issue 16; plan_auto_rollback() decides): the
+ * failed ReplicaSet is marked, and a marked one is not rolled back from
+ * again until it is tried anew (an apply or undo that makes it the new
+ * one again clears the mark, new_rs()).
  */
 int ctl__auto_rollback(dctx *c) {
         const spec_deployment *d = c->d;
         const spec_condition *cond = spec_get_condition(c->nd->status.conditions,
                                                         c->nd->status.n_conditions, "Progressing");
-        const spec_replica_set *failed, *target = NULL;
+        const spec_replica_set *failed = c->new_index >= 0 ? c->rss[c->new_index] : NULL,
+                               *target = NULL;
         _cleanup_free_ char *why = NULL, *msg = NULL;
-        const char *done;
+        _cleanup_free_ int64_t *revs = NULL;
+        _cleanup_free_ bool *complete = NULL;
+        const char *done = failed ? spec_map_get(&failed->metadata.annotations, AGENT_ANN_COMPLETE)
+                                  : NULL;
         const char *reason;
+        uint64_t done_at = 0;
         int64_t failed_rev, target_rev = 0;
+        ssize_t t;
         int r;
 
-        if (!streq_ptr(spec_map_get(&d->metadata.annotations, SPEC_ANN_AUTO_ROLLBACK), "true") ||
-            d->spec.paused || c->new_index < 0)
+        if (done && safe_atou64(done, &done_at) < 0)
+                done_at = 0;
+        switch (plan_auto_rollback(&(plan_rollback_view){
+                .enabled = streq_ptr(spec_map_get(&d->metadata.annotations, SPEC_ANN_AUTO_ROLLBACK),
+                                     "true"),
+                .paused = d->spec.paused,
+                .has_new = failed,
+                .failed_before = failed && spec_map_get(&failed->metadata.annotations,
+                                                        AGENT_ANN_ROLLOUT_FAILED),
+                .complete = done,
+                .complete_at = done_at,
+                .deadline_exceeded = cond && streq_ptr(cond->reason, "ProgressDeadlineExceeded"),
+                .crashlooping = c->new_crashlooping,
+                .now = c->now })) {
+        case PLAN_ROLLBACK_NONE:
                 return 0;
-        failed = c->rss[c->new_index];
-        if (spec_map_get(&failed->metadata.annotations, AGENT_ANN_ROLLOUT_FAILED))
-                return 0;
-        if ((done = spec_map_get(&failed->metadata.annotations, AGENT_ANN_COMPLETE))) {
-                /* Completed. A program that dies a moment after it starts,
-                 * with no readiness probe, completes a rollout (as in
-                 * Kubernetes): a crash loop within AUTO_ROLLBACK_SETTLE of
-                 * completing still counts as the rollout's failure. */
-                uint64_t at;
-                if (c->new_crashlooping == 0 || safe_atou64(done, &at) < 0 ||
-                    c->now >= at + AUTO_ROLLBACK_SETTLE)
-                        return 0;
-        }
-        if (cond && streq_ptr(cond->reason, "ProgressDeadlineExceeded")) {
+        case PLAN_ROLLBACK_DEADLINE:
                 reason = "ProgressDeadlineExceeded";
                 why = strdup(strna(cond->message));
-        } else if (c->new_crashlooping > 0) {
+                break;
+        case PLAN_ROLLBACK_CRASHLOOP:
                 reason = "CrashLoopBackOff";
                 why = strprintf("%d replica%s of replica set \"%s\" in CrashLoopBackOff",
                                 c->new_crashlooping, c->new_crashlooping == 1 ? "" : "s",
                                 failed->metadata.name);
-        } else
-                return 0;
-        if (!why)
+                break;
+        }
+        revs = new0(int64_t, c->n + 1);
+        complete = new0(bool, c->n + 1);
+        if (!why || !revs || !complete)
                 return -ENOMEM;
         failed_rev = spec_meta_revision(&failed->metadata);
         for (size_t i = 0; i < c->n; i++) {
-                const spec_replica_set *rs = c->rss[i];
-                int64_t rev = spec_meta_revision(&rs->metadata);
-                if ((ssize_t) i != c->new_index &&
-                    spec_map_get(&rs->metadata.annotations, AGENT_ANN_COMPLETE) &&
-                    rev > target_rev) {
-                        target = rs;
-                        target_rev = rev;
-                }
+                revs[i] = spec_meta_revision(&c->rss[i]->metadata);
+                complete[i] = spec_map_get(&c->rss[i]->metadata.annotations, AGENT_ANN_COMPLETE);
+        }
+        t = plan_rollback_target(revs, complete, c->n, c->new_index);
+        if (t >= 0) {
+                target = c->rss[t];
+                target_rev = revs[t];
         }
         r = ctl__set_rs_annotation(c, (size_t) c->new_index, AGENT_ANN_ROLLOUT_FAILED, reason);
         if (r < 0)
@@ -252,39 +229,31 @@ int32_t ctl__canary_cap(dctx *c, const spec_replica_set *rs, ssize_t ni) {
         spec_canary cn;
         bool old = false;
 
-        if (!v || c->d->spec.strategy.type != SPEC_STRATEGY_ROLLING_UPDATE ||
-            (rs && (spec_map_get(&rs->metadata.annotations, AGENT_ANN_PROMOTED) ||
-                    spec_map_get(&rs->metadata.annotations, AGENT_ANN_COMPLETE))) ||
-            spec_canary_parse(v, &cn, &problem) < 0)
-                return -1;
         for (size_t i = 0; i < c->n; i++)
                 if ((ssize_t) i != ni && (c->rss[i]->spec.replicas > 0 || c->in[i].active > 0))
                         old = true;
-        if (!old)
-                return -1; /* nothing to replace: nothing to compare the canaries with */
-        return spec_canary_count(&cn, c->d->spec.replicas);
+        return plan_canary_cap(v && spec_canary_parse(v, &cn, &problem) >= 0
+                                       ? spec_canary_count(&cn, c->d->spec.replicas)
+                                       : -1,
+                               c->d->spec.strategy.type == SPEC_STRATEGY_ROLLING_UPDATE,
+                               rs && (spec_map_get(&rs->metadata.annotations, AGENT_ANN_PROMOTED) ||
+                                      spec_map_get(&rs->metadata.annotations, AGENT_ANN_COMPLETE)),
+                               old);
 }
 
 /* With canaries held: the old ReplicaSets keep D - (the canaries), the
  * newest first, never above what they have (plan_scale_down_old()
  * gave the most it may take). */
 void ctl__canary_keep_old(dctx *c, size_t ni, int32_t cap, int32_t *targets) {
-        /* room for all the canaries: with maxSurge 0 the new ReplicaSet
-         * grows only as the old ones shrink */
-        int32_t keep = c->d->spec.replicas - MAX(cap, c->rss[ni]->spec.replicas), sum = 0;
+        _cleanup_free_ int32_t *have = new0(int32_t, c->n + 1);
 
-        for (size_t i = 0; i < c->n; i++)
-                if (i != ni)
-                        sum += targets[i];
-        for (size_t i = c->n; i > 0 && sum < keep; i--) {
-                size_t k = i - 1;
-                int32_t more;
-                if (k == ni || targets[k] >= c->rss[k]->spec.replicas)
-                        continue;
-                more = MIN(keep - sum, c->rss[k]->spec.replicas - targets[k]);
-                targets[k] += more;
-                sum += more;
+        if (!have) {
+                RET_GATHER(c->error, -ENOMEM);
+                return;
         }
+        for (size_t i = 0; i < c->n; i++)
+                have[i] = c->rss[i]->spec.replicas;
+        plan_canary_keep_old(c->d->spec.replicas, cap, have, c->n, ni, targets);
 }
 
 /* Are the canaries all available? Then the rollout waits — or promotes
@@ -296,9 +265,16 @@ int ctl__canary_check(dctx *c, size_t ni, int32_t cap) {
                                            SPEC_ANN_CANARY_PROMOTE_AFTER);
         usec_t since = 0, after = 0;
         char buf[32], d[DURATION_MAX];
+        plan_canary_step step;
         int r;
 
-        if (rs->spec.replicas < cap || rs->status.available_replicas < cap) {
+        if (since_s && safe_atou64(since_s, &since) < 0)
+                since = 0;
+        if (after_s && parse_duration(after_s, &after) < 0)
+                after = 0;
+        step = plan_canary_next(cap, rs->spec.replicas, rs->status.available_replicas, since, after,
+                                c->now);
+        if (step.action == PLAN_CANARY_GROWING) {
                 const spec_condition *p = spec_get_condition(
                         c->nd->status.conditions, c->nd->status.n_conditions, "Progressing");
                 /* not (or no longer) all available: no more waiting, and the
@@ -309,23 +285,21 @@ int ctl__canary_check(dctx *c, size_t ni, int32_t cap) {
                                              rs->metadata.name);
                 return since_s ? ctl__set_rs_annotation(c, ni, AGENT_ANN_CANARY_SINCE, NULL) : 0;
         }
-        if (!since_s || safe_atou64(since_s, &since) < 0) {
-                since = c->now;
-                snprintf(buf, sizeof buf, "%" PRIu64, (uint64_t) since);
+        if (step.since != since) {
+                snprintf(buf, sizeof buf, "%" PRIu64, (uint64_t) step.since);
                 r = ctl__set_rs_annotation(c, ni, AGENT_ANN_CANARY_SINCE, buf);
                 if (r < 0)
                         return r;
         }
-        if (after_s && parse_duration(after_s, &after) >= 0) {
-                if (c->now >= since + after) {
-                        _cleanup_free_ char *how = strprintf("automatically, healthy for %s (%s)",
-                                                             format_duration(d, after),
-                                                             SPEC_ANN_CANARY_PROMOTE_AFTER);
-                        return promote(c, ni, how ?: "automatically");
-                }
-                agent__enqueue_at_wall(c->a, STORE_DEPLOYMENT, c->d->metadata.namespace,
-                                       c->d->metadata.name, since + after);
+        if (step.action == PLAN_CANARY_PROMOTE) {
+                _cleanup_free_ char *how = strprintf("automatically, healthy for %s (%s)",
+                                                     format_duration(d, after),
+                                                     SPEC_ANN_CANARY_PROMOTE_AFTER);
+                return promote(c, ni, how ?: "automatically");
         }
+        if (step.at)
+                agent__enqueue_at_wall(c->a, STORE_DEPLOYMENT, c->d->metadata.namespace,
+                                       c->d->metadata.name, step.at);
         c->canary_wait = strprintf(
                 "%d of %d canaries of replica set \"%s\" (revision %" PRId64 ") ready; waiting "
                 "for promotion (tend rollout promote deploy/%s)%s%s",

@@ -683,6 +683,117 @@ static void test_deletion_order_fleet(void **state) {
                         fail_msg("position %zu: pod %zu, expected %zu", i, order[i], want[i]);
 }
 
+/* tend.io/auto-rollback as a table: whether a rollout failed, and why. */
+static void test_auto_rollback(void **state) {
+        const plan_rollback_view base = { .enabled = true, .has_new = true, .now = 1000 * S };
+        struct {
+                const char *what;
+                plan_rollback_view v;
+                plan_rollback_reason want;
+        } cases[16];
+        size_t n = 0;
+        plan_rollback_view v;
+
+#define CASE(w, setup, r)                                   \
+        do {                                                \
+                v = base;                                   \
+                setup;                                      \
+                cases[n++] = (typeof(cases[0])){ w, v, r }; \
+        } while (0)
+        CASE("healthy: nothing", (void) 0, PLAN_ROLLBACK_NONE);
+        CASE("deadline passed", v.deadline_exceeded = true, PLAN_ROLLBACK_DEADLINE);
+        CASE("crash loop", v.crashlooping = 2, PLAN_ROLLBACK_CRASHLOOP);
+        CASE("deadline and crash loop: the deadline",
+             (v.deadline_exceeded = true, v.crashlooping = 1), PLAN_ROLLBACK_DEADLINE);
+        CASE("not asked for", (v.enabled = false, v.crashlooping = 1), PLAN_ROLLBACK_NONE);
+        CASE("paused", (v.paused = true, v.deadline_exceeded = true), PLAN_ROLLBACK_NONE);
+        CASE("no new ReplicaSet", (v.has_new = false, v.crashlooping = 1), PLAN_ROLLBACK_NONE);
+        CASE("rolled back from once already", (v.failed_before = true, v.crashlooping = 1),
+             PLAN_ROLLBACK_NONE);
+        CASE("completed, healthy", (v.complete = true, v.complete_at = 990 * S),
+             PLAN_ROLLBACK_NONE);
+        CASE("completed 10 s ago, crash-looping: the rollout's failure",
+             (v.complete = true, v.complete_at = 990 * S, v.crashlooping = 1),
+             PLAN_ROLLBACK_CRASHLOOP);
+        CASE("completed 60 s ago, crash-looping: the back-off's business",
+             (v.complete = true, v.complete_at = 940 * S, v.crashlooping = 1), PLAN_ROLLBACK_NONE);
+        CASE("completed at a time unknown, crash-looping: not the rollout's",
+             (v.complete = true, v.complete_at = 0, v.crashlooping = 1), PLAN_ROLLBACK_NONE);
+#undef CASE
+        (void) state;
+        for (size_t i = 0; i < n; i++)
+                if (plan_auto_rollback(&cases[i].v) != cases[i].want)
+                        fail_msg("%s: %d, want %d", cases[i].what, plan_auto_rollback(&cases[i].v),
+                                 cases[i].want);
+}
+
+/* ... and what it goes back to: the newest that completed, not the new one. */
+static void test_rollback_target(void **state) {
+        const int64_t revs[] = { 3, 5, 4, 6 };
+        const bool complete[] = { true, false, true, true };
+        const bool none[] = { false, false, false, true };
+
+        (void) state;
+        assert_int_equal(plan_rollback_target(revs, complete, 4, 3), 2); /* 4, not 6 (new) */
+        assert_int_equal(plan_rollback_target(revs, complete, 4, 1), 3);
+        assert_int_equal(plan_rollback_target(revs, none, 4, 3), -1);
+        assert_int_equal(plan_rollback_target(revs, complete, 0, -1), -1);
+}
+
+/* tend.io/canary: the cap, the old ReplicaSets' room, and the next step. */
+static void test_canary(void **state) {
+        int32_t t[4];
+
+        (void) state;
+        assert_int_equal(plan_canary_cap(2, true, false, true), 2);
+        assert_int_equal(plan_canary_cap(-1, true, false, true), -1); /* no annotation */
+        assert_int_equal(plan_canary_cap(2, false, false, true), -1); /* Recreate */
+        assert_int_equal(plan_canary_cap(2, true, true, true), -1);   /* promoted */
+        assert_int_equal(plan_canary_cap(2, true, false, false), -1); /* the first revision */
+
+        /* 10 replicas, 2 canaries: the old keep 8, the newest old first,
+         * each never above what it has */
+        {
+                const int32_t have[] = { 3, 6, 1 }; /* the new one last (index 2) */
+                memcpy(t, (int32_t[]){ 0, 4, 0 }, 3 * sizeof(int32_t));
+                plan_canary_keep_old(10, 2, have, 3, 2, t);
+                assert_int_equal(t[1], 6); /* the newer old one, full */
+                assert_int_equal(t[0], 2); /* then the older */
+                assert_int_equal(t[2], 0); /* the new one untouched */
+        }
+        {
+                /* the new one grew past the cap: the old keep D - its size */
+                const int32_t have[] = { 8, 4 };
+                memcpy(t, (int32_t[]){ 3, 4 }, 2 * sizeof(int32_t));
+                plan_canary_keep_old(10, 2, have, 2, 1, t);
+                assert_int_equal(t[0], 6);
+        }
+        {
+                /* targets already at the room: nothing raised */
+                const int32_t have[] = { 9, 1 };
+                memcpy(t, (int32_t[]){ 8, 1 }, 2 * sizeof(int32_t));
+                plan_canary_keep_old(10, 2, have, 2, 1, t);
+                assert_int_equal(t[0], 8);
+        }
+
+        plan_canary_step st = plan_canary_next(2, 2, 1, 0, 0, 100 * S);
+        assert_int_equal(st.action, PLAN_CANARY_GROWING); /* one not available */
+        st = plan_canary_next(2, 1, 1, 50 * S, 0, 100 * S);
+        assert_int_equal(st.action, PLAN_CANARY_GROWING); /* not all made */
+        st = plan_canary_next(2, 2, 2, 0, 0, 100 * S);
+        assert_int_equal(st.action, PLAN_CANARY_WAIT); /* waits from now, on request only */
+        assert_int_equal(st.since, 100 * S);
+        assert_int_equal(st.at, 0);
+        st = plan_canary_next(2, 2, 2, 90 * S, 30 * S, 100 * S);
+        assert_int_equal(st.action, PLAN_CANARY_WAIT); /* healthy for 10 s of 30 */
+        assert_int_equal(st.since, 90 * S);
+        assert_int_equal(st.at, 120 * S);
+        st = plan_canary_next(2, 2, 2, 70 * S, 30 * S, 100 * S);
+        assert_int_equal(st.action, PLAN_CANARY_PROMOTE); /* healthy for 30 s */
+        st = plan_canary_next(2, 3, 2, 70 * S, 30 * S, 100 * S);
+        assert_int_equal(st.action, PLAN_CANARY_PROMOTE); /* more made than the cap: counted */
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_rolling_worked_example),
@@ -701,6 +812,9 @@ int main(void) {
                 cmocka_unit_test(test_backoff),
                 cmocka_unit_test(test_crash_death),
                 cmocka_unit_test(test_pod_next),
+                cmocka_unit_test(test_auto_rollback),
+                cmocka_unit_test(test_rollback_target),
+                cmocka_unit_test(test_canary),
                 cmocka_unit_test(test_history_prune),
                 cmocka_unit_test(test_undo_target),
                 cmocka_unit_test(test_conditions),

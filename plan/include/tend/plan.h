@@ -208,6 +208,74 @@ void plan_remove_condition(spec_condition **conds, size_t *n, const char *type);
 /* DeploymentComplete (§5.2). */
 bool plan_deployment_complete(const spec_deployment *d);
 
+/* ---- tend's rollout extensions (plan/rollout.c) ---------------------------------------------- */
+
+/* tend.io/auto-rollback: a rollout fails when its progress deadline
+ * passed, or when replicas of the new revision crash-loop; it goes back to
+ * the last revision that completed, once. A revision that completed more
+ * than PLAN_AUTO_ROLLBACK_SETTLE ago is not rolled back from: a crash then
+ * is the crash-loop back-off's business. */
+#define PLAN_AUTO_ROLLBACK_SETTLE (60 * USEC_PER_SEC)
+
+typedef struct plan_rollback_view {
+        bool enabled;           /* tend.io/auto-rollback: "true" */
+        bool paused;            /* the deployment */
+        bool has_new;           /* there is a new ReplicaSet (of the current template) */
+        bool failed_before;     /* ... already marked failed (rolled back from once) */
+        bool complete;          /* ... its rollout completed once */
+        usec_t complete_at;     /* ... when (wall; 0: not known) */
+        bool deadline_exceeded; /* Progressing: ProgressDeadlineExceeded */
+        int32_t crashlooping;   /* the new ReplicaSet's pods in CrashLoopBackOff */
+        usec_t now;             /* wall */
+} plan_rollback_view;
+
+typedef enum plan_rollback_reason {
+        PLAN_ROLLBACK_NONE,
+        PLAN_ROLLBACK_DEADLINE,  /* ProgressDeadlineExceeded */
+        PLAN_ROLLBACK_CRASHLOOP, /* CrashLoopBackOff */
+} plan_rollback_reason;
+
+/* Whether the new ReplicaSet's rollout failed now, and why. */
+plan_rollback_reason plan_auto_rollback(const plan_rollback_view *v);
+/* What a failed rollout goes back to: the ReplicaSet of the highest
+ * revision that completed, other than new_index; -1: none did. */
+ssize_t plan_rollback_target(const int64_t *revisions, const bool *complete, size_t n,
+                             ssize_t new_index);
+
+/* tend.io/canary: a new template first gets cap pods within the rolling
+ * bounds (the old ReplicaSets keep the rest), and once they are all
+ * available the rollout waits for promotion. The cap for the new
+ * ReplicaSet, or -1: none. count: the annotation's for the replicas
+ * (spec_canary_count(); -1: no annotation); rolling: the strategy is
+ * RollingUpdate; released: the new ReplicaSet was promoted, or completed
+ * once; has_old: another ReplicaSet has replicas or live pods (the first
+ * revision has nothing to replace). */
+int32_t plan_canary_cap(int32_t count, bool rolling, bool released, bool has_old);
+/* With the canaries held at cap: the old ReplicaSets keep replicas -
+ * max(cap, the new one's) between them, the newest first (the highest
+ * index), each never above what it has (have[i]); targets[] as
+ * plan_scale_down_old() left them (the most it may take), raised. */
+void plan_canary_keep_old(int32_t replicas, int32_t cap, const int32_t *have, size_t n,
+                          size_t new_index, int32_t *targets);
+
+typedef enum plan_canary_action {
+        PLAN_CANARY_GROWING, /* not all available: no wait (a since is dropped) */
+        PLAN_CANARY_WAIT,    /* all available: the rollout waits for promotion */
+        PLAN_CANARY_PROMOTE, /* ... for tend.io/canary-promote-after: promoted */
+} plan_canary_action;
+
+typedef struct plan_canary_step {
+        plan_canary_action action;
+        usec_t since; /* WAIT, PROMOTE: all available since (now, if not known) */
+        usec_t at;    /* WAIT: come back then to promote (0: only on request) */
+} plan_canary_step;
+
+/* The canaries' next step: cap of them, the new ReplicaSet's replicas and
+ * available ones, all available since (wall; 0: not known), promoted
+ * after that long (0: only on request). */
+plan_canary_step plan_canary_next(int32_t cap, int32_t replicas, int32_t available, usec_t since,
+                                  usec_t after, usec_t now);
+
 /* ---- fleet mode (docs/fleet.md §3.6–3.11)
  * -------------------------------------------------------- */
 

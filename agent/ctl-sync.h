@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Private to tend_agent: the deployment controller's pass (ctl-deployment.c)
- * and tend's additions to its rolling update (ctl-rollout.c). */
+/* Private to tend_agent: one sync of one deployment (dctx) and what writes
+ * its results (ctl-sync.c), shared by the deployment controller's pass
+ * (ctl-deployment.c) and tend's additions to its rolling update
+ * (ctl-rollout.c). */
 
 #include "agent-internal.h"
 
@@ -23,19 +25,18 @@ typedef struct dctx {
         int error; /* a setter on nd failed (-ENOMEM): nd is not written, the sync is retried */
 } dctx;
 
-/* ---- ctl-deployment.c ---- */
+/* ---- ctl-sync.c ---- */
 
 /* The highest revision among the ReplicaSets other than the new one. */
 int64_t ctl__max_old_revision(const dctx *c);
 /* The Progressing condition of the deployment to write back. */
 void ctl__set_progressing(dctx *c, const char *status, const char *reason, const char *fmt, ...)
         _printf_(4, 5);
-
-/* ---- ctl-rollout.c ---- */
-
 /* Sets (value) or removes (NULL) an annotation the controller keeps on
  * ReplicaSet i. */
 int ctl__set_rs_annotation(dctx *c, size_t i, const char *key, const char *value);
+
+/* ---- ctl-rollout.c ---- */
 /* The new ReplicaSet's rollout completed: marked, with when. */
 int ctl__mark_complete(dctx *c);
 /* tend.io/auto-rollback: a failed rollout goes back, once. */
