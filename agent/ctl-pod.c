@@ -511,6 +511,8 @@ static plan_pod_view pod_view(agent *a, const spec_pod *p, const pod_rt *pr) {
                 .stopping = pr && pr->stopping,
                 .stop_grace = pr ? pr->stop_grace : 0,
                 .liveness_failed = pr && pr->liveness_failed,
+                .fenced = a->fleet.fenced && a->fleet.fenced(a->fleet.userdata) &&
+                          agent__lost_policy(a, p) == PLAN_LOST_FENCE,
         };
 }
 
@@ -536,28 +538,6 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
         pr = agent__pod_rt(a, p->metadata.uid);
         view = pod_view(a, p, pr);
         step = plan_pod_next(&view);
-        /* tend.io/node-lost-policy: fence, this node cut off from etcd: the
-         * pod stops before the lease can expire, and starts again only
-         * once the node is back (docs/fleet.md §3.10) */
-        if (a->fleet.fenced && step.action != PLAN_POD_REMOVE &&
-            step.action != PLAN_POD_WRITE_EXIT && step.action != PLAN_POD_FORGET &&
-            a->fleet.fenced(a->fleet.userdata) && agent__lost_policy(a, p) == PLAN_LOST_FENCE) {
-                if (!pr || !pr->handle || pr->stopping || pr->exited)
-                        return 0;
-                r = a->backend->stop(pr->handle, agent__grace(p));
-                if (r < 0)
-                        return r;
-                pr->stopping = true;
-                pr->stop_grace = agent__grace(p);
-                log_warning("pod/%s: this node is cut off from etcd: stopping it before its "
-                            "lease can expire (%s: fence)",
-                            p->metadata.name, SPEC_ANN_NODE_LOST_POLICY);
-                (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Fenced",
-                                    "Stopping container %s: the node is cut off from etcd (%s: "
-                                    "fence)",
-                                    agent__container_name(p), SPEC_ANN_NODE_LOST_POLICY);
-                return 0;
-        }
         switch (step.action) {
         case PLAN_POD_NOTHING:
                 return 0;
@@ -609,6 +589,20 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
                 return mark_deleted(a, p);
         case PLAN_POD_MARK_LOST:
                 return agent__mark_lost(a, p, "its process is not watched");
+        case PLAN_POD_FENCE:
+                r = a->backend->stop(pr->handle, step.grace);
+                if (r < 0)
+                        return r;
+                pr->stopping = true;
+                pr->stop_grace = step.grace;
+                log_warning("pod/%s: this node is cut off from etcd: stopping it before its "
+                            "lease can expire (%s: fence)",
+                            p->metadata.name, SPEC_ANN_NODE_LOST_POLICY);
+                (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Fenced",
+                                    "Stopping container %s: the node is cut off from etcd (%s: "
+                                    "fence)",
+                                    agent__container_name(p), SPEC_ANN_NODE_LOST_POLICY);
+                return 0;
         default:
                 return -EINVAL; /* a step the planner does not make */
         }

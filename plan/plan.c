@@ -452,13 +452,14 @@ static const char *const pod_action_names[_PLAN_POD_ACTION_MAX] = {
         [PLAN_POD_REMOVE] = "remove",
         [PLAN_POD_MARK_DELETED] = "mark-deleted",
         [PLAN_POD_MARK_LOST] = "mark-lost",
+        [PLAN_POD_FENCE] = "fence",
 };
 
 const char *plan_pod_action_to_string(plan_pod_action a) {
         return a >= 0 && a < _PLAN_POD_ACTION_MAX ? pod_action_names[a] : NULL;
 }
 
-plan_pod_step plan_pod_next(const plan_pod_view *v) {
+static plan_pod_step next_step(const plan_pod_view *v) {
         /* Garbage collection: a pod whose ReplicaSet is gone goes too. */
         if (v->orphaned)
                 return (plan_pod_step){ .action = v->terminal ? PLAN_POD_REMOVE
@@ -501,6 +502,20 @@ plan_pod_step plan_pod_next(const plan_pod_view *v) {
         if (v->liveness_failed && !v->stopping)
                 return (plan_pod_step){ .action = PLAN_POD_STOP_LIVENESS, .grace = v->probe_grace };
         return (plan_pod_step){ .action = PLAN_POD_REFLECT };
+}
+
+plan_pod_step plan_pod_next(const plan_pod_view *v) {
+        plan_pod_step s = next_step(v);
+
+        /* Fenced: what ends a pod (its removal, its exit written, its
+         * process forgotten) goes on; anything else waits for the node to
+         * be back, and a live process is stopped first. */
+        if (!v->fenced || s.action == PLAN_POD_REMOVE || s.action == PLAN_POD_WRITE_EXIT ||
+            s.action == PLAN_POD_FORGET)
+                return s;
+        if (!v->watched || !v->has_process || v->stopping || v->exited)
+                return (plan_pod_step){ .action = PLAN_POD_NOTHING };
+        return (plan_pod_step){ .action = PLAN_POD_FENCE, .grace = v->grace };
 }
 
 /* ---- conditions ------------------------------------------------------------------------- */

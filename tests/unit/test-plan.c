@@ -341,13 +341,30 @@ static void test_pod_next(void **state) {
              false);
         CASE("liveness failed, already stopping: reflect",
              (v.liveness_failed = true, v.stopping = true), PLAN_POD_REFLECT, 0, 0, false);
+        CASE("fenced, running: stopped with its grace", v.fenced = true, PLAN_POD_FENCE, 0, 30 * S,
+             false);
+        CASE("fenced, liveness failed: fenced all the same",
+             (v.fenced = true, v.liveness_failed = true), PLAN_POD_FENCE, 0, 30 * S, false);
+        CASE("fenced, stopping already: nothing more", (v.fenced = true, v.stopping = true),
+             PLAN_POD_NOTHING, 0, 0, false);
+        CASE("fenced, not started: it waits for the node to be back",
+             (v.fenced = true, v.watched = false, v.has_process = false, v.pending = true),
+             PLAN_POD_NOTHING, 0, 0, false);
+        CASE("fenced, exited: its exit is written", (v.fenced = true, v.exited = true),
+             PLAN_POD_WRITE_EXIT, 0, 0, false);
+        CASE("fenced, deleted, no process: removed",
+             (v.fenced = true, v.deleting = true, v.has_process = false), PLAN_POD_REMOVE, 0, 0,
+             false);
+        CASE("fenced, terminal: its process forgotten", (v.fenced = true, v.terminal = true),
+             PLAN_POD_FORGET, 0, 0, false);
 #undef CASE
 
         for (size_t i = 0; i < n; i++) {
                 plan_pod_step st = plan_pod_next(&cases[i].v);
                 if (st.action != cases[i].want ||
                     (st.action == PLAN_POD_WAIT_UNTIL && st.at != cases[i].want_at) ||
-                    ((st.action == PLAN_POD_STOP || st.action == PLAN_POD_STOP_LIVENESS) &&
+                    ((st.action == PLAN_POD_STOP || st.action == PLAN_POD_STOP_LIVENESS ||
+                      st.action == PLAN_POD_FENCE) &&
                      (st.grace != cases[i].want_grace || st.first != cases[i].want_first)))
                         fail_msg("%s: got %s (at %llu, grace %llu, first %d), expected %s",
                                  cases[i].what, plan_pod_action_to_string(st.action),

@@ -131,6 +131,10 @@ typedef struct plan_pod_view {
         bool stopping;    /* a stop was asked, with stop_grace */
         usec_t stop_grace;
         bool liveness_failed;
+        /* tend.io/node-lost-policy: fence, and this node is cut off from
+         * etcd: the pod stops before the lease can expire, and starts
+         * again only once the node is back (docs/fleet.md §3.10) */
+        bool fenced;
 } plan_pod_view;
 
 typedef enum plan_pod_action {
@@ -145,13 +149,14 @@ typedef enum plan_pod_action {
         PLAN_POD_REMOVE,        /* delete the object (its record, logs, runtime state) */
         PLAN_POD_MARK_DELETED,  /* garbage collection: start its graceful deletion */
         PLAN_POD_MARK_LOST,     /* running, but nothing watches its process: Failed, Lost */
+        PLAN_POD_FENCE,         /* stop it with .grace: fenced (the node is cut off) */
         _PLAN_POD_ACTION_MAX,
 } plan_pod_action;
 
 typedef struct plan_pod_step {
         plan_pod_action action;
         usec_t at;    /* PLAN_POD_WAIT_UNTIL */
-        usec_t grace; /* PLAN_POD_STOP, PLAN_POD_STOP_LIVENESS */
+        usec_t grace; /* PLAN_POD_STOP, PLAN_POD_STOP_LIVENESS, PLAN_POD_FENCE */
         bool first;   /* PLAN_POD_STOP: no stop was asked before (an event says so) */
 } plan_pod_step;
 
