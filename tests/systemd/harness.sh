@@ -2,8 +2,7 @@
 # harness.sh COMMAND [ARGS...]: runs COMMAND against a real systemd user
 # manager of its own, on a machine whose PID 1 need not be systemd.
 #
-# The steps, and why each exists, are in ../shared/reference/
-# systemd-in-tests.md. In short: a private mount namespace; a per-run temp
+# The steps, and why each exists: a private mount namespace; a per-run temp
 # dir; a private copy of /run/systemd with system/ in it (so the manager
 # believes it was booted with systemd); a per-run cgroup that the manager
 # takes as its root (without it a manager started from the machine's root

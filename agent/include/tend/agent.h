@@ -12,7 +12,8 @@
  * Only the core's entry points commit the store: a pass (agent_process), the
  * user actions below, start-up (agent_start), drain (agent_drain) and
  * shutdown. Whoever else writes (the API, the manifest directory) goes
- * through them.
+ * through them; the fleet's mirror, which puts other nodes' writes into the
+ * store, is the one other committer (tend/store.h says how).
  */
 
 #include "tend/plan.h"

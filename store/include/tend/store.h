@@ -18,6 +18,15 @@
  * acknowledged is lost even on power failure, and a crash of the agent
  * alone never loses a commit.
  *
+ * Two committers, and only two. The agent's entry points (tend/agent.h: a
+ * pass, the user actions, start-up, drain, shutdown) commit what the core
+ * decides, and whoever else changes the store (the API, the manifest
+ * directory) goes through them. In a fleet, the mirror (fleet/mirror.c,
+ * fleet/events.c) is the second: it puts what etcd holds, written by other
+ * nodes, into the store, and commits that itself (not durably: etcd keeps
+ * it; a lost commit is listed again), between the agent's passes, never
+ * inside one (it commits a pass's pending writes first).
+ *
  * Objects handed out are borrowed and immutable: a write replaces the
  * object, so a pointer stays valid until the next write of that same key
  * (copy what you keep across writes).
