@@ -29,3 +29,22 @@ void rt__backends_close(rt_manager *m) {
                 if (backends[i] && backends[i]->manager_close)
                         backends[i]->manager_close(m);
 }
+
+int rt_manager_find_pod(rt_manager *m, const rt_pod_params *p, rt_record *ret) {
+        const rt_ops *ops = rt__backend_for(p->spec->runtime_class_name);
+
+        return ops && ops->find ? ops->find(m, p, ret) : -ESRCH;
+}
+
+void rt_manager_sweep_orphans(rt_manager *m) {
+        /* processes first: a unit's are the unit sweep's */
+        for (size_t i = 0; i < ELEMENTSOF(backends); i++)
+                if (backends[i] && backends[i]->sweep_orphans)
+                        backends[i]->sweep_orphans(m);
+}
+
+unsigned rt_runtime_caps(spec_runtime_class c) {
+        const rt_ops *ops = rt__backend_for(c);
+
+        return ops ? ops->caps : 0;
+}

@@ -181,7 +181,7 @@ pid_t rt__process_ppid(pid_t pid) {
         return proc_stat_fields(pid, 4, 4, &v) < 0 ? -1 : (pid_t) v;
 }
 
-int rt_find_pod_process(const char *pod_uid, rt_record *ret) {
+int rt__find_pod_process(const char *pod_uid, rt_record *ret) {
         _cleanup_free_ char *want = strprintf("POD_UID=%s", pod_uid);
         DIR *d = opendir("/proc");
         struct dirent *de;

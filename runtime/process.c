@@ -298,6 +298,11 @@ static void process_detach(rt_pod *p) {
         stop_watching(p);
 }
 
+static int process_find(rt_manager *m, const rt_pod_params *p, rt_record *ret) {
+        (void) m;
+        return rt__find_pod_process(p->uid, ret);
+}
+
 const rt_ops rt_process_ops = {
         .name = "process",
         .pod_size = sizeof(rt_proc),
@@ -308,4 +313,7 @@ const rt_ops rt_process_ops = {
         .signal = process_signal,
         .adopt = process_adopt,
         .detach = process_detach,
+        .find = process_find,
+        .sweep_orphans = rt__sweep_orphan_processes,
+        .caps = RT_CAP_START_BEFORE_COMMIT,
 };

@@ -242,7 +242,7 @@ static void on_sigchld(uv_signal_t *h, int sig) {
  * never written, or was written but not as running: either way, if it
  * runs on, the pod's replacement (or its start) runs beside it. So it goes.
  * Processes of systemd units are the unit sweep's. Scans /proc once. */
-void rt_manager_sweep_orphan_processes(rt_manager *m) {
+void rt__sweep_orphan_processes(rt_manager *m) {
         _cleanup_free_ char *base = NULL, *prefix = NULL;
         DIR *d;
         struct dirent *de;

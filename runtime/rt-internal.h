@@ -44,10 +44,24 @@ typedef struct rt_ops {
         int (*adopt)(rt_pod *pod, char **ret_error);
         /* Stop watching (no signal); close handles. */
         void (*detach)(rt_pod *pod);
+        /* At start-up, a pod whose record holds only the intent: its
+         * process or unit, if one runs (-ESRCH otherwise). */
+        int (*find)(rt_manager *m, const rt_pod_params *p, rt_record *ret);
+        /* At the end of start-up adoption: stops what of this backend's no
+         * pod adopted. NULL: nothing. */
+        void (*sweep_orphans)(rt_manager *m);
+        unsigned caps; /* RT_CAP_* */
 } rt_ops;
 
 extern const rt_ops rt_process_ops;
 extern const rt_ops rt_systemd_ops;
+
+/* The backends' own finders and sweeps (process.c's are env.c's and
+ * reaper.c's; systemd.c's), exported for the runtime's tests. */
+int rt__find_pod_process(const char *pod_uid, rt_record *ret);
+void rt__sweep_orphan_processes(rt_manager *m);
+int rt__find_unit(rt_manager *m, const char *namespace, const char *pod, rt_record *ret);
+void rt__sweep_orphan_units(rt_manager *m);
 
 /* The backend of a runtimeClassName; NULL if none (backends.c). */
 const rt_ops *rt__backend_for(spec_runtime_class c);

@@ -1115,7 +1115,7 @@ static int systemd_adopt(rt_pod *p, char **ret_error) {
         return 0;
 }
 
-int rt_manager_find_unit(rt_manager *m, const char *namespace, const char *pod, rt_record *ret) {
+int rt__find_unit(rt_manager *m, const char *namespace, const char *pod, rt_record *ret) {
         _cleanup_free_ char *unit = rt_unit_name(namespace, pod);
         int r;
 
@@ -1211,7 +1211,7 @@ static void sweep_orphans(rt_manager *m) {
                             "stopped");
 }
 
-void rt_manager_sweep_orphan_units(rt_manager *m) {
+void rt__sweep_orphan_units(rt_manager *m) {
         if (m->bus_kind == RT_BUS_NONE)
                 return;
         /* Start-up is over: later adoptions (there are none) would list again. */
@@ -1284,6 +1284,10 @@ static void systemd_detach(rt_pod *p) {
         unregister_pod(p);
 }
 
+static int systemd_find(rt_manager *m, const rt_pod_params *p, rt_record *ret) {
+        return rt__find_unit(m, p->namespace, p->name, ret);
+}
+
 const rt_ops rt_systemd_ops = {
         .name = "systemd",
         .pod_size = sizeof(rt_sd),
@@ -1295,4 +1299,6 @@ const rt_ops rt_systemd_ops = {
         .signal = systemd_signal,
         .adopt = systemd_adopt,
         .detach = systemd_detach,
+        .find = systemd_find,
+        .sweep_orphans = rt__sweep_orphan_units,
 };

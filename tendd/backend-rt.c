@@ -18,21 +18,15 @@ static int rt_adopt(void *b, const rt_pod_params *p, const rt_record *r, void *p
 }
 
 static int rt_find(void *b, const rt_pod_params *p, rt_record *ret) {
-        if (p->spec->runtime_class_name == SPEC_RUNTIME_SYSTEMD)
-                return rt_manager_find_unit(b, p->namespace, p->name, ret);
-        return rt_find_pod_process(p->uid, ret);
+        return rt_manager_find_pod(b, p, ret);
 }
 
 static void rt_sweep_orphans(void *b) {
-        rt_manager_sweep_orphan_processes(b);
-        rt_manager_sweep_orphan_units(b);
+        rt_manager_sweep_orphans(b);
 }
 
-/* A process is found and stopped by the start-up sweep if the agent dies
- * before recording it. A unit's start is asynchronous, and the unit could
- * be found only by its name: its intent is committed first. */
 static bool rt_early_start(const spec_pod_spec *s) {
-        return s->runtime_class_name != SPEC_RUNTIME_SYSTEMD;
+        return rt_runtime_caps(s->runtime_class_name) & RT_CAP_START_BEFORE_COMMIT;
 }
 
 /* After a pass's first spawn: the child has left our memory (vfork) but

@@ -14,7 +14,7 @@
  *   tend-rt-agent adopt DIR        adopt or print "refused: REASON"
  *   tend-rt-agent sweep DIR        what an agent does at start-up with no pod to
  *                                  adopt: kill the processes of DIR's pods
- *                                  (rt_manager_sweep_orphan_processes()); "swept"
+ *                                  (rt_manager_sweep_orphans()); "swept"
  *   tend-rt-agent adopt-and-sweep DIR
  *                                  adopt from the record, then sweep: the adopted
  *                                  pod is spared; "adopted pid N", "swept"
@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
         p.spec = make_spec(argc > 3 ? argv[3] : "/bin/sleep", argc > 4 ? argv[4] : "sleep");
 
         if (streq(argv[1], "sweep")) {
-                rt_manager_sweep_orphan_processes(m);
+                rt_manager_sweep_orphans(m);
                 printf("swept\n");
         } else if (streq(argv[1], "start")) {
                 r = rt_pod_start(m, &p, NULL, &pod, &err);
@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
                                                                                : "code");
                 }
                 if (pod && streq(argv[1], "adopt-and-sweep")) {
-                        rt_manager_sweep_orphan_processes(m);
+                        rt_manager_sweep_orphans(m);
                         printf("swept\n");
                 }
                 rt_record_done(&rec);

@@ -13,6 +13,7 @@
 #include <systemd/sd-bus.h>
 
 #include "rt-harness.h"
+#include "rt-internal.h"
 
 #define DEST "org.freedesktop.systemd1"
 
@@ -302,7 +303,7 @@ static void test_adopt_and_orphans(void **state) {
         assert_true(run_until(h2, pod_started, b, 5000));
         assert_int_equal(main_pid("tend-default-kept.service"), pid);
 
-        rt_manager_sweep_orphan_units(h2->m);
+        rt__sweep_orphan_units(h2->m);
         assert_true(run_until(h2, unit_gone, "tend-default-orphan.service", 10000));
         assert_int_equal(h2->n_orphans, 1);
         assert_string_equal(h2->orphans[0], "tend-default-orphan.service");

@@ -72,7 +72,7 @@ typedef struct rt_callbacks {
         void (*probe)(rt_pod *pod, rt_probe_type type, bool success, const char *message,
                       void *userdata);
         /* A tend-* unit that ran with no pod was stopped by the orphan
-         * sweep (rt_manager_sweep_orphan_units()). */
+         * sweep (rt_manager_sweep_orphans()). */
         void (*orphan_stopped)(const char *unit, void *userdata);
         /* A pod with tend.io/notify sent a new STATUS= (at most 256 bytes). */
         void (*status)(rt_pod *pod, const char *text, void *userdata);
@@ -209,7 +209,7 @@ int rt_manager_add_held_socket(rt_manager *m, int fd);
 /* The same for pods' notify sockets (tend.io/notify; FDNAME
  * tend-notify-<pod uid>): each goes back to its pod at adoption, with what
  * the pod said meanwhile; one no pod takes is closed at the end of
- * start-up (rt_manager_sweep_orphan_processes()). Takes fd. */
+ * start-up (rt_manager_sweep_orphans()). Takes fd. */
 bool rt_notify_fdname(const char *name);
 int rt_manager_add_notify_socket(rt_manager *m, int fd, const char *name);
 
@@ -219,22 +219,35 @@ int rt_manager_add_notify_socket(rt_manager *m, int fd, const char *name);
  * that the name parses back; new string. */
 char *rt_unit_name(const char *namespace, const char *pod);
 int rt_unit_parse(const char *unit, char **ret_namespace, char **ret_pod);
-/* At start-up, for a pod whose record holds only the intent: its unit, if
- * one is running (-ESRCH otherwise). Where the bus cannot be reached, the
- * unit cannot be ruled out: its name is returned, for an adoption that
- * is verified once the bus is back. */
-int rt_manager_find_unit(rt_manager *m, const char *namespace, const char *pod, rt_record *ret);
-/* At the end of start-up adoption: stops every running tend-* unit that no
- * pod adopted (and resets failed ones), asynchronously, reporting each
- * through the orphan_stopped callback. Where the bus cannot be reached
- * (and units were adopted), once it is back. */
-void rt_manager_sweep_orphan_units(rt_manager *m);
 
-/* At the end of start-up adoption: kills every process of ours (writing to
- * a pod log of this state dir, with a POD_UID) that no watched pod
- * accounts for: one an agent started and died before recording. Not the
- * processes of tend-* units (rt_manager_sweep_orphan_units()). */
-void rt_manager_sweep_orphan_processes(rt_manager *m);
+/* ---- start-up, whatever the backend ------------------------------------------------- */
+
+/* At start-up, for a pod whose record holds only the intent (an agent that
+ * died after its start and before its record): its process (by POD_UID in
+ * its environment, a session leader) or its unit (by name), as its
+ * runtimeClassName says; -ESRCH if none runs. Where systemd's bus cannot be
+ * reached, a unit cannot be ruled out: its name is returned, for an
+ * adoption that is verified once the bus is back. Scans /proc: start-up
+ * only. */
+int rt_manager_find_pod(rt_manager *m, const rt_pod_params *p, rt_record *ret);
+/* At the end of start-up adoption, every backend stops what no pod
+ * adopted: processes of ours that no watched pod accounts for (one an
+ * agent started and died before recording), and running tend-* units
+ * (failed ones reset), asynchronously, each reported through the
+ * orphan_stopped callback (where the bus cannot be reached, once it is
+ * back). */
+void rt_manager_sweep_orphans(rt_manager *m);
+
+/* What a backend can do (rt_runtime_caps()). */
+enum {
+        /* Its start is synchronous and its process found by the start-up
+         * sweep should the agent die before recording it: a pod may be
+         * started before the pass that decided it is committed. (A unit's
+         * start is asynchronous, and a unit is found only by its name: its
+         * intent is committed first.) */
+        RT_CAP_START_BEFORE_COMMIT = 1 << 0,
+};
+unsigned rt_runtime_caps(spec_runtime_class c);
 
 /* The logs of a pod that is gone: its log directory is emptied and kept
  * as a spare for the next pod (logdir.c: on ext4 that spares a burst of
@@ -262,12 +275,6 @@ char *rt_expand(const char *s, char *const *env);
  * container's env (each value $(VAR)-expanded from the entries before it),
  * POD_NAME, POD_NAMESPACE, POD_UID, and PORT_<NAME> / PORT for its ports. */
 int rt_build_env(const rt_pod_params *p, const rt_port *ports, size_t n_ports, char ***ret);
-
-/* Finds the main process of a pod by its environment (POD_UID=<uid>, a
- * session leader): for a pod whose record was never written because the
- * agent died right after spawning it. Fills a process record; -ESRCH if
- * there is none. Scans /proc: use at start-up only. */
-int rt_find_pod_process(const char *pod_uid, rt_record *ret);
 
 /* Identity of a live process: field 22 of /proc/<pid>/stat. */
 int rt_process_start_time(pid_t pid, uint64_t *ret);
