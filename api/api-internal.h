@@ -170,16 +170,6 @@ typedef struct resource {
         json_t *(*convert)(json_t *j);
 } resource;
 
-/* A kind of discovery (discovery.c). verbs, short_names: space-separated;
- * absent: why tend has none (NULL: served). */
-typedef struct api_kind {
-        const char *group, *version, *plural, *singular, *kind;
-        bool namespaced;
-        const char *verbs, *short_names;
-        bool in_all;
-        const char *absent;
-} api_kind;
-
 typedef struct filter {
         char *ns;
         spec_selector *labels; /* NULL: everything */
@@ -292,6 +282,9 @@ enum MHD_Result api__send_invalid(req *r, const char *qualified, const char *kin
                                   const spec_errors *errs);
 spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const char *name,
                                         enum MHD_Result *ret);
+/* The resources of the store's kinds, made from the kinds' registry once
+ * (api_server_new() calls it; -ENOMEM). */
+int api__resources_init(void);
 const resource *api__resource(store_kind kind);
 /* The resource served at prefix ("apis/apps/v1") as plural; NULL: none. */
 const resource *api__resource_at(const char *prefix, const char *plural);
@@ -389,12 +382,11 @@ enum MHD_Result api__handle_metrics(req *r);
 json_t *api__group_list(void);
 /* The APIResourceList of group/version ("" for core); NULL: none. */
 json_t *api__resource_list(const char *group, const char *version);
-const api_kind *api__kind(const char *group, const char *version, const char *plural);
-enum MHD_Result api__handle_absent(req *r, const api_kind *k, const char *ns, const char *name,
+enum MHD_Result api__handle_absent(req *r, const spec_kind *k, const char *ns, const char *name,
                                    const char *method);
 enum MHD_Result api__handle_namespaces(req *r, const char *name, const char *method);
 /* SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview */
-enum MHD_Result api__handle_review(req *r, const api_kind *k, const char *method);
+enum MHD_Result api__handle_review(req *r, const spec_kind *k, const char *method);
 
 /* events.c: an events.k8s.io/v1 Event from a core one (takes it) */
 json_t *api__event_v1(json_t *core);

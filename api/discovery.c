@@ -2,8 +2,8 @@
 
 /*
  * The HTTP API (tend/api.h): discovery (/api, /apis, each group version's
- * resources) from one table of the kinds tendd answers for, and the
- * answers for the kinds it has none of.
+ * resources) from the kinds' registry (spec/kinds.c), and the answers for
+ * the kinds it has none of.
  *
  * Besides the kinds tend runs, discovery lists kinds tend has none of, by
  * design or not yet (Services, ConfigMaps, Jobs...): kubectl resolves
@@ -17,66 +17,6 @@
 #include <pwd.h>
 
 #include "api-internal.h"
-
-/* verbs: space-separated; absent: why tend has none (NULL: served) */
-static const api_kind kinds[] = {
-        /* core/v1 */
-        { "", "v1", "pods", "pod", "Pod", true, "get list watch delete deletecollection", "po",
-          true, NULL },
-        { "", "v1", "pods/log", "", "Pod", true, "get", NULL, false, NULL },
-        { "", "v1", "nodes", "node", "Node", false, "get list", "no", false, NULL },
-        { "", "v1", "events", "event", "Event", true, "get list watch", "ev", false, NULL },
-        { "", "v1", "namespaces", "namespace", "Namespace", false, "get list", "ns", false, NULL },
-        { "", "v1", "services", "service", "Service", true, "get list", "svc", false,
-          "tend has no Services: a pod listens on the host itself, at its containerPort or its "
-          "leased port (tend.io/lease-ports; its tend.io/ports annotation says which)" },
-        { "", "v1", "endpoints", "endpoints", "Endpoints", true, "get list", "ep", false,
-          "tend has no Services, hence no Endpoints: a pod listens on the host itself" },
-        { "", "v1", "configmaps", "configmap", "ConfigMap", true, "get list", "cm", false,
-          "tend has no ConfigMaps yet: put the values in the container's env" },
-        { "", "v1", "secrets", "secret", "Secret", true, "get list", NULL, false,
-          "tend has no Secrets yet: put the values in the container's env" },
-        { "", "v1", "persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim",
-          true, "get list", "pvc", false,
-          "tend has no volumes: a pod is a host process and uses the host's files" },
-        { "", "v1", "persistentvolumes", "persistentvolume", "PersistentVolume", false, "get list",
-          "pv", false, "tend has no volumes: a pod is a host process and uses the host's files" },
-        { "", "v1", "replicationcontrollers", "replicationcontroller", "ReplicationController",
-          true, "get list", "rc", false, "tend has no ReplicationControllers: use a Deployment" },
-        /* apps/v1 */
-        { "apps", "v1", "deployments", "deployment", "Deployment", true,
-          "create delete deletecollection get list patch update watch", "deploy", true, NULL },
-        { "apps", "v1", "deployments/scale", "", "Scale", true, "get patch update", NULL, false,
-          NULL },
-        { "apps", "v1", "deployments/status", "", "Deployment", true, "get", NULL, false, NULL },
-        { "apps", "v1", "replicasets", "replicaset", "ReplicaSet", true,
-          "delete deletecollection get list watch", "rs", true, NULL },
-        { "apps", "v1", "replicasets/scale", "", "Scale", true, "get patch update", NULL, false,
-          NULL },
-        { "apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, "get list", "ds", false,
-          "tend has no DaemonSets: one tendd runs one host's pods; in a fleet, a Deployment "
-          "with a nodeSelector places them" },
-        { "apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, "get list", "sts",
-          false, "tend has no StatefulSets: use a Deployment" },
-        /* batch/v1 */
-        { "batch", "v1", "jobs", "job", "Job", true, "get list", NULL, false,
-          "tend has no Jobs yet: run work that ends as a systemd timer or a cron job" },
-        { "batch", "v1", "cronjobs", "cronjob", "CronJob", true, "get list", "cj", false,
-          "tend has no CronJobs yet: run work that ends as a systemd timer or a cron job" },
-        /* networking.k8s.io/v1 */
-        { "networking.k8s.io", "v1", "ingresses", "ingress", "Ingress", true, "get list", "ing",
-          false, "tend has no Ingresses: put a proxy (a Deployment of one) in front of the pods" },
-        /* events.k8s.io/v1: the same events, in that group's shape */
-        { "events.k8s.io", "v1", "events", "event", "Event", true, "get list watch", "ev", false,
-          NULL },
-        /* who may do what: whoever reaches the API may do everything */
-        { "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "", "SelfSubjectAccessReview",
-          false, "create", NULL, false, NULL },
-        { "authorization.k8s.io", "v1", "selfsubjectrulesreviews", "", "SelfSubjectRulesReview",
-          false, "create", NULL, false, NULL },
-        { "authentication.k8s.io", "v1", "selfsubjectreviews", "", "SelfSubjectReview", false,
-          "create", NULL, false, NULL },
-};
 
 static json_t *words(const char *list) {
         json_t *a = json_array();
@@ -95,8 +35,11 @@ json_t *api__resource_list(const char *group, const char *version) {
         json_t *a = json_array();
         bool any = false;
 
-        for (size_t i = 0; a && i < ELEMENTSOF(kinds); i++) {
-                const api_kind *k = &kinds[i];
+        size_t n;
+        const spec_kind *kinds = spec_kinds(&n);
+
+        for (size_t i = 0; a && i < n; i++) {
+                const spec_kind *k = &kinds[i];
                 json_t *e;
                 if (!streq(k->group, group) || !streq(k->version, version))
                         continue;
@@ -131,8 +74,11 @@ json_t *api__resource_list(const char *group, const char *version) {
 json_t *api__group_list(void) {
         json_t *groups = json_array();
 
-        for (size_t i = 0; groups && i < ELEMENTSOF(kinds); i++) {
-                const api_kind *k = &kinds[i];
+        size_t n;
+        const spec_kind *kinds = spec_kinds(&n);
+
+        for (size_t i = 0; groups && i < n; i++) {
+                const spec_kind *k = &kinds[i];
                 bool seen = false;
                 if (!*k->group)
                         continue;
@@ -163,17 +109,9 @@ json_t *api__group_list(void) {
                       : NULL;
 }
 
-const api_kind *api__kind(const char *group, const char *version, const char *plural) {
-        for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
-                if (streq(kinds[i].group, group) && streq(kinds[i].version, version) &&
-                    streq(kinds[i].plural, plural))
-                        return &kinds[i];
-        return NULL;
-}
-
 /* ---- kinds tend has none of ------------------------------------------------------------- */
 
-enum MHD_Result api__handle_absent(req *r, const api_kind *k, const char *ns, const char *name,
+enum MHD_Result api__handle_absent(req *r, const spec_kind *k, const char *ns, const char *name,
                                    const char *method) {
         const char *group = *k->group ? k->group : "";
         _cleanup_free_ char *qualified = *k->group ? strprintf("%s.%s", k->plural, k->group)
@@ -410,7 +348,7 @@ static json_t *user_info(req *r) {
                          groups[1]);
 }
 
-enum MHD_Result api__handle_review(req *r, const api_kind *k, const char *method) {
+enum MHD_Result api__handle_review(req *r, const spec_kind *k, const char *method) {
         const char *av = streq(k->group, "authentication.k8s.io") ? "authentication.k8s.io/v1"
                                                                   : "authorization.k8s.io/v1";
 

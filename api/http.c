@@ -516,26 +516,66 @@ spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const
 
 /* ---- answers about resources ------------------------------------------------------------ */
 
-/* By store kind: every kind the store holds is served; then the same kinds
- * in other groups' shapes. */
-static const resource resources[] = {
-        [STORE_DEPLOYMENT] = { "apis/apps/v1", "deployments", "deployments.apps", STORE_DEPLOYMENT,
-                               "DeploymentList", "apps/v1", NULL },
-        [STORE_REPLICA_SET] = { "apis/apps/v1", "replicasets", "replicasets.apps",
-                                STORE_REPLICA_SET, "ReplicaSetList", "apps/v1", NULL },
-        [STORE_POD] = { "api/v1", "pods", "pods", STORE_POD, "PodList", "v1", NULL },
-        [STORE_EVENT] = { "api/v1", "events", "events", STORE_EVENT, "EventList", "v1", NULL },
-        [_STORE_KIND_MAX] = { "apis/events.k8s.io/v1", "events", "events.events.k8s.io",
-                              STORE_EVENT, "EventList", "events.k8s.io/v1", api__event_v1 },
-};
+/* By store kind, from the kinds' registry (spec/kinds.c): every kind the
+ * store holds is served, in its first group's shape; then the same kinds
+ * in other groups' shapes (events.k8s.io's events). Made once, before the
+ * first server answers (api__resources_init()); only read after. */
+static resource resources[2 * _STORE_KIND_MAX];
+static size_t n_resources;
+
+static store_kind stored_as(const spec_type *t) {
+        for (int k = 0; k < _STORE_KIND_MAX; k++)
+                if (store_kind_type((store_kind) k) == t)
+                        return (store_kind) k;
+        return _STORE_KIND_INVALID;
+}
+
+int api__resources_init(void) {
+        size_t n, extra = _STORE_KIND_MAX;
+        const spec_kind *kinds = spec_kinds(&n);
+
+        if (n_resources)
+                return 0;
+        for (size_t i = 0; i < n; i++) {
+                const spec_kind *k = &kinds[i];
+                store_kind sk = stored_as(k->type);
+                bool first = spec_kind_of(k->type) == k;
+                if (!k->type || sk < 0 || (!first && extra >= ELEMENTSOF(resources)))
+                        continue;
+                resource *res = &resources[first ? (size_t) sk : extra++];
+                char *prefix = *k->group ? strprintf("apis/%s/%s", k->group, k->version)
+                                         : strprintf("api/%s", k->version),
+                     *qualified = *k->group ? strprintf("%s.%s", k->plural, k->group)
+                                            : strdup(k->plural),
+                     *list_kind = strprintf("%sList", k->kind),
+                     *api_version = *k->group ? strprintf("%s/%s", k->group, k->version)
+                                              : strdup(k->version);
+                if (!prefix || !qualified || !list_kind || !api_version) {
+                        free(prefix), free(qualified), free(list_kind), free(api_version);
+                        return -ENOMEM;
+                }
+                *res = (resource){ .prefix = prefix,
+                                   .plural = k->plural,
+                                   .qualified = qualified,
+                                   .kind = sk,
+                                   .list_kind = list_kind,
+                                   .api_version = api_version,
+                                   /* the one other shape there is */
+                                   .convert = streq(k->group, "events.k8s.io") ? api__event_v1
+                                                                               : NULL };
+        }
+        n_resources = extra;
+        return 0;
+}
 
 const resource *api__resource(store_kind kind) {
         return kind >= 0 && kind < _STORE_KIND_MAX ? &resources[kind] : NULL;
 }
 
 const resource *api__resource_at(const char *prefix, const char *plural) {
-        for (size_t i = 0; i < ELEMENTSOF(resources); i++)
-                if (streq(resources[i].prefix, prefix) && streq(resources[i].plural, plural))
+        for (size_t i = 0; i < n_resources; i++)
+                if (resources[i].prefix && streq(resources[i].prefix, prefix) &&
+                    streq(resources[i].plural, plural))
                         return &resources[i];
         return NULL;
 }

@@ -181,7 +181,7 @@ static enum MHD_Result route(req *r, const char *url, const char *method) {
         if (*group == 0 && !ns && streq(seg[i], "nodes") && n - i <= 2)
                 return api__handle_nodes(r, i + 1 < n ? seg[i + 1] : NULL, method);
 
-        const api_kind *k = api__kind(group, version, seg[i]);
+        const spec_kind *k = spec_kind_find(group, version, seg[i]);
         if (k && k->absent)
                 return n - i <= 2
                                ? api__handle_absent(r, k, ns, i + 1 < n ? seg[i + 1] : NULL, method)

@@ -295,8 +295,10 @@ int api_server_new(const api_config *c, api_server **ret, char **ret_error) {
         int fd, r;
 
         *ret_error = NULL;
-        if (!s)
+        if (!s || api__resources_init() < 0) {
+                free(s);
                 return -ENOMEM;
+        }
         s->loop = c->loop;
         s->agent = c->agent;
         s->store = agent_get_store(c->agent);

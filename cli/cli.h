@@ -55,32 +55,21 @@ client *cli_connect(void);
 
 /* ---- resources --------------------------------------------------------------------------- */
 
-typedef struct cli_resource {
-        const char *plural;    /* "deployments" */
-        const char *singular;  /* "deployment" */
-        const char *shortname; /* "deploy" */
-        const char *group;     /* "apps" or "" */
-        const char *prefix;    /* "/apis/apps/v1" or "/api/v1" */
-        const spec_type *type;
-} cli_resource;
-
-/* "deployments", "deploy", "deployment", "rs", "po", "ev", ... */
-const cli_resource *cli_resource_find(const char *word);
 /* "deploy/web" → resource and name; prints an error if not valid. */
-int cli_parse_ref(const char *ref, const cli_resource **ret_res, const char **ret_name);
+int cli_parse_ref(const char *ref, const spec_kind **ret_res, const char **ret_name);
 /* The objects a verb's words name, as kubectl takes them: TYPE/NAME ...
  * (each of its own type) or TYPE NAME ... (one type). With nodes, node/NAME
  * and "node NAME" too (their res is NULL). At most max; prints what is
  * wrong and returns < 0. */
 typedef struct cli_ref {
-        const cli_resource *res; /* NULL: a node */
-        const char *name;        /* borrowed from words */
+        const spec_kind *res; /* NULL: a node */
+        const char *name;     /* borrowed from words */
 } cli_ref;
 int cli_parse_refs(char **words, size_t n, bool nodes, cli_ref *ret, size_t max, size_t *ret_n);
 /* "/apis/apps/v1/namespaces/NS/deployments[/NAME]"; new string. */
-char *cli_path(const cli_resource *r, const char *ns, const char *name);
+char *cli_path(const spec_kind *r, const char *ns, const char *name);
 /* "deployment.apps/web" */
-char *cli_object_ref(const cli_resource *r, const char *name);
+char *cli_object_ref(const spec_kind *r, const char *name);
 
 /* ---- output ------------------------------------------------------------------------------- */
 
@@ -130,7 +119,7 @@ void *cli_decode(const spec_type *t, json_t *j);
  * be freed. */
 spec_replica_set **cli_owned_replica_sets(client *c, const spec_deployment *d, size_t *ret_n);
 /* GET one object and decode it; prints the error and returns NULL. */
-void *cli_fetch(client *c, const cli_resource *r, const char *name);
+void *cli_fetch(client *c, const spec_kind *r, const char *name);
 
 /* JSON or YAML to stdout. */
 void cli_print_json(json_t *j);

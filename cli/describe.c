@@ -425,7 +425,7 @@ int cli_describe(int argc, char **argv) {
                 {},
         };
         _cleanup_(client_freep) client *c = NULL;
-        const cli_resource *res;
+        const spec_kind *res;
         const char *name;
         _cleanup_free_ char *path = NULL;
         json_t *resp = NULL;

@@ -18,7 +18,7 @@ typedef enum output {
 } output;
 
 typedef struct get_ctx {
-        const cli_resource *res;
+        const spec_kind *res;
         output out;
         bool all_namespaces;
         table t;
@@ -297,7 +297,7 @@ static int sort_items(json_t *items, const char *path) {
 
 /* The revision of each ReplicaSet, for the REVISION column of pods. */
 static tend_hashmap *load_revisions(client *c, bool all_namespaces) {
-        _cleanup_free_ char *path = cli_path(cli_resource_find("replicasets"),
+        _cleanup_free_ char *path = cli_path(spec_kind_named("replicasets"),
                                              all_namespaces ? NULL : cli.namespace, NULL);
         tend_hashmap *h = tend_hashmap_new();
         json_t *resp = NULL, *item;
@@ -471,7 +471,7 @@ int cli_get(int argc, char **argv) {
          * type: "get deploy a b" or "get deploy/a deploy/b"). */
         if (strchr(argv[optind], '/')) {
                 for (int k = optind; k < argc; k++) {
-                        const cli_resource *r;
+                        const spec_kind *r;
                         const char *n;
                         if (cli_parse_ref(argv[k], &r, &n) < 0)
                                 return 1;
@@ -485,7 +485,7 @@ int cli_get(int argc, char **argv) {
                                 break;
                 }
         } else {
-                g.res = cli_resource_find(argv[optind]);
+                g.res = spec_kind_named(argv[optind]);
                 if (!g.res) {
                         fprintf(stderr,
                                 "error: the server doesn't have a resource type \"%s\" (tend "

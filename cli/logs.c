@@ -139,7 +139,7 @@ static int stream_logs(char **pods, bool prefix, bool follow, bool previous, int
 /* The pods of deployment name whose logs are read: by its selector, the
  * running ones; if none runs (all waiting out a crash-loop back-off), the
  * waiting ones, whose --previous is what one wants to read then. */
-static int deployment_pods(client *c, const cli_resource *r, const char *name, char ***ret) {
+static int deployment_pods(client *c, const spec_kind *r, const char *name, char ***ret) {
         spec_deployment *d = cli_fetch(c, r, name);
         _cleanup_buf_ tend_buf sel = TEND_BUF_INIT(4096);
         _cleanup_free_ char *esel = NULL, *path = NULL;
@@ -195,7 +195,7 @@ int cli_logs(int argc, char **argv) {
         };
         _cleanup_(client_freep) client *c = NULL;
         _cleanup_strv_free_ char **pods = NULL;
-        const cli_resource *ref = NULL;
+        const spec_kind *ref = NULL;
         const char *deployment = NULL;
         bool follow = false, previous = false, prefix = false;
         int64_t tail = -1;
@@ -277,7 +277,7 @@ int cli_logs(int argc, char **argv) {
                 return 1;
 
         if (strchr(argv[optind], '/')) {
-                const cli_resource *r;
+                const spec_kind *r;
                 const char *name;
                 if (cli_parse_ref(argv[optind], &r, &name) < 0)
                         return 1;
@@ -295,7 +295,7 @@ int cli_logs(int argc, char **argv) {
                 }
         } else {
                 /* A plain name: check it exists, for a clear error. */
-                spec_pod *p = cli_fetch(c, cli_resource_find("pods"), argv[optind]);
+                spec_pod *p = cli_fetch(c, spec_kind_named("pods"), argv[optind]);
                 if (!p)
                         return 1;
                 spec_pod_free(p);

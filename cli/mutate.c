@@ -6,7 +6,7 @@
 
 #include "cli.h"
 
-void *cli_fetch(client *c, const cli_resource *r, const char *name) {
+void *cli_fetch(client *c, const spec_kind *r, const char *name) {
         _cleanup_free_ char *path = cli_path(r, cli.namespace, name);
         json_t *resp = NULL;
         void *obj;
@@ -41,7 +41,7 @@ static int delete_path(client *c, const char *path, const char *what, const char
         return 0;
 }
 
-static int delete_one(client *c, const cli_resource *r, const char *ns, const char *name) {
+static int delete_one(client *c, const spec_kind *r, const char *ns, const char *name) {
         _cleanup_free_ char *path = cli_path(r, ns, name),
                             *what = isempty(r->group) ? strdup(r->singular)
                                                       : strprintf("%s.%s", r->singular, r->group);
@@ -112,7 +112,7 @@ int cli_delete(int argc, char **argv) {
                                 const char *ns = m.items[i].namespace_defaulted
                                                          ? cli.namespace
                                                          : d->metadata.namespace;
-                                if (delete_one(c, cli_resource_find("deployments"), ns,
+                                if (delete_one(c, spec_kind_named("deployments"), ns,
                                                d->metadata.name) < 0)
                                         ret = 1;
                         }
@@ -140,7 +140,7 @@ int cli_scale(int argc, char **argv) {
         };
         _cleanup_(client_freep) client *c = NULL;
         _cleanup_free_ char *path = NULL, *body = NULL, *ref = NULL, *base = NULL;
-        const cli_resource *r;
+        const spec_kind *r;
         const char *name;
         int64_t replicas = -1;
         json_t *resp = NULL;

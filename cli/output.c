@@ -7,39 +7,12 @@
 
 #include "cli.h"
 
-static const cli_resource resources[] = {
-        { "deployments", "deployment", "deploy", "apps", "/apis/apps/v1", &spec_type_deployment },
-        { "replicasets", "replicaset", "rs", "apps", "/apis/apps/v1", &spec_type_replica_set },
-        { "pods", "pod", "po", "", "/api/v1", &spec_type_pod },
-        { "events", "event", "ev", "", "/api/v1", &spec_type_event },
-};
-
 bool cli_is_nodes(const char *word) {
         return streq(word, "nodes") || streq(word, "node") || streq(word, "no") ||
                startswith(word, "node/") || startswith(word, "nodes/");
 }
 
-/* "deployments", "deployment", "deploy", and with the group too
- * ("deployment.apps", what -o name prints), as kubectl. */
-const cli_resource *cli_resource_find(const char *word) {
-        for (size_t i = 0; i < ELEMENTSOF(resources); i++) {
-                const cli_resource *r = &resources[i];
-                const char *rest;
-                size_t n = strcspn(word, ".");
-                _cleanup_free_ char *base = strndup(word, n);
-
-                if (!base)
-                        return NULL;
-                rest = word[n] ? word + n + 1 : NULL;
-                if (rest && !streq(rest, r->group))
-                        continue;
-                if (streq(base, r->plural) || streq(base, r->singular) || streq(base, r->shortname))
-                        return r;
-        }
-        return NULL;
-}
-
-int cli_parse_ref(const char *ref, const cli_resource **ret_res, const char **ret_name) {
+int cli_parse_ref(const char *ref, const spec_kind **ret_res, const char **ret_name) {
         const char *slash = strchr(ref, '/');
         _cleanup_free_ char *type = NULL;
 
@@ -50,7 +23,7 @@ int cli_parse_ref(const char *ref, const cli_resource **ret_res, const char **re
         type = strndup(ref, (size_t) (slash - ref));
         if (!type)
                 return -ENOMEM;
-        *ret_res = cli_resource_find(type);
+        *ret_res = spec_kind_named(type);
         if (!*ret_res) {
                 fprintf(stderr,
                         "error: the server doesn't have a resource type \"%s\" (tend "
@@ -68,7 +41,7 @@ int cli_parse_refs(char **words, size_t n, bool nodes, cli_ref *ret, size_t max,
         *ret_n = 0;
         /* TYPE NAME...: one type, then its names (kubectl's other form) */
         if (n > 0 && !strchr(words[0], '/')) {
-                const cli_resource *r = cli_resource_find(words[0]);
+                const spec_kind *r = spec_kind_named(words[0]);
                 bool is_node = nodes && cli_is_nodes(words[0]);
                 if (!r && !is_node) {
                         fprintf(stderr,
@@ -100,7 +73,7 @@ int cli_parse_refs(char **words, size_t n, bool nodes, cli_ref *ret, size_t max,
                 return 0;
         }
         for (size_t i = 0; i < n; i++) {
-                const cli_resource *r = NULL;
+                const spec_kind *r = NULL;
                 const char *name;
                 if (k == max) {
                         fprintf(stderr, "error: at most %zu names at once\n", max);
@@ -121,18 +94,20 @@ int cli_parse_refs(char **words, size_t n, bool nodes, cli_ref *ret, size_t max,
         return 0;
 }
 
-char *cli_path(const cli_resource *r, const char *ns, const char *name) {
+char *cli_path(const spec_kind *r, const char *ns, const char *name) {
         _cleanup_free_ char *ens = ns ? client_escape(ns) : NULL,
-                            *ename = name ? client_escape(name) : NULL;
+                            *ename = name ? client_escape(name) : NULL, *prefix = spec_kind_path(r);
 
+        if (!prefix || (ns && !ens) || (name && !ename))
+                return NULL;
         if (!ns)
-                return strprintf("%s/%s", r->prefix, r->plural);
+                return strprintf("%s/%s", prefix, r->plural);
         if (!name)
-                return strprintf("%s/namespaces/%s/%s", r->prefix, ens, r->plural);
-        return strprintf("%s/namespaces/%s/%s/%s", r->prefix, ens, r->plural, ename);
+                return strprintf("%s/namespaces/%s/%s", prefix, ens, r->plural);
+        return strprintf("%s/namespaces/%s/%s/%s", prefix, ens, r->plural, ename);
 }
 
-char *cli_object_ref(const cli_resource *r, const char *name) {
+char *cli_object_ref(const spec_kind *r, const char *name) {
         if (isempty(r->group))
                 return strprintf("%s/%s", r->singular, name);
         return strprintf("%s.%s/%s", r->singular, r->group, name);

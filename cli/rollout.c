@@ -70,7 +70,7 @@ static int on_status_line(const char *line, size_t n, void *userdata) {
  * found) is final. NULL: final, or the deadline (*ret_timed_out). */
 static spec_deployment *fetch_waiting(client *c, const char *name, bool reached, usec_t deadline,
                                       bool *ret_timed_out) {
-        _cleanup_free_ char *path = cli_path(cli_resource_find("deployments"), cli.namespace, name);
+        _cleanup_free_ char *path = cli_path(spec_kind_named("deployments"), cli.namespace, name);
         bool said = false;
 
         *ret_timed_out = false;
@@ -213,7 +213,7 @@ static int cmp_rev(const void *a, const void *b) {
 }
 
 static int rollout_history(client *c, const char *name, int64_t revision) {
-        spec_deployment *d = cli_fetch(c, cli_resource_find("deployments"), name);
+        spec_deployment *d = cli_fetch(c, spec_kind_named("deployments"), name);
         spec_replica_set **rss;
         size_t n;
         int ret = 0;
@@ -279,7 +279,7 @@ static int rollout_history(client *c, const char *name, int64_t revision) {
 }
 
 static int patch_deployment(client *c, const char *name, const char *body) {
-        _cleanup_free_ char *path = cli_path(cli_resource_find("deployments"), cli.namespace, name);
+        _cleanup_free_ char *path = cli_path(spec_kind_named("deployments"), cli.namespace, name);
         json_t *resp = NULL;
         long code;
 
@@ -306,7 +306,7 @@ int cli_rollout(int argc, char **argv) {
                 {},
         };
         _cleanup_(client_freep) client *c = NULL;
-        const cli_resource *res;
+        const spec_kind *res;
         const char *sub, *name;
         usec_t timeout = 0;
         bool watch = true;

@@ -82,7 +82,7 @@ uint64_t fleet_writes(fleet *f) {
 void fleet__acks_note(fleet *f, store_kind kind, const char *ns, const char *name) {
         _cleanup_free_ char *key = NULL;
 
-        if (!f->acks.recording || kind >= FLEET_KINDS)
+        if (!f->acks.recording || !fleet__mirrored(kind))
                 return;
         key = fleet__obj_key(kind, ns, name);
         if (!key ||

@@ -363,8 +363,8 @@ bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted) {
                 return false;
         if (startswith(rest, "status/"))
                 rest += strlen("status/"), status = true;
-        for (int i = 0; i < FLEET_KINDS; i++)
-                if (fleet__kind_name(i) && startswith(rest, fleet__kind_name(i)) &&
+        for (int i = 0; i < _STORE_KIND_MAX; i++)
+                if (fleet__mirrored(i) && startswith(rest, fleet__kind_name(i)) &&
                     rest[strlen(fleet__kind_name(i))] == '/') {
                         k = i;
                         break;
@@ -414,8 +414,10 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r) {
                                 remote(f, o, s, &(etcd_kv){ .key = ek }, true);
                 }
         }
-        for (int k = 0; k < FLEET_KINDS; k++) {
+        for (int k = 0; k < _STORE_KIND_MAX; k++) {
                 const void *const *items;
+                if (!fleet__mirrored(k))
+                        continue;
                 size_t n = store_list(f->m.store, (store_kind) k, &items);
                 for (size_t i = 0; i < n; i++) {
                         const spec_meta *m = spec_object_meta(items[i]);
@@ -585,7 +587,7 @@ static void on_local_change(store_kind kind, store_change change, const void *ob
                 fleet__events_local(f, change, obj);
                 return;
         }
-        if (kind >= FLEET_KINDS)
+        if (!fleet__mirrored(kind))
                 return;
         o = fleet__fobj_get(f, kind, m->namespace, m->name, true);
         if (!o) {
@@ -744,8 +746,9 @@ static void flush(fleet *f) {
          * something of a kind is left for the next batch of this kind, so is
          * every later kind (both are the leader's: the same kind of batch) */
         bool left = false;
-        for (int k = 0; k < FLEET_KINDS && f->m.n_sent < BATCH_MAX && !left; k++)
-                for (size_t i = 0; tend_hashmap_next(f->m.objs, &i, &key, &v);) {
+        for (int k = 0; k < _STORE_KIND_MAX && f->m.n_sent < BATCH_MAX && !left; k++)
+                for (size_t i = 0;
+                     fleet__mirrored(k) && tend_hashmap_next(f->m.objs, &i, &key, &v);) {
                         fobj *o = v;
                         if (f->m.n_sent >= BATCH_MAX || room == 0) {
                                 left = true;

@@ -7,18 +7,17 @@
 
 #include "fleet-internal.h"
 
-/* The kinds the fleet mirrors (store_kind up to STORE_POD; events are
- * events.c's). */
-#define FLEET_KINDS (STORE_POD + 1)
+/* Whether the fleet keeps objects of store kind k in etcd (the kinds'
+ * registry says: spec_kind.mirrored; events are events.c's). */
+static inline bool fleet__mirrored(store_kind k) {
+        const spec_kind *r = k >= 0 && k < _STORE_KIND_MAX ? spec_kind_of(store_kind_type(k))
+                                                           : NULL;
+        return r && r->mirrored;
+}
 
-/* A kind as etcd's keys name it (k < FLEET_KINDS). */
+/* A mirrored kind as etcd's keys name it: its plural. */
 static inline const char *fleet__kind_name(store_kind k) {
-        static const char *const names[FLEET_KINDS] = {
-                [STORE_DEPLOYMENT] = "deployments",
-                [STORE_REPLICA_SET] = "replicasets",
-                [STORE_POD] = "pods",
-        };
-        return names[k];
+        return spec_kind_of(store_kind_type(k))->plural;
 }
 
 /* An object's name in the mirror's map: "kind/ns/name"; new. */

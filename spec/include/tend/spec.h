@@ -751,6 +751,34 @@ void spec_deployment_default(spec_deployment *d);
 
 /* Every error of the object at once; errs->file/object should be set.
  * Returns 0 if valid, -EINVAL if errors were added, -ENOMEM. */
+/* ---- kinds (spec/kinds.c) ----------------------------------------------------------- */
+
+/* Every kind the API knows, one row each: those tend serves, and those it
+ * answers for without having any (absent says why). Discovery, the API's
+ * routes, the CLI's names and the fleet's keys read it. */
+typedef struct spec_kind {
+        const char *group, *version; /* "" for core */
+        const char *plural, *singular, *kind;
+        bool namespaced;
+        const char *verbs;       /* discovery's, space-separated */
+        const char *short_names; /* space-separated; NULL: none */
+        bool in_all;             /* in kubectl's category "all" */
+        const char *absent;      /* why tend has none; NULL: served */
+        const spec_type *type;   /* the objects' codec; NULL: none is stored */
+        bool mirrored;           /* in a fleet, kept in etcd by every node's mirror */
+} spec_kind;
+
+const spec_kind *spec_kinds(size_t *ret_n);
+/* The row of a group, version and plural (a subresource's: "pods/log"). */
+const spec_kind *spec_kind_find(const char *group, const char *version, const char *plural);
+/* The row of the kind whose objects type encodes (its first group's). */
+const spec_kind *spec_kind_of(const spec_type *type);
+/* A kind tend stores, by a name kubectl takes: its plural, singular or a
+ * short name, each with ".GROUP" or without ("deploy", "rs.apps"). */
+const spec_kind *spec_kind_named(const char *word);
+/* "/apis/GROUP/VERSION" or "/api/VERSION"; new string. */
+char *spec_kind_path(const spec_kind *k);
+
 /* A Node as the API gives it (JSON; nodes are not a spec type: tendd
  * makes them), as kubectl shows it: STATUS ("Ready", "NotReady" or
  * "Unknown", then ",SchedulingDisabled" when cordoned) and ROLES (the X of
