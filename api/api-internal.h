@@ -3,9 +3,9 @@
 
 /*
  * Private to the API (api/): what its files share. Each file holds one
- * concern (server.c, http.c, route.c, selectors.c, objects.c, watch.c,
- * logs.c, metrics.c; patch.c for PATCH bodies; prep.c for a deployment's
- * write, made in the thread pool); the prefix api__ marks what one file
+ * concern (server.c, http.c, write.c, route.c, selectors.c, objects.c,
+ * watch.c, logs.c, metrics.c; patch.c for PATCH bodies; prep.c for a
+ * deployment's write, made in the thread pool); the prefix api__ marks what one file
  * offers another.
  *
  * Streams (watch, log -f) use MHD's content-reader callbacks: when there is
@@ -241,8 +241,8 @@ int api__params_problem(req *r, unsigned *ret_code, char **ret_problem);
  * -EINVAL with *ret_problem (a dryRun that is not a list of "All"). */
 int api__dry_run_of(req *r, json_t *options, char **ret_problem);
 
-/* http.c: requests and answers (query, headers, bodies, patches, Status, causes, the resources and
- * their answers) */
+/* http.c: requests and answers (query, headers, Status, answers held for
+ * the fleet, the resources and their answers) */
 /* A handler that answers later (a write to the fleet's etcd) starts the
  * work with api__later as its callback and r as its argument, then returns
  * api__wait(r, cancel, userdata): the connection waits, suspended, and
@@ -272,6 +272,8 @@ enum MHD_Result api__send_text(req *r, unsigned code, char *body);
 char *api__line(char *s);
 enum MHD_Result api__send_status(req *r, unsigned code, const char *reason, const char *fmt, ...)
         _printf_(4, 5);
+/* write.c: what a write sends: bodies, patches, decoding, validation and
+ * its causes, preconditions. */
 int api__body_docs(req *r, enum MHD_Result *ret, spec_docs *docs);
 json_t *api__body_object(req *r, enum MHD_Result *ret);
 int api__field_validation(req *r, json_t *j, enum MHD_Result *ret);
