@@ -165,9 +165,22 @@ static spec_deployment *prepare(const spec_deployment *d, const spec_deployment 
         return n;
 }
 
+void agent_apply_keep(spec_deployment *d, const spec_deployment *old, unsigned flags) {
+        if (!old)
+                return;
+        if (flags & AGENT_APPLY_KEEP_REPLICAS)
+                d->spec.replicas = old->spec.replicas;
+        if (flags & AGENT_APPLY_KEEP_PAUSED)
+                d->spec.paused = old->spec.paused;
+}
+
 spec_deployment *agent_stored_form(const spec_deployment *d, const spec_deployment *old,
                                    unsigned flags) {
-        return prepare(d, old, flags & AGENT_APPLY_REPLACE);
+        spec_deployment *n = prepare(d, old, flags & AGENT_APPLY_REPLACE);
+
+        if (n)
+                agent_apply_keep(n, old, flags);
+        return n;
 }
 
 agent_apply_result agent_stored_generation(const spec_deployment *old, spec_deployment *n) {

@@ -381,14 +381,15 @@ static bool make_list(prep *p, req *r) {
                         (void) api__send_oom(r);
                         return false;
                 }
-                if (it->old && it->keep_replicas)
-                        d->spec.replicas = it->old->spec.replicas;
-                if (it->old && it->keep_paused)
-                        d->spec.paused = it->old->spec.paused;
+                /* what tend apply leaves out (it sends only what the
+                 * manifests declare) stays as stored */
+                unsigned flags = (it->keep_replicas ? AGENT_APPLY_KEEP_REPLICAS : 0) |
+                                 (it->keep_paused ? AGENT_APPLY_KEEP_PAUSED : 0);
+                agent_apply_keep(d, it->old, flags);
                 /* (its errors name it: a List's are answered together) */
                 _cleanup_free_ char *label = spec_object_label("Deployment", it->name, 0);
                 p->errs.object = label;
-                bool ok = made(p, r, it, d, 0);
+                bool ok = made(p, r, it, d, flags);
                 p->errs.object = NULL;
                 if (!ok)
                         return false;

@@ -209,7 +209,18 @@ enum {
          * as a manifest is when it is read, off the loop): only the checks
          * against what is stored are left. */
         AGENT_APPLY_VALIDATED = 1 << 3,
+        /* What the apply left out stays as stored (a List that tend apply
+         * sends without them, its manifests not declaring them):
+         * spec.replicas (a `tend scale` survives the apply), spec.paused. */
+        AGENT_APPLY_KEEP_REPLICAS = 1 << 4,
+        AGENT_APPLY_KEEP_PAUSED = 1 << 5,
 };
+/* What an apply with flags means by the fields it left out, on d (the
+ * object as decoded, defaults and all) over old (what is stored; NULL:
+ * nothing): AGENT_APPLY_KEEP_* take old's. Pure, as agent_stored_form(),
+ * which does it too; a caller that looks at d before (the API's field
+ * tracking) calls it first. */
+void agent_apply_keep(spec_deployment *d, const spec_deployment *old, unsigned flags);
 int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,
                    agent_apply_result *results, unsigned flags);
 /* d as an apply with flags would store it over old (what is stored, NULL:
