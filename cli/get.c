@@ -260,7 +260,7 @@ static int cmp_sort_items(const void *a, const void *b) {
         json_t *x = ((const sort_item *) a)->key, *y = ((const sort_item *) b)->key;
 
         if (!x || !y)
-                return !x - !y ? (!x ? -1 : 1) : 0;
+                return (!x - !y) ? (!x ? -1 : 1) : 0;
         if (json_is_number(x) && json_is_number(y)) {
                 double dx = json_number_value(x), dy = json_number_value(y);
                 return dx < dy ? -1 : dx > dy;
