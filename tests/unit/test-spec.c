@@ -1548,6 +1548,51 @@ static void test_managed_fields(void **state) {
         json_decref(bad);
 }
 
+/* The kinds' registry: every row well formed, and the names kubectl takes. */
+static void test_kind_registry(void **state) {
+        size_t n;
+        const spec_kind *kinds = spec_kinds(&n);
+        _cleanup_free_ char *apps = NULL, *core = NULL;
+
+        (void) state;
+        assert_true(n > 10);
+        for (size_t i = 0; i < n; i++) {
+                const spec_kind *k = &kinds[i];
+                assert_non_null(k->plural);
+                assert_non_null(k->kind);
+                assert_non_null(k->verbs);
+                /* served or said why not, never both */
+                assert_false(k->type && k->absent);
+                /* a mirrored kind is one tend stores */
+                assert_true(!k->mirrored || k->type);
+                assert_ptr_equal(spec_kind_find(k->group, k->version, k->plural), k);
+                /* one row per group, version and plural */
+                for (size_t j = 0; j < i; j++)
+                        assert_false(streq(kinds[j].group, k->group) &&
+                                     streq(kinds[j].version, k->version) &&
+                                     streq(kinds[j].plural, k->plural));
+        }
+        assert_ptr_equal(spec_kind_of(&spec_type_deployment), spec_kind_named("deployments"));
+        assert_ptr_equal(spec_kind_named("deploy"), spec_kind_named("deployment.apps"));
+        assert_ptr_equal(spec_kind_named("rs"), spec_kind_of(&spec_type_replica_set));
+        assert_ptr_equal(spec_kind_named("po"), spec_kind_of(&spec_type_pod));
+        /* events: the core group's, the first of their type */
+        assert_string_equal(spec_kind_of(&spec_type_event)->group, "");
+        assert_null(spec_kind_named("pods.apps")); /* not that group */
+        assert_null(spec_kind_named("services"));  /* one tend has none of */
+        assert_null(spec_kind_named("deploymentsx"));
+        assert_null(spec_kind_named("deploy.apps.x"));
+        assert_non_null(spec_kind_find("", "v1", "pods/log")); /* a subresource */
+        assert_non_null(spec_kind_find("batch", "v1", "jobs")->absent);
+        apps = spec_kind_path(spec_kind_named("rs"));
+        core = spec_kind_path(spec_kind_named("ev"));
+        assert_string_equal(apps, "/apis/apps/v1");
+        assert_string_equal(core, "/api/v1");
+        /* the kinds the fleet keeps in etcd: deployments, replica sets, pods */
+        assert_true(spec_kind_named("deploy")->mirrored && spec_kind_named("rs")->mirrored &&
+                    spec_kind_named("po")->mirrored && !spec_kind_named("ev")->mirrored);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_positions),
@@ -1585,6 +1630,7 @@ int main(void) {
                 cmocka_unit_test(test_dns_names),
                 cmocka_unit_test(test_annotation_registry),
                 cmocka_unit_test(test_rollout_annotations),
+                cmocka_unit_test(test_kind_registry),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
