@@ -81,12 +81,13 @@ int fleet_node_cordon(fleet *f, const char *name, bool value, fleet_done done, v
 int fleet_node_delete(fleet *f, const char *name, fleet_done done, void *req);
 /* The request req goes (its answer is not wanted): nothing is called. */
 void fleet_cancel(fleet *f, void *req);
-/* An API request's writes: fleet_writes() marks where they begin (0: no
- * mark needed, the store is local only), fleet_writes_end() when it is
- * handled; fleet_touch() names an object the request relies on although
- * it did not change it; fleet_sync() answers done(0) once etcd has every
- * write of it since the mark (at once: 1), or done(409, 413, 503, 504)
- * with why not. */
+/* An API request's writes: fleet_writes() marks where they begin (the
+ * count of local writes so far) and notes the objects written from then
+ * on, fleet_writes_end() when the request is handled; fleet_touch() names
+ * an object the request relies on although it did not change it;
+ * fleet_sync() returns 1 when etcd has every write of it already, else 0
+ * and answers done(0) once etcd has them, or done(409, 413, 503, 504)
+ * with why not (-errno: cannot wait). */
 uint64_t fleet_writes(fleet *f);
 void fleet_writes_end(fleet *f);
 void fleet_touch(fleet *f, store_kind kind, const char *ns, const char *name);
