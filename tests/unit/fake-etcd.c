@@ -173,9 +173,11 @@ static void lease_gone(etcd *e, int64_t id) {
         if (any) {
                 int64_t rev = ++e->revision;
                 for (size_t i = 0; i < e->n_kvs;)
-                        if (e->kvs[i].lease == id)
-                                do_delete(e, e->kvs[i].key, NULL, rev);
-                        else
+                        if (e->kvs[i].lease == id) {
+                                /* (a copy: the delete frees the key) */
+                                _cleanup_free_ char *key = strdup(e->kvs[i].key);
+                                do_delete(e, key, NULL, rev);
+                        } else
                                 i++;
         }
         for (size_t i = 0; i < e->n_leases; i++)
@@ -750,6 +752,18 @@ const char *fake_etcd_get(const etcd *e, const char *key, int64_t *ret_mod) {
         if (ret_mod)
                 *ret_mod = kv ? kv->mod : 0;
         return kv ? kv->value : NULL;
+}
+
+bool fake_etcd_next(const etcd *e, const char *prefix, size_t *i, const char **ret_key,
+                    const char **ret_value) {
+        for (; *i < e->n_kvs; (*i)++)
+                if (startswith(e->kvs[*i].key, prefix)) {
+                        *ret_key = e->kvs[*i].key;
+                        *ret_value = e->kvs[*i].value;
+                        (*i)++;
+                        return true;
+                }
+        return false;
 }
 
 int64_t fake_etcd_revision(const etcd *e) {

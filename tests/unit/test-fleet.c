@@ -29,13 +29,25 @@
 
 /* ---- virtual time --------------------------------------------------------------------------- */
 
-static usec_t skew;
+static usec_t skew, frozen; /* frozen: the clock stands there (0: it runs) */
 
 usec_t __real_now_monotonic(void);
 usec_t __wrap_now_monotonic(void);
 
 usec_t __wrap_now_monotonic(void) {
-        return __real_now_monotonic() + skew;
+        return frozen ?: __real_now_monotonic() + skew;
+}
+
+/* The member's clock stops (the loop's timers still fire: each look then
+ * sees the same time, whatever the machine's load). */
+static void freeze(void) {
+        frozen = __real_now_monotonic() + skew;
+}
+
+/* ... and runs again, later than where it stood. */
+static void thaw(usec_t after) {
+        skew = frozen + after - __real_now_monotonic();
+        frozen = 0;
 }
 
 /* ---- one member ----------------------------------------------------------------------------- */
@@ -101,7 +113,7 @@ static int setup(void **state, bool lead) {
         _cleanup_free_ char *err = NULL, *sd = NULL;
 
         assert_non_null(w);
-        skew = 0;
+        skew = frozen = 0;
         snprintf(w->dir, sizeof w->dir, "/tmp/tend-test-fleet-XXXXXX");
         assert_non_null(mkdtemp(w->dir));
         sd = strprintf("%s/state", w->dir);
@@ -243,6 +255,11 @@ static bool wait_answers(world *w, answer *a, answer *b, unsigned msec) {
         waiting[1] = b;
         waiting[2] = NULL;
         return run_until(w, all_answered, msec);
+}
+
+/* j's field at a path of two keys, as a string (NULL: none). */
+static const char *api_field(json_t *j, const char *a, const char *b) {
+        return json_string_value(json_object_get(json_object_get(j, a), b));
 }
 
 /* spec.replicas as etcd has web (-1: no key), and as the local store has it. */
@@ -466,6 +483,105 @@ static void test_fenced(void **state) {
         assert_int_equal(local_replicas(w), 0);
 }
 
+/* The leader's node lifecycle in virtual time: a node whose lease goes
+ * keeps its pods for --node-lost-after (10 s here), then the leader evicts
+ * them (deletionTimestamp, in etcd). */
+static int32_t evicted_on_n2(int *ret_bound) {
+        size_t i = 0;
+        const char *key, *value;
+        int bound = 0, evicted = 0;
+
+        while (fake_etcd_next(fake_etcd(), "/t/v1/pods/", &i, &key, &value)) {
+                _cleanup_(json_decrefp) json_t *p = json_loads(value, 0, NULL);
+                if (!streq_ptr(api_field(p, "spec", "nodeName"), "n2"))
+                        continue;
+                bound++;
+                evicted += json_object_get(json_object_get(p, "metadata"), "deletionTimestamp") !=
+                           NULL;
+        }
+        *ret_bound = bound;
+        return evicted;
+}
+
+/* ... as the leader's store has them (its decision, before etcd has it). */
+static int evicted_here(world *w) {
+        const void *const *items;
+        size_t n = store_list(agent_loop_store(w->al), STORE_POD, &items);
+        int evicted = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                evicted += streq_ptr(p->spec.node_name, "n2") && p->metadata.deletion_timestamp;
+        }
+        return evicted;
+}
+
+static bool two_bound(world *w) {
+        int bound;
+        (void) w;
+        (void) evicted_on_n2(&bound);
+        return bound == 2;
+}
+
+static bool all_evicted(world *w) {
+        int bound;
+        (void) w;
+        return evicted_on_n2(&bound) == 2 && bound == 2;
+}
+
+static int create_on_b(world *w, const void *arg) {
+        (void) arg;
+        _cleanup_(json_decrefp) json_t *j = json_loads(
+                "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"b\","
+                "\"namespace\":\"default\"},\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":"
+                "{\"app\":\"b\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"b\"}},\"spec\":"
+                "{\"nodeSelector\":{\"pool\":\"b\"},\"containers\":[{\"name\":\"c\",\"command\":["
+                "\"/bin/sleep\",\"1000\"]}]}}}}",
+                0, NULL);
+        spec_errors errs = {};
+        spec_deployment *d = NULL;
+        int r;
+
+        assert_non_null(j);
+        assert_int_equal(spec_decode_new(&spec_type_deployment, j, &errs, (void **) &d), 0);
+        r = agent_apply(agent_loop_agent(w->al), &d, 1, &errs, NULL);
+        spec_errors_done(&errs);
+        spec_free(&spec_type_deployment, d);
+        return r;
+}
+
+static void test_node_lost(void **state) {
+        world *w = *state;
+        const int64_t lease = 0x7e5700ff;
+        answer a;
+        int bound;
+
+        /* n2: a Node labelled pool=b, its name held on a lease of its own */
+        (void) fake_etcd_put(fake_etcd(), "/t/v1/nodes/n2",
+                             "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":"
+                             "\"n2\",\"labels\":{\"pool\":\"b\"}},\"spec\":{},\"status\":{}}",
+                             0);
+        (void) fake_etcd_put(fake_etcd(), "/t/v1/nodeleases/n2",
+                             "{\"node\":\"n2\",\"pid\":1,\"host\":\"elsewhere\"}", lease);
+        run_for(w, 100);
+        api_write(w, &a, create_on_b, NULL);
+        assert_true(wait_answers(w, &a, NULL, 2000));
+        assert_int_equal(a.code, 0);
+        assert_true(run_until(w, two_bound, 3000)); /* the leader placed both on n2 */
+        /* n2's tendd gone: its lease expires */
+        freeze();
+        fake_etcd_expire(fake_etcd(), lease);
+        run_for(w, 600); /* a look of the lifecycle's (every 500 ms): lost for 0 s */
+        assert_int_equal(evicted_here(w), 0);
+        assert_int_equal(evicted_on_n2(&bound), 0);
+        assert_int_equal(bound, 2);
+        frozen += 9 * USEC_PER_SEC + 900 * USEC_PER_MSEC; /* lost for 9.9 s of 10 */
+        run_for(w, 600);
+        assert_int_equal(evicted_here(w), 0);
+        thaw(200 * USEC_PER_MSEC); /* 10.1 s, and on */
+        assert_true(run_until(w, all_evicted, 3000));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_acknowledged, setup_follower, teardown),
@@ -476,6 +592,7 @@ int main(void) {
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_late_withdrawn, setup_follower, teardown),
                 cmocka_unit_test_setup_teardown(test_fenced, setup_leader, teardown),
+                cmocka_unit_test_setup_teardown(test_node_lost, setup_leader, teardown),
         };
 
         log_set_max_level(getenv("TEST_FLEET_DEBUG") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERR);
