@@ -7,17 +7,30 @@
 
 #include "fleet-internal.h"
 
-/* Whether the fleet keeps objects of store kind k in etcd (the kinds'
- * registry says: spec_kind.mirrored; events are events.c's). */
+/* The kinds' registry row of store kind k (NULL: none), looked up once: the
+ * keys of every watch event and every object of a flush ask. */
+static inline const spec_kind *fleet__kind_row(store_kind k) {
+        static const spec_kind *rows[_STORE_KIND_MAX];
+        static bool made;
+
+        if (!made) {
+                for (int i = 0; i < _STORE_KIND_MAX; i++)
+                        rows[i] = spec_kind_of(store_kind_type((store_kind) i));
+                made = true;
+        }
+        return k >= 0 && k < _STORE_KIND_MAX ? rows[k] : NULL;
+}
+
+/* Whether the fleet keeps objects of store kind k in etcd (the registry
+ * says: spec_kind.mirrored; events are events.c's). */
 static inline bool fleet__mirrored(store_kind k) {
-        const spec_kind *r = k >= 0 && k < _STORE_KIND_MAX ? spec_kind_of(store_kind_type(k))
-                                                           : NULL;
+        const spec_kind *r = fleet__kind_row(k);
         return r && r->mirrored;
 }
 
 /* A mirrored kind as etcd's keys name it: its plural. */
 static inline const char *fleet__kind_name(store_kind k) {
-        return spec_kind_of(store_kind_type(k))->plural;
+        return fleet__kind_row(k)->plural;
 }
 
 /* An object's name in the mirror's map: "kind/ns/name"; new. */
