@@ -42,14 +42,21 @@ stop_tendd() {
 }
 
 # The pods of this test carry TEST_MARKER=$tmp in their environment (see
-# the manifests): that is how they are found and stopped at the end, as
-# tendd leaves pods running when it stops (on purpose), and other tests
-# may be running pods of their own at the same time.
+# the manifests), or write to a pod log of a state directory under $tmp
+# (a manifest that replaces the env, or a test's own): that is how they are
+# found and stopped at the end, as tendd leaves pods running when it stops
+# (on purpose), and other tests may be running pods of their own at the
+# same time.
 kill_marked() {
     for e in /proc/[0-9]*/environ; do
+        p=${e#/proc/}
+        p=${p%/environ}
+        out=$(readlink "/proc/$p/fd/1" 2>/dev/null)
+        case "$out" in
+        "$tmp"/*/pods/*) kill -KILL "$p" 2>/dev/null; continue ;;
+        esac
         if { tr "\0" "\n" <"$e"; } 2>/dev/null | grep -qx "TEST_MARKER=$tmp"; then
-            p=${e#/proc/}
-            kill -KILL "${p%/environ}" 2>/dev/null
+            kill -KILL "$p" 2>/dev/null
         fi
     done
 }
