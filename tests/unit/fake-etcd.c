@@ -766,10 +766,6 @@ bool fake_etcd_next(const etcd *e, const char *prefix, size_t *i, const char **r
         return false;
 }
 
-int64_t fake_etcd_revision(const etcd *e) {
-        return e->revision;
-}
-
 void fake_etcd_expire(etcd *e, int64_t lease) {
         lease_gone(e, lease);
         for (size_t i = 0; i < e->n_sessions; i++) {

@@ -32,7 +32,6 @@ int64_t fake_etcd_put(etcd *e, const char *key, const char *value, int64_t lease
 int64_t fake_etcd_delete(etcd *e, const char *key);
 /* A key's value (borrowed; NULL: none) and its mod revision. */
 const char *fake_etcd_get(const etcd *e, const char *key, int64_t *ret_mod);
-int64_t fake_etcd_revision(const etcd *e);
 /* The keys under prefix, in order, with their values (borrowed): *i from
  * 0; false at the end. */
 bool fake_etcd_next(const etcd *e, const char *prefix, size_t *i, const char **ret_key,
