@@ -577,6 +577,11 @@ static void on_tick(uv_timer_t *t) {
 }
 
 static void finish(void) {
+        /* The keeper is told the set once more: a pod started since its
+         * last tick (250 ms) would be left running, unknown to it, should
+         * no tendd come back before the lease expires (fleet-fence saw
+         * one). */
+        on_fence_tick(NULL);
         manifest_dir_close(mf);
         mf = NULL;
         api_server_close(api);
