@@ -81,8 +81,12 @@ else
 fi
 [ "$max_fen" -le 3 ] && ok "fence: never more than 3 live processes throughout (max $max_fen)" ||
     fail "fence: $max_fen live processes at once (replicas 3, maxSurge 0)"
-# (each seen through the API, polled every 20 ms: a tenth of a second of slack)
-[ -n "$fen_replaced_at" ] && [ -n "$notready_at" ] && [ "$fen_replaced_at" -ge $((notready_at + 1000 + 2000 - 100)) ] &&
+# Each is seen through the API by a poll (curl and jq, every 20 ms), which
+# on a loaded machine sees NotReady late: a CI run saw it 105 ms and more
+# after the leader had it (replaced 2895 ms after NotReady was seen, where
+# the leader waits 3000 ms). Half a second of slack here; the exact bound,
+# in virtual time, is test-fleet's test_node_lost.
+[ -n "$fen_replaced_at" ] && [ -n "$notready_at" ] && [ "$fen_replaced_at" -ge $((notready_at + 1000 + 2000 - 500)) ] &&
     ok "fence: replaced elsewhere only once the lease was gone for grace + 2 s ($fen_replaced_at ms)" ||
     fail "fence: replaced at ${fen_replaced_at:-never} ms, the node lost at ${notready_at:-?} ms"
 [ -n "$rep_replaced_at" ] && ok "replace: replaced elsewhere at $rep_replaced_at ms" ||

@@ -452,6 +452,19 @@ static void on_idle(uv_idle_t *h) {
                 json_decref(c->req);
                 free(c);
         }
+        /* nothing more to do until a call or the test says: the loop may
+         * sleep (the fleet's flush waits for a loop with nothing due) */
+        bool more = !e->late && e->answered;
+        for (const call *c = e->calls; c && !more; c = c->next)
+                more = !(c->type == CALL_TXN && e->hold);
+        if (!more)
+                uv_idle_stop(h);
+}
+
+/* Something to answer or to tell: on the loop's next turn. */
+static void kick(etcd *e) {
+        if (e && e->idle)
+                uv_idle_start(e->idle, on_idle);
 }
 
 static int queue(etcd *e, call_type type, json_t *req, etcd_cb cb, void *userdata) {
@@ -466,6 +479,7 @@ static int queue(etcd *e, call_type type, json_t *req, etcd_cb cb, void *userdat
         for (p = &e->calls; *p; p = &(*p)->next)
                 ;
         *p = c;
+        kick(e);
         return 0;
 }
 
@@ -656,12 +670,15 @@ int etcd_watch_start(etcd *e, const char *key, const char *range_end, int64_t st
                            .next = e->watches };
         e->watches = w;
         *ret = w;
+        kick(e);
         return 0;
 }
 
 void etcd_watch_cancel(etcd_watch *w) {
-        if (w)
+        if (w) {
                 w->canceled = true; /* freed by the loop (it may be in its callback) */
+                kick(w->e);
+        }
 }
 
 int etcd_session_start(etcd *e, const etcd_session_config *c, etcd_session **ret) {
@@ -715,10 +732,12 @@ void etcd_session_stop(etcd_session *s) {
 
 void fake_etcd_hold(etcd *e, bool hold) {
         e->hold = hold;
+        kick(e);
 }
 
 void fake_etcd_late(etcd *e, bool late) {
         e->late = late;
+        kick(e);
 }
 
 size_t fake_etcd_held(const etcd *e) {
@@ -737,12 +756,14 @@ unsigned fake_etcd_txns(const etcd *e, unsigned *ret_succeeded) {
 
 int64_t fake_etcd_put(etcd *e, const char *key, const char *value, int64_t lease) {
         do_put(e, key, value, strlen(value), lease, ++e->revision);
+        kick(e);
         return e->revision;
 }
 
 int64_t fake_etcd_delete(etcd *e, const char *key) {
         if (do_delete(e, key, NULL, e->revision + 1))
                 e->revision++;
+        kick(e);
         return e->revision;
 }
 
@@ -768,6 +789,7 @@ bool fake_etcd_next(const etcd *e, const char *prefix, size_t *i, const char **r
 
 void fake_etcd_expire(etcd *e, int64_t lease) {
         lease_gone(e, lease);
+        kick(e);
         for (size_t i = 0; i < e->n_sessions; i++) {
                 etcd_session *s = e->sessions[i];
                 if (s->lease == lease && s->ready && !s->lost) {

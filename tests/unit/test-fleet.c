@@ -44,12 +44,6 @@ static void freeze(void) {
         frozen = __real_now_monotonic() + skew;
 }
 
-/* ... and runs again, later than where it stood. */
-static void thaw(usec_t after) {
-        skew = frozen + after - __real_now_monotonic();
-        frozen = 0;
-}
-
 /* ---- one member ----------------------------------------------------------------------------- */
 
 typedef struct world {
@@ -91,6 +85,19 @@ static bool never(world *w) {
 
 static void run_for(world *w, unsigned msec) {
         (void) run_until(w, never, msec);
+}
+
+static bool is_leading(world *w);
+
+/* The frozen clock moves on by d. The leader then counts itself leading
+ * only once a keepalive sent at the new time is answered (its lease is
+ * safe until send + TTL): wait for that, then for a look of the
+ * lifecycle's (every 500 ms), so that what it decided is decided as the
+ * leader. */
+static void jump(world *w, usec_t d) {
+        frozen += d;
+        assert_true(run_until(w, is_leading, 3000));
+        run_for(w, 600);
 }
 
 static bool is_joined(world *w) {
@@ -478,59 +485,76 @@ static void test_fenced(void **state) {
 
 /* The leader's node lifecycle in virtual time: a node whose lease goes
  * keeps its pods for --node-lost-after (10 s here), then the leader evicts
- * them (deletionTimestamp, in etcd). */
-static int32_t evicted_on_n2(int *ret_bound) {
+ * them (deletionTimestamp, in etcd); pods under tend.io/node-lost-policy:
+ * fence only once the lease is gone their grace period + 2 s, so that the
+ * lost node has stopped them first (docs/fleet.md §3.10). */
+static int evicted_on_n2(const char *app, int *ret_bound) {
         size_t i = 0;
         const char *key, *value;
         int bound = 0, evicted = 0;
 
         while (fake_etcd_next(fake_etcd(), "/t/v1/pods/", &i, &key, &value)) {
                 _cleanup_(json_decrefp) json_t *p = json_loads(value, 0, NULL);
-                if (!streq_ptr(api_field(p, "spec", "nodeName"), "n2"))
+                json_t *meta = json_object_get(p, "metadata");
+                if (!streq_ptr(api_field(p, "spec", "nodeName"), "n2") ||
+                    !streq_ptr(json_string_value(
+                                       json_object_get(json_object_get(meta, "labels"), "app")),
+                               app))
                         continue;
                 bound++;
-                evicted += json_object_get(json_object_get(p, "metadata"), "deletionTimestamp") !=
-                           NULL;
+                evicted += json_object_get(meta, "deletionTimestamp") != NULL;
         }
         *ret_bound = bound;
         return evicted;
 }
 
 /* ... as the leader's store has them (its decision, before etcd has it). */
-static int evicted_here(world *w) {
+static int evicted_here(world *w, const char *app) {
         const void *const *items;
         size_t n = store_list(agent_loop_store(w->al), STORE_POD, &items);
         int evicted = 0;
 
         for (size_t i = 0; i < n; i++) {
                 const spec_pod *p = items[i];
-                evicted += streq_ptr(p->spec.node_name, "n2") && p->metadata.deletion_timestamp;
+                evicted += streq_ptr(p->spec.node_name, "n2") && p->metadata.deletion_timestamp &&
+                           streq_ptr(spec_map_get(&p->metadata.labels, "app"), app);
         }
         return evicted;
 }
 
-static bool two_bound(world *w) {
-        int bound;
+static bool all_bound(world *w) {
+        int b, f;
         (void) w;
-        (void) evicted_on_n2(&bound);
-        return bound == 2;
+        (void) evicted_on_n2("b", &b);
+        (void) evicted_on_n2("f", &f);
+        return b == 2 && f == 2;
 }
 
-static bool all_evicted(world *w) {
+static bool replace_evicted(world *w) {
         int bound;
         (void) w;
-        return evicted_on_n2(&bound) == 2 && bound == 2;
+        return evicted_on_n2("b", &bound) == 2 && bound == 2;
 }
 
+static bool fence_evicted(world *w) {
+        int bound;
+        (void) w;
+        return evicted_on_n2("f", &bound) == 2 && bound == 2;
+}
+
+/* A Deployment of 2 on nodes labelled pool=b, its grace period 15 s; arg:
+ * its name, "b" (node-lost-policy replace, the default) or "f" (fence). */
 static int create_on_b(world *w, const void *arg) {
-        (void) arg;
-        _cleanup_(json_decrefp) json_t *j = json_loads(
-                "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"b\","
-                "\"namespace\":\"default\"},\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":"
-                "{\"app\":\"b\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"b\"}},\"spec\":"
-                "{\"nodeSelector\":{\"pool\":\"b\"},\"containers\":[{\"name\":\"c\",\"command\":["
-                "\"/bin/sleep\",\"1000\"]}]}}}}",
-                0, NULL);
+        const char *name = arg;
+        _cleanup_free_ char *text = strprintf(
+                "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"%s\","
+                "\"namespace\":\"default\",\"annotations\":{\"tend.io/node-lost-policy\":\"%s\"}},"
+                "\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":{\"app\":\"%s\"}},"
+                "\"template\":{\"metadata\":{\"labels\":{\"app\":\"%s\"}},\"spec\":{"
+                "\"terminationGracePeriodSeconds\":15,\"nodeSelector\":{\"pool\":\"b\"},"
+                "\"containers\":[{\"name\":\"c\",\"command\":[\"/bin/sleep\",\"1000\"]}]}}}}",
+                name, streq(name, "f") ? "fence" : "replace", name, name);
+        _cleanup_(json_decrefp) json_t *j = text ? json_loads(text, 0, NULL) : NULL;
         spec_errors errs = {};
         spec_deployment *d = NULL;
         int r;
@@ -546,7 +570,7 @@ static int create_on_b(world *w, const void *arg) {
 static void test_node_lost(void **state) {
         world *w = *state;
         const int64_t lease = 0x7e5700ff;
-        answer a;
+        answer a, b;
         int bound;
 
         /* n2: a Node labelled pool=b, its name held on a lease of its own */
@@ -557,22 +581,29 @@ static void test_node_lost(void **state) {
         (void) fake_etcd_put(fake_etcd(), "/t/v1/nodeleases/n2",
                              "{\"node\":\"n2\",\"pid\":1,\"host\":\"elsewhere\"}", lease);
         run_for(w, 100);
-        api_write(w, &a, create_on_b, NULL);
-        assert_true(wait_answers(w, &a, NULL, 2000));
+        api_write(w, &a, create_on_b, "b");
+        api_write(w, &b, create_on_b, "f");
+        assert_true(wait_answers(w, &a, &b, 2000));
         assert_int_equal(a.code, 0);
-        assert_true(run_until(w, two_bound, 3000)); /* the leader placed both on n2 */
+        assert_int_equal(b.code, 0);
+        assert_true(run_until(w, all_bound, 3000)); /* the leader placed all four on n2 */
         /* n2's tendd gone: its lease expires */
         freeze();
         fake_etcd_expire(fake_etcd(), lease);
         run_for(w, 600); /* a look of the lifecycle's (every 500 ms): lost for 0 s */
-        assert_int_equal(evicted_here(w), 0);
-        assert_int_equal(evicted_on_n2(&bound), 0);
+        assert_int_equal(evicted_here(w, "b") + evicted_here(w, "f"), 0);
+        assert_int_equal(evicted_on_n2("b", &bound), 0);
         assert_int_equal(bound, 2);
-        frozen += 9 * USEC_PER_SEC + 900 * USEC_PER_MSEC; /* lost for 9.9 s of 10 */
-        run_for(w, 600);
-        assert_int_equal(evicted_here(w), 0);
-        thaw(200 * USEC_PER_MSEC); /* 10.1 s, and on */
-        assert_true(run_until(w, all_evicted, 3000));
+        jump(w, 9 * USEC_PER_SEC + 900 * USEC_PER_MSEC); /* lost for 9.9 s of 10 */
+        assert_int_equal(evicted_here(w, "b") + evicted_here(w, "f"), 0);
+        jump(w, 200 * USEC_PER_MSEC); /* 10.1 s: replace's pods go, fence's stay */
+        assert_true(run_until(w, replace_evicted, 3000));
+        assert_int_equal(evicted_here(w, "f"), 0);
+        jump(w, 6 * USEC_PER_SEC + 700 * USEC_PER_MSEC); /* 16.8 s of 15 + 2 */
+        assert_int_equal(evicted_here(w, "f"), 0);
+        assert_int_equal(evicted_on_n2("f", &bound), 0);
+        jump(w, 300 * USEC_PER_MSEC); /* 17.1 s */
+        assert_true(run_until(w, fence_evicted, 3000));
 }
 
 int main(void) {
