@@ -304,32 +304,80 @@ int agent_apply_ex(agent *a, spec_deployment *const *ds, size_t n, spec_errors *
         return acknowledge(a, 0);
 }
 
-int agent_apply_prepared(agent *a, spec_deployment **stored, const agent_apply_result *results,
-                         size_t n, unsigned flags, spec_errors *errs) {
+/* ---- objects of any kind a user writes ---- */
+
+void *agent_object_stored_form(store_kind kind, const void *obj, const void *old, unsigned flags) {
+        const spec_type *t = store_kind_type(kind);
+        spec_meta *m;
+        void *n;
+
+        if (kind == STORE_DEPLOYMENT)
+                return agent_stored_form(obj, old, flags);
+        /* stored as written: the user's object, with the identity the
+         * store gave it (its version: the store's next) */
+        n = spec_copy(t, obj);
+        if (!n)
+                return NULL;
+        m = spec_object_meta(n);
+        m->resource_version = 0;
+        m->generation = 0;
+        m->deletion_timestamp = 0;
+        m->creation_timestamp = old ? spec_object_meta(old)->creation_timestamp : 0;
+        free(m->uid);
+        m->uid = NULL;
+        if (old && spec_object_meta(old)->uid && !(m->uid = strdup(spec_object_meta(old)->uid)))
+                return spec_free(t, n);
+        return n;
+}
+
+agent_apply_result agent_object_generation(store_kind kind, const void *old, void *n) {
+        spec_meta *m = spec_object_meta(n);
+        uint64_t rv = m->resource_version;
+        bool same;
+
+        if (kind == STORE_DEPLOYMENT)
+                return agent_stored_generation(old, n);
+        if (!old)
+                return AGENT_CREATED;
+        m->resource_version = spec_object_meta(old)->resource_version;
+        same = spec_equal(store_kind_type(kind), old, n);
+        m->resource_version = rv;
+        return same ? AGENT_UNCHANGED : AGENT_CONFIGURED;
+}
+
+int agent_write_prepared(agent *a, agent_write *w, size_t n, unsigned flags, spec_errors *errs) {
         bool dry_run = flags & AGENT_APPLY_DRY_RUN, wrote = false;
+        _cleanup_free_ spec_deployment **ds = new0(spec_deployment *, n + 1);
+        size_t nd = 0;
         int r;
 
-        if (check_all(a, stored, n, true, true, errs) < 0)
+        if (!ds)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (w[i].kind == STORE_DEPLOYMENT)
+                        ds[nd++] = w[i].obj;
+        if (check_all(a, ds, nd, true, true, errs) < 0)
                 return -ENOMEM;
         if (errs->n || errs->dropped)
                 return -EINVAL;
         for (size_t i = 0; i < n; i++) {
-                spec_deployment *d = stored[i];
+                spec_meta *m = spec_object_meta(w[i].obj);
                 char uid[37];
 
-                if (results[i] == AGENT_CREATED)
-                        d->metadata.creation_timestamp = agent_wall(a);
+                if (w[i].result == AGENT_CREATED)
+                        m->creation_timestamp = agent_wall(a);
                 /* What a dry run would create gets a uid, as the store
                  * would give it. */
                 if (dry_run) {
-                        if (!d->metadata.uid && !(d->metadata.uid = strdup(store_new_uid(uid))))
+                        if (!m->uid && !(m->uid = strdup(store_new_uid(uid))))
                                 return -ENOMEM;
                         continue;
                 }
-                if (results[i] == AGENT_UNCHANGED)
+                if (w[i].result == AGENT_UNCHANGED)
                         continue;
-                stored[i] = NULL; /* (store_put() takes it, also when it fails) */
-                r = put_applied(a, d, results[i]);
+                log_info("%s/%s: %s", spec_kind_of(store_kind_type(w[i].kind))->singular, m->name,
+                         w[i].result == AGENT_CREATED ? "created" : "configured");
+                r = store_put(a->store, w[i].kind, TAKE_PTR(w[i].obj), NULL);
                 if (r < 0) {
                         store_rollback(a->store);
                         return r;
@@ -338,6 +386,31 @@ int agent_apply_prepared(agent *a, spec_deployment **stored, const agent_apply_r
         }
         /* (nothing written, nothing to make durable) */
         return wrote ? acknowledge(a, 0) : 0;
+}
+
+int agent_apply_prepared(agent *a, spec_deployment **stored, const agent_apply_result *results,
+                         size_t n, unsigned flags, spec_errors *errs) {
+        _cleanup_free_ agent_write *w = new0(agent_write, n + 1);
+        int r;
+
+        if (!w)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                w[i] = (agent_write){ .kind = STORE_DEPLOYMENT,
+                                      .obj = stored[i],
+                                      .result = results[i] };
+        r = agent_write_prepared(a, w, n, flags, errs);
+        for (size_t i = 0; i < n; i++)
+                stored[i] = w[i].obj; /* (NULL: taken) */
+        return r;
+}
+
+int agent_delete_object(agent *a, store_kind kind, const char *ns, const char *name) {
+        int r = store_delete(a->store, kind, ns, name);
+
+        if (r >= 0)
+                log_info("%s/%s: deleted", spec_kind_of(store_kind_type(kind))->singular, name);
+        return acknowledge(a, r);
 }
 
 int agent_apply(agent *a, spec_deployment *const *ds, size_t n, spec_errors *errs,

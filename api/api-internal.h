@@ -158,11 +158,17 @@ struct req {
         const char *direct_type;
 };
 
+/* The largest request body, as kube-apiserver's (MaxRequestBodyBytes): a
+ * ConfigMap of 1 MiB, base64 and all, fits. */
+#define API_BODY_MAX ((size_t) 3 * 1024 * 1024)
+
 typedef struct resource {
         const char *prefix;    /* "api/v1" or "apis/apps/v1" */
         const char *plural;    /* "pods" */
         const char *qualified; /* "pods", "deployments.apps" (for messages, field selectors) */
         store_kind kind;
+        const spec_kind *row;       /* the registry's */
+        const char *kind_qualified; /* "Deployment.apps", "ConfigMap" (for messages) */
         const char *list_kind;
         const char *api_version;
         /* The object in this resource's shape, from the store kind's
@@ -276,20 +282,24 @@ enum MHD_Result api__send_status(req *r, unsigned code, const char *reason, cons
  * its causes, preconditions. */
 int api__body_docs(req *r, enum MHD_Result *ret, spec_docs *docs);
 json_t *api__body_object(req *r, enum MHD_Result *ret);
-int api__field_validation(req *r, json_t *j, enum MHD_Result *ret);
+int api__field_validation(req *r, const spec_type *t, json_t *j, enum MHD_Result *ret);
 json_t *api__body_json(req *r, enum MHD_Result *ret);
 json_t *api__apply_patch(req *r, json_t *cur, enum MHD_Result *ret);
 json_t *api__cause_json(const spec_error *e);
-enum MHD_Result api__send_invalid(req *r, const char *qualified, const char *kind, const char *name,
+enum MHD_Result api__send_invalid(req *r, const char *kind, const char *name,
                                   const spec_errors *errs);
-spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const char *name,
-                                        enum MHD_Result *ret);
+void *api__decode_object(req *r, const resource *res, json_t *j, const char *ns, const char *name,
+                         enum MHD_Result *ret);
 /* The resources of the store's kinds, made from the kinds' registry once
  * (api_server_new() calls it; -ENOMEM). */
 int api__resources_init(void);
 const resource *api__resource(store_kind kind);
 /* The resource served at prefix ("apis/apps/v1") as plural; NULL: none. */
 const resource *api__resource_at(const char *prefix, const char *plural);
+/* The resource a user writes objects of kind in apiVersion as (NULL:
+ * none), and all of them, said ("Deployment (apps/v1), ConfigMap (v1)"). */
+const resource *api__resource_written(const char *api_version, const char *kind);
+char *api__resources_written(void);
 json_t *api__encode_obj(store_kind k, const void *obj);
 /* obj as res shows it (its convert applied). */
 json_t *api__encode(const resource *res, const void *obj);
@@ -314,21 +324,22 @@ char *api__field_manager(req *r, bool apply, enum MHD_Result *ret);
  * agent_apply_ex with apply_flags; managedFields the request changed are
  * taken as given, and [{}] clears them. Reads no store: may run in the
  * pool. -1: answered. */
-int api__track_update(req *r, spec_deployment *d, const spec_deployment *old, unsigned apply_flags,
+int api__track_update(req *r, const resource *res, void *obj, const void *old, unsigned apply_flags,
                       enum MHD_Result *ret);
 /* The managedFields (a new JSON array) after this request scales the
  * stored deployment d to replicas: the Scale subresource's Update. NULL:
  * answered. */
 json_t *api__track_scale(req *r, const spec_deployment *d, int32_t replicas, enum MHD_Result *ret);
-/* PATCH application/apply-patch+yaml on a deployment, against old (what is
- * stored or a copy; NULL: it creates it): the deployment to write, its
+/* PATCH application/apply-patch+yaml on an object of res, against old
+ * (what is stored or a copy; NULL: it creates it): the object to write, its
  * managedFields made (r->fields_tracked), answered with *ok_code; NULL:
  * answered. Reads no store: may run in the pool. */
-spec_deployment *api__server_side_apply(req *r, const spec_deployment *old, const char *ns,
-                                        const char *name, unsigned *ok_code, enum MHD_Result *ret);
+void *api__server_side_apply(req *r, const resource *res, const void *old, const char *ns,
+                             const char *name, unsigned *ok_code, enum MHD_Result *ret);
 
-/* prep.c: a deployment's write in two parts, its pure part in libuv's
- * pool against a copy of what is stored (see there) */
+/* prep.c: a write of an object a user writes (a Deployment, a ConfigMap)
+ * in two parts, its pure part in libuv's pool against a copy of what is
+ * stored (see there) */
 typedef enum api_write {
         API_WRITE_CREATE,  /* POST (the body names it) */
         API_WRITE_REPLACE, /* PUT */
@@ -336,7 +347,8 @@ typedef enum api_write {
         API_WRITE_APPLY,   /* PATCH application/apply-patch+yaml */
         API_WRITE_LIST,    /* POST /apis/tend.io/v1/apply: a List, all or nothing */
 } api_write;
-enum MHD_Result api__write_start(req *r, api_write kind, const char *ns, const char *name);
+enum MHD_Result api__write_start(req *r, const resource *res, api_write kind, const char *ns,
+                                 const char *name);
 /* A 299 warning when the deployment comes from a manifest file (the next
  * sync of the directory reverts a change made through the API). */
 void api__warn_file_owned(req *r, const char *ns, const char *name);

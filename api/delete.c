@@ -96,7 +96,8 @@ static int delete_options_parse(req *r, const resource *res, delete_opts *o, enu
         }
         /* kubectl delete deploy --now (or --grace-period, --force): as on
          * the API server, the owner takes it, its pods keep their own. */
-        if (o->grace >= 0 && res->kind != STORE_POD && !r->warning)
+        if (o->grace >= 0 && (res->kind == STORE_DEPLOYMENT || res->kind == STORE_REPLICA_SET) &&
+            !r->warning)
                 r->warning = strprintf("299 - \"gracePeriodSeconds applies to pods: the pods of "
                                        "%s stop within their own terminationGracePeriodSeconds; "
                                        "delete a pod to shorten it\"",
@@ -147,8 +148,7 @@ static json_t *as_deleted(const resource *res, const void *obj, const delete_opt
 static json_t *deleted_status(const resource *res, const char *name, const char *uid) {
         return spec_status_json(200, "", NULL,
                                 json_pack("{s:s, s:s, s:s, s:s}", "name", name, "group",
-                                          streq(res->prefix, "api/v1") ? "" : "apps", "kind",
-                                          res->plural, "uid", uid));
+                                          res->row->group, "kind", res->plural, "uid", uid));
 }
 
 /* Deletes obj (or, dry, pretends to): *ret_answer is what the delete
@@ -183,7 +183,9 @@ static int delete_one(req *r, const resource *res, const void *obj, const delete
                 rr = agent_delete_replica_set(s->agent, ns, name);
                 break;
         default:
-                rr = -EOPNOTSUPP;
+                rr = res->row->writes == SPEC_WRITES_STORED
+                             ? agent_delete_object(s->agent, res->kind, ns, name)
+                             : -EOPNOTSUPP;
         }
         if (rr < 0) {
                 *ret = api__send_status(r, 500, NULL, "deleting %s \"%s\": %s", res->qualified,

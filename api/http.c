@@ -292,16 +292,21 @@ int api__resources_init(void) {
                      *qualified = *k->group ? strprintf("%s.%s", k->plural, k->group)
                                             : strdup(k->plural),
                      *list_kind = strprintf("%sList", k->kind),
+                     *kind_qualified = *k->group ? strprintf("%s.%s", k->kind, k->group)
+                                                 : strdup(k->kind),
                      *api_version = *k->group ? strprintf("%s/%s", k->group, k->version)
                                               : strdup(k->version);
-                if (!prefix || !qualified || !list_kind || !api_version) {
+                if (!prefix || !qualified || !list_kind || !api_version || !kind_qualified) {
                         free(prefix), free(qualified), free(list_kind), free(api_version);
+                        free(kind_qualified);
                         return -ENOMEM;
                 }
                 *res = (resource){ .prefix = prefix,
                                    .plural = k->plural,
                                    .qualified = qualified,
                                    .kind = sk,
+                                   .row = k,
+                                   .kind_qualified = kind_qualified,
                                    .list_kind = list_kind,
                                    .api_version = api_version,
                                    /* the one other shape there is */
@@ -322,6 +327,26 @@ const resource *api__resource_at(const char *prefix, const char *plural) {
                     streq(resources[i].plural, plural))
                         return &resources[i];
         return NULL;
+}
+
+const resource *api__resource_written(const char *api_version, const char *kind) {
+        for (size_t i = 0; i < n_resources; i++) {
+                const resource *res = &resources[i];
+                if (res->row && res->row->writes != SPEC_WRITES_NONE &&
+                    streq_ptr(res->api_version, api_version) && streq_ptr(res->row->kind, kind))
+                        return res;
+        }
+        return NULL;
+}
+
+char *api__resources_written(void) {
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(256);
+
+        for (size_t i = 0; i < n_resources; i++)
+                if (resources[i].row && resources[i].row->writes != SPEC_WRITES_NONE)
+                        (void) tend_buf_addf(&b, "%s%s (%s)", b.len ? ", " : "",
+                                             resources[i].row->kind, resources[i].api_version);
+        return tend_buf_take(&b);
 }
 
 json_t *api__encode(const resource *res, const void *obj) {

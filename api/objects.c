@@ -54,11 +54,11 @@ enum MHD_Result api__handle_collection(req *r, const resource *res, const char *
                                                 "create in a namespace: POST "
                                                 "/%s/namespaces/NS/%s",
                                                 res->prefix, res->plural);
-                if (res->kind != STORE_DEPLOYMENT)
+                if (res->row->writes == SPEC_WRITES_NONE)
                         return api__send_status(
                                 r, 405, NULL, "%s are created by tendd itself; create a Deployment",
                                 res->plural);
-                return api__write_start(r, API_WRITE_CREATE, ns, NULL);
+                return api__write_start(r, res, API_WRITE_CREATE, ns, NULL);
         }
         return api__send_status(r, 405, NULL, "%s is not allowed on %s", method, res->plural);
 }
@@ -145,7 +145,7 @@ static enum MHD_Result handle_scale(req *r, const resource *res, const char *ns,
                                                "2147483647",
                                                strna(given));
                 json_decref(patched);
-                ret = api__send_invalid(r, "autoscaling", "Scale.autoscaling", name, &errs);
+                ret = api__send_invalid(r, "Scale.autoscaling", name, &errs);
                 spec_errors_done(&errs);
                 return ret;
         }
@@ -271,7 +271,8 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
                         return handle_rollback(r, ns, name);
                 if (streq(sub, "log") && res->kind == STORE_POD && streq(method, "GET"))
                         return api__handle_logs(r, ns, name);
-                if (streq(sub, "status") && res->kind != STORE_EVENT) {
+                if (streq(sub, "status") && res->kind != STORE_EVENT &&
+                    res->row->writes != SPEC_WRITES_STORED) {
                         if (!streq(method, "GET"))
                                 return api__send_status(r, 405, NULL,
                                                         "status is written by tendd's controllers");
@@ -296,24 +297,25 @@ enum MHD_Result api__handle_object(req *r, const resource *res, const char *ns, 
         bool apply = streq(method, "PATCH") &&
                      startswith(strempty(api__header(r, MHD_HTTP_HEADER_CONTENT_TYPE)),
                                 "application/apply-patch+yaml");
-        if (res->kind != STORE_DEPLOYMENT && apply)
+        if (res->row->writes == SPEC_WRITES_NONE && apply)
                 return api__send_status(r, 405, NULL,
                                         "server-side apply of %s is refused: tendd makes them "
                                         "from Deployments (apply a Deployment; scale a "
                                         "ReplicaSet through /scale)",
                                         res->plural);
-        if (res->kind != STORE_DEPLOYMENT)
+        if (res->row->writes == SPEC_WRITES_NONE)
                 return api__send_status(r, 405, NULL,
                                         "%s is not allowed on %s: tendd manages them "
                                         "(scale ReplicaSets through /scale)",
                                         method, res->plural);
         if (apply)
-                return api__write_start(r, API_WRITE_APPLY, ns, name);
+                return api__write_start(r, res, API_WRITE_APPLY, ns, name);
         if (!obj)
                 return api__not_found(r, res, name);
         if (streq(method, "PUT") || streq(method, "PATCH"))
-                return api__write_start(
-                        r, streq(method, "PUT") ? API_WRITE_REPLACE : API_WRITE_PATCH, ns, name);
+                return api__write_start(r, res,
+                                        streq(method, "PUT") ? API_WRITE_REPLACE : API_WRITE_PATCH,
+                                        ns, name);
         return api__send_status(r, 405, NULL, "%s is not allowed here", method);
 }
 
@@ -331,5 +333,5 @@ enum MHD_Result api__handle_apply(req *r) {
 
         if (api__dry_run(r, NULL, &ret) < 0)
                 return ret;
-        return api__write_start(r, API_WRITE_LIST, NULL, NULL);
+        return api__write_start(r, NULL, API_WRITE_LIST, NULL, NULL);
 }

@@ -13,9 +13,8 @@
 static const char *const write_verbs[] = { "post", "put", "patch" };
 
 static json_t *gvk(const resource *res) {
-        const char *group = streq(res->prefix, "api/v1") ? "" : "apps";
-        return json_pack("{s:s, s:s, s:s}", "group", group, "version", "v1", "kind",
-                         store_kind_to_string(res->kind));
+        return json_pack("{s:s, s:s, s:s}", "group", res->row->group, "version", res->row->version,
+                         "kind", res->row->kind);
 }
 
 /* One operation of a path: its action, the kind it is about, and for
@@ -69,7 +68,7 @@ static int add_paths(json_t *paths, const resource *res, const char *schema_ref)
         _cleanup_free_ char *coll = strprintf("/%s/namespaces/{namespace}/%s", res->prefix,
                                               res->plural),
                             *item = strprintf("%s/{name}", coll);
-        bool deployment = res->kind == STORE_DEPLOYMENT;
+        bool written = res->row->writes != SPEC_WRITES_NONE; /* (by a user) */
         json_t *c, *i;
 
         if (!coll || !item)
@@ -77,10 +76,10 @@ static int add_paths(json_t *paths, const resource *res, const char *schema_ref)
         c = json_pack("{s:o}", "get", operation(res, "get", "list", schema_ref, true));
         i = json_pack("{s:o, s:o}", "get", operation(res, "get", "get", schema_ref, false),
                       "delete", operation(res, "delete", "delete", schema_ref, false));
-        if (c && deployment &&
+        if (c && written &&
             json_object_set_new(c, "post", operation(res, "post", "post", schema_ref, false)) < 0)
                 c = (json_decref(c), NULL);
-        if (i && deployment &&
+        if (i && written &&
             (json_object_set_new(i, "put", operation(res, "put", "put", schema_ref, false)) < 0 ||
              json_object_set_new(i, "patch", operation(res, "patch", "patch", schema_ref, false)) <
                      0))

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 
 /*
- * A deployment's write in two parts (create, replace, patch, server-side
+ * A write of an object a user writes (a Deployment, a ConfigMap: its
+ * kind's row says) in two parts (create, replace, patch, server-side
  * apply; docs/architecture.md §4.7). Its pure part (the body parsed, the
  * patch applied, decoding, defaults, validation, field ownership) runs in
  * libuv's thread pool against a copy of what is stored, while the loop
  * goes on: at the manifest limits that part costs hundreds of
  * milliseconds, and the loop's budget is 50 (issue 27). Then the commit,
  * on the loop: the agent's checks against the other deployments, the
- * store, the answer.
+ * store, the answer (agent_write_prepared()).
  *
  * The copy is optimistic, as kube-apiserver's GuaranteedUpdate is: when
  * the object changed while the pure part ran, that part runs again against
@@ -23,7 +24,7 @@
  * which may be gone by then.
  *
  * A List (POST /apis/tend.io/v1/apply: `tend apply`) is many such
- * writes, all or nothing: its pure part runs once to read the items
+ * writes, of any kinds users write, all or nothing: its pure part runs once to read the items
  * (which names the objects to copy), then to make each against its copy,
  * and its commit writes them all or none.
  *
@@ -38,18 +39,23 @@
 
 /* One object of the write (a List has many). */
 typedef struct item {
-        char *ns, *name;      /* name NULL: a create (the body names it) */
-        spec_deployment *old; /* a copy of what is stored; NULL: nothing */
+        const resource *res;
+        char *ns, *name; /* name NULL: a create (the body names it) */
+        void *old;       /* a copy of what is stored; NULL: nothing */
         uint64_t old_rv;
         /* a List's: the item as read, and whether it leaves replicas and
          * paused out (then, as kubectl apply, they keep their values) */
-        spec_deployment *decoded;
+        void *decoded;
         bool keep_replicas, keep_paused;
         /* what the pure part made: the object to store and what storing it
          * is */
-        spec_deployment *d;
+        void *d;
         agent_apply_result result;
 } item;
+
+static const spec_type *type_of(const item *it) {
+        return it->res->row->type;
+}
 
 struct prep {
         uv_work_t work;
@@ -59,6 +65,7 @@ struct prep {
         req wr; /* the pool's request: r's copy */
         bool running;
         api_write kind;
+        const resource *res; /* a List's: NULL (each item names its own) */
         item *items;
         size_t n_items;
         bool read;           /* a List: its items are known */
@@ -93,9 +100,11 @@ static void items_free(prep *p) {
                 item *it = &p->items[i];
                 free(it->ns);
                 free(it->name);
-                spec_deployment_free(it->old);
-                spec_deployment_free(it->decoded);
-                spec_deployment_free(it->d);
+                if (it->res) {
+                        spec_free(type_of(it), it->old);
+                        spec_free(type_of(it), it->decoded);
+                        spec_free(type_of(it), it->d);
+                }
         }
         free(p->items);
         p->items = NULL;
@@ -168,19 +177,23 @@ static int copy_values(struct MHD_Connection *conn, enum MHD_ValueKind kind, cha
 /* ---- the two parts ---- */
 
 /* What is stored now under an item's name (a create has none yet). */
-static const spec_deployment *stored(prep *p, const item *it) {
-        return it->name ? store_get(p->s->store, STORE_DEPLOYMENT, it->ns, it->name) : NULL;
+static const void *stored(prep *p, const item *it) {
+        return it->name ? store_get(p->s->store, it->res->kind, it->ns, it->name) : NULL;
+}
+
+static uint64_t version_of(const void *obj) {
+        return obj ? spec_object_meta(obj)->resource_version : 0;
 }
 
 /* What is stored now, copied for the pure part. */
 static int snapshot(prep *p) {
         for (size_t i = 0; i < p->n_items; i++) {
                 item *it = &p->items[i];
-                const spec_deployment *now = stored(p, it);
+                const void *now = stored(p, it);
 
-                it->old = spec_deployment_free(it->old);
-                it->old_rv = now ? now->metadata.resource_version : 0;
-                if (now && !(it->old = spec_copy(&spec_type_deployment, now)))
+                it->old = spec_free(type_of(it), it->old);
+                it->old_rv = version_of(now);
+                if (now && !(it->old = spec_copy(type_of(it), now)))
                         return -ENOMEM;
         }
         return 0;
@@ -188,9 +201,7 @@ static int snapshot(prep *p) {
 
 /* (a stored object's resourceVersion is never 0) */
 static bool item_stale(prep *p, const item *it) {
-        const spec_deployment *now = stored(p, it);
-
-        return (now ? now->metadata.resource_version : 0) != it->old_rv;
+        return version_of(stored(p, it)) != it->old_rv;
 }
 
 /* When what changed since the copy is the status alone (the controllers'
@@ -203,9 +214,10 @@ static int rebase(prep *p, item *it) {
         const spec_deployment *now = stored(p, it);
         spec_deployment a, b, *copy;
 
-        if (!now || !it->old || !it->d || p->conditional)
+        /* (a kind without a status: any change is one to make again for) */
+        if (it->res->kind != STORE_DEPLOYMENT || !now || !it->old || !it->d || p->conditional)
                 return -ESTALE;
-        a = *it->old, b = *now; /* shallow: only read */
+        a = *(const spec_deployment *) it->old, b = *now; /* shallow: only read */
         a.status = b.status = (spec_deployment_status){};
         a.metadata.resource_version = b.metadata.resource_version = 0;
         if (!spec_equal(&spec_type_deployment, &a, &b))
@@ -213,11 +225,12 @@ static int rebase(prep *p, item *it) {
         copy = spec_deployment_copy(now);
         if (!copy)
                 return -ENOMEM;
-        spec_deployment_status st = it->d->status;
-        it->d->status = copy->status;
+        spec_deployment *d = it->d;
+        spec_deployment_status st = d->status;
+        d->status = copy->status;
         copy->status = st;
         spec_deployment_free(copy);
-        it->d->metadata.resource_version = it->old_rv = now->metadata.resource_version;
+        d->metadata.resource_version = it->old_rv = now->metadata.resource_version;
         return 0;
 }
 
@@ -261,15 +274,14 @@ static void drop_replica_set_annotations(json_t *j) {
 /* PUT and PATCH: j (taken) replaces old, if its resourceVersion and uid
  * preconditions hold (a patch that names a resourceVersion is conditional
  * on it, as a PUT is). */
-static spec_deployment *replacement(req *r, const spec_deployment *old, json_t *j, const char *ns,
-                                    const char *name, enum MHD_Result *ret) {
-        spec_deployment *d = NULL;
+static void *replacement(req *r, const item *it, json_t *j, enum MHD_Result *ret) {
+        void *d = NULL;
 
-        if (api__preconditions_hold(r, api__resource(STORE_DEPLOYMENT), old,
-                                    api__json_field(j, "metadata.uid"),
+        if (api__preconditions_hold(r, it->res, it->old, api__json_field(j, "metadata.uid"),
                                     api__json_field(j, "metadata.resourceVersion"), false, ret)) {
-                drop_replica_set_annotations(j);
-                d = api__decode_deployment(r, j, ns, name, ret);
+                if (it->res->kind == STORE_DEPLOYMENT)
+                        drop_replica_set_annotations(j);
+                d = api__decode_object(r, it->res, j, it->ns, it->name, ret);
         }
         json_decref(j);
         return d;
@@ -280,23 +292,24 @@ static spec_deployment *replacement(req *r, const spec_deployment *old, json_t *
  * before it was routed): its managedFields, its validation as an update
  * (errors kept, to be answered with those of the commit's checks), and the
  * object to store, with its generation. false: r has the answer. */
-static bool made(prep *p, req *r, item *it, spec_deployment *d, unsigned apply_flags) {
+static bool made(prep *p, req *r, item *it, void *d, unsigned apply_flags) {
+        const spec_kind *row = it->res->row;
         enum MHD_Result ret;
 
-        if (api__track_update(r, d, it->old, apply_flags, &ret) < 0) {
-                spec_deployment_free(d);
+        if (api__track_update(r, it->res, d, it->old, apply_flags, &ret) < 0) {
+                spec_free(row->type, d);
                 return false;
         }
-        if (it->old)
-                (void) spec_deployment_validate_update(it->old, d, &p->errs);
-        spec_deployment_free(it->d);
-        it->d = agent_stored_form(d, it->old, apply_flags);
-        spec_deployment_free(d);
+        if (it->old && row->validate_update)
+                (void) row->validate_update(it->old, d, &p->errs);
+        spec_free(row->type, it->d);
+        it->d = agent_object_stored_form(it->res->kind, d, it->old, apply_flags);
+        spec_free(row->type, d);
         if (!it->d) {
                 (void) api__send_oom(r);
                 return false;
         }
-        it->result = agent_stored_generation(it->old, it->d);
+        it->result = agent_object_generation(it->res->kind, it->old, it->d);
         return true;
 }
 
@@ -356,16 +369,32 @@ static bool read_list(prep *p, req *r) {
         }
         for (size_t i = 0; ok && i < docs.n; i++) {
                 json_t *root = docs.items[i].root, *spec = json_object_get(root, "spec");
-                const char *ns = api__json_field(root, "metadata.namespace");
-                item *it = &p->items[p->n_items++];
+                const char *ns = api__json_field(root, "metadata.namespace"),
+                           *av = json_string_value(json_object_get(root, "apiVersion")),
+                           *kind = json_string_value(json_object_get(root, "kind"));
+                const resource *res = api__resource_written(av, kind);
+                item *it = &p->items[p->n_items];
 
-                it->decoded = api__decode_deployment(r, root, ns ?: "default", NULL, &ret);
-                ok = it->decoded && (it->ns = strdup(it->decoded->metadata.namespace)) &&
-                     (it->name = strdup(it->decoded->metadata.name));
+                if (!res) {
+                        _cleanup_free_ char *which = api__resources_written();
+                        (void) api__send_status(r, 400, "BadRequest",
+                                                "item %zu of the list is a %s of %s: tend apply "
+                                                "writes %s",
+                                                i + 1, kind ?: "thing without a kind",
+                                                av ?: "no apiVersion", strna(which));
+                        ok = false;
+                        break;
+                }
+                it->res = res;
+                p->n_items++;
+                it->decoded = api__decode_object(r, res, root, ns ?: "default", NULL, &ret);
+                ok = it->decoded && (it->ns = strdup(spec_object_meta(it->decoded)->namespace)) &&
+                     (it->name = strdup(spec_object_meta(it->decoded)->name));
                 if (it->decoded && !ok)
                         (void) api__send_oom(r);
-                it->keep_replicas = !json_object_get(spec, "replicas");
-                it->keep_paused = !json_object_get(spec, "paused");
+                it->keep_replicas = res->kind == STORE_DEPLOYMENT &&
+                                    !json_object_get(spec, "replicas");
+                it->keep_paused = res->kind == STORE_DEPLOYMENT && !json_object_get(spec, "paused");
         }
         spec_docs_done(&docs);
         return ok;
@@ -375,7 +404,7 @@ static bool read_list(prep *p, req *r) {
 static bool make_list(prep *p, req *r) {
         for (size_t i = 0; i < p->n_items; i++) {
                 item *it = &p->items[i];
-                spec_deployment *d = spec_deployment_copy(it->decoded);
+                void *d = spec_copy(type_of(it), it->decoded);
 
                 if (!d) {
                         (void) api__send_oom(r);
@@ -385,9 +414,10 @@ static bool make_list(prep *p, req *r) {
                  * manifests declare) stays as stored */
                 unsigned flags = (it->keep_replicas ? AGENT_APPLY_KEEP_REPLICAS : 0) |
                                  (it->keep_paused ? AGENT_APPLY_KEEP_PAUSED : 0);
-                agent_apply_keep(d, it->old, flags);
+                if (it->res->kind == STORE_DEPLOYMENT)
+                        agent_apply_keep(d, it->old, flags);
                 /* (its errors name it: a List's are answered together) */
-                _cleanup_free_ char *label = spec_object_label("Deployment", it->name, 0);
+                _cleanup_free_ char *label = spec_object_label(it->res->row->kind, it->name, 0);
                 p->errs.object = label;
                 bool ok = made(p, r, it, d, flags);
                 p->errs.object = NULL;
@@ -404,12 +434,12 @@ static bool make_list(prep *p, req *r) {
  * List's first run only reads it (p->read). */
 static void run_pure(prep *p, req *r) {
         item *it = p->n_items ? &p->items[0] : NULL; /* (a List's first run has none) */
-        spec_deployment *d = NULL;
+        void *d = NULL;
         enum MHD_Result ret;
         json_t *j = NULL, *cur;
 
         for (size_t i = 0; i < p->n_items; i++)
-                p->items[i].d = spec_deployment_free(p->items[i].d);
+                p->items[i].d = spec_free(type_of(&p->items[i]), p->items[i].d);
         spec_errors_done(&p->errs);
         p->made = false;
         p->ok_code = 200;
@@ -424,29 +454,30 @@ static void run_pure(prep *p, req *r) {
                 return;
         case API_WRITE_CREATE:
                 j = api__body_object(r, &ret);
-                d = j ? api__decode_deployment(r, j, it->ns, NULL, &ret) : NULL;
+                d = j ? api__decode_object(r, it->res, j, it->ns, NULL, &ret) : NULL;
                 json_decref(j);
                 p->ok_code = 201;
                 break;
         case API_WRITE_APPLY:
-                d = api__server_side_apply(r, it->old, it->ns, it->name, &p->ok_code, &ret);
+                d = api__server_side_apply(r, it->res, it->old, it->ns, it->name, &p->ok_code,
+                                           &ret);
                 break;
         case API_WRITE_REPLACE:
         case API_WRITE_PATCH:
                 if (!it->old) {
-                        (void) api__not_found(r, api__resource(STORE_DEPLOYMENT), it->name);
+                        (void) api__not_found(r, it->res, it->name);
                         return;
                 }
                 if (p->kind == API_WRITE_REPLACE) {
                         j = api__body_object(r, &ret);
                         r->conditional = !isempty(api__json_field(j, "metadata.resourceVersion"));
-                } else if ((cur = api__encode_obj(STORE_DEPLOYMENT, it->old))) {
+                } else if ((cur = api__encode_obj(it->res->kind, it->old))) {
                         /* (api__apply_patch says whether the patch names one) */
                         j = api__apply_patch(r, cur, &ret);
                         json_decref(cur);
                 } else
                         (void) api__send_oom(r);
-                d = j ? replacement(r, it->old, j, it->ns, it->name, &ret) : NULL;
+                d = j ? replacement(r, it, j, &ret) : NULL;
                 break;
         }
         if (d)
@@ -475,8 +506,9 @@ void api__warn_file_owned(req *r, const char *ns, const char *name) {
 static enum MHD_Result commit(req *r, prep *p) {
         api_server *s = r->s;
         item *it = &p->items[0];
-        const spec_deployment *d = it->d;
-        _cleanup_free_ char *ns = strdup(d->metadata.namespace), *name = strdup(d->metadata.name);
+        const resource *res = it->res;
+        const spec_meta *m = spec_object_meta(it->d);
+        _cleanup_free_ char *ns = strdup(m->namespace), *name = strdup(m->name);
         enum MHD_Result ret;
         int dry_run = api__dry_run(r, NULL, &ret), rr;
 
@@ -486,30 +518,32 @@ static enum MHD_Result commit(req *r, prep *p) {
                 return api__send_oom(r);
         /* (a create learns its name from the body: whether it is taken is
          * known only now) */
-        if (p->kind == API_WRITE_CREATE && store_get(s->store, STORE_DEPLOYMENT, ns, name)) {
-                json_t *details = json_pack("{s:s, s:s, s:s}", "name", name, "group", "apps",
-                                            "kind", "deployments");
-                _cleanup_free_ char *msg = strprintf("deployments.apps \"%s\" already exists",
+        if (p->kind == API_WRITE_CREATE && store_get(s->store, res->kind, ns, name)) {
+                json_t *details = json_pack("{s:s, s:s, s:s}", "name", name, "group",
+                                            res->row->group, "kind", res->row->plural);
+                _cleanup_free_ char *msg = strprintf("%s \"%s\" already exists", res->qualified,
                                                      name);
                 return api__send_json(r, 409, spec_status_json(409, "AlreadyExists", msg, details));
         }
         /* (in a fleet: a write that changes nothing here is acknowledged
          * only once what this node has of the object is etcd's) */
         if (!dry_run && s->fleet && s->fleet->touch)
-                s->fleet->touch(s->fleet->userdata, STORE_DEPLOYMENT, ns, name);
+                s->fleet->touch(s->fleet->userdata, res->kind, ns, name);
         /* The answer is the object as the store wrote it: that text is
          * kept, rather than the object encoded again (in a fleet it waits
          * for etcd, as that text). */
         s->written.want = !dry_run;
         s->written.ns = ns, s->written.name = name;
         {
-                rr = agent_apply_prepared(s->agent, &it->d, &it->result, 1,
-                                          dry_run ? AGENT_APPLY_DRY_RUN : 0, &p->errs);
+                agent_write w = { .kind = res->kind, .obj = it->d, .result = it->result };
+                rr = agent_write_prepared(s->agent, &w, 1, dry_run ? AGENT_APPLY_DRY_RUN : 0,
+                                          &p->errs);
+                it->d = w.obj; /* (NULL: taken) */
         }
         s->written.want = false;
         _cleanup_free_ char *written = TAKE_PTR(s->written.json);
         if (rr == -EINVAL)
-                return api__send_invalid(r, "deployments.apps", "Deployment", name, &p->errs);
+                return api__send_invalid(r, res->kind_qualified, name, &p->errs);
         if (rr < 0)
                 return api__send_status(r, 500, NULL, "writing to the store: %s", strerror(-rr));
         if (!dry_run)
@@ -518,9 +552,8 @@ static enum MHD_Result commit(req *r, prep *p) {
                 char *body = api__line(TAKE_PTR(written));
                 return body ? api__send_text(r, p->ok_code, body) : api__send_oom(r);
         }
-        d = dry_run ? it->d : store_get(s->store, STORE_DEPLOYMENT, ns, name);
-        return api__send_json(r, p->ok_code,
-                              d ? api__encode_obj(STORE_DEPLOYMENT, d) : json_object());
+        const void *obj = dry_run ? it->d : store_get(s->store, res->kind, ns, name);
+        return api__send_json(r, p->ok_code, obj ? api__encode_obj(res->kind, obj) : json_object());
 }
 
 /* A List's commit: all of it or nothing; answers with each object's
@@ -529,28 +562,26 @@ static enum MHD_Result commit_list(req *r, prep *p) {
         static const char *const words[] = { "created", "configured", "unchanged" };
         api_server *s = r->s;
         size_t n = p->n_items;
-        _cleanup_free_ spec_deployment **ds = new0(spec_deployment *, n ?: 1);
-        _cleanup_free_ agent_apply_result *results = new0(agent_apply_result, n ?: 1);
+        _cleanup_free_ agent_write *w = new0(agent_write, n ?: 1);
         enum MHD_Result ret;
         int dry_run = api__dry_run(r, NULL, &ret), rr;
         json_t *answer;
 
         if (dry_run < 0)
                 return ret;
-        if (!ds || !results)
+        if (!w)
                 return api__send_oom(r);
         for (size_t i = 0; i < n; i++) {
                 item *it = &p->items[i];
-                api__warn_file_owned(r, it->ns, it->name);
+                if (it->res->kind == STORE_DEPLOYMENT)
+                        api__warn_file_owned(r, it->ns, it->name);
                 if (!dry_run && s->fleet && s->fleet->touch)
-                        s->fleet->touch(s->fleet->userdata, STORE_DEPLOYMENT, it->ns, it->name);
-                ds[i] = it->d;
-                results[i] = it->result;
+                        s->fleet->touch(s->fleet->userdata, it->res->kind, it->ns, it->name);
+                w[i] = (agent_write){ .kind = it->res->kind, .obj = it->d, .result = it->result };
         }
-        rr = agent_apply_prepared(s->agent, ds, results, n, dry_run ? AGENT_APPLY_DRY_RUN : 0,
-                                  &p->errs);
+        rr = agent_write_prepared(s->agent, w, n, dry_run ? AGENT_APPLY_DRY_RUN : 0, &p->errs);
         for (size_t i = 0; i < n; i++)
-                p->items[i].d = ds[i]; /* (NULL: taken) */
+                p->items[i].d = w[i].obj; /* (NULL: taken) */
         if (rr == -EINVAL) {
                 _cleanup_buf_ tend_buf msg = TEND_BUF_INIT(1 << 20);
                 json_t *causes = json_array();
@@ -567,9 +598,10 @@ static enum MHD_Result commit_list(req *r, prep *p) {
                 return api__send_status(r, 500, NULL, "writing to the store: %s", strerror(-rr));
         answer = json_array();
         for (size_t i = 0; answer && i < n; i++)
-                json_array_append_new(answer, json_pack("{s:s, s:s, s:s}", "namespace",
+                json_array_append_new(answer, json_pack("{s:s, s:s, s:s, s:s}", "kind",
+                                                        p->items[i].res->row->kind, "namespace",
                                                         p->items[i].ns, "name", p->items[i].name,
-                                                        "result", words[results[i]]));
+                                                        "result", words[w[i].result]));
         if (!dry_run)
                 agent_kick(s->agent);
         return api__send_json(r, 200,
@@ -639,7 +671,8 @@ static enum MHD_Result run_here(req *r, prep *p) {
         return p->kind == API_WRITE_LIST ? commit_list(r, p) : commit(r, p);
 }
 
-enum MHD_Result api__write_start(req *r, api_write kind, const char *ns, const char *name) {
+enum MHD_Result api__write_start(req *r, const resource *res, api_write kind, const char *ns,
+                                 const char *name) {
         prep *p = new0(prep, 1);
         enum MHD_Result ret;
 
@@ -650,11 +683,14 @@ enum MHD_Result api__write_start(req *r, api_write kind, const char *ns, const c
         p->s = r->s;
         p->loop = r->s->loop;
         p->kind = kind;
+        p->res = res;
         p->r = r;
         r->prep = p;
         /* (a List learns its items from the body) */
         if (kind != API_WRITE_LIST) {
                 p->items = new0(item, 1);
+                if (p->items)
+                        p->items[0].res = res;
                 if (!p->items || !(p->items[0].ns = strdup(ns)) ||
                     (name && !(p->items[0].name = strdup(name)))) {
                         r->prep = NULL;
@@ -698,10 +734,11 @@ enum MHD_Result api__write_resume(req *r) {
                 return run_in_pool(r, p);
         if (again)
                 ret = api__send_status(r, 409, "Conflict",
-                                       "Operation cannot be fulfilled on deployments.apps \"%s\": "
-                                       "the object changed %u times while the write was made; "
-                                       "please try again",
-                                       strna(p->changed), p->runs);
+                                       "Operation cannot be fulfilled on %s \"%s\": the object "
+                                       "changed %u times while the write was made; please try "
+                                       "again",
+                                       p->res ? p->res->qualified : "objects", strna(p->changed),
+                                       p->runs);
         else {
                 free(r->warning);
                 r->warning = TAKE_PTR(p->wr.warning);

@@ -307,7 +307,7 @@ int api_server_new(const api_config *c, api_server **ret, char **ret_error) {
         s->has_group = c->has_group;
         s->group = c->group;
         s->token = c->token ? strdup(c->token) : NULL;
-        s->max_body = c->max_body ?: 2 * 1024 * 1024;
+        s->max_body = c->max_body ?: API_BODY_MAX;
         s->heartbeat_interval = c->heartbeat ?: 15 * USEC_PER_SEC;
         s->idle_timeout = c->idle_timeout ?: 30 * USEC_PER_SEC;
         s->fleet = c->fleet;

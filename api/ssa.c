@@ -61,7 +61,7 @@ static bool is_reset(json_t *given) {
         return json_array_size(given) == 1 && json_object_size(e) == 0;
 }
 
-int api__track_update(req *r, spec_deployment *d, const spec_deployment *stored, unsigned flags,
+int api__track_update(req *r, const resource *res, void *obj, const void *stored, unsigned flags,
                       enum MHD_Result *ret) {
         _cleanup_(json_decrefp) json_t *old = NULL, *new = NULL, *given = NULL, *base = NULL,
                                        *ov = NULL, *nv = NULL, *managed = NULL;
@@ -74,12 +74,12 @@ int api__track_update(req *r, spec_deployment *d, const spec_deployment *stored,
         manager = api__field_manager(r, false, ret);
         if (!manager)
                 return -1;
-        old = stored ? api__encode_obj(STORE_DEPLOYMENT, stored) : NULL;
+        old = stored ? api__encode_obj(res->kind, stored) : NULL;
         /* Compared as it will be stored: annotations the agent keeps
          * (revision, a restart) are no change. */
-        spec_deployment *will = agent_stored_form(d, stored, flags);
-        new = will ? api__encode_obj(STORE_DEPLOYMENT, will) : NULL;
-        spec_deployment_free(will);
+        void *will = agent_object_stored_form(res->kind, obj, stored, flags);
+        new = will ? api__encode_obj(res->kind, will) : NULL;
+        spec_free(res->row->type, will);
         if ((stored && !old) || !new)
                 goto oom;
         /* What the request says of managedFields: nothing (or the stored
@@ -94,9 +94,9 @@ int api__track_update(req *r, spec_deployment *d, const spec_deployment *stored,
                 if (fields_check(given, &err) < 0) {
                         if (!err)
                                 goto oom;
-                        *ret = api__send_status(r, 422, "Invalid",
-                                                "Deployment.apps \"%s\" is invalid: %s",
-                                                d->metadata.name, err);
+                        *ret = api__send_status(r, 422, "Invalid", "%s \"%s\" is invalid: %s",
+                                                res->kind_qualified, spec_object_meta(obj)->name,
+                                                err);
                         return -1;
                 }
                 json_decref(base);
@@ -107,8 +107,8 @@ int api__track_update(req *r, spec_deployment *d, const spec_deployment *stored,
         nv = fields_view(new);
         if ((old && !ov) || !nv)
                 goto oom;
-        managed = fields_update(base, ov, nv, manager, NULL, now);
-        if (!managed || spec_meta_set_managed_fields(&d->metadata, managed, &errs) < 0) {
+        managed = fields_update(base, ov, nv, manager, res->api_version, NULL, now);
+        if (!managed || spec_meta_set_managed_fields(spec_object_meta(obj), managed, &errs) < 0) {
                 spec_errors_done(&errs);
                 goto oom;
         }
@@ -139,7 +139,7 @@ json_t *api__track_scale(req *r, const spec_deployment *d, int32_t replicas, enu
         }
         now_string(now);
         m = fields_update(json_object_get(json_object_get(old, "metadata"), "managedFields"), ov,
-                          nv, manager, "scale", now);
+                          nv, manager, "apps/v1", "scale", now);
         if (!m)
                 *ret = api__send_oom(r);
         return m;
@@ -182,19 +182,19 @@ static enum MHD_Result send_conflicts(req *r, json_t *conflicts) {
                                                json_pack("{s:o}", "causes", causes)));
 }
 
-/* What an apply body may say of itself: a Deployment of apps/v1, named as
- * the URL, without managedFields. -1: answered. */
-static int check_config(req *r, json_t *config, const char *ns, const char *name,
-                        enum MHD_Result *ret) {
+/* What an apply body may say of itself: an object of res's kind and
+ * apiVersion, named as the URL, without managedFields. -1: answered. */
+static int check_config(req *r, const resource *res, json_t *config, const char *ns,
+                        const char *name, enum MHD_Result *ret) {
         const char *kind = json_string_value(json_object_get(config, "kind")),
                    *av = json_string_value(json_object_get(config, "apiVersion")),
                    *jname = api__json_field(config, "metadata.name"),
                    *jns = api__json_field(config, "metadata.namespace");
 
-        if (!streq_ptr(kind, "Deployment") || !streq_ptr(av, "apps/v1")) {
+        if (!streq_ptr(kind, res->row->kind) || !streq_ptr(av, res->api_version)) {
                 *ret = api__send_status(r, 400, "BadRequest",
-                                        "an apply to deployments.apps must be a Deployment of "
-                                        "apiVersion apps/v1, not %s %s",
+                                        "an apply to %s must be a %s of apiVersion %s, not %s %s",
+                                        res->qualified, res->row->kind, res->api_version,
                                         av ?: "(no apiVersion)", kind ?: "(no kind)");
                 return -1;
         }
@@ -230,7 +230,7 @@ static int check_config(req *r, json_t *config, const char *ns, const char *name
  * each such apply, so that a later client-side apply still diffs against
  * what was applied last.
  */
-static json_t *forgiven_view(const char *manager, json_t *live) {
+static json_t *forgiven_view(const resource *res, const char *manager, json_t *live) {
         json_t *ann = json_object_get(json_object_get(live, "metadata"), "annotations");
         const char *la = json_string_value(json_object_get(ann, SPEC_ANN_LAST_APPLIED));
         _cleanup_(json_decrefp) json_t *last = NULL;
@@ -239,7 +239,7 @@ static json_t *forgiven_view(const char *manager, json_t *live) {
                 return NULL;
         last = json_loads(la, 0, NULL);
         if (!json_is_object(last) ||
-            !streq_ptr(json_string_value(json_object_get(last, "apiVersion")), "apps/v1"))
+            !streq_ptr(json_string_value(json_object_get(last, "apiVersion")), res->api_version))
                 return NULL;
         return fields_view(last);
 }
@@ -264,8 +264,8 @@ static int update_last_applied(const char *manager, json_t *doc, json_t *config)
                        : -ENOMEM;
 }
 
-spec_deployment *api__server_side_apply(req *r, const spec_deployment *obj, const char *ns,
-                                        const char *name, unsigned *ok_code, enum MHD_Result *ret) {
+void *api__server_side_apply(req *r, const resource *res, const void *obj, const char *ns,
+                             const char *name, unsigned *ok_code, enum MHD_Result *ret) {
         _cleanup_(json_decrefp) json_t *config = NULL, *live = NULL, *cv = NULL, *lv = NULL,
                                        *view = NULL, *managed = NULL, *conflicts = NULL,
                                        *doc = NULL, *forgiven = NULL;
@@ -273,7 +273,7 @@ spec_deployment *api__server_side_apply(req *r, const spec_deployment *obj, cons
         bool force = api__arg_true(r, "force");
         const char *rv;
         char now[TIMESTAMP_MAX], have_rv[32];
-        spec_deployment *d;
+        void *d;
         int rc;
 
         manager = api__field_manager(r, true, ret);
@@ -286,26 +286,27 @@ spec_deployment *api__server_side_apply(req *r, const spec_deployment *obj, cons
                 *ret = api__send_status(r, 400, "BadRequest", "an apply body is an object");
                 return NULL;
         }
-        if (check_config(r, config, ns, name, ret) < 0 || api__field_validation(r, config, ret) < 0)
+        if (check_config(r, res, config, ns, name, ret) < 0 ||
+            api__field_validation(r, res->row->type, config, ret) < 0)
                 return NULL;
         /* A resourceVersion in the configuration is a precondition. */
         rv = api__json_field(config, "metadata.resourceVersion");
         if (rv && *rv)
                 r->conditional = true;
         if (rv && obj) {
-                snprintf(have_rv, sizeof have_rv, "%" PRIu64, obj->metadata.resource_version);
+                snprintf(have_rv, sizeof have_rv, "%" PRIu64,
+                         spec_object_meta(obj)->resource_version);
                 if (!streq(rv, have_rv)) {
                         *ret = api__send_status(r, 409, "Conflict",
-                                                "Operation cannot be fulfilled on deployments.apps "
-                                                "\"%s\": the object has been modified; please "
-                                                "apply your changes to the latest version and try "
-                                                "again",
-                                                name);
+                                                "Operation cannot be fulfilled on %s \"%s\": the "
+                                                "object has been modified; please apply your "
+                                                "changes to the latest version and try again",
+                                                res->qualified, name);
                         return NULL;
                 }
         }
         json_object_del(config, "status"); /* the controllers' */
-        live = obj ? api__encode_obj(STORE_DEPLOYMENT, obj) : NULL;
+        live = obj ? api__encode_obj(res->kind, obj) : NULL;
         cv = fields_view(config);
         lv = live ? fields_view(live) : NULL;
         if ((obj && (!live || !lv)) || !cv) {
@@ -313,30 +314,31 @@ spec_deployment *api__server_side_apply(req *r, const spec_deployment *obj, cons
                 return NULL;
         }
         now_string(now);
-        forgiven = live ? forgiven_view(manager, live) : NULL;
+        forgiven = live ? forgiven_view(res, manager, live) : NULL;
         rc = fields_apply(json_object_get(json_object_get(live, "metadata"), "managedFields"), lv,
-                          cv, manager, force, forgiven, now, &view, &managed, &conflicts, &err);
+                          cv, manager, res->api_version, force, forgiven, now, &view, &managed,
+                          &conflicts, &err);
         if (rc != 0) {
-                *ret = rc == 1         ? send_conflicts(r, conflicts)
-                       : rc == -EINVAL ? api__send_status(r, 422, "Invalid",
-                                                          "Deployment.apps \"%s\" is invalid: %s",
-                                                          name, strna(err))
-                                       : api__send_oom(r);
+                *ret = rc == 1 ? send_conflicts(r, conflicts)
+                       : rc == -EINVAL
+                               ? api__send_status(r, 422, "Invalid", "%s \"%s\" is invalid: %s",
+                                                  res->kind_qualified, name, strna(err))
+                               : api__send_oom(r);
                 return NULL;
         }
 
         /* (a new one's name and namespace come from the URL, checked as
-         * any: api__decode_deployment) */
+         * any: api__decode_object) */
         doc = live ? json_incref(live)
-                   : json_pack("{s:s, s:s, s:{}}", "apiVersion", "apps/v1", "kind", "Deployment",
-                               "metadata");
+                   : json_pack("{s:s, s:s, s:{}}", "apiVersion", res->api_version, "kind",
+                               res->row->kind, "metadata");
         if (!doc || fields_set_view(doc, view) < 0 ||
             json_object_set(json_object_get(doc, "metadata"), "managedFields", managed) < 0 ||
             update_last_applied(manager, doc, config) < 0) {
                 *ret = api__send_oom(r);
                 return NULL;
         }
-        d = api__decode_deployment(r, doc, ns, name, ret);
+        d = api__decode_object(r, res, doc, ns, name, ret);
         if (d) {
                 r->fields_tracked = true;
                 *ok_code = obj ? 200 : 201;

@@ -39,7 +39,8 @@ int api__body_docs(req *r, enum MHD_Result *ret, spec_docs *docs) {
                 *ret = api__send_status(r, 400, "BadRequest", "the request needs a body");
                 return -1;
         }
-        if (spec_parse("request", tend_buf_str(&r->body), r->body.len, &errs, docs) < 0) {
+        if (spec_parse_max("request", tend_buf_str(&r->body), r->body.len, API_BODY_MAX, &errs,
+                           docs) < 0) {
                 _cleanup_free_ char *msg = errs.n ? spec_error_format(&errs.items[0]) : NULL;
                 *ret = api__send_status(r, 400, "BadRequest", "%s", msg ?: "cannot parse the body");
                 spec_errors_done(&errs);
@@ -157,10 +158,14 @@ json_t *api__cause_json(const spec_error *e) {
                          strempty(e->field));
 }
 
-/* 422 with every field error as a cause. */
-enum MHD_Result api__send_invalid(req *r, const char *qualified, const char *kind, const char *name,
+/* 422 with every field error as a cause; kind: "Deployment.apps",
+ * "ConfigMap" (the message's, and the details' kind and group, as
+ * kube-apiserver's: kubectl prints "The Deployment \"web\" is invalid"). */
+enum MHD_Result api__send_invalid(req *r, const char *kind, const char *name,
                                   const spec_errors *errs) {
         _cleanup_buf_ tend_buf msg = TEND_BUF_INIT(1 << 20);
+        _cleanup_free_ char *bare = strndup(kind, strcspn(kind, "."));
+        const char *group = kind[strcspn(kind, ".")] ? kind + strcspn(kind, ".") + 1 : "";
         json_t *causes = json_array(), *details;
 
         (void) tend_buf_addf(&msg, "%s \"%s\" is invalid: ", kind, strempty(name));
@@ -172,8 +177,8 @@ enum MHD_Result api__send_invalid(req *r, const char *qualified, const char *kin
                 free(one);
                 json_array_append_new(causes, api__cause_json(e));
         }
-        details = json_pack("{s:s, s:s, s:o}", "name", strempty(name), "kind", qualified, "causes",
-                            causes);
+        details = json_pack("{s:s, s:s, s:s, s:o}", "name", strempty(name), "group", group, "kind",
+                            strna(bare), "causes", causes);
         return api__send_json(r, 422,
                               spec_status_json(422, "Invalid", tend_buf_str(&msg), details));
 }
@@ -181,7 +186,7 @@ enum MHD_Result api__send_invalid(req *r, const char *qualified, const char *kin
 /* fieldValidation (kubectl sends Strict, or Ignore for --validate=false):
  * Strict, the default, leaves unknown fields for the decoder to refuse;
  * Warn and Ignore take them out of j, Warn saying which. -1: answered. */
-int api__field_validation(req *r, json_t *j, enum MHD_Result *ret) {
+int api__field_validation(req *r, const spec_type *t, json_t *j, enum MHD_Result *ret) {
         const char *fv = api__arg(r, "fieldValidation");
 
         if (fv && !streq(fv, "Strict") && !streq(fv, "Warn") && !streq(fv, "Ignore")) {
@@ -192,7 +197,7 @@ int api__field_validation(req *r, json_t *j, enum MHD_Result *ret) {
         }
         if (fv && !streq(fv, "Strict")) {
                 _cleanup_(json_decrefp) json_t *dropped = json_array();
-                if (!dropped || spec_drop_unknown(&spec_type_deployment, j, dropped) < 0) {
+                if (!dropped || spec_drop_unknown(t, j, dropped) < 0) {
                         *ret = api__send_oom(r);
                         return -1;
                 }
@@ -210,19 +215,22 @@ int api__field_validation(req *r, json_t *j, enum MHD_Result *ret) {
         return 0;
 }
 
-/* Decodes, defaults and validates a Deployment from JSON. */
-spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const char *name,
-                                        enum MHD_Result *ret) {
+/* Decodes, defaults and validates an object of res from JSON (its kind's
+ * row says how). */
+void *api__decode_object(req *r, const resource *res, json_t *j, const char *ns, const char *name,
+                         enum MHD_Result *ret) {
+        const spec_kind *row = res->row;
+        const spec_type *t = row->type;
         spec_errors errs = {};
-        spec_deployment *d = NULL;
+        void *obj = NULL;
+        spec_meta *m;
         const char *kind = json_string_value(json_object_get(j, "kind"));
         const char *jname = api__json_field(j, "metadata.name");
         const char *jns = api__json_field(j, "metadata.namespace");
 
-        if (!streq_ptr(kind, "Deployment")) {
-                *ret = api__send_status(r, 400, "BadRequest",
-                                        "the object is a %s, not a Deployment",
-                                        kind ? kind : "thing without a kind");
+        if (!streq_ptr(kind, row->kind)) {
+                *ret = api__send_status(r, 400, "BadRequest", "the object is a %s, not a %s",
+                                        kind ? kind : "thing without a kind", row->kind);
                 return NULL;
         }
         if (jns && ns && !streq(jns, ns)) {
@@ -241,33 +249,36 @@ spec_deployment *api__decode_deployment(req *r, json_t *j, const char *ns, const
                         jname, name);
                 return NULL;
         }
-        if (api__field_validation(r, j, ret) < 0)
+        if (api__field_validation(r, t, j, ret) < 0)
                 return NULL;
-        _cleanup_free_ char *legacy = spec_legacy_leased_ports(j);
-        if (legacy && !r->warning)
-                r->warning = strprintf(
-                        "299 - \"spec.template.spec.containers[].ports: a port without "
-                        "containerPort is not valid Kubernetes: tendd took it as the pod "
-                        "template's annotation tend.io/lease-ports: %s (write it so)\"",
-                        legacy);
-        if (spec_decode_new(&spec_type_deployment, j, &errs, (void **) &d) < 0) {
-                *ret = api__send_invalid(r, "deployments.apps", "Deployment", jname ?: name, &errs);
+        if (res->kind == STORE_DEPLOYMENT) {
+                _cleanup_free_ char *legacy = spec_legacy_leased_ports(j);
+                if (legacy && !r->warning)
+                        r->warning = strprintf(
+                                "299 - \"spec.template.spec.containers[].ports: a port without "
+                                "containerPort is not valid Kubernetes: tendd took it as the pod "
+                                "template's annotation tend.io/lease-ports: %s (write it so)\"",
+                                legacy);
+        }
+        if (spec_decode_new(t, j, &errs, &obj) < 0) {
+                *ret = api__send_invalid(r, res->kind_qualified, jname ?: name, &errs);
                 spec_errors_done(&errs);
                 return NULL;
         }
-        if (!d->metadata.namespace && ns)
-                d->metadata.namespace = strdup(ns);
-        if (!d->metadata.name && name)
-                d->metadata.name = strdup(name);
-        spec_deployment_default(d);
-        if (spec_deployment_validate(d, &errs) < 0) {
-                *ret = api__send_invalid(r, "deployments.apps", "Deployment", d->metadata.name,
-                                         &errs);
+        m = spec_object_meta(obj);
+        if (!m->namespace && ns)
+                m->namespace = strdup(ns);
+        if (!m->name && name)
+                m->name = strdup(name);
+        if (row->defaults)
+                row->defaults(obj);
+        if (row->validate && row->validate(obj, &errs) < 0) {
+                *ret = api__send_invalid(r, res->kind_qualified, m->name, &errs);
                 spec_errors_done(&errs);
-                spec_deployment_free(d);
+                spec_free(t, obj);
                 return NULL;
         }
-        return d;
+        return obj;
 }
 
 /* ---- preconditions

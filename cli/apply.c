@@ -43,9 +43,10 @@ int cli_apply(int argc, char **argv) {
                         break;
                 case 'h':
                         printf("Usage: tend apply -f FILE|DIR|- [-f ...] [--dry-run]\n\n"
-                               "Create the Deployments of the manifests, or update them to match.\n"
-                               "The input is checked as a whole first and applied all or nothing.\n"
-                               "Prints deployment.apps/NAME created|configured|unchanged.\n\n"
+                               "Create the objects of the manifests (Deployments, ConfigMaps), or\n"
+                               "update them to match. The input is checked as a whole first and\n"
+                               "applied all or nothing. Prints KIND/NAME created|configured|"
+                               "unchanged.\n\n"
                                "  -f, --filename PATH  a file, a directory (*.yaml, *.yml, "
                                "*.json),\n"
                                "                       or - for stdin; repeatable\n"
@@ -76,15 +77,17 @@ int cli_apply(int argc, char **argv) {
 
         items = json_array();
         for (i = 0; i < m.n; i++) {
-                spec_deployment *d = m.items[i].deployment;
-                if (m.items[i].namespace_defaulted)
-                        (void) free_and_strdup(&d->metadata.namespace, cli.namespace);
-                json_t *j = spec_deployment_encode(d), *spec = json_object_get(j, "spec");
+                spec_manifest_item *it = &m.items[i];
+                if (it->namespace_defaulted)
+                        (void) free_and_strdup(&spec_object_meta(it->object)->namespace,
+                                               cli.namespace);
+                json_t *j = spec_encode(it->kind->type, it->object),
+                       *spec = json_object_get(j, "spec");
                 /* What the manifest leaves out, tendd keeps as it is (the
                  * replicas set by `tend scale`, a paused rollout). */
-                if (!m.items[i].replicas_given)
+                if (it->deployment && !it->replicas_given)
                         (void) json_object_del(spec, "replicas");
-                if (!m.items[i].paused_given)
+                if (it->deployment && !it->paused_given)
                         (void) json_object_del(spec, "paused");
                 json_array_append_new(items, j);
         }
@@ -106,11 +109,15 @@ int cli_apply(int argc, char **argv) {
                 fprintf(stderr, "error: nothing was applied\n");
                 goto out;
         }
-        json_array_foreach (json_object_get(resp, "items"), i, item)
-                printf("deployment.apps/%s %s%s\n",
+        json_array_foreach (json_object_get(resp, "items"), i, item) {
+                const spec_kind *k = spec_kind_written(
+                        NULL, json_string_value(json_object_get(item, "kind")) ?: "Deployment");
+                _cleanup_free_ char *what = k ? spec_kind_printed(k) : NULL;
+                printf("%s/%s %s%s\n", what ?: "deployment.apps",
                        json_string_value(json_object_get(item, "name")),
                        json_string_value(json_object_get(item, "result")),
                        dry_run ? " (dry run)" : "");
+        }
         ret = 0;
 out:
         json_decref(resp);

@@ -108,12 +108,10 @@ int cli_delete(int argc, char **argv) {
                         ret = 1;
                 } else
                         for (size_t i = 0; i < m.n; i++) {
-                                const spec_deployment *d = m.items[i].deployment;
-                                const char *ns = m.items[i].namespace_defaulted
-                                                         ? cli.namespace
-                                                         : d->metadata.namespace;
-                                if (delete_one(c, spec_kind_named("deployments"), ns,
-                                               d->metadata.name) < 0)
+                                const spec_meta *o = spec_object_meta(m.items[i].object);
+                                const char *ns = m.items[i].namespace_defaulted ? cli.namespace
+                                                                                : o->namespace;
+                                if (delete_one(c, m.items[i].kind, ns, o->name) < 0)
                                         ret = 1;
                         }
                 spec_manifest_done(&m);

@@ -82,7 +82,9 @@ int cli_validate(int argc, char **argv) {
         } else
                 for (size_t i = 0; i < m.n; i++) {
                         const spec_manifest_item *it = &m.items[i];
-                        printf("deployment \"%s\" is valid\n", it->deployment->metadata.name);
+                        _cleanup_free_ char *label = spec_object_label(
+                                it->kind->kind, spec_object_meta(it->object)->name, 0);
+                        printf("%s is valid\n", strna(label));
                         if (it->legacy_lease_ports)
                                 fprintf(stderr,
                                         "warning: %s:%u: deployment \"%s\": a port without "

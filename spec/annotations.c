@@ -565,12 +565,12 @@ bool spec_annotation_to_replica_set(const char *key) {
 
 /* What a user may write, where: a row of theirs (or one tendd
  * --manifests writes, which they may carry over). */
-static bool user_may(const spec_annotation *a, bool on_template) {
+static bool user_may(const spec_annotation *a, spec_ann_where where) {
         return (a->writer == SPEC_ANN_BY_USER || a->writer == SPEC_ANN_BY_MANIFESTS) &&
-               (a->where & (on_template ? SPEC_ANN_ON_TEMPLATE : SPEC_ANN_ON_DEPLOYMENT));
+               (a->where & where);
 }
 
-int spec_tend_annotation_problem(const char *key, const char *value, bool on_template,
+int spec_tend_annotation_problem(const char *key, const char *value, spec_ann_where where,
                                  char **ret_problem) {
         _cleanup_free_ char *krepr = NULL, *vrepr = NULL, *detail = NULL;
         const spec_annotation *a = spec_annotation_find(key);
@@ -584,21 +584,26 @@ int spec_tend_annotation_problem(const char *key, const char *value, bool on_tem
         if (!krepr || !vrepr)
                 return -ENOMEM;
         if (a && (a->writer == SPEC_ANN_BY_USER || a->writer == SPEC_ANN_BY_MANIFESTS) &&
-            !user_may(a, on_template)) {
-                if (on_template)
+            !user_may(a, where)) {
+                if (where == SPEC_ANN_ON_TEMPLATE)
                         return problem(ret_problem,
                                        "Forbidden: %s belongs on the Deployment's "
                                        "metadata.annotations, not on the pod template",
                                        key);
-                return problem(ret_problem,
-                               "Forbidden: %s belongs on spec.template.metadata.annotations, "
-                               "not on the Deployment",
-                               key);
+                if (where == SPEC_ANN_ON_DEPLOYMENT)
+                        return problem(ret_problem,
+                                       "Forbidden: %s belongs on spec.template.metadata."
+                                       "annotations, not on the Deployment",
+                                       key);
+                return problem(ret_problem, "Forbidden: %s belongs on a Deployment's %s", key,
+                               user_may(a, SPEC_ANN_ON_DEPLOYMENT)
+                                       ? "metadata.annotations"
+                                       : "spec.template.metadata.annotations");
         }
-        if (!a || !user_may(a, on_template)) {
+        if (!a || !user_may(a, where)) {
                 _cleanup_buf_ tend_buf b = TEND_BUF_INIT(1024);
                 for (size_t i = 0; i < ELEMENTSOF(registry); i++)
-                        if (user_may(&registry[i], on_template) &&
+                        if (user_may(&registry[i], where) &&
                             startswith(registry[i].key, SPEC_ANN_PREFIX))
                                 (void) tend_buf_addf(&b, "%s\"%s\"", b.len ? ", " : "",
                                                      registry[i].key);

@@ -20,8 +20,6 @@
 #include "tend/fields.h"
 #include "tend/spec.h"
 
-#define API_VERSION "apps/v1"
-
 /* ---- the schema: how each field merges ---- */
 
 /* spec.selector is atomic in Kubernetes (a LabelSelector is one value). */
@@ -598,8 +596,16 @@ static int prune(json_t *v, json_t *rm, json_t *keep, const char *field,
 
 /* ---- views ---- */
 
+/* What an object has besides its metadata that is not the server's: its
+ * spec (a Deployment), its data (a ConfigMap)... */
+static bool owned_top(const char *key) {
+        return !streq(key, "apiVersion") && !streq(key, "kind") && !streq(key, "metadata") &&
+               !streq(key, "status");
+}
+
 json_t *fields_view(json_t *obj) {
         json_t *meta = json_object_get(obj, "metadata"), *v = json_object(), *m = json_object();
+        const char *key;
         json_t *x;
 
         if (!v || !m || json_object_set_new(v, "metadata", m) < 0) {
@@ -610,8 +616,9 @@ json_t *fields_view(json_t *obj) {
                 return json_decref(v), NULL;
         if ((x = json_object_get(meta, "annotations")) && json_object_set(m, "annotations", x) < 0)
                 return json_decref(v), NULL;
-        if ((x = json_object_get(obj, "spec")) && json_object_set(v, "spec", x) < 0)
-                return json_decref(v), NULL;
+        json_object_foreach (obj, key, x)
+                if (owned_top(key) && json_object_set(v, key, x) < 0)
+                        return json_decref(v), NULL;
         if (json_object_size(m) == 0)
                 json_object_del(v, "metadata");
         return v;
@@ -632,10 +639,21 @@ int fields_set_view(json_t *obj, json_t *view) {
                 else if (json_object_set(meta, keys[i], x) < 0)
                         return -ENOMEM;
         }
-        if (!json_object_get(view, "spec"))
-                json_object_del(obj, "spec");
-        else if (json_object_set(obj, "spec", json_object_get(view, "spec")) < 0)
+        /* the owned top-level fields: the view's, and none other */
+        _cleanup_(json_decrefp) json_t *gone = json_array();
+        const char *key;
+        json_t *x;
+        if (!gone)
                 return -ENOMEM;
+        json_object_foreach (obj, key, x)
+                if (owned_top(key) && !json_object_get(view, key) &&
+                    json_array_append_new(gone, json_string(key)) < 0)
+                        return -ENOMEM;
+        for (size_t i = 0; i < json_array_size(gone); i++)
+                json_object_del(obj, json_string_value(json_array_get(gone, i)));
+        json_object_foreach (view, key, x)
+                if (owned_top(key) && json_object_set(obj, key, x) < 0)
+                        return -ENOMEM;
         return 0;
 }
 
@@ -715,8 +733,8 @@ static json_t *entry_set(json_t *e) {
 /* Entry i of managed (or a new one at the end, i = -1) made to hold set for
  * (manager, op, sub); an empty set drops it. The time changes only when the
  * fields do. */
-static int put_entry(json_t *managed, ssize_t i, json_t *set, const char *manager, const char *op,
-                     const char *sub, const char *now) {
+static int put_entry(json_t *managed, ssize_t i, json_t *set, const char *manager,
+                     const char *api_version, const char *op, const char *sub, const char *now) {
         json_t *old = i >= 0 ? json_array_get(managed, (size_t) i) : NULL, *e, *f;
 
         if (set_is_empty(set)) {
@@ -732,7 +750,7 @@ static int put_entry(json_t *managed, ssize_t i, json_t *set, const char *manage
                 return 0;
         }
         e = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "manager", manager, "operation", op,
-                      "apiVersion", API_VERSION, "time", now, "fieldsType", "FieldsV1", "fieldsV1",
+                      "apiVersion", api_version, "time", now, "fieldsType", "FieldsV1", "fieldsV1",
                       f);
         if (e && sub && json_object_set_new(e, "subresource", json_string(sub)) < 0)
                 json_decref(e), e = NULL;
@@ -840,7 +858,7 @@ static int others_lose(json_t *managed, ssize_t skip, json_t *const *lose, size_
 }
 
 json_t *fields_update(json_t *managed, json_t *old_view, json_t *new_view, const char *manager,
-                      const char *subresource, const char *now) {
+                      const char *api_version, const char *subresource, const char *now) {
         _cleanup_(json_decrefp) json_t *out = copy_entries(managed);
         _cleanup_(json_decrefp) json_t *empty = json_object(), *mine = NULL;
         comparison c = {};
@@ -872,7 +890,8 @@ json_t *fields_update(json_t *managed, json_t *old_view, json_t *new_view, const
                         r = -ENOMEM;
                 else {
                         set_clean(mine);
-                        r = put_entry(out, i, mine, manager, "Update", subresource, now);
+                        r = put_entry(out, i, mine, manager, api_version, "Update", subresource,
+                                      now);
                 }
         }
         comparison_done(&c);
@@ -961,8 +980,9 @@ static json_t *unchanged_since(json_t *last_view, json_t *live_view) {
 }
 
 int fields_apply(json_t *managed, json_t *live_view, json_t *config, const char *manager,
-                 bool force, json_t *forgiven, const char *now, json_t **ret_view,
-                 json_t **ret_managed, json_t **ret_conflicts, char **ret_error) {
+                 const char *api_version, bool force, json_t *forgiven, const char *now,
+                 json_t **ret_view, json_t **ret_managed, json_t **ret_conflicts,
+                 char **ret_error) {
         _cleanup_(json_decrefp) json_t *out = copy_entries(managed);
         _cleanup_(json_decrefp) json_t *empty = json_object(), *cfg = json_object(),
                                        *keep = json_object(), *last = NULL, *rm = NULL,
@@ -1043,7 +1063,7 @@ int fields_apply(json_t *managed, json_t *live_view, json_t *config, const char 
         if (r < 0)
                 return r;
         mine = find_entry(out, manager, "Apply", NULL);
-        r = put_entry(out, mine, cfg, manager, "Apply", NULL, now);
+        r = put_entry(out, mine, cfg, manager, api_version, "Apply", NULL, now);
         if (r < 0)
                 return r;
         *ret_view = TAKE_PTR(merged);

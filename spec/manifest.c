@@ -10,7 +10,7 @@
 
 void spec_manifest_done(spec_manifest *m) {
         for (size_t i = 0; i < m->n; i++) {
-                spec_deployment_free(m->items[i].deployment);
+                spec_free(m->items[i].kind->type, m->items[i].object);
                 free(m->items[i].file);
                 free(m->items[i].legacy_lease_ports);
         }
@@ -18,8 +18,8 @@ void spec_manifest_done(spec_manifest *m) {
         *m = (spec_manifest){};
 }
 
-static int manifest_push(spec_manifest *m, spec_deployment *d, const char *file, unsigned line,
-                         unsigned index) {
+static int manifest_push(spec_manifest *m, const spec_kind *kind, void *obj, const char *file,
+                         unsigned line, unsigned index) {
         spec_manifest_item *n = realloc(m->items, sizeof(spec_manifest_item) * (m->n + 1));
         char *f = strdup(file);
 
@@ -31,7 +31,12 @@ static int manifest_push(spec_manifest *m, spec_deployment *d, const char *file,
         }
         m->items = n;
         m->items[m->n++] = (spec_manifest_item){
-                .deployment = d, .file = f, .line = line, .index = index
+                .kind = kind,
+                .object = obj,
+                .deployment = kind->type == &spec_type_deployment ? obj : NULL,
+                .file = f,
+                .line = line,
+                .index = index,
         };
         return 0;
 }
@@ -43,7 +48,8 @@ static int add_document(spec_manifest *m, const char *file, const spec_doc *doc,
         const char *kind = json_string_value(json_object_get(doc->root, "kind"));
         const char *name = json_string_value(json_object_get(meta, "name"));
         _cleanup_free_ char *label = spec_object_label(kind, name, doc->index);
-        _cleanup_(spec_deployment_freep) spec_deployment *d = NULL;
+        const spec_kind *row = NULL;
+        void *obj = NULL;
         size_t before = errs->n;
         int r;
 
@@ -57,37 +63,47 @@ static int add_document(spec_manifest *m, const char *file, const spec_doc *doc,
                                             : "Required value: must be \"Deployment\"");
                 goto out;
         }
-        if (!streq(kind, "Deployment")) {
-                _cleanup_free_ char *repr = spec__repr_str(kind);
+        row = spec_kind_written(NULL, kind);
+        if (!row) {
+                _cleanup_free_ char *repr = spec__repr_str(kind),
+                                    *which = spec_kinds_written_text();
                 r = spec_errors_add(errs, "kind",
-                                    "Unsupported value: %s: supported values: \"Deployment\" "
-                                    "(tend creates ReplicaSets and Pods itself)",
-                                    strna(repr));
+                                    "Unsupported value: %s: supported values: %s (tend creates "
+                                    "ReplicaSets and Pods itself)",
+                                    strna(repr), strna(which));
                 goto out;
         }
 
-        r = spec_decode_new(&spec_type_deployment, doc->root, errs, (void **) &d);
+        r = spec_decode_new(row->type, doc->root, errs, &obj);
         if (r < 0)
                 goto out;
-        bool defaulted = !d->metadata.namespace;
-        spec_deployment_default(d);
-        r = spec_deployment_validate(d, errs);
+        bool defaulted = !spec_object_meta(obj)->namespace;
+        if (row->defaults)
+                row->defaults(obj);
+        else if (defaulted && !(spec_object_meta(obj)->namespace = strdup("default"))) {
+                r = -ENOMEM;
+                goto out;
+        }
+        r = row->validate ? row->validate(obj, errs) : 0;
         if (r < 0)
                 goto out;
-        r = manifest_push(m, d, file, doc->line, doc->index);
+        r = manifest_push(m, row, obj, file, doc->line, doc->index);
         if (r >= 0) {
                 json_t *spec = json_object_get(doc->root, "spec");
-                m->items[m->n - 1].namespace_defaulted = defaulted;
-                m->items[m->n - 1].replicas_given = json_object_get(spec, "replicas") != NULL;
-                m->items[m->n - 1].paused_given = json_object_get(spec, "paused") != NULL;
-                m->items[m->n - 1].legacy_lease_ports = spec_legacy_leased_ports(doc->root);
                 spec_manifest_item *it = &m->items[m->n - 1];
+                obj = NULL;
+                it->namespace_defaulted = defaulted;
+                it->replicas_given = json_object_get(spec, "replicas") != NULL;
+                it->paused_given = json_object_get(spec, "paused") != NULL;
+                if (it->deployment)
+                        it->legacy_lease_ports = spec_legacy_leased_ports(doc->root);
                 (void) spec_doc_position(doc, "metadata.name", &it->name_line, &it->name_column);
                 (void) spec_doc_position(doc, "spec.selector", &it->selector_line,
                                          &it->selector_column);
-                d = NULL;
         }
 out:
+        if (obj)
+                spec_free(row->type, obj);
         /* Field errors get the line and column of the field (or of the
          * nearest enclosing one, for a field left out). */
         for (size_t i = before; i < errs->n; i++) {
@@ -222,39 +238,53 @@ static void at(spec_errors *errs, unsigned line, unsigned column) {
 }
 
 /* Where item j declares its selector: "file:line" (the overlap rule's errors). */
+/* (the deployments' j-th is the manifest's items[at_item[j]]) */
+typedef struct selector_ctx {
+        const spec_manifest *m;
+        const size_t *at_item;
+} selector_ctx;
+
 static char *selector_where(size_t j, void *userdata) {
-        const spec_manifest *m = userdata;
-        if (m->items[j].selector_line)
-                return strprintf("%s:%u", m->items[j].file, m->items[j].selector_line);
-        return strdup(m->items[j].file);
+        const selector_ctx *c = userdata;
+        const spec_manifest_item *it = &c->m->items[c->at_item[j]];
+
+        if (it->selector_line)
+                return strprintf("%s:%u", it->file, it->selector_line);
+        return strdup(it->file);
 }
 
 int spec_manifest_check(const spec_manifest *m, spec_errors *errs) {
         _cleanup_(spec_overlaps_freep) spec_overlaps *ov = spec_overlaps_new();
         _cleanup_free_ const spec_deployment **ds = new0(const spec_deployment *, m->n + 1);
+        _cleanup_free_ size_t *at_item = new0(size_t, m->n + 1);
+        size_t nd = 0;
         int ret = 0;
 
-        if (!ov || !ds)
+        if (!ov || !ds || !at_item)
                 return -ENOMEM;
-        for (size_t i = 0; i < m->n; i++) {
-                ds[i] = m->items[i].deployment;
-                if (spec_overlaps_add(ov, ds[i]->spec.selector, NULL) < 0)
-                        return -ENOMEM;
-        }
-        for (size_t i = 0; i < m->n; i++) {
-                const spec_deployment *a = m->items[i].deployment;
-                _cleanup_free_ char *label = spec_object_label("Deployment", a->metadata.name, 0);
+        /* the selector rule is between deployments: those, in order */
+        for (size_t i = 0; i < m->n; i++)
+                if (m->items[i].deployment) {
+                        at_item[nd] = i;
+                        ds[nd++] = m->items[i].deployment;
+                        if (spec_overlaps_add(ov, ds[nd - 1]->spec.selector, NULL) < 0)
+                                return -ENOMEM;
+                }
+        for (size_t i = 0, d = 0; i < m->n; i++) {
+                const spec_manifest_item *it = &m->items[i];
+                const spec_meta *a = spec_object_meta(it->object);
+                _cleanup_free_ char *label = spec_object_label(it->kind->kind, a->name, 0);
                 size_t before;
 
-                errs->file = m->items[i].file;
+                errs->file = it->file;
                 errs->object = label;
                 for (size_t k = 0; k < i; k++) {
-                        const spec_deployment *b = m->items[k].deployment;
+                        const spec_meta *b = spec_object_meta(m->items[k].object);
                         const char *bfile = m->items[k].file;
                         char where[32];
 
-                        if (!streq(a->metadata.namespace, b->metadata.namespace) ||
-                            !streq(a->metadata.name, b->metadata.name))
+                        if (m->items[k].kind != it->kind || !streq(a->namespace, b->namespace) ||
+                            !streq(a->name, b->name))
                                 continue;
                         if (m->items[k].name_line)
                                 snprintf(where, sizeof where, ":%u", m->items[k].name_line);
@@ -262,18 +292,21 @@ int spec_manifest_check(const spec_manifest *m, spec_errors *errs) {
                                 snprintf(where, sizeof where, " (document %u)", m->items[k].index);
                         ret = spec_errors_add(errs, "metadata.name",
                                               "Duplicate value: \"%s\": also defined in %s%s",
-                                              a->metadata.name, bfile, where);
-                        at(errs, m->items[i].name_line, m->items[i].name_column);
+                                              a->name, bfile, where);
+                        at(errs, it->name_line, it->name_column);
                 }
+                if (!it->deployment)
+                        continue;
                 before = errs->n;
-                if (spec_overlaps_report(ov, ds, i, errs, selector_where, (void *) m) < 0)
+                if (spec_overlaps_report(ov, ds, d++, errs, selector_where,
+                                         &(selector_ctx){ m, at_item }) < 0)
                         ret = -ENOMEM;
                 else if (errs->n > before)
                         ret = -EINVAL;
                 for (size_t e = before; e < errs->n; e++)
                         if (errs->items[e].line == 0) {
-                                errs->items[e].line = m->items[i].selector_line;
-                                errs->items[e].column = m->items[i].selector_column;
+                                errs->items[e].line = it->selector_line;
+                                errs->items[e].column = it->selector_column;
                         }
                 if (ret == -ENOMEM)
                         break;

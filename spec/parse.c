@@ -795,6 +795,11 @@ static int parse_json(const char *data, size_t size, spec_errors *errs, spec_doc
 }
 
 int spec_parse(const char *file, const char *data, size_t size, spec_errors *errs, spec_docs *ret) {
+        return spec_parse_max(file, data, size, SPEC_MAX_INPUT_SIZE, errs, ret);
+}
+
+int spec_parse_max(const char *file, const char *data, size_t size, size_t max, spec_errors *errs,
+                   spec_docs *ret) {
         const char *saved_file = errs->file, *saved_object = errs->object;
         size_t i = 0;
         int r;
@@ -802,11 +807,11 @@ int spec_parse(const char *file, const char *data, size_t size, spec_errors *err
         errs->file = file;
         errs->object = NULL;
         *ret = (spec_docs){};
-        if (size > SPEC_MAX_INPUT_SIZE) {
+        if (size > max) {
                 r = spec_errors_add(errs, NULL,
-                                    "input is larger than %d bytes (%zu bytes): split it into "
+                                    "input is larger than %zu bytes (%zu bytes): split it into "
                                     "several files",
-                                    SPEC_MAX_INPUT_SIZE, size);
+                                    max, size);
                 goto out;
         }
         /* JSON when the first thing in the input opens an object or a list;

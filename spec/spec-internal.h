@@ -124,3 +124,10 @@ const char *spec__port_name_problem(const char *s);
 /* Validation helpers shared by validate.c and manifest.c. */
 int spec__validate_selector(const spec_selector *s, spec_path *p, spec_errors *errs);
 char *spec__selector_repr(const spec_selector *s);
+
+/* The kinds' tables (table.c), named by their rows (kinds.c). */
+extern const spec_table spec__table_deployment;
+extern const spec_table spec__table_replica_set;
+extern const spec_table spec__table_pod;
+extern const spec_table spec__table_event;
+extern const spec_table spec__table_config_map;

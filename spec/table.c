@@ -46,6 +46,12 @@ static const spec_column pod_columns[] = {
         { "NODE", "string", "", "The host that runs it.", 1 },
 };
 
+static const spec_column config_map_columns[] = {
+        { "NAME", "string", "name", "The ConfigMap's name.", 0 },
+        { "DATA", "integer", "", "Its keys, in data and binaryData.", 0 },
+        { "AGE", "string", "", "Time since it was created.", 0 },
+};
+
 static const spec_column event_columns[] = {
         { "LAST SEEN", "string", "", "Time since the event was last seen.", 0 },
         { "TYPE", "string", "", "Normal or Warning.", 0 },
@@ -54,21 +60,6 @@ static const spec_column event_columns[] = {
         { "COUNT", "integer", "", "How often it happened.", 0 },
         { "MESSAGE", "string", "", "What happened.", 0 },
 };
-
-size_t spec_table_columns(const spec_type *t, const spec_column **ret) {
-#define RET(a) (*ret = (a), ELEMENTSOF(a))
-        if (t == &spec_type_deployment)
-                return RET(deployment_columns);
-        if (t == &spec_type_replica_set)
-                return RET(replica_set_columns);
-        if (t == &spec_type_pod)
-                return RET(pod_columns);
-        if (t == &spec_type_event)
-                return RET(event_columns);
-#undef RET
-        *ret = NULL;
-        return 0;
-}
 
 char *spec_human_duration(char buf[static 32], usec_t d) {
         unsigned long long s = d / USEC_PER_SEC, m = s / 60, h = s / 3600, days = s / 86400;
@@ -159,7 +150,8 @@ static const char *command_of(const spec_pod_template *t) {
                        : NULL;
 }
 
-static void pod_row(const spec_pod *p, const spec_table_ctx *c, char **cells) {
+static void pod_row(const void *obj, const spec_table_ctx *c, char **cells) {
+        const spec_pod *p = obj;
         const spec_container_status *cs = p->status.n_container_statuses
                                                   ? &p->status.container_statuses[0]
                                                   : NULL;
@@ -195,40 +187,73 @@ static const char *object_kind(const char *k) {
                                         : k;
 }
 
+static void deployment_row(const void *obj, const spec_table_ctx *c, char **cells) {
+        const spec_deployment *d = obj;
+
+        cells[0] = dupn(d->metadata.name);
+        cells[1] = strprintf("%d/%d", d->status.ready_replicas, d->spec.replicas);
+        cells[2] = strprintf("%d", d->status.updated_replicas);
+        cells[3] = strprintf("%d", d->status.available_replicas);
+        cells[4] = age(c, d->metadata.creation_timestamp);
+        cells[5] = dupn(container_of(&d->spec.template));
+        cells[6] = dupn(command_of(&d->spec.template));
+        cells[7] = spec_selector_text(d->spec.selector);
+}
+
+static void replica_set_row(const void *obj, const spec_table_ctx *c, char **cells) {
+        const spec_replica_set *rs = obj;
+
+        cells[0] = dupn(rs->metadata.name);
+        cells[1] = strprintf("%d", rs->spec.replicas);
+        cells[2] = strprintf("%d", rs->status.replicas);
+        cells[3] = strprintf("%d", rs->status.ready_replicas);
+        cells[4] = age(c, rs->metadata.creation_timestamp);
+        cells[5] = dupn(container_of(&rs->spec.template));
+        cells[6] = dupn(command_of(&rs->spec.template));
+        cells[7] = spec_selector_text(rs->spec.selector);
+        cells[8] = dupn(spec_map_get(&rs->metadata.annotations, SPEC_ANN_REVISION));
+}
+
+static void event_row(const void *obj, const spec_table_ctx *c, char **cells) {
+        const spec_event *e = obj;
+
+        cells[0] = age(c, e->last_timestamp);
+        cells[1] = dupn(e->type);
+        cells[2] = dupn(e->reason);
+        cells[3] = strprintf("%s/%s", object_kind(e->involved_object.kind),
+                             strna(e->involved_object.name));
+        cells[4] = strprintf("%d", MAX(e->count, 1));
+        cells[5] = dupn(e->message);
+}
+
+static void config_map_row(const void *obj, const spec_table_ctx *c, char **cells) {
+        const spec_config_map *m = obj;
+
+        cells[0] = dupn(m->metadata.name);
+        cells[1] = strprintf("%zu", m->data.n + m->binary_data.n);
+        cells[2] = age(c, m->metadata.creation_timestamp);
+}
+
+#define TABLE(name, cols, fn) \
+        const spec_table name = { .columns = (cols), .n_columns = ELEMENTSOF(cols), .row = (fn) }
+TABLE(spec__table_deployment, deployment_columns, deployment_row);
+TABLE(spec__table_replica_set, replica_set_columns, replica_set_row);
+TABLE(spec__table_pod, pod_columns, pod_row);
+TABLE(spec__table_event, event_columns, event_row);
+TABLE(spec__table_config_map, config_map_columns, config_map_row);
+
+size_t spec_table_columns(const spec_type *t, const spec_column **ret) {
+        const spec_kind *k = spec_kind_of(t);
+
+        *ret = k && k->table ? k->table->columns : NULL;
+        return k && k->table ? k->table->n_columns : 0;
+}
+
 int spec_table_row(const spec_type *t, const void *obj, const spec_table_ctx *c, char **cells) {
-        if (t == &spec_type_deployment) {
-                const spec_deployment *d = obj;
-                cells[0] = dupn(d->metadata.name);
-                cells[1] = strprintf("%d/%d", d->status.ready_replicas, d->spec.replicas);
-                cells[2] = strprintf("%d", d->status.updated_replicas);
-                cells[3] = strprintf("%d", d->status.available_replicas);
-                cells[4] = age(c, d->metadata.creation_timestamp);
-                cells[5] = dupn(container_of(&d->spec.template));
-                cells[6] = dupn(command_of(&d->spec.template));
-                cells[7] = spec_selector_text(d->spec.selector);
-        } else if (t == &spec_type_replica_set) {
-                const spec_replica_set *rs = obj;
-                cells[0] = dupn(rs->metadata.name);
-                cells[1] = strprintf("%d", rs->spec.replicas);
-                cells[2] = strprintf("%d", rs->status.replicas);
-                cells[3] = strprintf("%d", rs->status.ready_replicas);
-                cells[4] = age(c, rs->metadata.creation_timestamp);
-                cells[5] = dupn(container_of(&rs->spec.template));
-                cells[6] = dupn(command_of(&rs->spec.template));
-                cells[7] = spec_selector_text(rs->spec.selector);
-                cells[8] = dupn(spec_map_get(&rs->metadata.annotations, SPEC_ANN_REVISION));
-        } else if (t == &spec_type_pod)
-                pod_row(obj, c, cells);
-        else if (t == &spec_type_event) {
-                const spec_event *e = obj;
-                cells[0] = age(c, e->last_timestamp);
-                cells[1] = dupn(e->type);
-                cells[2] = dupn(e->reason);
-                cells[3] = strprintf("%s/%s", object_kind(e->involved_object.kind),
-                                     strna(e->involved_object.name));
-                cells[4] = strprintf("%d", MAX(e->count, 1));
-                cells[5] = dupn(e->message);
-        } else
+        const spec_kind *k = spec_kind_of(t);
+
+        if (!k || !k->table)
                 return -EINVAL;
+        k->table->row(obj, c, cells);
         return 0;
 }

@@ -492,6 +492,22 @@ const spec_type spec_type_event = {
         .size = sizeof(spec_event),
         .fields = t_event_fields,
 };
+/* ---- ConfigMap ----------------------------------------------------------------------- */
+
+static const spec_field t_config_map_fields[] = {
+        F_STR("apiVersion", spec_config_map, api_version),
+        F_STR("kind", spec_config_map, kind),
+        F_STRUCT("metadata", spec_config_map, metadata, t_meta),
+        F_MAP("data", spec_config_map, data),
+        F_MAP("binaryData", spec_config_map, binary_data),
+        F_BOOL("immutable", spec_config_map, immutable, .flags = SF_OMITEMPTY),
+        SPEC_FIELD_END,
+};
+const spec_type spec_type_config_map = {
+        .name = "ConfigMap",
+        .size = sizeof(spec_config_map),
+        .fields = t_config_map_fields,
+};
 /* clang-format on */
 
 /* ---- managedFields ------------------------------------------------------------------ */
@@ -545,3 +561,4 @@ SAME_HEAD(spec_deployment);
 SAME_HEAD(spec_replica_set);
 SAME_HEAD(spec_pod);
 SAME_HEAD(spec_event);
+SAME_HEAD(spec_config_map);

@@ -295,15 +295,15 @@ static void check_labels(vctx *v, const char *field, const spec_map *m) {
 
 /* on_template: the pod template's annotations, not the Deployment's (tend's
  * own annotations each belong on one of the two). */
-static void check_annotations(vctx *v, const char *field, const spec_map *m, bool on_template) {
+static void check_annotations(vctx *v, const char *field, const spec_map *m, spec_ann_where where) {
         size_t old = spec__path_field(&v->path, field), total = 0;
 
         for (size_t i = 0; i < m->n; i++) {
                 _cleanup_free_ char *kp = label_key_problems(m->items[i].key), *tp = NULL;
                 if (kp)
                         verr_invalid_str(v, m->items[i].key, kp);
-                else if (spec_tend_annotation_problem(m->items[i].key, m->items[i].value,
-                                                      on_template, &tp) < 0) {
+                else if (spec_tend_annotation_problem(m->items[i].key, m->items[i].value, where,
+                                                      &tp) < 0) {
                         size_t o = spec__path_key(&v->path, m->items[i].key);
                         if (tp)
                                 verr(v, "%s", tp);
@@ -813,7 +813,7 @@ int spec_deployment_validate(const spec_deployment *d, spec_errors *errs) {
         if (d->metadata.namespace)
                 check_dns_label(&v, "namespace", d->metadata.namespace, SPEC_DNS_LABEL_MAX, NULL);
         check_labels(&v, "labels", &d->metadata.labels);
-        check_annotations(&v, "annotations", &d->metadata.annotations, false);
+        check_annotations(&v, "annotations", &d->metadata.annotations, SPEC_ANN_ON_DEPLOYMENT);
         spec__path_pop(&v.path, old);
 
         /* tend's rollout annotations that need one another (their own form
@@ -867,7 +867,8 @@ int spec_deployment_validate(const spec_deployment *d, spec_errors *errs) {
                 size_t o = spec__path_field(&v.path, "metadata");
                 size_t errs_before = errs->n;
                 check_labels(&v, "labels", &s->template.metadata.labels);
-                check_annotations(&v, "annotations", &s->template.metadata.annotations, true);
+                check_annotations(&v, "annotations", &s->template.metadata.annotations,
+                                  SPEC_ANN_ON_TEMPLATE);
                 leased_ports(&v, &s->template);
                 check_listen(&v, &s->template);
                 if (errs->n == errs_before && selector_ok &&
@@ -929,6 +930,125 @@ int spec_deployment_validate_update(const spec_deployment *old_d, const spec_dep
                                "which pods the deployment owns; to change it, create a "
                                "deployment with a new name and delete this one)",
                                strna(repr));
+}
+
+/* ---- ConfigMap ------------------------------------------------------------------------ */
+
+/* A key of a ConfigMap's (or a Secret's): what the API server's
+ * IsConfigMapKey takes. NULL: valid; else a static text. */
+static const char *config_key_problem(const char *k) {
+        size_t n = strlen(k);
+
+        if (n > 253)
+                return "must be no more than 253 characters";
+        if (!n ||
+            strspn(k, "-._abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != n)
+                return "a valid config key must consist of alphanumeric characters, '-', '_' or "
+                       "'.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for "
+                       "validation is '[-._a-zA-Z0-9]+')";
+        if (streq(k, "."))
+                return "must not be '.'";
+        if (streq(k, ".."))
+                return "must not be '..'";
+        if (startswith(k, ".."))
+                return "must not start with '..'";
+        return NULL;
+}
+
+int spec_config_map_validate(const spec_config_map *c, spec_errors *errs) {
+        size_t before = errs->n, old, total = 0;
+        vctx v = { .errs = errs };
+
+        if (!streq_ptr(c->api_version, "v1")) {
+                _cleanup_free_ char *repr = spec__repr_str(c->api_version);
+                VERR_AT(&v, "apiVersion", "Unsupported value: %s: supported values: \"v1\"",
+                        strna(repr));
+        }
+        if (!streq_ptr(c->kind, "ConfigMap")) {
+                _cleanup_free_ char *repr = spec__repr_str(c->kind);
+                VERR_AT(&v, "kind", "Unsupported value: %s: supported values: \"ConfigMap\"",
+                        strna(repr));
+        }
+        old = spec__path_field(&v.path, "metadata");
+        if (!c->metadata.name)
+                VERR_AT(&v, "name", "Required value: name or generateName is required");
+        else if (!spec_is_dns_subdomain(c->metadata.name)) {
+                size_t o = spec__path_field(&v.path, "name");
+                verr_invalid_str(&v, c->metadata.name, DNS1123_SUBDOMAIN_MSG);
+                spec__path_pop(&v.path, o);
+        }
+        if (c->metadata.namespace)
+                check_dns_label(&v, "namespace", c->metadata.namespace, SPEC_DNS_LABEL_MAX, NULL);
+        check_labels(&v, "labels", &c->metadata.labels);
+        check_annotations(&v, "annotations", &c->metadata.annotations, SPEC_ANN_ON_CONFIG);
+        spec__path_pop(&v.path, old);
+
+        old = spec__path_field(&v.path, "data");
+        for (size_t i = 0; i < c->data.n; i++) {
+                const char *k = c->data.items[i].key, *why = config_key_problem(k);
+                if (why) {
+                        size_t o = spec__path_key(&v.path, k);
+                        verr_invalid_str(&v, k, why);
+                        spec__path_pop(&v.path, o);
+                }
+                total += strlen(c->data.items[i].value);
+        }
+        spec__path_pop(&v.path, old);
+        old = spec__path_field(&v.path, "binaryData");
+        for (size_t i = 0; i < c->binary_data.n; i++) {
+                const char *k = c->binary_data.items[i].key, *val = c->binary_data.items[i].value,
+                           *why = config_key_problem(k);
+                _cleanup_free_ void *bytes = NULL;
+                size_t n = 0;
+                int r;
+                if (why) {
+                        size_t o = spec__path_key(&v.path, k);
+                        verr_invalid_str(&v, k, why);
+                        spec__path_pop(&v.path, o);
+                } else if (spec_map_get(&c->data, k)) {
+                        size_t o = spec__path_key(&v.path, k);
+                        verr_invalid_str(&v, k, "duplicate of key present in data");
+                        spec__path_pop(&v.path, o);
+                }
+                r = tend_base64_decode(val, strlen(val), &bytes, &n);
+                if (r == -ENOMEM)
+                        v.oom = true;
+                else if (r < 0) {
+                        size_t o = spec__path_key(&v.path, k);
+                        verr(&v, "Invalid value: not base64: binaryData carries bytes as "
+                                 "standard base64 (RFC 4648, with padding)");
+                        spec__path_pop(&v.path, o);
+                }
+                total += n;
+        }
+        spec__path_pop(&v.path, old);
+        if (total > SPEC_CONFIG_MAP_MAX)
+                verr(&v,
+                     "Too long: must have at most %d bytes (data and binaryData together: "
+                     "%zu)",
+                     SPEC_CONFIG_MAP_MAX, total);
+        if (v.oom)
+                return -ENOMEM;
+        return errs->n > before || errs->dropped ? -EINVAL : 0;
+}
+
+int spec_config_map_validate_update(const spec_config_map *old_c, const spec_config_map *new_c,
+                                    spec_errors *errs) {
+        size_t before = errs->n;
+        int r = 0;
+
+        if (!old_c->immutable)
+                return 0;
+        if (!new_c->immutable)
+                r = spec_errors_add(errs, "immutable",
+                                    "Forbidden: field is immutable when `immutable` is set");
+        if (r >= 0 && !spec_map_equal(&old_c->data, &new_c->data))
+                r = spec_errors_add(errs, "data",
+                                    "Forbidden: field is immutable when `immutable` is set");
+        if (r >= 0 && !spec_map_equal(&old_c->binary_data, &new_c->binary_data))
+                r = spec_errors_add(errs, "binaryData",
+                                    "Forbidden: field is immutable when `immutable` is set");
+        return r < 0 ? r : errs->n > before ? -EINVAL : 0;
 }
 
 char *spec_object_label(const char *kind, const char *name, unsigned doc_index) {

@@ -18,30 +18,29 @@
 
 #define SCHEMA_VERSION 1
 
-static const char *const kind_names[_STORE_KIND_MAX] = {
-        [STORE_DEPLOYMENT] = "Deployment",
-        [STORE_REPLICA_SET] = "ReplicaSet",
-        [STORE_POD] = "Pod",
-        [STORE_EVENT] = "Event",
+static const spec_type *const kind_types[_STORE_KIND_MAX] = {
+        [STORE_DEPLOYMENT] = &spec_type_deployment,
+        [STORE_REPLICA_SET] = &spec_type_replica_set,
+        [STORE_POD] = &spec_type_pod,
+        [STORE_EVENT] = &spec_type_event,
+        [STORE_CONFIG_MAP] = &spec_type_config_map,
 };
 
 const char *store_kind_to_string(store_kind k) {
-        return k >= 0 && k < _STORE_KIND_MAX ? kind_names[k] : NULL;
+        return k >= 0 && k < _STORE_KIND_MAX ? spec_type_name(kind_types[k]) : NULL;
 }
 
 const spec_type *store_kind_type(store_kind k) {
-        switch (k) {
-        case STORE_DEPLOYMENT:
-                return &spec_type_deployment;
-        case STORE_REPLICA_SET:
-                return &spec_type_replica_set;
-        case STORE_POD:
-                return &spec_type_pod;
-        case STORE_EVENT:
-                return &spec_type_event;
-        default:
-                return NULL;
-        }
+        return k >= 0 && k < _STORE_KIND_MAX ? kind_types[k] : NULL;
+}
+
+/* "v1", "apps/v1": the kind's row's group and version; new string. */
+static char *api_version_of(store_kind k) {
+        const spec_kind *row = spec_kind_of(store_kind_type(k));
+
+        return !row          ? NULL
+               : *row->group ? strprintf("%s/%s", row->group, row->version)
+                             : strdup(row->version);
 }
 
 typedef struct collection {
@@ -267,7 +266,7 @@ static int write_row(store *s, store_kind kind, const char *key, const void *obj
         if (!slash || !(ns = strndup(key, (size_t) (slash - key))))
                 return -ENOMEM;
         if (!obj) {
-                sqlite3_bind_text(s->del_obj, 1, kind_names[kind], -1, SQLITE_STATIC);
+                sqlite3_bind_text(s->del_obj, 1, store_kind_to_string(kind), -1, SQLITE_STATIC);
                 sqlite3_bind_text(s->del_obj, 2, ns, -1, SQLITE_STATIC);
                 sqlite3_bind_text(s->del_obj, 3, slash + 1, -1, SQLITE_STATIC);
                 return step_reset(s, s->del_obj);
@@ -281,7 +280,7 @@ static int write_row(store *s, store_kind kind, const char *key, const void *obj
         body = spec_dump_object(store_kind_type(kind), obj, SPEC_DUMP_SHARED);
         if (!body)
                 return -ENOMEM;
-        sqlite3_bind_text(s->put_obj, 1, kind_names[kind], -1, SQLITE_STATIC);
+        sqlite3_bind_text(s->put_obj, 1, store_kind_to_string(kind), -1, SQLITE_STATIC);
         sqlite3_bind_text(s->put_obj, 2, ns, -1, SQLITE_STATIC);
         sqlite3_bind_text(s->put_obj, 3, slash + 1, -1, SQLITE_STATIC);
         sqlite3_bind_int64(s->put_obj, 4, (sqlite3_int64) spec_object_meta(obj)->resource_version);
@@ -336,10 +335,9 @@ int store_put(store *s, store_kind kind, void *obj, const void **ret_stored) {
                 m->creation_timestamp = now_realtime();
         spec_object_head *h = obj;
         if (!h->kind)
-                h->kind = strdup(kind_names[kind]);
+                h->kind = strdup(store_kind_to_string(kind));
         if (!h->api_version)
-                h->api_version = strdup(kind == STORE_POD || kind == STORE_EVENT ? "v1"
-                                                                                 : "apps/v1");
+                h->api_version = api_version_of(kind);
 
         r = reserve_undo(s);
         if (r < 0) {
@@ -766,10 +764,8 @@ int store_record_event(store *s, store_kind involved_kind, const spec_meta *invo
                 e->metadata.namespace = strdup(strempty(involved->namespace));
                 e->metadata.name = strprintf("%s.%.16s", strempty(involved->name),
                                              store_new_uid(uid) + 19);
-                e->involved_object.kind = strdup(kind_names[involved_kind]);
-                e->involved_object.api_version = strdup(
-                        involved_kind == STORE_POD || involved_kind == STORE_EVENT ? "v1"
-                                                                                   : "apps/v1");
+                e->involved_object.kind = strdup(store_kind_to_string(involved_kind));
+                e->involved_object.api_version = api_version_of(involved_kind);
                 e->involved_object.namespace = strdup(strempty(involved->namespace));
                 e->involved_object.name = strdup(strempty(involved->name));
                 e->involved_object.uid = strdup(strempty(involved->uid));
@@ -1000,7 +996,7 @@ static int load(store *s, char **ret_error) {
                 _cleanup_free_ char *key = NULL;
 
                 for (int i = 0; i < _STORE_KIND_MAX; i++)
-                        if (streq_ptr(kind, kind_names[i]))
+                        if (streq_ptr(kind, store_kind_to_string(i)))
                                 k = (store_kind) i;
                 j = body ? json_loads(body, 0, &je) : NULL;
                 if (k < 0 || !j || spec_decode_shared(store_kind_type(k), j, &errs, &obj) < 0) {

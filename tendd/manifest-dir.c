@@ -180,6 +180,17 @@ static bool parsed_declares(const parsed *p, const char *key) {
 
 static void parse_file(parsed *p) {
         (void) spec_manifest_add_path(&p->mf, p->file, &p->errs);
+        /* (what else tend apply takes, the directory does not yet: said,
+         * and the file not applied) */
+        p->errs.file = p->file;
+        for (size_t i = 0; i < p->mf.n; i++)
+                if (!p->mf.items[i].deployment)
+                        (void) spec_errors_add_at(&p->errs, p->mf.items[i].line, 1,
+                                                  "%s %s: tendd --manifests reads Deployments "
+                                                  "only; apply it with tend apply -f",
+                                                  p->mf.items[i].kind->kind,
+                                                  spec_object_meta(p->mf.items[i].object)->name);
+        p->errs.file = NULL;
         if (parsed_ok(p))
                 (void) spec_manifest_check(&p->mf, &p->errs);
         /* Most often a file caught between an editor's truncate and write:

@@ -278,7 +278,7 @@ tend get deploy echo -o json | jq -e '.spec.template.spec.containers[0].command[
     >/dev/null && ok "dry run changed nothing" || fail "dry run changed the deployment"
 
 # A directory larger than a single manifest may be (1 MiB): files are
-# capped one by one, the request as a whole only by the 2 MiB body cap.
+# capped one by one, the request as a whole only by the 3 MiB body cap (as kube-apiserver's).
 mkdir "$tmp/bigdir"
 head -c 150000 /dev/zero | tr '\0' x >"$tmp/filler"
 for i in 1 2 3 4 5 6 7 8; do

@@ -91,8 +91,8 @@ static applied apply(json_t *managed, json_t *live_view, json_t *config_view, co
         _cleanup_free_ char *quoted = strprintf("\"%s\"", manager);
 
         fuzz_check(quoted, "out of memory");
-        a.rc = fields_apply(managed, live_view, config_view, manager, force, NULL, NOW, &a.view,
-                            &a.managed, &a.conflicts, &a.err);
+        a.rc = fields_apply(managed, live_view, config_view, manager, "apps/v1", force, NULL, NOW,
+                            &a.view, &a.managed, &a.conflicts, &a.err);
         fuzz_check(a.rc == 0 || a.rc == 1 || a.rc == -EINVAL || a.rc == -ENOMEM, "%s: returned %d",
                    what, a.rc);
         if (a.rc == -EINVAL) {
@@ -181,7 +181,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_check(lv && av && bv && empty, "out of memory");
 
         /* created by "before" */
-        managed0 = fields_update(NULL, empty, lv, "before", NULL, NOW);
+        managed0 = fields_update(NULL, empty, lv, "before", "apps/v1", NULL, NOW);
         if (!managed0) /* a keyed list's item without its key: the API refuses it before */
                 goto done;
         check_managed(managed0, "the create");

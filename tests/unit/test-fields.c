@@ -67,7 +67,7 @@ static void test_update_owns_what_it_set(void **state) {
         _cleanup_(json_decrefp) json_t *v = parse(base_view), *m = NULL, *v2 = NULL, *m2 = NULL;
 
         (void) state;
-        m = fields_update(NULL, NULL, v, "kubectl-create", NULL, NOW);
+        m = fields_update(NULL, NULL, v, "kubectl-create", "apps/v1", NULL, NOW);
         assert_non_null(m);
         assert_int_equal(json_array_size(m), 1);
         assert_json(fields_of(m, "kubectl-create", "Update"),
@@ -81,7 +81,7 @@ static void test_update_owns_what_it_set(void **state) {
         /* A scale by another manager takes spec.replicas, and only that. */
         v2 = json_deep_copy(v);
         json_object_set_new(json_object_get(v2, "spec"), "replicas", json_integer(5));
-        m2 = fields_update(m, v, v2, "kubectl", "scale", "2026-12-04T09:00:00Z");
+        m2 = fields_update(m, v, v2, "kubectl", "apps/v1", "scale", "2026-12-04T09:00:00Z");
         assert_non_null(m2);
         assert_int_equal(json_array_size(m2), 2);
         assert_json(fields_of(m2, "kubectl", "Update"), "{\"f:spec\":{\"f:replicas\":{}}}");
@@ -94,8 +94,8 @@ static void test_update_owns_what_it_set(void **state) {
         assert_string_equal(json_string_value(json_object_get(json_array_get(m2, 0), "time")), NOW);
 
         /* No change: the same entries, times included. */
-        _cleanup_(json_decrefp)
-                json_t *m3 = fields_update(m2, v2, v2, "kubectl", "scale", "2026-12-05T00:00:00Z");
+        _cleanup_(json_decrefp) json_t *m3 = fields_update(m2, v2, v2, "kubectl", "apps/v1",
+                                                           "scale", "2026-12-05T00:00:00Z");
         assert_true(json_equal(m3, m2));
 }
 
@@ -108,7 +108,8 @@ static int apply(json_t *managed, json_t *live, const char *config, const char *
         int r;
 
         *view = *out = *conflicts = NULL;
-        r = fields_apply(managed, live, c, manager, force, NULL, NOW, view, out, conflicts, &err);
+        r = fields_apply(managed, live, c, manager, "apps/v1", force, NULL, NOW, view, out,
+                         conflicts, &err);
         if (r < 0 && err)
                 print_message("error: %s\n", err);
         return r;
@@ -176,7 +177,7 @@ static void test_apply_conflicts(void **state) {
                                        *c = NULL;
 
         (void) state;
-        m0 = fields_update(NULL, NULL, live, "kubectl-edit", NULL, NOW);
+        m0 = fields_update(NULL, NULL, live, "kubectl-edit", "apps/v1", NULL, NOW);
 
         /* The same values: no conflict, shared. */
         assert_int_equal(apply(m0, live, "{\"spec\":{\"replicas\":2}}", "ci", false, &v, &m, &c),
@@ -227,7 +228,7 @@ static void test_apply_keeps_what_others_own(void **state) {
         v2 = json_deep_copy(v1);
         json_t *env = env_of(v2);
         json_object_set_new(json_array_get(env, 1), "value", json_string("3"));
-        m2 = fields_update(m1, v1, v2, "kubectl-set", NULL, NOW);
+        m2 = fields_update(m1, v1, v2, "kubectl-set", "apps/v1", NULL, NOW);
         /* An apply without B: B's item goes from the applier's set, but its
          * value is kubectl-set's, so B stays. */
         assert_int_equal(apply(m2, v2,
@@ -246,8 +247,9 @@ static void test_errors(void **state) {
                 "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"command\":[]}]}}}}");
 
         (void) state;
-        assert_int_equal(fields_apply(NULL, NULL, cfg, "m", false, NULL, NOW, &v, &m, &c, &err),
-                         -EINVAL);
+        assert_int_equal(
+                fields_apply(NULL, NULL, cfg, "m", "apps/v1", false, NULL, NOW, &v, &m, &c, &err),
+                -EINVAL);
         assert_non_null(strstr(err, "containers[0]: an element of a list merged by name must "
                                     "have its name"));
 
@@ -287,7 +289,7 @@ static void test_big_lists_are_linear(void **state) {
                 snprintf(name, sizeof name, "V%d", i);
                 json_array_append_new(env, json_pack("{s:s, s:s}", "name", name, "value", "a"));
         }
-        m0 = fields_update(NULL, NULL, live, "one", NULL, NOW);
+        m0 = fields_update(NULL, NULL, live, "one", "apps/v1", NULL, NOW);
         assert_non_null(m0);
         cfg = json_deep_copy(live);
         /* every other one dropped, the rest changed */
@@ -297,7 +299,9 @@ static void test_big_lists_are_linear(void **state) {
                         json_array_remove(env, i);
                 else
                         json_object_set_new(json_array_get(env, i), "value", json_string("b"));
-        assert_int_equal(fields_apply(m0, live, cfg, "two", true, NULL, NOW, &v, &m, &c, &err), 0);
+        assert_int_equal(
+                fields_apply(m0, live, cfg, "two", "apps/v1", true, NULL, NOW, &v, &m, &c, &err),
+                0);
         _cleanup_free_ char *s = dump(v);
         assert_non_null(strstr(s, "{\"name\":\"V19998\",\"value\":\"b\"}"));
         /* "one" still owns the odd ones (their items), so they stay */

@@ -258,7 +258,7 @@ static spec_deployment *load_one(const char *yaml) {
         }
         assert_int_equal(m.n, 1);
         d = m.items[0].deployment;
-        m.items[0].deployment = NULL;
+        m.items[0].object = m.items[0].deployment = NULL;
         spec_manifest_done(&m);
         spec_errors_done(&errs);
         return d;
@@ -916,9 +916,10 @@ static void test_annotation_registry(void **state) {
                 if ((rows[i].writer == SPEC_ANN_BY_CONTROLLER ||
                      rows[i].writer == SPEC_ANN_BY_NODE) &&
                     startswith(rows[i].key, SPEC_ANN_PREFIX)) {
-                        assert_int_equal(
-                                spec_tend_annotation_problem(rows[i].key, "1", false, &problem),
-                                -EINVAL);
+                        assert_int_equal(spec_tend_annotation_problem(rows[i].key, "1",
+                                                                      SPEC_ANN_ON_DEPLOYMENT,
+                                                                      &problem),
+                                         -EINVAL);
                         assert_non_null(strstr(problem, "Unsupported value"));
                         free(problem);
                 }
@@ -1588,9 +1589,165 @@ static void test_kind_registry(void **state) {
         core = spec_kind_path(spec_kind_named("ev"));
         assert_string_equal(apps, "/apis/apps/v1");
         assert_string_equal(core, "/api/v1");
-        /* the kinds the fleet keeps in etcd: deployments, replica sets, pods */
+        /* the kinds the fleet keeps in etcd: deployments, replica sets, pods,
+         * config maps */
         assert_true(spec_kind_named("deploy")->mirrored && spec_kind_named("rs")->mirrored &&
-                    spec_kind_named("po")->mirrored && !spec_kind_named("ev")->mirrored);
+                    spec_kind_named("po")->mirrored && spec_kind_named("cm")->mirrored &&
+                    !spec_kind_named("ev")->mirrored);
+        for (size_t i = 0; i < n; i++) {
+                const spec_kind *k = &kinds[i];
+                const spec_column *c;
+                /* what users write has a codec, checks and write verbs */
+                if (k->writes != SPEC_WRITES_NONE) {
+                        assert_non_null(k->type);
+                        assert_non_null(k->validate);
+                        assert_non_null(strstr(k->verbs, "create"));
+                        assert_non_null(strstr(k->verbs, "patch"));
+                        assert_ptr_equal(spec_kind_written(NULL, k->kind), k);
+                }
+                /* a stored kind's table (its first group's) begins with
+                 * what kubectl expects */
+                if (k->type && spec_kind_of(k->type) == k && k->type != &spec_type_event) {
+                        assert_true(spec_table_columns(k->type, &c) >= 2);
+                        assert_string_equal(c[0].name, "NAME");
+                }
+        }
+        assert_ptr_equal(spec_kind_written("v1", "ConfigMap"), spec_kind_named("configmaps"));
+        assert_ptr_equal(spec_kind_written("apps/v1", "Deployment"), spec_kind_named("deploy"));
+        assert_null(spec_kind_written("apps/v1", "ConfigMap")); /* not that version */
+        assert_null(spec_kind_written(NULL, "ReplicaSet"));     /* tendd makes them */
+        assert_null(spec_kind_written(NULL, "Secret"));         /* not yet */
+        _cleanup_free_ char *cm = spec_kind_printed(spec_kind_named("cm")),
+                            *deploy = spec_kind_printed(spec_kind_named("deploy"));
+        assert_string_equal(cm, "configmap");
+        assert_string_equal(deploy, "deployment.apps");
+}
+
+/* A ConfigMap as the API server checks one (ValidateConfigMap): its name,
+ * its keys, base64 binaryData, 1 MiB in all, tend.io/ annotations; and its
+ * update, when it is immutable. */
+static spec_config_map *config_map(const char *json) {
+        _cleanup_(json_decrefp) json_t *j = json_loads(json, 0, NULL);
+        spec_errors errs = {};
+        spec_config_map *c = NULL;
+
+        assert_non_null(j);
+        assert_int_equal(spec_decode_new(&spec_type_config_map, j, &errs, (void **) &c), 0);
+        spec_errors_done(&errs);
+        return c;
+}
+
+static char *config_map_problems(const char *json) {
+        spec_config_map *c = config_map(json);
+        spec_errors errs = {};
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(1024);
+
+        (void) spec_config_map_validate(c, &errs);
+        for (size_t i = 0; i < errs.n; i++) {
+                _cleanup_free_ char *line = spec_error_format(&errs.items[i]);
+                (void) tend_buf_addf(&b, "%s\n", line);
+        }
+        spec_errors_done(&errs);
+        spec_free(&spec_type_config_map, c);
+        return tend_buf_take(&b);
+}
+
+#define CM(rest) \
+        "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c\"}" rest "}"
+
+static void test_config_map(void **state) {
+        static const struct {
+                const char *json, *problem; /* NULL: valid */
+        } cases[] = {
+                { CM(""), NULL },
+                { CM(",\"data\":{\"app.conf\":\"a=1\\n\",\"KEY_NAME\":\"\",\"key-name\":\"x\"}"),
+                  NULL },
+                { CM(",\"binaryData\":{\"bin\":\"AAEC\"},\"immutable\":true"), NULL },
+                { CM(",\"data\":{\"a b\":\"x\"}"),
+                  "data[a b]: Invalid value: \"a b\": a valid config key must consist of "
+                  "alphanumeric characters" },
+                { CM(",\"data\":{\"..x\":\"x\"}"), "data[..x]: Invalid value: \"..x\": must not "
+                                                   "start with '..'" },
+                { CM(",\"data\":{\".\":\"x\"}"), "must not be '.'" },
+                { CM(",\"data\":{\"k\":\"x\"},\"binaryData\":{\"k\":\"AAEC\"}"),
+                  "binaryData[k]: Invalid value: \"k\": duplicate of key present in data" },
+                { CM(",\"binaryData\":{\"k\":\"AAE\"}"),
+                  "binaryData[k]: Invalid value: not base64" },
+                { "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"Bad_"
+                  "Name\"}}",
+                  "metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain" },
+                { "{\"apiVersion\":\"apps/"
+                  "v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c\"}}",
+                  "apiVersion: Unsupported value: \"apps/v1\": supported values: \"v1\"" },
+                { "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c\","
+                  "\"annotations\":{\"tend.io/canary\":\"1\"}}}",
+                  "metadata.annotations[tend.io/canary]: Forbidden: tend.io/canary belongs on a "
+                  "Deployment's metadata.annotations" },
+        };
+
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *got = config_map_problems(cases[i].json);
+                if (!cases[i].problem) {
+                        if (!isempty(got))
+                                fail_msg("case %zu: %s", i, got);
+                } else if (!strstr(strempty(got), cases[i].problem))
+                        fail_msg("case %zu: want %s\ngot %s", i, cases[i].problem, strna(got));
+        }
+
+        /* 1 MiB of data and binaryData (decoded) together, and no more */
+        size_t big = SPEC_CONFIG_MAP_MAX - 3;
+        _cleanup_free_ char *fill = malloc(big + 1), *at = NULL, *over = NULL, *p1 = NULL,
+                            *p2 = NULL;
+        assert_non_null(fill);
+        memset(fill, 'x', big);
+        fill[big] = 0;
+        at = strprintf(CM(",\"data\":{\"a\":\"%s\"},\"binaryData\":{\"b\":\"AAEC\"}"), fill);
+        over = strprintf(CM(",\"data\":{\"a\":\"%sx\"},\"binaryData\":{\"b\":\"AAEC\"}"), fill);
+        p1 = config_map_problems(at);
+        p2 = config_map_problems(over);
+        assert_string_equal(p1, "");
+        assert_non_null(strstr(p2, "Too long: must have at most 1048576 bytes"));
+
+        /* immutable: its data stays, and so does immutable */
+        spec_config_map *a = config_map(CM(",\"data\":{\"k\":\"1\"},\"immutable\":true")),
+                        *same = config_map(
+                                CM(",\"data\":{\"k\":\"1\"},\"immutable\":true,"
+                                   "\"metadata\":{\"name\":\"c\",\"labels\":{\"x\":\"y\"}}")),
+                        *changed = config_map(CM(",\"data\":{\"k\":\"2\"},\"immutable\":true")),
+                        *thawed = config_map(CM(",\"data\":{\"k\":\"1\"}")),
+                        *mutable = config_map(CM(",\"data\":{\"k\":\"1\"}"));
+        spec_errors errs = {};
+        assert_int_equal(spec_config_map_validate_update(a, same, &errs), 0); /* labels may */
+        assert_int_equal(spec_config_map_validate_update(a, changed, &errs), -EINVAL);
+        assert_string_equal(errs.items[0].field, "data");
+        assert_non_null(
+                strstr(errs.items[0].message, "field is immutable when `immutable` is set"));
+        spec_errors_done(&errs);
+        assert_int_equal(spec_config_map_validate_update(a, thawed, &errs), -EINVAL);
+        assert_string_equal(errs.items[0].field, "immutable");
+        spec_errors_done(&errs);
+        assert_int_equal(spec_config_map_validate_update(mutable, changed, &errs), 0);
+        spec_free(&spec_type_config_map, a);
+        spec_free(&spec_type_config_map, same);
+        spec_free(&spec_type_config_map, changed);
+        spec_free(&spec_type_config_map, thawed);
+        spec_free(&spec_type_config_map, mutable);
+
+        /* its table: NAME DATA AGE, DATA counting both maps */
+        spec_config_map *t = config_map(
+                CM(",\"data\":{\"a\":\"1\",\"b\":\"2\"},\"binaryData\":{\"c\":\"AAEC\"}"));
+        const spec_column *cols;
+        char *cells[3] = {};
+        spec_table_ctx ctx = { .now = 0, .human = true };
+        assert_int_equal(spec_table_columns(&spec_type_config_map, &cols), 3);
+        assert_string_equal(cols[1].name, "DATA");
+        assert_int_equal(spec_table_row(&spec_type_config_map, t, &ctx, cells), 0);
+        assert_string_equal(cells[0], "c");
+        assert_string_equal(cells[1], "3");
+        for (size_t i = 0; i < 3; i++)
+                free(cells[i]);
+        spec_free(&spec_type_config_map, t);
 }
 
 int main(void) {
@@ -1631,6 +1788,7 @@ int main(void) {
                 cmocka_unit_test(test_annotation_registry),
                 cmocka_unit_test(test_rollout_annotations),
                 cmocka_unit_test(test_kind_registry),
+                cmocka_unit_test(test_config_map),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -244,6 +244,32 @@ agent_apply_result agent_stored_generation(const spec_deployment *old, spec_depl
  * would be stored). -EINVAL: errs says why; nothing is written. */
 int agent_apply_prepared(agent *a, spec_deployment **stored, const agent_apply_result *results,
                          size_t n, unsigned flags, spec_errors *errs);
+/* A write of any kind a user writes (spec_kind.writes), made in two parts
+ * as agent_apply_prepared(): */
+typedef struct agent_write {
+        store_kind kind;
+        void *obj;                 /* agent_object_stored_form()'s; taken when written */
+        agent_apply_result result; /* agent_object_generation()'s */
+} agent_write;
+/* obj as a write would store it over old (NULL: a create): a Deployment as
+ * agent_stored_form() with flags; an object of a kind stored as written
+ * (a ConfigMap) as it is, with old's identity (uid, creationTimestamp).
+ * Pure: it may run off the loop. New; NULL: out of memory. */
+void *agent_object_stored_form(store_kind kind, const void *obj, const void *old, unsigned flags);
+/* What storing n over old (NULL: nothing) is; a Deployment's generation
+ * set as agent_stored_generation() sets it. Pure. */
+agent_apply_result agent_object_generation(store_kind kind, const void *old, void *n);
+/* The rest of such writes, all or nothing, whatever their kinds (a List
+ * of `tend apply`): the Deployments' checks against what is stored (as
+ * agent_apply_prepared()), then the writes and their one durable commit.
+ * Each was validated by its kind's row, also as an update of what is
+ * stored, and errs holds what that found. Each w[i].obj written is taken
+ * (set to NULL). flags: AGENT_APPLY_DRY_RUN. -EINVAL: errs says why;
+ * nothing is written. */
+int agent_write_prepared(agent *a, agent_write *w, size_t n, unsigned flags, spec_errors *errs);
+/* Deletes an object of a kind stored as written (a ConfigMap); -ENOENT if
+ * there is none. */
+int agent_delete_object(agent *a, store_kind kind, const char *ns, const char *name);
 /* Deletes a deployment; its ReplicaSets and pods follow (background
  * cascade, graceful stops). -ENOENT if there is none. */
 int agent_delete_deployment(agent *a, const char *ns, const char *name);

@@ -75,7 +75,7 @@ typedef struct api_config {
         const char *token;    /* for the TCP listener; NULL: STATE_DIR/tls/token */
         const char *tls_cert; /* PEM files; NULL: a CA and certificate in STATE_DIR/tls */
         const char *tls_key;
-        size_t max_body;        /* 0: 2 MiB */
+        size_t max_body;        /* 0: 3 MiB, as kube-apiserver */
         usec_t heartbeat;       /* idle watch streams get a newline; 0: 15 s */
         usec_t idle_timeout;    /* a connection idle this long is closed; 0: 30 s */
         const api_fleet *fleet; /* borrowed; NULL: a single host */

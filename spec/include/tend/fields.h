@@ -20,25 +20,28 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-/* The owned part of an object (a new reference; NULL: out of memory).
- * obj NULL: an empty view. */
+/* The owned part of an object: its labels and annotations, and its
+ * top-level fields but apiVersion, kind, metadata and status (a
+ * Deployment's spec, a ConfigMap's data...). A new reference; NULL: out
+ * of memory. obj NULL: an empty view. */
 json_t *fields_view(json_t *obj);
 
-/* Writes a view back into obj: its labels, annotations and spec replaced
- * by the view's (absent ones removed). */
+/* Writes a view back into obj: its labels, annotations and owned
+ * top-level fields replaced by the view's (absent ones removed). */
 int fields_set_view(json_t *obj, json_t *view);
 
 /* managed as given in a request, checked: entries' shape and fieldsV1's
  * keys (f:, k:, v:, i:, .). 0, or -EINVAL with *ret_error (new string). */
 int fields_check(json_t *managed, char **ret_error);
 
+/* (api_version: the object's, "apps/v1", written in the manager's entry) */
 /* An Update (a create, replace or patch) by manager changing old_view into
  * new_view: the manager comes to own what it changed, others lose it.
  * subresource: NULL, or "scale" for the Scale. now: the RFC 3339 time, set
  * on the manager's entry when its fields change. Returns the new managed
  * array (a new reference), or NULL on out of memory. */
 json_t *fields_update(json_t *managed, json_t *old_view, json_t *new_view, const char *manager,
-                      const char *subresource, const char *now);
+                      const char *api_version, const char *subresource, const char *now);
 
 /* Server-side apply of config (a view) by manager over live_view: the config
  * is merged in, what the manager applied before and no longer does is
@@ -56,5 +59,5 @@ json_t *fields_update(json_t *managed, json_t *old_view, json_t *new_view, const
  * conflicts, -EINVAL with *ret_error (a list item without its key), or
  * -ENOMEM. */
 int fields_apply(json_t *managed, json_t *live_view, json_t *config, const char *manager,
-                 bool force, json_t *forgiven, const char *now, json_t **ret_view,
-                 json_t **ret_managed, json_t **ret_conflicts, char **ret_error);
+                 const char *api_version, bool force, json_t *forgiven, const char *now,
+                 json_t **ret_view, json_t **ret_managed, json_t **ret_conflicts, char **ret_error);

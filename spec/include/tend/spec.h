@@ -593,6 +593,21 @@ typedef struct spec_event {
         spec_event_source source;
 } spec_event;
 
+/* A v1 ConfigMap: values by key, as text (data) or as bytes (binaryData,
+ * base64 as the API writes them). */
+typedef struct spec_config_map {
+        char *api_version;
+        char *kind;
+        spec_meta metadata;
+        spec_map data;
+        spec_map binary_data;
+        bool immutable; /* its data can no more change, nor this go back */
+} spec_config_map;
+
+/* What one ConfigMap may hold, its data and binaryData together (decoded),
+ * as on a cluster (the API server's MaxSecretSize). */
+#define SPEC_CONFIG_MAP_MAX (1024 * 1024)
+
 /* How every object of the API begins: apiVersion, kind, metadata (the
  * codec's tables agree, and spec/types.c checks each kind's struct at
  * compile time). */
@@ -616,6 +631,7 @@ extern const spec_type spec_type_deployment;
 extern const spec_type spec_type_replica_set;
 extern const spec_type spec_type_pod;
 extern const spec_type spec_type_event;
+extern const spec_type spec_type_config_map;
 extern const spec_type spec_type_pod_template;
 extern const spec_type spec_type_selector;
 extern const spec_type spec_type_probe;
@@ -737,6 +753,10 @@ void spec_docs_done(spec_docs *d);
  * keys. Errors carry file:line:column. Returns 0 or -EINVAL/-ENOMEM; on
  * error, *ret holds nothing. */
 int spec_parse(const char *file, const char *data, size_t size, spec_errors *errs, spec_docs *ret);
+/* The same, input up to max bytes (an API request's body: a 1 MiB
+ * ConfigMap is more than 1 MiB of JSON). */
+int spec_parse_max(const char *file, const char *data, size_t size, size_t max, spec_errors *errs,
+                   spec_docs *ret);
 
 /* Whether a JSON tree is within what spec_parse admits (SPEC_MAX_DEPTH,
  * SPEC_MAX_ITEMS, SPEC_MAX_NODES, no NUL in strings): 0, or -EINVAL with
@@ -749,13 +769,21 @@ int spec_json_check_limits(json_t *j, char **ret_problem);
  * (runtimeClassName "process", probe and port defaults). Idempotent. */
 void spec_deployment_default(spec_deployment *d);
 
-/* Every error of the object at once; errs->file/object should be set.
- * Returns 0 if valid, -EINVAL if errors were added, -ENOMEM. */
 /* ---- kinds (spec/kinds.c) ----------------------------------------------------------- */
+
+typedef struct spec_table spec_table;
+
+/* Who writes a kind's objects. */
+typedef enum spec_kind_writes {
+        SPEC_WRITES_NONE,       /* tendd's controllers (a user may delete, or scale, them) */
+        SPEC_WRITES_CONTROLLED, /* a user, through the agent's apply: the controllers act on it */
+        SPEC_WRITES_STORED,     /* a user: stored as written, once its checks pass */
+} spec_kind_writes;
 
 /* Every kind the API knows, one row each: those tend serves, and those it
  * answers for without having any (absent says why). Discovery, the API's
- * routes, the CLI's names and the fleet's keys read it. */
+ * routes and writes, tables, OpenAPI, the store's codecs, the CLI's names
+ * and the fleet's keys read it. */
 typedef struct spec_kind {
         const char *group, *version; /* "" for core */
         const char *plural, *singular, *kind;
@@ -766,6 +794,13 @@ typedef struct spec_kind {
         const char *absent;      /* why tend has none; NULL: served */
         const spec_type *type;   /* the objects' codec; NULL: none is stored */
         bool mirrored;           /* in a fleet, kept in etcd by every node's mirror */
+        const spec_table *table; /* the columns of `get`; NULL: the name and age */
+        spec_kind_writes writes;
+        /* A user's object: its defaults (NULL: none), its checks (0,
+         * -EINVAL with errors added, -ENOMEM), and those of its update. */
+        void (*defaults)(void *obj);
+        int (*validate)(const void *obj, spec_errors *errs);
+        int (*validate_update)(const void *old, const void *obj, spec_errors *errs);
 } spec_kind;
 
 const spec_kind *spec_kinds(size_t *ret_n);
@@ -773,6 +808,15 @@ const spec_kind *spec_kinds(size_t *ret_n);
 const spec_kind *spec_kind_find(const char *group, const char *version, const char *plural);
 /* The row of the kind whose objects type encodes (its first group's). */
 const spec_kind *spec_kind_of(const spec_type *type);
+/* The kind users write whose objects say kind (and apiVersion: NULL, any
+ * of its versions): the row whose checks decode them. NULL: none. */
+const spec_kind *spec_kind_written(const char *api_version, const char *kind);
+/* "Deployment", "ConfigMap": the kinds users write, quoted, for messages;
+ * new string. */
+char *spec_kinds_written_text(void);
+/* "deployment.apps", "configmap": how kubectl names a kind's object in
+ * what it prints (before "/NAME"); new string. */
+char *spec_kind_printed(const spec_kind *k);
 /* A kind tend stores, by a name kubectl takes: its plural, singular or a
  * short name, each with ".GROUP" or without ("deploy", "rs.apps"). */
 const spec_kind *spec_kind_named(const char *word);
@@ -814,6 +858,15 @@ int spec_deployment_validate(const spec_deployment *d, spec_errors *errs);
 /* Rules for replacing old by new (same namespace/name): the selector is
  * immutable. Returns 0 or -EINVAL with errors. */
 int spec_deployment_validate_update(const spec_deployment *old_d, const spec_deployment *new_d,
+                                    spec_errors *errs);
+/* A ConfigMap's checks, as the API server's: its name a DNS subdomain,
+ * its keys config keys ([-._a-zA-Z0-9]+, in one of data and binaryData),
+ * binaryData base64, at most SPEC_CONFIG_MAP_MAX bytes; tend.io/
+ * annotations refused (tend reads none there). 0, or -EINVAL (errors
+ * added), or -ENOMEM. */
+int spec_config_map_validate(const spec_config_map *c, spec_errors *errs);
+/* ... and of its update: an immutable one keeps its data and stays so. */
+int spec_config_map_validate_update(const spec_config_map *old_c, const spec_config_map *new_c,
                                     spec_errors *errs);
 
 /* `deployment "web"`-style label used in messages; new string. */
@@ -904,6 +957,7 @@ typedef enum spec_ann_where {
         SPEC_ANN_ON_TEMPLATE = 1 << 1, /* a Deployment's pod template (and so its pods) */
         SPEC_ANN_ON_REPLICA_SET = 1 << 2,
         SPEC_ANN_ON_POD = 1 << 3,
+        SPEC_ANN_ON_CONFIG = 1 << 4, /* a ConfigMap (tend reads none there yet) */
 } spec_ann_where;
 
 typedef enum spec_ann_writer {
@@ -937,12 +991,11 @@ const spec_annotation *spec_annotations(size_t *ret_n);
 bool spec_annotation_kept_on_apply(const char *key, spec_ann_where where);
 bool spec_annotation_to_replica_set(const char *key);
 
-/* Whether key=value is a valid tend.io/ annotation where it stands (on a
- * Deployment, or on its pod template): 0, or -EINVAL with *ret_problem, a
- * new string in Kubernetes' words ("Invalid value: ...", "Unsupported
- * value: ...", "Forbidden: ..."), or -ENOMEM. Keys outside tend.io/ are
- * not looked at. */
-int spec_tend_annotation_problem(const char *key, const char *value, bool on_template,
+/* Whether key=value is a valid tend.io/ annotation where it stands (a
+ * spec_ann_where bit: a Deployment, its pod template, a ConfigMap): 0, or -EINVAL with
+ * *ret_problem, a new string in Kubernetes' words ("Invalid value: ...", "Unsupported value: ...",
+ * "Forbidden: ..."), or -ENOMEM. Keys outside tend.io/ are not looked at. */
+int spec_tend_annotation_problem(const char *key, const char *value, spec_ann_where where,
                                  char **ret_problem);
 
 /* ---- templates ------------------------------------------------------------------ */
@@ -992,7 +1045,15 @@ typedef struct spec_table_ctx {
         void *userdata;
 } spec_table_ctx;
 
-/* The columns of t's table (0 for a type without one). */
+/* A kind's table: its columns, and what one object's row says (a new
+ * string, or NULL: empty, per column into cells). */
+typedef struct spec_table {
+        const spec_column *columns;
+        size_t n_columns;
+        void (*row)(const void *obj, const spec_table_ctx *c, char **cells);
+} spec_table;
+
+/* The columns of t's table (its kind's row: 0 for a type without one). */
 size_t spec_table_columns(const spec_type *t, const spec_column **ret);
 /* One row: a new string (or NULL: empty) per column into cells. */
 int spec_table_row(const spec_type *t, const void *obj, const spec_table_ctx *c, char **cells);
@@ -1013,7 +1074,9 @@ spec_rollout spec_rollout_status(const spec_deployment *d, int64_t revision, cha
 /* ---- manifests: files, directories, stdin ---------------------------------------- */
 
 typedef struct spec_manifest_item {
-        spec_deployment *deployment; /* owned; defaulted and validated */
+        const spec_kind *kind;       /* its row: a kind users write (spec_kind_written()) */
+        void *object;                /* owned; defaulted and validated */
+        spec_deployment *deployment; /* the object, when it is a Deployment; else NULL */
         bool namespace_defaulted;    /* the manifest named no namespace */
         bool replicas_given;         /* spec.replicas was in the manifest */
         bool paused_given;           /* spec.paused was in the manifest */
@@ -1052,8 +1115,9 @@ int spec_overlaps_report(spec_overlaps *o, const spec_deployment *const *ds, siz
                          spec_errors *errs, char *(*where)(size_t j, void *userdata),
                          void *userdata);
 
-/* Checks the set as a whole: the same namespace/name twice, and selectors of
- * two deployments in one namespace that could select the same pod. */
+/* Checks the set as a whole: the same kind, namespace and name twice, and
+ * selectors of two deployments in one namespace that could select the
+ * same pod. */
 int spec_manifest_check(const spec_manifest *m, spec_errors *errs);
 
 /* ---- encoding to text -------------------------------------------------------------- */

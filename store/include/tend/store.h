@@ -39,10 +39,13 @@ typedef enum store_kind {
         STORE_REPLICA_SET,
         STORE_POD,
         STORE_EVENT,
+        STORE_CONFIG_MAP,
         _STORE_KIND_MAX,
         _STORE_KIND_INVALID = -EINVAL,
 } store_kind;
 
+/* Each kind's codec (the rest of what a kind is, the registry's row of
+ * that codec says: spec_kind_of()). */
 const char *store_kind_to_string(store_kind k); /* "Deployment", ... */
 const spec_type *store_kind_type(store_kind k);
 

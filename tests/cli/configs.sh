@@ -1,0 +1,177 @@
+#!/bin/sh
+# ConfigMaps (issue 31) as on a cluster, through stock kubectl over HTTPS
+# and through tend: created, read (tables, describe), applied client- and
+# server-side, patched, edited, replaced, watched and deleted; refused with
+# the API server's reasons, and then nothing changed, nor by a dry run;
+# immutable ones kept so; a `tend apply` of a Deployment and a ConfigMap
+# all or nothing; and kept across a restart of tendd.
+. "$(dirname "$0")/lib.sh"
+
+command -v kubectl >/dev/null || {
+    echo "kubectl is not on the PATH: install kubectl (1.30 or later) to run this test"
+    exit 77
+}
+command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
+
+port=29650 # outside the leased range and the ephemeral one (kubectl.sh); the clients have 29630-29640
+start_tendd --listen "127.0.0.1:$port"
+tend kubeconfig >"$tmp/kubeconfig" || { fail "tend kubeconfig"; finish; }
+export KUBECONFIG="$tmp/kubeconfig"
+k() { kubectl --request-timeout=20s "$@"; }
+rv() { k get cm "$1" -o jsonpath='{.metadata.resourceVersion}'; }
+value() { k get cm "$1" -o json | jq -r --arg k "$2" '.data[$k] // "<none>"'; }
+
+cat >"$tmp/cm.yaml" <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: app-config
+  labels: {app: web}
+data:
+  mode: blue
+  app.conf: |
+    port=8080
+    greeting=hello world
+binaryData:
+  logo.bin: AAEC
+YAML
+
+echo "== kubectl create -f, get, describe"
+expect_exit 0 "create -f" k create -f "$tmp/cm.yaml"
+expect_grep "configmap/app-config created" "$tmp/out" "created"
+expect_exit 0 "get cm" k get cm
+expect_grep "^app-config  *3  *[0-9]" "$tmp/out" "NAME DATA AGE, DATA counting binaryData"
+k get cm app-config -o json >"$tmp/got.json"
+[ "$(jq -r '.data["app.conf"]' "$tmp/got.json")" = "$(printf 'port=8080\ngreeting=hello world')" ] &&
+    [ "$(jq -r '.binaryData["logo.bin"]' "$tmp/got.json")" = AAEC ] &&
+    [ -n "$(jq -r .metadata.uid "$tmp/got.json")" ] && [ "$(jq -r .metadata.labels.app "$tmp/got.json")" = web ] &&
+    ok "get -o json: the data as written, a uid" || fail "$(cat "$tmp/got.json")"
+uid=$(jq -r .metadata.uid "$tmp/got.json")
+expect_exit 0 "describe" k describe cm app-config
+expect_grep "logo.bin: 3 bytes" "$tmp/out" "describe shows binaryData's sizes" &&
+    expect_grep "greeting=hello world" "$tmp/out" "describe shows data" && ok "describe"
+expect_exit 1 "create it again" k create -f "$tmp/cm.yaml"
+expect_grep 'configmaps "app-config" already exists' "$tmp/err" "AlreadyExists"
+
+echo "== apply (client- and server-side), patch, edit, replace"
+sed 's/mode: blue/mode: green/' "$tmp/cm.yaml" >"$tmp/cm2.yaml"
+expect_exit 0 "apply a change" k apply -f "$tmp/cm2.yaml"
+expect_grep "configmap/app-config configured" "$tmp/out" "apply: configured" &&
+    { [ "$(value app-config mode)" = green ] && ok "apply changed mode to green" || fail "mode: $(value app-config mode)"; }
+expect_exit 0 "apply again" k apply -f "$tmp/cm2.yaml"
+expect_grep "configmap/app-config unchanged" "$tmp/out" "apply again: unchanged"
+sed 's/mode: blue/mode: teal/' "$tmp/cm.yaml" >"$tmp/cm3.yaml"
+expect_exit 0 "apply --server-side" k apply --server-side -f "$tmp/cm3.yaml"
+expect_grep "serverside-applied" "$tmp/out" "server-side apply" &&
+    { [ "$(value app-config mode)" = teal ] && ok "server-side apply changed mode to teal" || fail "mode: $(value app-config mode)"; }
+expect_exit 0 "patch (strategic)" k patch cm app-config -p '{"data":{"extra":"1"}}'
+[ "$(value app-config extra)" = 1 ] && [ "$(value app-config mode)" = teal ] && ok "a strategic patch adds a key, keeps the rest" ||
+    fail "after the patch: $(k get cm app-config -o jsonpath='{.data}')"
+expect_exit 0 "patch (json)" k patch cm app-config --type json -p '[{"op":"remove","path":"/data/extra"}]'
+[ "$(value app-config extra)" = "<none>" ] && ok "a JSON patch removes it" || fail "extra: $(value app-config extra)"
+KUBE_EDITOR="sed -i s/mode:\ teal/mode:\ red/" expect_exit 0 "edit" k edit cm app-config
+expect_grep "configmap/app-config edited" "$tmp/out" "edit" &&
+    { [ "$(value app-config mode)" = red ] && ok "edited to red" || fail "mode: $(value app-config mode)"; }
+k get cm app-config -o json >"$tmp/stale.json"
+k patch cm app-config -p '{"data":{"mode":"violet"}}' >/dev/null
+expect_exit 1 "replace a stale copy" k replace -f "$tmp/stale.json"
+expect_grep "the object has been modified" "$tmp/err" "a stale replace: Conflict"
+[ "$(value app-config mode)" = violet ] && ok "the stale copy changed nothing" || fail "mode: $(value app-config mode)"
+[ "$(k get cm app-config -o jsonpath='{.metadata.uid}')" = "$uid" ] && ok "the same object throughout (uid)" ||
+    fail "another uid"
+
+echo "== refused, or only tried: nothing changes"
+before=$(rv app-config)
+cat >"$tmp/badkey.yaml" <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app-config}
+data: {"bad key": x}
+YAML
+expect_exit 1 "a bad key" k apply -f "$tmp/badkey.yaml"
+expect_grep 'data\[bad key\]: Invalid value: "bad key": a valid config key must consist of alphanumeric characters' "$tmp/err" \
+    "the key is refused in the API server's words"
+{ printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata:\n  a: "'
+  head -c 1048577 /dev/zero | tr '\0' x; printf '"\n'; } >"$tmp/big.yaml"
+expect_exit 1 "1 MiB and a byte" k create -f "$tmp/big.yaml"
+expect_grep "Too long: must have at most 1048576 bytes" "$tmp/err" "over 1 MiB is refused"
+expect_exit 1 "so there is none" k get cm big
+sed 's/mode: blue/mode: dry/' "$tmp/cm.yaml" >"$tmp/dry.yaml"
+expect_exit 0 "apply --dry-run=server" k apply --dry-run=server -f "$tmp/dry.yaml"
+expect_grep "(server dry run)" "$tmp/out" "a server dry run"
+expect_exit 0 "delete --dry-run=server" k delete cm app-config --dry-run=server
+[ "$(rv app-config)" = "$before" ] && [ "$(value app-config mode)" = violet ] &&
+    ok "a refused write, a dry-run apply and a dry-run delete changed nothing (resourceVersion $before)" ||
+    fail "changed: resourceVersion $(rv app-config), mode $(value app-config mode)"
+
+echo "== immutable"
+expect_exit 0 "made immutable" k patch cm app-config --type merge -p '{"immutable":true}'
+expect_exit 1 "its data then" k patch cm app-config -p '{"data":{"mode":"x"}}'
+expect_grep 'data: Forbidden: field is immutable when `immutable` is set' "$tmp/err" "immutable data"
+expect_exit 1 "and back" k patch cm app-config --type merge -p '{"immutable":false}'
+expect_grep 'immutable: Forbidden: field is immutable when `immutable` is set' "$tmp/err" "immutable stays"
+expect_exit 0 "its labels may change" k label cm app-config tier=front
+[ "$(value app-config mode)" = violet ] && ok "an immutable ConfigMap kept its data" || fail "mode: $(value app-config mode)"
+
+echo "== watch"
+k get cm -w --output-watch-events -o json >"$tmp/watch" 2>&1 &
+watcher=$!
+sleep 1
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: seen}\ndata: {a: "1"}\n' | k create -f - >/dev/null
+k delete cm seen >/dev/null
+seen() { jq -r 'select(.object.metadata.name == "seen") | .type' "$tmp/watch" 2>/dev/null | tr '\n' ' '; }
+wait_for 5 sh -c "jq -r .type '$tmp/watch' 2>/dev/null | grep -q DELETED"
+kill "$watcher" 2>/dev/null
+[ "$(seen)" = "ADDED DELETED " ] && ok "a watch sees it added and deleted" || fail "watch: $(seen): $(head -c 300 "$tmp/watch")"
+
+echo "== tend: a Deployment and its ConfigMap, all or nothing"
+cat >"$tmp/both.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: main
+        command: ["$testprog", "sleep"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: web-config}
+data: {"listen addr": ":8080"}
+YAML
+expect_exit 1 "tend apply with a bad ConfigMap" tend apply -f "$tmp/both.yaml"
+expect_grep 'configmap "web-config": data\[listen addr\]: Invalid value' "$tmp/err" "tend names the bad key, file:line" &&
+    expect_grep "nothing was applied" "$tmp/err" "nothing applied"
+expect_exit 1 "so no deployment" tend get deploy web
+sed -i 's/"listen addr"/listen_addr/' "$tmp/both.yaml"
+expect_exit 0 "tend validate" tend validate -f "$tmp/both.yaml"
+expect_grep 'configmap "web-config" is valid' "$tmp/out" "validate names the ConfigMap"
+expect_exit 0 "tend apply" tend apply -f "$tmp/both.yaml"
+expect_grep "deployment.apps/web created" "$tmp/out" "the deployment" &&
+    expect_grep "configmap/web-config created" "$tmp/out" "and the ConfigMap, in one apply"
+expect_exit 0 "tend apply again" tend apply -f "$tmp/both.yaml"
+expect_grep "configmap/web-config unchanged" "$tmp/out" "unchanged"
+expect_exit 0 "tend get cm" tend get cm
+expect_grep "^web-config  *1 " "$tmp/out" "tend get cm: NAME DATA AGE"
+
+echo "== kept across a restart"
+stop_tendd TERM
+start_tendd --listen "127.0.0.1:$port"
+[ "$(k get cm app-config -o jsonpath='{.metadata.uid}')" = "$uid" ] && [ "$(value app-config mode)" = violet ] &&
+    [ "$(k get cm app-config -o jsonpath='{.immutable}')" = true ] &&
+    ok "after a restart: the same ConfigMap, immutable, its data" || fail "lost across the restart"
+
+echo "== delete"
+expect_exit 0 "tend delete -f" tend delete -f "$tmp/both.yaml"
+expect_exit 1 "the ConfigMap is gone" k get cm web-config
+expect_exit 0 "kubectl delete" k delete cm app-config
+expect_grep 'configmap "app-config" deleted' "$tmp/out" "deleted"
+expect_exit 0 "none left" k get cm
+expect_grep "No resources found" "$tmp/err" "none left"
+finish
