@@ -278,6 +278,11 @@ enum MHD_Result api__send_text(req *r, unsigned code, char *body);
 char *api__line(char *s);
 enum MHD_Result api__send_status(req *r, unsigned code, const char *reason, const char *fmt, ...)
         _printf_(4, 5);
+/* protobuf.c: a protobuf body (kubectl's typed clients: create configmap)
+ * as the JSON object it says; NULL: *ret_code (415: a kind tendd reads no
+ * protobuf of; 400) and *ret_error (new string) say why. */
+json_t *api__protobuf_object(const void *body, size_t len, unsigned *ret_code, char **ret_error);
+
 /* write.c: what a write sends: bodies, patches, decoding, validation and
  * its causes, preconditions. */
 int api__body_docs(req *r, enum MHD_Result *ret, spec_docs *docs);

@@ -16,28 +16,50 @@
 
 /* ---- bodies -------------------------------------------------------------------------------- */
 
-/* The request body as one JSON/YAML object; errors answered. */
-/* The body's documents; a List is expanded into its items. */
-/* kubectl's typed clients send protobuf (create deployment, for one): say
- * so, rather than fail to parse it as text. */
-static bool refuse_protobuf(req *r, enum MHD_Result *ret) {
+/* kubectl's typed clients send protobuf (create configmap, for one). */
+static bool is_protobuf(req *r) {
         const char *type = api__header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+        return type && startswith(type, "application/vnd.kubernetes.protobuf");
+}
 
-        if (!type || !startswith(type, "application/vnd.kubernetes.protobuf"))
+/* ... which a patch never is (kubectl sends patches as JSON): say so,
+ * rather than fail to parse it as text. */
+static bool refuse_protobuf(req *r, enum MHD_Result *ret) {
+        if (!is_protobuf(r))
                 return false;
         *ret = api__send_status(r, 415, "UnsupportedMediaType",
-                                "tendd reads JSON and YAML bodies, not %s", type);
+                                "tendd reads a patch as JSON, not %s",
+                                api__header(r, MHD_HTTP_HEADER_CONTENT_TYPE));
         return true;
 }
 
+/* The body's documents; a List is expanded into its items. */
 int api__body_docs(req *r, enum MHD_Result *ret, spec_docs *docs) {
         spec_errors errs = {};
 
-        if (refuse_protobuf(r, ret))
-                return -1;
         if (r->body.len == 0) {
                 *ret = api__send_status(r, 400, "BadRequest", "the request needs a body");
                 return -1;
+        }
+        /* (kubectl's typed clients: read as the JSON it says, or refused) */
+        if (is_protobuf(r)) {
+                _cleanup_free_ char *err = NULL;
+                unsigned code;
+                json_t *j = api__protobuf_object(r->body.data, r->body.len, &code, &err);
+                if (!j) {
+                        *ret = api__send_status(r, code,
+                                                code == 415 ? "UnsupportedMediaType" : "BadRequest",
+                                                "%s", strna(err));
+                        return -1;
+                }
+                *docs = (spec_docs){ .items = new0(spec_doc, 1) };
+                if (!docs->items) {
+                        json_decref(j);
+                        *ret = api__send_oom(r);
+                        return -1;
+                }
+                docs->items[docs->n++] = (spec_doc){ .root = j, .line = 1, .index = 1 };
+                return 0;
         }
         if (spec_parse_max("request", tend_buf_str(&r->body), r->body.len, API_BODY_MAX, &errs,
                            docs) < 0) {

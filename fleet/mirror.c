@@ -121,7 +121,10 @@ static int split(store_kind k, const void *obj, json_t **ret_main, json_t **ret_
                 return -ENOMEM;
         meta = json_object_get(j, "metadata");
         (void) json_object_del(meta, "resourceVersion"); /* each store's own */
-        st = json_pack("{s:O?}", "status", json_object_get(j, "status"));
+        /* (a kind without a status, a ConfigMap: an empty one) */
+        st = json_object_get(j, "status")
+                     ? json_pack("{s:O}", "status", json_object_get(j, "status"))
+                     : json_object();
         if (!st)
                 return -ENOMEM;
         (void) json_object_del(j, "status");
@@ -165,7 +168,7 @@ static json_t *join(const json_t *main, const json_t *status) {
 
         if (!j || !status)
                 return j;
-        if ((v = json_object_get(status, "status")))
+        if ((v = json_object_get(status, "status")) && !json_is_null(v))
                 (void) json_object_set(j, "status", v);
         ann = json_object_get(status, "annotations");
         meta = json_object_get(j, "metadata");

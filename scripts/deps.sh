@@ -8,7 +8,7 @@ set -eu
 pkgs="libuv1-dev libyaml-dev libsystemd-dev libcmocka-dev libjansson-dev libyajl-dev \
 libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev libsqlite3-dev pkg-config cmake \
 make gcc curl openssl strace jq systemd dbus dbus-user-session util-linux iproute2 etcd-server etcd-client \
-python3 python3-kubernetes clang-format"
+python3 python3-kubernetes clang-format protobuf-c-compiler libprotobuf-c-dev"
 # The JavaScript client's suite runs on node (20 or later for
 # @kubernetes/client-node 1.x): Debian's, where there is none yet.
 command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
@@ -21,7 +21,7 @@ for arg in "$@"; do
     *) echo "deps: unknown option $arg" >&2 && exit 2 ;;
     esac
 done
-modules="libuv yaml-0.1 libsystemd cmocka jansson yajl libmicrohttpd gnutls libcurl sqlite3"
+modules="libuv yaml-0.1 libsystemd cmocka jansson yajl libmicrohttpd gnutls libcurl sqlite3 libprotobuf-c"
 
 # clang, and its libFuzzer runtime: a fuzz target links.
 have_libfuzzer() {
@@ -51,6 +51,9 @@ have_all() {
     command -v unshare >/dev/null 2>&1 || return 1
     command -v cc >/dev/null 2>&1 || return 1
     command -v pkg-config >/dev/null 2>&1 || return 1
+    # kubectl's typed clients send protobuf bodies (create configmap): read
+    # through protobuf-c, its code made from api/k8s.proto at build time
+    command -v protoc-c >/dev/null 2>&1 || return 1
     pkg-config --exists $modules || return 1
     # the client suites (tests/clients/): the official Python client, node
     /usr/bin/python3 -c 'import kubernetes' >/dev/null 2>&1 || return 1

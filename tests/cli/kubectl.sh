@@ -414,8 +414,8 @@ expect_exit 1 "debug" k debug "${pod#pod/}" --image=busybox
 expect_grep "ephemeral containers are not supported" "$tmp/err" "debug says why"
 ! grep -q panic "$tmp/err" && ok "kubectl debug does not crash" || fail "kubectl panicked"
 expect_exit 1 "create deployment (protobuf)" k create deployment x --image=nginx -- /bin/sleep 1
-expect_grep "tendd reads JSON and YAML bodies, not application/vnd.kubernetes.protobuf" "$tmp/err" \
-    "a protobuf body is named as such"
+expect_grep "tendd reads protobuf bodies of ConfigMaps and Secrets (v1), not of apps/v1 Deployment" "$tmp/err" \
+    "a protobuf body of a kind tendd reads no protobuf of is refused, saying so"
 
 echo "== delete --cascade=foreground waits for the pods"
 pids=$(k get pods -l app=stub -o json | jq -r '.items[] | select(.status.phase == "Running") |

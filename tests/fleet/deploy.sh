@@ -294,6 +294,21 @@ if command -v kubectl >/dev/null; then
             jq '[.items[] | select(.spec.containers[0].env[1].value == "v1" and .status.phase == "Running" and .metadata.deletionTimestamp == null)] | length')" = 7 ] &&
         ok "kubectl rollout undo on n2: back to v1, 7 running, as n3 sees it" ||
         fail "kubectl rollout undo: $(cat "$tmp/undo")"
+    # a ConfigMap is the fleet's too: made on n2, seen, changed and deleted
+    # on the others, each change answered once etcd has it
+    cm_on() { curl -s --unix-socket "$tmp/n$1.sock" "http://localhost/api/v1/namespaces/default/configmaps/$2"; }
+    k create configmap fleet-config --from-literal=mode=blue >/dev/null 2>&1 &&
+        [ "$(cm_on 1 fleet-config | jq -r .data.mode)" = blue ] && [ "$(cm_on 3 fleet-config | jq -r .data.mode)" = blue ] &&
+        ok "a ConfigMap made on n2 (kubectl create configmap) is on n1 and n3 when kubectl has its answer" ||
+        fail "fleet-config: n1 $(cm_on 1 fleet-config), n3 $(cm_on 3 fleet-config)"
+    printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fleet-config}\ndata: {mode: green}\n' |
+        on 3 apply -f - >/dev/null &&
+        [ "$(cm_on 2 fleet-config | jq -r .data.mode)" = green ] &&
+        ok "changed on n3 (tend apply), n2 has it when tend has its answer" ||
+        fail "fleet-config on n2: $(cm_on 2 fleet-config)"
+    on 1 delete cm fleet-config >/dev/null && ! k get cm fleet-config >/dev/null 2>&1 &&
+        [ "$(cm_on 3 fleet-config | jq -r .code)" = 404 ] &&
+        ok "deleted on n1: gone on n2 and n3" || fail "fleet-config after delete: $(cm_on 3 fleet-config)"
 else
     echo "kubectl missing: its part skipped"
 fi
