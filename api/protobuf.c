@@ -70,9 +70,14 @@ static void no_unknown(conv *c, const ProtobufCMessage *m, const char *what) {
 }
 
 static void set(conv *c, json_t *o, const char *key, json_t *v) {
-        if (!v)
-                problem(c, "%s: not UTF-8 text (or out of memory)", key);
-        else if (json_object_set_new(o, key, v) < 0)
+        if (!v) {
+                _cleanup_free_ char *shown = utf8_escape_invalid(key);
+                problem(c, "%s: not UTF-8 text (or out of memory)", strna(shown));
+        } else if (!utf8_is_valid(key)) {
+                _cleanup_free_ char *shown = utf8_escape_invalid(key);
+                json_decref(v);
+                problem(c, "the key %s is not UTF-8 text", strna(shown));
+        } else if (json_object_set_new(o, key, v) < 0)
                 problem(c, "out of memory");
 }
 
@@ -219,20 +224,24 @@ json_t *api__protobuf_object(const void *body, size_t len, unsigned *ret_code, c
                 av = u->typemeta->apiversion;
                 kind = u->typemeta->kind;
         }
-        if (!isempty(u->contentencoding))
+        if (!isempty(u->contentencoding)) {
+                _cleanup_free_ char *shown = utf8_escape_invalid(u->contentencoding);
                 problem(&c, "the protobuf body's contentEncoding %s is not read by tendd",
-                        u->contentencoding);
+                        strna(shown));
+        }
         for (size_t i = 0; i < ELEMENTSOF(kinds) && !c.error; i++)
                 if (streq_ptr(av, kinds[i].api_version) && streq_ptr(kind, kinds[i].kind)) {
                         j = kinds[i].convert(&c, &u->raw);
                         break;
                 }
         if (!j && !c.error) {
+                _cleanup_free_ char *sav = utf8_escape_invalid(strempty(av)),
+                                    *skind = kind ? utf8_escape_invalid(kind) : NULL;
                 c.unsupported = true;
                 problem(&c,
                         "tendd reads protobuf bodies of ConfigMaps and Secrets (v1), not of "
                         "%s %s: send it as JSON or YAML (kubectl create -f)",
-                        strempty(av), kind ?: "an object without a kind");
+                        strna(sav), skind ?: "an object without a kind");
         }
         tend__k8s__unknown__free_unpacked(u, NULL);
         if (c.error) {

@@ -174,7 +174,7 @@ static spec_deployment *manifest(const char *name, int replicas, const char *ext
                 fail_msg("bad manifest:\n%s", yaml);
         }
         d = m.items[0].deployment;
-        m.items[0].deployment = NULL;
+        m.items[0].object = m.items[0].deployment = NULL;
         spec_manifest_done(&m);
         free(yaml);
         return d;

@@ -419,8 +419,8 @@ wait_for 10 has_pods echo 2 && ok "2 echo pods after the replica set's delete" |
     fail "echo pods after the replica set's delete: $(pod_count echo)"
 expect_api 404 "DELETE a replica set that is not there" DELETE \
     /apis/apps/v1/namespaces/default/replicasets/no-such-rs
-head -c $((3 * 1024 * 1024)) /dev/zero | tr '\0' ' ' >"$tmp/big"
-expect_api 413 "3 MiB body" POST /apis/apps/v1/namespaces/default/deployments \
+head -c $((3 * 1024 * 1024 + 1)) /dev/zero | tr '\0' ' ' >"$tmp/big"
+expect_api 413 "a body over 3 MiB" POST /apis/apps/v1/namespaces/default/deployments \
     -H 'Content-Type: application/json' --data-binary @"$tmp/big" &&
     [ "$(jq_body .reason)" = RequestEntityTooLarge ] || fail "not RequestEntityTooLarge"
 expect_api 405 "PUT a pod" PUT /api/v1/namespaces/default/pods/x \
