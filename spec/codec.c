@@ -1175,7 +1175,13 @@ static void decode_field(decoder *d, const spec_field *f, json_t *j, void *base)
                 json_t *e;
 
                 if (!json_is_object(j)) {
-                        dec_type_error(d, j, "an object of strings");
+                        if (f->flags & SF_SECRET)
+                                dec_error(d,
+                                          "Invalid value: <secret contents redacted>: must be "
+                                          "an object of strings, not %s",
+                                          json_type_word(j));
+                        else
+                                dec_type_error(d, j, "an object of strings");
                         break;
                 }
                 if (json_object_size(j) == 0)
@@ -1191,7 +1197,12 @@ static void decode_field(decoder *d, const spec_field *f, json_t *j, void *base)
                                 m->items[m->n].key = dec_strdup(d, key);
                                 m->items[m->n].value = dec_strdup(d, json_string_value(e));
                                 m->n++;
-                        } else if (!json_is_null(e))
+                        } else if (!json_is_null(e) && (f->flags & SF_SECRET))
+                                dec_error(d,
+                                          "Invalid value: <secret contents redacted>: must be "
+                                          "a string, not %s",
+                                          json_type_word(e));
+                        else if (!json_is_null(e))
                                 dec_type_error(d, e, "a string");
                         spec__path_pop(&d->path, old);
                         if (d->oom)

@@ -5,7 +5,7 @@
  * discovery, routes and writes, the tables of `get`, OpenAPI, the store's
  * codecs, the CLI's names for them, and the fleet's keys. Besides the
  * kinds tend runs, the registry lists kinds tend has none of, by design or
- * not yet (Services, Secrets, Jobs...): kubectl resolves
+ * not yet (Services, Jobs...): kubectl resolves
  * every kind of its default prune list (apply --prune) and lists Services
  * for cluster-info before it does anything, and fails on a kind discovery
  * lacks. Such a kind answers what is true: its lists are empty, an object
@@ -33,6 +33,19 @@ static int config_map_validate(const void *obj, spec_errors *errs) {
 
 static int config_map_validate_update(const void *old, const void *obj, spec_errors *errs) {
         return spec_config_map_validate_update(old, obj, errs);
+}
+
+/* (a Secret's defaults fail only out of memory: then its checks say so) */
+static void secret_defaults(void *obj) {
+        (void) spec_secret_default(obj);
+}
+
+static int secret_validate(const void *obj, spec_errors *errs) {
+        return spec_secret_validate(obj, errs);
+}
+
+static int secret_validate_update(const void *old, const void *obj, spec_errors *errs) {
+        return spec_secret_validate_update(old, obj, errs);
 }
 
 /* verbs, short names: space-separated; absent: why tend has none (NULL:
@@ -122,8 +135,14 @@ static const spec_kind kinds[] = {
           .singular = "secret",
           .kind = "Secret",
           .namespaced = true,
-          .verbs = "get list",
-          .absent = "tend has no Secrets yet: put the values in the container's env" },
+          .verbs = "create delete deletecollection get list patch update watch",
+          .type = &spec_type_secret,
+          .mirrored = true,
+          .table = &spec__table_secret,
+          .writes = SPEC_WRITES_STORED,
+          .defaults = secret_defaults,
+          .validate = secret_validate,
+          .validate_update = secret_validate_update },
         { .group = "",
           .version = "v1",
           .plural = "persistentvolumeclaims",

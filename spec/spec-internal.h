@@ -37,6 +37,9 @@ enum {
         /* int: absent is 0, and 0 is still encoded (restartCount); string:
          * absent is encoded "" (a field Kubernetes' schema requires). */
         SF_ZERO = 1 << 1,
+        /* map: a Secret's values, never written into an error (the API
+         * server's "<secret contents redacted>") */
+        SF_SECRET = 1 << 2,
 };
 
 typedef struct spec_field {
@@ -131,3 +134,4 @@ extern const spec_table spec__table_replica_set;
 extern const spec_table spec__table_pod;
 extern const spec_table spec__table_event;
 extern const spec_table spec__table_config_map;
+extern const spec_table spec__table_secret;

@@ -52,6 +52,13 @@ static const spec_column config_map_columns[] = {
         { "AGE", "string", "", "Time since it was created.", 0 },
 };
 
+static const spec_column secret_columns[] = {
+        { "NAME", "string", "name", "The Secret's name.", 0 },
+        { "TYPE", "string", "", "Its type (Opaque, kubernetes.io/tls, ...).", 0 },
+        { "DATA", "integer", "", "Its keys.", 0 },
+        { "AGE", "string", "", "Time since it was created.", 0 },
+};
+
 static const spec_column event_columns[] = {
         { "LAST SEEN", "string", "", "Time since the event was last seen.", 0 },
         { "TYPE", "string", "", "Normal or Warning.", 0 },
@@ -234,6 +241,15 @@ static void config_map_row(const void *obj, const spec_table_ctx *c, char **cell
         cells[2] = age(c, m->metadata.creation_timestamp);
 }
 
+static void secret_row(const void *obj, const spec_table_ctx *c, char **cells) {
+        const spec_secret *s = obj;
+
+        cells[0] = dupn(s->metadata.name);
+        cells[1] = dupn(s->type);
+        cells[2] = strprintf("%zu", s->data.n);
+        cells[3] = age(c, s->metadata.creation_timestamp);
+}
+
 #define TABLE(name, cols, fn) \
         const spec_table name = { .columns = (cols), .n_columns = ELEMENTSOF(cols), .row = (fn) }
 TABLE(spec__table_deployment, deployment_columns, deployment_row);
@@ -241,6 +257,7 @@ TABLE(spec__table_replica_set, replica_set_columns, replica_set_row);
 TABLE(spec__table_pod, pod_columns, pod_row);
 TABLE(spec__table_event, event_columns, event_row);
 TABLE(spec__table_config_map, config_map_columns, config_map_row);
+TABLE(spec__table_secret, secret_columns, secret_row);
 
 size_t spec_table_columns(const spec_type *t, const spec_column **ret) {
         const spec_kind *k = spec_kind_of(t);

@@ -18,7 +18,7 @@
 #define F_BOOL(n, s, m, ...) F(n, SK_BOOL, s, m, __VA_ARGS__)
 #define F_TIME(n, s, m) F(n, SK_TIME, s, m)
 #define F_STRV(n, s, m) F(n, SK_STRV, s, m)
-#define F_MAP(n, s, m) F(n, SK_MAP, s, m)
+#define F_MAP(n, s, m, ...) F(n, SK_MAP, s, m, __VA_ARGS__)
 #define F_INTSTR(n, s, m) F(n, SK_INTSTR, s, m)
 #define F_QTY(n, s, m) F(n, SK_QUANTITY, s, m)
 #define F_STRUCT(n, s, m, t) F(n, SK_STRUCT, s, m, .type = &(t))
@@ -508,6 +508,23 @@ const spec_type spec_type_config_map = {
         .size = sizeof(spec_config_map),
         .fields = t_config_map_fields,
 };
+/* ---- Secret ---------------------------------------------------------------------------- */
+
+static const spec_field t_secret_fields[] = {
+        F_STR("apiVersion", spec_secret, api_version),
+        F_STR("kind", spec_secret, kind),
+        F_STRUCT("metadata", spec_secret, metadata, t_meta),
+        F_MAP("data", spec_secret, data, .flags = SF_SECRET),
+        F_MAP("stringData", spec_secret, string_data, .flags = SF_SECRET),
+        F_STR("type", spec_secret, type),
+        F_BOOL("immutable", spec_secret, immutable, .flags = SF_OMITEMPTY),
+        SPEC_FIELD_END,
+};
+const spec_type spec_type_secret = {
+        .name = "Secret",
+        .size = sizeof(spec_secret),
+        .fields = t_secret_fields,
+};
 /* clang-format on */
 
 /* ---- managedFields ------------------------------------------------------------------ */
@@ -562,3 +579,4 @@ SAME_HEAD(spec_replica_set);
 SAME_HEAD(spec_pod);
 SAME_HEAD(spec_event);
 SAME_HEAD(spec_config_map);
+SAME_HEAD(spec_secret);

@@ -1051,6 +1051,153 @@ int spec_config_map_validate_update(const spec_config_map *old_c, const spec_con
         return r < 0 ? r : errs->n > before ? -EINVAL : 0;
 }
 
+/* ---- Secret ---------------------------------------------------------------------------- */
+
+int spec_secret_default(spec_secret *s) {
+        for (size_t i = 0; i < s->string_data.n; i++) {
+                const char *v = s->string_data.items[i].value;
+                _cleanup_free_ char *b64 = tend_base64_encode(v, strlen(v));
+                if (!b64 || spec_map_set(&s->data, s->string_data.items[i].key, b64) < 0)
+                        return -ENOMEM;
+        }
+        spec_map_done(&s->string_data);
+        if (isempty(s->type) && free_and_strdup(&s->type, "Opaque") < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* What a type of Secret must hold (the API server's checks by type). */
+static void check_secret_type(vctx *v, const spec_secret *s) {
+        static const struct {
+                const char *type;
+                const char *keys[2]; /* required; any: one of them will do */
+                bool any, json;
+        } types[] = {
+                { .type = "kubernetes.io/tls", .keys = { "tls.crt", "tls.key" } },
+                { .type = "kubernetes.io/ssh-auth", .keys = { "ssh-privatekey" } },
+                { .type = "kubernetes.io/basic-auth",
+                  .keys = { "username", "password" },
+                  .any = true },
+                { .type = "kubernetes.io/dockercfg", .keys = { ".dockercfg" }, .json = true },
+                { .type = "kubernetes.io/dockerconfigjson",
+                  .keys = { ".dockerconfigjson" },
+                  .json = true },
+        };
+        size_t old;
+
+        if (streq_ptr(s->type, "kubernetes.io/service-account-token")) {
+                VERR_AT(v, "type",
+                        "Unsupported value: \"kubernetes.io/service-account-token\": tend has no "
+                        "service accounts (a pod is a host process, with the host's identity)");
+                return;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(types); i++) {
+                bool have_any = false;
+                if (!streq_ptr(s->type, types[i].type))
+                        continue;
+                for (size_t k = 0; k < ELEMENTSOF(types[i].keys) && types[i].keys[k]; k++)
+                        have_any = have_any || spec_map_get(&s->data, types[i].keys[k]);
+                old = spec__path_field(&v->path, "data");
+                for (size_t k = 0; k < ELEMENTSOF(types[i].keys) && types[i].keys[k]; k++) {
+                        const char *key = types[i].keys[k], *val = spec_map_get(&s->data, key);
+                        size_t o = spec__path_key(&v->path, key);
+                        _cleanup_free_ void *bytes = NULL;
+                        size_t n = 0;
+                        if (!val && !(types[i].any && have_any))
+                                verr(v, "Required value");
+                        else if (val && types[i].json &&
+                                 tend_base64_decode(val, strlen(val), &bytes, &n) >= 0) {
+                                json_error_t e;
+                                json_t *j = json_loadb(bytes, n, 0, &e);
+                                if (!j)
+                                        verr(v,
+                                             "Invalid value: \"<secret contents redacted>\": not "
+                                             "JSON (%s)",
+                                             e.text);
+                                json_decref(j);
+                        }
+                        spec__path_pop(&v->path, o);
+                }
+                spec__path_pop(&v->path, old);
+        }
+}
+
+int spec_secret_validate(const spec_secret *s, spec_errors *errs) {
+        size_t before = errs->n, old, total = 0;
+        vctx v = { .errs = errs };
+
+        if (!streq_ptr(s->api_version, "v1")) {
+                _cleanup_free_ char *repr = spec__repr_str(s->api_version);
+                VERR_AT(&v, "apiVersion", "Unsupported value: %s: supported values: \"v1\"",
+                        strna(repr));
+        }
+        if (!streq_ptr(s->kind, "Secret")) {
+                _cleanup_free_ char *repr = spec__repr_str(s->kind);
+                VERR_AT(&v, "kind", "Unsupported value: %s: supported values: \"Secret\"",
+                        strna(repr));
+        }
+        old = spec__path_field(&v.path, "metadata");
+        if (!s->metadata.name)
+                VERR_AT(&v, "name", "Required value: name or generateName is required");
+        else if (!spec_is_dns_subdomain(s->metadata.name)) {
+                size_t o = spec__path_field(&v.path, "name");
+                verr_invalid_str(&v, s->metadata.name, DNS1123_SUBDOMAIN_MSG);
+                spec__path_pop(&v.path, o);
+        }
+        if (s->metadata.namespace)
+                check_dns_label(&v, "namespace", s->metadata.namespace, SPEC_DNS_LABEL_MAX, NULL);
+        check_labels(&v, "labels", &s->metadata.labels);
+        check_annotations(&v, "annotations", &s->metadata.annotations, SPEC_ANN_ON_CONFIG);
+        spec__path_pop(&v.path, old);
+
+        /* (its values are never written into an error: the keys are) */
+        old = spec__path_field(&v.path, "data");
+        for (size_t i = 0; i < s->data.n; i++) {
+                const char *k = s->data.items[i].key, *val = s->data.items[i].value,
+                           *why = config_key_problem(k);
+                _cleanup_free_ void *bytes = NULL;
+                size_t n = 0, o = spec__path_key(&v.path, k);
+                int r;
+                if (why)
+                        verr_invalid_str(&v, k, why);
+                r = tend_base64_decode(val, strlen(val), &bytes, &n);
+                if (r == -ENOMEM)
+                        v.oom = true;
+                else if (r < 0)
+                        verr(&v, "Invalid value: \"<secret contents redacted>\": not base64: data "
+                                 "carries bytes as standard base64 (RFC 4648, with padding); "
+                                 "text goes in stringData");
+                spec__path_pop(&v.path, o);
+                total += n;
+        }
+        if (total > SPEC_CONFIG_MAP_MAX)
+                verr(&v, "Too long: must have at most %d bytes (%zu)", SPEC_CONFIG_MAP_MAX, total);
+        spec__path_pop(&v.path, old);
+        check_secret_type(&v, s);
+        if (v.oom)
+                return -ENOMEM;
+        return errs->n > before || errs->dropped ? -EINVAL : 0;
+}
+
+int spec_secret_validate_update(const spec_secret *old_s, const spec_secret *new_s,
+                                spec_errors *errs) {
+        size_t before = errs->n;
+        int r = 0;
+
+        if (!streq_ptr(old_s->type, new_s->type)) {
+                _cleanup_free_ char *repr = spec__repr_str(new_s->type);
+                r = spec_errors_add(errs, "type", "Invalid value: %s: field is immutable",
+                                    strna(repr));
+        }
+        if (r >= 0 && old_s->immutable && !new_s->immutable)
+                r = spec_errors_add(errs, "immutable",
+                                    "Forbidden: field is immutable when `immutable` is set");
+        if (r >= 0 && old_s->immutable && !spec_map_equal(&old_s->data, &new_s->data))
+                r = spec_errors_add(errs, "data",
+                                    "Forbidden: field is immutable when `immutable` is set");
+        return r < 0 ? r : errs->n > before ? -EINVAL : 0;
+}
+
 char *spec_object_label(const char *kind, const char *name, unsigned doc_index) {
         _cleanup_free_ char *lower = kind ? strdup(kind) : NULL;
 

@@ -7,11 +7,13 @@
  * and the resourceVersion counter, all written in the same transaction.
  */
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tend/store.h"
@@ -24,6 +26,7 @@ static const spec_type *const kind_types[_STORE_KIND_MAX] = {
         [STORE_POD] = &spec_type_pod,
         [STORE_EVENT] = &spec_type_event,
         [STORE_CONFIG_MAP] = &spec_type_config_map,
+        [STORE_SECRET] = &spec_type_secret,
 };
 
 const char *store_kind_to_string(store_kind k) {
@@ -32,6 +35,28 @@ const char *store_kind_to_string(store_kind k) {
 
 const spec_type *store_kind_type(store_kind k) {
         return k >= 0 && k < _STORE_KIND_MAX ? kind_types[k] : NULL;
+}
+
+/* The database (made if there is none) and its -wal and -shm files (where
+ * there are) readable and writable by their owner only. */
+static int owner_only(const char *path) {
+        static const char *const suffixes[] = { "", "-wal", "-shm" };
+
+        for (size_t i = 0; i < ELEMENTSOF(suffixes); i++) {
+                _cleanup_free_ char *p = strprintf("%s%s", path, suffixes[i]);
+                _cleanup_close_ int fd = -EBADF;
+                struct stat st;
+                if (!p)
+                        return -ENOMEM;
+                fd = open(p, O_RDWR | O_CLOEXEC | O_NOCTTY | (i == 0 ? O_CREAT : 0), 0600);
+                if (fd < 0 && errno == ENOENT && i > 0)
+                        continue;
+                if (fd < 0 || fstat(fd, &st) < 0)
+                        return -errno;
+                if ((st.st_mode & 077) && fchmod(fd, st.st_mode & 0700) < 0)
+                        return -errno;
+        }
+        return 0;
 }
 
 /* "v1", "apps/v1": the kind's row's group and version; new string. */
@@ -1054,6 +1079,14 @@ int store_open(const char *path, store **ret, char **ret_error) {
         if (gethostname(s->hostname, sizeof s->hostname - 1) < 0)
                 strcpy(s->hostname, "localhost");
 
+        /* Owner-only: it holds Secrets (SQLite makes its -wal and -shm
+         * files with the database's mode). An older store is made so. */
+        r = owner_only(path);
+        if (r < 0) {
+                *ret_error = strprintf("making %s owner-only: %s", path, strerror(-r));
+                store_close(s);
+                return r;
+        }
         rc = sqlite3_open_v2(path, &s->db,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                              NULL);

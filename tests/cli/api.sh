@@ -228,8 +228,8 @@ expect_api 200 "namespaces" GET /api/v1/namespaces && [ "$(body '[.items[].metad
 expect_api 404 "a namespace with nothing in it" GET /api/v1/namespaces/nothing-here && ok "an empty namespace: 404"
 expect_api 200 "services" GET /api/v1/namespaces/default/services && [ "$(body .kind)" = ServiceList ] &&
     [ "$(body '.items | length')" = 0 ] && ok "services: an empty ServiceList"
-expect_api 405 "create a Secret" POST /api/v1/namespaces/default/secrets $J --data-binary '{}' &&
-    body .message | grep -q "tend has no Secrets yet" && ok "a Secret: refused, saying why"
+expect_api 405 "create a Job" POST /apis/batch/v1/namespaces/default/jobs $J --data-binary '{}' &&
+    body .message | grep -q "tend has no Jobs yet" && ok "a Job: refused, saying why"
 expect_api 200 "discovery: batch/v1" GET /apis/batch/v1 && [ "$(body '[.resources[].name] | join(",")')" = jobs,cronjobs ] &&
     ok "discovery lists Jobs and CronJobs (empty, for kubectl apply --prune)"
 

@@ -1,10 +1,13 @@
 #!/bin/sh
-# ConfigMaps (issue 31) as on a cluster, through stock kubectl over HTTPS
-# and through tend: created, read (tables, describe), applied client- and
+# ConfigMaps and Secrets (issue 31) as on a cluster, through stock kubectl
+# over HTTPS and through tend: created (kubectl create configmap|secret
+# sends protobuf), read (tables, describe), applied client- and
 # server-side, patched, edited, replaced, watched and deleted; refused with
 # the API server's reasons, and then nothing changed, nor by a dry run;
 # immutable ones kept so; a `tend apply` of a Deployment and a ConfigMap
-# all or nothing; and kept across a restart of tendd.
+# all or nothing; kept across a restart of tendd. A Secret's values are
+# never in tendd's log, its events or an error, and the store that holds
+# them is its owner's only.
 . "$(dirname "$0")/lib.sh"
 
 command -v kubectl >/dev/null || {
@@ -212,6 +215,52 @@ expect_exit 0 "tend apply again" tend apply -f "$tmp/both.yaml"
 expect_grep "configmap/web-config unchanged" "$tmp/out" "unchanged"
 expect_exit 0 "tend get cm" tend get cm
 expect_grep "^web-config  *1 " "$tmp/out" "tend get cm: NAME DATA AGE"
+
+echo "== Secrets"
+expect_exit 0 "create secret generic" k create secret generic db --from-literal=password=Pa55-w0rd-9f3e \
+    --from-literal=user=admin
+expect_grep "secret/db created" "$tmp/out" "created (protobuf)"
+[ "$(k get secret db -o jsonpath='{.data.password}' | base64 -d)" = Pa55-w0rd-9f3e ] &&
+    [ "$(k get secret db -o jsonpath='{.type}')" = Opaque ] &&
+    ok "data as given, base64; type defaulted to Opaque" || fail "$(k get secret db -o json)"
+expect_exit 0 "get secrets" k get secrets
+expect_grep "^db  *Opaque  *2 " "$tmp/out" "NAME TYPE DATA AGE"
+expect_exit 0 "describe secret" k describe secret db
+expect_grep "password:  14 bytes" "$tmp/out" "describe shows sizes" &&
+    ! grep -q "Pa55-w0rd-9f3e" "$tmp/out" && ok "describe shows no value"
+cat >"$tmp/api-key.yaml" <<'YAML'
+apiVersion: v1
+kind: Secret
+metadata: {name: api-key}
+stringData: {token: tok-7d1c-stringdata}
+YAML
+expect_exit 0 "apply a Secret with stringData" k apply -f "$tmp/api-key.yaml"
+k get secret api-key -o json >"$tmp/sec.json"
+[ "$(jq -r .data.token "$tmp/sec.json" | base64 -d)" = tok-7d1c-stringdata ] &&
+    [ "$(jq 'has("stringData")' "$tmp/sec.json")" = false ] &&
+    ok "stringData is merged into data, and never read back" || fail "$(cat "$tmp/sec.json")"
+expect_exit 0 "create secret tls" k create secret tls web-tls --cert="$state/tls/server.crt" --key="$state/tls/server.key"
+[ "$(k get secret web-tls -o jsonpath='{.type}')" = kubernetes.io/tls ] && ok "a TLS secret" || fail "web-tls"
+printf 'apiVersion: v1\nkind: Secret\nmetadata: {name: half-tls}\ntype: kubernetes.io/tls\ndata: {tls.crt: AAEC, x: "s3cr3t-not-base64!"}\n' >"$tmp/half.yaml"
+expect_exit 1 "a TLS secret without its key, a value not base64" k apply -f "$tmp/half.yaml"
+expect_grep 'data\[tls.key\]: Required value' "$tmp/err" "what its type requires" &&
+    expect_grep 'data\[x\]: Invalid value: "<secret contents redacted>": not base64' "$tmp/err" "not base64, redacted" &&
+    ! grep -q "s3cr3t-not-base64" "$tmp/err" && ok "the refused value is not in the error"
+printf 'apiVersion: v1\nkind: Secret\nmetadata: {name: num}\nstringData: {pin: 8675309}\n' >"$tmp/num.yaml"
+expect_exit 1 "a value that is not a string" k apply -f "$tmp/num.yaml"
+expect_grep "<secret contents redacted>" "$tmp/err" "a wrong type, redacted" &&
+    ! grep -q 8675309 "$tmp/err" && ok "the number is not in the error"
+expect_exit 1 "its type" k patch secret db --type merge -p '{"type":"kubernetes.io/basic-auth"}'
+expect_grep 'type: Invalid value: "kubernetes.io/basic-auth": field is immutable' "$tmp/err" "type is immutable"
+expect_exit 1 "a service account token" k create secret generic sat --type=kubernetes.io/service-account-token --from-literal=a=b
+expect_grep "tend has no service accounts" "$tmp/err" "service account tokens refused, saying why"
+! grep -q -e Pa55-w0rd-9f3e -e tok-7d1c-stringdata "$tmp/tendd.log" &&
+    ! k get events -A -o json | grep -q -e Pa55-w0rd-9f3e -e tok-7d1c-stringdata &&
+    ok "no Secret value in tendd's log or in an event" || fail "a Secret's value leaked"
+perms=$(stat -c '%a' "$state/tend.db" "$state"/tend.db-* 2>/dev/null | sort -u | tr '\n' ' ')
+[ "$perms" = "600 " ] && ok "the store holding them is its owner's only (mode 600)" || fail "store modes: $perms"
+expect_exit 0 "tend get secrets" tend get secrets
+expect_grep "^api-key  *Opaque  *1 " "$tmp/out" "tend lists them as kubectl"
 
 echo "== kept across a restart"
 stop_tendd TERM

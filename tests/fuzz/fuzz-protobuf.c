@@ -51,8 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_check(streq_ptr(kind, "ConfigMap") || streq_ptr(kind, "Secret"), "kind %s",
                    strna(kind));
         fuzz_check(json_is_object(json_object_get(j, "metadata")), "metadata");
-        check_bytes(json_object_get(j, streq(kind, "ConfigMap") ? "binaryData" : "data"),
-                    "bytes");
+        check_bytes(json_object_get(j, streq(kind, "ConfigMap") ? "binaryData" : "data"), "bytes");
         json_decref(j);
         return 0;
 }

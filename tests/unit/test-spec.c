@@ -1616,7 +1616,8 @@ static void test_kind_registry(void **state) {
         assert_ptr_equal(spec_kind_written("apps/v1", "Deployment"), spec_kind_named("deploy"));
         assert_null(spec_kind_written("apps/v1", "ConfigMap")); /* not that version */
         assert_null(spec_kind_written(NULL, "ReplicaSet"));     /* tendd makes them */
-        assert_null(spec_kind_written(NULL, "Secret"));         /* not yet */
+        assert_ptr_equal(spec_kind_written("v1", "Secret"), spec_kind_named("secrets"));
+        assert_null(spec_kind_written(NULL, "Job")); /* not yet */
         _cleanup_free_ char *cm = spec_kind_printed(spec_kind_named("cm")),
                             *deploy = spec_kind_printed(spec_kind_named("deploy"));
         assert_string_equal(cm, "configmap");
@@ -1750,6 +1751,113 @@ static void test_config_map(void **state) {
         spec_free(&spec_type_config_map, t);
 }
 
+/* A Secret: stringData merged into data, type defaulted; its checks by
+ * type; and never one of its values in an error, decoding included. */
+static char *secret_problems(const char *json, spec_secret **ret) {
+        _cleanup_(json_decrefp) json_t *j = json_loads(json, 0, NULL);
+        spec_errors errs = {};
+        spec_secret *sec = NULL;
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(1024);
+
+        assert_non_null(j);
+        if (spec_decode_new(&spec_type_secret, j, &errs, (void **) &sec) >= 0) {
+                assert_int_equal(spec_secret_default(sec), 0);
+                (void) spec_secret_validate(sec, &errs);
+        }
+        for (size_t i = 0; i < errs.n; i++) {
+                _cleanup_free_ char *line = spec_error_format(&errs.items[i]);
+                (void) tend_buf_addf(&b, "%s\n", line);
+        }
+        spec_errors_done(&errs);
+        if (ret)
+                *ret = sec;
+        else
+                spec_free(&spec_type_secret, sec);
+        return tend_buf_take(&b);
+}
+
+#define SEC(rest) \
+        "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"s\"}" rest "}"
+
+static void test_secret(void **state) {
+        static const struct {
+                const char *json, *problem; /* NULL: valid */
+        } cases[] = {
+                { SEC(""), NULL },
+                { SEC(",\"type\":\"kubernetes.io/"
+                      "tls\",\"data\":{\"tls.crt\":\"AAEC\",\"tls.key\":\"AAEC\"}"),
+                  NULL },
+                { SEC(",\"type\":\"kubernetes.io/tls\",\"data\":{\"tls.crt\":\"AAEC\"}"),
+                  "data[tls.key]: Required value" },
+                { SEC(",\"type\":\"kubernetes.io/basic-auth\",\"stringData\":{\"password\":\"p\"}"),
+                  NULL },
+                { SEC(",\"type\":\"kubernetes.io/basic-auth\""), "data[username]: Required value" },
+                { SEC(",\"type\":\"kubernetes.io/ssh-auth\""),
+                  "data[ssh-privatekey]: Required value" },
+                { SEC(",\"type\":\"kubernetes.io/"
+                      "dockerconfigjson\",\"stringData\":{\".dockerconfigjson\":"
+                      "\"{\\\"auths\\\":{}}\"}"),
+                  NULL },
+                { SEC(",\"type\":\"kubernetes.io/"
+                      "dockerconfigjson\",\"stringData\":{\".dockerconfigjson\":"
+                      "\"hunter2\"}"),
+                  "data[.dockerconfigjson]: Invalid value: \"<secret contents redacted>\": not "
+                  "JSON" },
+                { SEC(",\"type\":\"kubernetes.io/service-account-token\""),
+                  "tend has no service accounts" },
+                { SEC(",\"type\":\"example.com/custom\",\"stringData\":{\"a\":\"b\"}"), NULL },
+                { SEC(",\"data\":{\"a b\":\"AAEC\"}"), "data[a b]: Invalid value: \"a b\"" },
+                { SEC(",\"data\":{\"k\":\"hunter2\"}"),
+                  "data[k]: Invalid value: \"<secret contents redacted>\": not base64" },
+                { SEC(",\"stringData\":{\"pin\":8675309}"),
+                  "stringData[pin]: Invalid value: <secret contents redacted>: must be a string" },
+                { SEC(",\"data\":\"hunter2\""), "data: Invalid value: <secret contents redacted>" },
+        };
+
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *got = secret_problems(cases[i].json, NULL);
+                if (!cases[i].problem) {
+                        if (!isempty(got))
+                                fail_msg("case %zu: %s", i, got);
+                        continue;
+                }
+                if (!strstr(strempty(got), cases[i].problem))
+                        fail_msg("case %zu: want %s\ngot %s", i, cases[i].problem, strna(got));
+                /* no value of the Secret in what is said */
+                assert_null(strstr(got, "hunter2"));
+                assert_null(strstr(got, "8675309"));
+        }
+
+        /* stringData merged over data's key of the same name, then gone;
+         * the type defaulted */
+        spec_secret *sec = NULL;
+        _cleanup_free_ char *none = secret_problems(
+                SEC(",\"data\":{\"a\":\"AAEC\",\"b\":\"AAEC\"},\"stringData\":{\"b\":\"hi\"}"),
+                &sec);
+        assert_string_equal(none, "");
+        assert_int_equal(sec->data.n, 2);
+        assert_string_equal(spec_map_get(&sec->data, "b"), "aGk=");
+        assert_int_equal(sec->string_data.n, 0);
+        assert_string_equal(sec->type, "Opaque");
+        _cleanup_(json_decrefp) json_t *back = spec_encode(&spec_type_secret, sec);
+        assert_null(json_object_get(back, "stringData"));
+
+        /* its update: the type stays */
+        spec_secret *tls = NULL;
+        _cleanup_free_ char *p2 = secret_problems(
+                SEC(",\"type\":\"kubernetes.io/"
+                    "tls\",\"data\":{\"tls.crt\":\"AAEC\",\"tls.key\":\"AAEC\"}"),
+                &tls);
+        spec_errors errs = {};
+        assert_int_equal(spec_secret_validate_update(sec, tls, &errs), -EINVAL);
+        assert_string_equal(errs.items[0].field, "type");
+        spec_errors_done(&errs);
+        assert_int_equal(spec_secret_validate_update(sec, sec, &errs), 0);
+        spec_free(&spec_type_secret, sec);
+        spec_free(&spec_type_secret, tls);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_positions),
@@ -1789,6 +1897,7 @@ int main(void) {
                 cmocka_unit_test(test_rollout_annotations),
                 cmocka_unit_test(test_kind_registry),
                 cmocka_unit_test(test_config_map),
+                cmocka_unit_test(test_secret),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -608,6 +608,19 @@ typedef struct spec_config_map {
  * as on a cluster (the API server's MaxSecretSize). */
 #define SPEC_CONFIG_MAP_MAX (1024 * 1024)
 
+/* A v1 Secret: values by key, as bytes (data, base64 as the API writes
+ * them). stringData, text, is written only: defaulting merges it into data
+ * (spec_secret_default()), and it is never stored nor read back. */
+typedef struct spec_secret {
+        char *api_version;
+        char *kind;
+        spec_meta metadata;
+        spec_map data;
+        spec_map string_data;
+        char *type; /* defaulted "Opaque" */
+        bool immutable;
+} spec_secret;
+
 /* How every object of the API begins: apiVersion, kind, metadata (the
  * codec's tables agree, and spec/types.c checks each kind's struct at
  * compile time). */
@@ -632,6 +645,7 @@ extern const spec_type spec_type_replica_set;
 extern const spec_type spec_type_pod;
 extern const spec_type spec_type_event;
 extern const spec_type spec_type_config_map;
+extern const spec_type spec_type_secret;
 extern const spec_type spec_type_pod_template;
 extern const spec_type spec_type_selector;
 extern const spec_type spec_type_probe;
@@ -868,6 +882,19 @@ int spec_config_map_validate(const spec_config_map *c, spec_errors *errs);
 /* ... and of its update: an immutable one keeps its data and stays so. */
 int spec_config_map_validate_update(const spec_config_map *old_c, const spec_config_map *new_c,
                                     spec_errors *errs);
+/* A Secret's defaults, as the API server's: stringData merged into data
+ * (over a key of the same name), type "Opaque". -ENOMEM, or 0. */
+int spec_secret_default(spec_secret *s);
+/* Its checks, as the API server's (ValidateSecret), its values never
+ * written into an error: the name, config keys, at most
+ * SPEC_CONFIG_MAP_MAX bytes, what its type requires (kubernetes.io/tls:
+ * tls.crt and tls.key; basic-auth, ssh-auth, dockercfg, dockerconfigjson
+ * likewise); service account tokens refused (tend has no service
+ * accounts). On a defaulted Secret. */
+int spec_secret_validate(const spec_secret *s, spec_errors *errs);
+/* ... and of its update: its type stays; an immutable one keeps its data. */
+int spec_secret_validate_update(const spec_secret *old_s, const spec_secret *new_s,
+                                spec_errors *errs);
 
 /* `deployment "web"`-style label used in messages; new string. */
 char *spec_object_label(const char *kind, const char *name, unsigned doc_index);

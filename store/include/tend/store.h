@@ -40,6 +40,7 @@ typedef enum store_kind {
         STORE_POD,
         STORE_EVENT,
         STORE_CONFIG_MAP,
+        STORE_SECRET,
         _STORE_KIND_MAX,
         _STORE_KIND_INVALID = -EINVAL,
 } store_kind;
