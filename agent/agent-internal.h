@@ -141,6 +141,20 @@ void agent__enqueue_at_wall(agent *a, store_kind kind, const char *ns, const cha
 /* Moves due delayed keys into their queues; returns the next deadline. */
 usec_t agent__promote_delayed(agent *a);
 
+/* env.c: a container's environment as its process starts, references
+ * resolved (rt_pod_params.env). -ENOENT: a reference is missing and not
+ * optional, *ret_problem (new) says which in the kubelet's words
+ * ("configmap \"x\" not found"); -ENOMEM. */
+/* The reason of a container that cannot be made (the kubelet's). */
+#define AGENT_CONFIG_ERROR "CreateContainerConfigError"
+typedef struct agent_env {
+        rt_env_var *vars;
+        size_t n;
+        char **owned; /* each variable's name and value */
+} agent_env;
+int agent__pod_env(agent *a, const spec_pod *p, agent_env *ret, char **ret_problem);
+void agent__pod_env_done(agent_env *e);
+
 int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type,
                  const char *reason, const char *fmt, ...) _printf_(6, 7);
 

@@ -115,6 +115,56 @@ static int set_placement(agent *a, spec_pod *n, void *handle) {
 
 static int start_pod(agent *a, const spec_pod *p, pod_rt *pr);
 
+/* The container cannot be made: a reference of its environment is missing
+ * (a ConfigMap, a Secret, a key of one). The pod waits, not started and
+ * not failed, saying why, as the kubelet has it; a change of a ConfigMap
+ * or a Secret of its namespace looks at it again (pass.c). */
+static int config_error(agent *a, const spec_pod *p, const char *why) {
+        const spec_container_status *cur = p->status.n_container_statuses
+                                                   ? &p->status.container_statuses[0]
+                                                   : NULL;
+        spec_container_status *cs;
+        int r = 0;
+
+        if (cur && cur->state.waiting &&
+            streq_ptr(cur->state.waiting->reason, AGENT_CONFIG_ERROR) &&
+            streq_ptr(cur->state.waiting->message, why))
+                return 0; /* said already */
+        _cleanup_(spec_pod_freep) spec_pod *n = spec_pod_copy(p);
+        if (!n)
+                return -ENOMEM;
+        log_warning("pod/%s: cannot start: %s", p->metadata.name, why);
+        (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Failed", "Error: %s", why);
+        cs = agent__container_status(n);
+        RET_GATHER_PTR(r, cs);
+        if (cs)
+                RET_GATHER(r, agent__set_waiting(cs, AGENT_CONFIG_ERROR, why));
+        RET_GATHER(r, set_ready(a, n, false));
+        if (r < 0)
+                return r;
+        return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
+}
+
+/* Whether p's environment can be made now (else, said: config_error()).
+ * 1: it can; 0: it waits; -ENOMEM. */
+static int env_ready(agent *a, const spec_pod *p, agent_env *ret) {
+        _cleanup_free_ char *why = NULL;
+        agent_env e = {};
+        int r = agent__pod_env(a, p, &e, &why);
+
+        if (r == -ENOENT) {
+                r = config_error(a, p, strna(why));
+                return r < 0 ? r : 0;
+        }
+        if (r < 0)
+                return r;
+        if (ret)
+                *ret = e;
+        else
+                agent__pod_env_done(&e);
+        return 1;
+}
+
 /* Decides to start p. A process starts at once, in the middle of the pass
  * that decided it and before that pass is committed: the commit is not on a
  * replacement's way, and of a thousand replacements the first does not wait
@@ -128,6 +178,9 @@ static int begin_start(agent *a, const spec_pod *p) {
         pod_rt *pr;
         int r;
 
+        r = env_ready(a, p, NULL);
+        if (r <= 0)
+                return r;
         if (!early) {
                 intent = json_pack("{s:b}", "intent", 1);
                 if (!intent)
@@ -176,6 +229,7 @@ static int start_pod(agent *a, const spec_pod *p, pod_rt *pr) {
         char owner[AGENT_OWNER_MAX];
         rt_pod_params params = agent__pod_params(p, owner);
         _cleanup_free_ char *err = NULL;
+        _cleanup_(agent__pod_env_done) agent_env env = {};
         json_t *rec;
         void *handle = NULL;
         int r;
@@ -183,6 +237,15 @@ static int start_pod(agent *a, const spec_pod *p, pod_rt *pr) {
         usec_t spawn_begin = now_monotonic();
 
         pr->start_queued = false;
+        /* (a reference gone since the start was decided: it waits) */
+        r = env_ready(a, p, &env);
+        if (r <= 0) {
+                agent__pod_rt_drop(a, p->metadata.uid);
+                (void) store_delete_record(a->store, p->metadata.uid);
+                return r;
+        }
+        params.env = env.vars;
+        params.n_env = env.n;
         r = a->backend->start(a->backend_data, &params, pr, &handle, &err);
         if (r < 0) {
                 agent__pod_rt_drop(a, p->metadata.uid);

@@ -33,6 +33,22 @@ static void enqueue_owned(agent *a, store_kind kind, const char *ns, const char 
         }
 }
 
+/* The pods of ns that wait for a ConfigMap or a Secret (env.c). */
+static void enqueue_config_waiters(agent *a, const char *ns) {
+        const void *const *items;
+        size_t n = store_list(a->store, STORE_POD, &items);
+
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                const spec_container_status *cs = p->status.n_container_statuses
+                                                          ? &p->status.container_statuses[0]
+                                                          : NULL;
+                if (streq_ptr(p->metadata.namespace, ns) && cs && cs->state.waiting &&
+                    streq_ptr(cs->state.waiting->reason, AGENT_CONFIG_ERROR))
+                        agent__enqueue(a, STORE_POD, ns, p->metadata.name);
+        }
+}
+
 static void on_store_change(store_kind kind, store_change change, const void *obj, void *u) {
         agent *a = u;
         const spec_meta *m = &((const spec_deployment *) obj)->metadata;
@@ -71,6 +87,11 @@ static void on_store_change(store_kind kind, store_change change, const void *ob
                             (change == STORE_DELETED || spec_pod_terminal(obj)))
                                 enqueue_owned(a, STORE_REPLICA_SET, m->namespace, ro->uid);
                 }
+                break;
+        case STORE_CONFIG_MAP:
+        case STORE_SECRET:
+                /* a pod waiting for it (its environment refers to it) */
+                enqueue_config_waiters(a, m->namespace);
                 break;
         default:
                 break;

@@ -114,10 +114,18 @@ int rt_build_env(const rt_pod_params *p, const rt_port *ports, size_t n_ports, c
                         r = rt__env_set(&env, var, num, NULL);
                 }
         }
-        for (size_t i = 0; i < c->n_env && r >= 0; i++) {
-                _cleanup_free_ char *v = rt_expand(strempty(c->env[i].value), env);
-                r = v ? rt__env_set(&env, c->env[i].name, v, NULL) : -ENOMEM;
-        }
+        if (p->env)
+                for (size_t i = 0; i < p->n_env && r >= 0; i++) {
+                        const rt_env_var *e = &p->env[i];
+                        _cleanup_free_ char *v = e->expand ? rt_expand(strempty(e->value), env)
+                                                           : strdup(strempty(e->value));
+                        r = v ? rt__env_set(&env, e->name, v, NULL) : -ENOMEM;
+                }
+        else
+                for (size_t i = 0; i < c->n_env && r >= 0; i++) {
+                        _cleanup_free_ char *v = rt_expand(strempty(c->env[i].value), env);
+                        r = v ? rt__env_set(&env, c->env[i].name, v, NULL) : -ENOMEM;
+                }
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(env);

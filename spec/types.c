@@ -127,10 +127,40 @@ const spec_type spec_type_selector = {
 
 /* ---- containers --------------------------------------------------------------------- */
 
+TYPE(t_key_ref, "KeySelector", spec_key_ref,
+     F_STR("name", spec_key_ref, name),
+     F_STR("key", spec_key_ref, key),
+     F_BOOL("optional", spec_key_ref, optional, .flags = SF_OMITEMPTY));
+
+TYPE(t_field_ref, "ObjectFieldSelector", spec_field_ref,
+     F_STR("apiVersion", spec_field_ref, api_version),
+     F_STR("fieldPath", spec_field_ref, field_path));
+
+TYPE(t_resource_field_ref, "ResourceFieldSelector", spec_resource_field_ref,
+     F_STR("containerName", spec_resource_field_ref, container_name),
+     F_STR("resource", spec_resource_field_ref, resource),
+     F_QTY("divisor", spec_resource_field_ref, divisor));
+
+TYPE(t_env_source, "EnvVarSource", spec_env_source,
+     F_PTR("configMapKeyRef", spec_env_source, config_map_key_ref, t_key_ref),
+     F_PTR("secretKeyRef", spec_env_source, secret_key_ref, t_key_ref),
+     F_PTR("fieldRef", spec_env_source, field_ref, t_field_ref),
+     F_PTR("resourceFieldRef", spec_env_source, resource_field_ref, t_resource_field_ref),
+     F_NO("fileKeyRef", "put the variables in a ConfigMap or a Secret (envFrom)"));
+
 TYPE(t_env_var, "EnvVar", spec_env_var,
      F_STR("name", spec_env_var, name),
      F_STR("value", spec_env_var, value),
-     F_NO("valueFrom", "give the value literally"));
+     F_PTR("valueFrom", spec_env_var, value_from, t_env_source));
+
+TYPE(t_local_ref, "LocalObjectReference", spec_local_ref,
+     F_STR("name", spec_local_ref, name),
+     F_BOOL("optional", spec_local_ref, optional, .flags = SF_OMITEMPTY));
+
+TYPE(t_env_from, "EnvFromSource", spec_env_from,
+     F_STR("prefix", spec_env_from, prefix),
+     F_PTR("configMapRef", spec_env_from, config_map_ref, t_local_ref),
+     F_PTR("secretRef", spec_env_from, secret_ref, t_local_ref));
 
 TYPE(t_port, "ContainerPort", spec_container_port,
      F_STR("name", spec_container_port, name),
@@ -222,6 +252,7 @@ TYPE(t_container, "Container", spec_container,
      F_STRV("command", spec_container, command),
      F_STRV("args", spec_container, args),
      F_ARR("env", spec_container, env, t_env_var),
+     F_ARR("envFrom", spec_container, env_from, t_env_from),
      F_STR("workingDir", spec_container, working_dir),
      F_ARR("ports", spec_container, ports, t_port),
      F_PTR("readinessProbe", spec_container, readiness_probe, spec_type_probe),
@@ -230,7 +261,6 @@ TYPE(t_container, "Container", spec_container,
      F_STRUCT("securityContext", spec_container, security_context, t_security_context),
      F_NO("image", "pods are local programs, not images: put the program's path in command"),
      F_NO("imagePullPolicy", "pods are local programs, not images; remove it"),
-     F_NO("envFrom", "list the variables under env"),
      F_NO("volumeMounts", "pods see the host's filesystem; there are no volumes"),
      F_NO("volumeDevices", "pods see the host's filesystem; there are no volumes"),
      F_NO("lifecycle", "there are no postStart/preStop hooks; handle SIGTERM in the "

@@ -547,6 +547,183 @@ static void check_quantity(vctx *v, const char *name, const spec_quantity *q) {
 
 static const char *const reserved_env[] = { "POD_NAME", "POD_NAMESPACE", "POD_UID", NULL };
 
+bool spec_is_env_name(const char *s) {
+        return s && is_env_name(s);
+}
+
+bool spec_env_reserved(const char *name) {
+        return strv_contains((char **) reserved_env, name);
+}
+
+static const char *config_key_problem(const char *k);
+
+/* A ConfigMap's or a Secret's name and key (configMapKeyRef,
+ * secretKeyRef; key NULL: envFrom's, by name only). */
+static void check_object_ref(vctx *v, const char *field, const char *name, const char *key,
+                             bool has_key) {
+        size_t o = spec__path_field(&v->path, field);
+
+        if (isempty(name))
+                VERR_AT(v, "name", "Required value");
+        else if (!spec_is_dns_subdomain(name)) {
+                size_t o2 = spec__path_field(&v->path, "name");
+                verr_invalid_str(v, name, DNS1123_SUBDOMAIN_MSG);
+                spec__path_pop(&v->path, o2);
+        }
+        if (has_key && isempty(key))
+                VERR_AT(v, "key", "Required value");
+        else if (has_key && config_key_problem(key)) {
+                size_t o2 = spec__path_field(&v->path, "key");
+                verr_invalid_str(v, key, config_key_problem(key));
+                spec__path_pop(&v->path, o2);
+        }
+        spec__path_pop(&v->path, o);
+}
+
+/* fieldRef: the pod's fields a process may be given (Kubernetes' list,
+ * but spec.serviceAccountName: tend has no service accounts). */
+static void check_field_ref(vctx *v, const spec_field_ref *f) {
+        static const char *const paths[] = { "metadata.name", "metadata.namespace",
+                                             "metadata.uid",  "spec.nodeName",
+                                             "status.hostIP", "status.hostIPs",
+                                             "status.podIP",  "status.podIPs" };
+        const char *p = f->field_path;
+        size_t o = spec__path_field(&v->path, "fieldRef");
+        bool ok = false;
+
+        if (f->api_version && !streq(f->api_version, "v1")) {
+                _cleanup_free_ char *repr = spec__repr_str(f->api_version);
+                VERR_AT(v, "apiVersion", "Unsupported value: %s: supported values: \"v1\"",
+                        strna(repr));
+        }
+        for (size_t i = 0; p && i < ELEMENTSOF(paths); i++)
+                ok = ok || streq(p, paths[i]);
+        /* metadata.labels['KEY'], metadata.annotations['KEY'] */
+        const char *rest = p ? startswith(p, "metadata.labels['")
+                                           ?: startswith(p, "metadata.annotations['")
+                             : NULL;
+        if (rest) {
+                size_t n = strlen(rest);
+                _cleanup_free_ char *key = n >= 2 && streq(rest + n - 2, "']")
+                                                   ? strndup(rest, n - 2)
+                                                   : NULL;
+                _cleanup_free_ char *kp = key ? label_key_problems(key) : NULL;
+                ok = key && !kp;
+        }
+        if (isempty(p))
+                VERR_AT(v, "fieldPath", "Required value");
+        else if (!ok) {
+                _cleanup_free_ char *repr = spec__repr_str(p);
+                VERR_AT(v, "fieldPath",
+                        "Unsupported value: %s: supported values: \"metadata.annotations['KEY']\", "
+                        "\"metadata.labels['KEY']\", \"metadata.name\", \"metadata.namespace\", "
+                        "\"metadata.uid\", \"spec.nodeName\", \"status.hostIP\", "
+                        "\"status.hostIPs\", \"status.podIP\", \"status.podIPs\"%s",
+                        strna(repr),
+                        streq(p, "spec.serviceAccountName") ? " (tend has no service accounts)"
+                                                            : "");
+        }
+        spec__path_pop(&v->path, o);
+}
+
+/* resourceFieldRef: the container's limits (tend has no requests), in
+ * units of divisor (cpu: 1 or 1m; memory: a power of 1000 or 1024). */
+static void check_resource_field_ref(vctx *v, const spec_resource_field_ref *r,
+                                     const spec_container *c) {
+        size_t o = spec__path_field(&v->path, "resourceFieldRef");
+        bool cpu = streq_ptr(r->resource, "limits.cpu"),
+             memory = streq_ptr(r->resource, "limits.memory");
+
+        if (r->container_name && !streq_ptr(r->container_name, c->name)) {
+                _cleanup_free_ char *repr = spec__repr_str(r->container_name);
+                VERR_AT(v, "containerName",
+                        "Invalid value: %s: must be the container's name (a pod has one)",
+                        strna(repr));
+        }
+        if (isempty(r->resource))
+                VERR_AT(v, "resource", "Required value");
+        else if (!cpu && !memory) {
+                _cleanup_free_ char *repr = spec__repr_str(r->resource);
+                VERR_AT(v, "resource",
+                        "Unsupported value: %s: supported values: \"limits.cpu\", "
+                        "\"limits.memory\" (tend has no requests, nor ephemeral storage)",
+                        strna(repr));
+        }
+        if (r->divisor.text) {
+                static const char *const cpu_ok[] = { "1", "1m", NULL }, *const mem_ok[] = {
+                        "1",   "1k",  "1M",  "1G",  "1T",  "1P",  "1E",
+                        "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei", NULL
+                };
+                if ((cpu && !strv_contains((char **) cpu_ok, r->divisor.text)) ||
+                    (memory && !strv_contains((char **) mem_ok, r->divisor.text))) {
+                        _cleanup_free_ char *repr = spec__repr_str(r->divisor.text);
+                        VERR_AT(v, "divisor",
+                                "Invalid value: %s: only divisor's values %s are supported with "
+                                "the %s resource",
+                                strna(repr),
+                                cpu ? "1m and 1"
+                                    : "1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, "
+                                      "1Pi and 1Ei",
+                                cpu ? "cpu" : "memory");
+                }
+        }
+        spec__path_pop(&v->path, o);
+}
+
+static void check_env_source(vctx *v, const spec_env_var *e, const spec_container *c) {
+        const spec_env_source *s = e->value_from;
+        size_t o = spec__path_field(&v->path, "valueFrom");
+        int n = !!s->config_map_key_ref + !!s->secret_key_ref + !!s->field_ref +
+                !!s->resource_field_ref;
+
+        if (!isempty(e->value))
+                verr(v, "Invalid value: \"\": may not be specified when `value` is not empty");
+        if (n == 0)
+                verr(v, "Invalid value: \"\": must specify one of: `fieldRef`, "
+                        "`resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`");
+        else if (n > 1)
+                verr(v,
+                     "Invalid value: \"\": may not have more than one field specified at a time");
+        if (s->config_map_key_ref)
+                check_object_ref(v, "configMapKeyRef", s->config_map_key_ref->name,
+                                 s->config_map_key_ref->key, true);
+        if (s->secret_key_ref)
+                check_object_ref(v, "secretKeyRef", s->secret_key_ref->name, s->secret_key_ref->key,
+                                 true);
+        if (s->field_ref)
+                check_field_ref(v, s->field_ref);
+        if (s->resource_field_ref)
+                check_resource_field_ref(v, s->resource_field_ref, c);
+        spec__path_pop(&v->path, o);
+}
+
+static void check_env_from(vctx *v, const spec_container *c) {
+        size_t old = spec__path_field(&v->path, "envFrom");
+
+        for (size_t i = 0; i < c->n_env_from; i++) {
+                const spec_env_from *f = &c->env_from[i];
+                size_t o = spec__path_index(&v->path, i);
+                int n = !!f->config_map_ref + !!f->secret_ref;
+                if (n == 0)
+                        verr(v, "Invalid value: \"\": must specify one of: `configMapRef` or "
+                                "`secretRef`");
+                else if (n > 1)
+                        verr(v, "Invalid value: \"\": may not have more than one field specified "
+                                "at a time");
+                if (f->config_map_ref)
+                        check_object_ref(v, "configMapRef", f->config_map_ref->name, NULL, false);
+                if (f->secret_ref)
+                        check_object_ref(v, "secretRef", f->secret_ref->name, NULL, false);
+                if (!isempty(f->prefix) && !is_env_name(f->prefix)) {
+                        size_t o2 = spec__path_field(&v->path, "prefix");
+                        verr_invalid_str(v, f->prefix, ENV_NAME_MSG);
+                        spec__path_pop(&v->path, o2);
+                }
+                spec__path_pop(&v->path, o);
+        }
+        spec__path_pop(&v->path, old);
+}
+
 static void check_container(vctx *v, const spec_container *c) {
         _cleanup_(tend_hashmap_freep) tend_hashmap *env_names = tend_hashmap_new();
         _cleanup_(tend_hashmap_freep) tend_hashmap *port_names = tend_hashmap_new();
@@ -584,9 +761,12 @@ static void check_container(vctx *v, const spec_container *c) {
                         verr(v, "Duplicate value: %s", strna(repr));
                 }
                 spec__path_pop(&v->path, o2);
+                if (c->env[i].value_from)
+                        check_env_source(v, &c->env[i], c);
                 spec__path_pop(&v->path, o);
         }
         spec__path_pop(&v->path, old);
+        check_env_from(v, c);
 
         if (c->working_dir && c->working_dir[0] != '/') {
                 size_t o = spec__path_field(&v->path, "workingDir");

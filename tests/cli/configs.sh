@@ -262,6 +262,69 @@ perms=$(stat -c '%a' "$state/tend.db" "$state"/tend.db-* 2>/dev/null | sort -u |
 expect_exit 0 "tend get secrets" tend get secrets
 expect_grep "^api-key  *Opaque  *1 " "$tmp/out" "tend lists them as kubectl"
 
+echo "== into the pod: envFrom and valueFrom"
+cat >"$tmp/uses.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: uses}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: uses}}
+  template:
+    metadata: {labels: {app: uses}, annotations: {note: from-the-template}}
+    spec:
+      containers:
+      - name: main
+        command: ["$testprog", "sleep"]
+        resources: {limits: {memory: 64Mi, cpu: 1500m}}
+        envFrom:
+        - configMapRef: {name: uses-env}
+          prefix: CFG_
+        - secretRef: {name: uses-missing, optional: true}
+        env:
+        - {name: TEST_MARKER, value: "$tmp"}
+        - {name: DB_PASSWORD, valueFrom: {secretKeyRef: {name: uses-db, key: password}}}
+        - {name: MODE, valueFrom: {configMapKeyRef: {name: uses-env, key: mode}}}
+        - {name: OPT, valueFrom: {configMapKeyRef: {name: uses-nope, key: x, optional: true}}}
+        - {name: MY_POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+        - {name: MY_NOTE, valueFrom: {fieldRef: {fieldPath: "metadata.annotations['note']"}}}
+        - {name: MEM_MI, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}}
+        - {name: CPUS, valueFrom: {resourceFieldRef: {resource: limits.cpu}}}
+        - {name: GREETING, value: "mode is \$(MODE)"}
+YAML
+expect_exit 0 "apply a deployment whose env refers to what is not there yet" k apply -f "$tmp/uses.yaml"
+waiting_for() { # REASON-MESSAGE part
+    k get pods -l app=uses -o json | jq -e --arg m "$1" \
+        '.items[0].status.containerStatuses[0].state.waiting | .reason == "CreateContainerConfigError" and (.message | contains($m))' >/dev/null
+}
+wait_for 10 waiting_for 'configmap "uses-env" not found' &&
+    ok "no ConfigMap: CreateContainerConfigError, configmap \"uses-env\" not found" ||
+    fail "$(k get pods -l app=uses -o json | jq -c '.items[0].status')"
+k get pods -l app=uses >"$tmp/out" 2>&1
+expect_grep "CreateContainerConfigError" "$tmp/out" "kubectl get pods shows it"
+k get events --field-selector reason=Failed -o json | jq -r '.items[].message' >"$tmp/ev"
+expect_grep 'Error: configmap "uses-env" not found' "$tmp/ev" "a Failed event says why"
+expect_exit 0 "the ConfigMap comes" k create configmap uses-env --from-literal=mode=blue --from-literal=level=3
+wait_for 10 waiting_for 'secret "uses-db" not found' &&
+    ok "then the Secret is what it waits for" || fail "$(k get pods -l app=uses -o json | jq -c '.items[0].status')"
+expect_exit 0 "the Secret comes" k create secret generic uses-db --from-literal=password=Hush-7788-uses
+uses_running() { [ "$(k get pods -l app=uses -o jsonpath='{.items[0].status.phase}')" = Running ]; }
+wait_for 10 uses_running && ok "then the pod starts, without a restart of anything" ||
+    fail "$(k get pods -l app=uses -o json | jq -c '.items[0].status')"
+upid=$(k get pods -l app=uses -o jsonpath='{.items[0].status.containerStatuses[0].containerID}' | sed 's|process://||')
+tr '\0' '\n' <"/proc/$upid/environ" >"$tmp/uenv" 2>/dev/null
+upod=$(k get pods -l app=uses -o jsonpath='{.items[0].metadata.name}')
+for want in CFG_mode=blue CFG_level=3 DB_PASSWORD=Hush-7788-uses MODE=blue "MY_POD=$upod" \
+    MY_NOTE=from-the-template MEM_MI=64 CPUS=2 "GREETING=mode is blue"; do
+    grep -qx "$want" "$tmp/uenv" || fail "the process's environment lacks $want: $(tr '\n' ' ' <"$tmp/uenv")"
+done
+! grep -q "^OPT=" "$tmp/uenv" && ok "the process sees envFrom (prefixed), secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef (rounded up), \$(MODE) expanded; an optional missing one unset"
+! grep -q Hush-7788-uses "$tmp/tendd.log" && ! k get events -o json | grep -q Hush-7788-uses &&
+    ok "the Secret's value is in the process's environment, not in tendd's log or events" ||
+    fail "the Secret's value leaked"
+k delete deploy uses >/dev/null
+k delete cm uses-env >/dev/null
+
 echo "== kept across a restart"
 stop_tendd TERM
 start_tendd --listen "127.0.0.1:$port"

@@ -309,6 +309,33 @@ if command -v kubectl >/dev/null; then
     on 1 delete cm fleet-config >/dev/null && ! k get cm fleet-config >/dev/null 2>&1 &&
         [ "$(cm_on 3 fleet-config | jq -r .code)" = 404 ] &&
         ok "deleted on n1: gone on n2 and n3" || fail "fleet-config after delete: $(cm_on 3 fleet-config)"
+    # a Secret made on n2 is used by a pod that n1's apply places on n3
+    k create secret generic fleet-db --from-literal=password=fleet-pw-31 >/dev/null 2>&1 ||
+        fail "create secret on n2"
+    cat <<YAML | on 1 apply -f - >/dev/null || fail "apply secret-user on n1"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: secret-user}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: secret-user}}
+  template:
+    metadata: {labels: {app: secret-user}}
+    spec:
+      nodeSelector: {zone: z3}
+      containers:
+      - name: main
+        command: ["$testprog", "sleep"]
+        env:
+        - {name: TEST_MARKER, value: "$tmp"}
+        - {name: DB_PASSWORD, valueFrom: {secretKeyRef: {name: fleet-db, key: password}}}
+YAML
+    wait_for 20 running 3 secret-user 1
+    spid=$(pods_seen 3 secret-user | awk '$2 == "n3" { print $5 }')
+    [ -n "$spid" ] && tr '\0' '\n' <"/proc/$spid/environ" 2>/dev/null | grep -qx DB_PASSWORD=fleet-pw-31 &&
+        ok "a Secret made on n2 is in the environment of a pod on n3" ||
+        fail "secret-user: $(pods_seen 3 secret-user)"
+    on 1 delete deploy secret-user >/dev/null
 else
     echo "kubectl missing: its part skipped"
 fi

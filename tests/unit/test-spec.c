@@ -212,6 +212,19 @@ static void check_valid_dir(const char *rel) {
                 for (size_t i = 0; i < m.n; i++) {
                         spec_deployment *d = m.items[i].deployment, *c;
 
+                        if (!d) { /* a ConfigMap, a Secret: decode(encode(x)) == x */
+                                const spec_type *t = m.items[i].kind->type;
+                                _cleanup_(json_decrefp)
+                                        json_t *j = spec_encode(t, m.items[i].object);
+                                spec_errors errs = {};
+                                void *back = NULL;
+                                assert_non_null(j);
+                                assert_int_equal(spec_decode_new(t, j, &errs, &back), 0);
+                                assert_true(spec_equal(t, m.items[i].object, back));
+                                spec_free(t, back);
+                                objects++;
+                                continue;
+                        }
                         assert_round_trips(d);
                         c = spec_deployment_copy(d);
                         assert_non_null(c);

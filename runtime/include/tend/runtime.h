@@ -143,6 +143,12 @@ int rt_record_from_json(json_t *j, rt_record *ret);
 
 /* ---- pods ----------------------------------------------------------------------- */
 
+/* One variable of a container's environment as the agent resolved it. */
+typedef struct rt_env_var {
+        const char *name, *value;
+        bool expand; /* a container's own value: $(VAR) of those before it expanded */
+} rt_env_var;
+
 typedef struct rt_pod_params {
         const char *namespace;
         const char *name;
@@ -158,6 +164,12 @@ typedef struct rt_pod_params {
         /* rt_pod_adopt() of a pod with tend.io/notify ready: it said
          * READY=1 before (it will not again). */
         bool was_ready;
+        /* The container's environment, in order (envFrom's, then env's;
+         * a later one replaces an earlier of its name), its references to
+         * ConfigMaps, Secrets and the pod resolved; NULL: containers[0].env
+         * as written. After what tend sets (PATH, POD_*, PORT*). */
+        const rt_env_var *env;
+        size_t n_env;
 } rt_pod_params;
 
 /* Starts a pod with the backend its runtimeClassName names. On failure

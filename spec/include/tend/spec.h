@@ -296,10 +296,52 @@ void spec_selector_done(spec_selector *s);
 
 /* ---- pod spec ----------------------------------------------------------------- */
 
+/* A key of a ConfigMap or a Secret (configMapKeyRef, secretKeyRef). */
+typedef struct spec_key_ref {
+        char *name;
+        char *key;
+        bool optional; /* missing, the variable is left unset */
+} spec_key_ref;
+
+/* A field of the pod (fieldRef): fieldPath as Kubernetes names it. */
+typedef struct spec_field_ref {
+        char *api_version; /* "v1" */
+        char *field_path;
+} spec_field_ref;
+
+/* A resource of the container (resourceFieldRef), in units of divisor. */
+typedef struct spec_resource_field_ref {
+        char *container_name;
+        char *resource; /* limits.cpu, limits.memory */
+        spec_quantity divisor;
+} spec_resource_field_ref;
+
+/* valueFrom: exactly one of them. */
+typedef struct spec_env_source {
+        spec_key_ref *config_map_key_ref;
+        spec_key_ref *secret_key_ref;
+        spec_field_ref *field_ref;
+        spec_resource_field_ref *resource_field_ref;
+} spec_env_source;
+
 typedef struct spec_env_var {
         char *name;
         char *value;
+        spec_env_source *value_from; /* a value made when the container starts */
 } spec_env_var;
+
+/* A ConfigMap or a Secret by name (envFrom). */
+typedef struct spec_local_ref {
+        char *name;
+        bool optional;
+} spec_local_ref;
+
+/* envFrom: every key of one of them, prefix before each. */
+typedef struct spec_env_from {
+        char *prefix;
+        spec_local_ref *config_map_ref;
+        spec_local_ref *secret_ref;
+} spec_env_from;
 
 typedef struct spec_container_port {
         char *name;
@@ -363,6 +405,8 @@ typedef struct spec_container {
         char **args;
         spec_env_var *env;
         size_t n_env;
+        spec_env_from *env_from;
+        size_t n_env_from;
         char *working_dir;
         spec_container_port *ports;
         size_t n_ports;
@@ -859,6 +903,10 @@ json_t *spec_host_node(const char *name, json_t *labels);
  * Kubernetes gives with code), message, details (taken; NULL: {}); new. */
 json_t *spec_status_json(unsigned code, const char *reason, const char *message, json_t *details);
 
+/* An environment variable's name as tend takes one ([-._a-zA-Z][-._a-zA-Z0-9]*),
+ * and whether tend sets it for every pod (POD_NAME, POD_NAMESPACE, POD_UID). */
+bool spec_is_env_name(const char *s);
+bool spec_env_reserved(const char *name);
 /* A DNS-1123 subdomain (a node's name): lowercase alphanumerics, '-' and
  * '.', at most 253 characters. */
 bool spec_is_dns_subdomain(const char *s);
