@@ -153,6 +153,9 @@ typedef struct agent_env {
         char **owned; /* each variable's name and value */
 } agent_env;
 int agent__pod_env(agent *a, const spec_pod *p, agent_env *ret, char **ret_problem);
+/* Whether p's environment refers to anything (else it is as written: the
+ * runtime takes the container's env, nothing resolved). */
+bool agent__pod_env_refers(const spec_pod *p);
 void agent__pod_env_done(agent_env *e);
 
 int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type,

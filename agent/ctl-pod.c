@@ -150,7 +150,11 @@ static int config_error(agent *a, const spec_pod *p, const char *why) {
 static int env_ready(agent *a, const spec_pod *p, agent_env *ret) {
         _cleanup_free_ char *why = NULL;
         agent_env e = {};
-        int r = agent__pod_env(a, p, &e, &why);
+        int r;
+
+        if (!agent__pod_env_refers(p))
+                return 1; /* (as written: ret stays empty, the runtime reads env) */
+        r = agent__pod_env(a, p, &e, &why);
 
         if (r == -ENOENT) {
                 r = config_error(a, p, strna(why));
@@ -244,8 +248,11 @@ static int start_pod(agent *a, const spec_pod *p, pod_rt *pr) {
                 (void) store_delete_record(a->store, p->metadata.uid);
                 return r;
         }
-        params.env = env.vars;
-        params.n_env = env.n;
+        if (agent__pod_env_refers(p)) {
+                static const rt_env_var none[1];
+                params.env = env.vars ?: none; /* (all of it optional and missing) */
+                params.n_env = env.n;
+        }
         r = a->backend->start(a->backend_data, &params, pr, &handle, &err);
         if (r < 0) {
                 agent__pod_rt_drop(a, p->metadata.uid);

@@ -193,6 +193,17 @@ static int resource_ref(const spec_pod *p, const char *name, const spec_resource
         return push(e, name, buf, strlen(buf), false);
 }
 
+bool agent__pod_env_refers(const spec_pod *p) {
+        const spec_container *c = p->spec.n_containers ? &p->spec.containers[0] : NULL;
+
+        if (!c || c->n_env_from)
+                return c;
+        for (size_t i = 0; i < c->n_env; i++)
+                if (c->env[i].value_from)
+                        return true;
+        return false;
+}
+
 int agent__pod_env(agent *a, const spec_pod *p, agent_env *ret, char **ret_problem) {
         const spec_container *c = p->spec.n_containers ? &p->spec.containers[0] : NULL;
         agent_env e = {};

@@ -323,6 +323,20 @@ done
     ok "the Secret's value is in the process's environment, not in tendd's log or events" ||
     fail "the Secret's value leaked"
 k delete deploy uses >/dev/null
+# every reference optional and missing: nothing of them set, not even empty
+sed -e 's/{name: uses}/{name: bare}/' -e 's/app: uses/app: bare/g' "$tmp/uses.yaml" |
+    awk '/^        - \{name: (TEST_MARKER|DB_PASSWORD|MODE|MY_|MEM_|CPUS|GREETING)/ { next }
+         /configMapRef: \{name: uses-env\}/ { print "        - configMapRef: {name: bare-none, optional: true}"; next }
+         /prefix: CFG_/ { next } { print }' >"$tmp/bare.yaml"
+expect_exit 0 "apply one whose references are all optional and missing" k apply -f "$tmp/bare.yaml"
+bare_running() { [ "$(k get pods -l app=bare -o jsonpath='{.items[0].status.phase}')" = Running ]; }
+wait_for 10 bare_running || fail "bare: $(k get pods -l app=bare -o json | jq -c '.items[0].status')"
+bpid=$(k get pods -l app=bare -o jsonpath='{.items[0].status.containerStatuses[0].containerID}' | sed 's|process://||')
+tr '\0' '\n' <"/proc/$bpid/environ" >"$tmp/benv" 2>/dev/null
+# (its process has no TEST_MARKER: kill_marked finds it by its log)
+grep -q "^POD_NAME=bare-" "$tmp/benv" && ! grep -q "^OPT=" "$tmp/benv" &&
+    ok "all optional and missing: it starts, without them" || fail "bare env: $(tr '\n' ' ' <"$tmp/benv")"
+k delete deploy bare >/dev/null
 k delete cm uses-env >/dev/null
 
 echo "== kept across a restart"
