@@ -250,6 +250,15 @@ void *api__decode_object(req *r, const resource *res, json_t *j, const char *ns,
         const char *jname = api__json_field(j, "metadata.name");
         const char *jns = api__json_field(j, "metadata.namespace");
 
+        /* a body without them is of the URL's kind, as the API server
+         * takes it (the official Python client leaves them out where the
+         * model's are not set) */
+        if (!json_object_get(j, "kind") &&
+            json_object_set_new(j, "kind", json_string(kind = row->kind)) < 0)
+                return *ret = api__send_oom(r), NULL;
+        if (!json_object_get(j, "apiVersion") &&
+            json_object_set_new(j, "apiVersion", json_string(res->api_version)) < 0)
+                return *ret = api__send_oom(r), NULL;
         if (!streq_ptr(kind, row->kind)) {
                 *ret = api__send_status(r, 400, "BadRequest", "the object is a %s, not a %s",
                                         kind ? kind : "thing without a kind", row->kind);

@@ -1135,33 +1135,42 @@ static const char *config_key_problem(const char *k) {
         return NULL;
 }
 
+/* What a ConfigMap and a Secret begin with: v1, their kind, a DNS-subdomain
+ * name, labels, and no tend.io/ annotation (tend reads none there). */
+static void check_config_head(vctx *v, const spec_object_head *h, const char *kind) {
+        const spec_meta *m = &h->metadata;
+        size_t old;
+
+        if (!streq_ptr(h->api_version, "v1")) {
+                _cleanup_free_ char *repr = spec__repr_str(h->api_version);
+                VERR_AT(v, "apiVersion", "Unsupported value: %s: supported values: \"v1\"",
+                        strna(repr));
+        }
+        if (!streq_ptr(h->kind, kind)) {
+                _cleanup_free_ char *repr = spec__repr_str(h->kind);
+                VERR_AT(v, "kind", "Unsupported value: %s: supported values: \"%s\"", strna(repr),
+                        kind);
+        }
+        old = spec__path_field(&v->path, "metadata");
+        if (!m->name)
+                VERR_AT(v, "name", "Required value: name or generateName is required");
+        else if (!spec_is_dns_subdomain(m->name)) {
+                size_t o = spec__path_field(&v->path, "name");
+                verr_invalid_str(v, m->name, DNS1123_SUBDOMAIN_MSG);
+                spec__path_pop(&v->path, o);
+        }
+        if (m->namespace)
+                check_dns_label(v, "namespace", m->namespace, SPEC_DNS_LABEL_MAX, NULL);
+        check_labels(v, "labels", &m->labels);
+        check_annotations(v, "annotations", &m->annotations, SPEC_ANN_ON_CONFIG);
+        spec__path_pop(&v->path, old);
+}
+
 int spec_config_map_validate(const spec_config_map *c, spec_errors *errs) {
         size_t before = errs->n, old, total = 0;
         vctx v = { .errs = errs };
 
-        if (!streq_ptr(c->api_version, "v1")) {
-                _cleanup_free_ char *repr = spec__repr_str(c->api_version);
-                VERR_AT(&v, "apiVersion", "Unsupported value: %s: supported values: \"v1\"",
-                        strna(repr));
-        }
-        if (!streq_ptr(c->kind, "ConfigMap")) {
-                _cleanup_free_ char *repr = spec__repr_str(c->kind);
-                VERR_AT(&v, "kind", "Unsupported value: %s: supported values: \"ConfigMap\"",
-                        strna(repr));
-        }
-        old = spec__path_field(&v.path, "metadata");
-        if (!c->metadata.name)
-                VERR_AT(&v, "name", "Required value: name or generateName is required");
-        else if (!spec_is_dns_subdomain(c->metadata.name)) {
-                size_t o = spec__path_field(&v.path, "name");
-                verr_invalid_str(&v, c->metadata.name, DNS1123_SUBDOMAIN_MSG);
-                spec__path_pop(&v.path, o);
-        }
-        if (c->metadata.namespace)
-                check_dns_label(&v, "namespace", c->metadata.namespace, SPEC_DNS_LABEL_MAX, NULL);
-        check_labels(&v, "labels", &c->metadata.labels);
-        check_annotations(&v, "annotations", &c->metadata.annotations, SPEC_ANN_ON_CONFIG);
-        spec__path_pop(&v.path, old);
+        check_config_head(&v, (const spec_object_head *) c, "ConfigMap");
 
         old = spec__path_field(&v.path, "data");
         for (size_t i = 0; i < c->data.n; i++) {
@@ -1306,29 +1315,7 @@ int spec_secret_validate(const spec_secret *s, spec_errors *errs) {
         size_t before = errs->n, old, total = 0;
         vctx v = { .errs = errs };
 
-        if (!streq_ptr(s->api_version, "v1")) {
-                _cleanup_free_ char *repr = spec__repr_str(s->api_version);
-                VERR_AT(&v, "apiVersion", "Unsupported value: %s: supported values: \"v1\"",
-                        strna(repr));
-        }
-        if (!streq_ptr(s->kind, "Secret")) {
-                _cleanup_free_ char *repr = spec__repr_str(s->kind);
-                VERR_AT(&v, "kind", "Unsupported value: %s: supported values: \"Secret\"",
-                        strna(repr));
-        }
-        old = spec__path_field(&v.path, "metadata");
-        if (!s->metadata.name)
-                VERR_AT(&v, "name", "Required value: name or generateName is required");
-        else if (!spec_is_dns_subdomain(s->metadata.name)) {
-                size_t o = spec__path_field(&v.path, "name");
-                verr_invalid_str(&v, s->metadata.name, DNS1123_SUBDOMAIN_MSG);
-                spec__path_pop(&v.path, o);
-        }
-        if (s->metadata.namespace)
-                check_dns_label(&v, "namespace", s->metadata.namespace, SPEC_DNS_LABEL_MAX, NULL);
-        check_labels(&v, "labels", &s->metadata.labels);
-        check_annotations(&v, "annotations", &s->metadata.annotations, SPEC_ANN_ON_CONFIG);
-        spec__path_pop(&v.path, old);
+        check_config_head(&v, (const spec_object_head *) s, "Secret");
 
         /* (its values are never written into an error: the keys are) */
         old = spec__path_field(&v.path, "data");

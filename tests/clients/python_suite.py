@@ -1251,6 +1251,41 @@ def field_selector_unsupported():
     check("spec.foo" in body, "400 body %r" % body[:300])
 
 
+# ---- ConfigMaps and Secrets (issue 31)
+
+
+@case
+def config_map_and_secret():
+    # typed models as a user fills them: no kind, no apiVersion
+    cm = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="py-cm"), data={"a": "1"}, binary_data={"b": "AAEC"})
+    made = core.create_namespaced_config_map(NS, cm, _request_timeout=REQ_TIMEOUT)
+    try:
+        check(made.metadata.uid and made.kind == "ConfigMap", "made %s" % short(made))
+        got = core.read_namespaced_config_map("py-cm", NS, _request_timeout=REQ_TIMEOUT)
+        check(got.data == {"a": "1"} and got.binary_data == {"b": "AAEC"}, "read %s" % short(got))
+        core.patch_namespaced_config_map("py-cm", NS, {"data": {"c": "3"}}, _request_timeout=REQ_TIMEOUT)
+        listed = [c for c in core.list_namespaced_config_map(NS, _request_timeout=REQ_TIMEOUT).items if c.metadata.name == "py-cm"]
+        check(len(listed) == 1 and listed[0].data == {"a": "1", "c": "3"}, "listed %s" % short(listed))
+        expect_api_error(
+            422,
+            core.create_namespaced_config_map,
+            NS,
+            client.V1ConfigMap(metadata=client.V1ObjectMeta(name="py-bad"), data={"a b": "1"}),
+            _request_timeout=REQ_TIMEOUT,
+        )
+        sec = client.V1Secret(metadata=client.V1ObjectMeta(name="py-sec"), string_data={"pw": "x"})
+        s = core.create_namespaced_secret(NS, sec, _request_timeout=REQ_TIMEOUT)
+        check(s.data == {"pw": "eA=="} and s.type == "Opaque" and not s.string_data, "secret %s" % short(s))
+    finally:
+        for fn, name in ((core.delete_namespaced_config_map, "py-cm"), (core.delete_namespaced_secret, "py-sec")):
+            try:
+                fn(name, NS, _request_timeout=REQ_TIMEOUT)
+            except ApiException:
+                pass
+    check(not [c for c in core.list_namespaced_config_map(NS, _request_timeout=REQ_TIMEOUT).items if c.metadata.name == "py-cm"],
+          "py-cm still there")
+
+
 # ---- auth
 
 
