@@ -323,6 +323,38 @@ test('create-deployment', async () => {
     return pods.map((p) => `${p.metadata.name} ${p.status.containerStatuses[0].containerID}`).join(', ');
 });
 
+// ConfigMaps and Secrets (issue 31) through the typed API, and a pod that
+// takes both into its environment.
+test('config-map-and-secret', async () => {
+    const cm = await core.createNamespacedConfigMap({
+        namespace: NS, body: { metadata: { name: 'js-cm' }, data: { mode: 'blue' }, binaryData: { b: 'AAEC' } },
+    });
+    try {
+        assert(cm.metadata?.uid && cm.kind === 'ConfigMap', `created ${j(cm)}`);
+        const got = await core.readNamespacedConfigMap({ name: 'js-cm', namespace: NS });
+        assert(got.data?.mode === 'blue' && got.binaryData?.b === 'AAEC', `read ${j(got)}`);
+        const sec = await core.createNamespacedSecret({
+            namespace: NS, body: { metadata: { name: 'js-sec' }, stringData: { pw: 'js-pw-31' } },
+        });
+        assert(sec.type === 'Opaque' && sec.data?.pw === Buffer.from('js-pw-31').toString('base64') && !sec.stringData,
+            `secret ${j(sec)}`);
+        await expectError(core.createNamespacedConfigMap({
+            namespace: NS, body: { metadata: { name: 'js-bad' }, data: { 'a b': '1' } },
+        }), 422, 'a bad key');
+        const body = deploymentBody('js-env', 1);
+        body.spec.template.spec.containers[0].envFrom = [{ configMapRef: { name: 'js-cm' } }];
+        body.spec.template.spec.containers[0].env.push({ name: 'PW', valueFrom: { secretKeyRef: { name: 'js-sec', key: 'pw' } } });
+        await apps.createNamespacedDeployment({ namespace: NS, body });
+        const { pods } = await waitSettled('js-env', 1);
+        const env = environOf(pidOf(pods[0]));
+        assert(env.includes('mode=blue') && env.includes('PW=js-pw-31'), `pid ${pidOf(pods[0])}'s environment lacks mode/PW`);
+    } finally {
+        await apps.deleteNamespacedDeployment({ name: 'js-env', namespace: NS }).catch(() => {});
+        await core.deleteNamespacedConfigMap({ name: 'js-cm', namespace: NS }).catch(() => {});
+        await core.deleteNamespacedSecret({ name: 'js-sec', namespace: NS }).catch(() => {});
+    }
+});
+
 test('typed-list-read', async () => {
     const deps = await apps.listNamespacedDeployment({ namespace: NS });
     const d = deps.items.find((x) => x.metadata.name === 'js-main');
