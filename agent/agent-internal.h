@@ -227,7 +227,7 @@ int agent__set_pod_streak(spec_pod *p, unsigned streak);
 /* The crash-loop back-off of a ReplicaSet's replicas: its deployment's
  * tend.io/crash-backoff, which the deployment controller keeps on the new
  * ReplicaSet. */
-spec_backoff agent__backoff_policy(const spec_replica_set *rs);
+spec_backoff agent__backoff_policy(agent *a, const spec_replica_set *rs);
 /* Its deployment's tend.io/node-lost-policy, which the deployment
  * controller keeps on its ReplicaSets (replace when unset). */
 plan_lost_policy agent__lost_policy(agent *a, const spec_pod *p);

@@ -40,7 +40,7 @@ static int note_death(agent *a, const spec_pod *p, spec_pod *n, bool was_ready, 
         const spec_owner_ref *o = spec_meta_controller(&p->metadata);
         const spec_replica_set *rs = o ? agent__replica_set_by_uid(a, p->metadata.namespace, o->uid)
                                        : NULL;
-        spec_backoff policy = rs ? agent__backoff_policy(rs) : spec_backoff_default;
+        spec_backoff policy = rs ? agent__backoff_policy(a, rs) : spec_backoff_default;
         usec_t ran = finished_wall > started_wall && started_wall ? finished_wall - started_wall
                                                                   : 0;
         plan_death d = plan_crash_death(&policy, agent__pod_streak(p), was_ready, ran);

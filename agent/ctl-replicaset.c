@@ -609,7 +609,7 @@ static int hurry(agent *a, const spec_replica_set *rs, const spec_pod *p) {
 
 static int manage(agent *a, const spec_replica_set *rs, owned *o) {
         int64_t diff = (int64_t) o->n_active - rs->spec.replicas;
-        spec_backoff policy = agent__backoff_policy(rs);
+        spec_backoff policy = agent__backoff_policy(a, rs);
         _cleanup_free_ bool *used = new0(bool, o->n_failed + 1);
         _cleanup_(placer_done) placer pl = {};
         size_t created = 0;

@@ -18,6 +18,16 @@
 
 /* A revision whose rollout completed is one an automatic rollback may go
  * back to (and a canary gate never holds again). */
+/* tend's annotations of the deployment, as the store parsed them (none:
+ * nothing of them asked for). */
+static const spec_tend *tend_of(const dctx *c) {
+        static const spec_tend none;
+        const spec_tend *t = store_tend(c->a->store, STORE_DEPLOYMENT, c->d->metadata.namespace,
+                                        c->d->metadata.name);
+
+        return t ?: &none;
+}
+
 int ctl__mark_complete(dctx *c) {
         const spec_condition *cond = spec_get_condition(c->nd->status.conditions,
                                                         c->nd->status.n_conditions, "Progressing");
@@ -57,8 +67,7 @@ int ctl__auto_rollback(dctx *c) {
         if (done && safe_atou64(done, &done_at) < 0)
                 done_at = 0;
         switch (plan_auto_rollback(&(plan_rollback_view){
-                .enabled = streq_ptr(spec_map_get(&d->metadata.annotations, SPEC_ANN_AUTO_ROLLBACK),
-                                     "true"),
+                .enabled = tend_of(c)->auto_rollback,
                 .paused = d->spec.paused,
                 .has_new = failed,
                 .failed_before = failed && spec_map_get(&failed->metadata.annotations,
@@ -224,17 +233,14 @@ int ctl__promote_request(dctx *c, ssize_t ni) {
  * ReplicaSet, index ni among c->rss — or NULL (and ni -1) for one about to
  * be made. */
 int32_t ctl__canary_cap(dctx *c, const spec_replica_set *rs, ssize_t ni) {
-        const char *v = spec_map_get(&c->d->metadata.annotations, SPEC_ANN_CANARY);
-        _cleanup_free_ char *problem = NULL;
-        spec_canary cn;
+        const spec_tend *t = tend_of(c);
         bool old = false;
 
         for (size_t i = 0; i < c->n; i++)
                 if ((ssize_t) i != ni && (c->rss[i]->spec.replicas > 0 || c->in[i].active > 0))
                         old = true;
-        return plan_canary_cap(v && spec_canary_parse(v, &cn, &problem) >= 0
-                                       ? spec_canary_count(&cn, c->d->spec.replicas)
-                                       : -1,
+        return plan_canary_cap(t->has_canary ? spec_canary_count(&t->canary, c->d->spec.replicas)
+                                             : -1,
                                c->d->spec.strategy.type == SPEC_STRATEGY_ROLLING_UPDATE,
                                rs && (spec_map_get(&rs->metadata.annotations, AGENT_ANN_PROMOTED) ||
                                       spec_map_get(&rs->metadata.annotations, AGENT_ANN_COMPLETE)),
@@ -261,17 +267,13 @@ void ctl__canary_keep_old(dctx *c, size_t ni, int32_t cap, int32_t *targets) {
 int ctl__canary_check(dctx *c, size_t ni, int32_t cap) {
         const spec_replica_set *rs = c->rss[ni];
         const char *since_s = spec_map_get(&rs->metadata.annotations, AGENT_ANN_CANARY_SINCE);
-        const char *after_s = spec_map_get(&c->d->metadata.annotations,
-                                           SPEC_ANN_CANARY_PROMOTE_AFTER);
-        usec_t since = 0, after = 0;
+        usec_t since = 0, after = tend_of(c)->canary_promote_after;
         char buf[32], d[DURATION_MAX];
         plan_canary_step step;
         int r;
 
         if (since_s && safe_atou64(since_s, &since) < 0)
                 since = 0;
-        if (after_s && parse_duration(after_s, &after) < 0)
-                after = 0;
         step = plan_canary_next(cap, rs->spec.replicas, rs->status.available_replicas, since, after,
                                 c->now);
         if (step.action == PLAN_CANARY_GROWING) {

@@ -236,28 +236,22 @@ int agent__set_pod_streak(spec_pod *p, unsigned streak) {
         return spec_map_set(&p->metadata.annotations, AGENT_ANN_CRASH_STREAK, buf);
 }
 
-spec_backoff agent__backoff_policy(const spec_replica_set *rs) {
-        const char *v = spec_map_get(&rs->metadata.annotations, SPEC_ANN_CRASH_BACKOFF);
-        _cleanup_free_ char *problem = NULL;
-        spec_backoff b;
+spec_backoff agent__backoff_policy(agent *a, const spec_replica_set *rs) {
+        const spec_tend *t = store_tend(a->store, STORE_REPLICA_SET, rs->metadata.namespace,
+                                        rs->metadata.name);
 
-        /* Validated at apply; a value that does not parse (an older tendd
-         * wrote it) counts as the default. */
-        if (spec_backoff_parse(v, &b, &problem) < 0) {
-                log_warning("replicaset/%s: %s: %s; using the default", rs->metadata.name,
-                            SPEC_ANN_CRASH_BACKOFF, strna(problem));
-                b = spec_backoff_default;
-        }
-        return b;
+        return t ? t->backoff : spec_backoff_default;
 }
 
 plan_lost_policy agent__lost_policy(agent *a, const spec_pod *p) {
         const spec_owner_ref *o = spec_meta_controller(&p->metadata);
         const spec_replica_set *rs = o ? agent__replica_set_by_uid(a, p->metadata.namespace, o->uid)
                                        : NULL;
-        const char *v = rs ? spec_map_get(&rs->metadata.annotations, SPEC_ANN_NODE_LOST_POLICY)
-                           : NULL;
-        return streq_ptr(v, "fence") ? PLAN_LOST_FENCE : PLAN_LOST_REPLACE;
+        const spec_tend *t = rs ? store_tend(a->store, STORE_REPLICA_SET, rs->metadata.namespace,
+                                             rs->metadata.name)
+                                : NULL;
+
+        return t && t->fence ? PLAN_LOST_FENCE : PLAN_LOST_REPLACE;
 }
 
 usec_t agent__grace(const spec_pod *p) {

@@ -622,3 +622,22 @@ int spec_tend_annotation_problem(const char *key, const char *value, spec_ann_wh
                 return problem(ret_problem, "Invalid value: %s: %s", vrepr, detail);
         return r;
 }
+
+void spec_tend_parse(const spec_map *annotations, spec_tend *ret) {
+        const char *v;
+        _cleanup_free_ char *problem = NULL;
+
+        *ret = (spec_tend){ .backoff = spec_backoff_default };
+        ret->auto_rollback = streq_ptr(spec_map_get(annotations, SPEC_ANN_AUTO_ROLLBACK), "true");
+        ret->fence = streq_ptr(spec_map_get(annotations, SPEC_ANN_NODE_LOST_POLICY), "fence");
+        if ((v = spec_map_get(annotations, SPEC_ANN_CANARY)))
+                ret->has_canary = spec_canary_parse(v, &ret->canary, &problem) >= 0;
+        free(problem);
+        problem = NULL;
+        if ((v = spec_map_get(annotations, SPEC_ANN_CANARY_PROMOTE_AFTER)) &&
+            parse_duration(v, &ret->canary_promote_after) < 0)
+                ret->canary_promote_after = 0;
+        if ((v = spec_map_get(annotations, SPEC_ANN_CRASH_BACKOFF)) &&
+            spec_backoff_parse(v, &ret->backoff, &problem) < 0)
+                ret->backoff = spec_backoff_default;
+}

@@ -72,6 +72,11 @@ typedef struct collection {
         tend_hashmap *index; /* "ns/name" → (index + 1) */
         void **items;
         size_t n, alloc;
+        /* Deployments and ReplicaSets: tend's annotations of each item,
+         * parsed as it is put (store_tend()) */
+        bool with_tend;
+        spec_tend *tends;
+        size_t alloc_tends;
 } collection;
 
 typedef struct undo {
@@ -194,12 +199,17 @@ static int coll_put(collection *c, const char *key, void *obj, void **ret_old) {
         if (i) {
                 *ret_old = c->items[i - 1];
                 c->items[i - 1] = obj;
+                if (c->with_tend)
+                        spec_tend_parse(&spec_object_meta(obj)->annotations, &c->tends[i - 1]);
                 return 0;
         }
-        if (TEND_GROW(c->items, c->alloc, c->n + 1) < 0)
+        if (TEND_GROW(c->items, c->alloc, c->n + 1) < 0 ||
+            (c->with_tend && TEND_GROW(c->tends, c->alloc_tends, c->n + 1) < 0))
                 return -ENOMEM;
         if (tend_hashmap_put(c->index, key, (void *) (uintptr_t) (c->n + 1), NULL) < 0)
                 return -ENOMEM;
+        if (c->with_tend)
+                spec_tend_parse(&spec_object_meta(obj)->annotations, &c->tends[c->n]);
         c->items[c->n++] = obj;
         *ret_old = NULL;
         return 0;
@@ -219,12 +229,28 @@ static void *coll_remove(collection *c, const char *key, const spec_type *t) {
                 _cleanup_free_ char *lk = NULL;
                 spec_meta *m = spec_object_meta(last);
                 c->items[i - 1] = last;
+                if (c->with_tend)
+                        c->tends[i - 1] = c->tends[c->n];
                 lk = obj_key(m->namespace, m->name);
                 if (lk)
                         (void) tend_hashmap_put(c->index, lk, (void *) (uintptr_t) i, NULL);
         }
         (void) t;
         return obj;
+}
+
+const spec_tend *store_tend(const store *s, store_kind kind, const char *namespace,
+                            const char *name) {
+        _cleanup_free_ char *key = NULL;
+        const collection *c;
+        uintptr_t i;
+
+        if (kind < 0 || kind >= _STORE_KIND_MAX || !s->coll[kind].with_tend || !name)
+                return NULL;
+        c = &s->coll[kind];
+        key = obj_key(namespace, name);
+        i = key ? (uintptr_t) tend_hashmap_get(c->index, key) : 0;
+        return i ? &c->tends[i - 1] : NULL;
 }
 
 /* ---- undo and notifications ---------------------------------------------------------------- */
@@ -1073,6 +1099,7 @@ int store_open(const char *path, store **ret, char **ret_error) {
         for (int k = 0; k < _STORE_KIND_MAX; k++)
                 if (!(s->coll[k].index = tend_hashmap_new()))
                         goto oom;
+        s->coll[STORE_DEPLOYMENT].with_tend = s->coll[STORE_REPLICA_SET].with_tend = true;
         if (!(s->records = tend_hashmap_new()) || !(s->event_keys = tend_hashmap_new()) ||
             !(s->ckpt.path = strdup(path)))
                 goto oom;
@@ -1176,6 +1203,7 @@ store *store_close(store *s) {
                 for (size_t i = 0; i < s->coll[k].n; i++)
                         spec_free(store_kind_type((store_kind) k), s->coll[k].items[i]);
                 free(s->coll[k].items);
+                free(s->coll[k].tends);
                 tend_hashmap_free(s->coll[k].index);
         }
         if (s->records)

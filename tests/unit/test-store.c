@@ -118,6 +118,75 @@ static void test_put_commit_reopen(void **state) {
         store_close(s);
 }
 
+/* tend's annotations of Deployments and ReplicaSets, parsed as they are
+ * put: a replace parses again, a delete moves the last one's view with
+ * it, a rollback and a reopen have them as before. */
+static spec_replica_set *rs_with(const char *name, const char *backoff, bool fence) {
+        spec_replica_set *rs = spec_replica_set_new();
+        rs->metadata.name = strdup(name);
+        rs->metadata.namespace = strdup("default");
+        if (backoff)
+                assert_int_equal(
+                        spec_map_set(&rs->metadata.annotations, SPEC_ANN_CRASH_BACKOFF, backoff),
+                        0);
+        if (fence)
+                assert_int_equal(
+                        spec_map_set(&rs->metadata.annotations, SPEC_ANN_NODE_LOST_POLICY, "fence"),
+                        0);
+        return rs;
+}
+
+static uint32_t after_of(store *s, const char *name) {
+        const spec_tend *t = store_tend(s, STORE_REPLICA_SET, "default", name);
+        assert_non_null(t);
+        return t->backoff.after;
+}
+
+static void test_tend_views(void **state) {
+        store *s = open_store();
+
+        assert_int_equal(store_put(s, STORE_REPLICA_SET,
+                                   rs_with("a", "after=5,initial=1s,max=1m", true), NULL),
+                         0);
+        assert_int_equal(store_put(s, STORE_REPLICA_SET, rs_with("b", NULL, false), NULL), 0);
+        assert_int_equal(store_put(s, STORE_REPLICA_SET,
+                                   rs_with("c", "after=7,initial=1s,max=1m", false), NULL),
+                         0);
+        assert_int_equal(after_of(s, "a"), 5);
+        assert_true(store_tend(s, STORE_REPLICA_SET, "default", "a")->fence);
+        assert_int_equal(after_of(s, "b"), spec_backoff_default.after);
+        assert_false(store_tend(s, STORE_REPLICA_SET, "default", "b")->fence);
+        assert_int_equal(after_of(s, "c"), 7);
+        /* a replace: parsed again */
+        assert_int_equal(store_put(s, STORE_REPLICA_SET,
+                                   rs_with("b", "after=9,initial=1s,max=1m", false), NULL),
+                         0);
+        assert_int_equal(after_of(s, "b"), 9);
+        assert_int_equal(store_commit(s, true), 0);
+        /* a delete moves the last one (c) into a's place: its view with it */
+        assert_int_equal(store_delete(s, STORE_REPLICA_SET, "default", "a"), 0);
+        assert_null(store_tend(s, STORE_REPLICA_SET, "default", "a"));
+        assert_int_equal(after_of(s, "c"), 7);
+        assert_int_equal(after_of(s, "b"), 9);
+        /* rolled back: a as it was */
+        store_rollback(s);
+        assert_int_equal(after_of(s, "a"), 5);
+        assert_int_equal(after_of(s, "c"), 7);
+        /* none for a kind that keeps none, nor for what is not there */
+        assert_int_equal(store_put(s, STORE_POD, pod("p"), NULL), 0);
+        assert_null(store_tend(s, STORE_POD, "default", "p"));
+        assert_null(store_tend(s, STORE_REPLICA_SET, "default", "nope"));
+        assert_int_equal(store_commit(s, true), 0);
+        store_close(s);
+        /* read back from the file: parsed as they are loaded */
+        s = open_store();
+        assert_int_equal(after_of(s, "a"), 5);
+        assert_true(store_tend(s, STORE_REPLICA_SET, "default", "a")->fence);
+        assert_int_equal(after_of(s, "b"), 9);
+        assert_int_equal(after_of(s, "c"), 7);
+        store_close(s);
+}
+
 static void test_rollback(void **state) {
         store *s = open_store();
         seen sn = {};
@@ -433,6 +502,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_put_commit_reopen),
                 cmocka_unit_test(test_rollback),
+                cmocka_unit_test(test_tend_views),
                 cmocka_unit_test(test_batch_notes),
                 cmocka_unit_test(test_uncommitted_lost_on_crash),
                 cmocka_unit_test(test_events_folded_and_bounded),

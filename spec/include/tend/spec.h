@@ -1058,6 +1058,20 @@ typedef struct spec_annotation {
         int (*check)(const char *value, char **ret_detail);
 } spec_annotation;
 
+/* What the controllers read of tend's annotations on a Deployment (and on
+ * its ReplicaSets, which carry them), parsed once: when the object is
+ * stored (store_tend()), not at each read. A value that does not parse
+ * (validated at apply: an older tendd's) counts as the default. */
+typedef struct spec_tend {
+        bool auto_rollback; /* tend.io/auto-rollback: "true" */
+        bool has_canary;    /* tend.io/canary */
+        spec_canary canary;
+        usec_t canary_promote_after; /* tend.io/canary-promote-after; 0: none */
+        spec_backoff backoff;        /* tend.io/crash-backoff, else spec_backoff_default */
+        bool fence;                  /* tend.io/node-lost-policy: fence */
+} spec_tend;
+void spec_tend_parse(const spec_map *annotations, spec_tend *ret);
+
 /* The row of key, or NULL. */
 const spec_annotation *spec_annotation_find(const char *key);
 /* The rows, in the registry's order. */
