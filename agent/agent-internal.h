@@ -152,7 +152,9 @@ typedef struct agent_env {
         size_t n;
         char **owned; /* each variable's name and value */
 } agent_env;
-int agent__pod_env(agent *a, const spec_pod *p, agent_env *ret, char **ret_problem);
+/* say: the start itself, which says (an event) what of envFrom it skipped
+ * (the check before it does not). */
+int agent__pod_env(agent *a, const spec_pod *p, bool say, agent_env *ret, char **ret_problem);
 /* Whether p's environment refers to anything (else it is as written: the
  * runtime takes the container's env, nothing resolved). */
 bool agent__pod_env_refers(const spec_pod *p);

@@ -148,13 +148,14 @@ static int config_error(agent *a, const spec_pod *p, const char *why) {
 /* Whether p's environment can be made now (else, said: config_error()).
  * 1: it can; 0: it waits; -ENOMEM. */
 static int env_ready(agent *a, const spec_pod *p, agent_env *ret) {
+        /* (ret: the start itself, which says what it skipped) */
         _cleanup_free_ char *why = NULL;
         agent_env e = {};
         int r;
 
         if (!agent__pod_env_refers(p))
                 return 1; /* (as written: ret stays empty, the runtime reads env) */
-        r = agent__pod_env(a, p, &e, &why);
+        r = agent__pod_env(a, p, ret != NULL, &e, &why);
 
         if (r == -ENOENT) {
                 r = config_error(a, p, strna(why));

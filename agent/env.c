@@ -75,7 +75,11 @@ static int problem(char **ret, const char *fmt, ...) {
 
 /* envFrom: every key, prefixed; those that cannot be a variable's name
  * (or are tend's own) are skipped, and an event says which. */
-static int env_from(agent *a, const spec_pod *p, const spec_env_from *f, agent_env *e,
+static int cmp_str(const void *x, const void *y) {
+        return strcmp(*(char *const *) x, *(char *const *) y);
+}
+
+static int env_from(agent *a, const spec_pod *p, const spec_env_from *f, bool say, agent_env *e,
                     char **ret_problem) {
         bool secret = f->secret_ref;
         const spec_local_ref *ref = secret ? f->secret_ref : f->config_map_ref;
@@ -84,7 +88,7 @@ static int env_from(agent *a, const spec_pod *p, const spec_env_from *f, agent_e
         const spec_map *data = !obj     ? NULL
                                : secret ? &((const spec_secret *) obj)->data
                                         : &((const spec_config_map *) obj)->data;
-        _cleanup_buf_ tend_buf skipped = TEND_BUF_INIT(4096);
+        _cleanup_strv_free_ char **skipped = NULL;
         int r = 0;
 
         if (!obj)
@@ -97,21 +101,28 @@ static int env_from(agent *a, const spec_pod *p, const spec_env_from *f, agent_e
                 if (!name)
                         return -ENOMEM;
                 if (!spec_is_env_name(name) || spec_env_reserved(name)) {
-                        (void) tend_buf_addf(&skipped, "%s%s", skipped.len ? " " : "", name);
+                        if (say && strv_extend(&skipped, name) < 0)
+                                return -ENOMEM;
                         continue;
                 }
                 r = secret ? push_secret(e, name, data->items[i].value)
                            : push(e, name, data->items[i].value, strlen(data->items[i].value),
                                   false);
         }
-        if (r >= 0 && skipped.len)
+        if (r >= 0 && skipped) {
+                /* as the kubelet says it: sorted, comma-separated */
+                _cleanup_buf_ tend_buf keys = TEND_BUF_INIT(4096);
+                qsort(skipped, strv_length(skipped), sizeof *skipped, cmp_str);
+                for (char **k = skipped; *k; k++)
+                        (void) tend_buf_addf(&keys, "%s%s", k == skipped ? "" : ", ", *k);
                 (void) agent__event(a, STORE_POD, &p->metadata, "Warning",
                                     "InvalidEnvironmentVariableNames",
                                     "Keys [%s] from the EnvFrom %s %s/%s were skipped since they "
                                     "are considered invalid environment variable names (or are "
                                     "set by tend for every pod).",
-                                    tend_buf_str(&skipped), secret ? "secret" : "configMap",
+                                    tend_buf_str(&keys), secret ? "secret" : "configMap",
                                     p->metadata.namespace, ref->name);
+        }
         return r;
 }
 
@@ -189,7 +200,7 @@ static int resource_ref(const spec_pod *p, const char *name, const spec_resource
                                                        : (int64_t) (total_kb * 1024);
                 unit = rf->divisor.text ? MAX(rf->divisor.value, (int64_t) 1) : 1;
         }
-        snprintf(buf, sizeof buf, "%" PRId64, (have + unit - 1) / unit);
+        snprintf(buf, sizeof buf, "%" PRId64, have / unit + (have % unit != 0));
         return push(e, name, buf, strlen(buf), false);
 }
 
@@ -204,14 +215,14 @@ bool agent__pod_env_refers(const spec_pod *p) {
         return false;
 }
 
-int agent__pod_env(agent *a, const spec_pod *p, agent_env *ret, char **ret_problem) {
+int agent__pod_env(agent *a, const spec_pod *p, bool say, agent_env *ret, char **ret_problem) {
         const spec_container *c = p->spec.n_containers ? &p->spec.containers[0] : NULL;
         agent_env e = {};
         int r = 0;
 
         *ret_problem = NULL;
         for (size_t i = 0; c && i < c->n_env_from && r >= 0; i++)
-                r = env_from(a, p, &c->env_from[i], &e, ret_problem);
+                r = env_from(a, p, &c->env_from[i], say, &e, ret_problem);
         for (size_t i = 0; c && i < c->n_env && r >= 0; i++) {
                 const spec_env_var *v = &c->env[i];
                 const spec_env_source *s = v->value_from;

@@ -1298,11 +1298,13 @@ static void check_secret_type(vctx *v, const spec_secret *s) {
                                  tend_base64_decode(val, strlen(val), &bytes, &n) >= 0) {
                                 json_error_t e;
                                 json_t *j = json_loadb(bytes, n, 0, &e);
+                                /* (where, never what: jansson's text quotes the
+                                 * input) */
                                 if (!j)
                                         verr(v,
                                              "Invalid value: \"<secret contents redacted>\": not "
-                                             "JSON (%s)",
-                                             e.text);
+                                             "JSON (at line %d, column %d)",
+                                             e.line, e.column);
                                 json_decref(j);
                         }
                         spec__path_pop(&v->path, o);
@@ -1314,6 +1316,11 @@ static void check_secret_type(vctx *v, const spec_secret *s) {
 int spec_secret_validate(const spec_secret *s, spec_errors *errs) {
         size_t before = errs->n, old, total = 0;
         vctx v = { .errs = errs };
+
+        /* its defaults ran out of memory (stringData is merged, the type
+         * set): nothing of it is stored */
+        if (s->string_data.n || !s->type)
+                return -ENOMEM;
 
         check_config_head(&v, (const spec_object_head *) s, "Secret");
 

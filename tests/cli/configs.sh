@@ -337,6 +337,23 @@ tr '\0' '\n' <"/proc/$bpid/environ" >"$tmp/benv" 2>/dev/null
 grep -q "^POD_NAME=bare-" "$tmp/benv" && ! grep -q "^OPT=" "$tmp/benv" &&
     ok "all optional and missing: it starts, without them" || fail "bare env: $(tr '\n' ' ' <"$tmp/benv")"
 k delete deploy bare >/dev/null
+# a key that cannot be a variable's name: skipped, and said once per start
+k create configmap skips-env --from-literal=1st=x --from-literal=ok=yes >/dev/null
+sed -e 's/{name: bare}/{name: skips}/' -e 's/app: bare/app: skips/g' \
+    -e 's/configMapRef: {name: bare-none, optional: true}/configMapRef: {name: skips-env}/' "$tmp/bare.yaml" >"$tmp/skips.yaml"
+expect_exit 0 "apply one whose envFrom has a key that is no variable's name" k apply -f "$tmp/skips.yaml"
+skips_running() { [ "$(k get pods -l app=skips -o jsonpath='{.items[0].status.phase}')" = Running ]; }
+wait_for 10 skips_running || fail "skips: $(k get pods -l app=skips -o json | jq -c '.items[0].status')"
+spid=$(k get pods -l app=skips -o jsonpath='{.items[0].status.containerStatuses[0].containerID}' | sed 's|process://||')
+tr '\0' '\n' <"/proc/$spid/environ" >"$tmp/senv" 2>/dev/null
+k get events --field-selector reason=InvalidEnvironmentVariableNames -o json >"$tmp/sev"
+grep -qx ok=yes "$tmp/senv" && ! grep -q "^1st=" "$tmp/senv" &&
+    [ "$(jq '[.items[] | select(.message | startswith("Keys [1st] from the EnvFrom configMap default/skips-env were skipped"))] | length' "$tmp/sev")" = 1 ] &&
+    [ "$(jq '[.items[].count] | add' "$tmp/sev")" = 1 ] &&
+    ok "a key that is no variable's name is skipped, one event said once" ||
+    fail "skips: env $(tr '\n' ' ' <"$tmp/senv"); events $(jq -c '[.items[] | {message, count}]' "$tmp/sev")"
+k delete deploy skips >/dev/null
+k delete cm skips-env >/dev/null
 k delete cm uses-env >/dev/null
 
 echo "== kept across a restart"

@@ -88,8 +88,9 @@ uint64_t store_resource_version(const store *s);
 /* Lookups (borrowed). */
 const void *store_get(const store *s, store_kind kind, const char *namespace, const char *name);
 /* tend's annotations of a stored Deployment or ReplicaSet, parsed when it
- * was put (spec_tend_parse()); valid as store_get()'s object is. NULL:
- * none stored, or a kind without them. */
+ * was put (spec_tend_parse()). NULL: none stored, or a kind without them.
+ * Valid until the next write of that kind (any put or delete may move
+ * it): read it at once. */
 const spec_tend *store_tend(const store *s, store_kind kind, const char *namespace,
                             const char *name);
 /* Every object of a kind, in no particular order; *ret is borrowed until
