@@ -250,6 +250,11 @@ void *api__decode_object(req *r, const resource *res, json_t *j, const char *ns,
         const char *jname = api__json_field(j, "metadata.name");
         const char *jns = api__json_field(j, "metadata.namespace");
 
+        if (!json_is_object(j)) {
+                *ret = api__send_status(r, 400, "BadRequest", "the object is %s, not a %s",
+                                        json_is_array(j) ? "a list" : "no object", row->kind);
+                return NULL;
+        }
         /* a body without them is of the URL's kind, as the API server
          * takes it (the official Python client leaves them out where the
          * model's are not set) */
