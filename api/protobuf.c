@@ -126,7 +126,9 @@ static json_t *meta_json(conv *c, const Tend__K8s__ObjectMeta *m) {
                 return o;
         no_unknown(c, &m->base, "ObjectMeta");
         set_string(c, o, "name", m->name);
+        /* (what the decoder refuses it refuses here too: passed on) */
         set_string(c, o, "generateName", m->generatename);
+        set_string(c, o, "selfLink", m->selflink);
         set_string(c, o, "namespace", m->namespace_);
         set_string(c, o, "uid", m->uid);
         set_string(c, o, "resourceVersion", m->resourceversion);

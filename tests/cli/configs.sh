@@ -100,6 +100,10 @@ meta = field(1, b"fin") + field(14, b"example.com/keep")
 cm = field(1, meta) + field(2, field(1, b"a") + field(2, b"1"))
 unknown = field(1, field(1, b"v1") + field(2, b"ConfigMap")) + field(2, cm)
 open(sys.argv[1], "wb").write(b"k8s\0" + unknown)
+# selfLink: a field the proto has, which the decoder refuses as it refuses it in JSON
+meta = field(1, b"sl") + field(4, b"/api/v1/x")
+unknown = field(1, field(1, b"v1") + field(2, b"ConfigMap")) + field(2, field(1, meta))
+open(sys.argv[1] + ".selflink", "wb").write(b"k8s\0" + unknown)
 PY
 code=$(curl -s -o "$tmp/body" -w '%{http_code}' --unix-socket "$TEND_SOCKET" -X POST \
     -H 'Content-Type: application/vnd.kubernetes.protobuf' --data-binary @"$tmp/finalizers.pb" \
@@ -107,6 +111,11 @@ code=$(curl -s -o "$tmp/body" -w '%{http_code}' --unix-socket "$TEND_SOCKET" -X 
 [ "$code" = 400 ] && grep -q "ObjectMeta.finalizers is not read by tendd" "$tmp/body" &&
     ok "a protobuf body with finalizers: 400, naming the field" || fail "$code: $(cat "$tmp/body")"
 expect_exit 1 "so there is none" k get cm fin
+code=$(curl -s -o "$tmp/body" -w '%{http_code}' --unix-socket "$TEND_SOCKET" -X POST \
+    -H 'Content-Type: application/vnd.kubernetes.protobuf' --data-binary @"$tmp/finalizers.pb.selflink" \
+    http://localhost/api/v1/namespaces/default/configmaps)
+[ "$code" = 422 ] && grep -q "metadata.selfLink" "$tmp/body" &&
+    ok "a protobuf body with selfLink: refused as its JSON would be, never dropped" || fail "$code: $(cat "$tmp/body")"
 k delete cm literal envs >/dev/null
 
 echo "== apply (client- and server-side), patch, edit, replace"
