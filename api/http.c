@@ -294,8 +294,7 @@ int api__resources_init(void) {
                      *list_kind = strprintf("%sList", k->kind),
                      *kind_qualified = *k->group ? strprintf("%s.%s", k->kind, k->group)
                                                  : strdup(k->kind),
-                     *api_version = *k->group ? strprintf("%s/%s", k->group, k->version)
-                                              : strdup(k->version);
+                     *api_version = spec_kind_api_version(k);
                 if (!prefix || !qualified || !list_kind || !api_version || !kind_qualified) {
                         free(prefix), free(qualified), free(list_kind), free(api_version);
                         free(kind_qualified);

@@ -353,6 +353,10 @@ char *spec_kind_path(const spec_kind *k) {
                          : strprintf("/api/%s", k->version);
 }
 
+char *spec_kind_api_version(const spec_kind *k) {
+        return *k->group ? strprintf("%s/%s", k->group, k->version) : strdup(k->version);
+}
+
 const spec_kind *spec_kind_written(const char *api_version, const char *kind) {
         for (size_t i = 0; kind && i < ELEMENTSOF(kinds); i++) {
                 const spec_kind *k = &kinds[i];
@@ -361,7 +365,7 @@ const spec_kind *spec_kind_written(const char *api_version, const char *kind) {
                         continue;
                 if (!api_version)
                         return k;
-                av = *k->group ? strprintf("%s/%s", k->group, k->version) : strdup(k->version);
+                av = spec_kind_api_version(k);
                 if (streq_ptr(av, api_version))
                         return k;
         }

@@ -63,9 +63,7 @@ static int owner_only(const char *path) {
 static char *api_version_of(store_kind k) {
         const spec_kind *row = spec_kind_of(store_kind_type(k));
 
-        return !row          ? NULL
-               : *row->group ? strprintf("%s/%s", row->group, row->version)
-                             : strdup(row->version);
+        return row ? spec_kind_api_version(row) : NULL;
 }
 
 typedef struct collection {

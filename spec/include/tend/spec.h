@@ -878,6 +878,8 @@ char *spec_kind_printed(const spec_kind *k);
 /* A kind tend stores, by a name kubectl takes: its plural, singular or a
  * short name, each with ".GROUP" or without ("deploy", "rs.apps"). */
 const spec_kind *spec_kind_named(const char *word);
+/* "apps/v1", "v1": the apiVersion of the kind's objects; new string. */
+char *spec_kind_api_version(const spec_kind *k);
 /* "/apis/GROUP/VERSION" or "/api/VERSION"; new string. */
 char *spec_kind_path(const spec_kind *k);
 
