@@ -113,7 +113,7 @@ static int set_placement(agent *a, spec_pod *n, void *handle) {
         return r;
 }
 
-static int start_pod(agent *a, const spec_pod *p, pod_rt *pr);
+static int start_pod(agent *a, const spec_pod *p, pod_rt *pr, agent_env *made);
 
 /* The container cannot be made: a reference of its environment is missing
  * (a ConfigMap, a Secret, a key of one). The pod waits, not started and
@@ -179,11 +179,14 @@ static int env_ready(agent *a, const spec_pod *p, agent_env *ret) {
  * written: a crash after the start finds the unit by its name. */
 static int begin_start(agent *a, const spec_pod *p) {
         bool early = a->backend->early_start && a->backend->early_start(&p->spec);
+        _cleanup_(agent__pod_env_done) agent_env env = {};
         json_t *intent;
         pod_rt *pr;
         int r;
 
-        r = env_ready(a, p, NULL);
+        /* (made once where the start follows at once; a queued start makes
+         * it again when it runs, the references may have changed) */
+        r = env_ready(a, p, early ? &env : NULL);
         if (r <= 0)
                 return r;
         if (!early) {
@@ -207,7 +210,7 @@ static int begin_start(agent *a, const spec_pod *p) {
                 pr->start_queued = true;
                 return 0;
         }
-        return start_pod(a, p, pr);
+        return start_pod(a, p, pr, &env);
 }
 
 /* A replacement that was not kept waiting by a back-off, its predecessor's
@@ -230,11 +233,13 @@ static void observe_respawn(agent *a, const spec_pod *p, usec_t spawn_begin, use
         tend_histogram_observe(&a->metrics.respawn[AGENT_RESPAWN_SPAWN], spawned - spawn_begin);
 }
 
-static int start_pod(agent *a, const spec_pod *p, pod_rt *pr) {
+/* made: p's environment, made by begin_start() (NULL: made here). */
+static int start_pod(agent *a, const spec_pod *p, pod_rt *pr, agent_env *made) {
         char owner[AGENT_OWNER_MAX];
         rt_pod_params params = agent__pod_params(p, owner);
         _cleanup_free_ char *err = NULL;
-        _cleanup_(agent__pod_env_done) agent_env env = {};
+        _cleanup_(agent__pod_env_done) agent_env own = {};
+        agent_env *env = made ?: &own;
         json_t *rec;
         void *handle = NULL;
         int r;
@@ -242,8 +247,8 @@ static int start_pod(agent *a, const spec_pod *p, pod_rt *pr) {
         usec_t spawn_begin = now_monotonic();
 
         pr->start_queued = false;
-        /* (a reference gone since the start was decided: it waits) */
-        r = env_ready(a, p, &env);
+        /* (a queued start: a reference gone since it was decided, it waits) */
+        r = made ? 1 : env_ready(a, p, &own);
         if (r <= 0) {
                 agent__pod_rt_drop(a, p->metadata.uid);
                 (void) store_delete_record(a->store, p->metadata.uid);
@@ -251,8 +256,8 @@ static int start_pod(agent *a, const spec_pod *p, pod_rt *pr) {
         }
         if (agent__pod_env_refers(p)) {
                 static const rt_env_var none[1];
-                params.env = env.vars ?: none; /* (all of it optional and missing) */
-                params.n_env = env.n;
+                params.env = env->vars ?: none; /* (all of it optional and missing) */
+                params.n_env = env->n;
         }
         r = a->backend->start(a->backend_data, &params, pr, &handle, &err);
         if (r < 0) {
@@ -320,7 +325,7 @@ void ctl_pod_run_starts(agent *a) {
                          p->metadata.deletion_timestamp || a->draining)
                         /* Deleted in the same pass: never started. */
                         agent__pod_rt_drop(a, uids[i]);
-                else if ((r = start_pod(a, p, pr)) < 0) {
+                else if ((r = start_pod(a, p, pr, NULL)) < 0) {
                         log_warning_errno(r, "pod/%s: failed to record its start: %m",
                                           p->metadata.name);
                         agent__enqueue(a, STORE_POD, p->metadata.namespace, p->metadata.name);
