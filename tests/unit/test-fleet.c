@@ -208,16 +208,9 @@ static void api_write(world *w, answer *a, int (*write)(world *w, const void *ar
                 *a = (answer){ .done = true, .code = 0 };
 }
 
-static int create(world *w, const void *arg) {
-        const char *name = arg;
-        _cleanup_free_ char *text = strprintf(
-                "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":"
-                "\"%s\",\"namespace\":\"default\"},\"spec\":{\"replicas\":0,\"selector\":{"
-                "\"matchLabels\":{\"app\":\"%s\"}},\"template\":{\"metadata\":{\"labels\":{"
-                "\"app\":\"%s\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"command\":[\"/bin/"
-                "sleep\",\"1000\"]}]}}}}",
-                name, name, name);
-        _cleanup_(json_decrefp) json_t *j = json_loads(text, 0, NULL);
+/* A Deployment's JSON applied through the agent, as an API write is. */
+static int apply_json(world *w, const char *text) {
+        _cleanup_(json_decrefp) json_t *j = text ? json_loads(text, 0, NULL) : NULL;
         spec_errors errs = {};
         spec_deployment *d = NULL;
         int r;
@@ -231,6 +224,19 @@ static int create(world *w, const void *arg) {
         spec_errors_done(&errs);
         spec_free(&spec_type_deployment, d);
         return r;
+}
+
+static int create(world *w, const void *arg) {
+        const char *name = arg;
+        _cleanup_free_ char *text = strprintf(
+                "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":"
+                "\"%s\",\"namespace\":\"default\"},\"spec\":{\"replicas\":0,\"selector\":{"
+                "\"matchLabels\":{\"app\":\"%s\"}},\"template\":{\"metadata\":{\"labels\":{"
+                "\"app\":\"%s\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"command\":[\"/bin/"
+                "sleep\",\"1000\"]}]}}}}",
+                name, name, name);
+
+        return apply_json(w, text);
 }
 
 static int scale(world *w, const void *arg) {
@@ -554,17 +560,8 @@ static int create_on_b(world *w, const void *arg) {
                 "\"terminationGracePeriodSeconds\":15,\"nodeSelector\":{\"pool\":\"b\"},"
                 "\"containers\":[{\"name\":\"c\",\"command\":[\"/bin/sleep\",\"1000\"]}]}}}}",
                 name, streq(name, "f") ? "fence" : "replace", name, name);
-        _cleanup_(json_decrefp) json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-        spec_errors errs = {};
-        spec_deployment *d = NULL;
-        int r;
 
-        assert_non_null(j);
-        assert_int_equal(spec_decode_new(&spec_type_deployment, j, &errs, (void **) &d), 0);
-        r = agent_apply(agent_loop_agent(w->al), &d, 1, &errs, NULL);
-        spec_errors_done(&errs);
-        spec_free(&spec_type_deployment, d);
-        return r;
+        return apply_json(w, text);
 }
 
 static void test_node_lost(void **state) {
