@@ -244,11 +244,16 @@ json_t *spec__yaml_resolve_plain(const char *s, size_t n, int *ret_err) {
                         }
                         return NULL; /* a string */
                 }
-                /* 010: octal (8) in YAML 1.1, which kubectl reads, decimal
-                 * (10) in YAML 1.2. Neither guess is safe. */
+                /* 0644: octal in YAML 1.1, which kubectl reads, so a
+                 * manifest's defaultMode: 0400 means 256 wherever it is
+                 * applied, and here too. 09 is no octal number: YAML 1.1
+                 * readers disagree on it, so it is refused. */
                 if (n - off > 1 && s[off] == '0') {
-                        *ret_err = -EDOM;
-                        return NULL;
+                        if (!match_all(s + off, n - off, is_octal)) {
+                                *ret_err = -EDOM;
+                                return NULL;
+                        }
+                        base = 8;
                 }
         }
         if (nd >= sizeof buf) {
@@ -412,10 +417,10 @@ static json_t *scalar_to_json(yreader *y, yaml_event_t *ev) {
         }
         if (err == -EDOM) {
                 yerror(y, &ev->start_mark,
-                       "%.*s: a leading zero is octal in YAML 1.1 (as kubectl reads it) and "
-                       "decimal in YAML 1.2; write the number without it (or 0o%.*s for octal), "
-                       "or quote it for a string",
-                       (int) MIN(n, 40), v, (int) MIN(n, 40), v + strspn(v, "+-0"));
+                       "%.*s: a leading zero makes a number octal (YAML 1.1, as kubectl reads "
+                       "it), and 8 and 9 are no octal digits; write the number without the "
+                       "zero, or quote it for a string",
+                       (int) MIN(n, 40), v);
                 return NULL;
         }
         return j ?: json_stringn(v, n);
