@@ -9,6 +9,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include <unistd.h>
+
 #include "agent-internal.h"
 
 /* Copies into `to` (an object's metadata) the annotations that `from` (the
@@ -99,6 +101,14 @@ static int check_all(agent *a, spec_deployment *const *ds, size_t n, bool valida
                                                "Forbidden: this tendd is the only node (no "
                                                "--fleet): every pod runs here; remove it, or run "
                                                "tendd --fleet to place pods by node labels");
+                if (d->spec.template.spec.n_containers &&
+                    d->spec.template.spec.containers[0].n_volume_mounts &&
+                    a->backend->mount_problem && a->backend->mount_problem())
+                        (void) spec_errors_add(errs,
+                                               "spec.template.spec.containers[0].volumeMounts",
+                                               "Forbidden: %s (it runs as uid %u): run tendd as "
+                                               "root, or remove the volumeMounts",
+                                               a->backend->mount_problem(), (unsigned) geteuid());
                 if (old && old->metadata.deletion_timestamp)
                         (void) spec_errors_add(errs, "metadata.deletionTimestamp",
                                                "Forbidden: the deployment is being deleted (it "

@@ -39,6 +39,7 @@ typedef struct pod_rt {
         bool probe_dirty;    /* readiness changed: write the pod */
         bool probe_failed;   /* a readiness failure to tell (an event) */
         char *notify_status; /* its last STATUS= (tend.io/notify), NULL: none */
+        char *volumes_key;   /* what its volumes' files were made from (volumes.c) */
         usec_t started_wall;
 } pod_rt;
 
@@ -91,7 +92,8 @@ struct agent {
         pending_event *events;
         size_t n_events, alloc_events;
         pass_clock clock_pass;
-        char **doomed_dirs; /* "ns/name" of removed pods: their logs go after the pass */
+        char **doomed_dirs;    /* "ns/name" of removed pods: their logs go after the pass */
+        char **doomed_volumes; /* uids of removed pods with volumes: theirs go too */
         agent_metrics metrics;
 };
 
@@ -159,6 +161,30 @@ int agent__pod_env(agent *a, const spec_pod *p, bool say, agent_env *ret, char *
  * runtime takes the container's env, nothing resolved). */
 bool agent__pod_env_refers(const spec_pod *p);
 void agent__pod_env_done(agent_env *e);
+
+/* A missing reference, said in *ret (new): returns -ENOENT (-ENOMEM). */
+int agent__problem(char **ret, const char *fmt, ...) _printf_(2, 3);
+
+/* volumes.c: the files of a pod's configMap and secret volumes as its
+ * process starts (rt_pod_params.volumes). -ENOENT: one is missing and not
+ * optional, *ret_problem (new) says which in the kubelet's words; -ENOMEM. */
+#define AGENT_VOLUME_WAIT "ContainerCreating" /* the kubelet's, with a FailedMount event */
+typedef struct agent_volumes {
+        rt_volume_files *vols; /* one per spec.volumes entry */
+        size_t n_vols;
+        void **owned; /* decoded values */
+        size_t n_owned, alloc_owned;
+} agent_volumes;
+int agent__pod_volumes(agent *a, const spec_pod *p, agent_volumes *ret, char **ret_problem);
+void agent__pod_volumes_done(agent_volumes *v);
+bool agent__volume_mounted(const spec_pod *p, const char *name);
+/* Whether a configMap or a secret volume of p is mounted (its files made). */
+bool agent__pod_has_files(const spec_pod *p);
+/* What p's mounted configMap and secret volumes are made from, each
+ * object's resourceVersion: when it changes, their files are rewritten. */
+char *agent__volumes_key(agent *a, const spec_pod *p);
+/* Whether a volume of p comes from the ConfigMap or the Secret name. */
+bool agent__pod_refers_to(const spec_pod *p, store_kind kind, const char *name);
 
 int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type,
                  const char *reason, const char *fmt, ...) _printf_(6, 7);

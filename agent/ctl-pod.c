@@ -113,60 +113,87 @@ static int set_placement(agent *a, spec_pod *n, void *handle) {
         return r;
 }
 
-static int start_pod(agent *a, const spec_pod *p, pod_rt *pr, agent_env *made);
+/* What a start hands the runtime beside the pod: its environment and its
+ * volumes' files, references resolved. */
+typedef struct pod_inputs {
+        agent_env env;
+        agent_volumes volumes;
+} pod_inputs;
+
+static void pod_inputs_done(pod_inputs *in) {
+        agent__pod_env_done(&in->env);
+        agent__pod_volumes_done(&in->volumes);
+}
+
+static int start_pod(agent *a, const spec_pod *p, pod_rt *pr, pod_inputs *made);
 
 /* The container cannot be made: a reference of its environment is missing
- * (a ConfigMap, a Secret, a key of one). The pod waits, not started and
- * not failed, saying why, as the kubelet has it; a change of a ConfigMap
- * or a Secret of its namespace looks at it again (pass.c). */
-static int config_error(agent *a, const spec_pod *p, const char *why) {
+ * (a ConfigMap, a Secret, a key of one: reason CreateContainerConfigError,
+ * event "Failed"), or of a volume (ContainerCreating, "FailedMount"). The
+ * pod waits, not started and not failed, saying why, as the kubelet has it;
+ * a change of a ConfigMap or a Secret of its namespace looks at it again
+ * (pass.c). */
+static int config_error(agent *a, const spec_pod *p, const char *reason, const char *event,
+                        const char *why) {
         const spec_container_status *cur = p->status.n_container_statuses
                                                    ? &p->status.container_statuses[0]
                                                    : NULL;
         spec_container_status *cs;
         int r = 0;
 
-        if (cur && cur->state.waiting &&
-            streq_ptr(cur->state.waiting->reason, AGENT_CONFIG_ERROR) &&
+        if (cur && cur->state.waiting && streq_ptr(cur->state.waiting->reason, reason) &&
             streq_ptr(cur->state.waiting->message, why))
                 return 0; /* said already */
         _cleanup_(spec_pod_freep) spec_pod *n = spec_pod_copy(p);
         if (!n)
                 return -ENOMEM;
         log_warning("pod/%s: cannot start: %s", p->metadata.name, why);
-        (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Failed", "Error: %s", why);
+        if (streq(event, "Failed"))
+                (void) agent__event(a, STORE_POD, &p->metadata, "Warning", event, "Error: %s", why);
+        else
+                (void) agent__event(a, STORE_POD, &p->metadata, "Warning", event, "%s", why);
         cs = agent__container_status(n);
         RET_GATHER_PTR(r, cs);
         if (cs)
-                RET_GATHER(r, agent__set_waiting(cs, AGENT_CONFIG_ERROR, why));
+                RET_GATHER(r, agent__set_waiting(cs, reason, why));
         RET_GATHER(r, set_ready(a, n, false));
         if (r < 0)
                 return r;
         return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
 }
 
-/* Whether p's environment can be made now (else, said: config_error()).
- * 1: it can; 0: it waits; -ENOMEM. */
-static int env_ready(agent *a, const spec_pod *p, agent_env *ret) {
+/* Whether p's volumes and environment can be made now (else, said:
+ * config_error()). 1: they can (made into *ret, if given); 0: it waits;
+ * -ENOMEM. */
+static int inputs_ready(agent *a, const spec_pod *p, pod_inputs *ret) {
         /* (ret: the start itself, which says what it skipped) */
         _cleanup_free_ char *why = NULL;
-        agent_env e = {};
+        pod_inputs in = {};
         int r;
 
-        if (!agent__pod_env_refers(p))
-                return 1; /* (as written: ret stays empty, the runtime reads env) */
-        r = agent__pod_env(a, p, ret != NULL, &e, &why);
-
+        /* volumes first, as the kubelet mounts them before it makes the
+         * container */
+        r = agent__pod_volumes(a, p, &in.volumes, &why);
         if (r == -ENOENT) {
-                r = config_error(a, p, strna(why));
+                r = config_error(a, p, AGENT_VOLUME_WAIT, "FailedMount", strna(why));
                 return r < 0 ? r : 0;
         }
-        if (r < 0)
+        if (r >= 0 && agent__pod_env_refers(p)) {
+                r = agent__pod_env(a, p, ret != NULL, &in.env, &why);
+                if (r == -ENOENT) {
+                        agent__pod_volumes_done(&in.volumes);
+                        r = config_error(a, p, AGENT_CONFIG_ERROR, "Failed", strna(why));
+                        return r < 0 ? r : 0;
+                }
+        } /* (else as written: env stays empty, the runtime reads the spec's) */
+        if (r < 0) {
+                pod_inputs_done(&in);
                 return r;
+        }
         if (ret)
-                *ret = e;
+                *ret = in;
         else
-                agent__pod_env_done(&e);
+                pod_inputs_done(&in);
         return 1;
 }
 
@@ -179,14 +206,14 @@ static int env_ready(agent *a, const spec_pod *p, agent_env *ret) {
  * written: a crash after the start finds the unit by its name. */
 static int begin_start(agent *a, const spec_pod *p) {
         bool early = a->backend->early_start && a->backend->early_start(&p->spec);
-        _cleanup_(agent__pod_env_done) agent_env env = {};
+        _cleanup_(pod_inputs_done) pod_inputs in = {};
         json_t *intent;
         pod_rt *pr;
         int r;
 
         /* (made once where the start follows at once; a queued start makes
          * it again when it runs, the references may have changed) */
-        r = env_ready(a, p, early ? &env : NULL);
+        r = inputs_ready(a, p, early ? &in : NULL);
         if (r <= 0)
                 return r;
         if (!early) {
@@ -210,7 +237,7 @@ static int begin_start(agent *a, const spec_pod *p) {
                 pr->start_queued = true;
                 return 0;
         }
-        return start_pod(a, p, pr, &env);
+        return start_pod(a, p, pr, &in);
 }
 
 /* A replacement that was not kept waiting by a back-off, its predecessor's
@@ -233,13 +260,14 @@ static void observe_respawn(agent *a, const spec_pod *p, usec_t spawn_begin, use
         tend_histogram_observe(&a->metrics.respawn[AGENT_RESPAWN_SPAWN], spawned - spawn_begin);
 }
 
-/* made: p's environment, made by begin_start() (NULL: made here). */
-static int start_pod(agent *a, const spec_pod *p, pod_rt *pr, agent_env *made) {
+/* made: p's environment and volumes, made by begin_start() (NULL: made
+ * here). */
+static int start_pod(agent *a, const spec_pod *p, pod_rt *pr, pod_inputs *made) {
         char owner[AGENT_OWNER_MAX];
         rt_pod_params params = agent__pod_params(p, owner);
         _cleanup_free_ char *err = NULL;
-        _cleanup_(agent__pod_env_done) agent_env own = {};
-        agent_env *env = made ?: &own;
+        _cleanup_(pod_inputs_done) pod_inputs own = {};
+        pod_inputs *in = made ?: &own;
         json_t *rec;
         void *handle = NULL;
         int r;
@@ -248,7 +276,7 @@ static int start_pod(agent *a, const spec_pod *p, pod_rt *pr, agent_env *made) {
 
         pr->start_queued = false;
         /* (a queued start: a reference gone since it was decided, it waits) */
-        r = made ? 1 : env_ready(a, p, &own);
+        r = made ? 1 : inputs_ready(a, p, &own);
         if (r <= 0) {
                 agent__pod_rt_drop(a, p->metadata.uid);
                 (void) store_delete_record(a->store, p->metadata.uid);
@@ -256,15 +284,18 @@ static int start_pod(agent *a, const spec_pod *p, pod_rt *pr, agent_env *made) {
         }
         if (agent__pod_env_refers(p)) {
                 static const rt_env_var none[1];
-                params.env = env->vars ?: none; /* (all of it optional and missing) */
-                params.n_env = env->n;
+                params.env = in->env.vars ?: none; /* (all of it optional and missing) */
+                params.n_env = in->env.n;
         }
+        params.volumes = in->volumes.vols;
         r = a->backend->start(a->backend_data, &params, pr, &handle, &err);
         if (r < 0) {
                 agent__pod_rt_drop(a, p->metadata.uid);
                 return fail_start(a, p, err ?: strerror(-r));
         }
         pr->handle = handle;
+        if (agent__pod_has_files(p))
+                pr->volumes_key = agent__volumes_key(a, p); /* (NULL: looked at again) */
         a->metrics.pod_starts++;
         observe_respawn(a, p, spawn_begin, now_monotonic());
         /* The first process of a pass may still be finishing its exec on
@@ -592,6 +623,47 @@ static plan_pod_view pod_view(agent *a, const spec_pod *p, const pod_rt *pr) {
         };
 }
 
+/* A running pod's configMap and secret volumes, rewritten when what they
+ * come from changed (an edit reaches the files, as the kubelet's sync
+ * does; subPath mounts keep theirs). One that is gone, not optional, keeps
+ * its files. */
+static int refresh_volumes(agent *a, const spec_pod *p, pod_rt *pr) {
+        _cleanup_free_ char *key = agent__volumes_key(a, p), *why = NULL, *err = NULL;
+        _cleanup_(agent__pod_volumes_done) agent_volumes v = {};
+        char owner[AGENT_OWNER_MAX];
+        rt_pod_params params;
+        int r;
+
+        if (!key)
+                return -ENOMEM;
+        if (streq_ptr(key, pr->volumes_key))
+                return 0;
+        r = agent__pod_volumes(a, p, &v, &why);
+        if (r == -ENOENT) {
+                log_warning("pod/%s: its files are left as they were: %s", p->metadata.name,
+                            strna(why));
+                (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "FailedMount", "%s",
+                                    strna(why));
+        } else if (r < 0)
+                return r;
+        else {
+                params = agent__pod_params(p, owner);
+                params.volumes = v.vols;
+                r = a->backend->update_volumes(pr->handle, &params, &err);
+                if (r < 0) {
+                        log_warning("pod/%s: updating its files: %s", p->metadata.name,
+                                    err ?: strerror(-r));
+                        (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "FailedMount",
+                                            "updating its files: %s", err ?: strerror(-r));
+                } else if (r > 0)
+                        log_info("pod/%s: %d volume%s updated", p->metadata.name, r,
+                                 r == 1 ? "" : "s");
+        }
+        free(pr->volumes_key);
+        pr->volumes_key = TAKE_PTR(key);
+        return 0;
+}
+
 /* The pod worker: the planner decides the one next step (plan_pod_next());
  * this carries it out. */
 int ctl_pod_sync(agent *a, const char *ns, const char *name) {
@@ -612,6 +684,12 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
                 return 0;
         }
         pr = agent__pod_rt(a, p->metadata.uid);
+        if (pr && pr->handle && pr->started && !pr->exited && !pr->stopping &&
+            a->backend->update_volumes && agent__pod_has_files(p)) {
+                r = refresh_volumes(a, p, pr);
+                if (r < 0)
+                        return r;
+        }
         view = pod_view(a, p, pr);
         step = plan_pod_next(&view);
         switch (step.action) {

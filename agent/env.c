@@ -58,8 +58,7 @@ static int push_secret(agent_env *e, const char *name, const char *b64) {
         return push(e, name, bytes, strnlen(bytes, n), false);
 }
 
-static int problem(char **ret, const char *fmt, ...) _printf_(2, 3);
-static int problem(char **ret, const char *fmt, ...) {
+int agent__problem(char **ret, const char *fmt, ...) {
         va_list ap;
         int r;
 
@@ -93,8 +92,8 @@ static int env_from(agent *a, const spec_pod *p, const spec_env_from *f, bool sa
 
         if (!obj)
                 return ref->optional ? 0
-                                     : problem(ret_problem, "%s \"%s\" not found",
-                                               secret ? "secret" : "configmap", ref->name);
+                                     : agent__problem(ret_problem, "%s \"%s\" not found",
+                                                      secret ? "secret" : "configmap", ref->name);
         for (size_t i = 0; i < data->n && r >= 0; i++) {
                 _cleanup_free_ char *name = strprintf("%s%s", strempty(f->prefix),
                                                       data->items[i].key);
@@ -135,16 +134,17 @@ static int key_ref(agent *a, const spec_pod *p, const char *name, const spec_key
 
         if (!obj)
                 return ref->optional ? 0
-                                     : problem(ret_problem, "%s \"%s\" not found",
-                                               secret ? "secret" : "configmap", ref->name);
+                                     : agent__problem(ret_problem, "%s \"%s\" not found",
+                                                      secret ? "secret" : "configmap", ref->name);
         v = spec_map_get(secret ? &((const spec_secret *) obj)->data
                                 : &((const spec_config_map *) obj)->data,
                          ref->key);
         if (!v)
-                return ref->optional ? 0
-                                     : problem(ret_problem, "couldn't find key %s in %s %s/%s",
-                                               ref->key, secret ? "Secret" : "ConfigMap",
-                                               p->metadata.namespace, ref->name);
+                return ref->optional
+                               ? 0
+                               : agent__problem(ret_problem, "couldn't find key %s in %s %s/%s",
+                                                ref->key, secret ? "Secret" : "ConfigMap",
+                                                p->metadata.namespace, ref->name);
         return secret ? push_secret(e, name, v) : push(e, name, v, strlen(v), false);
 }
 

@@ -33,8 +33,9 @@ static void enqueue_owned(agent *a, store_kind kind, const char *ns, const char 
         }
 }
 
-/* The pods of ns that wait for a ConfigMap or a Secret (env.c). */
-static void enqueue_config_waiters(agent *a, const char *ns) {
+/* The pods of ns that wait for a ConfigMap or a Secret (env.c,
+ * volumes.c), and those whose files come from the one that changed. */
+static void enqueue_config_users(agent *a, store_kind kind, const char *ns, const char *name) {
         const void *const *items;
         size_t n = store_list(a->store, STORE_POD, &items);
 
@@ -43,10 +44,37 @@ static void enqueue_config_waiters(agent *a, const char *ns) {
                 const spec_container_status *cs = p->status.n_container_statuses
                                                           ? &p->status.container_statuses[0]
                                                           : NULL;
-                if (streq_ptr(p->metadata.namespace, ns) && cs && cs->state.waiting &&
-                    streq_ptr(cs->state.waiting->reason, AGENT_CONFIG_ERROR))
+                const spec_state_waiting *w = cs ? cs->state.waiting : NULL;
+                if (!streq_ptr(p->metadata.namespace, ns))
+                        continue;
+                /* (ContainerCreating with a message: waiting for a volume) */
+                if ((w && (streq_ptr(w->reason, AGENT_CONFIG_ERROR) ||
+                           (streq_ptr(w->reason, AGENT_VOLUME_WAIT) && w->message))) ||
+                    (p->spec.n_volumes && agent__pod_refers_to(p, kind, name)))
                         agent__enqueue(a, STORE_POD, ns, p->metadata.name);
         }
+}
+
+static bool pod_uid_known(const char *uid, void *userdata) {
+        return tend_hashmap_get(userdata, uid);
+}
+
+/* At start-up: the volumes of pods that are no more (removed while tendd
+ * was down, or before their removal's volumes went). */
+static void sweep_volumes(agent *a) {
+        _cleanup_(tend_hashmap_freep) tend_hashmap *uids = tend_hashmap_new();
+        const void *const *items;
+        size_t n = store_list(a->store, STORE_POD, &items);
+
+        if (!uids)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                if (p->metadata.uid &&
+                    tend_hashmap_put(uids, p->metadata.uid, (void *) 1, NULL) < 0)
+                        return; /* (not knowing them all, none goes) */
+        }
+        a->backend->sweep_volumes(a->backend_data, pod_uid_known, uids);
 }
 
 static void on_store_change(store_kind kind, store_change change, const void *obj, void *u) {
@@ -90,8 +118,9 @@ static void on_store_change(store_kind kind, store_change change, const void *ob
                 break;
         case STORE_CONFIG_MAP:
         case STORE_SECRET:
-                /* a pod waiting for it (its environment refers to it) */
-                enqueue_config_waiters(a, m->namespace);
+                /* a pod waiting for it (its environment refers to it), or
+                 * whose files come from it */
+                enqueue_config_users(a, kind, m->namespace, m->name);
                 break;
         default:
                 break;
@@ -454,6 +483,8 @@ int agent_start(agent *a) {
         }
         if (a->backend->sweep_orphans)
                 a->backend->sweep_orphans(a->backend_data);
+        if (a->backend->sweep_volumes)
+                sweep_volumes(a);
         r = store_commit(a->store, true);
         if (r < 0)
                 return r;

@@ -194,6 +194,7 @@ void agent__pod_rt_free(agent *a, pod_rt *pr) {
         free(pr->probe_message);
         free(pr->exit_message);
         free(pr->notify_status);
+        free(pr->volumes_key);
         free(pr);
 }
 
@@ -294,10 +295,28 @@ static void remove_log_dir(agent *a, const char *ns, const char *name) {
         }
 }
 
+/* A pod's volumes (files, a tmpfs) go after the pass too. */
+static void remove_volumes(agent *a, const char *uid) {
+        char *u;
+
+        if (!a->backend->remove_volumes)
+                return;
+        u = strdup(uid);
+        if (!u)
+                return; /* (swept at the next start) */
+        if (!a->processing || strv_push(&a->doomed_volumes, u) < 0) {
+                a->backend->remove_volumes(a->backend_data, u);
+                free(u);
+        }
+}
+
 void agent__remove_doomed_dirs(agent *a) {
         for (char **d = a->doomed_dirs; d && *d; d++)
                 remove_logs(a, *d);
         a->doomed_dirs = strv_free(a->doomed_dirs);
+        for (char **u = a->doomed_volumes; u && *u; u++)
+                a->backend->remove_volumes(a->backend_data, *u);
+        a->doomed_volumes = strv_free(a->doomed_volumes);
 }
 
 /* A pod goes from the store and its runtime record. Its predecessor's log,
@@ -314,6 +333,8 @@ static int remove_pod(agent *a, const spec_pod *p, bool keep_log) {
                 remove_log_dir(a, p->metadata.namespace, p->metadata.name);
         if (pred && !store_get(a->store, STORE_POD, p->metadata.namespace, pred))
                 remove_log_dir(a, p->metadata.namespace, pred);
+        if (p->spec.n_volumes && agent__pod_mine(a, p))
+                remove_volumes(a, uid);
         (void) store_delete_record(a->store, uid);
         r = store_delete(a->store, STORE_POD, p->metadata.namespace, p->metadata.name);
         agent__pod_rt_drop(a, uid);

@@ -718,6 +718,8 @@ static int pod_begin(rt_manager *m, const rt_pod_params *p, const rt_record *rec
 
         r = pod_prepare(pod, p, rec, &err);
         if (r >= 0 && !rec)
+                r = rt__volumes_prepare(pod, p, &err);
+        if (r >= 0 && !rec)
                 r = held_and_notify(pod, p, rec, &err);
         if (r >= 0)
                 r = rec ? ops->adopt(pod, &err) : ops->start(pod, &err);

@@ -42,6 +42,7 @@ static void pod_free_now(rt_pod *p) {
         strv_free(p->envp);
         free(p->working_dir);
         free(p->description);
+        rt__mounts_free(p);
         free(p->notify_status);
         rt_record_done(&p->record);
         free(p);

@@ -182,6 +182,8 @@ static int process_start(rt_pod *p, char **ret_error) {
                 .fds = fds,
                 .n_fds = p->n_held,
                 .pid_slots = { p->pid_slots[0], p->pid_slots[1] },
+                .mounts = p->mounts,
+                .n_mounts = p->n_mounts,
         };
         r = rt__spawn(m, &s, &p->record.pid, &proc_of(p)->pidfd, ret_error);
         if (r < 0)

@@ -80,6 +80,13 @@ typedef enum rt_pod_state {
 
 typedef struct rt_prober rt_prober;
 
+/* One of a pod's volumes where its process sees it (volumes.c). */
+typedef struct rt_mount {
+        char *src; /* <state>/volumes/<uid>/<volume>[/<subPath>] */
+        char *dst; /* mountPath */
+        bool read_only;
+} rt_mount;
+
 struct rt_pod {
         rt_manager *manager;
         rt_pod *prev, *next; /* manager's list */
@@ -116,7 +123,9 @@ struct rt_pod {
         /* in envp: the values of LISTEN_PID= and WATCHDOG_PID=, written by
          * the child (rt_spawn.pid_slots); NULL: none */
         char *pid_slots[2];
-        char *description;              /* systemd: "tend pod NS/NAME (labels)" */
+        char *description; /* systemd: "tend pod NS/NAME (labels)" */
+        rt_mount *mounts;  /* at a start: its volumes (volumes.c) */
+        size_t n_mounts;
         usec_t grace;                   /* terminationGracePeriodSeconds */
         uint64_t memory_max, cpu_milli; /* resources.limits, 0: none */
         bool set_ids;
@@ -162,6 +171,16 @@ struct rt_pod {
 /* pod.c: publishes readiness after READY=1 (the probe's verdict and
  * READY=1 both needed). */
 void rt__readiness_update(rt_pod *p, const char *message);
+
+/* volumes.c: at a start, the pod's volumes made and written, and where
+ * its process sees them (pod->mounts); *ret_error says what failed. */
+int rt__volumes_prepare(rt_pod *pod, const rt_pod_params *p, char **ret_error);
+void rt__mounts_free(rt_pod *pod);
+/* <state>/volumes/<uid>[/<volume>] (volume NULL: the pod's); new string. */
+char *rt__volume_dir(rt_manager *m, const char *uid, const char *volume);
+/* The atomic writer: files as the volume's new version, unless it holds
+ * them already. 1: written; 0: unchanged. */
+int rt__volume_write(const char *dir, const rt_file *files, size_t n, char **ret_error);
 
 /* logdir.c: makes the directories that will hold path (not path) */
 int rt__mkdir_parents(const char *path, mode_t mode);
@@ -347,6 +366,14 @@ typedef struct rt_spawn {
         /* Room of RT_PID_SLOT bytes where the child writes its own pid
          * (the value of LISTEN_PID=, WATCHDOG_PID=); NULL: none. */
         char *pid_slots[2];
+        /* Bind mounts in a mount namespace of the child's own (its view
+         * of everything else the host's, host mounts propagating in). */
+        const rt_mount *mounts;
+        size_t n_mounts;
+        /* A mount namespace to join (an exec probe of a pod with volumes
+         * sees what the pod sees). */
+        bool join_mnt_ns;
+        int mnt_ns;
 } rt_spawn;
 
 #define RT_PID_SLOT 16

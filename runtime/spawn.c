@@ -29,6 +29,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -38,6 +39,10 @@ typedef enum spawn_step {
         STEP_NONE,
         STEP_SIGNALS,
         STEP_SETSID,
+        STEP_JOIN_NS,
+        STEP_MOUNT_NS,
+        STEP_MOUNT,
+        STEP_MOUNT_RO,
         STEP_FDTABLE,
         STEP_STDIO,
         STEP_OUTPUT,
@@ -56,6 +61,7 @@ typedef struct child_ctx {
         /* written by the child, read by the parent after clone() returns */
         volatile int err;
         volatile int step;
+        volatile size_t mount; /* STEP_MOUNT*: which */
 } child_ctx;
 
 /* The kernel's struct sigaction for rt_sigaction(2). */
@@ -89,6 +95,28 @@ NO_SANITIZE static int child_main(void *arg) {
         }
         if (syscall(SYS_setsid) < 0)
                 child_fail(c, STEP_SETSID);
+        /* (before the descriptor table is emptied: the namespace's is in it) */
+        if (s->join_mnt_ns && syscall(SYS_setns, s->mnt_ns, CLONE_NEWNS) < 0)
+                child_fail(c, STEP_JOIN_NS);
+        if (s->n_mounts > 0) {
+                /* A namespace of its own, everything in it a slave of the
+                 * host's: the host's later mounts reach the pod, and the
+                 * pod's never reach the host. */
+                if (syscall(SYS_unshare, CLONE_NEWNS) < 0 ||
+                    syscall(SYS_mount, NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+                        child_fail(c, STEP_MOUNT_NS);
+                for (size_t i = 0; i < s->n_mounts; i++) {
+                        const rt_mount *mt = &s->mounts[i];
+                        c->mount = i;
+                        if (syscall(SYS_mount, mt->src, mt->dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+                                child_fail(c, STEP_MOUNT);
+                        if (mt->read_only &&
+                            syscall(SYS_mount, NULL, mt->dst, NULL,
+                                    MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                                    NULL) < 0)
+                                child_fail(c, STEP_MOUNT_RO);
+                }
+        }
         if (s->n_fds > 0) {
                 /* Held sockets go to fd 3 onward. Only the table below the
                  * highest of them is copied (close_range() copies no more
@@ -177,7 +205,7 @@ NO_SANITIZE static int child_main(void *arg) {
         child_fail(c, STEP_EXEC);
 }
 
-static char *step_message(const rt_spawn *s, int step, int err) {
+static char *step_message(const rt_spawn *s, int step, size_t mount, int err) {
         const char *e = strerror(err);
 
         switch (step) {
@@ -193,6 +221,15 @@ static char *step_message(const rt_spawn *s, int step, int err) {
                 return strprintf("runAsUser %u: %s", (unsigned) s->uid, e);
         case STEP_SETSID:
                 return strprintf("setsid: %s", e);
+        case STEP_JOIN_NS:
+                return strprintf("joining the pod's mount namespace: %s", e);
+        case STEP_MOUNT_NS:
+                return strprintf("a mount namespace of its own: %s", e);
+        case STEP_MOUNT:
+                return strprintf("mounting %s at %s: %s", s->mounts[mount].src,
+                                 s->mounts[mount].dst, e);
+        case STEP_MOUNT_RO:
+                return strprintf("making %s read-only: %s", s->mounts[mount].dst, e);
         case STEP_STDIO:
                 return strprintf("setting up stdin/stdout/stderr: %s", e);
         case STEP_OUTPUT:
@@ -238,7 +275,7 @@ int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, 
                 /* The child has exited already (vfork returned): reap it. */
                 (void) waitid(P_PIDFD, (id_t) pidfd, &si, WEXITED);
                 safe_close(pidfd);
-                *ret_error = step_message(s, c.step, c.err);
+                *ret_error = step_message(s, c.step, c.mount, c.err);
                 return -(c.err ?: EIO);
         }
 

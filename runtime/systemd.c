@@ -28,6 +28,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-daemon.h>
@@ -809,6 +810,26 @@ static int append_prop_strv(sd_bus_message *m, const char *name, char **l) {
         return r;
 }
 
+/* The pod's volumes, at their mountPaths in the unit's own mount
+ * namespace: BindReadOnlyPaths= or BindPaths=, each a(ssbt) (source,
+ * destination, ignore a missing source, mount flags). */
+static int append_binds(sd_bus_message *m, const rt_pod *p, bool read_only) {
+        int r = sd_bus_message_open_container(m, 'r', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "s", read_only ? "BindReadOnlyPaths" : "BindPaths");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'v', "a(ssbt)");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'a', "(ssbt)");
+        for (size_t i = 0; i < p->n_mounts && r >= 0; i++)
+                if (p->mounts[i].read_only == read_only)
+                        r = sd_bus_message_append(m, "(ssbt)", p->mounts[i].src, p->mounts[i].dst,
+                                                  0, (uint64_t) MS_REC);
+        for (int i = 0; i < 3 && r >= 0; i++)
+                r = sd_bus_message_close_container(m);
+        return r;
+}
+
 static int append_exec_start(sd_bus_message *m, const char *path, char **argv) {
         int r = sd_bus_message_open_container(m, 'r', "sv");
         if (r >= 0)
@@ -893,6 +914,8 @@ static int build_start(rt_pod *p, sd_bus_message **ret) {
         /* millicores → CPU time per second: 500m = 0.5 s/s = 50 %. */
         if (r >= 0 && p->cpu_milli > 0)
                 r = append_prop_t(msg, "CPUQuotaPerSecUSec", p->cpu_milli * USEC_PER_MSEC);
+        for (int ro = 0; ro < 2 && r >= 0 && p->n_mounts > 0; ro++)
+                r = append_binds(msg, p, ro);
         if (r >= 0)
                 r = sd_bus_message_close_container(msg);
         if (r >= 0)

@@ -120,6 +120,19 @@ static const struct {
         { "Container", "livenessProbe", "When the process is stuck: the pod is replaced." },
         { "Container", "resources", "limits.cpu and limits.memory, applied to the process." },
         { "Container", "securityContext", "runAsUser and runAsGroup of the process." },
+        { "Container", "volumeMounts",
+          "Volumes of the pod at paths of the process's own view of the host's "
+          "filesystem (a mount namespace of its own; tendd runs as root)." },
+        { "PodSpec", "volumes",
+          "configMap, secret (on a tmpfs) and emptyDir volumes, written by "
+          "tendd; a ConfigMap's or a Secret's edit updates the files in place, "
+          "atomically." },
+        { "VolumeMount", "mountPath",
+          "Where the process sees the volume; a missing directory is made "
+          "on the host, empty." },
+        { "VolumeMount", "subPath",
+          "One file or directory of the volume; not updated when its "
+          "ConfigMap or Secret changes, as in Kubernetes." },
         { "EnvVar", "name", "The variable's name." },
         { "EnvVar", "value", "Its value." },
         { "ContainerPort", "name", "The port's name (probes may name it): $PORT_<NAME>." },
@@ -168,7 +181,10 @@ static int describe(json_t *schema, const char *text) {
 const char *spec_list_merge_key(const char *field) {
         if (streq(field, "ports"))
                 return "containerPort";
-        return streq(field, "containers") || streq(field, "env") ? "name" : NULL;
+        if (streq(field, "volumeMounts"))
+                return "mountPath";
+        return streq(field, "containers") || streq(field, "env") || streq(field, "volumes") ? "name"
+                                                                                            : NULL;
 }
 
 static json_t *ref(const char *name) {

@@ -162,6 +162,62 @@ TYPE(t_env_from, "EnvFromSource", spec_env_from,
      F_PTR("configMapRef", spec_env_from, config_map_ref, t_local_ref),
      F_PTR("secretRef", spec_env_from, secret_ref, t_local_ref));
 
+TYPE(t_key_to_path, "KeyToPath", spec_key_to_path,
+     F_STR("key", spec_key_to_path, key),
+     F_STR("path", spec_key_to_path, path),
+     F_I32("mode", spec_key_to_path, mode));
+
+#define OBJECT_VOLUME_FIELDS(name_field)                                                         \
+        F_STR(name_field, spec_object_volume, name),                                             \
+        F_ARR("items", spec_object_volume, items, t_key_to_path),                                \
+        F_I32("defaultMode", spec_object_volume, default_mode),                                  \
+        F_BOOL("optional", spec_object_volume, optional, .flags = SF_OMITEMPTY)
+
+TYPE(t_config_map_volume, "ConfigMapVolumeSource", spec_object_volume,
+     OBJECT_VOLUME_FIELDS("name"));
+
+TYPE(t_secret_volume, "SecretVolumeSource", spec_object_volume,
+     OBJECT_VOLUME_FIELDS("secretName"));
+
+TYPE(t_empty_dir, "EmptyDirVolumeSource", spec_empty_dir,
+     F_STR("medium", spec_empty_dir, medium),
+     F_QTY("sizeLimit", spec_empty_dir, size_limit));
+
+#define NO_VOLUME_TYPE "tend has configMap, secret and emptyDir volumes"
+#define NO_HOST_VOLUME "a pod is a host process and sees the host's files: use the host's path " \
+                       "itself"
+
+TYPE(t_volume, "Volume", spec_volume,
+     F_STR("name", spec_volume, name),
+     F_PTR("configMap", spec_volume, config_map, t_config_map_volume),
+     F_PTR("secret", spec_volume, secret, t_secret_volume),
+     F_PTR("emptyDir", spec_volume, empty_dir, t_empty_dir),
+     F_NO("hostPath", NO_HOST_VOLUME),
+     F_NO("persistentVolumeClaim", NO_HOST_VOLUME),
+     F_NO("local", NO_HOST_VOLUME),
+     F_NO("projected", "mount each ConfigMap and Secret as a volume of its own"),
+     F_NO("downwardAPI", "give the process the pod's fields in env (valueFrom.fieldRef)"),
+     F_NO("ephemeral", NOT_TEND), F_NO("image", NOT_TEND), F_NO("csi", NOT_TEND),
+     F_NO("nfs", NO_VOLUME_TYPE), F_NO("iscsi", NO_VOLUME_TYPE), F_NO("fc", NO_VOLUME_TYPE),
+     F_NO("cephfs", NO_VOLUME_TYPE), F_NO("rbd", NO_VOLUME_TYPE),
+     F_NO("glusterfs", NO_VOLUME_TYPE), F_NO("flexVolume", NO_VOLUME_TYPE),
+     F_NO("gitRepo", NO_VOLUME_TYPE), F_NO("awsElasticBlockStore", NO_VOLUME_TYPE),
+     F_NO("gcePersistentDisk", NO_VOLUME_TYPE), F_NO("azureDisk", NO_VOLUME_TYPE),
+     F_NO("azureFile", NO_VOLUME_TYPE), F_NO("cinder", NO_VOLUME_TYPE),
+     F_NO("vsphereVolume", NO_VOLUME_TYPE), F_NO("portworxVolume", NO_VOLUME_TYPE),
+     F_NO("scaleIO", NO_VOLUME_TYPE), F_NO("storageos", NO_VOLUME_TYPE),
+     F_NO("quobyte", NO_VOLUME_TYPE), F_NO("flocker", NO_VOLUME_TYPE),
+     F_NO("photonPersistentDisk", NO_VOLUME_TYPE));
+
+TYPE(t_volume_mount, "VolumeMount", spec_volume_mount,
+     F_STR("name", spec_volume_mount, name),
+     F_STR("mountPath", spec_volume_mount, mount_path),
+     F_STR("subPath", spec_volume_mount, sub_path),
+     F_BOOL("readOnly", spec_volume_mount, read_only, .flags = SF_OMITEMPTY),
+     F_NO("subPathExpr", "use subPath (tend does not expand it)"),
+     F_NO("mountPropagation", "a pod's mounts are its own (None)"),
+     F_NO("recursiveReadOnly", NOT_TEND));
+
 TYPE(t_port, "ContainerPort", spec_container_port,
      F_STR("name", spec_container_port, name),
      F_I32("containerPort", spec_container_port, container_port),
@@ -261,8 +317,8 @@ TYPE(t_container, "Container", spec_container,
      F_STRUCT("securityContext", spec_container, security_context, t_security_context),
      F_NO("image", "pods are local programs, not images: put the program's path in command"),
      F_NO("imagePullPolicy", "pods are local programs, not images; remove it"),
-     F_NO("volumeMounts", "pods see the host's filesystem; there are no volumes"),
-     F_NO("volumeDevices", "pods see the host's filesystem; there are no volumes"),
+     F_ARR("volumeMounts", spec_container, volume_mounts, t_volume_mount),
+     F_NO("volumeDevices", "pods see the host's devices already"),
      F_NO("lifecycle", "there are no postStart/preStop hooks; handle SIGTERM in the "
                        "program instead"),
      F_NO("startupProbe", "use a readinessProbe, and initialDelaySeconds on the "
@@ -275,7 +331,6 @@ TYPE(t_container, "Container", spec_container,
 
 /* ---- pod spec ------------------------------------------------------------------------ */
 
-#define NO_VOLUMES "pods see the host's filesystem; there are no volumes"
 #define NO_SCHED "there is one node (this host) and no scheduler; remove it"
 
 TYPE(t_pod_spec, "PodSpec", spec_pod_spec,
@@ -286,7 +341,7 @@ TYPE(t_pod_spec, "PodSpec", spec_pod_spec,
      F_STRUCT("securityContext", spec_pod_spec, security_context, t_pod_security_context),
      F_STR("nodeName", spec_pod_spec, node_name),
      F_MAP("nodeSelector", spec_pod_spec, node_selector),
-     F_NO("volumes", NO_VOLUMES),
+     F_ARR("volumes", spec_pod_spec, volumes, t_volume),
      F_NO("initContainers", "a pod is one process"),
      F_NO("ephemeralContainers", "a pod is one process"),
      F_NO("affinity", NO_SCHED), F_NO("tolerations", NO_SCHED),

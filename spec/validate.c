@@ -56,6 +56,11 @@ static void default_pod_spec(spec_pod_spec *s) {
                 default_probe(c->readiness_probe);
                 default_probe(c->liveness_probe);
         }
+        for (size_t i = 0; i < s->n_volumes; i++) {
+                spec_object_volume *o = s->volumes[i].config_map ?: s->volumes[i].secret;
+                if (o)
+                        DEFAULT_INT(o->default_mode, SPEC_VOLUME_DEFAULT_MODE);
+        }
 }
 
 void spec_deployment_default(spec_deployment *d) {
@@ -841,6 +846,186 @@ static void check_container(vctx *v, const spec_container *c) {
         check_security_context(v, &c->security_context);
 }
 
+/* ---- volumes ----------------------------------------------------------------------- */
+
+/* A file's mode (defaultMode, items[].mode), as Kubernetes bounds it. */
+static void check_file_mode(vctx *v, const char *field, int32_t mode) {
+        if (mode != SPEC_UNSET && (mode < 0 || mode > 0777))
+                VERR_AT(v, field,
+                        "Invalid value: %" PRId32 ": must be a number between 0 and 0777 "
+                        "(octal), both inclusive",
+                        mode);
+}
+
+/* A path inside a volume (items[].path, subPath): relative, and never
+ * out of it. NULL: fine. */
+static const char *local_path_problem(const char *p) {
+        if (p[0] == '/')
+                return "must be a relative path";
+        for (const char *s = p; *s;) {
+                size_t n = strcspn(s, "/");
+                if (n == 2 && s[0] == '.' && s[1] == '.')
+                        return "must not contain '..'";
+                s += n;
+                s += *s == '/';
+        }
+        return NULL;
+}
+
+static void check_object_volume(vctx *v, const char *field, const char *name_field,
+                                const spec_object_volume *o) {
+        size_t old = spec__path_field(&v->path, field);
+        _cleanup_(tend_hashmap_freep) tend_hashmap *paths = tend_hashmap_new();
+
+        if (isempty(o->name))
+                VERR_AT(v, name_field, "Required value");
+        else if (!spec_is_dns_subdomain(o->name)) {
+                size_t o2 = spec__path_field(&v->path, name_field);
+                verr_invalid_str(v, o->name, DNS1123_SUBDOMAIN_MSG);
+                spec__path_pop(&v->path, o2);
+        }
+        check_file_mode(v, "defaultMode", o->default_mode);
+        for (size_t i = 0; i < o->n_items; i++) {
+                const spec_key_to_path *k = &o->items[i];
+                size_t o1 = spec__path_field(&v->path, "items");
+                size_t o2 = spec__path_index(&v->path, i);
+                const char *prob;
+
+                if (isempty(k->key))
+                        VERR_AT(v, "key", "Required value");
+                else if ((prob = config_key_problem(k->key))) {
+                        size_t o3 = spec__path_field(&v->path, "key");
+                        verr_invalid_str(v, k->key, prob);
+                        spec__path_pop(&v->path, o3);
+                }
+                if (isempty(k->path))
+                        VERR_AT(v, "path", "Required value");
+                else {
+                        size_t o3 = spec__path_field(&v->path, "path");
+                        if ((prob = local_path_problem(k->path)))
+                                verr_invalid_str(v, k->path, prob);
+                        else if (startswith(k->path, ".."))
+                                verr_invalid_str(v, k->path, "must not start with '..'");
+                        else if (seen_before(v, paths, k->path)) {
+                                _cleanup_free_ char *repr = spec__repr_str(k->path);
+                                verr(v, "Duplicate value: %s", strna(repr));
+                        }
+                        spec__path_pop(&v->path, o3);
+                }
+                check_file_mode(v, "mode", k->mode);
+                spec__path_pop(&v->path, o2);
+                spec__path_pop(&v->path, o1);
+        }
+        spec__path_pop(&v->path, old);
+}
+
+static void check_empty_dir(vctx *v, const spec_empty_dir *e) {
+        size_t old = spec__path_field(&v->path, "emptyDir");
+        bool memory = streq_ptr(e->medium, "Memory");
+
+        if (!isempty(e->medium) && !memory) {
+                _cleanup_free_ char *repr = spec__repr_str(e->medium);
+                VERR_AT(v, "medium", "Unsupported value: %s: supported values: \"\", \"Memory\"",
+                        strna(repr));
+        }
+        if (e->size_limit.text) {
+                _cleanup_free_ char *repr = spec__repr_str(e->size_limit.text);
+                if (e->size_limit.value <= 0)
+                        VERR_AT(v, "sizeLimit", "Invalid value: %s: must be greater than 0",
+                                strna(repr));
+                else if (!memory)
+                        VERR_AT(v, "sizeLimit",
+                                "Forbidden: tend holds an emptyDir to its size only on medium: "
+                                "Memory (a tmpfs of that size); set medium: Memory, or remove "
+                                "sizeLimit");
+        }
+        spec__path_pop(&v->path, old);
+}
+
+static void check_volumes(vctx *v, const spec_pod_spec *s) {
+        _cleanup_(tend_hashmap_freep) tend_hashmap *names = tend_hashmap_new();
+        size_t old = spec__path_field(&v->path, "volumes");
+
+        for (size_t i = 0; i < s->n_volumes; i++) {
+                const spec_volume *vol = &s->volumes[i];
+                size_t o = spec__path_index(&v->path, i);
+                int n = !!vol->config_map + !!vol->secret + !!vol->empty_dir;
+
+                check_dns_label(v, "name", vol->name, SPEC_DNS_LABEL_MAX, NULL);
+                if (vol->name && seen_before(v, names, vol->name)) {
+                        _cleanup_free_ char *repr = spec__repr_str(vol->name);
+                        VERR_AT(v, "name", "Duplicate value: %s", strna(repr));
+                }
+                if (n == 0)
+                        verr(v, "Required value: must specify a volume type (configMap, secret "
+                                "or emptyDir)");
+                else if (n > 1)
+                        verr(v, "Forbidden: may not specify more than 1 volume type");
+                if (vol->config_map)
+                        check_object_volume(v, "configMap", "name", vol->config_map);
+                if (vol->secret)
+                        check_object_volume(v, "secret", "secretName", vol->secret);
+                if (vol->empty_dir)
+                        check_empty_dir(v, vol->empty_dir);
+                spec__path_pop(&v->path, o);
+        }
+        spec__path_pop(&v->path, old);
+}
+
+/* A mount point: absolute, not the root, nothing that climbs. */
+static const char *mount_path_problem(const char *p) {
+        if (p[0] != '/')
+                return "must be an absolute path (a pod sees the host's filesystem)";
+        if (p[strspn(p, "/")] == 0)
+                return "must not be the root directory";
+        return local_path_problem(p + 1);
+}
+
+/* The path is the container's. */
+static void check_volume_mounts(vctx *v, const spec_container *c, const spec_pod_spec *s) {
+        _cleanup_(tend_hashmap_freep) tend_hashmap *paths = tend_hashmap_new();
+        size_t old = spec__path_field(&v->path, "volumeMounts");
+
+        for (size_t i = 0; i < c->n_volume_mounts; i++) {
+                const spec_volume_mount *m = &c->volume_mounts[i];
+                size_t o = spec__path_index(&v->path, i);
+                bool found = false;
+                const char *prob;
+
+                for (size_t k = 0; m->name && k < s->n_volumes; k++)
+                        found = found || streq_ptr(s->volumes[k].name, m->name);
+                if (isempty(m->name))
+                        VERR_AT(v, "name", "Required value");
+                else if (!found) {
+                        _cleanup_free_ char *repr = spec__repr_str(m->name);
+                        VERR_AT(v, "name", "Not found: %s", strna(repr));
+                }
+                if (isempty(m->mount_path))
+                        VERR_AT(v, "mountPath", "Required value");
+                else {
+                        size_t o2 = spec__path_field(&v->path, "mountPath");
+                        _cleanup_free_ char *norm = strdup(m->mount_path);
+                        size_t n = norm ? strlen(norm) : 0;
+                        while (n > 1 && norm[n - 1] == '/')
+                                norm[--n] = 0; /* "/etc/app/" is "/etc/app" */
+                        if ((prob = mount_path_problem(m->mount_path)))
+                                verr_invalid_str(v, m->mount_path, prob);
+                        else if (!norm)
+                                v->oom = true;
+                        else if (seen_before(v, paths, norm))
+                                verr_invalid_str(v, m->mount_path, "must be unique");
+                        spec__path_pop(&v->path, o2);
+                }
+                if (m->sub_path && (prob = local_path_problem(m->sub_path))) {
+                        size_t o2 = spec__path_field(&v->path, "subPath");
+                        verr_invalid_str(v, m->sub_path, prob);
+                        spec__path_pop(&v->path, o2);
+                }
+                spec__path_pop(&v->path, o);
+        }
+        spec__path_pop(&v->path, old);
+}
+
 static void check_pod_spec(vctx *v, const spec_pod_spec *s) {
         size_t old = spec__path_field(&v->path, "containers");
 
@@ -854,6 +1039,7 @@ static void check_pod_spec(vctx *v, const spec_pod_spec *s) {
         for (size_t i = 0; i < s->n_containers; i++) {
                 size_t o = spec__path_index(&v->path, i);
                 check_container(v, &s->containers[i]);
+                check_volume_mounts(v, &s->containers[i], s);
                 spec__path_pop(&v->path, o);
         }
         spec__path_pop(&v->path, old);
@@ -867,6 +1053,7 @@ static void check_pod_spec(vctx *v, const spec_pod_spec *s) {
                 VERR_AT(v, "nodeName", "Forbidden: set by tend when it runs the pod; remove it");
         check_labels(v, "nodeSelector", &s->node_selector);
         check_security_context(v, &s->security_context);
+        check_volumes(v, s);
 }
 
 /* tend.io/lease-ports (its own form is checked with the other

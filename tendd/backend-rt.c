@@ -43,6 +43,19 @@ static void rt_remove_logs(void *b, const char *ns, const char *pod) {
         rt_manager_remove_pod_logs(b, ns, pod);
 }
 
+static int rt_update_volumes(void *handle, const rt_pod_params *p, char **ret_error) {
+        return rt_pod_update_volumes(handle, p, ret_error);
+}
+
+static void rt_remove_volumes(void *b, const char *uid) {
+        rt_manager_remove_pod_volumes(b, uid);
+}
+
+static void rt_sweep_volumes(void *b, bool (*keep)(const char *uid, void *userdata),
+                             void *userdata) {
+        rt_manager_sweep_volumes(b, keep, userdata);
+}
+
 static int rt_stop(void *handle, usec_t grace) {
         return rt_pod_stop(handle, grace);
 }
@@ -70,6 +83,10 @@ const agent_backend agent_rt_backend = {
         .sweep_orphans = rt_sweep_orphans,
         .early_start = rt_early_start,
         .remove_logs = rt_remove_logs,
+        .update_volumes = rt_update_volumes,
+        .remove_volumes = rt_remove_volumes,
+        .sweep_volumes = rt_sweep_volumes,
+        .mount_problem = rt_mount_problem,
         .after_starts = rt_after_starts,
         .stop = rt_stop,
         .signal = rt_signal,

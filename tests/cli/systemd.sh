@@ -260,6 +260,48 @@ wait_for 20 nhang_replaced && ok "a unit whose watchdog stops is stopped by syst
     fail "nhang not replaced: $(tend get pods -l app=nhang -o wide)"
 tend delete deploy/nhang >/dev/null
 
+echo "== a unit's volumes: BindReadOnlyPaths=, and an edit reaches its files"
+# uvol V: a ConfigMap (app.conf: v=V), and a unit that prints its file
+uvol() {
+    cat <<YAML
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ucfg}
+data: {app.conf: "v=$1"}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: uvol}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: uvol}}
+  template:
+    metadata: {labels: {app: uvol}}
+    spec:
+      runtimeClassName: systemd
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        command: ["/bin/sh", "-c", "while :; do echo \"read \$(cat $tmp/umnt/cfg/app.conf)\"; sleep 0.2; done"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+        volumeMounts: [{name: cfg, mountPath: $tmp/umnt/cfg}]
+      volumes: [{name: cfg, configMap: {name: ucfg}}]
+YAML
+}
+uvol 1 | tend apply -f - >/dev/null || fail "apply uvol"
+uvol_read() { tend logs deploy/uvol 2>/dev/null | grep -q "read v=$1\$"; }
+wait_for 20 uvol_read 1 && ok "the unit reads its ConfigMap's file at mountPath" ||
+    fail "uvol: $(tend get pods -l app=uvol -o wide; tend logs deploy/uvol | tail -3)"
+unit=$(tend get pods -l app=uvol -o wide | awk 'NR == 2 { print $6 }')
+systemctl --user show -P BindReadOnlyPaths "$unit" | grep -q "$tmp/umnt/cfg" &&
+    ok "through BindReadOnlyPaths=" || fail "$unit: BindReadOnlyPaths=$(systemctl --user show -P BindReadOnlyPaths "$unit")"
+mp=$(main_pid "$unit")
+uvol 2 | tend apply -f - >/dev/null || fail "apply uvol 2"
+wait_for 10 uvol_read 2 && ok "an edit reaches the unit's file" || fail "uvol: $(tend logs deploy/uvol | tail -3)"
+[ "$(main_pid "$unit")" = "$mp" ] && ok "in the same process" || fail "restarted: $(main_pid "$unit") != $mp"
+[ -z "$(ls -A "$tmp/umnt/cfg")" ] && ok "the host's mount point stays empty" || fail "$(ls -A "$tmp/umnt/cfg")"
+tend delete deploy/uvol >/dev/null
+
 echo "== no bus: systemd pods fail with the reason, process pods run"
 tend delete deploy/move >/dev/null
 no_units() { [ -z "$(systemctl --user list-units --plain --no-legend 'tend-*' | grep -v inactive)" ]; }

@@ -36,7 +36,7 @@ check multi 0 "$tend" validate -f multi.yaml
 printf 'deployment "api" is valid\ndeployment "worker" is valid\n' | cmp -s - "$tmp/out" ||
     { echo "FAIL multi: unexpected output"; cat "$tmp/out"; fail=1; }
 check dir 0 "$tend" validate -f .
-[ "$(wc -l <"$tmp/out")" -eq 12 ] && grep -qx 'secret "web-db" is valid' "$tmp/out" ||
+[ "$(wc -l <"$tmp/out")" -eq 13 ] && grep -qx 'secret "web-db" is valid' "$tmp/out" ||
     { echo "FAIL dir: expected 12 objects, a Secret among them"; cat "$tmp/out"; fail=1; }
 check stdin 0 sh -c "\"$tend\" validate -f - < minimal.yaml"
 grep -qx 'deployment "hello" is valid' "$tmp/out" || { echo "FAIL stdin"; fail=1; }

@@ -110,6 +110,13 @@ typedef struct world {
         bool check_starts;
         size_t start_violations;
         bool check_available; /* assert available >= D - unavailable */
+        /* volumes: what the last start and the last update were given
+         * (the first file of the first volume, "path=content"), the uids
+         * whose volumes were removed, and what mount_problem says */
+        char *started_file, *updated_file;
+        size_t volume_updates;
+        char **removed_volumes;
+        const char *mount_problem;
 } world;
 
 static world *W;
@@ -185,6 +192,12 @@ static int fb_start_now(void *b, const rt_pod_params *p, void *ud, void **ret, c
                 *err = strdup("exec /nonexistent: No such file or directory");
                 free(pr);
                 return -ENOENT;
+        }
+        if (p->volumes && p->volumes[0].n) {
+                free(w->started_file);
+                w->started_file = strprintf("%s=%.*s", p->volumes[0].files[0].path,
+                                            (int) p->volumes[0].files[0].size,
+                                            (const char *) p->volumes[0].files[0].data);
         }
         pr->pid = ++w->next_pid;
         pr->pod = strdup(p->name);
@@ -316,6 +329,25 @@ static void fb_sweep_orphans(void *b) {
                 }
 }
 
+static int fb_update_volumes(void *h, const rt_pod_params *p, char **err) {
+        W->volume_updates++;
+        free(W->updated_file);
+        W->updated_file = p->volumes && p->volumes[0].n
+                                  ? strprintf("%s=%.*s", p->volumes[0].files[0].path,
+                                              (int) p->volumes[0].files[0].size,
+                                              (const char *) p->volumes[0].files[0].data)
+                                  : strdup("");
+        return 1;
+}
+
+static void fb_remove_volumes(void *b, const char *uid) {
+        assert_int_equal(strv_extend(&((world *) b)->removed_volumes, uid), 0);
+}
+
+static const char *fb_mount_problem(void) {
+        return W->mount_problem;
+}
+
 static const agent_backend fake_backend = {
         .start = fb_start,
         .adopt = fb_adopt,
@@ -327,6 +359,9 @@ static const agent_backend fake_backend = {
         .free = fb_free,
         .record = fb_record,
         .container_id = fb_cid,
+        .update_volumes = fb_update_volumes,
+        .remove_volumes = fb_remove_volumes,
+        .mount_problem = fb_mount_problem,
 };
 
 static agent_clock vclock;
@@ -369,6 +404,10 @@ static world *world_new(void) {
 
 static void world_free(world *w) {
         char cmd[128];
+
+        free(w->started_file);
+        free(w->updated_file);
+        strv_free(w->removed_volumes);
 
         agent_free(w->agent);
         store_close(w->store);
@@ -2560,6 +2599,100 @@ static void test_node_selector_single_host(void **state) {
         world_free(w);
 }
 
+/* A ConfigMap of the default namespace, put in the store as the API would. */
+static void put_config_map(world *w, const char *name, const char *key, const char *value) {
+        char *yaml = strprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\n"
+                               "data: {%s: \"%s\"}\n",
+                               name, key, value);
+        spec_manifest m = {};
+        spec_errors errs = {};
+        const spec_config_map *old = store_get(w->store, STORE_CONFIG_MAP, "default", name);
+        spec_config_map *c;
+
+        assert_int_equal(spec_manifest_add_buffer(&m, "cm", yaml, strlen(yaml), &errs), 0);
+        c = m.items[0].object;
+        m.items[0].object = NULL;
+        spec_manifest_done(&m);
+        free(yaml);
+        if (old)
+                c->metadata.uid = strdup(old->metadata.uid);
+        assert_int_equal(store_put(w->store, STORE_CONFIG_MAP, c, NULL), 0);
+}
+
+static const spec_pod *first_pod(world *w) {
+        const void *const *items;
+        return store_list(w->store, STORE_POD, &items) ? items[0] : NULL;
+}
+
+/* Volumes: refused where tendd cannot mount them; a missing ConfigMap
+ * holds the pod (ContainerCreating, FailedMount) until it is made; its
+ * files go to the start, an edit to the running pod; its pod's removal
+ * removes them. */
+static void test_volumes(void **state) {
+        world *w = world_new();
+        const char *vol = "        volumeMounts: [{name: cfg, mountPath: /etc/app}]\n"
+                          "      volumes: [{name: cfg, configMap: {name: app}}]\n";
+        spec_deployment *d = manifest("web", 1, "web-v1", NULL, vol);
+        spec_errors errs = {};
+        const spec_pod *p;
+        const spec_event *e;
+        char *text = NULL, *uid;
+        size_t len = 0;
+        FILE *m = open_memstream(&text, &len);
+
+        /* where it cannot mount, the apply is refused, and nothing made */
+        w->mount_problem = "no mounts here";
+        assert_true(agent_apply(w->agent, &d, 1, &errs, NULL) < 0);
+        spec_errors_print(&errs, m);
+        fclose(m);
+        assert_non_null(strstr(text, "spec.template.spec.containers[0].volumeMounts: Forbidden: "
+                                     "no mounts here"));
+        assert_null(dep(w, "web"));
+        free(text);
+        spec_errors_done(&errs);
+        w->mount_problem = NULL;
+
+        /* missing: waits, says why, starts nothing */
+        apply(w, d);
+        step(w, 2 * S);
+        p = first_pod(w);
+        assert_non_null(p);
+        assert_string_equal(p->status.container_statuses[0].state.waiting->reason,
+                            "ContainerCreating");
+        assert_non_null(strstr(p->status.container_statuses[0].state.waiting->message,
+                               "configmap \"app\" not found"));
+        e = find_event(w, "FailedMount", "MountVolume.SetUp failed for volume \"cfg\"");
+        assert_non_null(e);
+        assert_int_equal(w->starts, 0);
+
+        /* made: the pod starts with its files */
+        put_config_map(w, "app", "app.conf", "port=1");
+        assert_true(step_until(w, rolled_out, "web", 10 * S));
+        assert_int_equal(w->starts, 1);
+        assert_string_equal(w->started_file, "app.conf=port=1");
+        assert_int_equal(w->volume_updates, 0);
+
+        /* an edit: the running pod's files, not a new pod */
+        put_config_map(w, "app", "app.conf", "port=2");
+        step(w, 1 * S);
+        assert_int_equal(w->volume_updates, 1);
+        assert_string_equal(w->updated_file, "app.conf=port=2");
+        assert_int_equal(w->starts, 1);
+        /* a ConfigMap it does not use changes nothing of it */
+        put_config_map(w, "other", "x", "y");
+        step(w, 1 * S);
+        assert_int_equal(w->volume_updates, 1);
+
+        /* deleted: its volumes go with its pod */
+        uid = strdup(first_pod(w)->metadata.uid);
+        assert_int_equal(agent_delete_deployment(w->agent, "default", "web"), 0);
+        step(w, 10 * S);
+        assert_null(first_pod(w));
+        assert_true(strv_contains(w->removed_volumes, uid));
+        free(uid);
+        world_free(w);
+}
+
 static void test_fleet_binding(void **state) {
         world *w = world_new();
         const void *const *items;
@@ -2701,6 +2834,7 @@ int main(void) {
                 cmocka_unit_test(test_fleet_scale_down_ranks),
                 cmocka_unit_test(test_fleet_place_terminating),
                 cmocka_unit_test(test_node_selector_single_host),
+                cmocka_unit_test(test_volumes),
                 cmocka_unit_test(test_first_rollout),
                 cmocka_unit_test(test_kill_replaced),
                 cmocka_unit_test(test_rolling_update_bounds),

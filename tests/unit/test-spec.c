@@ -327,6 +327,26 @@ static void test_defaults(void **state) {
         assert_int_equal(d->spec.replicas, 0);
         assert_int_equal(d->spec.revision_history_limit, 0);
         spec_deployment_free(d);
+
+        /* Volumes: a configMap's and a secret's defaultMode is 0644 unless
+         * given; a leading zero is octal, as kubectl reads YAML (1.1), and
+         * 0o400 too; an item's mode stays unset (its volume's applies). */
+        d = load_one(BASE_YAML
+                     "        volumeMounts: [{name: a, mountPath: /a}]\n"
+                     "      volumes:\n"
+                     "      - {name: a, configMap: {name: a, items: [{key: k, path: p}]}}\n"
+                     "      - {name: b, secret: {secretName: b, defaultMode: 0400}}\n"
+                     "      - {name: c, secret: {secretName: c, defaultMode: 0o440}}\n"
+                     "      - {name: d, emptyDir: {}}\n");
+        assert_int_equal(d->spec.template.spec.n_volumes, 4);
+        assert_int_equal(d->spec.template.spec.volumes[0].config_map->default_mode, 0644);
+        assert_int_equal(d->spec.template.spec.volumes[0].config_map->items[0].mode, SPEC_UNSET);
+        assert_int_equal(d->spec.template.spec.volumes[1].secret->default_mode, 0400);
+        assert_int_equal(d->spec.template.spec.volumes[2].secret->default_mode, 0440);
+        assert_non_null(d->spec.template.spec.volumes[3].empty_dir);
+        assert_null(d->spec.template.spec.volumes[3].empty_dir->medium);
+        assert_string_equal(d->spec.template.spec.containers[0].volume_mounts[0].mount_path, "/a");
+        spec_deployment_free(d);
 }
 
 /* ---- template hash --------------------------------------------------------------------- */

@@ -47,6 +47,16 @@ typedef struct agent_backend {
         void (*after_starts)(void *b);
         /* The log files of a pod that is gone. NULL: no logs to remove. */
         void (*remove_logs)(void *b, const char *ns, const char *pod);
+        /* Volumes (rt_pod_update_volumes() and the rest of runtime.h's
+         * volume calls); NULL: the backend has none. update_volumes
+         * rewrites a running pod's files where they changed: how many
+         * volumes did, or -errno (*ret_error). mount_problem: why pods
+         * with volumeMounts cannot run here, NULL if they can. */
+        int (*update_volumes)(void *handle, const rt_pod_params *p, char **ret_error);
+        void (*remove_volumes)(void *b, const char *uid);
+        void (*sweep_volumes)(void *b, bool (*keep)(const char *uid, void *userdata),
+                              void *userdata);
+        const char *(*mount_problem)(void);
         int (*stop)(void *handle, usec_t grace);
         int (*signal)(void *handle, int sig);
         void (*free)(void *handle);

@@ -149,6 +149,21 @@ typedef struct rt_env_var {
         bool expand; /* a container's own value: $(VAR) of those before it expanded */
 } rt_env_var;
 
+/* One file of a configMap or a secret volume, as the agent resolved it. */
+typedef struct rt_file {
+        const char *path; /* in the volume: relative, validated (no "..") */
+        const void *data;
+        size_t size;
+        mode_t mode;
+} rt_file;
+
+/* A volume's files; none for an emptyDir (and for an optional configMap
+ * or secret that is missing). */
+typedef struct rt_volume_files {
+        const rt_file *files;
+        size_t n;
+} rt_volume_files;
+
 typedef struct rt_pod_params {
         const char *namespace;
         const char *name;
@@ -170,6 +185,10 @@ typedef struct rt_pod_params {
          * as written. After what tend sets (PATH, POD_*, PORT*). */
         const rt_env_var *env;
         size_t n_env;
+        /* The files of each of spec->volumes (in its order); NULL: none
+         * has files. A volume that a volumeMount names is made at the
+         * start, under <state_dir>/volumes/<uid>/. */
+        const rt_volume_files *volumes;
 } rt_pod_params;
 
 /* Starts a pod with the backend its runtimeClassName names. On failure
@@ -205,6 +224,22 @@ bool rt_pod_ready(const rt_pod *pod);
 /* The last failure of a probe ("HTTP probe failed with statuscode: 503"),
  * or NULL; borrowed, valid until the next probe result. */
 const char *rt_pod_probe_message(const rt_pod *pod, rt_probe_type type);
+
+/* ---- volumes ------------------------------------------------------------------------- */
+
+/* Why this tendd cannot give a pod its volumes (it is not root); NULL: it
+ * can. A static string. */
+const char *rt_mount_problem(void);
+/* A running pod's configMap and secret volumes rewritten from p->volumes,
+ * each in one step (its ..data link swapped), where their content changed;
+ * subPath mounts keep what they had, as in Kubernetes. Returns how many
+ * changed, or -errno (*ret_error, new, says what). */
+int rt_pod_update_volumes(rt_pod *pod, const rt_pod_params *p, char **ret_error);
+/* The volumes of a pod that is gone (tmpfs unmounted, files removed). */
+void rt_manager_remove_pod_volumes(rt_manager *m, const char *uid);
+/* At start-up: the volumes of every pod uid that keep() does not keep. */
+void rt_manager_sweep_volumes(rt_manager *m, bool (*keep)(const char *uid, void *userdata),
+                              void *userdata);
 
 /* ---- held sockets --------------------------------------------------------------------- */
 

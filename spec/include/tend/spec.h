@@ -343,6 +343,47 @@ typedef struct spec_env_from {
         spec_local_ref *secret_ref;
 } spec_env_from;
 
+/* A key of a ConfigMap or a Secret as a file of a volume (items). */
+typedef struct spec_key_to_path {
+        char *key;
+        char *path;   /* relative, no ".." */
+        int32_t mode; /* SPEC_UNSET: the volume's defaultMode */
+} spec_key_to_path;
+
+/* A configMap or a secret volume (ConfigMapVolumeSource's name,
+ * SecretVolumeSource's secretName): its keys as files. */
+typedef struct spec_object_volume {
+        char *name;
+        spec_key_to_path *items; /* none: every key, as a file of its name */
+        size_t n_items;
+        int32_t default_mode; /* SPEC_UNSET: 0644 */
+        bool optional;        /* missing, the volume is empty */
+} spec_object_volume;
+
+/* An emptyDir volume: a directory that lives as long as its pod. */
+typedef struct spec_empty_dir {
+        char *medium;             /* "" (the state dir's disk) or "Memory" (a tmpfs) */
+        spec_quantity size_limit; /* medium Memory: the tmpfs's size */
+} spec_empty_dir;
+
+/* A volume: exactly one of its sources. */
+typedef struct spec_volume {
+        char *name;
+        spec_object_volume *config_map;
+        spec_object_volume *secret;
+        spec_empty_dir *empty_dir;
+} spec_volume;
+
+/* The default mode of a configMap's or a secret's files (as Kubernetes). */
+#define SPEC_VOLUME_DEFAULT_MODE 0644
+
+typedef struct spec_volume_mount {
+        char *name;       /* a volume of the pod */
+        char *mount_path; /* absolute */
+        char *sub_path;   /* a path in the volume; NULL: all of it */
+        bool read_only;   /* configMap and secret volumes are read-only always */
+} spec_volume_mount;
+
 typedef struct spec_container_port {
         char *name;
         int32_t container_port; /* SPEC_UNSET (or 0) only in the old form of a leased
@@ -414,6 +455,8 @@ typedef struct spec_container {
         spec_probe *liveness_probe;
         spec_resources resources;
         spec_security_context security_context;
+        spec_volume_mount *volume_mounts;
+        size_t n_volume_mounts;
 } spec_container;
 
 typedef enum spec_restart_policy {
@@ -440,6 +483,8 @@ typedef struct spec_pod_spec {
         spec_security_context security_context;
         char *node_name;        /* set on pods once the agent takes them */
         spec_map node_selector; /* fleet mode: the labels of the nodes it may run on */
+        spec_volume *volumes;
+        size_t n_volumes;
 } spec_pod_spec;
 
 typedef struct spec_pod_template {
@@ -732,7 +777,8 @@ int spec_drop_unknown(const spec_type *t, json_t *j, json_t *paths);
 int spec_openapi_schema(const spec_type *t, json_t *schemas, char **ret_name);
 void spec_openapi_strip(json_t *schemas);
 /* The merge key of a list field for strategic merge patches ("name" for
- * containers and env), NULL for a list that is replaced whole. */
+ * containers, env and volumes, "mountPath" for volumeMounts), NULL for a
+ * list that is replaced whole. */
 const char *spec_list_merge_key(const char *field);
 
 #define SPEC_DEFINE_HELPERS(name, type, tbl)                            \
