@@ -605,6 +605,8 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
         }
         if (c->working_dir && !(pod->working_dir = strdup(c->working_dir)))
                 return -ENOMEM;
+        pod->own_mnt_ns = c->n_volume_mounts > 0 &&
+                          p->spec->runtime_class_name == SPEC_RUNTIME_PROCESS;
         r = resolve_ids(pod, p->spec, ret_error);
         if (r < 0)
                 return r;

@@ -14,6 +14,7 @@
  * is success; redirects to the same host followed, as the kubelet does).
  */
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/syscall.h>
@@ -289,6 +290,7 @@ static int start_exec(attempt *a) {
         rt_pod *pod = p->pod;
         rt_manager *m = pod->manager;
         _cleanup_free_ char *err = NULL;
+        _cleanup_close_ int ns = -EBADF;
         rt_spawn s;
         int r;
 
@@ -306,6 +308,21 @@ static int start_exec(attempt *a) {
                 .uid = pod->uid_n,
                 .gid = pod->gid_n,
         };
+        /* A process pod with volumes: the command sees what the pod sees,
+         * as a kubelet's exec probe runs in its container. */
+        if (pod->own_mnt_ns && pod->record.pid > 0) {
+                char path[64];
+                snprintf(path, sizeof path, "/proc/%d/ns/mnt", (int) pod->record.pid);
+                ns = open(path, O_RDONLY | O_CLOEXEC);
+                if (ns < 0) {
+                        _cleanup_free_ char *msg = strprintf("the pod's mount namespace: %s",
+                                                             strerror(errno));
+                        finish_error(a, msg ?: "the pod's mount namespace");
+                        return 0;
+                }
+                s.join_mnt_ns = true;
+                s.mnt_ns = ns;
+        }
         r = rt__spawn(m, &s, &a->pid, &a->pidfd, &err);
         if (r < 0) {
                 a->reaped = true;

@@ -126,7 +126,8 @@ struct rt_pod {
         char *description; /* systemd: "tend pod NS/NAME (labels)" */
         rt_mount *mounts;  /* at a start: its volumes (volumes.c) */
         size_t n_mounts;
-        usec_t grace;                   /* terminationGracePeriodSeconds */
+        bool own_mnt_ns; /* a process pod with volumes: a mount namespace of its own */
+        usec_t grace;    /* terminationGracePeriodSeconds */
         uint64_t memory_max, cpu_milli; /* resources.limits, 0: none */
         bool set_ids;
         uid_t uid_n;

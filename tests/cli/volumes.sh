@@ -73,6 +73,9 @@ spec:
             show single $mnt/single.conf; show nested $mnt/items/conf.d/app.conf
             show key $mnt/tls/key; sleep 0.1
           done
+        readinessProbe: # sees what the pod sees (the host's mount point is empty)
+          exec: {command: [/bin/grep, -q, port=, $mnt/etc/web/app.conf]}
+          periodSeconds: 1
         volumeMounts:
         - {name: config, mountPath: $mnt/etc/web}
         - {name: config, mountPath: $mnt/single.conf, subPath: app.conf}
@@ -120,6 +123,9 @@ pid=$(pid_of web)
 [ "$(said web nested)" = "port=8080 " ] && ok "items: a key at a nested path" ||
     fail "nested: $(said web nested)"
 [ "$(said web key)" = s3cr3t-v4lue-1 ] && ok "the Secret's key, decoded" || fail "key: $(said web key)"
+ready() { [ "$(k get pod -l "app=$1" -o jsonpath='{.items[0].status.containerStatuses[0].ready}')" = true ]; }
+wait_for 10 ready web && ok "an exec probe runs in the pod's mount namespace: it sees its files" ||
+    fail "not ready: $(k describe pod -l app=web | tail -5)"
 [ "$(said web wrote)" = "yes" ] && ok "the emptyDir: written by the pod's user (65534)" ||
     fail "wrote: $(said web wrote)"
 root="/proc/$pid/root"
