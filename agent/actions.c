@@ -241,16 +241,22 @@ static spec_deployment *keep_rollback(agent *a, const spec_deployment *d) {
 
         if (!cur)
                 return NULL;
+        _cleanup_(spec_pod_template_freep) spec_pod_template *config = NULL;
+
         rb = spec_get_condition(cur->status.conditions, cur->status.n_conditions, "RolledBack");
         if (!rb || !streq_ptr(rb->status, "True") ||
             spec_template_equal(&cur->spec.template, &d->spec.template))
+                return NULL;
+        /* (tend.io/config-rollout: the template with the configuration it
+         * would run with now) */
+        if (agent__config_template(a, d, false, &config) < 0)
                 return NULL;
         n = store_list(a->store, STORE_REPLICA_SET, &items);
         for (size_t i = 0; i < n; i++) {
                 const spec_replica_set *rs = items[i];
                 if (!spec_meta_owned_by(&rs->metadata, cur->metadata.uid) ||
                     !spec_map_get(&rs->metadata.annotations, AGENT_ANN_ROLLOUT_FAILED) ||
-                    !spec_template_equal(&rs->spec.template, &d->spec.template))
+                    !spec_template_equal(&rs->spec.template, config ?: &d->spec.template))
                         continue;
                 spec_deployment *k = spec_deployment_copy(d);
                 spec_pod_template *t = k ? spec_pod_template_copy(&cur->spec.template) : NULL;
@@ -737,7 +743,10 @@ int agent_rollback(agent *a, const char *ns, const char *name, int64_t to_revisi
         }
         if (ret_revision)
                 *ret_revision = revs[idx];
-        if (spec_template_equal(&rss[idx]->spec.template, &d->spec.template)) {
+        _cleanup_(spec_pod_template_freep) spec_pod_template *config = NULL;
+        if (agent__config_template(a, d, false, &config) < 0)
+                return -ENOMEM;
+        if (spec_template_equal(&rss[idx]->spec.template, config ?: &d->spec.template)) {
                 *ret_error = strprintf("skipped rollback (current template already matches "
                                        "revision %" PRId64 ")",
                                        revs[idx]);

@@ -186,6 +186,18 @@ char *agent__volumes_key(agent *a, const spec_pod *p);
 /* Whether a volume of p comes from the ConfigMap or the Secret name. */
 bool agent__pod_refers_to(const spec_pod *p, store_kind kind, const char *name);
 
+/* config.c: tend.io/config-rollout. d's template with each reference to a
+ * ConfigMap or a Secret that exists replaced by its snapshot's name (made,
+ * if make): 1 and *ret (new); 0 and NULL when d does not have the
+ * annotation (its template is what it runs); -ENOMEM. */
+int agent__config_template(agent *a, const spec_deployment *d, bool make, spec_pod_template **ret);
+/* Whether t refers to the ConfigMap or the Secret name. */
+bool agent__template_refers_to(const spec_pod_template *t, store_kind kind, const char *name);
+/* The snapshots owned by deployment owner_uid that neither keep (NULL:
+ * none) nor a ReplicaSet of it names: deleted. */
+int agent__config_prune(agent *a, const char *ns, const char *owner_uid,
+                        const spec_pod_template *keep);
+
 int agent__event(agent *a, store_kind kind, const spec_meta *m, const char *type,
                  const char *reason, const char *fmt, ...) _printf_(6, 7);
 

@@ -36,6 +36,7 @@ static void dctx_done(dctx *c) {
         free(c->in);
         free(c->canary_wait);
         spec_deployment_free(c->nd);
+        spec_pod_template_free(c->own_tmpl);
 }
 
 /* The RSs this deployment controls (by uid), oldest first, with their pod
@@ -82,8 +83,7 @@ static int gather(dctx *c) {
                         .max_replicas_ann = max && safe_atoi64(max, &v) >= 0 ? (int32_t) v : -1,
                         .desired_ann = des && safe_atoi64(des, &v) >= 0 ? (int32_t) v : -1,
                 };
-                if (spec_template_equal(&rs->spec.template, &c->d->spec.template) &&
-                    c->new_index < 0) {
+                if (spec_template_equal(&rs->spec.template, c->tmpl) && c->new_index < 0) {
                         c->new_index = (ssize_t) i;
                         c->in[i].is_new = true;
                 }
@@ -246,8 +246,7 @@ static ssize_t new_rs(dctx *c, bool create) {
 
         /* A new revision: built whole, or not at all. */
         _cleanup_(spec_replica_set_freep) spec_replica_set *n = spec_replica_set_new();
-        _cleanup_(spec_pod_template_freep)
-                spec_pod_template *t = spec_pod_template_copy(&d->spec.template);
+        _cleanup_(spec_pod_template_freep) spec_pod_template *t = spec_pod_template_copy(c->tmpl);
         /* freed here only while its fields are empty; then n owns it */
         _cleanup_free_ spec_owner_ref *ref = calloc(1, sizeof *ref);
         _cleanup_(selector_freep)
@@ -466,6 +465,13 @@ static int write_back(dctx *c) {
 
 /* ---- history ------------------------------------------------------------------------------ */
 
+/* tend.io/config-rollout: the snapshots no revision names any more. */
+static int prune_snapshots(dctx *c) {
+        return c->own_tmpl ? agent__config_prune(c->a, c->d->metadata.namespace, c->d->metadata.uid,
+                                                 c->tmpl)
+                           : 0;
+}
+
 static int cleanup_history(dctx *c) {
         int32_t limit = c->d->spec.revision_history_limit;
         _cleanup_free_ plan_old_rs *old = NULL;
@@ -475,7 +481,7 @@ static int cleanup_history(dctx *c) {
         int r;
 
         if (limit == SPEC_UNSET || limit == INT32_MAX)
-                return 0;
+                return prune_snapshots(c);
         old = new0(plan_old_rs, c->n);
         del = new0(bool, c->n);
         idx = new0(size_t, c->n);
@@ -496,7 +502,7 @@ static int cleanup_history(dctx *c) {
                 };
         }
         if (plan_history_prune(old, k, limit, del) == 0)
-                return 0;
+                return prune_snapshots(c);
         for (size_t i = 0; i < k; i++)
                 if (del[i]) {
                         const spec_replica_set *rs = c->rss[idx[i]];
@@ -507,7 +513,7 @@ static int cleanup_history(dctx *c) {
                         if (r < 0 && r != -ENOENT)
                                 return r;
                 }
-        return 0;
+        return prune_snapshots(c);
 }
 
 /* ---- strategies ------------------------------------------------------------------------------ */
@@ -685,6 +691,12 @@ int ctl_deployment_sync(agent *a, const char *ns, const char *name) {
         c.nd = spec_deployment_copy(d);
         if (!c.nd)
                 return -ENOMEM;
+        /* tend.io/config-rollout: its configuration's snapshots are made
+         * as it is (not while paused: nothing new is rolled out then) */
+        r = agent__config_template(a, d, !d->spec.paused, &c.own_tmpl);
+        if (r < 0)
+                goto out;
+        c.tmpl = c.own_tmpl ?: &d->spec.template;
         spec_deployment_fenceposts(d, d->spec.replicas, &c.surge, &c.unav);
         c.has_deadline = d->spec.progress_deadline_seconds != SPEC_UNSET &&
                          d->spec.progress_deadline_seconds != INT32_MAX;

@@ -780,7 +780,9 @@ int ctl_replica_set_sync(agent *a, const char *ns, const char *name) {
         o = spec_meta_controller(&rs->metadata);
         if (o && streq_ptr(o->kind, "Deployment") && !agent__deployment_by_uid(a, ns, o->uid)) {
                 log_debug("replicaset/%s: owner deployment/%s is gone", name, strna(o->name));
-                return store_delete(a->store, STORE_REPLICA_SET, ns, name);
+                r = store_delete(a->store, STORE_REPLICA_SET, ns, name);
+                /* its configuration's snapshots too (tend.io/config-rollout) */
+                return r < 0 ? r : agent__config_prune(a, ns, o->uid, NULL);
         }
 
         r = collect(a, rs, &pods);

@@ -12,6 +12,10 @@
 typedef struct dctx {
         agent *a;
         const spec_deployment *d;
+        /* the template it runs: d's, or with tend.io/config-rollout d's
+         * with its configuration's snapshots named (own_tmpl) */
+        const spec_pod_template *tmpl;
+        spec_pod_template *own_tmpl;
         spec_deployment *nd;          /* metadata and status to write back */
         const spec_replica_set **rss; /* owned, oldest first */
         size_t n;

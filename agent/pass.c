@@ -55,6 +55,24 @@ static void enqueue_config_users(agent *a, store_kind kind, const char *ns, cons
         }
 }
 
+/* The deployments of ns with tend.io/config-rollout whose template refers
+ * to the ConfigMap or the Secret name (config.c). */
+static void enqueue_config_rollouts(agent *a, store_kind kind, const char *ns, const char *name) {
+        const void *const *items;
+        size_t n = store_list(a->store, STORE_DEPLOYMENT, &items);
+
+        for (size_t i = 0; i < n; i++) {
+                const spec_deployment *d = items[i];
+                const spec_tend *t;
+                if (!streq_ptr(d->metadata.namespace, ns))
+                        continue;
+                t = store_tend(a->store, STORE_DEPLOYMENT, ns, d->metadata.name);
+                if (t && t->config_rollout &&
+                    agent__template_refers_to(&d->spec.template, kind, name))
+                        agent__enqueue(a, STORE_DEPLOYMENT, ns, d->metadata.name);
+        }
+}
+
 static bool pod_uid_known(const char *uid, void *userdata) {
         return tend_hashmap_get(userdata, uid);
 }
@@ -119,8 +137,9 @@ static void on_store_change(store_kind kind, store_change change, const void *ob
         case STORE_CONFIG_MAP:
         case STORE_SECRET:
                 /* a pod waiting for it (its environment refers to it), or
-                 * whose files come from it */
+                 * whose files come from it; a deployment that rolls it out */
                 enqueue_config_users(a, kind, m->namespace, m->name);
+                enqueue_config_rollouts(a, kind, m->namespace, m->name);
                 break;
         default:
                 break;

@@ -484,6 +484,7 @@ static int check_promote(const char *value, char **ret_detail) {
 #define TPL SPEC_ANN_ON_TEMPLATE
 #define RS SPEC_ANN_ON_REPLICA_SET
 #define POD SPEC_ANN_ON_POD
+#define CONFIG SPEC_ANN_ON_CONFIG
 
 /* What a user may write under tend.io/ comes first, in the order errors
  * list them. */
@@ -491,6 +492,7 @@ static const spec_annotation registry[] = {
         /* key                          where     writer                  to RS  kept   check */
         { SPEC_ANN_CRASH_BACKOFF, DEP, SPEC_ANN_BY_USER, true, false, check_backoff },
         { SPEC_ANN_AUTO_ROLLBACK, DEP, SPEC_ANN_BY_USER, true, false, check_bool },
+        { SPEC_ANN_CONFIG_ROLLOUT, DEP, SPEC_ANN_BY_USER, true, false, check_bool },
         { SPEC_ANN_CANARY, DEP, SPEC_ANN_BY_USER, true, false, check_canary },
         { SPEC_ANN_CANARY_PROMOTE_AFTER, DEP, SPEC_ANN_BY_USER, true, false, check_promote_after },
         /* a request to the deployment controller, not a setting: tendd
@@ -523,6 +525,8 @@ static const spec_annotation registry[] = {
         { SPEC_ANN_ROLLOUT_FAILED, RS, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
         { SPEC_ANN_PROMOTED, RS, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
         { SPEC_ANN_CANARY_SINCE, RS, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
+        /* a revision's snapshot of a ConfigMap or a Secret (tend.io/config-rollout) */
+        { SPEC_ANN_SNAPSHOT_OF, CONFIG, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
 
         /* a pod's: the ReplicaSet controller's, and its node's (in a fleet
          * the node writes them in the pod's status key) */
@@ -540,6 +544,7 @@ static const spec_annotation registry[] = {
 #undef TPL
 #undef RS
 #undef POD
+#undef CONFIG
 
 const spec_annotation *spec_annotations(size_t *ret_n) {
         *ret_n = ELEMENTSOF(registry);
@@ -629,6 +634,7 @@ void spec_tend_parse(const spec_map *annotations, spec_tend *ret) {
 
         *ret = (spec_tend){ .backoff = spec_backoff_default };
         ret->auto_rollback = streq_ptr(spec_map_get(annotations, SPEC_ANN_AUTO_ROLLBACK), "true");
+        ret->config_rollout = streq_ptr(spec_map_get(annotations, SPEC_ANN_CONFIG_ROLLOUT), "true");
         ret->fence = streq_ptr(spec_map_get(annotations, SPEC_ANN_NODE_LOST_POLICY), "fence");
         if ((v = spec_map_get(annotations, SPEC_ANN_CANARY)))
                 ret->has_canary = spec_canary_parse(v, &ret->canary, &problem) >= 0;

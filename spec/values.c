@@ -228,6 +228,38 @@ char *spec_template_hash(const spec_pod_template *t, int32_t collision_count,
         return buf;
 }
 
+#define FNV64_OFFSET 14695981039346656037ULL
+#define FNV64_PRIME 1099511628211ULL
+
+/* A ConfigMap's content (data, binaryData) or a Secret's (type, data), as
+ * its canonical JSON, sorted; metadata and immutable left out. */
+char *spec_config_hash(const spec_type *t, const void *obj,
+                       char buf[static SPEC_CONFIG_HASH_LEN + 1]) {
+        static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+        _cleanup_free_ char *s = NULL;
+        uint64_t h = FNV64_OFFSET;
+
+        if (t == &spec_type_secret) {
+                const spec_secret *x = obj;
+                spec_secret view = { .data = x->data, .type = x->type };
+                s = spec_dump_object(t, &view, SPEC_DUMP_SORTED);
+        } else {
+                const spec_config_map *x = obj;
+                spec_config_map view = { .data = x->data, .binary_data = x->binary_data };
+                s = spec_dump_object(t, &view, SPEC_DUMP_SORTED);
+        }
+        if (!s)
+                return NULL;
+        for (const unsigned char *c = (const unsigned char *) s; *c; c++) {
+                h ^= *c;
+                h *= FNV64_PRIME;
+        }
+        for (size_t i = 0; i < SPEC_CONFIG_HASH_LEN; i++, h /= 27)
+                buf[i] = alphabet[h % 27];
+        buf[SPEC_CONFIG_HASH_LEN] = 0;
+        return buf;
+}
+
 /* The labels, the pod-template-hash label left out. */
 static bool labels_equal_but_hash(const spec_map *a, const spec_map *b) {
         size_t i = 0, k = 0;

@@ -189,6 +189,86 @@ wait_for 10 sh -c "kubectl get events --field-selector reason=FailedMount -o jso
 expect_exit 0 "create late-config" k create configmap late-config --from-literal=app.conf=late --from-literal=mode=red
 wait_for 20 running late && ok "made, the pod starts" || fail "late: $(k get pod -l app=late)"
 
+echo "== tend.io/config-rollout: an edit is a rollout; a bad one rolled back; undo brings the old file"
+cat >"$tmp/roll.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: roll
+  annotations: {tend.io/config-rollout: "true", tend.io/auto-rollback: "true"}
+spec:
+  replicas: 3
+  progressDeadlineSeconds: 30
+  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
+  selector:
+    matchLabels: {app: roll}
+  template:
+    metadata:
+      labels: {app: roll}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        command:
+        - /bin/sh
+        - -c
+        - 'm=\$(cat $mnt/roll/mode); [ "\$m" = bad ] && { echo "refusing mode bad"; exit 1; }; echo "mode \$m"; exec sleep 1000'
+        readinessProbe: {exec: {command: [/bin/true]}, periodSeconds: 1}
+        volumeMounts: [{name: config, mountPath: $mnt/roll}]
+      volumes: [{name: config, configMap: {name: roll-config}}]
+YAML
+expect_exit 0 "create roll-config" k create configmap roll-config --from-literal=mode=v1
+expect_exit 0 "apply roll" k apply -f "$tmp/roll.yaml"
+expect_exit 0 "rollout status" k rollout status deploy/roll --timeout=60s
+# modes ROLL: what each running pod of roll read at its start, sorted
+modes() { for p in $(k get pods -l app=roll --field-selector=status.phase=Running -o name); do
+    k logs "$p" 2>/dev/null | tail -1; done | sort | uniq -c | awk '{ print $1 "x" $2 $3 }' | tr '\n' ' '; }
+[ "$(modes)" = "3xmodev1 " ] && ok "three pods, each read v1" || fail "modes: $(modes)"
+v1_pods=$(k get pods -l app=roll -o name | sort)
+set_mode() {
+    k create configmap roll-config --from-literal=mode="$1" --dry-run=client -o yaml | k replace -f - >/dev/null ||
+        fail "replace roll-config with mode $1"
+}
+set_mode v2
+wait_for 30 sh -c "kubectl get deploy roll -o jsonpath='{.metadata.annotations.deployment\.kubernetes\.io/revision}' | grep -qx 2" &&
+    ok "an edit of the ConfigMap is revision 2" || fail "revision: $(k get deploy roll -o yaml | grep revision)"
+expect_exit 0 "rollout status after the edit" k rollout status deploy/roll --timeout=60s
+[ "$(modes)" = "3xmodev2 " ] && ok "three new pods, each started with v2" || fail "modes: $(modes)"
+[ -z "$(comm -12 "$(printf '%s\n' $v1_pods >"$tmp/a"; echo "$tmp/a")" \
+    "$(k get pods -l app=roll -o name | sort >"$tmp/b"; echo "$tmp/b")")" ] &&
+    ok "every v1 pod replaced" || fail "still there: $(comm -12 "$tmp/a" "$tmp/b")"
+k get events --field-selector involvedObject.name=roll -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' >"$tmp/events"
+grep -q "Scaled up replica set roll-[a-z0-9]* from 0 to 1$" "$tmp/events" &&
+    grep -q "Scaled up replica set roll-[a-z0-9]* from 2 to 3$" "$tmp/events" &&
+    ok "replica by replica (maxSurge 1)" || fail "events: $(cat "$tmp/events")"
+k rollout history deploy/roll --revision=1 >"$tmp/h1" 2>&1
+k rollout history deploy/roll --revision=2 >"$tmp/h2" 2>&1
+snap1=$(grep -o 'roll-config-[a-z0-9]*' "$tmp/h1" | head -1)
+snap2=$(grep -o 'roll-config-[a-z0-9]*' "$tmp/h2" | head -1)
+[ -n "$snap1" ] && [ -n "$snap2" ] && [ "$snap1" != "$snap2" ] &&
+    ok "rollout history shows each revision's config ($snap1, $snap2)" || fail "history: $(cat "$tmp/h1" "$tmp/h2")"
+[ "$(k get cm "$snap1" -o jsonpath='{.data.mode}/{.immutable}')" = "v1/true" ] &&
+    ok "$snap1 holds v1, immutable" || fail "$snap1: $(k get cm "$snap1" -o yaml)"
+
+set_mode bad
+rolled_back() { [ "$(kubectl get deploy roll -o jsonpath='{.status.conditions[?(@.type=="RolledBack")].status}')" = True ]; }
+wait_for 60 rolled_back && ok "a config the program refuses is rolled back automatically" ||
+    fail "not rolled back: $(k describe deploy roll | tail -12)"
+expect_exit 0 "rollout status after the rollback" k rollout status deploy/roll --timeout=60s
+[ "$(modes)" = "3xmodev2 " ] && ok "the pods run v2 still" || fail "modes: $(modes)"
+
+expect_exit 0 "rollout undo to revision 1" k rollout undo deploy/roll --to-revision=1
+expect_exit 0 "rollout status after undo" k rollout status deploy/roll --timeout=60s
+[ "$(modes)" = "3xmodev1 " ] && ok "undo: the pods run with v1 again" || fail "modes: $(modes)"
+p=$(k get pods -l app=roll -o jsonpath='{.items[0].status.containerStatuses[0].containerID}' | sed 's|process://||')
+[ "$(cat "/proc/$p/root$mnt/roll/mode")" = v1 ] && ok "undo brought the old file content back" ||
+    fail "file: $(cat "/proc/$p/root$mnt/roll/mode")"
+[ "$(k get cm roll-config -o jsonpath='{.data.mode}')" = bad ] && ok "roll-config itself untouched" ||
+    fail "roll-config: $(k get cm roll-config -o yaml)"
+expect_exit 0 "delete roll" k delete deployment roll
+wait_for 20 sh -c "[ -z \"\$(kubectl get cm -o name | grep 'roll-config-')\" ]" &&
+    ok "its snapshots go with it" || fail "left: $(k get cm)"
+
 echo "== a pod's volumes go with it"
 expect_exit 0 "delete the deployments" k delete deployment web late
 wait_for 20 sh -c "[ -z \"\$(kubectl get pods -o name)\" ]" || fail "pods left: $(k get pods)"

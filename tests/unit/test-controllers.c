@@ -2693,6 +2693,115 @@ static void test_volumes(void **state) {
         world_free(w);
 }
 
+/* Snapshots (tend.io/snapshot-of) of the ConfigMap name, counted. */
+static size_t count_snapshots(world *w, const char *of) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_CONFIG_MAP, &items), c = 0;
+        for (size_t i = 0; i < n; i++)
+                c += streq_ptr(
+                        spec_map_get(&((const spec_config_map *) items[i])->metadata.annotations,
+                                     SPEC_ANN_SNAPSHOT_OF),
+                        of);
+        return c;
+}
+
+/* The ConfigMap that the newest ReplicaSet of deployment name runs with. */
+static const char *config_of(world *w, const char *name) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_REPLICA_SET, &items);
+        const spec_replica_set *newest = NULL;
+        for (size_t i = 0; i < n; i++) {
+                const spec_replica_set *rs = items[i];
+                if (startswith(rs->metadata.name, name) &&
+                    (!newest ||
+                     spec_meta_revision(&rs->metadata) > spec_meta_revision(&newest->metadata)))
+                        newest = rs;
+        }
+        return newest ? newest->spec.template.spec.containers[0].env_from[0].config_map_ref->name
+                      : NULL;
+}
+
+/* tend.io/config-rollout: a change of the ConfigMap is a new revision that
+ * runs with a snapshot of it; a rollback brings the old snapshot back; the
+ * history limit prunes snapshots with their ReplicaSets; without the
+ * annotation nothing rolls; the deployment's deletion takes them all. */
+static void test_config_rollout(void **state) {
+        world *w = world_new();
+        const char *env = "        envFrom: [{configMapRef: {name: app}}]\n";
+        char *first;
+        int64_t rev = 0;
+        char *err = NULL;
+
+        put_config_map(w, "app", "mode", "one");
+        apply(w, annotated(manifest("web", 2, "web-v1", "  revisionHistoryLimit: 2\n", env),
+                           SPEC_ANN_CONFIG_ROLLOUT, "true"));
+        apply(w, manifest("plain", 1, "plain-v1", NULL, env));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        assert_true(step_until(w, settled, "plain", 10 * S));
+        assert_int_equal(count_rs(w, "web", false), 1);
+        assert_int_equal(count_snapshots(w, "app"), 1);
+        first = strdup(config_of(w, "web"));
+        assert_true(startswith(first, "app-"));
+        assert_int_equal(strlen(first), strlen("app-") + SPEC_CONFIG_HASH_LEN);
+        /* the deployment itself still names app, as applied */
+        assert_string_equal(
+                dep(w, "web")->spec.template.spec.containers[0].env_from[0].config_map_ref->name,
+                "app");
+        assert_string_equal(config_of(w, "plain"), "app");
+
+        /* an edit: a new revision, rolled out; the plain one stays */
+        put_config_map(w, "app", "mode", "two");
+        step(w, 100 * MS);
+        assert_true(step_until(w, settled, "web", 10 * S));
+        assert_int_equal(count_rs(w, "web", false), 2);
+        assert_int_equal(count_rs(w, "plain", false), 1);
+        assert_string_not_equal(config_of(w, "web"), first);
+        assert_int_equal(count_snapshots(w, "app"), 2);
+        assert_string_equal(spec_map_get(&dep(w, "web")->metadata.annotations, SPEC_ANN_REVISION),
+                            "2");
+        /* the same content again: no new revision */
+        put_config_map(w, "app", "mode", "two");
+        step(w, 1 * S);
+        assert_int_equal(count_rs(w, "web", false), 2);
+
+        /* rollback: the old content, by its snapshot */
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 1, false, &rev, &err), 0);
+        assert_true(step_until(w, settled, "web", 10 * S));
+        assert_string_equal(config_of(w, "web"), first);
+        assert_string_equal(
+                dep(w, "web")->spec.template.spec.containers[0].env_from[0].config_map_ref->name,
+                first);
+        /* the deployment names a snapshot now: an edit of app rolls nothing */
+        put_config_map(w, "app", "mode", "three");
+        step(w, 1 * S);
+        assert_int_equal(count_rs(w, "web", false), 2);
+
+        /* applied again, it follows app: three more edits, and the history
+         * limit (2 old) prunes the snapshots of the pruned ReplicaSets */
+        apply(w, annotated(manifest("web", 2, "web-v1", "  revisionHistoryLimit: 2\n", env),
+                           SPEC_ANN_CONFIG_ROLLOUT, "true"));
+        assert_true(step_until(w, settled, "web", 10 * S));
+        put_config_map(w, "app", "mode", "four");
+        step(w, 100 * MS);
+        assert_true(step_until(w, settled, "web", 10 * S));
+        put_config_map(w, "app", "mode", "five");
+        step(w, 100 * MS);
+        assert_true(step_until(w, settled, "web", 10 * S));
+        step(w, 1 * S);
+        assert_int_equal(count_rs(w, "web", false), 3);
+        assert_int_equal(count_snapshots(w, "app"), 3);
+
+        /* deleted: its snapshots go with it, app stays */
+        assert_int_equal(agent_delete_deployment(w->agent, "default", "web"), 0);
+        step(w, 10 * S);
+        assert_int_equal(count_rs(w, "web", false), 0);
+        assert_int_equal(count_snapshots(w, "app"), 0);
+        assert_non_null(store_get(w->store, STORE_CONFIG_MAP, "default", "app"));
+        free(first);
+        free(err);
+        world_free(w);
+}
+
 static void test_fleet_binding(void **state) {
         world *w = world_new();
         const void *const *items;
@@ -2835,6 +2944,7 @@ int main(void) {
                 cmocka_unit_test(test_fleet_place_terminating),
                 cmocka_unit_test(test_node_selector_single_host),
                 cmocka_unit_test(test_volumes),
+                cmocka_unit_test(test_config_rollout),
                 cmocka_unit_test(test_first_rollout),
                 cmocka_unit_test(test_kill_replaced),
                 cmocka_unit_test(test_rolling_update_bounds),

@@ -74,6 +74,13 @@
 /* On a Deployment: "true" rolls a failed rollout back to the last revision
  * that completed. */
 #define SPEC_ANN_AUTO_ROLLBACK "tend.io/auto-rollback"
+/* On a Deployment: "true" makes a change of a ConfigMap or a Secret its
+ * template refers to a new revision, each revision running with a
+ * snapshot of the configuration it was made with (docs/config.md). */
+#define SPEC_ANN_CONFIG_ROLLOUT "tend.io/config-rollout"
+/* On a ConfigMap or a Secret tendd made as a revision's snapshot: the name
+ * of the one it was taken of. */
+#define SPEC_ANN_SNAPSHOT_OF "tend.io/snapshot-of"
 /* On a Deployment: a new template first gets this many pods ("2", "10%"),
  * then the rollout waits for promotion (spec_canary_parse()). */
 #define SPEC_ANN_CANARY "tend.io/canary"
@@ -1111,8 +1118,9 @@ typedef struct spec_annotation {
  * stored (store_tend()), not at each read. A value that does not parse
  * (validated at apply: an older tendd's) counts as the default. */
 typedef struct spec_tend {
-        bool auto_rollback; /* tend.io/auto-rollback: "true" */
-        bool has_canary;    /* tend.io/canary */
+        bool auto_rollback;  /* tend.io/auto-rollback: "true" */
+        bool config_rollout; /* tend.io/config-rollout: "true" */
+        bool has_canary;     /* tend.io/canary */
         spec_canary canary;
         usec_t canary_promote_after; /* tend.io/canary-promote-after; 0: none */
         spec_backoff backoff;        /* tend.io/crash-backoff, else spec_backoff_default */
@@ -1141,6 +1149,12 @@ int spec_tend_annotation_problem(const char *key, const char *value, spec_ann_wh
  * pod-template-hash label removed) plus, when collision_count >= 0, its 8
  * bytes; printed with Kubernetes' alphabet. Writes at most 10 chars + NUL. */
 #define SPEC_HASH_MAX 11
+/* The hash of a ConfigMap's or a Secret's content (a ConfigMap's data and
+ * binaryData, a Secret's type and data), 10 characters of the
+ * pod-template-hash's alphabet: a snapshot's name is <name>-<hash>. */
+#define SPEC_CONFIG_HASH_LEN 10
+char *spec_config_hash(const spec_type *t, const void *obj,
+                       char buf[static SPEC_CONFIG_HASH_LEN + 1]);
 char *spec_template_hash(const spec_pod_template *t, int32_t collision_count,
                          char buf[static SPEC_HASH_MAX]);
 /* That canonical JSON text: sorted keys, compact, the pod-template-hash
