@@ -22,10 +22,17 @@
  *               replacement's exec; twice, 3 s apart: the second kill finds
  *               replicas 3 s old, which must come back as fast.
  *   runit       the same two patterns under runsvdir, where it is installed.
+ *   config      what a pod's configuration costs: 100 replicas with 10 env
+ *               references (8 of a ConfigMap's keys, 2 of a Secret's) and
+ *               2 mounted volumes (the ConfigMap's files, the Secret's on a
+ *               tmpfs) against 100 with none: apply → all exec'd, a kill →
+ *               the replacement's exec, tendd's memory and the files' per
+ *               pod. In a mount namespace of the bench's own, so that no
+ *               mount outlives it.
  *
  * Needs root (the process connector). Figures, not a pass/fail test.
  *
- *   bench-respawn [--quick] [--only respawn|mass|runit]
+ *   bench-respawn [--quick] [--only respawn|mass|config|runit]
  */
 
 #include <curl/curl.h>
@@ -43,6 +50,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -608,6 +617,160 @@ static void bench_mass_tendd(void) {
         sleep_ms(3000);
 }
 
+/* ---- a pod's configuration ------------------------------------------------------------------ */
+
+#define CONFIG_PODS 100
+
+/* The ConfigMap and the Secret the configured pods refer to. */
+static void config_objects(void) {
+        char path[128];
+        FILE *f;
+
+        snprintf(path, sizeof path, "%s/config.yaml", dir);
+        f = fopen(path, "w");
+        if (!f)
+                die("writing %s: %s", path, strerror(errno));
+        fprintf(f, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bench-config}\ndata:\n");
+        for (int i = 0; i < 8; i++)
+                fprintf(f, "  K%d: value-%d-of-the-config\n", i, i);
+        fprintf(f, "  app.conf: |\n");
+        for (int i = 0; i < 8; i++)
+                fprintf(f, "    setting%d = a line of an application's configuration\n", i);
+        fprintf(f, "---\napiVersion: v1\nkind: Secret\nmetadata: {name: bench-secret}\n"
+                   "stringData: {user: bench, password: s3cret-passw0rd}\n");
+        fclose(f);
+        if (run_tend("apply -f '%s'", path) != 0)
+                die("tend apply -f %s failed", path);
+}
+
+/* A deployment of /bin/sleep, with (config) or without its configuration. */
+static void deploy_configured(const char *app, int replicas, bool config) {
+        char path[128];
+        FILE *f;
+
+        snprintf(path, sizeof path, "%s/%s.yaml", dir, app);
+        f = fopen(path, "w");
+        if (!f)
+                die("writing %s: %s", path, strerror(errno));
+        fprintf(f,
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: %s}\n"
+                "spec:\n  replicas: %d\n  selector: {matchLabels: {app: %s}}\n"
+                "  template:\n    metadata: {labels: {app: %s}}\n    spec:\n"
+                "      terminationGracePeriodSeconds: 1\n"
+                "      containers:\n      - name: main\n        command: [/bin/sleep, infinity]\n",
+                app, replicas, app, app);
+        if (config) {
+                fprintf(f, "        env:\n");
+                for (int i = 0; i < 8; i++)
+                        fprintf(f,
+                                "        - {name: K%d, valueFrom: {configMapKeyRef: {name: "
+                                "bench-config, key: K%d}}}\n",
+                                i, i);
+                fprintf(f, "        - {name: USER_NAME, valueFrom: {secretKeyRef: {name: "
+                           "bench-secret, key: user}}}\n"
+                           "        - {name: PASSWORD, valueFrom: {secretKeyRef: {name: "
+                           "bench-secret, key: password}}}\n");
+                fprintf(f,
+                        "        volumeMounts:\n"
+                        "        - {name: config, mountPath: %s/mnt/config}\n"
+                        "        - {name: secret, mountPath: %s/mnt/secret}\n"
+                        "      volumes:\n"
+                        "      - {name: config, configMap: {name: bench-config, items: [{key: "
+                        "app.conf, path: app.conf}]}}\n"
+                        "      - {name: secret, secret: {secretName: bench-secret}}\n",
+                        dir, dir);
+        }
+        fclose(f);
+        if (run_tend("apply -f '%s'", path) != 0)
+                die("tend apply -f %s failed", path);
+}
+
+static long tendd_rss_kb(void) {
+        char path[64], line[256];
+        long kb = -1;
+        FILE *f;
+
+        snprintf(path, sizeof path, "/proc/%d/status", (int) tendd);
+        f = fopen(path, "r");
+        while (f && fgets(line, sizeof line, f))
+                if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+                        break;
+        if (f)
+                fclose(f);
+        return kb;
+}
+
+/* KiB under DIR/state/volumes (the files, on disk and tmpfs). */
+static long volumes_kb(void) {
+        char cmd[256], out[64] = "";
+        long kb = 0;
+        FILE *p;
+
+        snprintf(cmd, sizeof cmd,
+                 "du -sk --one-file-system '%s/state/volumes' 2>/dev/null; "
+                 "du -sk '%s/state/volumes' 2>/dev/null",
+                 dir, dir);
+        p = popen(cmd, "r");
+        /* the second line counts the tmpfs too */
+        while (p && fgets(out, sizeof out, p))
+                kb = strtol(out, NULL, 10);
+        if (p)
+                pclose(p);
+        return kb;
+}
+
+static void bench_config(void) {
+        static const char *const label[2] = { "none", "10 env refs + 2 files" };
+        size_t trials = quick ? 10 : 20;
+        pid_t *pids = calloc(CONFIG_PODS + 1, sizeof *pids);
+
+        config_objects();
+        for (int config = 0; config < 2; config++) {
+                const char *app = config ? "cfg" : "nocfg";
+                char what[128];
+                trial_set t = {};
+                long rss0, rss1, files = 0;
+                uint64_t t0, last;
+                size_t from;
+
+                sleep_ms(500);
+                rss0 = tendd_rss_kb();
+                from = pc.n;
+                t0 = now_ns();
+                deploy_configured(app, CONFIG_PODS, config);
+                last = wait_execs(from, CONFIG_PODS, 60000);
+                if (!last)
+                        die("%d pods of %s not exec'd in 60 s", CONFIG_PODS, app);
+                wait_running(app, CONFIG_PODS, 30000);
+                snprintf(what, sizeof what, "apply %d pods → all exec'd: %s", CONFIG_PODS,
+                         label[config]);
+                row(what, (double) (last - t0) / MS, "ms");
+                sleep_ms(10500); /* old enough not to count as young deaths */
+                rss1 = tendd_rss_kb();
+                if (config)
+                        files = volumes_kb();
+                /* kills of distinct replicas, oldest first: no line dies twice */
+                if (running_pids(app, pids, CONFIG_PODS + 1) != CONFIG_PODS)
+                        die("not %d running", CONFIG_PODS);
+                for (size_t i = 0; i < trials; i++) {
+                        if (!one_kill(pids[i], &t, false))
+                                die("trial %zu: no replacement within 15 s", i);
+                        sleep_ms(300);
+                }
+                snprintf(what, sizeof what, "kill -9 → replacement exec: %s", label[config]);
+                row_trials(what, t.total, t.n, "ms");
+                snprintf(what, sizeof what, "tendd's RSS per pod: %s", label[config]);
+                row(what, (double) (rss1 - rss0) / CONFIG_PODS, "KiB");
+                if (config)
+                        row("  its files per pod (a ConfigMap's on disk, a Secret's on tmpfs)",
+                            (double) files / CONFIG_PODS, "KiB");
+                if (run_tend("delete deploy/%s", app) != 0)
+                        die("tend delete failed");
+                sleep_ms(3000);
+        }
+        free(pids);
+}
+
 /* ---- runit, beside ------------------------------------------------------------------------ */
 
 static bool find_runit(char *runsvdir, size_t size) {
@@ -748,7 +911,7 @@ int main(int argc, char **argv) {
                         only = argv[++i];
                 else {
                         fprintf(stderr, "Usage: bench-respawn [--quick] [--only "
-                                        "respawn|mass|runit]\n");
+                                        "respawn|mass|config|runit]\n");
                         return 2;
                 }
         }
@@ -766,7 +929,7 @@ int main(int argc, char **argv) {
         pc_open();
 
         printf("%-60s %9s %9s %9s\n", "measure (timed by the kernel)", "min", "median", "p95");
-        if (!only || strcmp(only, "runit")) {
+        if (!only || !strcmp(only, "respawn") || !strcmp(only, "mass")) {
                 start_tendd();
                 if (!only || !strcmp(only, "respawn"))
                         bench_respawn_tendd();
@@ -776,6 +939,17 @@ int main(int argc, char **argv) {
                 waitpid(tendd, NULL, 0);
                 tendd = -1;
                 /* tendd leaves its pods running when it stops: they were deleted above */
+        }
+        if (!only || !strcmp(only, "config")) {
+                /* volumes mount: in a namespace of our own, which goes with us */
+                if (unshare(CLONE_NEWNS) < 0 ||
+                    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                        die("a mount namespace of our own: %s", strerror(errno));
+                start_tendd();
+                bench_config();
+                kill(tendd, SIGTERM);
+                waitpid(tendd, NULL, 0);
+                tendd = -1;
         }
         if (!only || !strcmp(only, "runit"))
                 bench_runit();

@@ -214,9 +214,10 @@ static int make_parents_at(int fd, const char *path) {
                 return -ENOMEM;
         for (char *s = strchr(p, '/'); s; s = strchr(s + 1, '/')) {
                 *s = 0;
-                if (mkdirat(fd, p, 0755) == 0)
-                        (void) fchmodat(fd, p, 0755, 0); /* (not the umask's) */
-                else if (errno != EEXIST)
+                if (mkdirat(fd, p, 0755) == 0) {
+                        if (fchmodat(fd, p, 0755, 0) < 0) /* (not the umask's) */
+                                return -errno;
+                } else if (errno != EEXIST)
                         return -errno;
                 *s = '/';
         }
