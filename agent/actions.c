@@ -193,11 +193,21 @@ spec_deployment *agent_stored_form(const spec_deployment *d, const spec_deployme
         return n;
 }
 
+/* A user's new template (an apply, an edit, an undo) is a new intent: an
+ * automatic rollback before it is history, and `rollout status` follows
+ * the new rollout (the controller's own rollback keeps the condition: it
+ * writes no template through here). */
+static void forget_rolled_back(const spec_deployment *old, spec_deployment *n) {
+        if (old && !spec_template_equal(&old->spec.template, &n->spec.template))
+                plan_remove_condition(&n->status.conditions, &n->status.n_conditions, "RolledBack");
+}
+
 agent_apply_result agent_stored_generation(const spec_deployment *old, spec_deployment *n) {
         if (!old) {
                 n->metadata.generation = 1;
                 return AGENT_CREATED;
         }
+        forget_rolled_back(old, n);
         n->metadata.generation = old->metadata.generation;
         if (spec_or_annotations_differ(old, n)) {
                 n->metadata.generation++;
@@ -451,6 +461,7 @@ static int update_deployment(agent *a, const char *ns, const char *name,
                 spec_deployment_free(n);
                 return r;
         }
+        forget_rolled_back(d, n);
         if (spec_or_annotations_differ(d, n))
                 n->metadata.generation++;
         return acknowledge(a, store_put(a->store, STORE_DEPLOYMENT, n, NULL));

@@ -1435,6 +1435,31 @@ static void test_auto_rollback(void **state) {
         world_free(w);
 }
 
+/* After an automatic rollback, an undo to another revision that completed
+ * is a new rollout, which `rollout status` follows: RolledBack goes. */
+static void test_undo_after_auto_rollback(void **state) {
+        world *w = world_new();
+        const char *dl = "  progressDeadlineSeconds: 30\n";
+        char msg[512], *err = NULL;
+        int64_t rev = 0;
+
+        apply(w, annotated(manifest("web", 3, "web-v1", dl, NULL), SPEC_ANN_AUTO_ROLLBACK, "true"));
+        assert_true(step_until(w, rolled_out, "web", 20 * S));
+        apply(w, annotated(manifest("web", 3, "web-v2", dl, NULL), SPEC_ANN_AUTO_ROLLBACK, "true"));
+        assert_true(step_until(w, rolled_out, "web", 20 * S));
+        apply(w,
+              annotated(manifest("web", 3, "web-crash", dl, NULL), SPEC_ANN_AUTO_ROLLBACK, "true"));
+        assert_true(step_until(w, rolled_back, "web", 60 * S));
+        assert_string_equal(dep(w, "web")->spec.template.spec.containers[0].command[0], "web-v2");
+        assert_int_equal(agent_rollback(w->agent, "default", "web", 1, false, &rev, &err), 0);
+        assert_false(rolled_back(w, "web"));
+        assert_true(step_until(w, rolled_out, "web", 20 * S));
+        assert_int_equal(spec_rollout_status(dep(w, "web"), 0, msg, sizeof msg), SPEC_ROLLOUT_DONE);
+        assert_int_equal(count_pods(w, "web-v1", true), 3);
+        free(err);
+        world_free(w);
+}
+
 static void test_pause_and_proportional(void **state) {
         world *w = world_new();
         const void *const *items;
@@ -2945,6 +2970,7 @@ int main(void) {
                 cmocka_unit_test(test_node_selector_single_host),
                 cmocka_unit_test(test_volumes),
                 cmocka_unit_test(test_config_rollout),
+                cmocka_unit_test(test_undo_after_auto_rollback),
                 cmocka_unit_test(test_first_rollout),
                 cmocka_unit_test(test_kill_replaced),
                 cmocka_unit_test(test_rolling_update_bounds),
