@@ -203,6 +203,46 @@ curl -s "http://127.0.0.1:$hport/" | grep -q v3 || die "v3 does not answer after
 say "v3 answers again; the failed revision is not tried again until you apply it anew."
 show tend delete deploy/web-held
 
+step "Configuration rolls out too, and rolls back"
+say "examples/web-config.yaml takes its version and its drain time from the"
+say "ConfigMap web-config. With tend.io/config-rollout: \"true\", a change of it is"
+say "a new revision, rolled out like a new binary; each revision keeps a snapshot"
+say "of the configuration it ran with."
+sed "s|^        env:$|        env:\n        - {name: TOUR, value: \"$tmp\"}|" \
+    "$repo/examples/web-config.yaml" >"$tmp/web-config.yaml"
+# config VERSION DRAIN: the ConfigMap alone
+config() { printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web-config}\ndata: {version: %s, drain: "%s"}\n' "$1" "$2"; }
+served_by() {
+    port=$(tend get pods -l "app=$1" -o wide | awk 'NR > 1 && $3 == "Running" { split($7, a, "="); print a[2]; exit }')
+    curl -s "http://127.0.0.1:$port/version"
+}
+show tend apply -f "$tmp/web-config.yaml" || die "apply web-config"
+show tend rollout status deploy/web-config --timeout=60s || die "web-config did not roll out"
+[ "$(served_by web-config)" = c1 ] || die "web-config does not serve c1: $(served_by web-config)"
+say "It serves $(served_by web-config). Now the ConfigMap says c2:"
+config c2 1 >"$tmp/c2.yaml"
+show tend apply -f "$tmp/c2.yaml" || die "apply c2"
+show tend rollout status deploy/web-config --timeout=60s || die "c2 did not roll out"
+[ "$(served_by web-config)" = c2 ] || die "web-config does not serve c2: $(served_by web-config)"
+say "It serves $(served_by web-config), and it is revision 2:"
+show tend rollout history deploy/web-config
+say "A configuration the server refuses (drain: oops) is rolled back by itself:"
+config c3 oops >"$tmp/c3.yaml"
+show tend apply -f "$tmp/c3.yaml" || die "apply c3"
+printf '%s$ tend rollout status deploy/web-config%s\n' "$bold" "$plain"
+if tend rollout status deploy/web-config --timeout=60s; then die "the bad configuration rolled out"; fi
+until_ok 20 sh -c "[ \"\$(curl -s http://127.0.0.1:\$(\"$bin/tend\" get pods -l app=web-config -o wide | awk 'NR == 2 { split(\$7, a, \"=\"); print a[2] }')/version)\" = c2 ]" ||
+    die "c2 does not answer after the rollback"
+say "c2 answers again. Undo to revision 1 brings the first configuration back,"
+say "though web-config says c3: revision 1 ran with a snapshot of it."
+show tend rollout undo deploy/web-config --to-revision=1 || die "undo"
+show tend rollout status deploy/web-config --timeout=60s || die "the undo did not roll out"
+[ "$(served_by web-config)" = c1 ] || die "web-config does not serve c1 after undo: $(served_by web-config)"
+say "It serves $(served_by web-config); the deployment now names the snapshot:"
+show tend rollout history deploy/web-config --revision=1 | grep "name: web-config-"
+say "(Apply examples/web-config.yaml again to follow web-config again.)"
+show tend delete deploy/web-config
+
 step "Stop"
 say "tendd stops and leaves the pods running: the next tendd adopts them."
 say "(The tour stops them too, on its way out.)"
