@@ -191,6 +191,9 @@ bool agent__pod_refers_to(const spec_pod *p, store_kind kind, const char *name);
  * if make): 1 and *ret (new); 0 and NULL when d does not have the
  * annotation (its template is what it runs); -ENOMEM. */
 int agent__config_template(agent *a, const spec_deployment *d, bool make, spec_pod_template **ret);
+/* The snapshots t names, for a ReplicaSet's tend.io/config
+ * ("configmap/NAME,secret/NAME"; "" none); NULL: out of memory. */
+char *agent__config_names(agent *a, const char *ns, const spec_pod_template *t);
 /* Whether t refers to the ConfigMap or the Secret name. */
 bool agent__template_refers_to(const spec_pod_template *t, store_kind kind, const char *name);
 /* The snapshots owned by deployment owner_uid that neither keep (NULL:

@@ -204,6 +204,31 @@ int agent__config_template(agent *a, const spec_deployment *d, bool make, spec_p
         return 1;
 }
 
+typedef struct names_ctx {
+        agent *a;
+        const char *ns;
+        tend_buf *b;
+} names_ctx;
+
+static int add_name(store_kind kind, char **name, void *userdata) {
+        names_ctx *c = userdata;
+        const void *obj = *name ? store_get(c->a->store, kind, c->ns, *name) : NULL;
+
+        if (!obj || !is_snapshot(meta_of(obj)) || strstr(tend_buf_str(c->b) ?: "", *name))
+                return 0; /* (a name twice: once) */
+        return tend_buf_addf(c->b, "%s%s/%s", c->b->len ? "," : "",
+                             kind == STORE_SECRET ? "secret" : "configmap", *name);
+}
+
+char *agent__config_names(agent *a, const char *ns, const spec_pod_template *t) {
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(64 * 1024);
+        names_ctx c = { .a = a, .ns = ns, .b = &b };
+
+        if (each_ref((spec_pod_template *) t, add_name, &c) < 0 || !tend_buf_str(&b))
+                return NULL;
+        return tend_buf_take(&b);
+}
+
 static int refers(store_kind kind, char **name, void *userdata) {
         const char *const *want = userdata; /* kind's letter, name */
         return (kind == STORE_SECRET) == (want[0][0] == 's') && streq_ptr(*name, want[1]);

@@ -280,6 +280,14 @@ static ssize_t new_rs(dctx *c, bool create) {
         snprintf(buf, sizeof buf, "%" PRId64, want);
         RET_GATHER(r, spec_map_set(&n->metadata.annotations, SPEC_ANN_REVISION, buf));
         RET_GATHER(r, set_replicas_annotations(c, n));
+        if (c->own_tmpl) {
+                /* tend.io/config-rollout: what this revision runs with */
+                _cleanup_free_ char *names = agent__config_names(c->a, d->metadata.namespace, t);
+                RET_GATHER_PTR(r, names);
+                if (names && *names)
+                        RET_GATHER(r,
+                                   spec_map_set(&n->metadata.annotations, SPEC_ANN_CONFIG, names));
+        }
         RET_GATHER_PTR(r, ref->api_version = strdup("apps/v1"));
         RET_GATHER_PTR(r, ref->kind = strdup("Deployment"));
         RET_GATHER_PTR(r, ref->name = strdup(d->metadata.name));

@@ -259,13 +259,28 @@ static int rollout_history(client *c, const char *name, int64_t revision) {
                 }
                 qsort(revs, n, sizeof(int64_t) * 2, cmp_rev);
                 table t;
-                table_init(&t, 2, "REVISION", "CHANGE-CAUSE");
+                /* tend.io/config-rollout: the snapshots each revision runs with */
+                bool config = false;
+                for (size_t i = 0; i < n; i++)
+                        config = config ||
+                                 spec_map_get(&rss[i]->metadata.annotations, SPEC_ANN_CONFIG);
+                if (config)
+                        table_init(&t, 3, "REVISION", "CHANGE-CAUSE", "CONFIG");
+                else
+                        table_init(&t, 2, "REVISION", "CHANGE-CAUSE");
                 for (size_t i = 0; i < n; i++) {
                         char num[32];
                         const spec_replica_set *rs = rss[revs[2 * i + 1]];
                         snprintf(num, sizeof num, "%" PRId64, revs[2 * i]);
-                        table_row(&t, num,
-                                  spec_map_get(&rs->metadata.annotations, SPEC_ANN_CHANGE_CAUSE));
+                        if (config)
+                                table_row(&t, num,
+                                          spec_map_get(&rs->metadata.annotations,
+                                                       SPEC_ANN_CHANGE_CAUSE),
+                                          spec_map_get(&rs->metadata.annotations, SPEC_ANN_CONFIG));
+                        else
+                                table_row(&t, num,
+                                          spec_map_get(&rs->metadata.annotations,
+                                                       SPEC_ANN_CHANGE_CAUSE));
                 }
                 table_print(&t, stdout, true);
                 table_done(&t);

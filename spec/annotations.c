@@ -525,6 +525,7 @@ static const spec_annotation registry[] = {
         { SPEC_ANN_ROLLOUT_FAILED, RS, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
         { SPEC_ANN_PROMOTED, RS, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
         { SPEC_ANN_CANARY_SINCE, RS, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
+        { SPEC_ANN_CONFIG, RS, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
         /* a revision's snapshot of a ConfigMap or a Secret (tend.io/config-rollout) */
         { SPEC_ANN_SNAPSHOT_OF, CONFIG, SPEC_ANN_BY_CONTROLLER, false, false, NULL },
 

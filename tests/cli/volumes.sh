@@ -247,6 +247,9 @@ snap1=$(grep -o 'roll-config-[a-z0-9]*' "$tmp/h1" | head -1)
 snap2=$(grep -o 'roll-config-[a-z0-9]*' "$tmp/h2" | head -1)
 [ -n "$snap1" ] && [ -n "$snap2" ] && [ "$snap1" != "$snap2" ] &&
     ok "rollout history shows each revision's config ($snap1, $snap2)" || fail "history: $(cat "$tmp/h1" "$tmp/h2")"
+tend rollout history deploy/roll >"$tmp/hist"
+grep -q "^1 .*configmap/$snap1\$" "$tmp/hist" && grep -q "^2 .*configmap/$snap2\$" "$tmp/hist" &&
+    ok "tend rollout history: a CONFIG column" || fail "$(cat "$tmp/hist")"
 [ "$(k get cm "$snap1" -o jsonpath='{.data.mode}/{.immutable}')" = "v1/true" ] &&
     ok "$snap1 holds v1, immutable" || fail "$snap1: $(k get cm "$snap1" -o yaml)"
 

@@ -2767,6 +2767,23 @@ static void test_config_rollout(void **state) {
         assert_int_equal(count_snapshots(w, "app"), 1);
         first = strdup(config_of(w, "web"));
         assert_true(startswith(first, "app-"));
+        {
+                /* the revision says what it runs with (tend rollout history) */
+                const void *const *items;
+                char *want = strprintf("configmap/%s", first);
+                size_t n = store_list(w->store, STORE_REPLICA_SET, &items);
+                bool seen = false;
+                for (size_t i = 0; i < n; i++) {
+                        const spec_replica_set *rs = items[i];
+                        const char *v = spec_map_get(&rs->metadata.annotations, SPEC_ANN_CONFIG);
+                        if (startswith(rs->metadata.name, "web-"))
+                                seen = seen || streq_ptr(v, want);
+                        else
+                                assert_null(v); /* plain: no annotation */
+                }
+                assert_true(seen);
+                free(want);
+        }
         assert_int_equal(strlen(first), strlen("app-") + SPEC_CONFIG_HASH_LEN);
         /* the deployment itself still names app, as applied */
         assert_string_equal(

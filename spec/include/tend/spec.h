@@ -78,6 +78,9 @@
  * template refers to a new revision, each revision running with a
  * snapshot of the configuration it was made with (docs/config.md). */
 #define SPEC_ANN_CONFIG_ROLLOUT "tend.io/config-rollout"
+/* On a ReplicaSet of such a deployment: the snapshots its revision runs
+ * with ("configmap/web-config-5f7b9c8d2x,secret/db-7c4d8b6f2k"). */
+#define SPEC_ANN_CONFIG "tend.io/config"
 /* On a ConfigMap or a Secret tendd made as a revision's snapshot: the name
  * of the one it was taken of. */
 #define SPEC_ANN_SNAPSHOT_OF "tend.io/snapshot-of"
