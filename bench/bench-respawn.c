@@ -724,7 +724,6 @@ static void bench_config(void) {
         size_t trials = quick ? 10 : 20;
         pid_t *pids = calloc(CONFIG_PODS + 1, sizeof *pids);
 
-        config_objects();
         for (int config = 0; config < 2; config++) {
                 const char *app = config ? "cfg" : "nocfg";
                 char what[128];
@@ -733,6 +732,10 @@ static void bench_config(void) {
                 uint64_t t0, last;
                 size_t from;
 
+                /* a tendd of its own each: memory freed by the other would
+                 * be reused */
+                start_tendd();
+                config_objects();
                 sleep_ms(500);
                 rss0 = tendd_rss_kb();
                 from = pc.n;
@@ -767,6 +770,9 @@ static void bench_config(void) {
                 if (run_tend("delete deploy/%s", app) != 0)
                         die("tend delete failed");
                 sleep_ms(3000);
+                kill(tendd, SIGTERM);
+                waitpid(tendd, NULL, 0);
+                tendd = -1;
         }
         free(pids);
 }
@@ -945,11 +951,7 @@ int main(int argc, char **argv) {
                 if (unshare(CLONE_NEWNS) < 0 ||
                     mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                         die("a mount namespace of our own: %s", strerror(errno));
-                start_tendd();
                 bench_config();
-                kill(tendd, SIGTERM);
-                waitpid(tendd, NULL, 0);
-                tendd = -1;
         }
         if (!only || !strcmp(only, "runit"))
                 bench_runit();
