@@ -762,6 +762,11 @@ static void bench_config(void) {
                 }
                 snprintf(what, sizeof what, "kill -9 → replacement exec: %s", label[config]);
                 row_trials(what, t.total, t.n, "ms");
+                row_trials("    kill(2) → exit (kernel; a namespace is torn down)", t.kill_exit,
+                           t.n, "ms");
+                row_trials("    exit → tendd forks the replacement", t.exit_fork, t.n, "ms");
+                row_trials("    fork → exec (kernel, the child: its mounts)", t.fork_exec, t.n,
+                           "ms");
                 snprintf(what, sizeof what, "tendd's RSS per pod: %s", label[config]);
                 row(what, (double) (rss1 - rss0) / CONFIG_PODS, "KiB");
                 if (config)
