@@ -8,6 +8,15 @@
  * endpoint goes to the next, each endpoint once. Answers omit fields at
  * their zero value (a failed txn has no "succeeded", an empty range no
  * "kvs"), and int64s come as strings: the parser defaults and converts.
+ *
+ * A txn out for a second asks its endpoint for its raft term (maintenance
+ * status, answered without a leader). A term newer than the one the txn
+ * was sent in means etcd's leader changed meanwhile, and a proposal made
+ * to the old leader is lost: etcd would answer only at its own request
+ * timeout (5 s and more; issue 29). The txn is sent again at once, to the
+ * same endpoint (it answered: it is alive, and knows the new leader); the
+ * first try may have been applied, so its outcome is unknown, as for a
+ * try that timed out.
  */
 
 #include <inttypes.h>
@@ -17,6 +26,9 @@
 #include "tend/net.h"
 
 #define ANSWER_MAX (16 * 1024 * 1024) /* a range of a whole prefix, bounded */
+#define HEDGE_AFTER_MS 1000           /* a txn out this long asks whether etcd's leader changed */
+#define HEDGE_EVERY_MS 500            /* and again, this often */
+#define HEDGES_MAX 3                  /* sent again at most this many times for a new term */
 
 typedef struct request request;
 
@@ -32,6 +44,8 @@ struct etcd {
         bool authing;      /* asking for one */
         request *requests; /* in flight (or waiting for a token), for etcd_close() */
         etcd_watch *watches;
+        int64_t raft_term; /* the newest an answer gave */
+        uint64_t hedged;   /* txns sent again for a new term (etcd_hedged()) */
 };
 
 struct request {
@@ -55,6 +69,13 @@ struct request {
         json_t *body_json; /* until written */
         bool dumping;
         bool orphaned; /* canceled while written: freed once it is */
+        /* the hedge (a txn): its timer, the term it was sent in, the probe
+         * out (its parent: the txn it asks for) */
+        bool hedged_call;
+        uv_timer_t *hedge;
+        int64_t term_sent;
+        unsigned hedges;
+        request *probe, *parent;
 };
 
 static void secret_free(char *s) {
@@ -63,9 +84,28 @@ static void secret_free(char *s) {
         free(s);
 }
 
+static void unlink_request(request *r);
+
+static void on_hedge_closed(uv_handle_t *h) {
+        free(h);
+}
+
 static request *request_free(request *r) {
         if (!r)
                 return NULL;
+        if (r->hedge) {
+                r->hedge->data = NULL;
+                uv_close((uv_handle_t *) r->hedge, on_hedge_closed);
+        }
+        if (r->probe) { /* a txn's probe goes with it */
+                request *p = r->probe;
+                p->parent = NULL;
+                net_curl_cancel(r->e->net, p->easy);
+                unlink_request(p);
+                request_free(p);
+        }
+        if (r->parent)
+                r->parent->probe = NULL;
         if (r->easy)
                 curl_easy_cleanup(r->easy);
         curl_slist_free_all(r->headers);
@@ -271,6 +311,7 @@ static void finish(request *r, CURLcode code, long status) {
                 h = json_object_get(result, "header");
                 res.body = j;
                 res.revision = int64_of(json_object_get(h, "revision"));
+                r->e->raft_term = MAX(r->e->raft_term, int64_of(json_object_get(h, "raft_term")));
                 res.succeeded = json_is_true(json_object_get(result, "succeeded"));
                 res.count = int64_of(json_object_get(result, "count"));
                 res.deleted = int64_of(json_object_get(result, "deleted"));
@@ -364,6 +405,8 @@ static void tls_options(etcd *e, CURL *easy) {
                 curl_easy_setopt(easy, CURLOPT_SSLKEY, e->key_file);
 }
 
+static void on_hedge(uv_timer_t *t);
+
 static int start(request *r) {
         etcd *e = r->e;
         _cleanup_free_ char *url = strprintf("%s%s", e->endpoints[e->current], r->path);
@@ -394,6 +437,20 @@ static int start(request *r) {
         curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, MIN(ms, 1000L));
         curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(r->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+        r->term_sent = e->raft_term;
+        if (r->hedged_call && e->raft_term > 0) {
+                if (!r->hedge) {
+                        r->hedge = malloc(sizeof *r->hedge);
+                        if (!r->hedge || uv_timer_init(e->loop, r->hedge) < 0) {
+                                free(r->hedge);
+                                r->hedge = NULL;
+                        }
+                }
+                if (r->hedge) {
+                        r->hedge->data = r;
+                        (void) uv_timer_start(r->hedge, on_hedge, HEDGE_AFTER_MS, HEDGE_EVERY_MS);
+                }
+        }
         return net_curl_start(e->net, r->easy, on_done, r);
 }
 
@@ -425,7 +482,7 @@ static void on_body_dumped(uv_work_t *w, int status) {
 /* Takes body (a new reference). pooled: its text is written in the
  * thread pool, and the request starts after. */
 static int call_ex(etcd *e, const char *path, json_t *body, bool is_auth, bool pooled, etcd_cb cb,
-                   void *userdata) {
+                   void *userdata, request **ret_request) {
         request *r;
         int ret;
 
@@ -458,11 +515,56 @@ static int call_ex(etcd *e, const char *path, json_t *body, bool is_auth, bool p
         if (r->next)
                 r->next->prev = r;
         e->requests = r;
+        if (ret_request)
+                *ret_request = r;
         return 0;
 }
 
 static int call(etcd *e, const char *path, json_t *body, etcd_cb cb, void *userdata) {
-        return call_ex(e, path, body, false, false, cb, userdata);
+        return call_ex(e, path, body, false, false, cb, userdata, NULL);
+}
+
+/* ---- the hedge ------------------------------------------------------------------------------ */
+
+static void on_probe(const etcd_result *res, void *userdata) {
+        request *r = userdata; /* the txn; its probe is freed after this */
+        etcd *e = r->e;
+
+        r->probe = NULL;
+        if (res->error < 0 || e->raft_term <= r->term_sent || r->dumping || r->waiting_auth ||
+            r->hedges >= HEDGES_MAX)
+                return;
+        /* a new term since it was sent: a proposal to the old leader is
+         * lost, and etcd answers only at its own timeout */
+        log_debug("etcd: %s%s: sent in raft term %" PRId64 ", which is over (%" PRId64
+                  "): sent again",
+                  e->endpoints[e->current], r->path, r->term_sent, e->raft_term);
+        net_curl_cancel(e->net, r->easy);
+        r->unknown = true; /* it reached etcd: it may have been applied */
+        r->hedges++;
+        e->hedged++;
+        tend_buf_reset(&r->answer);
+        if (start(r) < 0) {
+                unlink_request(r);
+                finish(r, CURLE_OUT_OF_MEMORY, 0);
+                request_free(r);
+        }
+}
+
+static void on_hedge(uv_timer_t *t) {
+        request *r = t->data;
+
+        if (!r || r->probe || r->dumping || r->waiting_auth)
+                return;
+        if (call_ex(r->e, "/v3/maintenance/status", json_object(), false, false, on_probe, r,
+                    &r->probe) < 0)
+                r->probe = NULL;
+        else
+                r->probe->parent = r;
+}
+
+uint64_t etcd_hedged(const etcd *e) {
+        return e->hedged;
 }
 
 /* ---- authentication ----------------------------------------------------------------------------
@@ -515,7 +617,7 @@ static int authenticate(etcd *e) {
         e->authing = true;
         r = call_ex(e, "/v3/auth/authenticate",
                     json_pack("{s:s, s:s}", "name", e->user, "password", strempty(e->password)),
-                    true, false, on_auth, e);
+                    true, false, on_auth, e, NULL);
         if (r < 0)
                 e->authing = false;
         return r;
@@ -596,10 +698,14 @@ int etcd_txn(etcd *e, json_t *compare, json_t *success, json_t *failure, etcd_cb
                 json_decref(failure);
                 return -ENOMEM;
         }
-        return call_ex(e, "/v3/kv/txn",
-                       json_pack("{s:o, s:o, s:o}", "compare", compare, "success", success,
-                                 "failure", failure),
-                       false, true, cb, userdata);
+        request *r;
+        int ret = call_ex(e, "/v3/kv/txn",
+                          json_pack("{s:o, s:o, s:o}", "compare", compare, "success", success,
+                                    "failure", failure),
+                          false, true, cb, userdata, &r);
+        if (ret >= 0)
+                r->hedged_call = true; /* (armed at its start: written in the pool first) */
+        return ret;
 }
 
 int etcd_compact(etcd *e, int64_t revision, etcd_cb cb, void *userdata) {
@@ -666,13 +772,16 @@ int etcd_new(const etcd_config *c, etcd **ret) {
 }
 
 void etcd_cancel_calls(etcd *e, void *userdata) {
-        for (request *r = e->requests, *next; r; r = next) {
-                next = r->next;
-                if (r->userdata != userdata)
+        /* (from the top after each: a txn's probe goes with it) */
+        for (request *r = e->requests; r;) {
+                if (r->userdata != userdata) {
+                        r = r->next;
                         continue;
+                }
                 net_curl_cancel(e->net, r->easy);
                 unlink_request(r);
                 drop_request(r);
+                r = e->requests;
         }
 }
 

@@ -909,7 +909,9 @@ static void on_txn(const etcd_result *r, void *userdata) {
                 bool changed = o->remote_main || o->remote_status, echoed = o->echoed;
                 o->in_flight = false;
                 o->echoed = false;
-                if (r->error < 0 && echoed) {
+                /* (refused with a try unknown: a try before was applied,
+                 * and the one that was refused compared against it) */
+                if ((r->error < 0 || (refused && r->unknown)) && echoed) {
                         /* the answer was lost, but the watch brought the
                          * write back: etcd has it (and what it put is in the
                          * mirror already) */

@@ -77,7 +77,7 @@ struct etcd {
         etcd_watch *watches;
         etcd_session *sessions[8];
         size_t n_sessions;
-        bool hold, late;
+        bool hold, late, retried;
         call *answered; /* evaluated txns whose answers wait (late) */
         unsigned txns, txns_ok;
 };
@@ -329,7 +329,20 @@ static void evaluate(etcd *e, call *c) {
                 free(ap);
                 return;
         case CALL_TXN:
-                txn(e, &a, q);
+                if (e->retried) {
+                        /* the first try applied, its answer lost; the one
+                         * sent again compares against it */
+                        answer first = {};
+                        txn(e, &first, q);
+                        for (size_t i = 0; i < first.n; i++) {
+                                free(first.kvs[i].key);
+                                free(first.kvs[i].value);
+                        }
+                        free(first.kvs);
+                        txn(e, &a, q);
+                        a.r.unknown = true;
+                } else
+                        txn(e, &a, q);
                 break;
         case CALL_RANGE:
                 range(e, &a, q);
@@ -733,6 +746,10 @@ void etcd_session_stop(etcd_session *s) {
 void fake_etcd_hold(etcd *e, bool hold) {
         e->hold = hold;
         kick(e);
+}
+
+void fake_etcd_retried(etcd *e, bool retried) {
+        e->retried = retried;
 }
 
 void fake_etcd_late(etcd *e, bool late) {

@@ -24,6 +24,10 @@ size_t fake_etcd_held(const etcd *e);
 /* Txns are applied when they come, but their answers wait while late (the
  * watch may tell of them, and of what came after, first). */
 void fake_etcd_late(etcd *e, bool late);
+/* Each txn is applied, its answer lost, and sent again (etcd.c's hedge
+ * after a leader's change): the answer is the second try's, refused
+ * against the first, with unknown set. */
+void fake_etcd_retried(etcd *e, bool retried);
 /* Txns answered so far, and how many of them succeeded. */
 unsigned fake_etcd_txns(const etcd *e, unsigned *ret_succeeded);
 /* Another node's write: the key's value now (its watchers are told from

@@ -422,6 +422,32 @@ static void test_no_lost_update_after_success(void **state) {
         lost_update(*state, true);
 }
 
+/* A txn sent again after etcd's leader changed (etcd.c's hedge) when the
+ * first try was applied after all: the second is refused against the
+ * first, and its answer says a try before was unknown. The watch brought
+ * the first try's write back as this node's own: it is acknowledged, not
+ * a conflict (409) for a write that is in etcd. */
+static void test_retried_applied(void **state) {
+        world *w = *state;
+        answer a;
+        int32_t three = 3;
+
+        api_write(w, &a, create, "web");
+        assert_true(wait_answers(w, &a, NULL, 2000));
+        fake_etcd_retried(fake_etcd(), true);
+        fake_etcd_late(fake_etcd(), true);
+        api_write(w, &a, scale, &three);
+        assert_true(run_until(w, is_in_etcd3, 2000)); /* applied; the answer held */
+        run_for(w, 30);                               /* the watch brings it back */
+        fake_etcd_late(fake_etcd(), false);
+        assert_true(wait_answers(w, &a, NULL, 2000));
+        fake_etcd_retried(fake_etcd(), false);
+        assert_int_equal(a.code, 0);
+        run_for(w, 50);
+        assert_int_equal(etcd_replicas(), 3);
+        assert_int_equal(local_replicas(w), 3);
+}
+
 /* A write etcd has not taken within 10 s (virtual) is withdrawn and
  * answered 504, and undone here: nothing of it is applied later. One out
  * to etcd then is waited for, and its answer says. */
@@ -611,6 +637,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_no_lost_update, setup_follower, teardown),
                 cmocka_unit_test_setup_teardown(test_no_lost_update_after_success, setup_follower,
                                                 teardown),
+                cmocka_unit_test_setup_teardown(test_retried_applied, setup_follower, teardown),
                 cmocka_unit_test_setup_teardown(test_late_withdrawn, setup_follower, teardown),
                 cmocka_unit_test_setup_teardown(test_fenced, setup_leader, teardown),
                 cmocka_unit_test_setup_teardown(test_node_lost, setup_leader, teardown),

@@ -80,6 +80,10 @@ typedef struct etcd_result {
 
 typedef void (*etcd_cb)(const etcd_result *r, void *userdata);
 
+/* How many txns were sent again because etcd's leader changed while they
+ * were out (etcd.c's hedge). */
+uint64_t etcd_hedged(const etcd *e);
+
 /* Cancels every call in flight made with this userdata: no callback. */
 void etcd_cancel_calls(etcd *e, void *userdata);
 
