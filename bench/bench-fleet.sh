@@ -18,12 +18,26 @@
 #                  (their replacements Running and Ready)
 #   idle           etcd revisions and requests per node per second, nothing
 #                  happening (the keepalives: they create no revision)
+#   scale          issue 29's goals: N replicas (3,000; --quick 600) applied
+#                  on one node → all Running across the 3, against N/3 on
+#                  one tendd alone (no fleet); placement (all bound) in pods
+#                  a second; the leader's longest loop gap meanwhile (its
+#                  /healthz on the local socket, polled every 10 ms); etcd
+#                  key writes per pod; the nodes' skew from an even share
 #
-#   bench-fleet.sh BIN_DIR [--quick]
+#   bench-fleet.sh BIN_DIR [--quick] [--scale=N] [--scale-only]
 set -u
 bin=$(cd "$1" && pwd) || exit 1
 quick=0
 [ "${2:-}" = --quick ] && quick=1
+scale=$([ "$quick" = 1 ] && echo 600 || echo 3000)
+scale_only=0
+for a in "$@"; do
+    case $a in
+    --scale=*) scale=${a#--scale=} ;;
+    --scale-only) scale_only=1 ;;
+    esac
+done
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/tests/fleet/etcd.sh"
 
@@ -100,11 +114,129 @@ stats() {
         printf "min %d  median %d  p95 %d  (n=%d)\n", v[1], v[int((NR + 1) / 2)], v[p], NR }'
 }
 
+# ---- scale (issue 29's goals) ----------------------------------------------------------------
+key_writes() { # the writes of the pods' keys since they were made: sum of versions
+    ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" get --prefix "$1" -w json |
+        jq '[.kvs[]?.version | tonumber] | add // 0'
+}
+# bigdeploy NAME N: N replicas of a sleeper, no probe (Ready when started)
+bigdeploy() {
+    cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1}
+spec:
+  replicas: $2
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        command: ["$bin/../tests/tend-testprog", "sleep"]
+YAML
+}
+# count SOCKET APP FILTER: pods of APP that pass a jq filter
+count() {
+    curl -s -m 30 --unix-socket "$1" "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3D$2" |
+        jq "[.items[] | select($3)] | length" 2>/dev/null
+}
+running_n() { [ "$(count "$1" "$2" '.status.phase == "Running" and .metadata.deletionTimestamp == null')" = "$3" ]; }
+bound_n() { [ "$(count "$1" "$2" '.spec.nodeName != null')" = "$3" ]; }
+gone_all() { [ "$(count "$1" "$2" 'true')" = 0 ]; }
+# poll_slow S COMMAND...: every 250 ms (a list of thousands is not free)
+poll_slow() {
+    s=$1
+    shift
+    end=$(($(now_ms) + s * 1000))
+    while [ "$(now_ms)" -lt "$end" ]; do
+        "$@" && return 0
+        sleep 0.25
+    done
+    return 1
+}
+
+scale_run() {
+    echo
+    echo "scale: $scale replicas"
+    # one tendd alone, a third of them: the reference
+    "$bin/tendd" --state-dir "$dir/solo" --socket "$dir/solo.sock" --port-range 45000-45999 \
+        >>"$dir/solo.log" 2>&1 &
+    solo=$!
+    for _ in $(seq 200); do
+        curl -s -m 1 --unix-socket "$dir/solo.sock" http://localhost/healthz >/dev/null 2>&1 && break
+        sleep 0.02
+    done
+    third=$((scale / 3))
+    t0=$(now_ms)
+    bigdeploy solo "$third" | TEND_SOCKET="$dir/solo.sock" "$bin/tend" apply -f - >/dev/null
+    poll_slow 600 running_n "$dir/solo.sock" solo "$third" && solo_ms=$(($(now_ms) - t0)) || solo_ms=-1
+    TEND_SOCKET="$dir/solo.sock" "$bin/tend" delete deploy/solo >/dev/null
+    poll_slow 300 gone_all "$dir/solo.sock" solo
+    kill "$solo"
+    wait "$solo" 2>/dev/null
+    printf "%-44s %s\n" "one tendd alone: $third replicas → Running (ms)" "$solo_ms"
+
+    # the fleet: applied on n1; the leader's loop sampled meanwhile
+    lead=$(leader_seen_by 1)
+    w0=$(($(key_writes /tend/v1/pods/) + $(key_writes /tend/v1/status/pods/)))
+    : >"$dir/gap"
+    /usr/bin/python3 - "$dir/${lead}.sock" "$dir/gap" "$dir/gap.stop" <<'PY' &
+import os, socket, sys, time
+path, out, stop = sys.argv[1:4]
+worst = 0.0
+last = time.monotonic()
+while not os.path.exists(stop):
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(30)
+        s.connect(path)
+        s.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+        while s.recv(4096):
+            pass
+        s.close()
+    except OSError:
+        pass
+    now = time.monotonic()
+    worst = max(worst, now - last)
+    last = now
+    time.sleep(0.01)
+open(out, "w").write("%d\n" % (worst * 1000))
+PY
+    sampler=$!
+    t0=$(now_ms)
+    bigdeploy big "$scale" | TEND_SOCKET="$dir/n1.sock" "$bin/tend" apply -f - >/dev/null
+    poll_slow 900 bound_n "$dir/n1.sock" big "$scale" && bound_ms=$(($(now_ms) - t0)) || bound_ms=-1
+    poll_slow 900 running_n "$dir/n1.sock" big "$scale" && big_ms=$(($(now_ms) - t0)) || big_ms=-1
+    touch "$dir/gap.stop"
+    wait "$sampler"
+    w1=$(($(key_writes /tend/v1/pods/) + $(key_writes /tend/v1/status/pods/)))
+    per_node=$(curl -s -m 30 --unix-socket "$dir/n1.sock" \
+        "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dbig" |
+        jq -r '[.items[].spec.nodeName] | group_by(.) | map(length) | @tsv')
+    skew=$(echo "$per_node" | awk -v n="$scale" '{ m = 0; for (i = 1; i <= NF; i++) if ($i > m) m = $i;
+        printf "%d", (m * NF / n - 1) * 100 + 0.5 }')
+    printf "%-44s %s\n" "the fleet: $scale replicas → Running (ms)" \
+        "$big_ms ($(awk -v b="$big_ms" -v s="$solo_ms" 'BEGIN { printf "%.1f", b / s }')x the one tendd alone; goal <= 2x)"
+    printf "%-44s %s\n" "  placement: all bound (pods/s)" \
+        "$(awk -v n="$scale" -v t="$bound_ms" 'BEGIN { printf "%d", n * 1000 / t }') (goal >= 500)"
+    printf "%-44s %s\n" "  the leader's ($lead) longest loop gap (ms)" "$(cat "$dir/gap") (goal <= 100)"
+    printf "%-44s %s\n" "  etcd key writes per pod (x100)" "$(((w1 - w0) * 100 / scale)) (goal <= 300)"
+    printf "%-44s %s\n" "  pods per node; the fullest over an even share" "$(echo "$per_node" | tr '\t' ' '): +$skew % (goal <= 5 %)"
+    TEND_SOCKET="$dir/n1.sock" "$bin/tend" delete deploy/big >/dev/null
+    poll_slow 900 gone_all "$dir/n1.sock" big
+}
+
 for n in 1 2 3; do start "$n"; done
 all_ready() { [ "$(node_json 1 "" | jq '[.items[] | select(.status.conditions[0].status == "True")] | length')" = 3 ]; }
 poll 10 all_ready || { echo "the fleet did not come up"; exit 1; }
 echo "3 etcd members, 3 tendd, lease TTL ${ttl}s, ${isolate:+each tendd in its own PID namespace, }$trials trials"
 echo
+if [ "$scale_only" = 1 ]; then
+    scale_run
+    exit 0
+fi
 
 # node loss, and join: n3 dies and comes back, observed from n1
 : >"$dir/loss"
@@ -181,10 +313,6 @@ running() {
         ([.status.conditions[]? | select(.type == "Ready" and .status == "True")] | length) == 1)] | length')" = "$2" ]
 }
 none_left() { [ "$(pods_json 1 | jq '.items | length')" = 0 ]; }
-key_writes() { # the writes of the pods' keys since they were made: sum of versions
-    ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" get --prefix "$1" -w json |
-        jq '[.kvs[]?.version | tonumber] | add // 0'
-}
 
 # apply: 30 replicas over 3 nodes, and what etcd wrote for them
 : >"$dir/apply"
@@ -285,3 +413,5 @@ q1=$(reqs)
 # the two reads of the revision are requests too: 2 range calls
 echo "idle for ${idle}s: $((r1 - r0)) etcd revisions (writes), $(awk -v q=$((q1 - q0 - 2)) -v s="$idle" \
     'BEGIN { printf "%.2f", q / s / 3 }') etcd requests/s per node (keepalive every TTL/3 = $((ttl * 1000 / 3)) ms)"
+
+scale_run
