@@ -95,17 +95,19 @@ kill_machine() {
     wait "$m" 2>/dev/null
     eval "machine_$1="
 }
-# until COMMAND succeeds, polling every 20 ms, for at most S seconds
-poll() {
-    s=$1
-    shift
+# poll_every INTERVAL S COMMAND...: until it succeeds, for at most S seconds
+poll_every() {
+    iv=$1 s=$2
+    shift 2
     end=$(($(now_ms) + s * 1000))
     while [ "$(now_ms)" -lt "$end" ]; do
         "$@" && return 0
-        sleep 0.02
+        sleep "$iv"
     done
     return 1
 }
+# until COMMAND succeeds, polling every 20 ms, for at most S seconds
+poll() { poll_every 0.02 "$@"; }
 # stats: min / median / p95 of the numbers on stdin
 stats() {
     sort -n | awk '{ v[NR] = $1 } END {
@@ -146,16 +148,7 @@ running_n() { [ "$(count "$1" "$2" '.status.phase == "Running" and .metadata.del
 bound_n() { [ "$(count "$1" "$2" '.spec.nodeName != null')" = "$3" ]; }
 gone_all() { [ "$(count "$1" "$2" 'true')" = 0 ]; }
 # poll_slow S COMMAND...: every 250 ms (a list of thousands is not free)
-poll_slow() {
-    s=$1
-    shift
-    end=$(($(now_ms) + s * 1000))
-    while [ "$(now_ms)" -lt "$end" ]; do
-        "$@" && return 0
-        sleep 0.25
-    done
-    return 1
-}
+poll_slow() { poll_every 0.25 "$@"; }
 
 scale_run() {
     echo

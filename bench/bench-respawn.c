@@ -375,24 +375,10 @@ static int run_tend(const char *fmt, ...) {
         return system(cmd);
 }
 
-static void deploy(const char *app, int replicas) {
-        char path[128];
-        FILE *f;
+static void deploy_configured(const char *app, int replicas, bool config);
 
-        snprintf(path, sizeof path, "%s/%s.yaml", dir, app);
-        f = fopen(path, "w");
-        if (!f)
-                die("writing %s: %s", path, strerror(errno));
-        fprintf(f,
-                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: %s}\n"
-                "spec:\n  replicas: %d\n  selector: {matchLabels: {app: %s}}\n"
-                "  template:\n    metadata: {labels: {app: %s}}\n    spec:\n"
-                "      terminationGracePeriodSeconds: 1\n"
-                "      containers:\n      - name: main\n        command: [/bin/sleep, infinity]\n",
-                app, replicas, app, app);
-        fclose(f);
-        if (run_tend("apply -f '%s'", path) != 0)
-                die("tend apply -f %s failed", path);
+static void deploy(const char *app, int replicas) {
+        deploy_configured(app, replicas, false);
 }
 
 /* Waits (reading events meanwhile) until the API shows n running. */
