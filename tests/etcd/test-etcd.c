@@ -685,6 +685,28 @@ typedef struct member {
         char endpoint[64], dir[64];
 } member;
 
+/* (static: the teardown stops them, also after a failed assertion) */
+static member members[MEMBERS];
+
+static int members_teardown(void **state) {
+        for (int i = 0; i < MEMBERS; i++) {
+                char cmd[160];
+                if (members[i].pid > 0) {
+                        kill(members[i].pid, SIGCONT);
+                        kill(members[i].pid, SIGKILL);
+                        waitpid(members[i].pid, NULL, 0);
+                }
+                members[i].pid = 0;
+                if (members[i].dir[0]) {
+                        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.log'", members[i].dir,
+                                 members[i].dir);
+                        if (system(cmd) != 0)
+                                return -1;
+                }
+        }
+        return 0;
+}
+
 /* The member that leads, by etcd's own status (etcdctl's simple output:
  * endpoint, id, version, size, is leader, ...), or -1. */
 static int leader_of(const member *m) {
@@ -719,7 +741,7 @@ static int leader_of(const member *m) {
  * answer says so.
  */
 static void test_hedge_leader_change(void **state) {
-        member m[MEMBERS];
+        member *m = members;
         char initial[512] = "", log[128];
         int leader = -1, via;
         etcd *e = NULL;
@@ -797,13 +819,6 @@ static void test_hedge_leader_change(void **state) {
         assert_string_equal(got.value, "yes");
 
         etcd_close(e);
-        for (int i = 0; i < MEMBERS; i++) {
-                char cmd[160];
-                kill(m[i].pid, SIGKILL);
-                waitpid(m[i].pid, NULL, 0);
-                snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.log'", m[i].dir, m[i].dir);
-                assert_int_equal(system(cmd), 0);
-        }
 }
 
 int main(void) {
@@ -817,7 +832,7 @@ int main(void) {
                 cmocka_unit_test(test_watch_read_off_the_loop),
                 cmocka_unit_test(test_session),
                 cmocka_unit_test(test_watch_resumes),
-                cmocka_unit_test(test_hedge_leader_change),
+                cmocka_unit_test_teardown(test_hedge_leader_change, members_teardown),
         };
 
         if (system("command -v etcd >/dev/null 2>&1") != 0) {
