@@ -121,6 +121,13 @@ key_writes() { # the writes of the pods' keys since they were made: sum of versi
     ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" get --prefix "$1" -w json |
         jq '[.kvs[]?.version | tonumber] | add // 0'
 }
+# cpu_ticks: utime + stime of each node's tendd (n1 n2 n3), in clock ticks
+cpu_ticks() {
+    for n in 1 2 3; do
+        p=$(pgrep -f "^$bin/tendd --state-dir $dir/n$n " | head -1)
+        if [ -n "$p" ]; then awk '{ printf "%d ", $14 + $15 }' "/proc/$p/stat"; else printf "0 "; fi
+    done
+}
 # bigdeploy NAME N: N replicas of a sleeper, no probe (Ready when started)
 bigdeploy() {
     cat <<YAML
@@ -174,6 +181,7 @@ scale_run() {
     # the fleet: applied on n1; the leader's loop sampled meanwhile
     lead=$(leader_seen_by 1)
     w0=$(($(key_writes /tend/v1/pods/) + $(key_writes /tend/v1/status/pods/)))
+    c0=$(cpu_ticks)
     : >"$dir/gap"
     /usr/bin/python3 - "$dir/${lead}.sock" "$dir/gap" "$dir/gap.stop" <<'PY' &
 import os, socket, sys, time
@@ -205,6 +213,7 @@ PY
     touch "$dir/gap.stop"
     wait "$sampler"
     w1=$(($(key_writes /tend/v1/pods/) + $(key_writes /tend/v1/status/pods/)))
+    c1=$(cpu_ticks)
     per_node=$(curl -s -m 30 --unix-socket "$dir/n1.sock" \
         "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dbig" |
         jq -r '[.items[].spec.nodeName] | group_by(.) | map(length) | @tsv')
@@ -216,6 +225,9 @@ PY
         "$(awk -v n="$scale" -v t="$bound_ms" 'BEGIN { printf "%d", n * 1000 / t }') (goal >= 500)"
     printf "%-44s %s\n" "  the leader's ($lead) longest loop gap (ms)" "$(cat "$dir/gap") (goal <= 100)"
     printf "%-44s %s\n" "  etcd key writes per pod (x100)" "$(((w1 - w0) * 100 / scale)) (goal <= 300)"
+    printf "%-44s %s\n" "  each tendd's CPU until all Running (s)" \
+        "$(echo "$c0 $c1" | awk -v hz="$(getconf CLK_TCK)" '{ n = NF / 2; for (i = 1; i <= n; i++)
+            printf "n%d %.1f  ", i, ($(i + n) - $i) / hz }')"
     printf "%-44s %s\n" "  pods per node; the fullest over an even share" "$(echo "$per_node" | tr '\t' ' '): +$skew % (goal <= 5 %)"
     TEND_SOCKET="$dir/n1.sock" "$bin/tend" delete deploy/big >/dev/null
     poll_slow 900 gone_all "$dir/n1.sock" big
