@@ -763,6 +763,17 @@ int store_prune_events(store *s, usec_t now) {
         if (!oldest ||
             (n <= STORE_EVENTS_MAX && oldest->last_timestamp + STORE_EVENTS_MAX_AGE >= now))
                 return 0;
+        /* One over the cap, the oldest not expired: the one case of a
+         * steady stream (each new event past the cap). The oldest goes,
+         * without a sort of them all per event (at 3,000 pods started,
+         * 6 % of the leader's time was that sort). */
+        if (n == STORE_EVENTS_MAX + 1 && oldest->last_timestamp + STORE_EVENTS_MAX_AGE >= now) {
+                _cleanup_free_ char *ns = strdup(strempty(oldest->metadata.namespace)),
+                                    *name = strdup(strempty(oldest->metadata.name));
+                if (!ns || !name)
+                        return -ENOMEM;
+                return store_delete(s, STORE_EVENT, ns, name);
+        }
         /* oldest first, sorted once: a mirror may bring thousands at a time */
         by_age = new0(const spec_event *, n);
         if (!by_age)
