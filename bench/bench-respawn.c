@@ -672,18 +672,7 @@ static void deploy_configured(const char *app, int replicas, bool config) {
 }
 
 static long tendd_rss_kb(void) {
-        char path[64], line[256];
-        long kb = -1;
-        FILE *f;
-
-        snprintf(path, sizeof path, "/proc/%d/status", (int) tendd);
-        f = fopen(path, "r");
-        while (f && fgets(line, sizeof line, f))
-                if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-                        break;
-        if (f)
-                fclose(f);
-        return kb;
+        return bench_rss_kb_of(tendd);
 }
 
 /* KiB under DIR/state/volumes (the files, on disk and tmpfs). */

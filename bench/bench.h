@@ -17,11 +17,17 @@ static inline int bench_cmp_double(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
-/* VmRSS of this process, in kB; -1 if unknown. */
-static inline long bench_rss_kb(void) {
-        FILE *f = fopen("/proc/self/status", "r");
-        char line[256];
+/* VmRSS of process pid (0: this one), in kB; -1 if unknown. */
+static inline long bench_rss_kb_of(pid_t pid) {
+        char path[64], line[256];
         long kb = -1;
+        FILE *f;
+
+        if (pid > 0)
+                snprintf(path, sizeof path, "/proc/%d/status", (int) pid);
+        else
+                snprintf(path, sizeof path, "/proc/self/status");
+        f = fopen(path, "r");
 
         while (f && fgets(line, sizeof line, f))
                 if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
@@ -29,6 +35,10 @@ static inline long bench_rss_kb(void) {
         if (f)
                 fclose(f);
         return kb;
+}
+
+static inline long bench_rss_kb(void) {
+        return bench_rss_kb_of(0);
 }
 
 /* CLOCK_MONOTONIC in ns. */
