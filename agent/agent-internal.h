@@ -177,7 +177,6 @@ typedef struct agent_volumes {
 } agent_volumes;
 int agent__pod_volumes(agent *a, const spec_pod *p, agent_volumes *ret, char **ret_problem);
 void agent__pod_volumes_done(agent_volumes *v);
-bool agent__volume_mounted(const spec_pod *p, const char *name);
 /* Whether a configMap or a secret volume of p is mounted (its files made). */
 bool agent__pod_has_files(const spec_pod *p);
 /* What p's mounted configMap and secret volumes are made from, each

@@ -160,19 +160,10 @@ static int volume_files(agent *a, const spec_pod *p, const spec_volume *vol, age
         return 0;
 }
 
-bool agent__volume_mounted(const spec_pod *p, const char *name) {
-        const spec_container *c = p->spec.n_containers ? &p->spec.containers[0] : NULL;
-
-        for (size_t i = 0; c && i < c->n_volume_mounts; i++)
-                if (streq_ptr(c->volume_mounts[i].name, name))
-                        return true;
-        return false;
-}
-
 bool agent__pod_has_files(const spec_pod *p) {
         for (size_t i = 0; i < p->spec.n_volumes; i++)
                 if ((p->spec.volumes[i].config_map || p->spec.volumes[i].secret) &&
-                    agent__volume_mounted(p, p->spec.volumes[i].name))
+                    spec_volume_mounted(&p->spec, p->spec.volumes[i].name))
                         return true;
         return false;
 }
@@ -207,7 +198,7 @@ char *agent__volumes_key(agent *a, const spec_pod *p) {
         for (size_t i = 0; i < p->spec.n_volumes; i++) {
                 const spec_volume *vol = &p->spec.volumes[i];
                 const void *obj;
-                if (vol->empty_dir || !agent__volume_mounted(p, vol->name))
+                if (vol->empty_dir || !spec_volume_mounted(&p->spec, vol->name))
                         continue;
                 obj = object_of(a, p, vol);
                 /* (a ConfigMap's metadata is where a Secret's is) */

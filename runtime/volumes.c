@@ -406,15 +406,6 @@ static const spec_volume *volume_named(const spec_pod_spec *s, const char *name,
         return NULL;
 }
 
-static bool volume_mounted(const spec_pod_spec *s, const char *name) {
-        const spec_container *c = &s->containers[0];
-
-        for (size_t i = 0; i < c->n_volume_mounts; i++)
-                if (streq_ptr(c->volume_mounts[i].name, name))
-                        return true;
-        return false;
-}
-
 /* The volume's files (what the agent resolved; none for an emptyDir, and
  * for a configMap or a secret that is optional and missing). */
 static rt_volume_files files_of(const rt_pod_params *p, size_t i) {
@@ -543,7 +534,7 @@ int rt__volumes_prepare(rt_pod *pod, const rt_pod_params *p, char **ret_error) {
                 rt_volume_files f = files_of(p, i);
                 _cleanup_free_ char *dir = NULL;
 
-                if (!volume_mounted(s, v->name))
+                if (!spec_volume_mounted(s, v->name))
                         continue;
                 dir = rt__volume_dir(pod->manager, pod->uid, v->name);
                 if (!dir)
@@ -602,7 +593,7 @@ int rt_pod_update_volumes(rt_pod *pod, const rt_pod_params *p, char **ret_error)
                 _cleanup_free_ char *dir = NULL, *err = NULL;
                 int r;
 
-                if (v->empty_dir || !volume_mounted(s, v->name))
+                if (v->empty_dir || !spec_volume_mounted(s, v->name))
                         continue;
                 dir = rt__volume_dir(pod->manager, pod->uid, v->name);
                 if (!dir)

@@ -14,6 +14,15 @@ const spec_condition *spec_get_condition(const spec_condition *conds, size_t n, 
         return NULL;
 }
 
+bool spec_volume_mounted(const spec_pod_spec *s, const char *volume) {
+        const spec_container *c = s->n_containers ? &s->containers[0] : NULL;
+
+        for (size_t i = 0; c && i < c->n_volume_mounts; i++)
+                if (streq_ptr(c->volume_mounts[i].name, volume))
+                        return true;
+        return false;
+}
+
 bool spec_pod_terminal(const spec_pod *p) {
         return p->status.phase == SPEC_POD_FAILED || p->status.phase == SPEC_POD_SUCCEEDED;
 }

@@ -1177,6 +1177,8 @@ const spec_condition *spec_get_condition(const spec_condition *conds, size_t n, 
 bool spec_pod_terminal(const spec_pod *p);
 bool spec_pod_active(const spec_pod *p);
 bool spec_pod_ready(const spec_pod *p, usec_t *ret_since);
+/* Whether the pod's container mounts the volume (a volumeMount names it). */
+bool spec_volume_mounted(const spec_pod_spec *s, const char *volume);
 /* kubectl's STATUS of a pod: Terminating, a waiting or terminated reason,
  * the pod's own reason, or the phase. */
 const char *spec_pod_status_text(const spec_pod *p);
