@@ -213,11 +213,22 @@ typedef struct names_ctx {
 static int add_name(store_kind kind, char **name, void *userdata) {
         names_ctx *c = userdata;
         const void *obj = *name ? store_get(c->a->store, kind, c->ns, *name) : NULL;
+        _cleanup_free_ char *item = NULL, *list = NULL;
 
-        if (!obj || !is_snapshot(meta_of(obj)) || strstr(tend_buf_str(c->b) ?: "", *name))
-                return 0; /* (a name twice: once) */
-        return tend_buf_addf(c->b, "%s%s/%s", c->b->len ? "," : "",
-                             kind == STORE_SECRET ? "secret" : "configmap", *name);
+        if (!obj || !is_snapshot(meta_of(obj)))
+                return 0;
+        item = strprintf("%s/%s", kind == STORE_SECRET ? "secret" : "configmap", *name);
+        list = strprintf(",%s,", strempty(tend_buf_str(c->b)));
+        if (!item || !list)
+                return -ENOMEM;
+        {
+                _cleanup_free_ char *token = strprintf(",%s,", item);
+                if (!token)
+                        return -ENOMEM;
+                if (strstr(list, token))
+                        return 0; /* (a name twice: once) */
+        }
+        return tend_buf_addf(c->b, "%s%s", c->b->len ? "," : "", item);
 }
 
 char *agent__config_names(agent *a, const char *ns, const spec_pod_template *t) {
