@@ -179,7 +179,8 @@ k get events -o json | grep -q "s3cr3t-v4lue" && fail "a secret value in an even
 k describe pod -l app=web | grep -q "s3cr3t-v4lue" && fail "a secret value in describe"
 
 echo "== a missing ConfigMap: ContainerCreating, then it starts once made"
-sed 's/name: web$/name: late/; s/app: web/app: late/g; s/web-config/late-config/; s|/etc/web|/etc/late|; s|/single.conf|/late.conf|; s|/items|/late-items|; s|/tls|/late-tls|; s|/scratch|/late-scratch|g' \
+sed 's/name: web$/name: late/; s/app: web/app: late/g; s/web-config/late-config/; s|/etc/web|/etc/late|; s|/single.conf|/late.conf|; s|/items|/late-items|; s|/tls|/late-tls|; s|/scratch|/late-scratch|g;
+    s/secretName: web-tls,/secretName: late-missing, optional: true,/; s/emptyDir: {medium: Memory, sizeLimit: 8Mi}/emptyDir: {}/' \
     "$tmp/web.yaml" >"$tmp/late.yaml"
 expect_exit 0 "apply late" k apply -f "$tmp/late.yaml"
 wait_for 10 sh -c "kubectl get pod -l app=late -o jsonpath='{.items[0].status.containerStatuses[0].state.waiting.reason}' | grep -qx ContainerCreating" &&
@@ -188,6 +189,15 @@ wait_for 10 sh -c "kubectl get events --field-selector reason=FailedMount -o jso
     ok "a FailedMount event, in the kubelet's words" || fail "events: $(k get events)"
 expect_exit 0 "create late-config" k create configmap late-config --from-literal=app.conf=late --from-literal=mode=red
 wait_for 20 running late && ok "made, the pod starts" || fail "late: $(k get pod -l app=late)"
+lp=$(pid_of late)
+wait_for 10 sh -c "kubectl logs deploy/late | grep -qx 'wrote: yes'" &&
+    grep -q " $mnt/late-scratch rw," "/proc/$lp/mountinfo" &&
+    ! grep -q " $mnt/late-scratch rw,.* - tmpfs " "/proc/$lp/mountinfo" &&
+    ok "an emptyDir on disk (not a tmpfs), written by the pod's user" ||
+    fail "late-scratch: $(grep " $mnt/late-scratch " "/proc/$lp/mountinfo"; k logs deploy/late | head -3)"
+[ -d "/proc/$lp/root$mnt/late-tls/..data" ] && [ -z "$(ls "/proc/$lp/root$mnt/late-tls")" ] &&
+    ok "an optional Secret that is missing: an empty volume, and the pod runs" ||
+    fail "late-tls: $(ls -a "/proc/$lp/root$mnt/late-tls")"
 
 echo "== tend.io/config-rollout: an edit is a rollout; a bad one rolled back; undo brings the old file"
 cat >"$tmp/roll.yaml" <<YAML
