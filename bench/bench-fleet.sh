@@ -23,7 +23,10 @@
 #                  one tendd alone (no fleet); placement (all bound) in pods
 #                  a second; the leader's longest loop gap meanwhile (its
 #                  /healthz on the local socket, polled every 10 ms); etcd
-#                  key writes per pod; the nodes' skew from an even share
+#                  key writes per pod; each tendd's CPU, etcd's, and the
+#                  machine's idle share meanwhile (none left: the figures
+#                  are the machine's limits); the nodes' skew from an even
+#                  share. The pods are /bin/sleep.
 #
 #   bench-fleet.sh BIN_DIR [--quick] [--scale=N] [--scale-only]
 set -u
@@ -128,6 +131,16 @@ cpu_ticks() {
         if [ -n "$p" ]; then awk '{ printf "%d ", $14 + $15 }' "/proc/$p/stat"; else printf "0 "; fi
     done
 }
+# etcd_ticks: utime + stime of this run's etcd members together, in clock ticks
+etcd_ticks() {
+    t=0
+    for p in $(pgrep -f "^etcd --name e[0-9] --data-dir $dir/"); do
+        t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+    done
+    echo "$t"
+}
+# idle_ticks: the machine's idle time, all CPUs, in clock ticks
+idle_ticks() { awk '/^cpu / { print $5 + $6 }' /proc/stat; }
 # bigdeploy NAME N: N replicas of /bin/sleep, no probe (Ready when started).
 # The small process of a host of many (issue 35's too): tend-testprog links
 # GnuTLS, and its dynamic loading (10 ms of a core here) was most of what the
@@ -189,6 +202,9 @@ scale_run() {
     [ "$lead" = n1 ] && obs=2
     w0=$(($(key_writes /tend/v1/pods/) + $(key_writes /tend/v1/status/pods/)))
     c0=$(cpu_ticks)
+    e0=$(etcd_ticks)
+    i0=$(idle_ticks)
+    ti0=$(now_ms)
     : >"$dir/gap"
     /usr/bin/python3 - "$dir/${lead}.sock" "$dir/gap" "$dir/gap.stop" <<'PY' &
 import os, socket, sys, time
@@ -221,6 +237,9 @@ PY
     wait "$sampler"
     w1=$(($(key_writes /tend/v1/pods/) + $(key_writes /tend/v1/status/pods/)))
     c1=$(cpu_ticks)
+    e1=$(etcd_ticks)
+    i1=$(idle_ticks)
+    ti1=$(now_ms)
     per_node=$(curl -s -m 30 --unix-socket "$dir/n1.sock" \
         "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dbig" |
         jq -r '[.items[].spec.nodeName] | group_by(.) | map(length) | @tsv')
@@ -235,6 +254,13 @@ PY
     printf "%-44s %s\n" "  each tendd's CPU until all Running (s)" \
         "$(echo "$c0 $c1" | awk -v hz="$(getconf CLK_TCK)" '{ n = NF / 2; for (i = 1; i <= n; i++)
             printf "n%d %.1f  ", i, ($(i + n) - $i) / hz }')"
+    hz=$(getconf CLK_TCK)
+    printf "%-44s %s\n" "  etcd's CPU, 3 members (s)" "$(awk -v t=$((e1 - e0)) -v hz="$hz" 'BEGIN { printf "%.1f", t / hz }')"
+    # (a machine with no idle left: the figures above are its limits, not
+    # the fleet's latency)
+    printf "%-44s %s\n" "  the machine idle meanwhile (% of its CPUs)" \
+        "$(awk -v i=$((i1 - i0)) -v hz="$hz" -v ms=$((ti1 - ti0)) -v n="$(nproc)" \
+            'BEGIN { printf "%.0f", 100 * i / hz / (ms / 1000) / n }')"
     printf "%-44s %s\n" "  pods per node; the fullest over an even share" "$(echo "$per_node" | tr '\t' ' '): +$skew % (goal <= 5 %)"
     TEND_SOCKET="$dir/n1.sock" "$bin/tend" delete deploy/big >/dev/null
     poll_slow 900 gone_all "$dir/n1.sock" big
