@@ -530,6 +530,10 @@ static void on_probe(const etcd_result *res, void *userdata) {
         request *r = userdata; /* the txn; its probe is freed after this */
         etcd *e = r->e;
 
+        /* unlinked both ways: the probe's free must not reach r, which
+         * may be gone by then (its restart failed) */
+        if (r->probe)
+                r->probe->parent = NULL;
         r->probe = NULL;
         if (res->error < 0 || e->raft_term <= r->term_sent || r->dumping || r->waiting_auth ||
             r->hedges >= HEDGES_MAX)
