@@ -26,15 +26,6 @@ static bool is_snapshot(const spec_meta *m) {
         return spec_map_get(&m->annotations, SPEC_ANN_SNAPSHOT_OF);
 }
 
-static const spec_type *type_of(store_kind kind) {
-        return kind == STORE_SECRET ? &spec_type_secret : &spec_type_config_map;
-}
-
-/* (a ConfigMap's metadata is where a Secret's is) */
-static const spec_meta *meta_of(const void *obj) {
-        return &((const spec_config_map *) obj)->metadata;
-}
-
 static int copy_map(spec_map *to, const spec_map *from) {
         int r = 0;
         for (size_t i = 0; i < from->n; i++)
@@ -46,7 +37,7 @@ static int copy_map(spec_map *to, const spec_map *from) {
  * (its name is its content's hash): immutable, its content and labels. */
 static int make_snapshot(agent *a, const spec_deployment *d, store_kind kind, const void *obj,
                          const char *name) {
-        const spec_meta *from = meta_of(obj);
+        const spec_meta *from = spec_object_meta(obj);
         spec_config_map *cm = NULL;
         spec_secret *sec = NULL;
         spec_owner_ref *ref = calloc(1, sizeof *ref);
@@ -123,9 +114,9 @@ static int snapshot_ref(agent *a, const spec_deployment *d, store_kind kind, cha
         char *snap;
         int r;
 
-        if (!obj || is_snapshot(meta_of(obj)))
+        if (!obj || is_snapshot(spec_object_meta(obj)))
                 return 0;
-        if (!spec_config_hash(type_of(kind), obj, hash))
+        if (!spec_config_hash(store_kind_type(kind), obj, hash))
                 return -ENOMEM;
         /* (a name is at most 253 characters: room for -<hash>) */
         snap = strprintf("%.*s-%s", (int) (253 - 1 - SPEC_CONFIG_HASH_LEN), *name, hash);
@@ -207,48 +198,51 @@ int agent__config_template(agent *a, const spec_deployment *d, bool make, spec_p
 typedef struct names_ctx {
         agent *a;
         const char *ns;
-        tend_buf *b;
+        char **items; /* "configmap/NAME", each once */
 } names_ctx;
 
 static int add_name(store_kind kind, char **name, void *userdata) {
         names_ctx *c = userdata;
         const void *obj = *name ? store_get(c->a->store, kind, c->ns, *name) : NULL;
-        _cleanup_free_ char *item = NULL, *list = NULL;
+        _cleanup_free_ char *item = NULL;
 
-        if (!obj || !is_snapshot(meta_of(obj)))
+        if (!obj || !is_snapshot(spec_object_meta(obj)))
                 return 0;
         item = strprintf("%s/%s", kind == STORE_SECRET ? "secret" : "configmap", *name);
-        list = strprintf(",%s,", strempty(tend_buf_str(c->b)));
-        if (!item || !list)
+        if (!item)
                 return -ENOMEM;
-        {
-                _cleanup_free_ char *token = strprintf(",%s,", item);
-                if (!token)
-                        return -ENOMEM;
-                if (strstr(list, token))
-                        return 0; /* (a name twice: once) */
-        }
-        return tend_buf_addf(c->b, "%s%s", c->b->len ? "," : "", item);
+        if (strv_contains(c->items, item))
+                return 0; /* (a name twice: once) */
+        return strv_extend(&c->items, item);
 }
 
 char *agent__config_names(agent *a, const char *ns, const spec_pod_template *t) {
         _cleanup_buf_ tend_buf b = TEND_BUF_INIT(64 * 1024);
-        names_ctx c = { .a = a, .ns = ns, .b = &b };
+        names_ctx c = { .a = a, .ns = ns };
+        int r = each_ref((spec_pod_template *) t, add_name, &c);
 
-        if (each_ref((spec_pod_template *) t, add_name, &c) < 0 || !tend_buf_str(&b))
+        for (char **i = c.items; r >= 0 && i && *i; i++)
+                r = tend_buf_addf(&b, "%s%s", i == c.items ? "" : ",", *i);
+        strv_free(c.items);
+        if (r < 0 || !tend_buf_str(&b))
                 return NULL;
         return tend_buf_take(&b);
 }
 
+typedef struct ref_want {
+        store_kind kind;
+        const char *name;
+} ref_want;
+
 static int refers(store_kind kind, char **name, void *userdata) {
-        const char *const *want = userdata; /* kind's letter, name */
-        return (kind == STORE_SECRET) == (want[0][0] == 's') && streq_ptr(*name, want[1]);
+        const ref_want *want = userdata;
+        return kind == want->kind && streq_ptr(*name, want->name);
 }
 
 bool agent__template_refers_to(const spec_pod_template *t, store_kind kind, const char *name) {
-        const char *want[2] = { kind == STORE_SECRET ? "s" : "c", name };
+        ref_want want = { kind, name };
         /* (each_ref only reads through fn: the cast is safe) */
-        return each_ref((spec_pod_template *) t, refers, want) > 0;
+        return each_ref((spec_pod_template *) t, refers, &want) > 0;
 }
 
 /* ---- pruning ------------------------------------------------------------------------------ */
@@ -277,7 +271,7 @@ int agent__config_prune(agent *a, const char *ns, const char *owner_uid,
                 _cleanup_strv_free_ char **doomed = NULL;
 
                 for (size_t i = 0; i < n; i++) {
-                        const spec_meta *m = meta_of(items[i]);
+                        const spec_meta *m = spec_object_meta(items[i]);
                         if (!streq_ptr(m->namespace, ns) || !is_snapshot(m) ||
                             !spec_meta_owned_by(m, owner_uid) ||
                             (keep && agent__template_refers_to(keep, kinds[k], m->name)) ||

@@ -201,11 +201,9 @@ char *agent__volumes_key(agent *a, const spec_pod *p) {
                 if (vol->empty_dir || !spec_volume_mounted(&p->spec, vol->name))
                         continue;
                 obj = object_of(a, p, vol);
-                /* (a ConfigMap's metadata is where a Secret's is) */
                 if (obj)
-                        (void) tend_buf_addf(
-                                &b, "%" PRIu64 ";",
-                                ((const spec_config_map *) obj)->metadata.resource_version);
+                        (void) tend_buf_addf(&b, "%" PRIu64 ";",
+                                             spec_object_meta(obj)->resource_version);
                 else
                         (void) tend_buf_adds(&b, "-;");
         }
