@@ -163,6 +163,10 @@ void spec_deployment_fenceposts(const spec_deployment *d, int32_t replicas, int3
 
 /* ---- the pod-template hash -------------------------------------------------------- */
 
+/* Kubernetes' alphabet for names made of hashes (rand.SafeEncodeString):
+ * no vowels, no digits that look like letters. */
+static const char safe_alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+
 #define FNV32_OFFSET 2166136261U
 #define FNV32_PRIME 16777619U
 
@@ -204,7 +208,6 @@ char *spec_template_text(const spec_pod_template *t) {
  */
 char *spec_template_hash(const spec_pod_template *t, int32_t collision_count,
                          char buf[static SPEC_HASH_MAX]) {
-        static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
         _cleanup_free_ char *s = spec_template_text(t);
         uint32_t h = FNV32_OFFSET;
         char dec[16];
@@ -223,7 +226,7 @@ char *spec_template_hash(const spec_pod_template *t, int32_t collision_count,
         }
         snprintf(dec, sizeof dec, "%" PRIu32, h);
         for (size_t i = 0; dec[i]; i++)
-                buf[i] = alphabet[(unsigned char) dec[i] % 27];
+                buf[i] = safe_alphabet[(unsigned char) dec[i] % 27];
         buf[strlen(dec)] = 0;
         return buf;
 }
@@ -235,7 +238,6 @@ char *spec_template_hash(const spec_pod_template *t, int32_t collision_count,
  * its canonical JSON, sorted; metadata and immutable left out. */
 char *spec_config_hash(const spec_type *t, const void *obj,
                        char buf[static SPEC_CONFIG_HASH_LEN + 1]) {
-        static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
         _cleanup_free_ char *s = NULL;
         uint64_t h = FNV64_OFFSET;
 
@@ -255,7 +257,7 @@ char *spec_config_hash(const spec_type *t, const void *obj,
                 h *= FNV64_PRIME;
         }
         for (size_t i = 0; i < SPEC_CONFIG_HASH_LEN; i++, h /= 27)
-                buf[i] = alphabet[h % 27];
+                buf[i] = safe_alphabet[h % 27];
         buf[SPEC_CONFIG_HASH_LEN] = 0;
         return buf;
 }
