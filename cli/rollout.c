@@ -272,15 +272,10 @@ static int rollout_history(client *c, const char *name, int64_t revision) {
                         char num[32];
                         const spec_replica_set *rs = rss[revs[2 * i + 1]];
                         snprintf(num, sizeof num, "%" PRId64, revs[2 * i]);
-                        if (config)
-                                table_row(&t, num,
-                                          spec_map_get(&rs->metadata.annotations,
-                                                       SPEC_ANN_CHANGE_CAUSE),
-                                          spec_map_get(&rs->metadata.annotations, SPEC_ANN_CONFIG));
-                        else
-                                table_row(&t, num,
-                                          spec_map_get(&rs->metadata.annotations,
-                                                       SPEC_ANN_CHANGE_CAUSE));
+                        /* (a table of 2 columns reads 2 of these) */
+                        table_row(&t, num,
+                                  spec_map_get(&rs->metadata.annotations, SPEC_ANN_CHANGE_CAUSE),
+                                  spec_map_get(&rs->metadata.annotations, SPEC_ANN_CONFIG));
                 }
                 table_print(&t, stdout, true);
                 table_done(&t);
