@@ -287,8 +287,10 @@ static int write_version(int at, const rt_file *files, size_t n, char **ret_erro
                 }
         }
         tsfd = openat(at, ts, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (tsfd < 0 || fchmod(tsfd, 0755) < 0)
+        if (tsfd < 0 || fchmod(tsfd, 0755) < 0) {
                 r = -errno;
+                *ret_error = strprintf("opening %s: %s", ts, strerror(-r));
+        }
         for (size_t i = 0; i < n && r >= 0; i++) {
                 r = write_file_at(tsfd, &files[i]);
                 if (r < 0)
@@ -481,8 +483,12 @@ static int mount_source(const char *dir, const spec_volume *v, const spec_volume
                                        vm->sub_path);
                 return -EPERM;
         }
-        if (stat(real, &st) < 0)
-                return -errno;
+        if (stat(real, &st) < 0) {
+                r = -errno;
+                *ret_error = strprintf("volume %s: subPath %s: %s", v->name, vm->sub_path,
+                                       strerror(-r));
+                return r;
+        }
         *ret_file = !S_ISDIR(st.st_mode);
         *ret_src = TAKE_PTR(real);
         return 0;
