@@ -130,6 +130,19 @@ static const struct {
         { "VolumeMount", "mountPath",
           "Where the process sees the volume; a missing directory is made "
           "on the host, empty." },
+        { "VolumeMount", "readOnly",
+          "An emptyDir's mount read-only; configMap and secret volumes are "
+          "read-only always." },
+        { "Volume", "name", "The volume's name, as volumeMounts[].name refers to it." },
+        { "EmptyDirVolumeSource", "medium",
+          "\"\" (a directory on the state directory's disk) or \"Memory\" (a "
+          "tmpfs of its own)." },
+        { "EmptyDirVolumeSource", "sizeLimit",
+          "The tmpfs's size; with medium: Memory only (tend holds a disk "
+          "emptyDir to no size, and refuses one)." },
+        { "ConfigMapVolumeSource", "defaultMode", "The files' mode; 0644 when unset." },
+        { "SecretVolumeSource", "defaultMode",
+          "The files' mode; 0644 when unset. The files are on a tmpfs." },
         { "VolumeMount", "subPath",
           "One file or directory of the volume; not updated when its "
           "ConfigMap or Secret changes, as in Kubernetes." },
