@@ -18,7 +18,7 @@
 
 #include "tend/store.h"
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 
 static const spec_type *const kind_types[_STORE_KIND_MAX] = {
         [STORE_DEPLOYMENT] = &spec_type_deployment,
@@ -995,6 +995,23 @@ static const char *const migrations[] = {
               "  PRIMARY KEY (kind, namespace, name)) WITHOUT ROWID;"
               "CREATE TABLE records (pod_uid TEXT PRIMARY KEY, record TEXT NOT NULL)"
               "  WITHOUT ROWID;",
+        /* Rowid tables, each with an index of its key. A WITHOUT ROWID
+         * table keeps whole rows in its key's B-tree: a pod's 1.5 KiB body
+         * overflows the cell, and rows in the random order of pod names
+         * split pages at every insert. Writing a 1.5 KiB row cost 112 µs
+         * so, against 18 µs now (3,000 pods in batches of 60). */
+        [2] = "CREATE TABLE objects_v2 (kind TEXT NOT NULL, namespace TEXT NOT NULL,"
+              "  name TEXT NOT NULL, rv INTEGER NOT NULL, body TEXT NOT NULL);"
+              "INSERT INTO objects_v2 (kind, namespace, name, rv, body)"
+              "  SELECT kind, namespace, name, rv, body FROM objects;"
+              "DROP TABLE objects;"
+              "ALTER TABLE objects_v2 RENAME TO objects;"
+              "CREATE UNIQUE INDEX objects_key ON objects (kind, namespace, name);"
+              "CREATE TABLE records_v2 (pod_uid TEXT NOT NULL, record TEXT NOT NULL);"
+              "INSERT INTO records_v2 (pod_uid, record) SELECT pod_uid, record FROM records;"
+              "DROP TABLE records;"
+              "ALTER TABLE records_v2 RENAME TO records;"
+              "CREATE UNIQUE INDEX records_key ON records (pod_uid);",
 };
 
 static int migrate(store *s, char **ret_error) {
@@ -1162,15 +1179,17 @@ int store_open(const char *path, store **ret, char **ret_error) {
                 return r;
         }
         if (sqlite3_prepare_v2(s->db,
-                               "INSERT OR REPLACE INTO objects (kind, namespace, name, rv, body) "
-                               "VALUES (?, ?, ?, ?, ?)",
+                               "INSERT INTO objects (kind, namespace, name, rv, body) "
+                               "VALUES (?, ?, ?, ?, ?) ON CONFLICT (kind, namespace, name) "
+                               "DO UPDATE SET rv = excluded.rv, body = excluded.body",
                                -1, &s->put_obj, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(s->db,
                                "DELETE FROM objects WHERE kind = ? AND namespace = ? AND name = ?",
                                -1, &s->del_obj, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(s->db,
-                               "INSERT OR REPLACE INTO records (pod_uid, record) VALUES (?, ?)", -1,
-                               &s->put_rec, NULL) != SQLITE_OK ||
+                               "INSERT INTO records (pod_uid, record) VALUES (?, ?) "
+                               "ON CONFLICT (pod_uid) DO UPDATE SET record = excluded.record",
+                               -1, &s->put_rec, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(s->db, "DELETE FROM records WHERE pod_uid = ?", -1, &s->del_rec,
                                NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(s->db, "UPDATE meta SET value = ? WHERE key = 'rv'", -1, &s->set_rv,

@@ -483,6 +483,95 @@ static void test_newer_schema_refused(void **state) {
         free(err);
 }
 
+static int sql_int(sqlite3 *db, const char *sql) {
+        sqlite3_stmt *st;
+        int v = -1;
+        assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+        if (sqlite3_step(st) == SQLITE_ROW)
+                v = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+        return v;
+}
+
+/* A database of schema 1 (rows in WITHOUT ROWID tables) is carried over
+ * whole to schema 2 (rowid tables with a key index), and written after. */
+static void test_schema_1_migrated(void **state) {
+        static const char *const files[] = { "", "-wal", "-shm" };
+        char file[160];
+        for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) { /* a new database */
+                snprintf(file, sizeof file, "%s%s", path, files[i]);
+                (void) unlink(file);
+        }
+        store *s = open_store();
+        assert_int_equal(store_put(s, STORE_POD, pod("old"), NULL), 0);
+        json_t *rec = json_pack("{s:i}", "pid", 4242);
+        const spec_pod *p = store_get(s, STORE_POD, "default", "old");
+        char *uid = strdup(p->metadata.uid);
+        assert_int_equal(store_put_record(s, uid, rec), 0);
+        json_decref(rec);
+        assert_int_equal(store_commit(s, true), 0);
+        store_close(s);
+
+        /* Back to schema 1's layout, rows and all. */
+        sqlite3 *db;
+        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+        assert_int_equal(
+                sqlite3_exec(db,
+                             "BEGIN;"
+                             "CREATE TABLE o1 (kind TEXT NOT NULL, namespace TEXT NOT NULL,"
+                             "  name TEXT NOT NULL, rv INTEGER NOT NULL, body TEXT NOT NULL,"
+                             "  PRIMARY KEY (kind, namespace, name)) WITHOUT ROWID;"
+                             "INSERT INTO o1 SELECT kind, namespace, name, rv, body FROM objects;"
+                             "DROP TABLE objects; ALTER TABLE o1 RENAME TO objects;"
+                             "CREATE TABLE r1 (pod_uid TEXT PRIMARY KEY, record TEXT NOT NULL)"
+                             "  WITHOUT ROWID;"
+                             "INSERT INTO r1 SELECT pod_uid, record FROM records;"
+                             "DROP TABLE records; ALTER TABLE r1 RENAME TO records;"
+                             "PRAGMA user_version = 1; COMMIT;",
+                             NULL, NULL, NULL),
+                SQLITE_OK);
+        sqlite3_close(db);
+
+        s = open_store();
+        p = store_get(s, STORE_POD, "default", "old");
+        assert_non_null(p);
+        assert_string_equal(p->metadata.uid, uid);
+        assert_int_equal(json_integer_value(json_object_get(store_get_record(s, uid), "pid")),
+                         4242);
+        /* written twice after: one row, the last */
+        for (int i = 0; i < 2; i++) {
+                spec_pod *q = pod("old");
+                q->metadata.uid = strdup(uid);
+                q->status.phase = i ? SPEC_POD_RUNNING : SPEC_POD_FAILED;
+                assert_int_equal(store_put(s, STORE_POD, q, NULL), 0);
+                rec = json_pack("{s:i}", "pid", 4243 + i);
+                assert_int_equal(store_put_record(s, uid, rec), 0);
+                json_decref(rec);
+                assert_int_equal(store_commit(s, false), 0);
+        }
+        store_close(s);
+
+        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+        assert_int_equal(sql_int(db, "PRAGMA user_version"), 2);
+        assert_int_equal(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'objects' "
+                                     "AND sql LIKE '%WITHOUT ROWID%'"),
+                         0);
+        assert_int_equal(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+                                     "AND name IN ('objects_key', 'records_key')"),
+                         2);
+        assert_int_equal(sql_int(db, "SELECT count(*) FROM objects WHERE kind = 'Pod'"), 1);
+        assert_int_equal(sql_int(db, "SELECT count(*) FROM records"), 1);
+        sqlite3_close(db);
+
+        s = open_store();
+        p = store_get(s, STORE_POD, "default", "old");
+        assert_int_equal(p->status.phase, SPEC_POD_RUNNING);
+        assert_int_equal(json_integer_value(json_object_get(store_get_record(s, uid), "pid")),
+                         4244);
+        store_close(s);
+        free(uid);
+}
+
 static void test_garbage_file(void **state) {
         char bad[160], *err = NULL;
         store *s = NULL;
@@ -509,6 +598,7 @@ int main(void) {
                 cmocka_unit_test(test_garbage_file),
                 cmocka_unit_test(test_checkpoints_off_the_commit),
                 cmocka_unit_test(test_newer_schema_refused),
+                cmocka_unit_test(test_schema_1_migrated),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
