@@ -203,10 +203,20 @@ static int times_put(rt_pod *p, uint64_t i, uint64_t off, usec_t at) {
 static void times_look(rt_pod *p, usec_t wall, bool by_mtime) {
         struct stat st;
 
-        if (p->times_fd < 0 || !p->record.log_path)
+        if ((p->times_fd < 0 && !p->times_absent) || !p->record.log_path)
                 return;
         if ((p->log_fd >= 0 ? fstat(p->log_fd, &st) : stat(p->record.log_path, &st)) < 0)
                 return;
+        if (p->times_absent) {
+                if (st.st_size == 0)
+                        return;
+                _cleanup_free_ char *path = rt_log_times_path(p->record.log_path);
+                p->times_fd = path ? open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640)
+                                   : -ENOMEM;
+                if (p->times_fd < 0)
+                        return;
+                p->times_absent = false;
+        }
         if ((uint64_t) st.st_size < p->times_off) {
                 /* truncated (rotated): its times start again */
                 (void) !ftruncate(p->times_fd, 0);
@@ -268,7 +278,11 @@ static int watch_start(rt_pod *p) {
 
 /* At each log check: the times file opened (its last entry read back) the
  * first time — not on the path that starts a pod — and the watch started,
- * or started again if it could not be (a unit's log not made yet). */
+ * or started again if it could not be (a unit's log not made yet). A pod
+ * that has written nothing has no times file: it is made at the log's
+ * first growth. Making a file per pod at its start was a tenth of a
+ * fleet node's CPU while it started a thousand pods (a new inode; ext4
+ * scans past those freed in the last minute for each). */
 static void times_keep(rt_pod *p) {
         _cleanup_free_ char *path = NULL;
         struct stat st;
@@ -276,7 +290,7 @@ static void times_keep(rt_pod *p) {
 
         if (!p->record.log_path || p->state == RT_POD_EXITED)
                 return;
-        if (p->times_fd >= 0) {
+        if (p->times_fd >= 0 || p->times_absent) {
                 if (!p->times_due && (!p->watch || !uv_is_active((uv_handle_t *) p->watch)) &&
                     watch_start(p) >= 0)
                         times_look(p, now_realtime(), false);
@@ -285,16 +299,22 @@ static void times_keep(rt_pod *p) {
         path = rt_log_times_path(p->record.log_path);
         if (!path)
                 return;
-        p->times_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
-        if (p->times_fd < 0 || fstat(p->times_fd, &st) < 0)
+        p->times_fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+        if (p->times_fd < 0 && errno != ENOENT)
                 return;
-        p->times_n = (uint64_t) st.st_size / sizeof e;
-        if ((uint64_t) st.st_size % sizeof e)
-                (void) !ftruncate(p->times_fd, (off_t) (p->times_n * sizeof e));
-        if (p->times_n > 0 && pread(p->times_fd, e, sizeof e,
-                                    (off_t) ((p->times_n - 1) * sizeof e)) == (ssize_t) sizeof e) {
-                p->times_off = le64toh(e[0]);
-                p->times_at = le64toh(e[1]);
+        p->times_absent = p->times_fd < 0;
+        if (p->times_fd >= 0) {
+                if (fstat(p->times_fd, &st) < 0)
+                        return;
+                p->times_n = (uint64_t) st.st_size / sizeof e;
+                if ((uint64_t) st.st_size % sizeof e)
+                        (void) !ftruncate(p->times_fd, (off_t) (p->times_n * sizeof e));
+                if (p->times_n > 0 &&
+                    pread(p->times_fd, e, sizeof e, (off_t) ((p->times_n - 1) * sizeof e)) ==
+                            (ssize_t) sizeof e) {
+                        p->times_off = le64toh(e[0]);
+                        p->times_at = le64toh(e[1]);
+                }
         }
         (void) watch_start(p);
         /* what was written before: by the file's mtime (tendd was down,

@@ -103,6 +103,7 @@ struct rt_pod {
         /* The log's times (<log>.times: when each stretch of it was seen
          * written), for logs --timestamps and --since. */
         int times_fd;         /* -EBADF: not open (yet) */
+        bool times_absent;    /* no times file yet: made at the log's first growth */
         uint64_t times_n;     /* entries in the file */
         uint64_t times_off;   /* the last entry's end offset */
         usec_t times_at;      /* its wall-clock time */

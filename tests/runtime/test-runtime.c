@@ -723,6 +723,48 @@ static void test_log_times_bounded(void **state) {
         harness_free(h);
 }
 
+/* A pod that has written nothing has no times file (one new file per pod
+ * at its start was a tenth of tendd's CPU in a burst of starts); its first
+ * line, a second later, makes it, with that line's time. */
+static void test_log_times_made_at_first_write(void **state) {
+        harness *h = harness_new(NULL);
+        char go[64], cmd[256];
+        snprintf(go, sizeof go, "/tmp/tend-times-go-%d", (int) getpid());
+        (void) unlink(go);
+        snprintf(cmd, sizeof cmd,
+                 "      containers:\n      - name: main\n        command: [\"/bin/sh\", \"-c\", "
+                 "\"while [ ! -e %s ]; do sleep 0.05; done; echo late; exec sleep 100\"]",
+                 go);
+        spec_pod_spec *s = pod_spec(cmd, NULL);
+        rt_pod *pod = start(h, "late", s);
+        const char *path = rt_pod_record(pod)->log_path;
+        _cleanup_free_ char *times = rt_log_times_path(path);
+        uint64_t(*e)[2] = NULL;
+        size_t n = 0;
+        struct stat st;
+
+        run_for(h, 700); /* past its first log check (100 ms) */
+        assert_true(stat(times, &st) < 0 && errno == ENOENT);
+        usec_t said = now_realtime();
+        FILE *f = fopen(go, "w");
+        assert_non_null(f);
+        fclose(f);
+        const char *last[] = { "late", "late\n" };
+        assert_true(run_until(h, log_contains, last, 30000));
+        run_for(h, 600);
+        assert_int_equal(rt_log_times_load(path, SIZE_MAX, &e, &n), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(e[0][0], 5);
+        assert_true(e[0][1] >= said); /* the line's time, not the pod's start */
+        free(e);
+        (void) unlink(go);
+        rt_pod_signal(pod, SIGKILL);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        harness_free(h);
+}
+
 /* ---- adoption ----------------------------------------------------------------------------------
  */
 
@@ -1449,6 +1491,7 @@ int main(void) {
                 cmocka_unit_test(test_log_sparse),
                 cmocka_unit_test(test_log_times_gated),
                 cmocka_unit_test(test_log_times_bounded),
+                cmocka_unit_test(test_log_times_made_at_first_write),
                 cmocka_unit_test(test_escapee_goes_with_its_pod),
                 cmocka_unit_test(test_adopt_refuses_reused_pid),
                 cmocka_unit_test(test_adopt_by_second_agent),
