@@ -109,6 +109,17 @@ static int check_all(agent *a, spec_deployment *const *ds, size_t n, bool valida
                                                "Forbidden: %s (it runs as uid %u): run tendd as "
                                                "root, or remove the volumeMounts",
                                                a->backend->mount_problem(), (unsigned) geteuid());
+                if (d->spec.template.spec.n_containers) {
+                        _cleanup_free_ char *why = NULL;
+                        if (a->backend->limits_problem &&
+                            a->backend->limits_problem(a->backend_data, &d->spec.template.spec,
+                                                       &why))
+                                (void) spec_errors_add(
+                                        errs, "spec.template.spec.containers[0].resources.limits",
+                                        "Forbidden: %s: run tendd as root (or with a cgroup "
+                                        "delegated to it), or remove the limit",
+                                        why);
+                }
                 if (old && old->metadata.deletion_timestamp)
                         (void) spec_errors_add(errs, "metadata.deletionTimestamp",
                                                "Forbidden: the deployment is being deleted (it "

@@ -421,6 +421,12 @@ static int write_exit(agent *a, const spec_pod *p, pod_rt *pr) {
                 what = strdup("exited; its status is unknown (adopted after an agent restart)");
                 break;
         }
+        if (streq_ptr(reason, "OOMKilled")) {
+                free(what);
+                what = strprintf("%s after the kernel's OOM killer struck in its cgroup: it "
+                                 "used all of its limits.memory (OOMKilled)",
+                                 sig ? "was killed" : "exited");
+        }
         if (pr->liveness_failed)
                 reason = "Unhealthy";
 

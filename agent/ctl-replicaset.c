@@ -107,8 +107,9 @@ static int set_backoff(agent *a, spec_pod *p, spec_container_status *cs, usec_t 
         format_duration(d, delay);
         if (last && last->signal)
                 msg = strprintf("back-off %s restarting failed container=%s pod=%s: last exit: "
-                                "killed by signal %d (young death %u in a row)",
-                                d, cs->name, p->metadata.name, last->signal, streak);
+                                "killed by signal %d%s (young death %u in a row)",
+                                d, cs->name, p->metadata.name, last->signal,
+                                streq_ptr(last->reason, "OOMKilled") ? " (OOMKilled)" : "", streak);
         else if (last)
                 msg = strprintf("back-off %s restarting failed container=%s pod=%s: last exit: "
                                 "code %d (%s) (young death %u in a row)",

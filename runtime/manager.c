@@ -615,6 +615,10 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
                 pod->memory_max = (uint64_t) MAX(c->resources.limits.memory.value, (int64_t) 0);
         if (c->resources.limits.cpu.text)
                 pod->cpu_milli = (uint64_t) MAX(c->resources.limits.cpu.milli, (int64_t) 0);
+        /* never started unlimited (an adopted one runs as it was started) */
+        if (!rec && p->spec->runtime_class_name == SPEC_RUNTIME_PROCESS &&
+            rt__cgroup_limits_problem(m, pod->memory_max > 0, pod->cpu_milli > 0, ret_error))
+                return -EOPNOTSUPP;
         {
                 _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
                 (void) tend_buf_addf(&b, "tend pod %s/%s", pod->namespace, pod->name);
@@ -787,12 +791,25 @@ void rt_pod_free(rt_pod *pod) {
             (pod->manager->detached || (pod->manager->detached = tend_hashmap_new())))
                 (void) tend_hashmap_put(pod->manager->detached, pod->uid, (void *) 1, NULL);
         detach_pod(pod);
+        if (pod->state == RT_POD_EXITED || pod->state == RT_POD_STARTING)
+                rt__cgroup_remove(pod); /* (one left running keeps its cgroup) */
         rt__times_stop(pod);
         rt__notify_close(pod);
         rt__held_release(pod);
         release_ports(pod);
         pod_unlink(pod);
         rt__pod_unref(pod);
+}
+
+const char *rt_limits_problem(rt_manager *m, const spec_pod_spec *s, char **ret) {
+        const spec_container *c = s->n_containers ? &s->containers[0] : NULL;
+
+        *ret = NULL;
+        if (!c || s->runtime_class_name != SPEC_RUNTIME_PROCESS)
+                return NULL;
+        return rt__cgroup_limits_problem(
+                m, c->resources.limits.memory.text && c->resources.limits.memory.value > 0,
+                c->resources.limits.cpu.text && c->resources.limits.cpu.milli > 0, ret);
 }
 
 const rt_record *rt_pod_record(const rt_pod *pod) {

@@ -105,12 +105,13 @@ static void on_pidfd(uv_poll_t *h, int status, int events) {
                                       WEXITED | WNOHANG | WNOWAIT));
                 if (r == 0 && si.si_pid == 0)
                         return; /* spurious wake-up: still running */
-                /* The leader is gone. Whatever else runs in its group goes
-                 * too, as in a container whose init died. */
+                /* The leader is gone. Whatever else runs in its group, or
+                 * in its cgroup, goes too, as in a container whose init died. */
                 (void) kill(-p->record.pid, SIGKILL);
+                rt__cgroup_kill(p);
                 (void) waitid(P_PIDFD, (id_t) proc_of(p)->pidfd, &(siginfo_t){}, WEXITED | WNOHANG);
                 rt__pid_remove(p->manager, p->record.pid);
-        } else
+        } else {
                 /* Adopted: not our child, its status went to its real
                  * parent (ECHILD above), which may have reaped it already.
                  * The group id stays taken while any member lives, and
@@ -119,6 +120,8 @@ static void on_pidfd(uv_poll_t *h, int status, int events) {
                  * 4194304 as systemd sets it) — not in the moment since
                  * the leader died. */
                 (void) kill(-p->record.pid, SIGKILL);
+                rt__cgroup_kill(p);
+        }
         e.finished_at = now_realtime();
         e.finished_mono = now_monotonic();
         if (r == 0 && si.si_code == CLD_EXITED) {
@@ -129,6 +132,15 @@ static void on_pidfd(uv_poll_t *h, int status, int events) {
                 e.kind = RT_EXIT_SIGNAL;
                 e.signal = si.si_status;
                 e.reason = "Killed";
+        }
+        /* The kernel's OOM killer struck in its cgroup (the process, or a
+         * child it then died of): said as a cluster says it. */
+        if (rt__cgroup_oom_killed(p)) {
+                if (e.kind == RT_EXIT_UNKNOWN) {
+                        e.kind = RT_EXIT_SIGNAL;
+                        e.signal = SIGKILL;
+                }
+                e.reason = "OOMKilled";
         }
 
         stop_watching(p);
@@ -142,6 +154,7 @@ static void on_grace_timeout(uv_timer_t *t) {
         if (rt__grace_not_yet(p, on_grace_timeout))
                 return;
         (void) signal_group(p, SIGKILL);
+        rt__cgroup_kill(p);
 }
 
 /* On failure the caller cleans up with stop_watching(). */
@@ -164,12 +177,16 @@ static int watch(rt_pod *p) {
 
 static int process_start(rt_pod *p, char **ret_error) {
         rt_manager *m = p->manager;
-        int fds[SPEC_LISTEN_MAX];
+        int fds[SPEC_LISTEN_MAX], cg_fds[RT_CG_MAX];
+        size_t n_cg = 0;
         rt_spawn s;
         int r;
 
         for (size_t i = 0; i < p->n_held; i++)
                 fds[i] = rt__held_fd(p, i);
+        r = rt__cgroup_prepare(p, cg_fds, &n_cg, ret_error);
+        if (r < 0)
+                return r;
         s = (rt_spawn){
                 .path = p->path,
                 .argv = p->argv,
@@ -184,10 +201,16 @@ static int process_start(rt_pod *p, char **ret_error) {
                 .pid_slots = { p->pid_slots[0], p->pid_slots[1] },
                 .mounts = p->mounts,
                 .n_mounts = p->n_mounts,
+                .cg_fds = cg_fds,
+                .n_cg_fds = n_cg,
         };
         r = rt__spawn(m, &s, &p->record.pid, &proc_of(p)->pidfd, ret_error);
-        if (r < 0)
+        for (size_t i = 0; i < n_cg; i++)
+                safe_close(cg_fds[i]);
+        if (r < 0) {
+                rt__cgroup_remove(p);
                 return r;
+        }
         proc_of(p)->is_child = true;
         p->started_mono = now_monotonic();
         p->record.started_at = now_realtime();
@@ -244,6 +267,7 @@ static int process_adopt(rt_pod *p, char **ret_error) {
         }
         /* If we happen to be its parent still (same agent, no restart),
          * waitid() will give the real status; otherwise it is unknown. */
+        rt__cgroup_adopt(p);
         proc_of(p)->is_child = rt__process_ppid(p->record.pid) == getpid();
         if (proc_of(p)->is_child)
                 (void) rt__pid_add(p->manager, p->record.pid);
@@ -275,8 +299,10 @@ static int process_stop(rt_pod *p, usec_t grace) {
         r = signal_group(p, SIGTERM);
         /* A stopped process would never see SIGTERM. */
         (void) signal_group(p, SIGCONT);
-        if (grace == 0)
+        if (grace == 0) {
+                rt__cgroup_kill(p);
                 return signal_group(p, SIGKILL);
+        }
         /* A second stop may shorten the grace period, never lengthen it. */
         if (p->grace_timer_init)
                 rt__grace_arm(p, grace, on_grace_timeout);
@@ -305,17 +331,24 @@ static int process_find(rt_manager *m, const rt_pod_params *p, rt_record *ret) {
         return rt__find_pod_process(p->uid, ret);
 }
 
+static void process_sweep_orphans(rt_manager *m) {
+        rt__sweep_orphan_processes(m);
+        rt__cgroup_sweep(m);
+}
+
 const rt_ops rt_process_ops = {
         .name = "process",
         .pod_size = sizeof(rt_proc),
         .pod_init = proc_init,
         .pod_done = proc_done,
+        .manager_init = rt__cgroup_init,
+        .manager_close = rt__cgroup_close,
         .start = process_start,
         .stop = process_stop,
         .signal = process_signal,
         .adopt = process_adopt,
         .detach = process_detach,
         .find = process_find,
-        .sweep_orphans = rt__sweep_orphan_processes,
+        .sweep_orphans = process_sweep_orphans,
         .caps = RT_CAP_START_BEFORE_COMMIT,
 };

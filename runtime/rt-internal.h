@@ -130,6 +130,8 @@ struct rt_pod {
         bool own_mnt_ns; /* a process pod with volumes: a mount namespace of its own */
         usec_t grace;    /* terminationGracePeriodSeconds */
         uint64_t memory_max, cpu_milli; /* resources.limits, 0: none */
+        bool cg;                        /* in a cgroup of its own (cgroup.c) */
+        uint64_t cg_oom;                /* the OOM killer's count there at its start */
         bool set_ids;
         uid_t uid_n;
         gid_t gid_n;
@@ -249,6 +251,31 @@ void rt__grace_arm(rt_pod *p, usec_t grace, uv_timer_cb cb);
  * fire a few ms before p->kill_at; then re-arm for the rest and say so. */
 bool rt__grace_not_yet(rt_pod *p, uv_timer_cb cb);
 
+/* ---- cgroups -------------------------------------------------------------------------------- */
+
+#define RT_CG_MAX 5
+typedef enum rt_cg_layout { RT_CG_NONE, RT_CG_V1, RT_CG_V2 } rt_cg_layout;
+
+/* The layout, found once and logged; the bases made. */
+void rt__cgroup_init(rt_manager *m, const rt_config *c);
+void rt__cgroup_close(rt_manager *m);
+/* Why limits of these kinds cannot be enforced here (*ret, new string),
+ * NULL if they can. */
+const char *rt__cgroup_limits_problem(rt_manager *m, bool memory, bool cpu, char **ret);
+/* The pod's cgroups made and limited; fds: their cgroup.procs, for the
+ * child to join (the caller closes them after the spawn). */
+int rt__cgroup_prepare(rt_pod *p, int fds[static RT_CG_MAX], size_t *ret_n, char **ret_error);
+/* An adopted pod's: found by its process's /proc/PID/cgroup. */
+void rt__cgroup_adopt(rt_pod *p);
+bool rt__cgroup_oom_killed(rt_pod *p);
+/* SIGKILL to every process left in it. */
+void rt__cgroup_kill(rt_pod *p);
+/* Removed, now or (still busy) at a later reap: rt__cgroup_retry(). */
+void rt__cgroup_remove(rt_pod *p);
+void rt__cgroup_retry(rt_manager *m);
+/* At the end of start-up: the empty cgroups no pod has, removed. */
+void rt__cgroup_sweep(rt_manager *m);
+
 /* ---- the manager ------------------------------------------------------------------------ */
 
 #define PORT_BITMAP_SIZE (65536 / 8)
@@ -335,6 +362,16 @@ struct rt_manager {
         bool sd_subscribed;    /* Subscribe answered on this connection */
         bool sd_sweep_pending; /* the orphan sweep of start-up could not run yet */
         struct sd_bus_slot *sd_sweep;
+
+        /* cgroups (cgroup.c): per hierarchy, the directory of the pods'
+         * (v2: one); the controllers' indexes in it, -1: none */
+        rt_cg_layout cg_layout;
+        char *cg_why; /* RT_CG_NONE: why */
+        char *cg_base[RT_CG_MAX];
+        char cg_ctl[RT_CG_MAX][16];
+        size_t cg_n;
+        int cg_memory, cg_cpu, cg_freezer;
+        char **cg_trash; /* uids of pods' cgroups not yet empty: removed at a reap */
 };
 
 void rt__systemd_close(rt_manager *m);
@@ -376,6 +413,9 @@ typedef struct rt_spawn {
          * sees what the pod sees). */
         bool join_mnt_ns;
         int mnt_ns;
+        /* cgroup.procs of the cgroups to join before anything else */
+        const int *cg_fds;
+        size_t n_cg_fds;
 } rt_spawn;
 
 #define RT_PID_SLOT 16

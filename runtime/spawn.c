@@ -37,6 +37,7 @@
 
 typedef enum spawn_step {
         STEP_NONE,
+        STEP_CGROUP,
         STEP_SIGNALS,
         STEP_SETSID,
         STEP_JOIN_NS,
@@ -87,6 +88,11 @@ NO_SANITIZE static int child_main(void *arg) {
         struct ksigaction dfl = { .handler = SIG_DFL };
         unsigned long empty = 0;
 
+        /* Into the pod's cgroups first: its limits hold from here, and
+         * whatever it forks stays inside. "0": the writer itself. */
+        for (size_t i = 0; i < s->n_cg_fds; i++)
+                if (syscall(SYS_write, s->cg_fds[i], "0", 1) != 1)
+                        child_fail(c, STEP_CGROUP);
         for (int sig = 1; sig < 65; sig++) {
                 if (sig == SIGKILL || sig == SIGSTOP)
                         continue;
@@ -236,6 +242,8 @@ static char *step_message(const rt_spawn *s, int step, size_t mount, int err) {
                 return strprintf("opening %s: %s", s->output, e);
         case STEP_FDTABLE:
                 return strprintf("a file descriptor table of its own: %s", e);
+        case STEP_CGROUP:
+                return strprintf("joining the pod's cgroup: %s", e);
         case STEP_RLIMIT:
                 return strprintf("resetting the file descriptor limit: %s", e);
         default:

@@ -217,6 +217,7 @@ int agent_loop_new(uv_loop_t *loop, const agent_loop_config *c, agent_loop **ret
                                          .log_max_bytes = c->log_max_bytes,
                                          .subreaper = true,
                                          .systemd_bus = c->systemd_bus,
+                                         .cgroups = c->cgroups,
                                          .callbacks = &agent_rt_callbacks,
                                          .userdata = NULL },
                            &l->rt);

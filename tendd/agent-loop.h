@@ -15,6 +15,7 @@ typedef struct agent_loop_config {
         const char *node_name;     /* NULL: the host name */
         const agent_fleet *fleet;  /* NULL: a single host */
         rt_bus systemd_bus;        /* for runtimeClassName: systemd */
+        rt_cgroups cgroups;        /* process pods' cgroups */
 } agent_loop_config;
 
 /* Locks the state dir, opens the store, starts the runtime, adopts the

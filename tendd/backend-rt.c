@@ -56,6 +56,10 @@ static void rt_sweep_volumes(void *b, bool (*keep)(const char *uid, void *userda
         rt_manager_sweep_volumes(b, keep, userdata);
 }
 
+static const char *rt_limits(void *b, const spec_pod_spec *s, char **ret) {
+        return rt_limits_problem(b, s, ret);
+}
+
 static int rt_stop(void *handle, usec_t grace) {
         return rt_pod_stop(handle, grace);
 }
@@ -87,6 +91,7 @@ const agent_backend agent_rt_backend = {
         .remove_volumes = rt_remove_volumes,
         .sweep_volumes = rt_sweep_volumes,
         .mount_problem = rt_mount_problem,
+        .limits_problem = rt_limits,
         .after_starts = rt_after_starts,
         .stop = rt_stop,
         .signal = rt_signal,

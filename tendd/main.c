@@ -34,6 +34,7 @@ typedef struct args {
         usec_t resync;
         usec_t idle_timeout;
         rt_bus bus;
+        rt_cgroups cgroups;
         char **fleet; /* etcd endpoints */
         char *node_name;
         json_t *node_labels;
@@ -195,6 +196,10 @@ static void usage(FILE *f) {
                 "  --systemd-bus BUS        user, system or none: where pods with\n"
                 "                           runtimeClassName: systemd run (default: system\n"
                 "                           as root on a systemd host, else user)\n"
+                "  --cgroups auto|off       auto (default): each process pod in a cgroup\n"
+                "                           of its own, its resources.limits enforced\n"
+                "                           there, where tendd can make one (root); off:\n"
+                "                           none, and pods that declare limits refused\n"
                 "  --node-name NAME         this node's name: pods' spec.nodeName, and its\n"
                 "                           name in a fleet (default: the host name)\n"
                 "  --fleet URL[,URL...]     join the fleet kept in this etcd (its client URLs,\n"
@@ -247,6 +252,7 @@ static int parse_args(int argc, char **argv, args *a) {
                 OPT_RESYNC,
                 OPT_LOG,
                 OPT_BUS,
+                OPT_CGROUPS,
                 OPT_STOP_PODS,
                 OPT_MANIFESTS,
                 OPT_IDLE,
@@ -280,6 +286,7 @@ static int parse_args(int argc, char **argv, args *a) {
                 { "idle-timeout", required_argument, NULL, OPT_IDLE },
                 { "log-level", required_argument, NULL, OPT_LOG },
                 { "systemd-bus", required_argument, NULL, OPT_BUS },
+                { "cgroups", required_argument, NULL, OPT_CGROUPS },
                 { "stop-pods-on-exit", no_argument, NULL, OPT_STOP_PODS },
                 { "manifests", required_argument, NULL, OPT_MANIFESTS },
                 { "fleet", required_argument, NULL, OPT_FLEET },
@@ -381,6 +388,17 @@ static int parse_args(int argc, char **argv, args *a) {
                                 fprintf(stderr,
                                         "tendd: --systemd-bus %s: expected user, system or "
                                         "none\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case OPT_CGROUPS:
+                        if (streq(optarg, "auto"))
+                                a->cgroups = RT_CGROUPS_AUTO;
+                        else if (streq(optarg, "off"))
+                                a->cgroups = RT_CGROUPS_OFF;
+                        else {
+                                fprintf(stderr, "tendd: --cgroups %s: expected auto or off\n",
                                         optarg);
                                 return -EINVAL;
                         }
@@ -719,7 +737,8 @@ int main(int argc, char **argv) {
                                                  .resync_interval = a.resync,
                                                  .node_name = a.node_name,
                                                  .fleet = a.fleet ? &agent_fleet_ops : NULL,
-                                                 .systemd_bus = a.bus },
+                                                 .systemd_bus = a.bus,
+                                                 .cgroups = a.cgroups },
                            &al, &err);
         if (r < 0) {
                 log_error("%s", err ?: strerror(-r));

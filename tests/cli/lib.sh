@@ -61,10 +61,31 @@ kill_marked() {
     done
 }
 
+# The cgroups of this test's tendd (its log names them), once their
+# processes are gone: the pods' (killed above), then tendd's own.
+remove_cgroups() {
+    [ -f "$tmp/tendd.log" ] || return 0
+    for base in $(sed -n "s/.*pods' cgroups under \([^(]*\).*/\1/p" "$tmp/tendd.log" |
+        tr ',' ' ' | sort -u); do
+        [ -d "$base" ] || continue
+        for _ in $(seq 50); do
+            for d in "$base"/*/; do
+                [ -d "$d" ] || continue
+                # shellcheck disable=SC2046 # one pid a word
+                kill -KILL $(cat "$d/cgroup.procs" 2>/dev/null) 2>/dev/null
+                rmdir "$d" 2>/dev/null
+            done
+            rmdir "$base" 2>/dev/null && break
+            sleep 0.1
+        done
+    done
+}
+
 cleanup() {
     exit_rc=$?
     stop_tendd TERM
     kill_marked
+    remove_cgroups
     if [ "$failures" -ne 0 ] || [ "$exit_rc" -ne 0 ]; then
         echo "---- tendd log ----"; tail -80 "$tmp/tendd.log"
         # a sanitizer's report may be further up than the tail

@@ -57,6 +57,9 @@ typedef struct agent_backend {
         void (*sweep_volumes)(void *b, bool (*keep)(const char *uid, void *userdata),
                               void *userdata);
         const char *(*mount_problem)(void);
+        /* Why the resources.limits of s cannot be enforced here (*ret, a
+         * new string), NULL if they can. NULL: no limits are. */
+        const char *(*limits_problem)(void *b, const spec_pod_spec *s, char **ret);
         int (*stop)(void *handle, usec_t grace);
         int (*signal)(void *handle, int sig);
         void (*free)(void *handle);

@@ -87,6 +87,12 @@ typedef enum rt_bus {
         RT_BUS_NONE, /* no systemd backend */
 } rt_bus;
 
+/* Process pods' cgroups (runtime/cgroup.c). */
+typedef enum rt_cgroups {
+        RT_CGROUPS_AUTO, /* each pod in a cgroup of its own where tendd can make one */
+        RT_CGROUPS_OFF,  /* none: pods that declare limits are refused */
+} rt_cgroups;
+
 /* A log's times are kept one entry a look up to this size, and past it at
  * most as large as the log itself. */
 #define RT_LOG_TIMES_SLACK (4 * 1024)
@@ -101,6 +107,7 @@ typedef struct rt_config {
         uint64_t log_times_slack;
         bool subreaper;     /* become a child subreaper and reap orphans */
         rt_bus systemd_bus; /* connected on first use, not here */
+        rt_cgroups cgroups;
         const rt_callbacks *callbacks;
         void *userdata;
 } rt_config;
@@ -230,6 +237,11 @@ const char *rt_pod_probe_message(const rt_pod *pod, rt_probe_type type);
 /* Why this tendd cannot give a pod its volumes (it is not root); NULL: it
  * can. A static string. */
 const char *rt_mount_problem(void);
+/* Why the resources.limits of s cannot be enforced here (*ret, a new
+ * string), NULL if they can (or s declares none). */
+const char *rt_limits_problem(rt_manager *m, const spec_pod_spec *s, char **ret);
+/* The directories of the pods' cgroups, one per hierarchy (NULL: none). */
+char **rt_manager_cgroup_bases(rt_manager *m);
 /* A running pod's configMap and secret volumes rewritten from p->volumes,
  * each in one step (its ..data link swapped), where their content changed;
  * subPath mounts keep what they had, as in Kubernetes. Returns how many

@@ -1,0 +1,561 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * Process pods in cgroups of their own (docs/cgroups.md).
+ *
+ * At start the manager finds the layout once: cgroup v2 (one hierarchy at
+ * /sys/fs/cgroup) or v1 (a hierarchy per controller; the hybrid layout too,
+ * where v2 holds no controller). Under each hierarchy it keeps a directory
+ * of its own, named by its state directory (two tendd on a host keep apart),
+ * and each pod gets <that>/<pod uid>: made and limited before the program
+ * runs (the child joins it between clone() and exec()), searched at the
+ * pod's end for what is left of it (a daemon that double-forked out of its
+ * session), read for the OOM killer's count, removed when empty.
+ *
+ * A pod that declares limits where they cannot be enforced (no cgroups,
+ * or the controller missing) is refused at apply, with the reason: never
+ * started unlimited.
+ */
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "rt-internal.h"
+
+#define CG_ROOT "/sys/fs/cgroup"
+
+/* v1: the controllers tend uses, each in whichever hierarchy has it. */
+static const char *const v1_controllers[] = { "memory", "cpu", "cpuacct", "freezer", "pids" };
+
+static int write_file(const char *dir, const char *file, const char *value) {
+        _cleanup_free_ char *path = strprintf("%s/%s", dir, file);
+        _cleanup_close_ int fd = -EBADF;
+        size_t len = strlen(value);
+
+        if (!path)
+                return -ENOMEM;
+        fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        if (write(fd, value, len) != (ssize_t) len)
+                return -errno ?: -EIO;
+        return 0;
+}
+
+/* "key N" in a flat keyed file (memory.events, memory.oom_control). */
+static uint64_t read_key(const char *dir, const char *file, const char *key) {
+        _cleanup_free_ char *path = strprintf("%s/%s", dir, file), *text = NULL;
+        size_t klen = strlen(key);
+
+        if (!path || read_full_file(path, 64 * 1024, &text, NULL) < 0)
+                return 0;
+        for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+                if (strncmp(l, key, klen) == 0 && l[klen] == ' ')
+                        return strtoull(l + klen + 1, NULL, 10);
+        return 0;
+}
+
+static bool has_word(const char *list, const char *word, char sep) {
+        size_t n = strlen(word);
+
+        for (const char *s = list; s && *s;) {
+                const char *e = strchr(s, sep);
+                size_t len = e ? (size_t) (e - s) : strlen(s);
+                if (len == n && strncmp(s, word, n) == 0)
+                        return true;
+                s = e ? e + 1 : NULL;
+        }
+        return false;
+}
+
+/* The name of tendd's own directory in each hierarchy: "tend" and a hash
+ * of the state directory's path, so that each tendd sweeps only its own. */
+static char *base_name(const char *state_dir) {
+        uint32_t h = 2166136261u;
+
+        for (const char *s = state_dir; *s; s++)
+                h = (h ^ (uint8_t) *s) * 16777619u;
+        return strprintf("tend-%08" PRIx32, h);
+}
+
+static int add_base(rt_manager *m, const char *controller, char *dir) {
+        if (m->cg_n >= RT_CG_MAX) {
+                free(dir);
+                return 0;
+        }
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+                int r = -errno;
+                free(m->cg_why);
+                m->cg_why = strprintf("cannot make %s: %s (tendd runs as uid %u: run it as root, "
+                                      "or in a cgroup delegated to it)",
+                                      dir, strerror(-r), (unsigned) geteuid());
+                free(dir);
+                return r;
+        }
+        snprintf(m->cg_ctl[m->cg_n], sizeof m->cg_ctl[0], "%s", controller);
+        m->cg_base[m->cg_n++] = dir;
+        return 0;
+}
+
+/* v1: each controller's hierarchy, from /proc/self/mountinfo (where it is
+ * mounted, and the mount's root) and /proc/self/cgroup (tendd's own path
+ * in it). */
+static int init_v1(rt_manager *m, const char *name) {
+        _cleanup_free_ char *cgroups = NULL, *mounts = NULL;
+        int r;
+
+        if (read_full_file("/proc/self/cgroup", 64 * 1024, &cgroups, NULL) < 0 ||
+            read_full_file("/proc/self/mountinfo", 1024 * 1024, &mounts, NULL) < 0)
+                return -errno ?: -EIO;
+        for (size_t c = 0; c < ELEMENTSOF(v1_controllers); c++) {
+                const char *ctl = v1_controllers[c];
+                _cleanup_free_ char *own = NULL, *point = NULL, *root = NULL;
+
+                /* "ID:ctl,ctl:/path" */
+                for (char *l = cgroups; l && *l && !own;) {
+                        char *nl = strchr(l, '\n'), *c1 = strchr(l, ':'), *c2;
+                        size_t len = nl ? (size_t) (nl - l) : strlen(l);
+                        _cleanup_free_ char *line = strndup(l, len);
+                        if (!line)
+                                return -ENOMEM;
+                        c1 = strchr(line, ':');
+                        c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+                        if (c2) {
+                                *c2 = 0;
+                                if (has_word(c1 + 1, ctl, ',') && !(own = strdup(c2 + 1)))
+                                        return -ENOMEM;
+                        }
+                        l = nl ? nl + 1 : NULL;
+                }
+                /* "ID PARENT MAJ:MIN ROOT POINT OPTS ... - cgroup SRC SUPEROPTS" */
+                for (char *l = mounts; l && *l && own && !point;) {
+                        char *nl = strchr(l, '\n');
+                        size_t len = nl ? (size_t) (nl - l) : strlen(l);
+                        _cleanup_free_ char *line = strndup(l, len);
+                        char *f[6] = {}, *save = NULL, *dash;
+                        if (!line)
+                                return -ENOMEM;
+                        dash = strstr(line, " - cgroup ");
+                        l = nl ? nl + 1 : NULL;
+                        if (!dash)
+                                continue;
+                        *dash = 0;
+                        char *super = strrchr(dash + 1, ' ');
+                        if (!super || !has_word(super + 1, ctl, ','))
+                                continue;
+                        f[0] = strtok_r(line, " ", &save);
+                        for (int i = 1; i < 6 && f[i - 1]; i++)
+                                f[i] = strtok_r(NULL, " ", &save);
+                        if (!f[4] || !(point = strdup(f[4])) || !(root = strdup(f[3])))
+                                return -ENOMEM;
+                }
+                if (!own || !point)
+                        continue; /* not mounted: without it */
+                bool dup = false;
+                for (size_t i = 0; i < m->cg_n; i++)
+                        dup |= strncmp(m->cg_base[i], point, strlen(point)) == 0 &&
+                               m->cg_base[i][strlen(point)] == '/';
+                if (dup)
+                        continue; /* (cpu,cpuacct mounted together) */
+                const char *rel = own;
+                if (!streq(root, "/") && strncmp(own, root, strlen(root)) == 0)
+                        rel = own + strlen(root);
+                char *dir = strprintf("%s%s%s%s", point, streq(rel, "/") ? "" : rel, "/", name);
+                if (!dir)
+                        return -ENOMEM;
+                r = add_base(m, ctl, dir);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* v2: tendd's own cgroup must be the root (tendd started by hand, or in a
+ * container with a cgroup namespace): a cgroup with processes in it cannot
+ * give controllers to children. */
+static int init_v2(rt_manager *m, const char *name) {
+        _cleanup_free_ char *cgroups = NULL, *available = NULL, *want = NULL;
+        char *dir;
+        int r;
+
+        if (read_full_file("/proc/self/cgroup", 64 * 1024, &cgroups, NULL) < 0)
+                return -errno ?: -EIO;
+        const char *own = strstr(cgroups, "0::");
+        if (!own || (own != cgroups && own[-1] != '\n'))
+                return -ENOENT;
+        if (strncmp(own + 3, "/\n", 2) != 0) {
+                m->cg_why = strprintf("tendd runs in the cgroup %.*s, not at the root of cgroup "
+                                      "v2: making pods' cgroups below a cgroup of its own is not "
+                                      "supported yet",
+                                      (int) strcspn(own + 3, "\n"), own + 3);
+                return -EOPNOTSUPP;
+        }
+        dir = strprintf(CG_ROOT "/%s", name);
+        if (!dir)
+                return -ENOMEM;
+        r = add_base(m, "", dir);
+        if (r < 0)
+                return r;
+        /* the controllers the pods need, given down to them */
+        if (read_full_file(CG_ROOT "/cgroup.controllers", 4096, &available, NULL) >= 0)
+                available[strcspn(available, "\n")] = 0;
+        want = strprintf("%s%s%s", has_word(available, "memory", ' ') ? "+memory " : "",
+                         has_word(available, "cpu", ' ') ? "+cpu " : "",
+                         has_word(available, "pids", ' ') ? "+pids" : "");
+        if (!want)
+                return -ENOMEM;
+        if (*want) {
+                (void) write_file(CG_ROOT, "cgroup.subtree_control", want);
+                (void) write_file(m->cg_base[0], "cgroup.subtree_control", want);
+        }
+        return 0;
+}
+
+static bool v2_has(rt_manager *m, const char *controller) {
+        _cleanup_free_ char *path = strprintf("%s/cgroup.subtree_control", m->cg_base[0]),
+                            *text = NULL;
+        if (!path || read_full_file(path, 4096, &text, NULL) < 0)
+                return false;
+        text[strcspn(text, "\n")] = 0;
+        return has_word(text, controller, ' ');
+}
+
+static int v1_index(const rt_manager *m, const char *controller) {
+        for (size_t i = 0; i < m->cg_n; i++)
+                if (streq(m->cg_ctl[i], controller))
+                        return (int) i;
+        return -1;
+}
+
+static void drop_bases(rt_manager *m) {
+        for (size_t i = 0; i < m->cg_n; i++) {
+                free(m->cg_base[i]);
+                m->cg_base[i] = NULL;
+        }
+        m->cg_n = 0;
+}
+
+void rt__cgroup_init(rt_manager *m, const rt_config *c) {
+        _cleanup_free_ char *name = NULL;
+        struct statfs sf;
+        int r;
+
+        m->cg_memory = m->cg_cpu = m->cg_freezer = -1;
+        if (c->cgroups == RT_CGROUPS_OFF) {
+                m->cg_why = strdup("tendd was started with --cgroups off");
+                log_info("cgroups: off (--cgroups off): pods that declare resources.limits are "
+                         "refused");
+                return;
+        }
+        name = base_name(m->state_dir);
+        if (!name)
+                return;
+        if (statfs(CG_ROOT, &sf) < 0) {
+                m->cg_why = strprintf("%s: %m", CG_ROOT);
+                r = -errno;
+        } else if (sf.f_type == CGROUP2_SUPER_MAGIC) {
+                m->cg_layout = RT_CG_V2;
+                r = init_v2(m, name);
+        } else {
+                m->cg_layout = RT_CG_V1;
+                r = init_v1(m, name);
+                if (r >= 0 && m->cg_n == 0) {
+                        m->cg_why = strdup("no cgroup v1 hierarchy of memory, cpu, freezer or pids "
+                                           "is mounted");
+                        r = -ENOENT;
+                }
+        }
+        if (r < 0) {
+                drop_bases(m);
+                m->cg_layout = RT_CG_NONE;
+                if (!m->cg_why)
+                        m->cg_why = strprintf("finding the cgroup layout: %s", strerror(-r));
+                log_warning("cgroups: none: %s; pods run without a cgroup of their own, and pods "
+                            "that declare resources.limits are refused",
+                            m->cg_why);
+                return;
+        }
+        if (m->cg_layout == RT_CG_V2) {
+                m->cg_memory = v2_has(m, "memory") ? 0 : -1;
+                m->cg_cpu = v2_has(m, "cpu") ? 0 : -1;
+                m->cg_freezer = 0; /* cgroup.kill or cgroup.freeze */
+                log_info("cgroups: v2; pods' cgroups under %s (controllers:%s%s)", m->cg_base[0],
+                         m->cg_memory >= 0 ? " memory" : "", m->cg_cpu >= 0 ? " cpu" : "");
+                return;
+        }
+        m->cg_memory = v1_index(m, "memory");
+        m->cg_cpu = v1_index(m, "cpu");
+        m->cg_freezer = v1_index(m, "freezer");
+        _cleanup_buf_ tend_buf b = TEND_BUF_INIT(256);
+        for (size_t i = 0; i < m->cg_n; i++)
+                (void) tend_buf_addf(&b, "%s%s", i ? ", " : "", m->cg_base[i]);
+        log_info("cgroups: v1; pods' cgroups under %s", tend_buf_str(&b));
+}
+
+char **rt_manager_cgroup_bases(rt_manager *m) {
+        char **l = NULL;
+
+        for (size_t i = 0; i < m->cg_n; i++)
+                if (strv_extend(&l, m->cg_base[i]) < 0)
+                        return strv_free(l);
+        return l;
+}
+
+void rt__cgroup_close(rt_manager *m) {
+        /* the empty ones, and tendd's own if no pod runs on in it */
+        rt__cgroup_sweep(m);
+        for (size_t i = 0; i < m->cg_n; i++)
+                (void) rmdir(m->cg_base[i]);
+        drop_bases(m);
+        free(m->cg_why);
+        m->cg_why = NULL;
+        strv_free(m->cg_trash);
+        m->cg_trash = NULL;
+}
+
+const char *rt__cgroup_limits_problem(rt_manager *m, bool memory, bool cpu, char **ret) {
+        const char *what = memory && m->cg_memory < 0 ? "memory"
+                           : cpu && m->cg_cpu < 0     ? "cpu"
+                                                      : NULL;
+
+        *ret = NULL;
+        if (!what)
+                return NULL;
+        if (m->cg_layout == RT_CG_NONE)
+                *ret = strprintf("limits.%s cannot be enforced: tendd has no cgroups (%s)", what,
+                                 strna(m->cg_why));
+        else
+                *ret = strprintf("limits.%s cannot be enforced: the %s controller is not "
+                                 "available to tendd in this host's cgroup %s layout",
+                                 what, what, m->cg_layout == RT_CG_V2 ? "v2" : "v1");
+        return *ret;
+}
+
+static char *pod_dir(const rt_manager *m, size_t i, const char *uid) {
+        return strprintf("%s/%s", m->cg_base[i], uid);
+}
+
+static uint64_t oom_count(rt_pod *p) {
+        rt_manager *m = p->manager;
+        _cleanup_free_ char *dir = NULL;
+
+        if (!p->cg || m->cg_memory < 0 || !(dir = pod_dir(m, (size_t) m->cg_memory, p->uid)))
+                return 0;
+        return m->cg_layout == RT_CG_V2 ? read_key(dir, "memory.events", "oom_kill")
+                                        : read_key(dir, "memory.oom_control", "oom_kill");
+}
+
+static int set_limits(rt_pod *p, char **ret_error) {
+        rt_manager *m = p->manager;
+        char v[64];
+        int r;
+
+        if (p->memory_max > 0) {
+                _cleanup_free_ char *dir = pod_dir(m, (size_t) m->cg_memory, p->uid);
+                if (!dir)
+                        return -ENOMEM;
+                snprintf(v, sizeof v, "%" PRIu64, p->memory_max);
+                if (m->cg_layout == RT_CG_V2) {
+                        r = write_file(dir, "memory.max", v);
+                        /* swap included, as Kubernetes does */
+                        if (r >= 0)
+                                (void) write_file(dir, "memory.swap.max", "0");
+                } else {
+                        /* memsw (memory + swap) after memory: never below it */
+                        (void) write_file(dir, "memory.memsw.limit_in_bytes", "-1");
+                        r = write_file(dir, "memory.limit_in_bytes", v);
+                        if (r >= 0)
+                                (void) write_file(dir, "memory.memsw.limit_in_bytes", v);
+                }
+                if (r < 0) {
+                        *ret_error = strprintf("setting limits.memory (%s bytes) in %s: %s", v, dir,
+                                               strerror(-r));
+                        return r;
+                }
+        }
+        if (p->cpu_milli > 0) {
+                _cleanup_free_ char *dir = pod_dir(m, (size_t) m->cg_cpu, p->uid);
+                /* a 100 ms period; the kernel's least quota is 1 ms (10m) */
+                uint64_t quota = MAX(p->cpu_milli * 100, (uint64_t) 1000);
+                if (!dir)
+                        return -ENOMEM;
+                if (m->cg_layout == RT_CG_V2) {
+                        snprintf(v, sizeof v, "%" PRIu64 " 100000", quota);
+                        r = write_file(dir, "cpu.max", v);
+                } else {
+                        r = write_file(dir, "cpu.cfs_period_us", "100000");
+                        snprintf(v, sizeof v, "%" PRIu64, quota);
+                        if (r >= 0)
+                                r = write_file(dir, "cpu.cfs_quota_us", v);
+                }
+                if (r < 0) {
+                        *ret_error = strprintf("setting limits.cpu (%" PRIu64 "m) in %s: %s",
+                                               p->cpu_milli, dir, strerror(-r));
+                        return r;
+                }
+        }
+        return 0;
+}
+
+int rt__cgroup_prepare(rt_pod *p, int fds[static RT_CG_MAX], size_t *ret_n, char **ret_error) {
+        rt_manager *m = p->manager;
+        size_t n = 0;
+        int r;
+
+        *ret_n = 0;
+        if (m->cg_layout == RT_CG_NONE)
+                return 0;
+        for (size_t i = 0; i < m->cg_n; i++) {
+                _cleanup_free_ char *dir = pod_dir(m, i, p->uid), *procs = NULL;
+                if (!dir || !(procs = strprintf("%s/cgroup.procs", dir))) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+                        r = -errno;
+                        *ret_error = strprintf("making the pod's cgroup %s: %s", dir, strerror(-r));
+                        goto fail;
+                }
+                fds[n] = open(procs, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+                if (fds[n] < 0) {
+                        r = -errno;
+                        *ret_error = strprintf("opening %s: %s", procs, strerror(-r));
+                        goto fail;
+                }
+                n++;
+        }
+        p->cg = true;
+        r = set_limits(p, ret_error);
+        if (r < 0)
+                goto fail;
+        p->cg_oom = oom_count(p);
+        *ret_n = n;
+        return 0;
+fail:
+        for (size_t i = 0; i < n; i++)
+                safe_close(fds[i]);
+        rt__cgroup_remove(p);
+        return r;
+}
+
+void rt__cgroup_adopt(rt_pod *p) {
+        rt_manager *m = p->manager;
+        _cleanup_free_ char *path = NULL, *text = NULL, *tail = NULL;
+
+        if (m->cg_layout == RT_CG_NONE || p->record.pid <= 0)
+                return;
+        path = strprintf("/proc/%d/cgroup", (int) p->record.pid);
+        tail = strprintf("/%s\n", p->uid);
+        if (!path || !tail || read_full_file(path, 64 * 1024, &text, NULL) < 0)
+                return;
+        /* in its own cgroup if any of its lines ends in its uid */
+        p->cg = strstr(text, tail) != NULL;
+        if (p->cg)
+                p->cg_oom = oom_count(p); /* (earlier kills were before this tendd) */
+}
+
+bool rt__cgroup_oom_killed(rt_pod *p) {
+        return p->cg && oom_count(p) > p->cg_oom;
+}
+
+/* Kills every process left in the pod's cgroup. v2: cgroup.kill (Linux
+ * 5.14), else as v1 does: frozen (nothing forks meanwhile), each killed,
+ * thawed (SIGKILL is delivered on thaw). */
+void rt__cgroup_kill(rt_pod *p) {
+        rt_manager *m = p->manager;
+        _cleanup_free_ char *dir = NULL, *frz = NULL;
+        int k = m->cg_freezer >= 0 ? m->cg_freezer : 0;
+
+        if (!p->cg || !(dir = pod_dir(m, (size_t) k, p->uid)))
+                return;
+        if (m->cg_layout == RT_CG_V2 && write_file(dir, "cgroup.kill", "1") >= 0)
+                return;
+        if (m->cg_freezer >= 0)
+                frz = m->cg_layout == RT_CG_V2 ? strdup("cgroup.freeze") : strdup("freezer.state");
+        if (frz)
+                (void) write_file(dir, frz, m->cg_layout == RT_CG_V2 ? "1" : "FROZEN");
+        for (int round = 0; round < 8; round++) {
+                _cleanup_free_ char *path = strprintf("%s/cgroup.procs", dir), *text = NULL;
+                size_t killed = 0;
+                if (!path || read_full_file(path, 4 * 1024 * 1024, &text, NULL) < 0)
+                        break;
+                for (char *l = text; *l;) {
+                        long pid = strtol(l, &l, 10);
+                        if (pid > 0 && kill((pid_t) pid, SIGKILL) == 0)
+                                killed++;
+                        while (*l == '\n')
+                                l++;
+                        if (pid <= 0)
+                                break;
+                }
+                if (killed == 0 || frz)
+                        break; /* (frozen: none could fork since the read) */
+        }
+        if (frz)
+                (void) write_file(dir, frz, m->cg_layout == RT_CG_V2 ? "0" : "THAWED");
+}
+
+static bool remove_dirs(rt_manager *m, const char *uid) {
+        bool all = true;
+
+        for (size_t i = 0; i < m->cg_n; i++) {
+                _cleanup_free_ char *dir = pod_dir(m, i, uid);
+                if (dir && rmdir(dir) < 0 && errno != ENOENT)
+                        all = false;
+        }
+        return all;
+}
+
+void rt__cgroup_remove(rt_pod *p) {
+        rt_manager *m = p->manager;
+
+        if (!p->cg)
+                return;
+        p->cg = false;
+        /* still busy (its killed processes not yet reaped): at the next reap */
+        if (!remove_dirs(m, p->uid) && !strv_contains(m->cg_trash, p->uid))
+                (void) strv_extend(&m->cg_trash, p->uid);
+}
+
+void rt__cgroup_retry(rt_manager *m) {
+        size_t k = 0;
+
+        for (size_t i = 0; m->cg_trash && m->cg_trash[i]; i++) {
+                if (remove_dirs(m, m->cg_trash[i]))
+                        free(m->cg_trash[i]);
+                else
+                        m->cg_trash[k++] = m->cg_trash[i];
+        }
+        if (m->cg_trash)
+                m->cg_trash[k] = NULL;
+}
+
+void rt__cgroup_sweep(rt_manager *m) {
+        _cleanup_(tend_hashmap_freep) tend_hashmap *live = tend_hashmap_new();
+
+        if (!live)
+                return;
+        for (rt_pod *p = m->pods; p; p = p->next)
+                if (p->cg && tend_hashmap_put(live, p->uid, p, NULL) < 0)
+                        return;
+        for (size_t i = 0; i < m->cg_n; i++) {
+                DIR *d = opendir(m->cg_base[i]);
+                struct dirent *de;
+                if (!d)
+                        continue;
+                /* an empty one is removed; one with processes is not
+                 * (rmdir refuses), nor anything of a live pod */
+                while ((de = readdir(d)))
+                        if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
+                            !tend_hashmap_get(live, de->d_name))
+                                (void) unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+                closedir(d);
+        }
+}

@@ -1,0 +1,154 @@
+#!/bin/sh
+# Process pods in cgroups of their own (issue 30), as root on this host's
+# layout: limits.memory enforced, and a pod past it OOMKilled (status,
+# describe, events) and replaced; limits.cpu holding a busy loop to its
+# share, measured from /proc; a daemon that double-forked out of the pod's
+# session stopped with the pod; after kill -9 of tendd, the adopted pod
+# keeps its cgroup and its limit, and an empty cgroup of no pod is swept;
+# with --cgroups off, limits are refused at apply with the reason, and
+# nothing is stored.
+if [ "$(id -u)" -ne 0 ]; then
+    echo "cgroups need root here (tendd makes them); skipped"
+    exit 77
+fi
+. "$(dirname "$0")/lib.sh"
+command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
+command -v python3 >/dev/null || { echo "python3 missing"; exit 77; }
+
+start_tendd
+if grep -q "cgroups: none" "$tmp/tendd.log"; then
+    echo "tendd has no cgroups here:"; grep "cgroups:" "$tmp/tendd.log"
+    exit 77
+fi
+expect_grep "cgroups: v[12]; pods' cgroups under" "$tmp/tendd.log" "the layout, logged once"
+bases=$(sed -n "s/.*pods' cgroups under \([^(]*\).*/\1/p" "$tmp/tendd.log" | tr ',' ' ')
+
+deploy() { # NAME LIMITS COMMAND
+    cat <<YAML | tend apply -f - >/dev/null || fail "apply $1"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1}
+spec:
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+      containers:
+      - name: $1
+        command: [/bin/sh, -c, "$3"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+        resources: {limits: {$2}}
+YAML
+}
+pod_json() { api GET "/api/v1/namespaces/default/pods?labelSelector=app%3D$1" >/dev/null; cat "$tmp/body"; }
+pid_of() { pod_json "$1" | jq -r '.items[] | select(.status.phase == "Running") | .status.containerStatuses[0].containerID' | sed 's|process://||' | head -1; }
+uid_of() { pod_json "$1" | jq -r '.items[] | select(.status.phase == "Running") | .metadata.uid' | head -1; }
+running() { [ -n "$(pid_of "$1")" ]; }
+# a v1 hierarchy's or v2's directory of the pod: DIR/UID with FILE in it
+cg_file() { # UID FILE
+    for b in $bases; do [ -f "$b/$1/$2" ] && { echo "$b/$1/$2"; return 0; }; done
+    return 1
+}
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# 1. limits.memory: past it, OOMKilled as on a cluster, and replaced
+deploy hog "memory: 40Mi" "sleep 0.5; python3 -c 'a = bytearray(200 << 20); import time; time.sleep(60)'"
+oom_seen() {
+    pod_json hog | jq -e '[.items[].status.containerStatuses[0].lastState.terminated
+        | select(.reason == "OOMKilled" and .exitCode == 137)] | length > 0' >/dev/null
+}
+if wait_for 30 oom_seen; then
+    ok "a pod past limits.memory: lastState OOMKilled, exit code 137"
+else
+    fail "no OOMKilled"; pod_json hog | jq -c '.items[].status.containerStatuses'
+fi
+hog=$(pod_json hog | jq -r '.items[0].metadata.name')
+tend describe pod "$hog" >"$tmp/describe" 2>&1
+expect_grep "OOMKilled" "$tmp/describe" "describe shows OOMKilled"
+api GET "/api/v1/namespaces/default/events" >/dev/null
+jq -r '.items[].message' "$tmp/body" >"$tmp/events"
+expect_grep "OOM killer.*OOMKilled" "$tmp/events" "an event says so"
+# replaced: it keeps being started (a crash-loop back-off), and while it
+# runs its cgroup holds the limit
+if wait_for 30 running hog && u=$(uid_of hog) && [ -n "$u" ]; then
+    f=$(cg_file "$u" memory.limit_in_bytes || cg_file "$u" memory.max)
+    [ "$(cat "$f" 2>/dev/null)" = $((40 << 20)) ] && ok "replaced, in a cgroup limited to 40Mi ($f)" ||
+        fail "the replacement's limit: $(cat "$f" 2>/dev/null) in '$f'"
+else
+    fail "the OOMKilled pod was not replaced"
+fi
+tend delete deploy hog >/dev/null
+
+# 2. limits.cpu: a busy loop held to 200m, measured from /proc over 3 s
+deploy spin "cpu: 200m" "while :; do :; done"
+wait_for 20 running spin || fail "spin not running"
+p=$(pid_of spin)
+a=$(cpu_ticks "$p"); sleep 3; b=$(cpu_ticks "$p")
+share=$(( (b - a) * 100 / (3 * $(getconf CLK_TCK)) ))
+[ "$share" -le 25 ] && ok "a busy loop under limits.cpu 200m: $share % of a core" ||
+    fail "a busy loop under limits.cpu 200m used $share % of a core"
+
+# 3. kill -9 of tendd: adopted, the same cgroup and limit; an empty
+# cgroup of no pod swept at the start
+u=$(uid_of spin)
+for b in $bases; do mkdir "$b/00000000-dead-4000-8000-000000000000"; done
+stop_tendd KILL
+start_tendd
+wait_for 20 running spin || fail "spin not adopted"
+[ "$(pid_of spin)" = "$p" ] && ok "kill -9 of tendd: the pod adopted (pid $p)" ||
+    fail "after kill -9 of tendd: pid $(pid_of spin), was $p"
+grep -q "/$u\$" "/proc/$p/cgroup" && ok "it is still in its cgroup" ||
+    fail "not in its cgroup: $(cat "/proc/$p/cgroup")"
+a=$(cpu_ticks "$p"); sleep 2; b=$(cpu_ticks "$p")
+share=$(( (b - a) * 100 / (2 * $(getconf CLK_TCK)) ))
+[ "$share" -le 25 ] && ok "still held to 200m: $share %" || fail "after the restart: $share %"
+left=0
+for b in $bases; do [ -d "$b/00000000-dead-4000-8000-000000000000" ] && left=$((left + 1)); done
+[ "$left" = 0 ] && ok "an empty cgroup of no pod: swept at the start" ||
+    fail "$left empty cgroups of no pod left"
+tend delete deploy spin >/dev/null
+
+# 4. a daemon that left the pod's session goes with the pod
+deploy daemon "memory: 64Mi" "setsid -f sleep 4243.1; exec sleep 4243.2"
+wait_for 20 running daemon || fail "daemon not running"
+u=$(uid_of daemon)
+wait_for 10 pgrep -f "sleep 4243.1" || fail "the daemon did not start"
+d=$(pgrep -f "sleep 4243.1" | head -1)
+[ "$(awk '{ print $6 }' "/proc/$d/stat")" != "$(pid_of daemon)" ] && grep -q "/$u\$" "/proc/$d/cgroup" &&
+    ok "a daemon in a session of its own, in the pod's cgroup" ||
+    fail "the daemon (pid $d): session $(awk '{ print $6 }' "/proc/$d/stat"), $(cat "/proc/$d/cgroup")"
+expect_exit 0 "delete deploy daemon" tend delete deploy daemon
+gone() { ! pgrep -f "sleep 4243" >/dev/null; }
+wait_for 15 gone && ok "deleted: no process of the pod is left, the daemon neither" ||
+    fail "left behind: $(pgrep -af 'sleep 4243')"
+cg_gone() { ! cg_file "$u" cgroup.procs >/dev/null; }
+wait_for 10 cg_gone && ok "its cgroup removed" || fail "its cgroup is left: $(cg_file "$u" cgroup.procs)"
+
+# 5. --cgroups off: limits refused at apply, with the reason; nothing stored
+stop_tendd
+start_tendd --cgroups off
+expect_grep "cgroups: off" "$tmp/tendd.log" "--cgroups off is logged"
+cat >"$tmp/limited.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: limited}
+spec:
+  selector: {matchLabels: {app: limited}}
+  template:
+    metadata: {labels: {app: limited}}
+    spec:
+      containers:
+      - name: limited
+        command: [/bin/sleep, "4244"]
+        resources: {limits: {memory: 64Mi}}
+YAML
+if expect_exit 1 "apply with limits and --cgroups off" tend apply -f "$tmp/limited.yaml"; then
+    expect_grep "resources.limits: Forbidden: limits.memory cannot be enforced" "$tmp/err" \
+        "the refusal names the field"
+    expect_grep "cgroups off" "$tmp/err" "and the reason"
+fi
+expect_exit 1 "dry run too" tend apply --dry-run -f "$tmp/limited.yaml"
+expect_api 404 "nothing stored" GET /apis/apps/v1/namespaces/default/deployments/limited
+pgrep -f "sleep 4244" >/dev/null && fail "a refused pod runs"
+
+finish
