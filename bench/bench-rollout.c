@@ -211,7 +211,7 @@ static int pods_listed(void) {
 }
 
 static void start_tendd(void) {
-        tendd = bench_spawn_tendd(bindir, dir, sock);
+        tendd = bench_spawn_tendd(bindir, dir, sock, NULL);
         if (tendd < 0)
                 die("fork: %s", strerror(errno));
         for (int i = 0; i < 200; i++) {

@@ -70,7 +70,10 @@ static inline int bench_find_bindir(char *buf, size_t size) {
 /* Starts BINDIR/tendd on DIR/state and the API socket sock, its output
  * appended to DIR/tendd.log: its pid (-1: fork failed). It does not wait
  * for the API: the caller polls it with its own client. */
-static inline pid_t bench_spawn_tendd(const char *bindir, const char *dir, const char *sock) {
+/* tendd on DIR/state and SOCK; extra: one more option ("--cgroups=off"),
+ * or NULL. */
+static inline pid_t bench_spawn_tendd(const char *bindir, const char *dir, const char *sock,
+                                      const char *extra) {
         char state[PATH_MAX + 16], log[PATH_MAX + 16], exe[PATH_MAX + 16];
         pid_t pid;
 
@@ -83,7 +86,7 @@ static inline pid_t bench_spawn_tendd(const char *bindir, const char *dir, const
                 dup2(fd, 1);
                 dup2(fd, 2);
                 execl(exe, exe, "--state-dir", state, "--socket", sock, "--log-level", "warning",
-                      (char *) NULL);
+                      extra, (char *) NULL);
                 _exit(127);
         }
         return pid;

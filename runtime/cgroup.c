@@ -31,8 +31,10 @@
 
 #define CG_ROOT "/sys/fs/cgroup"
 
-/* v1: the controllers tend uses, each in whichever hierarchy has it. */
-static const char *const v1_controllers[] = { "memory", "cpu", "cpuacct", "freezer", "pids" };
+/* v1: the controllers tend uses, each in whichever hierarchy has it: a
+ * pod's limits, its OOM kills, and its tree stopped (freezer). Each is a
+ * directory more per pod, made and removed on the respawn path. */
+static const char *const v1_controllers[] = { "memory", "cpu", "freezer" };
 
 static int write_file(const char *dir, const char *file, const char *value) {
         _cleanup_free_ char *path = strprintf("%s/%s", dir, file);
@@ -44,9 +46,10 @@ static int write_file(const char *dir, const char *file, const char *value) {
         fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return -errno;
-        if (write(fd, value, len) != (ssize_t) len)
-                return -errno ?: -EIO;
-        return 0;
+        ssize_t n = write(fd, value, len);
+        if (n < 0)
+                return -errno;
+        return n == (ssize_t) len ? 0 : -EIO;
 }
 
 /* "key N" in a flat keyed file (memory.events, memory.oom_control). */
@@ -78,9 +81,10 @@ static bool has_word(const char *list, const char *word, char sep) {
 /* The name of tendd's own directory in each hierarchy: "tend" and a hash
  * of the state directory's path, so that each tendd sweeps only its own. */
 static char *base_name(const char *state_dir) {
+        _cleanup_free_ char *real = realpath(state_dir, NULL); /* ("/x/" is "/x") */
         uint32_t h = 2166136261u;
 
-        for (const char *s = state_dir; *s; s++)
+        for (const char *s = real ?: state_dir; *s; s++)
                 h = (h ^ (uint8_t) *s) * 16777619u;
         return strprintf("tend-%08" PRIx32, h);
 }
@@ -111,9 +115,11 @@ static int init_v1(rt_manager *m, const char *name) {
         _cleanup_free_ char *cgroups = NULL, *mounts = NULL;
         int r;
 
-        if (read_full_file("/proc/self/cgroup", 64 * 1024, &cgroups, NULL) < 0 ||
-            read_full_file("/proc/self/mountinfo", 1024 * 1024, &mounts, NULL) < 0)
-                return -errno ?: -EIO;
+        r = read_full_file("/proc/self/cgroup", 64 * 1024, &cgroups, NULL);
+        if (r >= 0)
+                r = read_full_file("/proc/self/mountinfo", 16 * 1024 * 1024, &mounts, NULL);
+        if (r < 0)
+                return r;
         for (size_t c = 0; c < ELEMENTSOF(v1_controllers); c++) {
                 const char *ctl = v1_controllers[c];
                 _cleanup_free_ char *own = NULL, *point = NULL, *root = NULL;
@@ -153,7 +159,14 @@ static int init_v1(rt_manager *m, const char *name) {
                         f[0] = strtok_r(line, " ", &save);
                         for (int i = 1; i < 6 && f[i - 1]; i++)
                                 f[i] = strtok_r(NULL, " ", &save);
-                        if (!f[4] || !(point = strdup(f[4])) || !(root = strdup(f[3])))
+                        /* the mount that shows tendd's own cgroup: its root
+                         * is own or above it (a bind mount of a part of the
+                         * hierarchy elsewhere is not) */
+                        size_t rl = f[3] ? strlen(f[3]) : 0;
+                        if (!f[4] || !(streq(f[3], "/") || (strncmp(own, f[3], rl) == 0 &&
+                                                            (own[rl] == '/' || !own[rl]))))
+                                continue;
+                        if (!(point = strdup(f[4])) || !(root = strdup(f[3])))
                                 return -ENOMEM;
                 }
                 if (!own || !point)
@@ -164,10 +177,8 @@ static int init_v1(rt_manager *m, const char *name) {
                                m->cg_base[i][strlen(point)] == '/';
                 if (dup)
                         continue; /* (cpu,cpuacct mounted together) */
-                const char *rel = own;
-                if (!streq(root, "/") && strncmp(own, root, strlen(root)) == 0)
-                        rel = own + strlen(root);
-                char *dir = strprintf("%s%s%s%s", point, streq(rel, "/") ? "" : rel, "/", name);
+                const char *rel = streq(root, "/") ? own : own + strlen(root);
+                char *dir = strprintf("%s%s/%s", point, streq(rel, "/") ? "" : rel, name);
                 if (!dir)
                         return -ENOMEM;
                 r = add_base(m, ctl, dir);
@@ -185,8 +196,9 @@ static int init_v2(rt_manager *m, const char *name) {
         char *dir;
         int r;
 
-        if (read_full_file("/proc/self/cgroup", 64 * 1024, &cgroups, NULL) < 0)
-                return -errno ?: -EIO;
+        r = read_full_file("/proc/self/cgroup", 64 * 1024, &cgroups, NULL);
+        if (r < 0)
+                return r;
         const char *own = strstr(cgroups, "0::");
         if (!own || (own != cgroups && own[-1] != '\n'))
                 return -ENOENT;
@@ -206,9 +218,8 @@ static int init_v2(rt_manager *m, const char *name) {
         /* the controllers the pods need, given down to them */
         if (read_full_file(CG_ROOT "/cgroup.controllers", 4096, &available, NULL) >= 0)
                 available[strcspn(available, "\n")] = 0;
-        want = strprintf("%s%s%s", has_word(available, "memory", ' ') ? "+memory " : "",
-                         has_word(available, "cpu", ' ') ? "+cpu " : "",
-                         has_word(available, "pids", ' ') ? "+pids" : "");
+        want = strprintf("%s%s", has_word(available, "memory", ' ') ? "+memory " : "",
+                         has_word(available, "cpu", ' ') ? "+cpu" : "");
         if (!want)
                 return -ENOMEM;
         if (*want) {
@@ -258,8 +269,8 @@ void rt__cgroup_init(rt_manager *m, const rt_config *c) {
         if (!name)
                 return;
         if (statfs(CG_ROOT, &sf) < 0) {
-                m->cg_why = strprintf("%s: %m", CG_ROOT);
                 r = -errno;
+                m->cg_why = strprintf("%s: %s", CG_ROOT, strerror(-r));
         } else if (sf.f_type == CGROUP2_SUPER_MAGIC) {
                 m->cg_layout = RT_CG_V2;
                 r = init_v2(m, name);
@@ -267,7 +278,7 @@ void rt__cgroup_init(rt_manager *m, const rt_config *c) {
                 m->cg_layout = RT_CG_V1;
                 r = init_v1(m, name);
                 if (r >= 0 && m->cg_n == 0) {
-                        m->cg_why = strdup("no cgroup v1 hierarchy of memory, cpu, freezer or pids "
+                        m->cg_why = strdup("no cgroup v1 hierarchy of memory, cpu or freezer "
                                            "is mounted");
                         r = -ENOENT;
                 }
@@ -357,6 +368,10 @@ static int set_limits(rt_pod *p, char **ret_error) {
         char v[64];
         int r;
 
+        if ((p->memory_max > 0 && m->cg_memory < 0) || (p->cpu_milli > 0 && m->cg_cpu < 0)) {
+                *ret_error = strdup("its limits cannot be enforced here (no such controller)");
+                return -EOPNOTSUPP;
+        }
         if (p->memory_max > 0) {
                 _cleanup_free_ char *dir = pod_dir(m, (size_t) m->cg_memory, p->uid);
                 if (!dir)
@@ -404,17 +419,28 @@ static int set_limits(rt_pod *p, char **ret_error) {
         return 0;
 }
 
-int rt__cgroup_prepare(rt_pod *p, int fds[static RT_CG_MAX], size_t *ret_n, char **ret_error) {
+int rt__cgroup_prepare(rt_pod *p, char ***ret_procs, char **ret_error) {
         rt_manager *m = p->manager;
-        size_t n = 0;
+        _cleanup_strv_free_ char **procs = NULL;
         int r;
 
-        *ret_n = 0;
+        *ret_procs = NULL;
         if (m->cg_layout == RT_CG_NONE)
                 return 0;
+        /* (a restart in place: the same uid, its cgroup kept, not removed
+         * under it) */
+        for (size_t i = 0; m->cg_trash && m->cg_trash[i]; i++)
+                if (streq(m->cg_trash[i], p->uid)) {
+                        free(m->cg_trash[i]);
+                        memmove(m->cg_trash + i, m->cg_trash + i + 1,
+                                (strv_length(m->cg_trash + i + 1) + 1) * sizeof(char *));
+                        break;
+                }
+        p->cg = true; /* (what a failure below made is removed) */
         for (size_t i = 0; i < m->cg_n; i++) {
-                _cleanup_free_ char *dir = pod_dir(m, i, p->uid), *procs = NULL;
-                if (!dir || !(procs = strprintf("%s/cgroup.procs", dir))) {
+                _cleanup_free_ char *dir = pod_dir(m, i, p->uid), *path = NULL;
+                if (!dir || !(path = strprintf("%s/cgroup.procs", dir)) ||
+                    strv_extend(&procs, path) < 0) {
                         r = -ENOMEM;
                         goto fail;
                 }
@@ -423,24 +449,14 @@ int rt__cgroup_prepare(rt_pod *p, int fds[static RT_CG_MAX], size_t *ret_n, char
                         *ret_error = strprintf("making the pod's cgroup %s: %s", dir, strerror(-r));
                         goto fail;
                 }
-                fds[n] = open(procs, O_WRONLY | O_CLOEXEC | O_NOCTTY);
-                if (fds[n] < 0) {
-                        r = -errno;
-                        *ret_error = strprintf("opening %s: %s", procs, strerror(-r));
-                        goto fail;
-                }
-                n++;
         }
-        p->cg = true;
         r = set_limits(p, ret_error);
         if (r < 0)
                 goto fail;
         p->cg_oom = oom_count(p);
-        *ret_n = n;
+        *ret_procs = TAKE_PTR(procs);
         return 0;
 fail:
-        for (size_t i = 0; i < n; i++)
-                safe_close(fds[i]);
         rt__cgroup_remove(p);
         return r;
 }
@@ -455,8 +471,13 @@ void rt__cgroup_adopt(rt_pod *p) {
         tail = strprintf("/%s\n", p->uid);
         if (!path || !tail || read_full_file(path, 64 * 1024, &text, NULL) < 0)
                 return;
-        /* in its own cgroup if any of its lines ends in its uid */
+        /* in its own cgroup if any of its lines ends in its uid, and that
+         * is under this tendd's bases (as it was started) */
         p->cg = strstr(text, tail) != NULL;
+        for (size_t i = 0; p->cg && i < m->cg_n; i++) {
+                _cleanup_free_ char *dir = pod_dir(m, i, p->uid);
+                p->cg = dir && access(dir, F_OK) == 0;
+        }
         if (p->cg)
                 p->cg_oom = oom_count(p); /* (earlier kills were before this tendd) */
 }
@@ -476,6 +497,12 @@ void rt__cgroup_kill(rt_pod *p) {
         if (!p->cg || !(dir = pod_dir(m, (size_t) k, p->uid)))
                 return;
         if (m->cg_layout == RT_CG_V2 && write_file(dir, "cgroup.kill", "1") >= 0)
+                return;
+        /* (mostly nothing is left: no freeze then) */
+        _cleanup_free_ char *procs = strprintf("%s/cgroup.procs", dir);
+        _cleanup_close_ int fd = procs ? open(procs, O_RDONLY | O_CLOEXEC) : -EBADF;
+        char one;
+        if (fd < 0 || read(fd, &one, 1) <= 0)
                 return;
         if (m->cg_freezer >= 0)
                 frz = m->cg_layout == RT_CG_V2 ? strdup("cgroup.freeze") : strdup("freezer.state");

@@ -616,7 +616,7 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
         if (c->resources.limits.cpu.text)
                 pod->cpu_milli = (uint64_t) MAX(c->resources.limits.cpu.milli, (int64_t) 0);
         /* never started unlimited (an adopted one runs as it was started) */
-        if (!rec && p->spec->runtime_class_name == SPEC_RUNTIME_PROCESS &&
+        if (!rec && rt__backend_for(p->spec->runtime_class_name) == &rt_process_ops &&
             rt__cgroup_limits_problem(m, pod->memory_max > 0, pod->cpu_milli > 0, ret_error))
                 return -EOPNOTSUPP;
         {
@@ -805,7 +805,7 @@ const char *rt_limits_problem(rt_manager *m, const spec_pod_spec *s, char **ret)
         const spec_container *c = s->n_containers ? &s->containers[0] : NULL;
 
         *ret = NULL;
-        if (!c || s->runtime_class_name != SPEC_RUNTIME_PROCESS)
+        if (!c || rt__backend_for(s->runtime_class_name) != &rt_process_ops)
                 return NULL;
         return rt__cgroup_limits_problem(
                 m, c->resources.limits.memory.text && c->resources.limits.memory.value > 0,

@@ -177,14 +177,14 @@ static int watch(rt_pod *p) {
 
 static int process_start(rt_pod *p, char **ret_error) {
         rt_manager *m = p->manager;
-        int fds[SPEC_LISTEN_MAX], cg_fds[RT_CG_MAX];
-        size_t n_cg = 0;
+        int fds[SPEC_LISTEN_MAX];
+        _cleanup_strv_free_ char **cg_procs = NULL;
         rt_spawn s;
         int r;
 
         for (size_t i = 0; i < p->n_held; i++)
                 fds[i] = rt__held_fd(p, i);
-        r = rt__cgroup_prepare(p, cg_fds, &n_cg, ret_error);
+        r = rt__cgroup_prepare(p, &cg_procs, ret_error);
         if (r < 0)
                 return r;
         s = (rt_spawn){
@@ -201,12 +201,10 @@ static int process_start(rt_pod *p, char **ret_error) {
                 .pid_slots = { p->pid_slots[0], p->pid_slots[1] },
                 .mounts = p->mounts,
                 .n_mounts = p->n_mounts,
-                .cg_fds = cg_fds,
-                .n_cg_fds = n_cg,
+                .cg_procs = cg_procs,
+                .n_cg_procs = strv_length(cg_procs),
         };
         r = rt__spawn(m, &s, &p->record.pid, &proc_of(p)->pidfd, ret_error);
-        for (size_t i = 0; i < n_cg; i++)
-                safe_close(cg_fds[i]);
         if (r < 0) {
                 rt__cgroup_remove(p);
                 return r;
@@ -222,6 +220,8 @@ static int process_start(rt_pod *p, char **ret_error) {
         if (r < 0) {
                 *ret_error = strprintf("watching pid %d: %s", (int) p->record.pid, strerror(-r));
                 abandon_child(p);
+                rt__cgroup_kill(p);
+                rt__cgroup_remove(p);
                 stop_watching(p);
                 return r;
         }

@@ -262,9 +262,9 @@ void rt__cgroup_close(rt_manager *m);
 /* Why limits of these kinds cannot be enforced here (*ret, new string),
  * NULL if they can. */
 const char *rt__cgroup_limits_problem(rt_manager *m, bool memory, bool cpu, char **ret);
-/* The pod's cgroups made and limited; fds: their cgroup.procs, for the
- * child to join (the caller closes them after the spawn). */
-int rt__cgroup_prepare(rt_pod *p, int fds[static RT_CG_MAX], size_t *ret_n, char **ret_error);
+/* The pod's cgroups made and limited; *ret_procs: their cgroup.procs, for
+ * the child to join (NULL: none). */
+int rt__cgroup_prepare(rt_pod *p, char ***ret_procs, char **ret_error);
 /* An adopted pod's: found by its process's /proc/PID/cgroup. */
 void rt__cgroup_adopt(rt_pod *p);
 bool rt__cgroup_oom_killed(rt_pod *p);
@@ -413,9 +413,9 @@ typedef struct rt_spawn {
          * sees what the pod sees). */
         bool join_mnt_ns;
         int mnt_ns;
-        /* cgroup.procs of the cgroups to join before anything else */
-        const int *cg_fds;
-        size_t n_cg_fds;
+        /* cgroup.procs of the cgroups to join before exec */
+        char *const *cg_procs;
+        size_t n_cg_procs;
 } rt_spawn;
 
 #define RT_PID_SLOT 16

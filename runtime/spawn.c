@@ -88,11 +88,6 @@ NO_SANITIZE static int child_main(void *arg) {
         struct ksigaction dfl = { .handler = SIG_DFL };
         unsigned long empty = 0;
 
-        /* Into the pod's cgroups first: its limits hold from here, and
-         * whatever it forks stays inside. "0": the writer itself. */
-        for (size_t i = 0; i < s->n_cg_fds; i++)
-                if (syscall(SYS_write, s->cg_fds[i], "0", 1) != 1)
-                        child_fail(c, STEP_CGROUP);
         for (int sig = 1; sig < 65; sig++) {
                 if (sig == SIGKILL || sig == SIGSTOP)
                         continue;
@@ -194,6 +189,19 @@ NO_SANITIZE static int child_main(void *arg) {
                 }
         if (s->cwd && syscall(SYS_chdir, s->cwd) < 0)
                 child_fail(c, STEP_CHDIR);
+        /* Into the pod's cgroups ("0": the writer itself), late: what the
+         * child does before, while tendd waits (vfork), is not held to the
+         * pod's CPU quota; still before its ids change (the files are
+         * root's) and before exec, so the limits hold from the program's
+         * first instruction, and whatever it forks stays inside. */
+        for (size_t i = 0; i < s->n_cg_procs; i++) {
+                long fd = syscall(SYS_openat, AT_FDCWD, s->cg_procs[i], O_WRONLY | O_CLOEXEC);
+                if (fd < 0)
+                        child_fail(c, STEP_CGROUP);
+                if (syscall(SYS_write, fd, "0", 1) != 1)
+                        child_fail(c, STEP_CGROUP);
+                (void) syscall(SYS_close, fd);
+        }
         if (s->set_ids) {
                 if (syscall(SYS_setgroups, 0, NULL) < 0)
                         child_fail(c, STEP_SETGROUPS);

@@ -118,7 +118,10 @@ static const struct {
           "When the pod is ready: it counts as available, and the "
           "rollout goes on." },
         { "Container", "livenessProbe", "When the process is stuck: the pod is replaced." },
-        { "Container", "resources", "limits.cpu and limits.memory, applied to the process." },
+        { "Container", "resources",
+          "limits.cpu and limits.memory, enforced in the pod's cgroup (a CFS quota of "
+          "millicores x 100 us per 100 ms; memory with swap included); refused at apply "
+          "where tendd cannot make cgroups." },
         { "Container", "securityContext", "runAsUser and runAsGroup of the process." },
         { "Container", "volumeMounts",
           "Volumes of the pod at paths of the process's own view of the host's "
