@@ -1705,6 +1705,32 @@ static void print_times(const char *what, double *v, size_t n) {
         printf("  %-40s median %.0f ms, max %.0f ms (n=%zu)\n", what, v[n / 2], v[n - 1], n);
 }
 
+/* The pods' cgroups of the run's tendd (its log names them), once their
+ * processes are gone: the pods' (killed by then), then tendd's own. */
+static void remove_cgroups(void) {
+        _cleanup_free_ char *text = NULL;
+        const char *tag = "pods' cgroups under ", *at;
+
+        if (read_full_file(logpath, 64 << 20, &text, NULL) < 0 || !(at = strstr(text, tag)))
+                return;
+        at += strlen(tag);
+        _cleanup_free_ char *list = strndup(at, strcspn(at, "(\n"));
+        for (char *save = NULL, *base = list ? strtok_r(list, ", ", &save) : NULL; base;
+             base = strtok_r(NULL, ", ", &save))
+                for (int tries = 0; tries < 50 && rmdir(base) < 0 && errno == EBUSY; tries++) {
+                        DIR *d = opendir(base);
+                        struct dirent *de;
+                        while (d && (de = readdir(d)))
+                                if (de->d_type == DT_DIR && de->d_name[0] != '.')
+                                        (void) unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+                        if (d)
+                                closedir(d);
+                        if (rmdir(base) == 0)
+                                break;
+                        sleep_ms(100);
+                }
+}
+
 static void finish(int code) {
         static bool finishing;
         unsigned total = 0;
@@ -1726,6 +1752,7 @@ static void finish(int code) {
                 sleep_ms(50);
         while (waitpid(-1, NULL, WNOHANG) > 0)
                 ;
+        remove_cgroups();
 
         printf("\n== tend-chaos summary (seed %" PRIu64 ")\n", opt.seed);
         printf("  steps              %u of %u in %.1f s\n", steps_done, opt.steps,

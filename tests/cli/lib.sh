@@ -64,9 +64,8 @@ kill_marked() {
 # The cgroups of this test's tendd (its log names them), once their
 # processes are gone: the pods' (killed above), then tendd's own.
 remove_cgroups() {
-    [ -f "$tmp/tendd.log" ] || return 0
-    for base in $(sed -n "s/.*pods' cgroups under \([^(]*\).*/\1/p" "$tmp/tendd.log" |
-        tr ',' ' ' | sort -u); do
+    for base in $(cat "$tmp"/*.log "$tmp"/*/*.log 2>/dev/null |
+        sed -n "s/.*pods' cgroups under \([^(]*\).*/\1/p" | tr ',' ' ' | sort -u); do
         [ -d "$base" ] || continue
         for _ in $(seq 50); do
             for d in "$base"/*/; do
