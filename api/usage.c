@@ -4,9 +4,11 @@
  * metrics.k8s.io/v1beta1: what `kubectl top pod` reads. A pod's CPU and
  * memory come from /proc: the CPU time of its process (with the children
  * it has reaped), as a rate between two reads of it (the first read of a
- * pod: since the process started), and its resident set. The host's, for
- * NodeMetrics, from /proc/stat and /proc/meminfo. A pod whose process is a
- * systemd unit is left out for now (its cgroup is systemd's to name).
+ * pod: since the process started), and its resident set; from its cgroup
+ * where it has one (docs/cgroups.md: every process of the pod, its
+ * memory's working set). The host's, for NodeMetrics, from /proc/stat and
+ * /proc/meminfo. A pod whose process is a systemd unit is left out for now
+ * (its cgroup is systemd's to name).
  */
 
 #include <inttypes.h>
@@ -107,7 +109,7 @@ static json_t *pod_metrics(api_server *s, const spec_pod *p, json_t *encoded) {
         json_t *rec = store_get_record(s->store, p->metadata.uid);
         json_int_t pid = json_integer_value(json_object_get(rec, "pid")),
                    start = json_integer_value(json_object_get(rec, "startTime"));
-        uint64_t ticks, begun, rss, nanocores;
+        uint64_t ticks, begun, rss, nanocores, cpu_ns, cg_memory;
         char ts[TIMESTAMP_MAX], created[TIMESTAMP_MAX];
         _cleanup_free_ char *cpu = NULL, *mem = NULL, *window = NULL;
         usec_t w;
@@ -116,6 +118,11 @@ static json_t *pod_metrics(api_server *s, const spec_pod *p, json_t *encoded) {
             read_proc((pid_t) pid, &ticks, &begun, &rss) < 0 ||
             (start > 0 && (uint64_t) start != begun))
                 return NULL; /* no process of its own to measure (or a reused pid) */
+        /* its cgroup, where it has one: every process of it */
+        if (agent_pod_usage(s->agent, p->metadata.uid, &cpu_ns, &cg_memory) >= 0) {
+                ticks = cpu_ns / (uint64_t) (1000000000 / sysconf(_SC_CLK_TCK));
+                rss = cg_memory;
+        }
         nanocores = cpu_rate(s, p->metadata.uid, ticks, begun, &w);
         cpu = strprintf("%" PRIu64 "n", nanocores);
         mem = quantity_mem(rss);

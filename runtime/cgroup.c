@@ -461,6 +461,70 @@ fail:
         return r;
 }
 
+static int read_number(const char *dir, const char *file, uint64_t *ret) {
+        _cleanup_free_ char *path = strprintf("%s/%s", dir, file), *text = NULL;
+        int r;
+
+        if (!path)
+                return -ENOMEM;
+        r = read_full_file(path, 4096, &text, NULL);
+        if (r < 0)
+                return r;
+        *ret = strtoull(text, NULL, 10);
+        return 0;
+}
+
+int rt_manager_pod_usage(rt_manager *m, const char *uid, uint64_t *ret_cpu_ns,
+                         uint64_t *ret_memory) {
+        _cleanup_free_ char *mem = NULL, *cpu = NULL;
+        uint64_t used, inactive;
+        int r;
+
+        if (m->cg_layout == RT_CG_NONE || m->cg_memory < 0 || !uid)
+                return -ENOENT;
+        mem = pod_dir(m, (size_t) m->cg_memory, uid);
+        if (!mem)
+                return -ENOMEM;
+        /* memory: the working set, as the kubelet counts it (what is in
+         * use less the page cache that could be dropped) */
+        r = read_number(mem, m->cg_layout == RT_CG_V2 ? "memory.current" : "memory.usage_in_bytes",
+                        &used);
+        if (r < 0)
+                return r;
+        inactive = m->cg_layout == RT_CG_V2 ? read_key(mem, "memory.stat", "inactive_file")
+                                            : read_key(mem, "memory.stat", "total_inactive_file");
+        *ret_memory = used > inactive ? used - inactive : 0;
+        /* CPU: v2's cpu.stat, v1's cpuacct.usage where cpuacct shares the
+         * cpu hierarchy; else the CPU time of every process in it now */
+        if (m->cg_layout == RT_CG_V2) {
+                *ret_cpu_ns = read_key(mem, "cpu.stat", "usage_usec") * 1000;
+                return 0;
+        }
+        cpu = m->cg_cpu >= 0 ? pod_dir(m, (size_t) m->cg_cpu, uid) : NULL;
+        if (cpu && read_number(cpu, "cpuacct.usage", ret_cpu_ns) >= 0)
+                return 0;
+        _cleanup_free_ char *procs_path = strprintf("%s/cgroup.procs", mem), *procs = NULL;
+        long hz = sysconf(_SC_CLK_TCK);
+        uint64_t ticks = 0;
+        if (!procs_path)
+                return -ENOMEM;
+        r = read_full_file(procs_path, 4 * 1024 * 1024, &procs, NULL);
+        if (r < 0)
+                return r;
+        for (char *l = procs; *l;) {
+                long pid = strtol(l, &l, 10);
+                unsigned long long f[4];
+                if (pid <= 0)
+                        break;
+                if (proc_stat_fields((pid_t) pid, 14, 17, f) >= 0)
+                        ticks += f[0] + f[1] + f[2] + f[3];
+                while (*l == '\n')
+                        l++;
+        }
+        *ret_cpu_ns = ticks * (1000000000ULL / (uint64_t) (hz > 0 ? hz : 100));
+        return 0;
+}
+
 void rt__cgroup_adopt(rt_pod *p) {
         rt_manager *m = p->manager;
         _cleanup_free_ char *path = NULL, *text = NULL, *tail = NULL;

@@ -60,6 +60,10 @@ static const char *rt_limits(void *b, const spec_pod_spec *s, char **ret) {
         return rt_limits_problem(b, s, ret);
 }
 
+static int rt_usage(void *b, const char *uid, uint64_t *ret_cpu_ns, uint64_t *ret_memory) {
+        return rt_manager_pod_usage(b, uid, ret_cpu_ns, ret_memory);
+}
+
 static int rt_stop(void *handle, usec_t grace) {
         return rt_pod_stop(handle, grace);
 }
@@ -92,6 +96,7 @@ const agent_backend agent_rt_backend = {
         .sweep_volumes = rt_sweep_volumes,
         .mount_problem = rt_mount_problem,
         .limits_problem = rt_limits,
+        .usage = rt_usage,
         .after_starts = rt_after_starts,
         .stop = rt_stop,
         .signal = rt_signal,

@@ -82,11 +82,25 @@ tend delete deploy hog >/dev/null
 # 2. limits.cpu: a busy loop held to 200m, measured from /proc over 3 s
 deploy spin "cpu: 200m" "while :; do :; done"
 wait_for 20 running spin || fail "spin not running"
-p=$(pid_of spin)
-a=$(cpu_ticks "$p"); sleep 3; b=$(cpu_ticks "$p")
+spid=$(pid_of spin) # (not $p: lib.sh's api() sets it)
+a=$(cpu_ticks "$spid"); sleep 3; b=$(cpu_ticks "$spid")
 share=$(( (b - a) * 100 / (3 * $(getconf CLK_TCK)) ))
 [ "$share" -le 25 ] && ok "a busy loop under limits.cpu 200m: $share % of a core" ||
     fail "a busy loop under limits.cpu 200m used $share % of a core"
+
+# usage (kubectl top's API) from the cgroup: the busy loop's CPU, as a
+# rate between two reads
+metric() { # POD FIELD: the pod's usage.FIELD, in m (cpu) or Ki (memory)
+    api GET "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/$1" >/dev/null
+    jq -r ".containers[0].usage.$2" "$tmp/body" | awk '/n$/ { printf "%d", $1 / 1000000; next }
+        /Ki$/ { printf "%d", $1 + 0; next } { print $1 }'
+}
+spin=$(pod_json spin | jq -r '.items[0].metadata.name')
+metric "$spin" cpu >/dev/null
+sleep 2
+m=$(metric "$spin" cpu)
+[ "$m" -ge 120 ] && [ "$m" -le 280 ] && ok "top: the busy loop uses ${m}m (its limit 200m)" ||
+    fail "top: the busy loop's cpu is ${m}m, not about 200m"
 
 # 3. kill -9 of tendd: adopted, the same cgroup and limit; an empty
 # cgroup of no pod swept at the start
@@ -95,11 +109,11 @@ for b in $bases; do mkdir "$b/00000000-dead-4000-8000-000000000000"; done
 stop_tendd KILL
 start_tendd
 wait_for 20 running spin || fail "spin not adopted"
-[ "$(pid_of spin)" = "$p" ] && ok "kill -9 of tendd: the pod adopted (pid $p)" ||
-    fail "after kill -9 of tendd: pid $(pid_of spin), was $p"
-grep -q "/$u\$" "/proc/$p/cgroup" && ok "it is still in its cgroup" ||
-    fail "not in its cgroup: $(cat "/proc/$p/cgroup")"
-a=$(cpu_ticks "$p"); sleep 2; b=$(cpu_ticks "$p")
+[ "$(pid_of spin)" = "$spid" ] && ok "kill -9 of tendd: the pod adopted (pid $spid)" ||
+    fail "after kill -9 of tendd: pid $(pid_of spin), was $spid"
+grep -q "/$u\$" "/proc/$spid/cgroup" && ok "it is still in its cgroup" ||
+    fail "not in its cgroup: $(cat "/proc/$spid/cgroup")"
+a=$(cpu_ticks "$spid"); sleep 2; b=$(cpu_ticks "$spid")
 share=$(( (b - a) * 100 / (2 * $(getconf CLK_TCK)) ))
 [ "$share" -le 25 ] && ok "still held to 200m: $share %" || fail "after the restart: $share %"
 left=0
@@ -123,6 +137,26 @@ wait_for 15 gone && ok "deleted: no process of the pod is left, the daemon neith
     fail "left behind: $(pgrep -af 'sleep 4243')"
 cg_gone() { ! cg_file "$u" cgroup.procs >/dev/null; }
 wait_for 10 cg_gone && ok "its cgroup removed" || fail "its cgroup is left: $(cg_file "$u" cgroup.procs)"
+
+# usage of every process of a pod: a child that holds 32 MiB, its parent
+# next to nothing
+deploy parent "memory: 128Mi" "python3 -c 'a = bytes(range(256)) * (128 << 10); import time; time.sleep(600)' & exec sleep 4247"
+wait_for 20 running parent || fail "parent not running"
+u=$(uid_of parent)
+name=$(pod_json parent | jq -r '.items[] | select(.status.phase == "Running") | .metadata.name' | head -1)
+big() { [ "$(metric "$name" memory)" -ge $((30 * 1024)) ]; }
+if wait_for 20 big; then
+    mem=$(metric "$name" memory)
+    f=$(cg_file "$u" memory.usage_in_bytes || cg_file "$u" memory.current)
+    used=$(( $(cat "$f") / 1024 ))
+    rss=$(( $(awk '{ print $2 }' "/proc/$(pid_of parent)/statm") * $(getconf PAGESIZE) / 1024 ))
+    [ "$mem" -le "$used" ] && [ $((used - mem)) -le 8192 ] &&
+        ok "top: the pod's memory ${mem}Ki, its child's included (the cgroup's ${used}Ki; the main process ${rss}Ki)" ||
+        fail "top: ${mem}Ki against the cgroup's ${used}Ki"
+else
+    fail "top: the pod's memory is $(metric "$name" memory)Ki, its child's 32 MiB not counted"
+fi
+tend delete deploy parent >/dev/null
 
 # 5. --cgroups off: limits refused at apply, with the reason; nothing stored
 stop_tendd

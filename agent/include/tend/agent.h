@@ -60,6 +60,10 @@ typedef struct agent_backend {
         /* Why the resources.limits of s cannot be enforced here (*ret, a
          * new string), NULL if they can. NULL: no limits are. */
         const char *(*limits_problem)(void *b, const spec_pod_spec *s, char **ret);
+        /* What the pod of uid uses, children included (its cgroup): CPU
+         * time (ns) and memory (working set, bytes); -ENOENT: not known
+         * so. NULL: never. */
+        int (*usage)(void *b, const char *uid, uint64_t *ret_cpu_ns, uint64_t *ret_memory);
         int (*stop)(void *handle, usec_t grace);
         int (*signal)(void *handle, int sig);
         void (*free)(void *handle);
@@ -193,6 +197,9 @@ void agent_touch(agent *a, store_kind kind, const char *ns, const char *name);
 int agent_evict_node(agent *a, const char *node, bool gone, usec_t lost_for);
 /* The node this agent runs its pods on (their spec.nodeName). */
 const char *agent_node_name(const agent *a);
+/* The backend's reading of a pod's use (agent_backend.usage), -ENOENT if
+ * it has none. */
+int agent_pod_usage(agent *a, const char *uid, uint64_t *ret_cpu_ns, uint64_t *ret_memory);
 
 /* ---- user actions (what the API and the CLI do); errs gets field errors ---- */
 
