@@ -60,6 +60,7 @@ cleanup() {
     done
     etcd_cluster_stop
     wait 2>/dev/null
+    "$root/scripts/remove-cgroups.sh" "$dir"/*.log
     rm -rf "$dir"
 }
 trap cleanup EXIT

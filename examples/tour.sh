@@ -41,6 +41,15 @@ cleanup() {
             kill -TERM "${p%/environ}" 2>/dev/null
         fi
     done
+    # and the cgroups tendd made for them (its log names them), once empty
+    for base in $(sed -n "s/.*pods' cgroups under \([^(]*\).*/\1/p" "$tmp/tendd.log" 2>/dev/null |
+        tr ',' ' '); do
+        for _ in $(seq 50); do
+            for d in "$base"/*/; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
+            rmdir "$base" 2>/dev/null && break
+            sleep 0.1
+        done
+    done
     rm -rf "$tmp"
 }
 trap cleanup EXIT

@@ -28,6 +28,7 @@ stop() {
     [ -n "$machines" ] && kill -KILL $machines 2>/dev/null
     etcd_cluster_stop
     wait 2>/dev/null
+    "$root/scripts/remove-cgroups.sh" "$dir"/*.log
     rm -rf "$dir"
 }
 trap stop EXIT

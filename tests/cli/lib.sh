@@ -4,6 +4,7 @@
 
 set -u
 bin="$TEND_BIN_DIR"
+lib_root=$(cd "$(dirname "$0")/../.." && pwd) # the tests' scripts are two levels down
 testprog="$TEND_BIN_DIR/../tests/tend-testprog"
 tmp=$(mktemp -d /tmp/tend-cli-XXXXXX) || exit 1
 export TEND_SOCKET="$tmp/tend.sock"
@@ -61,23 +62,10 @@ kill_marked() {
     done
 }
 
-# The cgroups of this test's tendd (its log names them), once their
+# The cgroups of this test's tendd (its logs name them), once their
 # processes are gone: the pods' (killed above), then tendd's own.
 remove_cgroups() {
-    for base in $(cat "$tmp"/*.log "$tmp"/*/*.log 2>/dev/null |
-        sed -n "s/.*pods' cgroups under \([^(]*\).*/\1/p" | tr ',' ' ' | sort -u); do
-        [ -d "$base" ] || continue
-        for _ in $(seq 50); do
-            for d in "$base"/*/; do
-                [ -d "$d" ] || continue
-                # shellcheck disable=SC2046 # one pid a word
-                kill -KILL $(cat "$d/cgroup.procs" 2>/dev/null) 2>/dev/null
-                rmdir "$d" 2>/dev/null
-            done
-            rmdir "$base" 2>/dev/null && break
-            sleep 0.1
-        done
-    done
+    "$lib_root/scripts/remove-cgroups.sh" "$tmp"/*.log "$tmp"/*/*.log
 }
 
 cleanup() {

@@ -696,9 +696,17 @@ YAML
 tend apply -f "$tmp/crash.yaml" >/dev/null
 restarted() { tend get pods -l app=crash | awk 'NR > 1 && $4 >= 2 { f=1 } END { exit !f }'; }
 wait_for 15 restarted && ok "crashing pod restarted" || fail "no restarts: $(tend get pods -l app=crash)"
-cur=$(tend get pods -l app=crash | awk 'NR > 1 { r[$1]=$4 } END { m=-1; for (p in r) if (r[p] > m) { m=r[p]; n=p } print n }')
-expect_exit 0 "logs --previous" tend logs "$cur" --previous && expect_grep "^run [0-9]*$" "$tmp/out" \
-    "the previous instance's output"
+# (the pod listed may be the dead one, replaced and gone a moment later:
+# then the next listing's)
+prev_logs() {
+    cur=$(tend get pods -l app=crash | awk 'NR > 1 { r[$1]=$4 } END { m=-1; for (p in r) if (r[p] > m) { m=r[p]; n=p } print n }')
+    tend logs "$cur" --previous >"$tmp/out" 2>"$tmp/err"
+}
+if wait_for 10 prev_logs; then
+    expect_grep "^run [0-9]*$" "$tmp/out" "the previous instance's output"
+else
+    fail "logs --previous: $(cat "$tmp/err")"
+fi
 crashing() { tend get pods -l app=crash | grep -q CrashLoopBackOff; }
 wait_for 15 crashing && ok "STATUS CrashLoopBackOff" || fail "no CrashLoopBackOff"
 # A pod seen waiting may have started by the time describe runs (the first
