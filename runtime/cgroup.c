@@ -31,10 +31,14 @@
 
 #define CG_ROOT "/sys/fs/cgroup"
 
-/* v1: the controllers tend uses, each in whichever hierarchy has it: a
- * pod's limits, its OOM kills, and its tree stopped (freezer). Each is a
- * directory more per pod, made and removed on the respawn path. */
-static const char *const v1_controllers[] = { "memory", "cpu", "freezer" };
+/* v1: the controllers tend uses, each in whichever hierarchy has it. A pod
+ * joins memory's always (its limit, its OOM kills, its usage, and the list
+ * of its processes), cpu's only for a limit: each hierarchy joined costs
+ * the child ~160 µs between clone() and exec() (the kernel's migration
+ * takes cgroup_threadgroup_rwsem for writing: an RCU grace period), and
+ * a directory made and removed. No freezer (its tree is killed in rounds,
+ * docs/cgroups.md). */
+static const char *const v1_controllers[] = { "memory", "cpu" };
 
 static int write_file(const char *dir, const char *file, const char *value) {
         _cleanup_free_ char *path = strprintf("%s/%s", dir, file);
@@ -258,7 +262,7 @@ void rt__cgroup_init(rt_manager *m, const rt_config *c) {
         struct statfs sf;
         int r;
 
-        m->cg_memory = m->cg_cpu = m->cg_freezer = -1;
+        m->cg_memory = m->cg_cpu = -1;
         if (c->cgroups == RT_CGROUPS_OFF) {
                 m->cg_why = strdup("tendd was started with --cgroups off");
                 log_info("cgroups: off (--cgroups off): pods that declare resources.limits are "
@@ -278,8 +282,7 @@ void rt__cgroup_init(rt_manager *m, const rt_config *c) {
                 m->cg_layout = RT_CG_V1;
                 r = init_v1(m, name);
                 if (r >= 0 && m->cg_n == 0) {
-                        m->cg_why = strdup("no cgroup v1 hierarchy of memory, cpu or freezer "
-                                           "is mounted");
+                        m->cg_why = strdup("no cgroup v1 hierarchy of memory or cpu is mounted");
                         r = -ENOENT;
                 }
         }
@@ -296,14 +299,12 @@ void rt__cgroup_init(rt_manager *m, const rt_config *c) {
         if (m->cg_layout == RT_CG_V2) {
                 m->cg_memory = v2_has(m, "memory") ? 0 : -1;
                 m->cg_cpu = v2_has(m, "cpu") ? 0 : -1;
-                m->cg_freezer = 0; /* cgroup.kill or cgroup.freeze */
                 log_info("cgroups: v2; pods' cgroups under %s (controllers:%s%s)", m->cg_base[0],
                          m->cg_memory >= 0 ? " memory" : "", m->cg_cpu >= 0 ? " cpu" : "");
                 return;
         }
         m->cg_memory = v1_index(m, "memory");
         m->cg_cpu = v1_index(m, "cpu");
-        m->cg_freezer = v1_index(m, "freezer");
         _cleanup_buf_ tend_buf b = TEND_BUF_INIT(256);
         for (size_t i = 0; i < m->cg_n; i++)
                 (void) tend_buf_addf(&b, "%s%s", i ? ", " : "", m->cg_base[i]);
@@ -349,6 +350,20 @@ const char *rt__cgroup_limits_problem(rt_manager *m, bool memory, bool cpu, char
         return *ret;
 }
 
+/* The hierarchy every pod joins (v1: memory's where it is mounted). */
+static size_t primary(const rt_manager *m) {
+        return m->cg_memory >= 0 ? (size_t) m->cg_memory : 0;
+}
+
+/* The hierarchies a pod of these limits joins: a bit each. */
+static unsigned pod_mask(const rt_manager *m, uint64_t cpu_milli) {
+        unsigned mask = 1u << primary(m);
+
+        if (cpu_milli > 0 && m->cg_cpu >= 0)
+                mask |= 1u << m->cg_cpu;
+        return mask;
+}
+
 static char *pod_dir(const rt_manager *m, size_t i, const char *uid) {
         return strprintf("%s/%s", m->cg_base[i], uid);
 }
@@ -357,7 +372,8 @@ static uint64_t oom_count(rt_pod *p) {
         rt_manager *m = p->manager;
         _cleanup_free_ char *dir = NULL;
 
-        if (!p->cg || m->cg_memory < 0 || !(dir = pod_dir(m, (size_t) m->cg_memory, p->uid)))
+        if (!p->cg || m->cg_memory < 0 || !(p->cg_mask & (1u << m->cg_memory)) ||
+            !(dir = pod_dir(m, (size_t) m->cg_memory, p->uid)))
                 return 0;
         return m->cg_layout == RT_CG_V2 ? read_key(dir, "memory.events", "oom_kill")
                                         : read_key(dir, "memory.oom_control", "oom_kill");
@@ -437,7 +453,10 @@ int rt__cgroup_prepare(rt_pod *p, char ***ret_procs, char **ret_error) {
                         break;
                 }
         p->cg = true; /* (what a failure below made is removed) */
+        p->cg_mask = pod_mask(m, p->cpu_milli);
         for (size_t i = 0; i < m->cg_n; i++) {
+                if (!(p->cg_mask & (1u << i)))
+                        continue;
                 _cleanup_free_ char *dir = pod_dir(m, i, p->uid), *path = NULL;
                 if (!dir || !(path = strprintf("%s/cgroup.procs", dir)) ||
                     strv_extend(&procs, path) < 0) {
@@ -500,9 +519,10 @@ int rt_manager_pod_usage(rt_manager *m, const char *uid, uint64_t *ret_cpu_ns,
                 *ret_cpu_ns = read_key(mem, "cpu.stat", "usage_usec") * 1000;
                 return 0;
         }
-        cpu = m->cg_cpu >= 0 ? pod_dir(m, (size_t) m->cg_cpu, uid) : NULL;
+        cpu = m->cg_cpu >= 0 && m->cg_cpu != m->cg_memory ? pod_dir(m, (size_t) m->cg_cpu, uid)
+                                                          : NULL;
         if (cpu && read_number(cpu, "cpuacct.usage", ret_cpu_ns) >= 0)
-                return 0;
+                return 0; /* (a pod with a CPU limit, where cpuacct shares cpu's hierarchy) */
         _cleanup_free_ char *procs_path = strprintf("%s/cgroup.procs", mem), *procs = NULL;
         long hz = sysconf(_SC_CLK_TCK);
         uint64_t ticks = 0;
@@ -538,10 +558,13 @@ void rt__cgroup_adopt(rt_pod *p) {
         /* in its own cgroup if any of its lines ends in its uid, and that
          * is under this tendd's bases (as it was started) */
         p->cg = strstr(text, tail) != NULL;
+        p->cg_mask = 0;
         for (size_t i = 0; p->cg && i < m->cg_n; i++) {
                 _cleanup_free_ char *dir = pod_dir(m, i, p->uid);
-                p->cg = dir && access(dir, F_OK) == 0;
+                if (dir && access(dir, F_OK) == 0)
+                        p->cg_mask |= 1u << i;
         }
+        p->cg = p->cg && (p->cg_mask & (1u << primary(m)));
         if (p->cg)
                 p->cg_oom = oom_count(p); /* (earlier kills were before this tendd) */
 }
@@ -550,47 +573,35 @@ bool rt__cgroup_oom_killed(rt_pod *p) {
         return p->cg && oom_count(p) > p->cg_oom;
 }
 
-/* Kills every process left in the pod's cgroup. v2: cgroup.kill (Linux
- * 5.14), else as v1 does: frozen (nothing forks meanwhile), each killed,
- * thawed (SIGKILL is delivered on thaw). */
+/* Kills every process left in the pod's cgroup: v2 with cgroup.kill
+ * (Linux 5.14); else in rounds, until none is left. A process forked
+ * between a round's read and its kills is in the next round's read. */
 void rt__cgroup_kill(rt_pod *p) {
         rt_manager *m = p->manager;
-        _cleanup_free_ char *dir = NULL, *frz = NULL;
-        int k = m->cg_freezer >= 0 ? m->cg_freezer : 0;
+        _cleanup_free_ char *dir = NULL, *procs = NULL;
 
-        if (!p->cg || !(dir = pod_dir(m, (size_t) k, p->uid)))
+        if (!p->cg || !(dir = pod_dir(m, primary(m), p->uid)) ||
+            !(procs = strprintf("%s/cgroup.procs", dir)))
                 return;
         if (m->cg_layout == RT_CG_V2 && write_file(dir, "cgroup.kill", "1") >= 0)
                 return;
-        /* (mostly nothing is left: no freeze then) */
-        _cleanup_free_ char *procs = strprintf("%s/cgroup.procs", dir);
-        _cleanup_close_ int fd = procs ? open(procs, O_RDONLY | O_CLOEXEC) : -EBADF;
-        char one;
-        if (fd < 0 || read(fd, &one, 1) <= 0)
-                return;
-        if (m->cg_freezer >= 0)
-                frz = m->cg_layout == RT_CG_V2 ? strdup("cgroup.freeze") : strdup("freezer.state");
-        if (frz)
-                (void) write_file(dir, frz, m->cg_layout == RT_CG_V2 ? "1" : "FROZEN");
-        for (int round = 0; round < 8; round++) {
-                _cleanup_free_ char *path = strprintf("%s/cgroup.procs", dir), *text = NULL;
+        for (int round = 0; round < 16; round++) {
+                _cleanup_free_ char *text = NULL;
                 size_t killed = 0;
-                if (!path || read_full_file(path, 4 * 1024 * 1024, &text, NULL) < 0)
+                if (read_full_file(procs, 4 * 1024 * 1024, &text, NULL) < 0)
                         break;
                 for (char *l = text; *l;) {
                         long pid = strtol(l, &l, 10);
-                        if (pid > 0 && kill((pid_t) pid, SIGKILL) == 0)
+                        if (pid <= 0)
+                                break;
+                        if (kill((pid_t) pid, SIGKILL) == 0)
                                 killed++;
                         while (*l == '\n')
                                 l++;
-                        if (pid <= 0)
-                                break;
                 }
-                if (killed == 0 || frz)
-                        break; /* (frozen: none could fork since the read) */
+                if (killed == 0)
+                        break; /* (mostly at once: nothing is left) */
         }
-        if (frz)
-                (void) write_file(dir, frz, m->cg_layout == RT_CG_V2 ? "0" : "THAWED");
 }
 
 static bool remove_dirs(rt_manager *m, const char *uid) {
@@ -604,15 +615,17 @@ static bool remove_dirs(rt_manager *m, const char *uid) {
         return all;
 }
 
+/* Removed at the next reap (5 ms after a death): not on the way of the
+ * pass that replaces the pod, and its killed processes reaped by then. */
 void rt__cgroup_remove(rt_pod *p) {
         rt_manager *m = p->manager;
 
         if (!p->cg)
                 return;
         p->cg = false;
-        /* still busy (its killed processes not yet reaped): at the next reap */
-        if (!remove_dirs(m, p->uid) && !strv_contains(m->cg_trash, p->uid))
+        if (!strv_contains(m->cg_trash, p->uid))
                 (void) strv_extend(&m->cg_trash, p->uid);
+        rt__manager_reap_soon(m);
 }
 
 void rt__cgroup_retry(rt_manager *m) {

@@ -131,6 +131,7 @@ struct rt_pod {
         usec_t grace;    /* terminationGracePeriodSeconds */
         uint64_t memory_max, cpu_milli; /* resources.limits, 0: none */
         bool cg;                        /* in a cgroup of its own (cgroup.c) */
+        unsigned cg_mask;               /* the hierarchies it joined: a bit each */
         uint64_t cg_oom;                /* the OOM killer's count there at its start */
         bool set_ids;
         uid_t uid_n;
@@ -370,7 +371,7 @@ struct rt_manager {
         char *cg_base[RT_CG_MAX];
         char cg_ctl[RT_CG_MAX][16];
         size_t cg_n;
-        int cg_memory, cg_cpu, cg_freezer;
+        int cg_memory, cg_cpu;
         char **cg_trash; /* uids of pods' cgroups not yet empty: removed at a reap */
 };
 
