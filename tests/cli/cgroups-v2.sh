@@ -26,28 +26,7 @@ expect_grep "cgroups: v2; pods' cgroups under /sys/fs/cgroup/tend-" "$tmp/tendd.
     "tendd finds the v2 layout"
 base=$(sed -n "s/.*pods' cgroups under \([^ ]*\) .*/\1/p" "$tmp/tendd.log" | head -1)
 
-pod_json() { api GET "/api/v1/namespaces/default/pods?labelSelector=app%3D$1" >/dev/null; cat "$tmp/body"; }
-pid_of() { pod_json "$1" | jq -r '.items[] | select(.status.phase == "Running") | .status.containerStatuses[0].containerID' | sed 's|process://||' | head -1; }
-uid_of() { pod_json "$1" | jq -r '.items[] | select(.status.phase == "Running") | .metadata.uid' | head -1; }
-running() { [ -n "$(pid_of "$1")" ]; }
-deploy() { # NAME LIMITS COMMAND
-    cat <<YAML >"$tmp/$1.yaml"
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: $1}
-spec:
-  selector: {matchLabels: {app: $1}}
-  template:
-    metadata: {labels: {app: $1}}
-    spec:
-      containers:
-      - name: $1
-        command: [/bin/sh, -c, "$3"]
-        env: [{name: TEST_MARKER, value: "$tmp"}]
-        $2
-YAML
-    tend apply -f "$tmp/$1.yaml"
-}
+. "$(dirname "$0")/cgroups-lib.sh"
 
 # a pod, and a daemon it leaves behind in a session of its own
 deploy daemon "" "setsid -f sleep 4245.1; exec sleep 4245.2" >/dev/null || fail "apply daemon"
@@ -67,14 +46,14 @@ wait_for 10 cg_gone && ok "its cgroup removed" || fail "$base/$u is left"
 
 # a limit: enforced where v2 has the controller, else refused with the reason
 if grep -qw memory "$base/cgroup.subtree_control" 2>/dev/null; then
-    deploy limited "resources: {limits: {memory: 48Mi}}" "exec sleep 4246" >/dev/null ||
+    deploy limited "memory: 48Mi" "exec sleep 4246" >/dev/null ||
         fail "apply limited"
     wait_for 20 running limited || fail "limited not running"
     [ "$(cat "$base/$(uid_of limited)/memory.max")" = $((48 << 20)) ] &&
         ok "limits.memory is memory.max" || fail "memory.max: $(cat "$base/$(uid_of limited)/memory.max")"
     tend delete deploy limited >/dev/null
 else
-    if deploy limited "resources: {limits: {memory: 48Mi}}" "exec sleep 4246" >"$tmp/out" 2>&1; then
+    if deploy limited "memory: 48Mi" "exec sleep 4246" >"$tmp/out" 2>&1; then
         fail "limits.memory accepted where v2 has no memory controller"
     else
         expect_grep "limits.memory cannot be enforced: the memory controller is not available" \

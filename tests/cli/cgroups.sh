@@ -23,27 +23,8 @@ fi
 expect_grep "cgroups: v[12]; pods' cgroups under" "$tmp/tendd.log" "the layout, logged once"
 bases=$(sed -n "s/.*pods' cgroups under \([^(]*\).*/\1/p" "$tmp/tendd.log" | tr ',' ' ')
 
-deploy() { # NAME LIMITS COMMAND
-    cat <<YAML | tend apply -f - >/dev/null || fail "apply $1"
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: $1}
-spec:
-  selector: {matchLabels: {app: $1}}
-  template:
-    metadata: {labels: {app: $1}}
-    spec:
-      containers:
-      - name: $1
-        command: [/bin/sh, -c, "$3"]
-        env: [{name: TEST_MARKER, value: "$tmp"}]
-        resources: {limits: {$2}}
-YAML
-}
-pod_json() { api GET "/api/v1/namespaces/default/pods?labelSelector=app%3D$1" >/dev/null; cat "$tmp/body"; }
-pid_of() { pod_json "$1" | jq -r '.items[] | select(.status.phase == "Running") | .status.containerStatuses[0].containerID' | sed 's|process://||' | head -1; }
-uid_of() { pod_json "$1" | jq -r '.items[] | select(.status.phase == "Running") | .metadata.uid' | head -1; }
-running() { [ -n "$(pid_of "$1")" ]; }
+. "$(dirname "$0")/cgroups-lib.sh"
+d() { deploy "$@" >/dev/null || fail "apply $1"; } # (an apply that must pass)
 # a v1 hierarchy's or v2's directory of the pod: DIR/UID with FILE in it
 cg_file() { # UID FILE
     for b in $bases; do [ -f "$b/$1/$2" ] && { echo "$b/$1/$2"; return 0; }; done
@@ -52,7 +33,7 @@ cg_file() { # UID FILE
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # 1. limits.memory: past it, OOMKilled as on a cluster, and replaced
-deploy hog "memory: 40Mi" "sleep 0.5; python3 -c 'a = bytearray(200 << 20); import time; time.sleep(60)'"
+d hog "memory: 40Mi" "sleep 0.5; python3 -c 'a = bytearray(200 << 20); import time; time.sleep(60)'"
 oom_seen() {
     pod_json hog | jq -e '[.items[].status.containerStatuses[0].lastState.terminated
         | select(.reason == "OOMKilled" and .exitCode == 137)] | length > 0' >/dev/null
@@ -80,7 +61,7 @@ fi
 tend delete deploy hog >/dev/null
 
 # 2. limits.cpu: a busy loop held to 200m, measured from /proc over 3 s
-deploy spin "cpu: 200m" "while :; do :; done"
+d spin "cpu: 200m" "while :; do :; done"
 wait_for 20 running spin || fail "spin not running"
 spid=$(pid_of spin) # (not $p: lib.sh's api() sets it)
 a=$(cpu_ticks "$spid"); sleep 3; b=$(cpu_ticks "$spid")
@@ -123,7 +104,7 @@ for b in $bases; do [ -d "$b/00000000-dead-4000-8000-000000000000" ] && left=$((
 tend delete deploy spin >/dev/null
 
 # 4. a daemon that left the pod's session goes with the pod
-deploy daemon "memory: 64Mi" "setsid -f sleep 4243.1; exec sleep 4243.2"
+d daemon "memory: 64Mi" "setsid -f sleep 4243.1; exec sleep 4243.2"
 wait_for 20 running daemon || fail "daemon not running"
 u=$(uid_of daemon)
 wait_for 10 pgrep -f "sleep 4243.1" || fail "the daemon did not start"
@@ -140,7 +121,7 @@ wait_for 10 cg_gone && ok "its cgroup removed" || fail "its cgroup is left: $(cg
 
 # usage of every process of a pod: a child that holds 32 MiB, its parent
 # next to nothing
-deploy parent "memory: 128Mi" "python3 -c 'a = bytes(range(256)) * (128 << 10); import time; time.sleep(600)' & exec sleep 4247"
+d parent "memory: 128Mi" "python3 -c 'a = bytes(range(256)) * (128 << 10); import time; time.sleep(600)' & exec sleep 4247"
 wait_for 20 running parent || fail "parent not running"
 u=$(uid_of parent)
 name=$(pod_json parent | jq -r '.items[] | select(.status.phase == "Running") | .metadata.name' | head -1)
