@@ -249,6 +249,19 @@ static int v1_index(const rt_manager *m, const char *controller) {
         return -1;
 }
 
+/* <state>/cgroups: the bases, one a line, for whoever cleans up after
+ * pods killed once tendd is gone (scripts/remove-cgroups.sh). */
+static void write_bases(rt_manager *m) {
+        _cleanup_free_ char *path = strprintf("%s/cgroups", m->state_dir);
+        FILE *f = path ? fopen(path, "we") : NULL;
+
+        if (!f)
+                return;
+        for (size_t i = 0; i < m->cg_n; i++)
+                fprintf(f, "%s\n", m->cg_base[i]);
+        fclose(f);
+}
+
 static void drop_bases(rt_manager *m) {
         for (size_t i = 0; i < m->cg_n; i++) {
                 free(m->cg_base[i]);
@@ -299,12 +312,14 @@ void rt__cgroup_init(rt_manager *m, const rt_config *c) {
         if (m->cg_layout == RT_CG_V2) {
                 m->cg_memory = v2_has(m, "memory") ? 0 : -1;
                 m->cg_cpu = v2_has(m, "cpu") ? 0 : -1;
+                write_bases(m);
                 log_info("cgroups: v2; pods' cgroups under %s (controllers:%s%s)", m->cg_base[0],
                          m->cg_memory >= 0 ? " memory" : "", m->cg_cpu >= 0 ? " cpu" : "");
                 return;
         }
         m->cg_memory = v1_index(m, "memory");
         m->cg_cpu = v1_index(m, "cpu");
+        write_bases(m);
         _cleanup_buf_ tend_buf b = TEND_BUF_INIT(256);
         for (size_t i = 0; i < m->cg_n; i++)
                 (void) tend_buf_addf(&b, "%s%s", i ? ", " : "", m->cg_base[i]);
@@ -438,6 +453,7 @@ static int set_limits(rt_pod *p, char **ret_error) {
 int rt__cgroup_prepare(rt_pod *p, char ***ret_procs, char **ret_error) {
         rt_manager *m = p->manager;
         _cleanup_strv_free_ char **procs = NULL;
+        bool existed = false;
         int r;
 
         *ret_procs = NULL;
@@ -463,16 +479,20 @@ int rt__cgroup_prepare(rt_pod *p, char ***ret_procs, char **ret_error) {
                         r = -ENOMEM;
                         goto fail;
                 }
-                if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+                if (mkdir(dir, 0755) == 0)
+                        continue;
+                if (errno != EEXIST) {
                         r = -errno;
                         *ret_error = strprintf("making the pod's cgroup %s: %s", dir, strerror(-r));
                         goto fail;
                 }
+                existed = true;
         }
         r = set_limits(p, ret_error);
         if (r < 0)
                 goto fail;
-        p->cg_oom = oom_count(p);
+        /* (a cgroup made now has killed nothing: no read on the way) */
+        p->cg_oom = existed ? oom_count(p) : 0;
         *ret_procs = TAKE_PTR(procs);
         return 0;
 fail:

@@ -30,6 +30,7 @@ if [ -z "${TEND_HARNESS_INNER:-}" ]; then
 fi
 
 # 2. A per-run temp dir, locked for the run's lifetime.
+here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d /tmp/tend-systemd-XXXXXX) || exit 1
 chmod 700 "$tmp"
 exec 9>"$tmp/lock"
@@ -62,6 +63,10 @@ teardown() {
         done
         find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
     done
+    # the cgroups of pods of a tendd that ran as a unit here (its state
+    # dir names them): docs/cgroups.md
+    # shellcheck disable=SC2046 # (paths without spaces: mktemp's)
+    "$here/../../scripts/remove-cgroups.sh" $(find "$tmp" -path "*/tend/cgroups" 2>/dev/null)
     mountpoint -q /dev/kmsg && umount /dev/kmsg
     mountpoint -q /run/systemd && umount -l /run/systemd
     rm -rf "$tmp"
