@@ -635,8 +635,9 @@ static bool remove_dirs(rt_manager *m, const char *uid) {
         return all;
 }
 
-/* Removed at the next reap (5 ms after a death): not on the way of the
- * pass that replaces the pod, and its killed processes reaped by then. */
+/* Removed at the next reap (the caller asks for one soon: 5 ms after a
+ * death), or log check: not on the way of the pass that replaces the pod,
+ * and its killed processes reaped by then. */
 void rt__cgroup_remove(rt_pod *p) {
         rt_manager *m = p->manager;
 
@@ -645,7 +646,6 @@ void rt__cgroup_remove(rt_pod *p) {
         p->cg = false;
         if (!strv_contains(m->cg_trash, p->uid))
                 (void) strv_extend(&m->cg_trash, p->uid);
-        rt__manager_reap_soon(m);
 }
 
 void rt__cgroup_retry(rt_manager *m) {

@@ -791,8 +791,10 @@ void rt_pod_free(rt_pod *pod) {
             (pod->manager->detached || (pod->manager->detached = tend_hashmap_new())))
                 (void) tend_hashmap_put(pod->manager->detached, pod->uid, (void *) 1, NULL);
         detach_pod(pod);
-        if (pod->state == RT_POD_EXITED || pod->state == RT_POD_STARTING)
+        if (pod->state == RT_POD_EXITED || pod->state == RT_POD_STARTING) {
                 rt__cgroup_remove(pod); /* (one left running keeps its cgroup) */
+                rt__manager_reap_soon(pod->manager);
+        }
         rt__times_stop(pod);
         rt__notify_close(pod);
         rt__held_release(pod);

@@ -271,7 +271,7 @@ void rt__cgroup_adopt(rt_pod *p);
 bool rt__cgroup_oom_killed(rt_pod *p);
 /* SIGKILL to every process left in it. */
 void rt__cgroup_kill(rt_pod *p);
-/* Removed, now or (still busy) at a later reap: rt__cgroup_retry(). */
+/* Removed at a later reap or log check (rt__cgroup_retry()). */
 void rt__cgroup_remove(rt_pod *p);
 void rt__cgroup_retry(rt_manager *m);
 /* At the end of start-up: the empty cgroups no pod has, removed. */

@@ -58,6 +58,7 @@ cleanup_fleet() {
     stop_nodes
     etcd_cluster_stop
     kill_marked
+    remove_cgroups
     if [ "$failures" -ne 0 ] || [ "$exit_rc" -ne 0 ]; then
         for f in "$tmp"/n*.log; do
             echo "---- $f ----"; tail -30 "$f"
