@@ -32,7 +32,11 @@ static void open_agent(h_t *h) {
                                &(agent_loop_config){ .state_dir = h->dir,
                                                      .port_lo = 43000,
                                                      .port_hi = 43999,
-                                                     .resync_interval = 5 * USEC_PER_SEC },
+                                                     .resync_interval = 5 * USEC_PER_SEC,
+                                                     /* (pods in cgroups: tests/cli/
+                                                      * cgroups.sh; these tests leave
+                                                      * pods running on purpose) */
+                                                     .cgroups = RT_CGROUPS_OFF },
                                &h->l, &err);
         if (r < 0)
                 fail_msg("agent_loop_new: %s", err);
