@@ -192,9 +192,9 @@ static int init_v1(rt_manager *m, const char *name) {
         return 0;
 }
 
-/* v2: tendd's own cgroup must be the root (tendd started by hand, or in a
- * container with a cgroup namespace): a cgroup with processes in it cannot
- * give controllers to children. */
+/* v2: tendd's own cgroup must be the root of the host's hierarchy (tendd
+ * started by hand as root): a cgroup with processes in it cannot give
+ * controllers to children (a container's namespace root holds tendd). */
 static int init_v2(rt_manager *m, const char *name) {
         _cleanup_free_ char *cgroups = NULL, *available = NULL, *want = NULL;
         char *dir;
@@ -513,6 +513,29 @@ static int read_number(const char *dir, const char *file, uint64_t *ret) {
         return 0;
 }
 
+/* The pids a cgroup.procs file lists now; *ret_n of them (*ret: new). */
+static int read_pids(const char *procs, pid_t **ret, size_t *ret_n) {
+        _cleanup_free_ char *text = NULL;
+        _cleanup_free_ pid_t *v = NULL;
+        size_t n = 0, alloc = 0;
+        int r;
+
+        r = read_full_file(procs, 4 * 1024 * 1024, &text, NULL);
+        if (r < 0)
+                return r;
+        for (char *l = text, *end; *l; l = end) {
+                long pid = strtol(l, &end, 10);
+                if (end == l || pid <= 0)
+                        break;
+                if (TEND_GROW(v, alloc, n + 1) < 0)
+                        return -ENOMEM;
+                v[n++] = (pid_t) pid;
+        }
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        return 0;
+}
+
 int rt_manager_pod_usage(rt_manager *m, const char *uid, uint64_t *ret_cpu_ns,
                          uint64_t *ret_memory) {
         _cleanup_free_ char *mem = NULL, *cpu = NULL;
@@ -543,23 +566,20 @@ int rt_manager_pod_usage(rt_manager *m, const char *uid, uint64_t *ret_cpu_ns,
                                                           : NULL;
         if (cpu && read_number(cpu, "cpuacct.usage", ret_cpu_ns) >= 0)
                 return 0; /* (a pod with a CPU limit, where cpuacct shares cpu's hierarchy) */
-        _cleanup_free_ char *procs_path = strprintf("%s/cgroup.procs", mem), *procs = NULL;
+        _cleanup_free_ char *procs = strprintf("%s/cgroup.procs", mem);
+        _cleanup_free_ pid_t *pids = NULL;
         long hz = sysconf(_SC_CLK_TCK);
         uint64_t ticks = 0;
-        if (!procs_path)
+        size_t n;
+        if (!procs)
                 return -ENOMEM;
-        r = read_full_file(procs_path, 4 * 1024 * 1024, &procs, NULL);
+        r = read_pids(procs, &pids, &n);
         if (r < 0)
                 return r;
-        for (char *l = procs; *l;) {
-                long pid = strtol(l, &l, 10);
+        for (size_t i = 0; i < n; i++) {
                 unsigned long long f[4];
-                if (pid <= 0)
-                        break;
-                if (proc_stat_fields((pid_t) pid, 14, 17, f) >= 0)
+                if (proc_stat_fields(pids[i], 14, 17, f) >= 0)
                         ticks += f[0] + f[1] + f[2] + f[3];
-                while (*l == '\n')
-                        l++;
         }
         *ret_cpu_ns = ticks * (1000000000ULL / (uint64_t) (hz > 0 ? hz : 100));
         return 0;
@@ -606,19 +626,12 @@ void rt__cgroup_kill(rt_pod *p) {
         if (m->cg_layout == RT_CG_V2 && write_file(dir, "cgroup.kill", "1") >= 0)
                 return;
         for (int round = 0; round < 16; round++) {
-                _cleanup_free_ char *text = NULL;
-                size_t killed = 0;
-                if (read_full_file(procs, 4 * 1024 * 1024, &text, NULL) < 0)
+                _cleanup_free_ pid_t *pids = NULL;
+                size_t n, killed = 0;
+                if (read_pids(procs, &pids, &n) < 0)
                         break;
-                for (char *l = text; *l;) {
-                        long pid = strtol(l, &l, 10);
-                        if (pid <= 0)
-                                break;
-                        if (kill((pid_t) pid, SIGKILL) == 0)
-                                killed++;
-                        while (*l == '\n')
-                                l++;
-                }
+                for (size_t i = 0; i < n; i++)
+                        killed += kill(pids[i], SIGKILL) == 0;
                 if (killed == 0)
                         break; /* (mostly at once: nothing is left) */
         }
