@@ -326,15 +326,6 @@ void rt__cgroup_init(rt_manager *m, const rt_config *c) {
         log_info("cgroups: v1; pods' cgroups under %s", tend_buf_str(&b));
 }
 
-char **rt_manager_cgroup_bases(rt_manager *m) {
-        char **l = NULL;
-
-        for (size_t i = 0; i < m->cg_n; i++)
-                if (strv_extend(&l, m->cg_base[i]) < 0)
-                        return strv_free(l);
-        return l;
-}
-
 void rt__cgroup_close(rt_manager *m) {
         /* the empty ones, and tendd's own if no pod runs on in it */
         rt__cgroup_sweep(m);

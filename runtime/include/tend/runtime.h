@@ -245,8 +245,7 @@ const char *rt_limits_problem(rt_manager *m, const spec_pod_spec *s, char **ret)
  * cgroup (none here, or a systemd unit's). */
 int rt_manager_pod_usage(rt_manager *m, const char *uid, uint64_t *ret_cpu_ns,
                          uint64_t *ret_memory);
-/* The directories of the pods' cgroups, one per hierarchy (NULL: none). */
-char **rt_manager_cgroup_bases(rt_manager *m);
+
 /* A running pod's configMap and secret volumes rewritten from p->volumes,
  * each in one step (its ..data link swapped), where their content changed;
  * subPath mounts keep what they had, as in Kubernetes. Returns how many
