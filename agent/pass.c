@@ -213,10 +213,11 @@ const char *agent_node_name(const agent *a) {
         return a->node_name;
 }
 
-int agent_pod_usage(agent *a, const char *uid, uint64_t *ret_cpu_ns, uint64_t *ret_memory) {
+int agent_pod_usage(agent *a, const char *uid, pid_t pid, uint64_t *ret_cpu_ns,
+                    uint64_t *ret_memory) {
         if (!a->backend->usage)
                 return -ENOENT;
-        return a->backend->usage(a->backend_data, uid, ret_cpu_ns, ret_memory);
+        return a->backend->usage(a->backend_data, uid, pid, ret_cpu_ns, ret_memory);
 }
 
 store *agent_get_store(const agent *a) {

@@ -114,15 +114,31 @@ static json_t *pod_metrics(api_server *s, const spec_pod *p, json_t *encoded) {
         _cleanup_free_ char *cpu = NULL, *mem = NULL, *window = NULL;
         usec_t w;
 
-        if (!spec_pod_active(p) || p->status.phase != SPEC_POD_RUNNING || pid <= 0 ||
-            read_proc((pid_t) pid, &ticks, &begun, &rss) < 0 ||
-            (start > 0 && (uint64_t) start != begun))
-                return NULL; /* no process of its own to measure (or a reused pid) */
-        /* its cgroup, where it has one: every process of it */
-        if (agent_pod_usage(s->agent, p->metadata.uid, &cpu_ns, &cg_memory) >= 0) {
+        bool own = false;
+
+        if (!spec_pod_active(p) || p->status.phase != SPEC_POD_RUNNING)
+                return NULL;
+        if (pid > 0) {
+                if (read_proc((pid_t) pid, &ticks, &begun, &rss) < 0 ||
+                    (start > 0 && (uint64_t) start != begun))
+                        return NULL; /* (its process gone, or a reused pid) */
+                own = true;
+        }
+        /* its cgroup, where it has one: every process of it (a systemd
+         * pod's unit: no pid of its record, the runtime knows its main) */
+        if (agent_pod_usage(s->agent, p->metadata.uid, (pid_t) pid, &cpu_ns, &cg_memory) >= 0) {
                 ticks = cpu_ns / (uint64_t) (1000000000 / sysconf(_SC_CLK_TCK));
                 rss = cg_memory;
-        }
+                if (!own) {
+                        /* its start in ticks since boot, as /proc says it */
+                        usec_t age = now_realtime() > p->status.start_time
+                                             ? now_realtime() - p->status.start_time
+                                             : 0;
+                        double at = host_uptime() - (double) age / USEC_PER_SEC;
+                        begun = (uint64_t) (MAX(at, 0.0) * (double) sysconf(_SC_CLK_TCK));
+                }
+        } else if (!own)
+                return NULL; /* no process of its own to measure */
         nanocores = cpu_rate(s, p->metadata.uid, ticks, begun, &w);
         cpu = strprintf("%" PRIu64 "n", nanocores);
         mem = quantity_mem(rss);

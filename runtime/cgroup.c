@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "rt-internal.h"
@@ -69,7 +70,7 @@ static uint64_t read_key(const char *dir, const char *file, const char *key) {
         return 0;
 }
 
-static bool has_word(const char *list, const char *word, char sep) {
+bool rt__has_word(const char *list, const char *word, char sep) {
         size_t n = strlen(word);
 
         for (const char *s = list; s && *s;) {
@@ -94,6 +95,8 @@ static char *base_name(const char *state_dir) {
 }
 
 static int add_base(rt_manager *m, const char *controller, char *dir) {
+        if (!dir)
+                return -ENOMEM;
         if (m->cg_n >= RT_CG_MAX) {
                 free(dir);
                 return 0;
@@ -139,7 +142,7 @@ static int init_v1(rt_manager *m, const char *name) {
                         c2 = c1 ? strchr(c1 + 1, ':') : NULL;
                         if (c2) {
                                 *c2 = 0;
-                                if (has_word(c1 + 1, ctl, ',') && !(own = strdup(c2 + 1)))
+                                if (rt__has_word(c1 + 1, ctl, ',') && !(own = strdup(c2 + 1)))
                                         return -ENOMEM;
                         }
                         l = nl ? nl + 1 : NULL;
@@ -158,7 +161,7 @@ static int init_v1(rt_manager *m, const char *name) {
                                 continue;
                         *dash = 0;
                         char *super = strrchr(dash + 1, ' ');
-                        if (!super || !has_word(super + 1, ctl, ','))
+                        if (!super || !rt__has_word(super + 1, ctl, ','))
                                 continue;
                         f[0] = strtok_r(line, " ", &save);
                         for (int i = 1; i < 6 && f[i - 1]; i++)
@@ -192,42 +195,83 @@ static int init_v1(rt_manager *m, const char *name) {
         return 0;
 }
 
-/* v2: tendd's own cgroup must be the root of the host's hierarchy (tendd
- * started by hand as root): a cgroup with processes in it cannot give
- * controllers to children (a container's namespace root holds tendd). */
+/* A cgroup v2 directory systemd delegated (Delegate=yes): it marks it with
+ * the trusted.delegate attribute (user.delegate in a user's manager). */
+static bool delegated(const char *dir) {
+        char v[8] = {};
+
+        return (getxattr(dir, "trusted.delegate", v, sizeof v - 1) > 0 ||
+                getxattr(dir, "user.delegate", v, sizeof v - 1) > 0) &&
+               (v[0] == '1' || v[0] == 'y' || v[0] == 't');
+}
+
+/* v2: a cgroup that holds processes cannot give controllers to children
+ * (a container's namespace root holds tendd too). So pods' cgroups go
+ *  - at the root of the hierarchy (tendd started by hand as root), with
+ *    the controllers given down;
+ *  - beside tendd's own, in the parent that systemd delegated to it and
+ *    put tendd below (DelegateSubgroup=, systemd 254), controllers too;
+ *  - below tendd's own where that is the delegated one (Delegate=yes alone,
+ *    an older systemd): without controllers, which would make it inner
+ *    and the next tendd then cannot be started in it; the pods are held
+ *    and killed as a tree, and limits are refused with the reason.
+ * Anywhere else (a cgroup of systemd's own, such as a login's scope) is
+ * not tendd's to write in: none. */
 static int init_v2(rt_manager *m, const char *name) {
-        _cleanup_free_ char *cgroups = NULL, *available = NULL, *want = NULL;
-        char *dir;
+        _cleanup_free_ char *cgroups = NULL, *available = NULL, *want = NULL, *own = NULL,
+                            *parent = NULL;
+        const char *top;
         int r;
 
         r = read_full_file("/proc/self/cgroup", 64 * 1024, &cgroups, NULL);
         if (r < 0)
                 return r;
-        const char *own = strstr(cgroups, "0::");
-        if (!own || (own != cgroups && own[-1] != '\n'))
+        const char *line = strstr(cgroups, "0::");
+        if (!line || (line != cgroups && line[-1] != '\n'))
                 return -ENOENT;
-        if (strncmp(own + 3, "/\n", 2) != 0) {
-                m->cg_why = strprintf("tendd runs in the cgroup %.*s, not at the root of cgroup "
-                                      "v2: making pods' cgroups below a cgroup of its own is not "
-                                      "supported yet",
-                                      (int) strcspn(own + 3, "\n"), own + 3);
+        line += 3;
+        own = strprintf(CG_ROOT "%.*s", (int) strcspn(line, "\n"), line);
+        if (!own)
+                return -ENOMEM;
+        if (!(parent = strdup(own)))
+                return -ENOMEM;
+        *strrchr(parent, '/') = 0; /* (CG_ROOT for the root, and its children) */
+        if (streq(own, CG_ROOT "/")) {
+                top = parent;
+        } else if (!streq(parent, CG_ROOT) && delegated(parent)) {
+                top = parent;
+        } else if (delegated(own)) {
+                top = own;
+                m->cg_limits_why = strprintf(
+                        "tendd runs in %s, the cgroup delegated to it, which cannot give "
+                        "controllers to pods' cgroups while tendd is in it: put tendd in a "
+                        "subgroup (its unit's DelegateSubgroup=supervisor, systemd 254 and "
+                        "later)",
+                        own);
+                if (!m->cg_limits_why)
+                        return -ENOMEM;
+        } else {
+                m->cg_why = strprintf("tendd runs in the cgroup %s, which is not delegated to "
+                                      "it: start it at the root of cgroup v2, or as a systemd "
+                                      "service with Delegate=yes and DelegateSubgroup=",
+                                      own);
                 return -EOPNOTSUPP;
         }
-        dir = strprintf(CG_ROOT "/%s", name);
-        if (!dir)
-                return -ENOMEM;
-        r = add_base(m, "", dir);
+        r = add_base(m, "", strprintf("%s/%s", top, name));
         if (r < 0)
                 return r;
+        if (m->cg_limits_why)
+                return 0;
         /* the controllers the pods need, given down to them */
-        if (read_full_file(CG_ROOT "/cgroup.controllers", 4096, &available, NULL) >= 0)
+        _cleanup_free_ char *controllers = strprintf("%s/cgroup.controllers", top);
+        if (controllers && read_full_file(controllers, 4096, &available, NULL) >= 0)
                 available[strcspn(available, "\n")] = 0;
-        want = strprintf("%s%s", has_word(available, "memory", ' ') ? "+memory " : "",
-                         has_word(available, "cpu", ' ') ? "+cpu" : "");
+        want = strprintf("%s%s", rt__has_word(available, "memory", ' ') ? "+memory " : "",
+                         rt__has_word(available, "cpu", ' ') ? "+cpu" : "");
         if (!want)
                 return -ENOMEM;
         if (*want) {
-                (void) write_file(CG_ROOT, "cgroup.subtree_control", want);
+                (void) write_file(top, "cgroup.subtree_control", want);
                 (void) write_file(m->cg_base[0], "cgroup.subtree_control", want);
         }
         return 0;
@@ -239,7 +283,7 @@ static bool v2_has(rt_manager *m, const char *controller) {
         if (!path || read_full_file(path, 4096, &text, NULL) < 0)
                 return false;
         text[strcspn(text, "\n")] = 0;
-        return has_word(text, controller, ' ');
+        return rt__has_word(text, controller, ' ');
 }
 
 static int v1_index(const rt_manager *m, const char *controller) {
@@ -313,8 +357,14 @@ void rt__cgroup_init(rt_manager *m, const rt_config *c) {
                 m->cg_memory = v2_has(m, "memory") ? 0 : -1;
                 m->cg_cpu = v2_has(m, "cpu") ? 0 : -1;
                 write_bases(m);
-                log_info("cgroups: v2; pods' cgroups under %s (controllers:%s%s)", m->cg_base[0],
-                         m->cg_memory >= 0 ? " memory" : "", m->cg_cpu >= 0 ? " cpu" : "");
+                if (m->cg_limits_why)
+                        log_info("cgroups: v2; pods' cgroups under %s (no controllers: %s)",
+                                 m->cg_base[0], m->cg_limits_why);
+                else
+                        log_info("cgroups: v2; pods' cgroups under %s (controllers:%s%s%s)",
+                                 m->cg_base[0], m->cg_memory >= 0 ? " memory" : "",
+                                 m->cg_cpu >= 0 ? " cpu" : "",
+                                 m->cg_memory < 0 && m->cg_cpu < 0 ? " none" : "");
                 return;
         }
         m->cg_memory = v1_index(m, "memory");
@@ -334,6 +384,8 @@ void rt__cgroup_close(rt_manager *m) {
         drop_bases(m);
         free(m->cg_why);
         m->cg_why = NULL;
+        free(m->cg_limits_why);
+        m->cg_limits_why = NULL;
         strv_free(m->cg_trash);
         m->cg_trash = NULL;
 }
@@ -349,6 +401,8 @@ const char *rt__cgroup_limits_problem(rt_manager *m, bool memory, bool cpu, char
         if (m->cg_layout == RT_CG_NONE)
                 *ret = strprintf("limits.%s cannot be enforced: tendd has no cgroups (%s)", what,
                                  strna(m->cg_why));
+        else if (m->cg_limits_why)
+                *ret = strprintf("limits.%s cannot be enforced: %s", what, m->cg_limits_why);
         else
                 *ret = strprintf("limits.%s cannot be enforced: the %s controller is not "
                                  "available to tendd in this host's cgroup %s layout",
@@ -527,26 +581,140 @@ static int read_pids(const char *procs, pid_t **ret, size_t *ret_n) {
         return 0;
 }
 
-int rt_manager_pod_usage(rt_manager *m, const char *uid, uint64_t *ret_cpu_ns,
-                         uint64_t *ret_memory) {
-        _cleanup_free_ char *mem = NULL, *cpu = NULL;
+/* memory: the working set, as the kubelet counts it (what is in use less
+ * the page cache that could be dropped) */
+static int working_set(const char *dir, bool v2, uint64_t *ret) {
         uint64_t used, inactive;
         int r;
 
-        if (m->cg_layout == RT_CG_NONE || m->cg_memory < 0 || !uid)
+        r = read_number(dir, v2 ? "memory.current" : "memory.usage_in_bytes", &used);
+        if (r < 0)
+                return r;
+        inactive = v2 ? read_key(dir, "memory.stat", "inactive_file")
+                      : read_key(dir, "memory.stat", "total_inactive_file");
+        *ret = used > inactive ? used - inactive : 0;
+        return 0;
+}
+
+/* The CPU time (and resident memory) of every process a cgroup.procs
+ * lists now: where no controller counts them. */
+static int procs_usage(const char *procs, uint64_t *ret_cpu_ns, uint64_t *ret_rss) {
+        _cleanup_free_ pid_t *pids = NULL;
+        long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+        uint64_t ticks = 0, pages = 0;
+        size_t n;
+        int r;
+
+        r = read_pids(procs, &pids, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                unsigned long long f[11]; /* utime stime cutime cstime ... rss */
+                if (proc_stat_fields(pids[i], 14, 24, f) >= 0) {
+                        ticks += f[0] + f[1] + f[2] + f[3];
+                        pages += f[10];
+                }
+        }
+        *ret_cpu_ns = ticks * (1000000000ULL / (uint64_t) (hz > 0 ? hz : 100));
+        if (ret_rss)
+                *ret_rss = pages * (uint64_t) (page > 0 ? page : 4096);
+        return 0;
+}
+
+/* A systemd pod's: its unit's cgroup, where systemd made one (the unit's
+ * path below tend.slice, from its main process's /proc/PID/cgroup), read
+ * as a process pod's; a controller systemd does not run for the unit (a
+ * user manager on cgroup v1 has none) is summed over its processes. */
+static int unit_usage(pid_t pid, uint64_t *ret_cpu_ns, uint64_t *ret_memory) {
+        _cleanup_free_ char *path = strprintf("/proc/%d/cgroup", (int) pid), *text = NULL,
+                            *unit = NULL, *mem = NULL, *acct = NULL, *procs = NULL;
+        bool v2 = false, in_v2 = false, have_cpu = false, have_mem = false;
+        struct statfs sf;
+        uint64_t rss;
+        int r;
+
+        if (pid <= 0)
                 return -ENOENT;
+        if (!path)
+                return -ENOMEM;
+        r = read_full_file(path, 64 * 1024, &text, NULL);
+        if (r < 0)
+                return r;
+        v2 = statfs(CG_ROOT, &sf) >= 0 && sf.f_type == CGROUP2_SUPER_MAGIC;
+        /* "ID:controllers:/path": the unit's path first (systemd's
+         * hierarchy, or v2's), then the controllers that have it too */
+        for (int pass = 0; pass < 2; pass++)
+                for (char *l = text, *nl; l && *l; l = nl ? nl + 1 : NULL) {
+                        nl = strchr(l, '\n');
+                        _cleanup_free_ char *line = strndup(l, nl ? (size_t) (nl - l) : strlen(l));
+                        char *c1 = line ? strchr(line, ':') : NULL,
+                             *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+                        if (!c2)
+                                continue;
+                        *c2++ = 0;
+                        const char *ctl = c1 + 1;
+                        if (pass == 0 && !unit && (streq(ctl, "") || streq(ctl, "name=systemd")) &&
+                            strstr(c2, "/tend.slice/") && endswith(c2, ".service")) {
+                                unit = strdup(c2);
+                                in_v2 = streq(ctl, "");
+                        } else if (pass == 1 && unit && streq(c2, unit)) {
+                                if (rt__has_word(ctl, "memory", ','))
+                                        mem = strprintf(CG_ROOT "/memory%s", unit);
+                                if (rt__has_word(ctl, "cpuacct", ','))
+                                        acct = strprintf(CG_ROOT "/cpuacct%s", unit);
+                        }
+                }
+        if (!unit)
+                return -ENOENT; /* (not a systemd pod's) */
+        if (v2) {
+                _cleanup_free_ char *dir = strprintf(CG_ROOT "%s", unit);
+                if (!dir)
+                        return -ENOMEM;
+                have_mem = working_set(dir, true, ret_memory) >= 0;
+                *ret_cpu_ns = read_key(dir, "cpu.stat", "usage_usec") * 1000;
+                have_cpu = true;
+                procs = strprintf("%s/cgroup.procs", dir);
+        } else {
+                have_mem = mem && working_set(mem, false, ret_memory) >= 0;
+                have_cpu = acct && read_number(acct, "cpuacct.usage", ret_cpu_ns) >= 0;
+                procs = strprintf(CG_ROOT "/%s%s/cgroup.procs", in_v2 ? "unified" : "systemd",
+                                  unit);
+        }
+        if (have_mem && have_cpu)
+                return 0;
+        if (!procs)
+                return -ENOMEM;
+        uint64_t cpu_ns;
+        r = procs_usage(procs, &cpu_ns, &rss);
+        if (r < 0)
+                return r;
+        if (!have_cpu)
+                *ret_cpu_ns = cpu_ns;
+        if (!have_mem)
+                *ret_memory = rss;
+        return 0;
+}
+
+int rt_manager_pod_usage(rt_manager *m, const char *uid, pid_t pid, uint64_t *ret_cpu_ns,
+                         uint64_t *ret_memory) {
+        _cleanup_free_ char *mem = NULL, *cpu = NULL, *procs = NULL;
+        int r;
+
+        /* (a systemd pod's record has no pid: its unit's main process) */
+        for (rt_pod *p = m->pods; pid <= 0 && uid && p; p = p->next)
+                if (p->ops == &rt_systemd_ops && streq(p->uid, uid) && p->state != RT_POD_EXITED)
+                        pid = rt__systemd_main_pid(p);
+
+        if (m->cg_layout == RT_CG_NONE || m->cg_memory < 0 || !uid)
+                return unit_usage(pid, ret_cpu_ns, ret_memory);
         mem = pod_dir(m, (size_t) m->cg_memory, uid);
         if (!mem)
                 return -ENOMEM;
-        /* memory: the working set, as the kubelet counts it (what is in
-         * use less the page cache that could be dropped) */
-        r = read_number(mem, m->cg_layout == RT_CG_V2 ? "memory.current" : "memory.usage_in_bytes",
-                        &used);
+        r = working_set(mem, m->cg_layout == RT_CG_V2, ret_memory);
+        if (r == -ENOENT)
+                return unit_usage(pid, ret_cpu_ns, ret_memory); /* (not a process pod's) */
         if (r < 0)
                 return r;
-        inactive = m->cg_layout == RT_CG_V2 ? read_key(mem, "memory.stat", "inactive_file")
-                                            : read_key(mem, "memory.stat", "total_inactive_file");
-        *ret_memory = used > inactive ? used - inactive : 0;
         /* CPU: v2's cpu.stat, v1's cpuacct.usage where cpuacct shares the
          * cpu hierarchy; else the CPU time of every process in it now */
         if (m->cg_layout == RT_CG_V2) {
@@ -557,23 +725,10 @@ int rt_manager_pod_usage(rt_manager *m, const char *uid, uint64_t *ret_cpu_ns,
                                                           : NULL;
         if (cpu && read_number(cpu, "cpuacct.usage", ret_cpu_ns) >= 0)
                 return 0; /* (a pod with a CPU limit, where cpuacct shares cpu's hierarchy) */
-        _cleanup_free_ char *procs = strprintf("%s/cgroup.procs", mem);
-        _cleanup_free_ pid_t *pids = NULL;
-        long hz = sysconf(_SC_CLK_TCK);
-        uint64_t ticks = 0;
-        size_t n;
+        procs = strprintf("%s/cgroup.procs", mem);
         if (!procs)
                 return -ENOMEM;
-        r = read_pids(procs, &pids, &n);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < n; i++) {
-                unsigned long long f[4];
-                if (proc_stat_fields(pids[i], 14, 17, f) >= 0)
-                        ticks += f[0] + f[1] + f[2] + f[3];
-        }
-        *ret_cpu_ns = ticks * (1000000000ULL / (uint64_t) (hz > 0 ? hz : 100));
-        return 0;
+        return procs_usage(procs, ret_cpu_ns, NULL);
 }
 
 void rt__cgroup_adopt(rt_pod *p) {

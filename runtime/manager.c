@@ -616,8 +616,12 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
         if (c->resources.limits.cpu.text)
                 pod->cpu_milli = (uint64_t) MAX(c->resources.limits.cpu.milli, (int64_t) 0);
         /* never started unlimited (an adopted one runs as it was started) */
-        if (!rec && rt__backend_for(p->spec->runtime_class_name) == &rt_process_ops &&
+        const rt_ops *ops = rt__backend_for(p->spec->runtime_class_name);
+        if (!rec && ops == &rt_process_ops &&
             rt__cgroup_limits_problem(m, pod->memory_max > 0, pod->cpu_milli > 0, ret_error))
+                return -EOPNOTSUPP;
+        if (!rec && ops == &rt_systemd_ops &&
+            rt__systemd_limits_problem(m, pod->memory_max > 0, pod->cpu_milli > 0, ret_error))
                 return -EOPNOTSUPP;
         {
                 _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
@@ -807,11 +811,15 @@ const char *rt_limits_problem(rt_manager *m, const spec_pod_spec *s, char **ret)
         const spec_container *c = s->n_containers ? &s->containers[0] : NULL;
 
         *ret = NULL;
-        if (!c || rt__backend_for(s->runtime_class_name) != &rt_process_ops)
+        if (!c)
                 return NULL;
-        return rt__cgroup_limits_problem(
-                m, c->resources.limits.memory.text && c->resources.limits.memory.value > 0,
-                c->resources.limits.cpu.text && c->resources.limits.cpu.milli > 0, ret);
+        bool memory = c->resources.limits.memory.text && c->resources.limits.memory.value > 0,
+             cpu = c->resources.limits.cpu.text && c->resources.limits.cpu.milli > 0;
+        if (rt__backend_for(s->runtime_class_name) == &rt_systemd_ops)
+                return rt__systemd_limits_problem(m, memory, cpu, ret);
+        if (rt__backend_for(s->runtime_class_name) != &rt_process_ops)
+                return NULL;
+        return rt__cgroup_limits_problem(m, memory, cpu, ret);
 }
 
 const rt_record *rt_pod_record(const rt_pod *pod) {

@@ -263,6 +263,11 @@ void rt__cgroup_close(rt_manager *m);
 /* Why limits of these kinds cannot be enforced here (*ret, new string),
  * NULL if they can. */
 const char *rt__cgroup_limits_problem(rt_manager *m, bool memory, bool cpu, char **ret);
+const char *rt__systemd_limits_problem(rt_manager *m, bool memory, bool cpu, char **ret);
+/* A systemd pod's unit's main process, as systemd said it (0: none). */
+pid_t rt__systemd_main_pid(const rt_pod *p);
+/* Whether WORD is one of LIST's words, split at SEP ("memory cpu"). */
+bool rt__has_word(const char *list, const char *word, char sep);
 /* The pod's cgroups made and limited; *ret_procs: their cgroup.procs, for
  * the child to join (NULL: none). */
 int rt__cgroup_prepare(rt_pod *p, char ***ret_procs, char **ret_error);
@@ -367,7 +372,8 @@ struct rt_manager {
         /* cgroups (cgroup.c): per hierarchy, the directory of the pods'
          * (v2: one); the controllers' indexes in it, -1: none */
         rt_cg_layout cg_layout;
-        char *cg_why; /* RT_CG_NONE: why */
+        char *cg_why;        /* RT_CG_NONE: why */
+        char *cg_limits_why; /* a layout that cannot give controllers to pods: why */
         char *cg_base[RT_CG_MAX];
         char cg_ctl[RT_CG_MAX][16];
         size_t cg_n;

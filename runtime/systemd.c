@@ -28,7 +28,9 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <linux/magic.h>
 #include <sys/mount.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-daemon.h>
@@ -951,6 +953,80 @@ static int on_start_reply(sd_bus_message *reply, void *userdata, sd_bus_error *e
                 refresh_pod(p);
         }
         return 0;
+}
+
+pid_t rt__systemd_main_pid(const rt_pod *p) {
+        return p->backend ? (pid_t) sd_of(p)->main_pid : 0;
+}
+
+/* Whether the manager tend talks to can enforce a unit's MemoryMax= and
+ * CPUQuota= on this host's cgroup layout (docs/cgroups.md): where it
+ * cannot, systemd takes the properties and ignores them, as a user manager
+ * does on cgroup v1 (it is given no v1 controller). Decided from the
+ * layout and the manager's kind, without the bus: a pod is refused when
+ * applied, not started unlimited. */
+const char *rt__systemd_limits_problem(rt_manager *m, bool memory, bool cpu, char **ret) {
+        const char *what = memory ? "memory" : "cpu";
+        bool user = m->bus_kind != RT_BUS_SYSTEM;
+        struct statfs sf;
+
+        *ret = NULL;
+        if ((!memory && !cpu) || m->bus_kind == RT_BUS_NONE)
+                return NULL; /* (no systemd pod starts at all: said at start) */
+        if (statfs("/sys/fs/cgroup", &sf) < 0) {
+                *ret = strprintf("limits.%s cannot be enforced: /sys/fs/cgroup: %s", what,
+                                 strerror(errno));
+                return *ret;
+        }
+        if (sf.f_type != CGROUP2_SUPER_MAGIC) {
+                const char *missing = NULL;
+                if (user) {
+                        *ret = strprintf("limits.%s cannot be enforced by systemd's user manager "
+                                         "on this host's cgroup v1 layout (systemd gives a user "
+                                         "manager no v1 controller, and ignores MemoryMax= and "
+                                         "CPUQuota= there): leave runtimeClassName unset (a "
+                                         "process pod, in a cgroup of tendd's), or use the system "
+                                         "manager (tendd --systemd-bus system, as root)",
+                                         what);
+                        return *ret;
+                }
+                if (memory && access("/sys/fs/cgroup/memory/memory.limit_in_bytes", F_OK) < 0)
+                        missing = "memory";
+                else if (cpu && access("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", F_OK) < 0)
+                        missing = "cpu";
+                if (missing)
+                        *ret = strprintf("limits.%s cannot be enforced: no cgroup v1 hierarchy "
+                                         "of the %s controller at /sys/fs/cgroup/%s",
+                                         missing, missing, missing);
+                return *ret;
+        }
+        /* v2: the controllers the manager's own cgroup has */
+        _cleanup_free_ char *dir = user ? strprintf("/sys/fs/cgroup/user.slice/user-%u.slice/"
+                                                    "user@%u.service",
+                                                    (unsigned) geteuid(), (unsigned) geteuid())
+                                        : strdup("/sys/fs/cgroup"),
+                            *path = dir ? strprintf("%s/cgroup.controllers", dir) : NULL,
+                            *text = NULL;
+        if (!path)
+                return NULL;
+        if (read_full_file(path, 4096, &text, NULL) < 0) {
+                *ret = strprintf("limits.%s cannot be enforced: the cgroup of systemd's %s "
+                                 "manager (%s) is not there to say which controllers it has",
+                                 what, user ? "user" : "system", dir);
+                return *ret;
+        }
+        text[strcspn(text, "\n")] = 0;
+        if (memory && !rt__has_word(text, "memory", ' '))
+                what = "memory";
+        else if (cpu && !rt__has_word(text, "cpu", ' '))
+                what = "cpu";
+        else
+                return NULL;
+        *ret = strprintf("limits.%s cannot be enforced: systemd's %s manager was not given the "
+                         "%s controller (%s has \"%s\")%s",
+                         what, user ? "user" : "system", what, path, text,
+                         user ? ": user@.service's Delegate= gives it" : "");
+        return *ret;
 }
 
 static int systemd_start(rt_pod *p, char **ret_error) {

@@ -60,8 +60,9 @@ static const char *rt_limits(void *b, const spec_pod_spec *s, char **ret) {
         return rt_limits_problem(b, s, ret);
 }
 
-static int rt_usage(void *b, const char *uid, uint64_t *ret_cpu_ns, uint64_t *ret_memory) {
-        return rt_manager_pod_usage(b, uid, ret_cpu_ns, ret_memory);
+static int rt_usage(void *b, const char *uid, pid_t pid, uint64_t *ret_cpu_ns,
+                    uint64_t *ret_memory) {
+        return rt_manager_pod_usage(b, uid, pid, ret_cpu_ns, ret_memory);
 }
 
 static int rt_stop(void *handle, usec_t grace) {

@@ -62,4 +62,90 @@ else
     expect_api 404 "nothing stored" GET /apis/apps/v1/namespaces/default/deployments/limited
 fi
 
+# tendd as a systemd service: the unit's cgroup delegated to it, marked as
+# systemd marks it (trusted.delegate), as the hierarchy's other cgroups are
+# not. This shell, and what it starts, moves as systemd would move tendd.
+stop_tendd TERM
+svc=/sys/fs/cgroup/tend-test-$$.service
+leave_svc() {
+    echo $$ >/sys/fs/cgroup/cgroup.procs 2>/dev/null
+    rmdir "$svc/supervisor" "$svc" /sys/fs/cgroup/tend-test-$$.scope 2>/dev/null
+}
+trap 'cleanup; leave_svc' EXIT
+mkdir -p "$svc/supervisor" || fail "mkdir $svc"
+python3 -c 'import os, sys; os.setxattr(sys.argv[1], "trusted.delegate", b"1")' "$svc" ||
+    fail "cannot mark $svc delegated"
+svc_rel=${svc#/sys/fs/cgroup}
+daemon_in() { # CGROUP: a pod with a daemon; its cgroup must be CGROUP/<uid>
+    deploy daemon "" "setsid -f sleep 4247.1; exec sleep 4247.2" >/dev/null || fail "apply daemon"
+    wait_for 20 running daemon || fail "daemon not running"
+    u=$(uid_of daemon)
+    wait_for 10 pgrep -f "sleep 4247.1" || fail "the daemon did not start"
+    d=$(pgrep -f "sleep 4247.1" | head -1)
+    grep -qx "0::${1#/sys/fs/cgroup}/$u" "/proc/$d/cgroup" &&
+        ok "the daemon is in the pod's cgroup $1/$u" ||
+        fail "the daemon's cgroups: $(cat "/proc/$d/cgroup"), not $1/$u"
+}
+restart_keeps() { # CGROUP: kill -9 of tendd, started again: the pod is adopted
+    pid=$(pid_of daemon)
+    stop_tendd KILL
+    start_tendd
+    [ "$(pid_of daemon)" = "$pid" ] && ok "tendd restarted: the pod (pid $pid) adopted" ||
+        fail "pod pid $pid became $(pid_of daemon)"
+    expect_exit 0 "delete deploy daemon" tend delete deploy daemon
+    gone() { ! pgrep -f "sleep 4247" >/dev/null; }
+    wait_for 15 gone && ok "deleted: the daemon went with the pod, after a restart" ||
+        fail "left behind: $(pgrep -af 'sleep 4247')"
+    cg_gone() { [ ! -d "$1/$u" ]; }
+    wait_for 10 cg_gone "$1" && ok "its cgroup removed" || fail "$1/$u is left"
+}
+
+echo "== DelegateSubgroup=: tendd in $svc/supervisor"
+echo $$ >"$svc/supervisor/cgroup.procs" || fail "cannot move into $svc/supervisor"
+: >"$tmp/tendd.log"
+start_tendd
+expect_grep "cgroups: v2; pods' cgroups under $svc/tend-[0-9a-f]* (controllers:" "$tmp/tendd.log" \
+    "pods' cgroups beside tendd's, in the unit's delegated cgroup"
+sbase=$(sed -n "s/.*pods' cgroups under \([^ ]*\) .*/\1/p" "$tmp/tendd.log" | head -1)
+daemon_in "$sbase"
+restart_keeps "$sbase"
+stop_tendd TERM
+[ ! -d "$sbase" ] && ok "tendd's directory removed at its stop, no pod left in it" ||
+    fail "$sbase is left"
+
+echo "== Delegate=yes alone (systemd before 254): tendd in $svc itself"
+echo $$ >"$svc/cgroup.procs" || fail "cannot move into $svc"
+rmdir "$svc/supervisor"
+: >"$tmp/tendd.log"
+start_tendd
+expect_grep "cgroups: v2; pods' cgroups under $svc/tend-[0-9a-f]* (no controllers: tendd runs in $svc, the cgroup delegated to it" \
+    "$tmp/tendd.log" "pods' cgroups below tendd's, without controllers"
+sbase=$(sed -n "s/.*pods' cgroups under \([^ ]*\) .*/\1/p" "$tmp/tendd.log" | head -1)
+daemon_in "$sbase"
+[ -z "$(cat "$svc/cgroup.subtree_control")" ] &&
+    ok "no controller given down: the unit's cgroup may still hold the next tendd" ||
+    fail "$svc/cgroup.subtree_control: $(cat "$svc/cgroup.subtree_control")"
+restart_keeps "$sbase"
+if deploy limited "memory: 48Mi" "exec sleep 4246" >"$tmp/out" 2>&1; then
+    fail "limits.memory accepted without controllers"
+else
+    expect_grep "limits.memory cannot be enforced: tendd runs in $svc.*DelegateSubgroup=supervisor" \
+        "$tmp/out" "refused at apply, naming the unit setting that would allow it"
+fi
+expect_api 404 "nothing stored" GET /apis/apps/v1/namespaces/default/deployments/limited
+stop_tendd TERM
+
+echo "== a cgroup not delegated (a login's scope): none"
+scope=/sys/fs/cgroup/tend-test-$$.scope
+mkdir "$scope" && echo $$ >"$scope/cgroup.procs" || fail "cannot move into $scope"
+: >"$tmp/tendd.log"
+start_tendd
+expect_grep "cgroups: none: tendd runs in the cgroup $scope, which is not delegated to it" \
+    "$tmp/tendd.log" "no cgroups where none is delegated, with the reason"
+deploy daemon "" "exec sleep 4248" >/dev/null || fail "apply daemon"
+wait_for 20 running daemon && ok "pods still run, without cgroups" || fail "daemon not running"
+[ -z "$(find "$scope" -mindepth 1 -type d)" ] && ok "nothing made in $scope" ||
+    fail "made in $scope: $(find "$scope" -mindepth 1 -type d)"
+tend delete deploy daemon >/dev/null
+
 finish

@@ -302,6 +302,85 @@ wait_for 10 uvol_read 2 && ok "an edit reaches the unit's file" || fail "uvol: $
 [ -z "$(ls -A "$tmp/umnt/cfg")" ] && ok "the host's mount point stays empty" || fail "$(ls -A "$tmp/umnt/cfg")"
 tend delete deploy/uvol >/dev/null
 
+echo "== limits a user manager cannot enforce on cgroup v1: refused at apply"
+# (this harness: a user manager on the v1/hybrid layout, which systemd
+# gives no v1 controller; MemoryMax= would be taken and ignored)
+ulimited() {
+    cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ulimited}
+spec:
+  selector: {matchLabels: {app: ulimited}}
+  template:
+    metadata: {labels: {app: ulimited}}
+    spec:
+      runtimeClassName: systemd
+      containers:
+      - name: main
+        command: ["$testprog", "sleep"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+        resources: {limits: {$1}}
+YAML
+}
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    echo "(cgroup v2 host: what the user manager was given decides; not this case)"
+else
+    for l in "memory: 64Mi" "cpu: 200m"; do
+        ulimited "$l" >"$tmp/ulimited.yaml"
+        if tend apply -f "$tmp/ulimited.yaml" >"$tmp/out" 2>&1; then
+            fail "a systemd pod with $l accepted where the user manager cannot enforce it"
+        else
+            expect_grep "limits.${l%%:*} cannot be enforced by systemd's user manager on this host's cgroup v1 layout" \
+                "$tmp/out" "$l refused at apply, with the reason" &&
+                ok "$l refused: $(head -c 160 "$tmp/out")..."
+        fi
+        expect_exit 2 "--dry-run=server refuses it too" tend apply --dry-run=server -f "$tmp/ulimited.yaml"
+    done
+    expect_api 404 "nothing stored" GET /apis/apps/v1/namespaces/default/deployments/ulimited
+    systemctl --user list-units --all --plain --no-legend 'tend-default-ulimited*' | grep -q . &&
+        fail "a unit was made" || ok "no unit made"
+fi
+
+echo "== top: a unit's usage is its cgroup's, every process of it"
+# The main process (sleep, ~1 MiB) starts a child that holds 48 MiB: the
+# pod's memory counts the child too.
+cat >"$tmp/uhog.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: uhog}
+spec:
+  selector: {matchLabels: {app: uhog}}
+  template:
+    metadata: {labels: {app: uhog}}
+    spec:
+      runtimeClassName: systemd
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        command: ["/bin/sh", "-c", "/usr/bin/python3 -c 'import time; b = bytearray(48 << 20); time.sleep(600)' & exec sleep 4251"]
+        env: [{name: TEST_MARKER, value: "$tmp"}]
+YAML
+tend apply -f "$tmp/uhog.yaml" >/dev/null || fail "apply uhog"
+upod=
+hog_up() { upod=$(tend get pods -l app=uhog -o json | jq -r '.items[] | select(.status.phase == "Running") | .metadata.name' | head -1)
+    [ -n "$upod" ] && pgrep -f "bytearray\(48" >/dev/null; }
+wait_for 20 hog_up || fail "uhog not running"
+unit=$(tend get pods -l app=uhog -o wide | awk 'NR == 2 { print $6 }')
+sleep 1 # (the child's 48 MiB touched)
+expect_api 200 "metrics of a systemd pod" GET "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/$upod"
+umem=$(jq -r '.containers[0].usage.memory' "$tmp/body" | sed 's/Ki$//')
+# what the unit's processes hold, as /proc says
+sum=0
+for q in $(cat "/sys/fs/cgroup/systemd$(systemctl --user show -P ControlGroup "$unit")/cgroup.procs"); do
+    sum=$((sum + $(awk '/^VmRSS/ { print $2 }' "/proc/$q/status")))
+done
+[ "$umem" -ge $((48 * 1024)) ] && ok "the unit's memory counts its child: ${umem}Ki" ||
+    fail "uhog's memory ${umem}Ki, not its child's 48 MiB and more"
+[ $((umem - sum)) -le 2048 ] && [ $((sum - umem)) -le 2048 ] &&
+    ok "and agrees with its processes' RSS (${sum}Ki)" || fail "metrics ${umem}Ki, /proc ${sum}Ki"
+tend delete deploy/uhog >/dev/null
+
 echo "== no bus: systemd pods fail with the reason, process pods run"
 tend delete deploy/move >/dev/null
 no_units() { [ -z "$(systemctl --user list-units --plain --no-legend 'tend-*' | grep -v inactive)" ]; }

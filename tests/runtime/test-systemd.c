@@ -107,8 +107,7 @@ static void test_start_properties_logs(void **state) {
         spec_pod_spec *s = pod_spec(
                 "      runtimeClassName: systemd", "      terminationGracePeriodSeconds: 7",
                 "      containers:\n      - name: main", command,
-                "        env: [{name: FOO, value: bar}]", "        workingDir: /tmp",
-                "        resources: {limits: {memory: 64Mi, cpu: 500m}}", NULL);
+                "        env: [{name: FOO, value: bar}]", "        workingDir: /tmp", NULL);
         spec_map labels = {};
         rt_pod_params p = { .namespace = "default",
                             .name = "props",
@@ -148,8 +147,6 @@ static void test_start_properties_logs(void **state) {
         assert_string_equal(v, "/tmp");
         free(v);
         assert_int_equal(prop_u64(unit, svc, "TimeoutStopUSec"), 7 * USEC_PER_SEC);
-        assert_int_equal(prop_u64(unit, svc, "MemoryMax"), 64 << 20);
-        assert_int_equal(prop_u64(unit, svc, "CPUQuotaPerSecUSec"), 500000);
         v = prop_str(unit, svc, "StandardOutput");
         want = strprintf("append:%s", log);
         assert_true(streq(v, "append") || streq(v, want));
@@ -170,6 +167,45 @@ static void test_start_properties_logs(void **state) {
         rt_pod_free(pod);
         free(err);
         spec_map_done(&labels);
+        pod_spec_free(s);
+        harness_free(h);
+}
+
+/* Limits: the unit's MemoryMax= and CPUQuota= where the manager enforces
+ * them; elsewhere (a user manager on cgroup v1, as under the tests'
+ * harness here) refused with the reason, and no unit made. */
+static void test_limits(void **state) {
+        harness *h = sd_harness();
+        _cleanup_free_ char *command = strprintf("        command: [\"%s\", sleep]", testprog);
+        spec_pod_spec *s = pod_spec("      runtimeClassName: systemd",
+                                    "      containers:\n      - name: main", command,
+                                    "        resources: {limits: {memory: 64Mi, cpu: 500m}}", NULL);
+        rt_pod_params p = {
+                .namespace = "default", .name = "limited", .uid = "u-limited", .spec = s
+        };
+        const char *unit = "tend-default-limited.service",
+                   *svc = "org.freedesktop.systemd1.Service";
+        char *err = NULL, *why = NULL;
+        rt_pod *pod = NULL;
+
+        if (rt_limits_problem(h->m, s, &why)) {
+                print_message("  (limits refused here: %s)\n", why);
+                assert_non_null(strstr(why, "limits.memory cannot be enforced"));
+                assert_int_equal(rt_pod_start(h->m, &p, NULL, &pod, &err), -EOPNOTSUPP);
+                assert_string_equal(err, why);
+                assert_null(pod);
+                assert_true(unit_gone(h, (void *) unit));
+        } else {
+                assert_int_equal(rt_pod_start(h->m, &p, NULL, &pod, &err), 0);
+                assert_true(run_until(h, pod_started, pod, 10000));
+                assert_int_equal(prop_u64(unit, svc, "MemoryMax"), 64 << 20);
+                assert_int_equal(prop_u64(unit, svc, "CPUQuotaPerSecUSec"), 500000);
+                assert_int_equal(rt_pod_stop(pod, 5 * USEC_PER_SEC), 0);
+                assert_true(run_until(h, pod_exited, pod, 10000));
+                rt_pod_free(pod);
+        }
+        free(why);
+        free(err);
         pod_spec_free(s);
         harness_free(h);
 }
@@ -358,6 +394,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_unit_names),
                 cmocka_unit_test(test_start_properties_logs),
+                cmocka_unit_test(test_limits),
                 cmocka_unit_test(test_exits),
                 cmocka_unit_test(test_start_errors),
                 cmocka_unit_test(test_stop_grace),

@@ -60,10 +60,11 @@ typedef struct agent_backend {
         /* Why the resources.limits of s cannot be enforced here (*ret, a
          * new string), NULL if they can. NULL: no limits are. */
         const char *(*limits_problem)(void *b, const spec_pod_spec *s, char **ret);
-        /* What the pod of uid uses, children included (its cgroup): CPU
-         * time (ns) and memory (working set, bytes); -ENOENT: not known
-         * so. NULL: never. */
-        int (*usage)(void *b, const char *uid, uint64_t *ret_cpu_ns, uint64_t *ret_memory);
+        /* What the pod of uid (its main process pid) uses, children
+         * included (its cgroup): CPU time (ns) and memory (working set,
+         * bytes); -ENOENT: not known so. NULL: never. */
+        int (*usage)(void *b, const char *uid, pid_t pid, uint64_t *ret_cpu_ns,
+                     uint64_t *ret_memory);
         int (*stop)(void *handle, usec_t grace);
         int (*signal)(void *handle, int sig);
         void (*free)(void *handle);
@@ -199,7 +200,8 @@ int agent_evict_node(agent *a, const char *node, bool gone, usec_t lost_for);
 const char *agent_node_name(const agent *a);
 /* The backend's reading of a pod's use (agent_backend.usage), -ENOENT if
  * it has none. */
-int agent_pod_usage(agent *a, const char *uid, uint64_t *ret_cpu_ns, uint64_t *ret_memory);
+int agent_pod_usage(agent *a, const char *uid, pid_t pid, uint64_t *ret_cpu_ns,
+                    uint64_t *ret_memory);
 
 /* ---- user actions (what the API and the CLI do); errs gets field errors ---- */
 

@@ -240,10 +240,11 @@ const char *rt_mount_problem(void);
 /* Why the resources.limits of s cannot be enforced here (*ret, a new
  * string), NULL if they can (or s declares none). */
 const char *rt_limits_problem(rt_manager *m, const spec_pod_spec *s, char **ret);
-/* What the pod of uid uses, read from its cgroup (children included): CPU
- * time in ns and its memory's working set in bytes. -ENOENT: it has no
- * cgroup (none here, or a systemd unit's). */
-int rt_manager_pod_usage(rt_manager *m, const char *uid, uint64_t *ret_cpu_ns,
+/* What the pod of uid, whose main process is pid, uses, read from its
+ * cgroup (children included): CPU time in ns and its memory's working set
+ * in bytes. A systemd pod's is its unit's cgroup, found from pid. -ENOENT:
+ * it has no cgroup of its own. */
+int rt_manager_pod_usage(rt_manager *m, const char *uid, pid_t pid, uint64_t *ret_cpu_ns,
                          uint64_t *ret_memory);
 
 /* A running pod's configMap and secret volumes rewritten from p->volumes,
