@@ -327,7 +327,7 @@ void rt__cgroup_init(rt_manager *m, const rt_config *c) {
                 return;
         }
         name = base_name(m->state_dir);
-        if (!name)
+        if (!name || !(m->cg_name = strdup(name)))
                 return;
         if (statfs(CG_ROOT, &sf) < 0) {
                 r = -errno;
@@ -386,6 +386,8 @@ void rt__cgroup_close(rt_manager *m) {
         m->cg_why = NULL;
         free(m->cg_limits_why);
         m->cg_limits_why = NULL;
+        free(m->cg_name);
+        m->cg_name = NULL;
         strv_free(m->cg_trash);
         m->cg_trash = NULL;
 }
@@ -753,6 +755,23 @@ void rt__cgroup_adopt(rt_pod *p) {
         p->cg = p->cg && (p->cg_mask & (1u << primary(m)));
         if (p->cg)
                 p->cg_oom = oom_count(p); /* (earlier kills were before this tendd) */
+}
+
+char *rt__cgroup_uid_of(rt_manager *m, pid_t pid) {
+        _cleanup_free_ char *path = strprintf("/proc/%d/cgroup", (int) pid), *text = NULL,
+                            *mid = m->cg_name ? strprintf("/%s/", m->cg_name) : NULL;
+
+        if (m->cg_layout == RT_CG_NONE || !path || !mid ||
+            read_full_file(path, 64 * 1024, &text, NULL) < 0)
+                return NULL;
+        /* a line ".../tend-<hash>/<uid>": a pod's of this tendd */
+        for (char *at = strstr(text, mid); at; at = strstr(at + 1, mid)) {
+                const char *uid = at + strlen(mid);
+                size_t len = strcspn(uid, "/\n");
+                if (len > 0 && (uid[len] == '\n' || !uid[len]))
+                        return strndup(uid, len);
+        }
+        return NULL;
 }
 
 bool rt__cgroup_oom_killed(rt_pod *p) {

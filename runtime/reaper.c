@@ -132,7 +132,10 @@ static bool pod_lives(rt_manager *m, const char *uid) {
 /* A live child we did not spawn is a pod's escapee: it left the pod's
  * session (setsid(), a daemon's double fork) and, its parent dead, came to
  * us. While its pod lives it may; once its pod is gone it goes too, as
- * everything in a container goes with it. It is our child and not reaped,
+ * everything in a container goes with it. A pod in a cgroup has it killed
+ * with the cgroup at its end (rt__cgroup_kill(), whatever its session or
+ * environment): this is then only the check that nothing of it is left;
+ * a pod without one is known by the POD_UID it passed on. It is our child and not reaped,
  * so its pid (and the group it may lead) cannot be anyone else's. */
 static void kill_escapee(rt_manager *m, pid_t pid, bool pods_ended) {
         char key[24], path[64];
@@ -147,7 +150,9 @@ static void kill_escapee(rt_manager *m, pid_t pid, bool pods_ended) {
         if (uid && !pods_ended)
                 return;
         if (!uid) {
-                char *u = rt__process_getenv(pid, "POD_UID");
+                /* its pod's cgroup, which it cannot leave; else the
+                 * POD_UID it inherited (a pod without a cgroup) */
+                char *u = rt__cgroup_uid_of(m, pid) ?: rt__process_getenv(pid, "POD_UID");
                 if (!m->escapees && !(m->escapees = tend_hashmap_new())) {
                         free(u);
                         return;
@@ -164,7 +169,7 @@ static void kill_escapee(rt_manager *m, pid_t pid, bool pods_ended) {
         (void) read_full_file(path, 64, &comm, NULL);
         if (comm)
                 comm[strcspn(comm, "\n")] = 0;
-        log_info("pid %d (%s) outlived its pod (POD_UID=%s), outside the pod's process group; "
+        log_info("pid %d (%s) outlived its pod (uid %s), outside the pod's process group; "
                  "killing it",
                  (int) pid, strna(comm), uid);
         (void) kill(-pid, SIGKILL); /* its own group, if it leads one */

@@ -266,6 +266,8 @@ const char *rt__cgroup_limits_problem(rt_manager *m, bool memory, bool cpu, char
 const char *rt__systemd_limits_problem(rt_manager *m, bool memory, bool cpu, char **ret);
 /* A systemd pod's unit's main process, as systemd said it (0: none). */
 pid_t rt__systemd_main_pid(const rt_pod *p);
+/* The uid of the pod whose cgroup holds pid (new), NULL if none does. */
+char *rt__cgroup_uid_of(rt_manager *m, pid_t pid);
 /* Whether WORD is one of LIST's words, split at SEP ("memory cpu"). */
 bool rt__has_word(const char *list, const char *word, char sep);
 /* The pod's cgroups made and limited; *ret_procs: their cgroup.procs, for
@@ -374,6 +376,7 @@ struct rt_manager {
         rt_cg_layout cg_layout;
         char *cg_why;        /* RT_CG_NONE: why */
         char *cg_limits_why; /* a layout that cannot give controllers to pods: why */
+        char *cg_name;       /* "tend-<hash>": each base's last part */
         char *cg_base[RT_CG_MAX];
         char cg_ctl[RT_CG_MAX][16];
         size_t cg_n;

@@ -104,7 +104,9 @@ for b in $bases; do [ -d "$b/00000000-dead-4000-8000-000000000000" ] && left=$((
 tend delete deploy spin >/dev/null
 
 # 4. a daemon that left the pod's session goes with the pod
-d daemon "memory: 64Mi" "setsid -f sleep 4243.1; exec sleep 4243.2"
+# (with no environment of the pod's: no POD_UID to know it by, only its
+# cgroup)
+d daemon "memory: 64Mi" "env -i TEST_MARKER=$tmp setsid -f sleep 4243.1; exec sleep 4243.2"
 wait_for 20 running daemon || fail "daemon not running"
 u=$(uid_of daemon)
 wait_for 10 pgrep -f "sleep 4243.1" || fail "the daemon did not start"
@@ -116,6 +118,9 @@ expect_exit 0 "delete deploy daemon" tend delete deploy daemon
 gone() { ! pgrep -f "sleep 4243" >/dev/null; }
 wait_for 15 gone && ok "deleted: no process of the pod is left, the daemon neither" ||
     fail "left behind: $(pgrep -af 'sleep 4243')"
+! grep -q "pid $d (sleep) outlived its pod" "$tmp/tendd.log" &&
+    ok "killed with the pod's cgroup at its end, not found later as an escapee" ||
+    fail "the daemon outlived its pod: $(grep "pid $d" "$tmp/tendd.log")"
 cg_gone() { ! cg_file "$u" cgroup.procs >/dev/null; }
 wait_for 10 cg_gone && ok "its cgroup removed" || fail "its cgroup is left: $(cg_file "$u" cgroup.procs)"
 
