@@ -757,6 +757,18 @@ void rt__cgroup_adopt(rt_pod *p) {
                 p->cg_oom = oom_count(p); /* (earlier kills were before this tendd) */
 }
 
+int rt__cgroup_dir_fd(rt_pod *p) {
+        rt_manager *m = p->manager;
+        _cleanup_free_ char *dir = NULL;
+
+        if (m->cg_layout != RT_CG_V2 || !p->cg || m->clone3_state < 0)
+                return -EOPNOTSUPP;
+        dir = pod_dir(m, 0, p->uid);
+        if (!dir)
+                return -ENOMEM;
+        return RET_NERRNO(open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+}
+
 char *rt__cgroup_uid_of(rt_manager *m, pid_t pid) {
         _cleanup_free_ char *path = strprintf("/proc/%d/cgroup", (int) pid), *text = NULL,
                             *mid = m->cg_name ? strprintf("/%s/", m->cg_name) : NULL;

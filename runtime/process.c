@@ -179,6 +179,7 @@ static int process_start(rt_pod *p, char **ret_error) {
         rt_manager *m = p->manager;
         int fds[SPEC_LISTEN_MAX];
         _cleanup_strv_free_ char **cg_procs = NULL;
+        _cleanup_close_ int cg_fd = -EBADF;
         rt_spawn s;
         int r;
 
@@ -187,6 +188,8 @@ static int process_start(rt_pod *p, char **ret_error) {
         r = rt__cgroup_prepare(p, &cg_procs, ret_error);
         if (r < 0)
                 return r;
+        if (cg_procs)
+                cg_fd = rt__cgroup_dir_fd(p); /* (v2) */
         s = (rt_spawn){
                 .path = p->path,
                 .argv = p->argv,
@@ -203,6 +206,7 @@ static int process_start(rt_pod *p, char **ret_error) {
                 .n_mounts = p->n_mounts,
                 .cg_procs = cg_procs,
                 .n_cg_procs = strv_length(cg_procs),
+                .cg_fd = cg_fd,
         };
         r = rt__spawn(m, &s, &p->record.pid, &proc_of(p)->pidfd, ret_error);
         if (r < 0) {

@@ -266,6 +266,9 @@ const char *rt__cgroup_limits_problem(rt_manager *m, bool memory, bool cpu, char
 const char *rt__systemd_limits_problem(rt_manager *m, bool memory, bool cpu, char **ret);
 /* A systemd pod's unit's main process, as systemd said it (0: none). */
 pid_t rt__systemd_main_pid(const rt_pod *p);
+/* v2: the pod's cgroup directory, open (O_DIRECTORY), for clone3's
+ * CLONE_INTO_CGROUP; -errno where there is none. */
+int rt__cgroup_dir_fd(rt_pod *p);
 /* The uid of the pod whose cgroup holds pid (new), NULL if none does. */
 char *rt__cgroup_uid_of(rt_manager *m, pid_t pid);
 /* Whether WORD is one of LIST's words, split at SEP ("memory cpu"). */
@@ -339,6 +342,7 @@ struct rt_manager {
         /* exec spawning */
         void *spawn_stack;
         size_t spawn_stack_size;
+        int clone3_state;          /* 0: not tried yet; 1: works; -1: not here (a join instead) */
         struct rlimit nofile_orig; /* restored in children */
 
         /* notify sockets of the previous tendd, from the fd store: uid → fd + 1 */
@@ -426,6 +430,11 @@ typedef struct rt_spawn {
         /* cgroup.procs of the cgroups to join before exec */
         char *const *cg_procs;
         size_t n_cg_procs;
+        /* v2: the cgroup (a directory's descriptor; 0 or less: none, as
+         * a zeroed rt_spawn has) to make the child in (clone3's
+         * CLONE_INTO_CGROUP), cg_procs' one; where the kernel cannot, the
+         * child joins it as on v1 */
+        int cg_fd;
 } rt_spawn;
 
 #define RT_PID_SLOT 16

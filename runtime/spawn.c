@@ -10,7 +10,12 @@
  *
  * So we do what glibc's posix_spawn does internally: clone(CLONE_VM |
  * CLONE_VFORK) on a separate stack, with CLONE_PIDFD so the pidfd comes
- * atomically with the pid (no window for pid reuse). The parent is
+ * atomically with the pid (no window for pid reuse). On cgroup v2 the
+ * child is made in its pod's cgroup (clone3(CLONE_INTO_CGROUP), Linux 5.7:
+ * no migration, which takes the kernel's cgroup_threadgroup_rwsem for
+ * writing); glibc has no clone3() wrapper that runs a function on a stack
+ * of ours, so clone3_vfork() below is that, for x86-64. Elsewhere, and on
+ * v1, the child joins its cgroups itself before exec. The parent is
  * suspended until the child execs or exits, then reads the child's error, if
  * any, from the memory they share: an exec failure is a start error with
  * the path and errno, never a pod that "ran and exited 127".
@@ -63,6 +68,7 @@ typedef struct child_ctx {
         volatile int err;
         volatile int step;
         volatile size_t mount; /* STEP_MOUNT*: which */
+        bool in_cgroup;        /* made in it (clone3): no join */
 } child_ctx;
 
 /* The kernel's struct sigaction for rt_sigaction(2). */
@@ -194,7 +200,7 @@ NO_SANITIZE static int child_main(void *arg) {
          * pod's CPU quota; still before its ids change (the files are
          * root's) and before exec, so the limits hold from the program's
          * first instruction, and whatever it forks stays inside. */
-        for (size_t i = 0; i < s->n_cg_procs; i++) {
+        for (size_t i = 0; !c->in_cgroup && i < s->n_cg_procs; i++) {
                 long fd = syscall(SYS_openat, AT_FDCWD, s->cg_procs[i], O_WRONLY | O_CLOEXEC);
                 if (fd < 0)
                         child_fail(c, STEP_CGROUP);
@@ -261,8 +267,76 @@ static char *step_message(const rt_spawn *s, int step, size_t mount, int err) {
 
 #define SPAWN_STACK_SIZE (64 * 1024)
 
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+#if defined(__x86_64__) && defined(SYS_clone3)
+/* struct clone_args of <linux/sched.h> (which clashes with <sched.h>). */
+struct clone3_args {
+        uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+                set_tid_size, cgroup;
+};
+
+/* clone3() that runs fn(arg) in the child, on the stack args names, and
+ * exits with what it returns (child_main never returns): the parent gets
+ * the pid or -errno. The syscall returns in the child on the new stack, so
+ * the child's side cannot be C: it calls fn with the frame pointer cleared
+ * and the stack aligned as at any call (its top is page-aligned). fn and
+ * arg stay in registers a syscall keeps (rcx, r11 and rax it does not). */
+NO_SANITIZE static long clone3_vfork(struct clone3_args *args, int (*fn)(void *), void *arg) {
+        long ret;
+        register int (*r12)(void *) __asm__("r12") = fn;
+        register void *r13 __asm__("r13") = arg;
+
+        __asm__ volatile("syscall\n\t"
+                         "test %%rax, %%rax\n\t"
+                         "jnz 1f\n\t"
+                         "xor %%ebp, %%ebp\n\t"
+                         "mov %%r13, %%rdi\n\t"
+                         "call *%%r12\n\t"
+                         "mov %%eax, %%edi\n\t"
+                         "mov %[exit], %%eax\n\t"
+                         "syscall\n\t"
+                         "hlt\n"
+                         "1:"
+                         : "=a"(ret)
+                         : "0"((long) SYS_clone3), "D"(args), "S"(sizeof *args), "r"(r12),
+                           "r"(r13), [exit] "i"(SYS_exit)
+                         : "rcx", "r11", "memory");
+        return ret;
+}
+
+/* The child made in its cgroup: its pid, or -errno; -ENOSYS where this
+ * kernel (before 5.7) cannot, and then the caller makes it as on v1. */
+static long spawn_into_cgroup(rt_manager *m, child_ctx *c, int cg_fd, int *pidfd) {
+        struct clone3_args args = {
+                .flags = CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_PIDFD | CLONE_INTO_CGROUP,
+                .pidfd = (uint64_t) (uintptr_t) pidfd,
+                .exit_signal = SIGCHLD,
+                .stack = (uint64_t) (uintptr_t) m->spawn_stack,
+                .stack_size = m->spawn_stack_size,
+                .cgroup = (uint64_t) cg_fd,
+        };
+        long r;
+
+        c->in_cgroup = true;
+        r = clone3_vfork(&args, child_main, c);
+        if (r >= 0)
+                return r;
+        c->in_cgroup = false;
+        /* no clone3 (before 5.3), or no CLONE_INTO_CGROUP (before 5.7) */
+        return r == -ENOSYS || r == -E2BIG || r == -EINVAL ? -ENOSYS : r;
+}
+#else
+static long spawn_into_cgroup(rt_manager *m, child_ctx *c, int cg_fd, int *pidfd) {
+        return -ENOSYS;
+}
+#endif
+
 int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, char **ret_error) {
         child_ctx c = { .s = s, .nofile = m->nofile_orig };
+        bool tried3 = false;
         sigset_t all, old;
         int pidfd = -1, r;
         pid_t pid;
@@ -277,12 +351,32 @@ int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, 
         }
         sigfillset(&all);
         pthread_sigmask(SIG_BLOCK, &all, &old);
-        pid = clone(child_main, (char *) m->spawn_stack + m->spawn_stack_size,
-                    CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_PIDFD | SIGCHLD, &c, &pidfd);
-        r = pid < 0 ? -errno : 0;
+        r = -ENOSYS;
+        if (s->cg_fd > 0 && m->clone3_state >= 0) {
+                long v = spawn_into_cgroup(m, &c, s->cg_fd, &pidfd);
+                pid = v >= 0 ? (pid_t) v : -1;
+                r = v >= 0 ? 0 : (int) v;
+                tried3 = r != -ENOSYS;
+        }
+        if (r == -ENOSYS) {
+                pid = clone(child_main, (char *) m->spawn_stack + m->spawn_stack_size,
+                            CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_PIDFD | SIGCHLD, &c,
+                            &pidfd);
+                r = pid < 0 ? -errno : 0;
+        }
         pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (s->cg_fd > 0 && m->clone3_state == 0 && (c.in_cgroup || !tried3)) {
+                m->clone3_state = c.in_cgroup ? 1 : -1;
+                if (c.in_cgroup)
+                        log_info("cgroups: pods are made in their cgroups (clone3 "
+                                 "CLONE_INTO_CGROUP)");
+                else
+                        log_info("cgroups: this kernel cannot make a process in a cgroup (clone3 "
+                                 "CLONE_INTO_CGROUP, Linux 5.7); pods join theirs before exec");
+        }
         if (r < 0) {
-                *ret_error = strprintf("clone: %s", strerror(-r));
+                *ret_error = tried3 ? strprintf("clone3 into the pod's cgroup: %s", strerror(-r))
+                                    : strprintf("clone: %s", strerror(-r));
                 return r;
         }
 

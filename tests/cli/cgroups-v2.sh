@@ -37,6 +37,31 @@ d=$(pgrep -f "sleep 4245.1" | head -1)
 grep -qx "0::/${base#/sys/fs/cgroup/}/$u" "/proc/$d/cgroup" &&
     ok "the daemon is in the pod's v2 cgroup ($base/$u)" ||
     fail "the daemon's cgroups: $(cat "/proc/$d/cgroup")"
+# made in it, not moved there (clone3's CLONE_INTO_CGROUP, Linux 5.7)
+kv=$(uname -r | awk -F. '{ print $1 * 1000 + $2 }')
+if [ "$kv" -ge 5007 ]; then
+    expect_grep "cgroups: pods are made in their cgroups (clone3 CLONE_INTO_CGROUP)" "$tmp/tendd.log" \
+        "the pod made in its cgroup by clone3" && ok "made in its cgroup (clone3 CLONE_INTO_CGROUP)"
+else
+    expect_grep "pods join theirs before exec" "$tmp/tendd.log" "before Linux 5.7: a join"
+fi
+# an exec that fails in a child made so is a start error with its cause
+cat >"$tmp/nobin.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: nobin}
+spec:
+  selector: {matchLabels: {app: nobin}}
+  template:
+    metadata: {labels: {app: nobin}}
+    spec:
+      containers: [{name: nobin, command: [/nonexistent/tend-nobin]}]
+YAML
+tend apply -f "$tmp/nobin.yaml" >/dev/null || fail "apply nobin"
+nobin_said() { tend get pods -l app=nobin -o json | grep -q "exec /nonexistent/tend-nobin: No such file"; }
+wait_for 15 nobin_said && ok "a failed exec in its cgroup: a start error naming the path" ||
+    fail "nobin: $(tend get pods -l app=nobin -o json | jq -c '[.items[].status.containerStatuses]')"
+tend delete deploy nobin >/dev/null
 expect_exit 0 "delete deploy daemon" tend delete deploy daemon
 gone() { ! pgrep -f "sleep 4245" >/dev/null; }
 wait_for 15 gone && ok "deleted: nothing of the pod left, the daemon neither" ||
