@@ -41,6 +41,9 @@
  * docs/cgroups.md). */
 static const char *const v1_controllers[] = { "memory", "cpu" };
 
+/* Empty cgroups made ahead on v1 (take_spare()). */
+#define CG_SPARES 8
+
 static int write_file(const char *dir, const char *file, const char *value) {
         _cleanup_free_ char *path = strprintf("%s/%s", dir, file);
         _cleanup_close_ int fd = -EBADF;
@@ -430,6 +433,24 @@ static char *pod_dir(const rt_manager *m, size_t i, const char *uid) {
         return strprintf("%s/%s", m->cg_base[i], uid);
 }
 
+/* v1: a spare cgroup made ahead (rt__cgroup_tidy()), renamed to the pod's:
+ * a rename is ~10 µs here, the mkdir of a memory cgroup ~50 µs, on the way
+ * from a pod's death to its replacement. */
+static bool take_spare(rt_manager *m, size_t i, const char *dir) {
+        char spare[PATH_MAX];
+
+        if (m->cg_layout != RT_CG_V1 || i != primary(m) || m->cg_spare_lo == m->cg_spare_hi)
+                return false;
+        snprintf(spare, sizeof spare, "%s/spare-%u", m->cg_base[i], m->cg_spare_lo++);
+        if (rename(spare, dir) == 0)
+                return true;
+        if (errno == EEXIST || errno == ENOTEMPTY)
+                m->cg_spare_lo--; /* (the pod's is there: kept for the next) */
+        else
+                m->cg_spare_lo = m->cg_spare_hi; /* (gone: made again at the next tidy) */
+        return false;
+}
+
 static uint64_t oom_count(rt_pod *p) {
         rt_manager *m = p->manager;
         _cleanup_free_ char *dir = NULL;
@@ -526,7 +547,7 @@ int rt__cgroup_prepare(rt_pod *p, char ***ret_procs, char **ret_error) {
                         r = -ENOMEM;
                         goto fail;
                 }
-                if (mkdir(dir, 0755) == 0)
+                if (take_spare(m, i, dir) || mkdir(dir, 0755) == 0)
                         continue;
                 if (errno != EEXIST) {
                         r = -errno;
@@ -838,8 +859,18 @@ void rt__cgroup_remove(rt_pod *p) {
                 (void) strv_extend(&m->cg_trash, p->uid);
 }
 
-void rt__cgroup_retry(rt_manager *m) {
+void rt__cgroup_tidy(rt_manager *m) {
         size_t k = 0;
+
+        /* spares for the next pods, out of their way (v1: a cgroup can be
+         * renamed there, not on v2) */
+        while (m->cg_layout == RT_CG_V1 && m->cg_spare_hi - m->cg_spare_lo < CG_SPARES) {
+                char dir[PATH_MAX];
+                snprintf(dir, sizeof dir, "%s/spare-%u", m->cg_base[primary(m)], m->cg_spare_hi);
+                if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                        break;
+                m->cg_spare_hi++;
+        }
 
         for (size_t i = 0; m->cg_trash && m->cg_trash[i]; i++) {
                 if (remove_dirs(m, m->cg_trash[i]))
@@ -872,4 +903,5 @@ void rt__cgroup_sweep(rt_manager *m) {
                                 (void) unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
                 closedir(d);
         }
+        m->cg_spare_lo = m->cg_spare_hi; /* (the spares too) */
 }

@@ -427,8 +427,7 @@ static void on_log_timer(uv_timer_t *t) {
 
         rt__times_close_dead(m);
         rt__held_sweep(m, false);
-        if (m->cg_trash)
-                rt__cgroup_retry(m);
+        rt__cgroup_tidy(m);
         for (rt_pod *p = m->pods; p; p = p->next) {
                 if (p->freed || p->state == RT_POD_EXITED)
                         continue;

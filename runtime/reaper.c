@@ -219,8 +219,7 @@ void rt__reap_orphans(rt_manager *m) {
                 }
         }
         closedir(d);
-        if (m->cg_trash)
-                rt__cgroup_retry(m); /* (their last processes may be reaped now) */
+        rt__cgroup_tidy(m); /* (their last processes may be reaped now) */
 }
 
 /* Reaping waits a few milliseconds: SIGCHLD comes with every pod's death,

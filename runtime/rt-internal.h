@@ -281,9 +281,10 @@ void rt__cgroup_adopt(rt_pod *p);
 bool rt__cgroup_oom_killed(rt_pod *p);
 /* SIGKILL to every process left in it. */
 void rt__cgroup_kill(rt_pod *p);
-/* Removed at a later reap or log check (rt__cgroup_retry()). */
+/* Removed at a later reap or log check (rt__cgroup_tidy()). */
 void rt__cgroup_remove(rt_pod *p);
-void rt__cgroup_retry(rt_manager *m);
+/* At a reap or log check: the removals left to do, and the spares made. */
+void rt__cgroup_tidy(rt_manager *m);
 /* At the end of start-up: the empty cgroups no pod has, removed. */
 void rt__cgroup_sweep(rt_manager *m);
 
@@ -386,6 +387,9 @@ struct rt_manager {
         size_t cg_n;
         int cg_memory, cg_cpu;
         char **cg_trash; /* uids of pods' cgroups not yet empty: removed at a reap */
+        /* v1: empty cgroups made ahead, <base>/spare-<n> for n in [lo, hi),
+         * each renamed to a pod's uid in turn */
+        unsigned cg_spare_lo, cg_spare_hi;
 };
 
 void rt__systemd_close(rt_manager *m);

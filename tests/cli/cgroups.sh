@@ -103,6 +103,31 @@ for b in $bases; do [ -d "$b/00000000-dead-4000-8000-000000000000" ] && left=$((
     fail "$left empty cgroups of no pod left"
 tend delete deploy spin >/dev/null
 
+# 3b. v1: spare cgroups made ahead, each renamed to a pod's when it starts
+# (a rename is cheaper than a mkdir on the way from a death to its
+# replacement)
+mbase=$(printf '%s\n' $bases | grep '/memory/' | head -1)
+if grep -q "cgroups: v1" "$tmp/tendd.log" && [ -n "$mbase" ]; then
+    spares() { ls -d "$mbase"/spare-* 2>/dev/null | sed 's/.*spare-//' | sort -n; }
+    d sp "" "exec sleep 4261"
+    wait_for 20 running sp || fail "sp not running"
+    eight() { [ "$(spares | wc -l)" -eq 8 ]; }
+    wait_for 10 eight && ok "8 spare cgroups made ahead: $(spares | tr '\n' ' ')" ||
+        fail "spares: $(spares | tr '\n' ' ')"
+    first=$(spares | head -1)
+    old=$(pid_of sp)
+    kill -9 "$old"
+    replaced() { [ -n "$(pid_of sp)" ] && [ "$(pid_of sp)" != "$old" ]; }
+    wait_for 10 replaced || fail "sp not replaced"
+    wait_for 10 eight
+    [ "$(spares | head -1)" -gt "$first" ] && [ ! -d "$mbase/spare-$first" ] &&
+        ok "the replacement took spare-$first (now $(spares | tr '\n' ' '))" ||
+        fail "spare-$first not taken: $(spares | tr '\n' ' ')"
+    grep -q "/$(uid_of sp)\$" "/proc/$(pid_of sp)/cgroup" && ok "the replacement is in its cgroup" ||
+        fail "the replacement's cgroups: $(cat "/proc/$(pid_of sp)/cgroup")"
+    tend delete deploy sp >/dev/null
+fi
+
 # 4. a daemon that left the pod's session goes with the pod
 # (with no environment of the pod's: no POD_UID to know it by, only its
 # cgroup)
