@@ -396,6 +396,12 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name);
 
 /* metrics.c: /metrics */
 enum MHD_Result api__handle_metrics(req *r);
+/* What a running pod uses now (usage.c): its CPU time (ns, children
+ * included), its start (clock ticks since boot, as /proc says it) and its
+ * memory (its cgroup's working set, else its resident set). -ENOENT: no
+ * process to measure. */
+int api__pod_usage(api_server *s, const spec_pod *p, uint64_t *ret_cpu_ns, uint64_t *ret_begun,
+                   uint64_t *ret_memory);
 
 /* discovery.c: the kinds tendd answers for, and those it has none of */
 json_t *api__group_list(void);

@@ -21,6 +21,36 @@ static void histogram_text(tend_buf *b, const char *name, const char *help,
                 h->count, name, h->sum, name, h->count);
 }
 
+/* Each running pod's use, under cAdvisor's names (what a kubelet serves,
+ * and dashboards read): from its cgroup, else its process (usage.c). */
+static void pod_usage_text(api_server *s, tend_buf *b, const void *const *items, size_t n) {
+        (void) tend_buf_adds(b, "# HELP container_cpu_usage_seconds_total A pod's CPU time, every "
+                                "process of it (its cgroup's).\n"
+                                "# TYPE container_cpu_usage_seconds_total counter\n");
+        _cleanup_buf_ tend_buf mem = TEND_BUF_INIT(4096);
+        (void) tend_buf_adds(&mem, "# HELP container_memory_working_set_bytes A pod's memory in "
+                                   "use, less the page cache it could drop (its cgroup's).\n"
+                                   "# TYPE container_memory_working_set_bytes gauge\n");
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                uint64_t cpu_ns, begun, memory;
+                if (p->status.phase != SPEC_POD_RUNNING ||
+                    api__pod_usage(s, p, &cpu_ns, &begun, &memory) < 0)
+                        continue;
+                const char *c = p->spec.n_containers ? p->spec.containers[0].name : "main";
+                (void) tend_buf_addf(b,
+                                     "container_cpu_usage_seconds_total{namespace=\"%s\",pod="
+                                     "\"%s\",container=\"%s\"} %.6f\n",
+                                     p->metadata.namespace, p->metadata.name, c,
+                                     (double) cpu_ns / 1e9);
+                (void) tend_buf_addf(&mem,
+                                     "container_memory_working_set_bytes{namespace=\"%s\",pod="
+                                     "\"%s\",container=\"%s\"} %" PRIu64 "\n",
+                                     p->metadata.namespace, p->metadata.name, c, memory);
+        }
+        (void) tend_buf_adds(b, tend_buf_str(&mem));
+}
+
 enum MHD_Result api__handle_metrics(req *r) {
         api_server *s = r->s;
         const agent_metrics *m = agent_get_metrics(s->agent);
@@ -126,6 +156,7 @@ enum MHD_Result api__handle_metrics(req *r) {
                              "# TYPE tend_api_writes_rebased_total counter\n"
                              "tend_api_writes_rebased_total %" PRIu64 "\n",
                              s->writes_made_again, s->writes_rebased);
+        pod_usage_text(s, &b, items, n);
         if (s->fleet && s->fleet->metrics)
                 s->fleet->metrics(s->fleet->userdata, &b);
         return api__queue(r, 200, "text/plain; version=0.0.4", tend_buf_take(&b));

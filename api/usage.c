@@ -105,40 +105,55 @@ static char *quantity_mem(uint64_t bytes) {
         return strprintf("%" PRIu64 "Ki", bytes / 1024);
 }
 
-static json_t *pod_metrics(api_server *s, const spec_pod *p, json_t *encoded) {
+int api__pod_usage(api_server *s, const spec_pod *p, uint64_t *ret_cpu_ns, uint64_t *ret_begun,
+                   uint64_t *ret_memory) {
         json_t *rec = store_get_record(s->store, p->metadata.uid);
         json_int_t pid = json_integer_value(json_object_get(rec, "pid")),
                    start = json_integer_value(json_object_get(rec, "startTime"));
-        uint64_t ticks, begun, rss, nanocores, cpu_ns, cg_memory;
-        char ts[TIMESTAMP_MAX], created[TIMESTAMP_MAX];
-        _cleanup_free_ char *cpu = NULL, *mem = NULL, *window = NULL;
-        usec_t w;
-
+        uint64_t ticks = 0, begun = 0, rss = 0, cpu_ns, cg_memory;
+        long hz = sysconf(_SC_CLK_TCK);
         bool own = false;
 
         if (!spec_pod_active(p) || p->status.phase != SPEC_POD_RUNNING)
-                return NULL;
+                return -ENOENT;
         if (pid > 0) {
                 if (read_proc((pid_t) pid, &ticks, &begun, &rss) < 0 ||
                     (start > 0 && (uint64_t) start != begun))
-                        return NULL; /* (its process gone, or a reused pid) */
+                        return -ESRCH; /* (its process gone, or a reused pid) */
                 own = true;
         }
         /* its cgroup, where it has one: every process of it (a systemd
          * pod's unit: no pid of its record, the runtime knows its main) */
         if (agent_pod_usage(s->agent, p->metadata.uid, (pid_t) pid, &cpu_ns, &cg_memory) >= 0) {
-                ticks = cpu_ns / (uint64_t) (1000000000 / sysconf(_SC_CLK_TCK));
-                rss = cg_memory;
+                *ret_cpu_ns = cpu_ns;
+                *ret_memory = cg_memory;
                 if (!own) {
                         /* its start in ticks since boot, as /proc says it */
                         usec_t age = now_realtime() > p->status.start_time
                                              ? now_realtime() - p->status.start_time
                                              : 0;
                         double at = host_uptime() - (double) age / USEC_PER_SEC;
-                        begun = (uint64_t) (MAX(at, 0.0) * (double) sysconf(_SC_CLK_TCK));
+                        begun = (uint64_t) (MAX(at, 0.0) * (double) hz);
                 }
         } else if (!own)
-                return NULL; /* no process of its own to measure */
+                return -ENOENT; /* no process of its own to measure */
+        else {
+                *ret_cpu_ns = ticks * (1000000000ULL / (uint64_t) (hz > 0 ? hz : 100));
+                *ret_memory = rss;
+        }
+        *ret_begun = begun;
+        return 0;
+}
+
+static json_t *pod_metrics(api_server *s, const spec_pod *p, json_t *encoded) {
+        uint64_t ticks, begun, rss, nanocores, cpu_ns;
+        char ts[TIMESTAMP_MAX], created[TIMESTAMP_MAX];
+        _cleanup_free_ char *cpu = NULL, *mem = NULL, *window = NULL;
+        usec_t w;
+
+        if (api__pod_usage(s, p, &cpu_ns, &begun, &rss) < 0)
+                return NULL;
+        ticks = cpu_ns / (uint64_t) (1000000000 / sysconf(_SC_CLK_TCK));
         nanocores = cpu_rate(s, p->metadata.uid, ticks, begun, &w);
         cpu = strprintf("%" PRIu64 "n", nanocores);
         mem = quantity_mem(rss);

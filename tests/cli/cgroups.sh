@@ -82,6 +82,14 @@ sleep 2
 m=$(metric "$spin" cpu)
 [ "$m" -ge 120 ] && [ "$m" -le 280 ] && ok "top: the busy loop uses ${m}m (its limit 200m)" ||
     fail "top: the busy loop's cpu is ${m}m, not about 200m"
+cpu_total() { # POD: its container_cpu_usage_seconds_total, in ms
+    api GET /metrics >/dev/null
+    awk -v p="pod=\"$1\"" 'index($0, "container_cpu_usage_seconds_total{") == 1 && index($0, p) { print int($2 * 1000) }' "$tmp/body"
+}
+c1=$(cpu_total "$spin"); sleep 2; c2=$(cpu_total "$spin")
+[ -n "$c1" ] && [ -n "$c2" ] && [ $((c2 - c1)) -ge 240 ] && [ $((c2 - c1)) -le 560 ] &&
+    ok "/metrics: container_cpu_usage_seconds_total grew $((c2 - c1)) ms in 2 s" ||
+    fail "/metrics: the busy loop's CPU went from '$c1' to '$c2' ms in 2 s"
 
 # 3. kill -9 of tendd: adopted, the same cgroup and limit; an empty
 # cgroup of no pod swept at the start
@@ -97,6 +105,9 @@ grep -q "/$u\$" "/proc/$spid/cgroup" && ok "it is still in its cgroup" ||
 a=$(cpu_ticks "$spid"); sleep 2; b=$(cpu_ticks "$spid")
 share=$(( (b - a) * 100 / (2 * $(getconf CLK_TCK)) ))
 [ "$share" -le 25 ] && ok "still held to 200m: $share %" || fail "after the restart: $share %"
+c3=$(cpu_total "$spin")
+[ -n "$c3" ] && [ "$c3" -gt "$c2" ] && ok "its CPU counter kept across the restart ($c2 → $c3 ms)" ||
+    fail "its CPU counter after the restart: '$c3' ms, before it $c2 ms"
 left=0
 for b in $bases; do [ -d "$b/00000000-dead-4000-8000-000000000000" ] && left=$((left + 1)); done
 [ "$left" = 0 ] && ok "an empty cgroup of no pod: swept at the start" ||
@@ -167,6 +178,15 @@ if wait_for 20 big; then
 else
     fail "top: the pod's memory is $(metric "$name" memory)Ki, its child's 32 MiB not counted"
 fi
+# /metrics too, under cAdvisor's names
+api GET /metrics >/dev/null
+pm=$(awk -v p="pod=\"$name\"" 'index($0, "container_memory_working_set_bytes{") == 1 && index($0, p) { print int($2 / 1024) }' "$tmp/body")
+pc=$(awk -v p="pod=\"$name\"" 'index($0, "container_cpu_usage_seconds_total{") == 1 && index($0, p) { print $2 }' "$tmp/body")
+[ -n "$pm" ] && [ "$pm" -ge $((30 * 1024)) ] && [ "$pm" -le "$used" ] &&
+    ok "/metrics: container_memory_working_set_bytes ${pm}Ki, the child's included" ||
+    fail "/metrics: container_memory_working_set_bytes '${pm}'Ki (the cgroup's ${used}Ki)"
+[ -n "$pc" ] && ok "/metrics: container_cpu_usage_seconds_total $pc s" ||
+    fail "/metrics: no container_cpu_usage_seconds_total for $name"
 tend delete deploy parent >/dev/null
 
 # 5. --cgroups off: limits refused at apply, with the reason; nothing stored
