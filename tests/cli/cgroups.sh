@@ -216,4 +216,27 @@ expect_exit 1 "dry run too" tend apply --dry-run -f "$tmp/limited.yaml"
 expect_api 404 "nothing stored" GET /apis/apps/v1/namespaces/default/deployments/limited
 pgrep -f "sleep 4244" >/dev/null && fail "a refused pod runs"
 
+# 6. tendd as a user no cgroup is delegated to (nobody): none, with the
+# reason, and limits refused at apply
+stop_tendd
+if command -v setpriv >/dev/null; then
+    mkdir -m 0777 "$tmp/user"
+    chmod 0711 "$tmp"
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$bin/tendd" --state-dir "$tmp/user/state" \
+        --socket "$tmp/user/tend.sock" --port-range 44000-44999 >"$tmp/user/tendd.log" 2>&1 &
+    upid=$!
+    wait_for 10 sh -c "TEND_SOCKET=$tmp/user/tend.sock $bin/tend version" || fail "tendd as nobody did not come up"
+    expect_grep "cgroups: none: cannot make .*Permission denied (tendd runs as uid 65534" \
+        "$tmp/user/tendd.log" "as nobody: no cgroups, and why"
+    if TEND_SOCKET="$tmp/user/tend.sock" tend apply -f "$tmp/limited.yaml" >"$tmp/out" 2>&1; then
+        fail "limits accepted by a tendd that cannot make cgroups"
+    else
+        expect_grep "limits.memory cannot be enforced: tendd has no cgroups (cannot make" "$tmp/out" \
+            "refused at apply as nobody, with the reason"
+    fi
+    kill "$upid"; wait "$upid"
+    chmod 0700 "$tmp"
+    grep -q -E "Sanitizer|runtime error" "$tmp/user/tendd.log" && fail "sanitizer report in its log"
+fi
+
 finish
