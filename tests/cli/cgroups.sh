@@ -150,6 +150,17 @@ d=$(pgrep -f "sleep 4243.1" | head -1)
 [ "$(awk '{ print $6 }' "/proc/$d/stat")" != "$(pid_of daemon)" ] && grep -q "/$u\$" "/proc/$d/cgroup" &&
     ok "a daemon in a session of its own, in the pod's cgroup" ||
     fail "the daemon (pid $d): session $(awk '{ print $6 }' "/proc/$d/stat"), $(cat "/proc/$d/cgroup")"
+# `delete pod`: its daemon goes with it, its replacement's starts anew
+dpod=$(pod_json daemon | jq -r '.items[] | select(.status.phase == "Running") | .metadata.name' | head -1)
+expect_exit 0 "delete pod $dpod" tend delete pod "$dpod"
+old_gone() { ! kill -0 "$d" 2>/dev/null; }
+wait_for 15 old_gone && ok "delete pod: its daemon (pid $d) went with it" ||
+    fail "delete pod left its daemon $d: $(ps -o pid,args -p "$d")"
+new_daemon() { [ -n "$(pgrep -f "sleep 4243.1")" ]; }
+wait_for 20 new_daemon && wait_for 20 running daemon && ok "its replacement runs, with a daemon of its own" ||
+    fail "no replacement: $(pod_json daemon | jq -c '[.items[].status.phase]')"
+d=$(pgrep -f "sleep 4243.1" | head -1)
+u=$(uid_of daemon)
 expect_exit 0 "delete deploy daemon" tend delete deploy daemon
 gone() { ! pgrep -f "sleep 4243" >/dev/null; }
 wait_for 15 gone && ok "deleted: no process of the pod is left, the daemon neither" ||
