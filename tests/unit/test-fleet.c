@@ -127,12 +127,16 @@ static int setup(void **state, bool lead) {
         assert_int_equal(uv_loop_init(&w->loop), 0);
         uv_timer_init(&w->loop, &w->tick);
         uv_timer_start(&w->tick, on_tick, 5, 5);
-        if (agent_loop_new(&w->loop,
-                           &(agent_loop_config){ .state_dir = sd,
-                                                 .node_name = "n1",
-                                                 .fleet = &ops,
-                                                 .systemd_bus = RT_BUS_NONE },
-                           &w->al, &err) < 0)
+        if (agent_loop_new(
+                    &w->loop,
+                    &(agent_loop_config){
+                            .state_dir = sd,
+                            .node_name = "n1",
+                            .fleet = &ops,
+                            .systemd_bus = RT_BUS_NONE,
+                            /* (no pod runs: no cgroups made, none left when it exits) */ .cgroups =
+                                    RT_CGROUPS_OFF },
+                    &w->al, &err) < 0)
                 fail_msg("agent_loop_new: %s", strna(err));
         assert_int_equal(fleet_join(&(fleet_config){ .loop = &w->loop,
                                                      .endpoints = endpoints,
