@@ -73,7 +73,12 @@ typedef struct fleet_mirror {
         store *store;
         tend_hashmap *objs; /* "kind/ns/name" → fobj */
         bool dirty;         /* etcd changed some: the local store follows */
-        bool applying;      /* the local store is being put in line with etcd */
+        /* the objects marked so (fobj.apply): what fleet__apply_marked()
+         * walks, not the whole mirror */
+        fobj **marked;
+        size_t n_marked, marked_alloc;
+        unsigned settles; /* fleet__apply_marked()'s, for its occasional full sweep */
+        bool applying;    /* the local store is being put in line with etcd */
         bool txn_out;
         fobj *sent[64];
         size_t n_sent;

@@ -108,6 +108,21 @@ static void fobj_maybe_forget(fleet *f, fobj *o) {
                 fobj_free(o);
 }
 
+/* o's local copy is to follow etcd at the next settle (its list). */
+static void mark_apply(fleet *f, fobj *o) {
+        f->m.dirty = true;
+        if (o->listed) {
+                o->apply = true;
+                return;
+        }
+        if (TEND_GROW(f->m.marked, f->m.marked_alloc, f->m.n_marked + 1) < 0) {
+                log_oom();
+                return; /* (not marked: applied when etcd next says it) */
+        }
+        o->apply = o->listed = true;
+        f->m.marked[f->m.n_marked++] = o;
+}
+
 /* ---- splitting and joining ------------------------------------------------------------------ */
 
 /* An object of the store → its two keys' values. Encoded, not its row's
@@ -352,7 +367,7 @@ static void remote(fleet *f, fobj *o, bool status, const etcd_kv *kv, bool delet
         /* (objs_dirty too: from a refused txn's refresh(), the settle that
          * follows applies it at once, and a request meanwhile is not judged
          * on the old copy) */
-        o->apply = f->m.dirty = true;
+        mark_apply(f, o);
 }
 
 bool fleet__objects_key(fleet *f, const etcd_kv *kv, bool deleted) {
@@ -426,7 +441,7 @@ void fleet__objects_relisted(fleet *f, const etcd_result *r) {
                         const spec_meta *m = spec_object_meta(items[i]);
                         fobj *o = fleet__fobj_get(f, (store_kind) k, m->namespace, m->name, true);
                         if (o && !o->main && !o->dirty && !o->in_flight)
-                                o->apply = true;
+                                mark_apply(f, o);
                 }
         }
         fleet__events_relisted(f, r);
@@ -627,8 +642,7 @@ void fleet__undo(fleet *f, fobj *o, unsigned code) {
                 fleet__acks_fail(f, o, code);
         o->dirty = o->dirty_main = o->dirty_status = false;
         o->pending_from = 0;
-        o->apply = true;
-        f->m.dirty = true;
+        mark_apply(f, o);
 }
 
 /* The compares and operations of o's write, and in fail what etcd has of
@@ -892,7 +906,7 @@ static bool rebase(fleet *f, fobj *o, bool sent) {
                         o->pending_from = 0;
                 }
         }
-        o->apply = f->m.dirty = true;
+        mark_apply(f, o);
         return hit;
 }
 
@@ -927,7 +941,7 @@ static void on_txn(const etcd_result *r, void *userdata) {
                 if (changed && r->error < 0)
                         (void) rebase(f, o, true); /* before it is sent again */
                 else if (changed && refused)
-                        o->apply = f->m.dirty = true;
+                        mark_apply(f, o);
                 if (r->error < 0 || refused)
                         o->remote_main = o->remote_status = false;
                 if (r->error < 0)
@@ -1089,21 +1103,39 @@ bool fleet__apply_marked(fleet *f) {
                 (void) store_commit(f->m.store, false); /* a pass's, should one be open */
                 fleet__unstage(f, 0);                   /* (its changes too) */
                 f->m.applying = true;
-                for (size_t i = 0; tend_hashmap_next(f->m.objs, &i, &key, &v);) {
-                        fobj *o = v;
+                /* the marked ones only: O(what etcd changed), not O(the
+                 * fleet) (issue 29). apply_local() marks none. */
+                for (size_t i = 0; i < f->m.n_marked; i++) {
+                        fobj *o = f->m.marked[i];
                         if (!o->apply)
                                 continue;
                         r = apply_local(f, o);
                         if (r < 0)
-                                log_warning_errno(r, "fleet: %s: cannot apply etcd's state: %m",
-                                                  key);
+                                log_warning_errno(r,
+                                                  "fleet: %s/%s/%s: cannot apply etcd's state: %m",
+                                                  fleet__kind_name(o->kind), o->ns, o->name);
                         wrote = true;
                 }
                 r = store_commit(f->m.store, false);
                 if (r < 0)
                         log_warning_errno(r, "fleet: cannot write the mirror to the store: %m");
                 f->m.applying = false;
-                /* entries that hold nothing any more */
+                /* entries that hold nothing any more: those just applied;
+                 * now and then every one (what another path left idle) */
+                size_t marked = f->m.n_marked, k = 0;
+                for (size_t i = 0; i < marked; i++) {
+                        fobj *o = f->m.marked[i]; /* (each once: listed) */
+                        if (o->apply) {
+                                f->m.marked[k++] = o; /* (marked again meanwhile: next time) */
+                                f->m.dirty = true;
+                                continue;
+                        }
+                        o->listed = false;
+                        fobj_maybe_forget(f, o);
+                }
+                f->m.n_marked = k;
+                if (++f->m.settles % 64 != 0)
+                        return wrote;
                 size_t n = 0, all = tend_hashmap_size(f->m.objs);
                 _cleanup_free_ fobj **idle = new0(fobj *, all + 1);
                 for (size_t i = 0; idle && tend_hashmap_next(f->m.objs, &i, &key, &v);) {
@@ -1160,5 +1192,6 @@ void fleet__objects_free(fleet *f) {
         for (size_t i = 0; f->m.objs && tend_hashmap_next(f->m.objs, &i, &key, &v);)
                 fobj_free(v);
         tend_hashmap_free(f->m.objs);
+        free(f->m.marked);
         fleet__events_free(f);
 }

@@ -51,6 +51,7 @@ struct fobj {
         json_t *main, *status; /* as etcd has them; NULL: no key */
         int64_t main_mod, main_create, status_mod;
         bool apply;                    /* etcd changed it: the local object follows */
+        bool listed;                   /* in fleet_mirror.marked (once, whatever apply says) */
         bool gone;                     /* etcd deleted it while its process stops here */
         bool dirty;                    /* written here, not acknowledged */
         bool dirty_main, dirty_status; /* ... which of its keys */
