@@ -28,15 +28,20 @@ base=$(sed -n "s/.*pods' cgroups under \([^ ]*\) .*/\1/p" "$tmp/tendd.log" | hea
 
 . "$(dirname "$0")/cgroups-lib.sh"
 
+daemon_in() { # CGROUP: a pod with a daemon; its cgroup must be CGROUP/<uid>
+    deploy daemon "" "setsid -f sleep 4247.1; exec sleep 4247.2" >/dev/null || fail "apply daemon"
+    wait_for 20 running daemon || fail "daemon not running"
+    u=$(uid_of daemon)
+    wait_for 10 pgrep -f "sleep 4247.1" || fail "the daemon did not start"
+    d=$(pgrep -f "sleep 4247.1" | head -1)
+    grep -qx "0::${1#/sys/fs/cgroup}/$u" "/proc/$d/cgroup" &&
+        ok "the daemon is in the pod's cgroup $1/$u" ||
+        fail "the daemon's cgroups: $(cat "/proc/$d/cgroup"), not $1/$u"
+}
+gone() { ! pgrep -f "sleep 4247" >/dev/null; }
+
 # a pod, and a daemon it leaves behind in a session of its own
-deploy daemon "" "setsid -f sleep 4245.1; exec sleep 4245.2" >/dev/null || fail "apply daemon"
-wait_for 20 running daemon || fail "daemon not running"
-u=$(uid_of daemon)
-wait_for 10 pgrep -f "sleep 4245.1" || fail "the daemon did not start"
-d=$(pgrep -f "sleep 4245.1" | head -1)
-grep -qx "0::/${base#/sys/fs/cgroup/}/$u" "/proc/$d/cgroup" &&
-    ok "the daemon is in the pod's v2 cgroup ($base/$u)" ||
-    fail "the daemon's cgroups: $(cat "/proc/$d/cgroup")"
+daemon_in "$base"
 # made in it, not moved there (clone3's CLONE_INTO_CGROUP, Linux 5.7)
 kv=$(uname -r | awk -F. '{ print $1 * 1000 + $2 }')
 if [ "$kv" -ge 5007 ]; then
@@ -63,9 +68,8 @@ wait_for 15 nobin_said && ok "a failed exec in its cgroup: a start error naming 
     fail "nobin: $(tend get pods -l app=nobin -o json | jq -c '[.items[].status.containerStatuses]')"
 tend delete deploy nobin >/dev/null
 expect_exit 0 "delete deploy daemon" tend delete deploy daemon
-gone() { ! pgrep -f "sleep 4245" >/dev/null; }
 wait_for 15 gone && ok "deleted: nothing of the pod left, the daemon neither" ||
-    fail "left behind: $(pgrep -af 'sleep 4245')"
+    fail "left behind: $(pgrep -af 'sleep 4247')"
 cg_gone() { [ ! -d "$base/$u" ]; }
 wait_for 10 cg_gone && ok "its cgroup removed" || fail "$base/$u is left"
 
@@ -100,17 +104,6 @@ trap 'cleanup; leave_svc' EXIT
 mkdir -p "$svc/supervisor" || fail "mkdir $svc"
 python3 -c 'import os, sys; os.setxattr(sys.argv[1], "trusted.delegate", b"1")' "$svc" ||
     fail "cannot mark $svc delegated"
-svc_rel=${svc#/sys/fs/cgroup}
-daemon_in() { # CGROUP: a pod with a daemon; its cgroup must be CGROUP/<uid>
-    deploy daemon "" "setsid -f sleep 4247.1; exec sleep 4247.2" >/dev/null || fail "apply daemon"
-    wait_for 20 running daemon || fail "daemon not running"
-    u=$(uid_of daemon)
-    wait_for 10 pgrep -f "sleep 4247.1" || fail "the daemon did not start"
-    d=$(pgrep -f "sleep 4247.1" | head -1)
-    grep -qx "0::${1#/sys/fs/cgroup}/$u" "/proc/$d/cgroup" &&
-        ok "the daemon is in the pod's cgroup $1/$u" ||
-        fail "the daemon's cgroups: $(cat "/proc/$d/cgroup"), not $1/$u"
-}
 restart_keeps() { # CGROUP: kill -9 of tendd, started again: the pod is adopted
     pid=$(pid_of daemon)
     stop_tendd KILL
@@ -118,7 +111,6 @@ restart_keeps() { # CGROUP: kill -9 of tendd, started again: the pod is adopted
     [ "$(pid_of daemon)" = "$pid" ] && ok "tendd restarted: the pod (pid $pid) adopted" ||
         fail "pod pid $pid became $(pid_of daemon)"
     expect_exit 0 "delete deploy daemon" tend delete deploy daemon
-    gone() { ! pgrep -f "sleep 4247" >/dev/null; }
     wait_for 15 gone && ok "deleted: the daemon went with the pod, after a restart" ||
         fail "left behind: $(pgrep -af 'sleep 4247')"
     cg_gone() { [ ! -d "$1/$u" ]; }
