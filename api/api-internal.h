@@ -77,7 +77,9 @@ struct api_server {
         api_tls tls;
         char *listen_url; /* https://HOST:PORT, where there is a TCP listener */
         char *openapi_root, *openapi_core, *openapi_apps, *openapi_v2; /* openapi.c */
-        tend_hashmap *usage; /* usage.c: pod uid → its last CPU reading */
+        tend_hashmap *usage;    /* usage.c: pod uid → its last CPU reading */
+        tend_hashmap *cpu_high; /* metrics.c: pod uid → the most CPU time it said */
+        unsigned scrapes;       /* metrics.c: /metrics answered (cpu_high's ages) */
         size_t max_body;
         usec_t heartbeat_interval;
         usec_t idle_timeout;

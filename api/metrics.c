@@ -21,6 +21,43 @@ static void histogram_text(tend_buf *b, const char *name, const char *help,
                 h->count, name, h->sum, name, h->count);
 }
 
+/* A counter never goes down: where a pod's CPU time is its processes'
+ * summed (v1 without cpuacct), one that exits takes its time with it. The
+ * most said is said again; entries of pods not seen in a scrape go. */
+typedef struct cpu_high {
+        uint64_t ns;
+        unsigned scrape;
+} cpu_high;
+
+static uint64_t cpu_counter(api_server *s, const char *uid, uint64_t ns) {
+        cpu_high *h;
+
+        if (!s->cpu_high && !(s->cpu_high = tend_hashmap_new()))
+                return ns;
+        h = tend_hashmap_get(s->cpu_high, uid);
+        if (!h) {
+                if (!(h = new0(cpu_high, 1)) || tend_hashmap_put(s->cpu_high, uid, h, NULL) < 0) {
+                        free(h);
+                        return ns;
+                }
+        }
+        h->ns = MAX(h->ns, ns);
+        h->scrape = s->scrapes;
+        return h->ns;
+}
+
+static void cpu_high_prune(api_server *s) {
+        _cleanup_strv_free_ char **gone = NULL;
+        const char *k;
+        void *v;
+
+        for (size_t i = 0; s->cpu_high && tend_hashmap_next(s->cpu_high, &i, &k, &v);)
+                if (((cpu_high *) v)->scrape != s->scrapes)
+                        (void) strv_extend(&gone, k);
+        for (size_t i = 0; gone && gone[i]; i++)
+                free(tend_hashmap_remove(s->cpu_high, gone[i]));
+}
+
 /* Each running pod's use, under cAdvisor's names (what a kubelet serves,
  * and dashboards read): from its cgroup, else its process (usage.c). */
 static void pod_usage_text(api_server *s, tend_buf *b, const void *const *items, size_t n) {
@@ -31,6 +68,7 @@ static void pod_usage_text(api_server *s, tend_buf *b, const void *const *items,
         (void) tend_buf_adds(&mem, "# HELP container_memory_working_set_bytes A pod's memory in "
                                    "use, less the page cache it could drop (its cgroup's).\n"
                                    "# TYPE container_memory_working_set_bytes gauge\n");
+        s->scrapes++;
         for (size_t i = 0; i < n; i++) {
                 const spec_pod *p = items[i];
                 uint64_t cpu_ns, begun, memory;
@@ -42,13 +80,14 @@ static void pod_usage_text(api_server *s, tend_buf *b, const void *const *items,
                                      "container_cpu_usage_seconds_total{namespace=\"%s\",pod="
                                      "\"%s\",container=\"%s\"} %.6f\n",
                                      p->metadata.namespace, p->metadata.name, c,
-                                     (double) cpu_ns / 1e9);
+                                     (double) cpu_counter(s, p->metadata.uid, cpu_ns) / 1e9);
                 (void) tend_buf_addf(&mem,
                                      "container_memory_working_set_bytes{namespace=\"%s\",pod="
                                      "\"%s\",container=\"%s\"} %" PRIu64 "\n",
                                      p->metadata.namespace, p->metadata.name, c, memory);
         }
         (void) tend_buf_adds(b, tend_buf_str(&mem));
+        cpu_high_prune(s);
 }
 
 enum MHD_Result api__handle_metrics(req *r) {

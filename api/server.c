@@ -221,6 +221,21 @@ _printf_(2, 0) static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         n = strlen(line);
         while (n > 0 && line[n - 1] == '\n')
                 line[--n] = 0;
+        /* A connection not accepted: said, at most once a minute (most
+         * often tendd out of descriptors, which its pods hold). */
+        if (startswith(line, "Error accepting connection") ||
+            startswith(line, "Hit process or system resource limit")) {
+                static usec_t said;
+                usec_t now = now_monotonic();
+                if (!said || now - said >= 60 * USEC_PER_SEC) {
+                        said = now;
+                        log_warning("http: %s (the API cannot take a connection: raise tendd's "
+                                    "file descriptor limit, LimitNOFILE= or ulimit -n, or run "
+                                    "fewer pods)",
+                                    line);
+                        return;
+                }
+        }
         log_debug("http: %s", line);
 }
 

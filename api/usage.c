@@ -114,8 +114,9 @@ int api__pod_usage(api_server *s, const spec_pod *p, uint64_t *ret_cpu_ns, uint6
         long hz = sysconf(_SC_CLK_TCK);
         bool own = false;
 
-        if (!spec_pod_active(p) || p->status.phase != SPEC_POD_RUNNING)
-                return -ENOENT;
+        if (!spec_pod_active(p) || p->status.phase != SPEC_POD_RUNNING ||
+            (p->spec.node_name && !streq(p->spec.node_name, agent_node_name(s->agent))))
+                return -ENOENT; /* (another node's, in a fleet: measured there) */
         if (pid > 0) {
                 if (read_proc((pid_t) pid, &ticks, &begun, &rss) < 0 ||
                     (start > 0 && (uint64_t) start != begun))
@@ -258,6 +259,9 @@ void api__usage_done(api_server *s) {
         for (size_t i = 0; s->usage && tend_hashmap_next(s->usage, &i, &k, &v);)
                 free(v);
         s->usage = tend_hashmap_free(s->usage);
+        for (size_t i = 0; s->cpu_high && tend_hashmap_next(s->cpu_high, &i, &k, &v);)
+                free(v);
+        s->cpu_high = tend_hashmap_free(s->cpu_high);
 }
 
 json_t *api__usage_resources(void) {

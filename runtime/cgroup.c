@@ -446,9 +446,7 @@ static bool take_spare(rt_manager *m, size_t i, const char *dir) {
                 return true;
         if (errno == EEXIST || errno == ENOTEMPTY)
                 m->cg_spare_lo--; /* (the pod's is there: kept for the next) */
-        else
-                m->cg_spare_lo = m->cg_spare_hi; /* (gone: made again at the next tidy) */
-        return false;
+        return false;             /* (else that one is gone: the next spare's next) */
 }
 
 static uint64_t oom_count(rt_pod *p) {
@@ -728,6 +726,20 @@ int rt_manager_pod_usage(rt_manager *m, const char *uid, pid_t pid, uint64_t *re
                 if (p->ops == &rt_systemd_ops && streq(p->uid, uid) && p->state != RT_POD_EXITED)
                         pid = rt__systemd_main_pid(p);
 
+        if (m->cg_layout == RT_CG_V2 && m->cg_memory < 0 && uid) {
+                /* v2 without the memory controller (tendd in its unit's
+                 * cgroup): cpu.stat is there all the same, memory is its
+                 * processes' */
+                _cleanup_free_ char *dir = pod_dir(m, 0, uid),
+                                    *list = dir ? strprintf("%s/cgroup.procs", dir) : NULL;
+                uint64_t ignored;
+                if (!list)
+                        return -ENOMEM;
+                if (procs_usage(list, &ignored, ret_memory) >= 0) {
+                        *ret_cpu_ns = read_key(dir, "cpu.stat", "usage_usec") * 1000;
+                        return 0;
+                }
+        }
         if (m->cg_layout == RT_CG_NONE || m->cg_memory < 0 || !uid)
                 return unit_usage(pid, ret_cpu_ns, ret_memory);
         mem = pod_dir(m, (size_t) m->cg_memory, uid);

@@ -391,8 +391,15 @@ static void check_log(rt_manager *m, rt_pod *p, usec_t now) {
         /* A descriptor of the file, kept: with a thousand pods, a stat() of
          * each path every few seconds was most of an idle agent's work.
          * Copy-then-truncate keeps the inode, so the descriptor stays right. */
-        if (p->log_fd < 0)
-                p->log_fd = open(p->record.log_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        /* ... for at most a quarter of tendd's limit, and never out of
+         * what is kept for the API and the pods' pidfds */
+        int in_use = p->log_fd < 0 && m->nofile != UINT64_MAX ? rt__fds_in_use(m) : 0;
+        if (p->log_fd < 0 &&
+            (m->nofile == UINT64_MAX || (m->log_fds < m->nofile / 4 && in_use >= 0 &&
+                                         (uint64_t) in_use + 2 * RT_FD_RESERVE < m->nofile)) &&
+            (p->log_fd = open(p->record.log_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) >=
+                    0)
+                m->log_fds++;
         if ((p->log_fd >= 0 ? fstat(p->log_fd, &st) : stat(p->record.log_path, &st)) < 0) {
                 p->log_next_check = now + m->log_check_interval;
                 return;

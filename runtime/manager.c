@@ -228,6 +228,9 @@ int rt_manager_new(const rt_config *c, rt_manager **ret) {
                 rl.rlim_cur = rl.rlim_max;
                 (void) setrlimit(RLIMIT_NOFILE, &rl);
         }
+        m->nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                            ? (uint64_t) rl.rlim_cur
+                            : UINT64_MAX;
 
         r = net_curl_new(m->loop, &m->curl);
         if (r < 0)

@@ -30,6 +30,8 @@ static void pod_free_now(rt_pod *p) {
         if (p->backend && p->ops->pod_done)
                 p->ops->pod_done(p);
         free(p->backend);
+        if (p->log_fd >= 0 && m && m->log_fds > 0)
+                m->log_fds--;
         safe_close(p->log_fd);
         safe_close(p->times_fd);
         free(p->namespace);

@@ -344,6 +344,8 @@ struct rt_manager {
         void *spawn_stack;
         size_t spawn_stack_size;
         int clone3_state;          /* 0: not tried yet; 1: works; -1: not here (a join instead) */
+        uint64_t nofile;           /* tendd's descriptor limit (soft, raised to the hard one) */
+        size_t log_fds;            /* pods' log files held open (rt_pod.log_fd) */
         struct rlimit nofile_orig; /* restored in children */
 
         /* notify sockets of the previous tendd, from the fd store: uid → fd + 1 */
@@ -442,6 +444,13 @@ typedef struct rt_spawn {
 } rt_spawn;
 
 #define RT_PID_SLOT 16
+
+/* Descriptors no pod may take: the API's connections, the store's, a
+ * probe's (rt__spawn() refuses a start within them of tendd's limit; a
+ * log is kept open only outside twice as many). */
+#define RT_FD_RESERVE 64
+/* How many descriptors tendd has open, about (-errno: none is free). */
+int rt__fds_in_use(rt_manager *m);
 
 /*
  * Starts a process in its own session (pgid = pid) with clean signal state

@@ -29,6 +29,8 @@
  */
 
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <linux/close_range.h>
 #include <sched.h>
 #include <signal.h>
@@ -325,14 +327,30 @@ static long spawn_into_cgroup(rt_manager *m, child_ctx *c, int cg_fd, int *pidfd
         if (r >= 0)
                 return r;
         c->in_cgroup = false;
-        /* no clone3 (before 5.3), or no CLONE_INTO_CGROUP (before 5.7) */
-        return r == -ENOSYS || r == -E2BIG || r == -EINVAL ? -ENOSYS : r;
+        /* no clone3 (before 5.3), no CLONE_INTO_CGROUP (before 5.7), or a
+         * seccomp filter that refuses a system call it does not know
+         * (EPERM: some container runtimes' default profiles): made as on
+         * v1, the join reports what is wrong with the cgroup itself */
+        return r == -ENOSYS || r == -E2BIG || r == -EINVAL || r == -EPERM ? -ENOSYS : r;
 }
 #else
 static long spawn_into_cgroup(rt_manager *m, child_ctx *c, int cg_fd, int *pidfd) {
         return -ENOSYS;
 }
 #endif
+
+int rt__fds_in_use(rt_manager *m) {
+        /* Descriptors are given lowest first: the lowest free one says
+         * that all below are taken (a hole a closed one left is taken by
+         * the next open; it is one free more, that this does not count) */
+        int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
+
+        (void) m;
+        if (fd < 0)
+                return -errno;
+        safe_close(fd);
+        return fd;
+}
 
 int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, char **ret_error) {
         child_ctx c = { .s = s, .nofile = m->nofile_orig };
@@ -341,6 +359,21 @@ int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, 
         int pidfd = -1, r;
         pid_t pid;
 
+        /* The API, the store and probes need descriptors too: a pod may
+         * not take the last ones (with none left, the API can accept no
+         * connection, and nobody could even scale down). */
+        int probe = rt__fds_in_use(m);
+        if (probe < 0 ||
+            (m->nofile != UINT64_MAX && (uint64_t) probe + RT_FD_RESERVE >= m->nofile)) {
+                r = probe < 0 ? probe : -EMFILE;
+                *ret_error = strprintf(
+                        "tendd is out of file descriptors (%d in use, its limit %" PRIu64
+                        "; each pod holds one or more, and %d are kept for its API): raise "
+                        "its limit (LimitNOFILE= of its unit, ulimit -n)",
+                        probe < 0 ? (int) MIN(m->nofile, (uint64_t) INT_MAX) : probe, m->nofile,
+                        RT_FD_RESERVE);
+                return r;
+        }
         if (!m->spawn_stack) {
                 void *st = mmap(NULL, SPAWN_STACK_SIZE, PROT_READ | PROT_WRITE,
                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);

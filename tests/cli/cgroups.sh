@@ -139,6 +139,21 @@ if grep -q "cgroups: v1" "$tmp/tendd.log" && [ -n "$mbase" ]; then
     tend delete deploy sp >/dev/null
 fi
 
+# a counter never goes down: a child that burns CPU, then exits (on v1
+# without a CPU limit the pod's CPU is its processes' summed, and the
+# child's time goes with it)
+d burst "" "(timeout 1.5 sh -c 'while :; do :; done' &); exec sleep 4262"
+wait_for 20 running burst || fail "burst not running"
+burst=$(pod_json burst | jq -r '.items[] | select(.status.phase == "Running") | .metadata.name' | head -1)
+sleep 1
+b1=$(cpu_total "$burst")
+sleep 2
+b2=$(cpu_total "$burst")
+[ -n "$b1" ] && [ "$b1" -ge 300 ] && [ -n "$b2" ] && [ "$b2" -ge "$b1" ] &&
+    ok "/metrics: the CPU counter kept its child's time after it exited ($b1 → $b2 ms)" ||
+    fail "/metrics: the CPU counter went from '$b1' to '$b2' ms"
+tend delete deploy burst >/dev/null
+
 # 4. a daemon that left the pod's session goes with the pod
 # (with no environment of the pod's: no POD_UID to know it by, only its
 # cgroup)
