@@ -33,6 +33,9 @@ running_n() { tend get pods -l app=many -o json | jq '[.items[] | select(.status
 refused() { grep -q "tendd is out of file descriptors (.* its limit 256; .*): raise its limit (LimitNOFILE=" "$tmp/tendd.log"; }
 wait_for 30 refused && ok "starts past the limit refused, with the limit and how to raise it" ||
     fail "no refusal in tendd's log: $(grep -i 'descriptor\|too many' "$tmp/tendd.log" | tail -3)"
+said() { tend get pods -l app=many -o json | grep -q "tendd is out of file descriptors"; }
+wait_for 20 said && ok "a refused pod's status says why" ||
+    fail "no pod's status says it: $(tend get pods -l app=many | grep -v Running | head -3)"
 sleep 2
 n=$(running_n)
 [ -n "$n" ] && [ "$n" -ge 50 ] && [ "$n" -lt 250 ] && ok "$n pods run, as many as fit" ||
