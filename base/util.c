@@ -315,6 +315,15 @@ int read_full_file(const char *path, size_t max, char **ret, size_t *ret_size) {
         return *ret ? 0 : -ENOMEM;
 }
 
+int fd_lowest_free(void) {
+        int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
+
+        if (fd < 0)
+                return -errno;
+        safe_close(fd);
+        return fd;
+}
+
 int proc_stat_fields(pid_t pid, int first, int last, unsigned long long *ret) {
         char path[64], buf[1024];
         _cleanup_close_ int fd = -EBADF;

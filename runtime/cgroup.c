@@ -73,19 +73,6 @@ static uint64_t read_key(const char *dir, const char *file, const char *key) {
         return 0;
 }
 
-bool rt__has_word(const char *list, const char *word, char sep) {
-        size_t n = strlen(word);
-
-        for (const char *s = list; s && *s;) {
-                const char *e = strchr(s, sep);
-                size_t len = e ? (size_t) (e - s) : strlen(s);
-                if (len == n && strncmp(s, word, n) == 0)
-                        return true;
-                s = e ? e + 1 : NULL;
-        }
-        return false;
-}
-
 /* The name of tendd's own directory in each hierarchy: "tend" and a hash
  * of the state directory's path, so that each tendd sweeps only its own. */
 static char *base_name(const char *state_dir) {
@@ -716,15 +703,10 @@ static int unit_usage(pid_t pid, uint64_t *ret_cpu_ns, uint64_t *ret_memory) {
         return 0;
 }
 
-int rt_manager_pod_usage(rt_manager *m, const char *uid, pid_t pid, uint64_t *ret_cpu_ns,
-                         uint64_t *ret_memory) {
+int rt__cgroup_usage(rt_manager *m, const char *uid, pid_t pid, uint64_t *ret_cpu_ns,
+                     uint64_t *ret_memory) {
         _cleanup_free_ char *mem = NULL, *cpu = NULL, *procs = NULL;
         int r;
-
-        /* (a systemd pod's record has no pid: its unit's main process) */
-        for (rt_pod *p = m->pods; pid <= 0 && uid && p; p = p->next)
-                if (p->ops == &rt_systemd_ops && streq(p->uid, uid) && p->state != RT_POD_EXITED)
-                        pid = rt__systemd_main_pid(p);
 
         if (m->cg_layout == RT_CG_V2 && m->cg_memory < 0 && uid) {
                 /* v2 without the memory controller (tendd in its unit's

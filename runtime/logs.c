@@ -393,7 +393,7 @@ static void check_log(rt_manager *m, rt_pod *p, usec_t now) {
          * Copy-then-truncate keeps the inode, so the descriptor stays right. */
         /* ... for at most a quarter of tendd's limit, and never out of
          * what is kept for the API and the pods' pidfds */
-        int in_use = p->log_fd < 0 && m->nofile != UINT64_MAX ? rt__fds_in_use(m) : 0;
+        int in_use = p->log_fd < 0 && m->nofile != UINT64_MAX ? fd_lowest_free() : 0;
         if (p->log_fd < 0 &&
             (m->nofile == UINT64_MAX || (m->log_fds < m->nofile / 4 && in_use >= 0 &&
                                          (uint64_t) in_use + 2 * RT_FD_RESERVE < m->nofile)) &&

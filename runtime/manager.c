@@ -620,11 +620,8 @@ static int pod_prepare(rt_pod *pod, const rt_pod_params *p, const rt_record *rec
                 pod->cpu_milli = (uint64_t) MAX(c->resources.limits.cpu.milli, (int64_t) 0);
         /* never started unlimited (an adopted one runs as it was started) */
         const rt_ops *ops = rt__backend_for(p->spec->runtime_class_name);
-        if (!rec && ops == &rt_process_ops &&
-            rt__cgroup_limits_problem(m, pod->memory_max > 0, pod->cpu_milli > 0, ret_error))
-                return -EOPNOTSUPP;
-        if (!rec && ops == &rt_systemd_ops &&
-            rt__systemd_limits_problem(m, pod->memory_max > 0, pod->cpu_milli > 0, ret_error))
+        if (!rec && ops && ops->limits_problem &&
+            ops->limits_problem(m, pod->memory_max > 0, pod->cpu_milli > 0, ret_error))
                 return -EOPNOTSUPP;
         {
                 _cleanup_buf_ tend_buf b = TEND_BUF_INIT(4096);
@@ -818,11 +815,17 @@ const char *rt_limits_problem(rt_manager *m, const spec_pod_spec *s, char **ret)
                 return NULL;
         bool memory = c->resources.limits.memory.text && c->resources.limits.memory.value > 0,
              cpu = c->resources.limits.cpu.text && c->resources.limits.cpu.milli > 0;
-        if (rt__backend_for(s->runtime_class_name) == &rt_systemd_ops)
-                return rt__systemd_limits_problem(m, memory, cpu, ret);
-        if (rt__backend_for(s->runtime_class_name) != &rt_process_ops)
-                return NULL;
-        return rt__cgroup_limits_problem(m, memory, cpu, ret);
+        const rt_ops *ops = rt__backend_for(s->runtime_class_name);
+        return ops && ops->limits_problem ? ops->limits_problem(m, memory, cpu, ret) : NULL;
+}
+
+int rt_manager_pod_usage(rt_manager *m, const char *uid, pid_t pid, uint64_t *ret_cpu_ns,
+                         uint64_t *ret_memory) {
+        /* (a systemd pod's record has no pid: its unit's main process) */
+        for (rt_pod *p = m->pods; pid <= 0 && uid && p; p = p->next)
+                if (p->ops->main_pid && streq(p->uid, uid) && p->state != RT_POD_EXITED)
+                        pid = p->ops->main_pid(p);
+        return rt__cgroup_usage(m, uid, pid, ret_cpu_ns, ret_memory);
 }
 
 const rt_record *rt_pod_record(const rt_pod *pod) {

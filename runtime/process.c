@@ -354,5 +354,6 @@ const rt_ops rt_process_ops = {
         .detach = process_detach,
         .find = process_find,
         .sweep_orphans = process_sweep_orphans,
+        .limits_problem = rt__cgroup_limits_problem,
         .caps = RT_CAP_START_BEFORE_COMMIT,
 };

@@ -50,6 +50,12 @@ typedef struct rt_ops {
         /* At the end of start-up adoption: stops what of this backend's no
          * pod adopted. NULL: nothing. */
         void (*sweep_orphans)(rt_manager *m);
+        /* Why limits (memory and/or cpu) cannot be enforced for its pods
+         * here (*ret, new), NULL if they can. NULL: always can. */
+        const char *(*limits_problem)(rt_manager *m, bool memory, bool cpu, char **ret);
+        /* The pod's main process where its record has no pid (a unit's
+         * MainPID). NULL: the record's. */
+        pid_t (*main_pid)(const rt_pod *pod);
         unsigned caps; /* RT_CAP_* */
 } rt_ops;
 
@@ -269,10 +275,25 @@ pid_t rt__systemd_main_pid(const rt_pod *p);
 /* v2: the pod's cgroup directory, open (O_DIRECTORY), for clone3's
  * CLONE_INTO_CGROUP; -errno where there is none. */
 int rt__cgroup_dir_fd(rt_pod *p);
+/* rt_manager_pod_usage(), once a systemd pod's pid is known. */
+int rt__cgroup_usage(rt_manager *m, const char *uid, pid_t pid, uint64_t *ret_cpu_ns,
+                     uint64_t *ret_memory);
 /* The uid of the pod whose cgroup holds pid (new), NULL if none does. */
 char *rt__cgroup_uid_of(rt_manager *m, pid_t pid);
 /* Whether WORD is one of LIST's words, split at SEP ("memory cpu"). */
-bool rt__has_word(const char *list, const char *word, char sep);
+static inline bool rt__has_word(const char *list, const char *word, char sep) {
+        size_t n = strlen(word);
+
+        for (const char *s = list; s && *s;) {
+                const char *e = strchr(s, sep);
+                size_t len = e ? (size_t) (e - s) : strlen(s);
+                if (len == n && strncmp(s, word, n) == 0)
+                        return true;
+                s = e ? e + 1 : NULL;
+        }
+        return false;
+}
+
 /* The pod's cgroups made and limited; *ret_procs: their cgroup.procs, for
  * the child to join (NULL: none). */
 int rt__cgroup_prepare(rt_pod *p, char ***ret_procs, char **ret_error);
@@ -449,8 +470,6 @@ typedef struct rt_spawn {
  * probe's (rt__spawn() refuses a start within them of tendd's limit; a
  * log is kept open only outside twice as many). */
 #define RT_FD_RESERVE 64
-/* How many descriptors tendd has open, about (-errno: none is free). */
-int rt__fds_in_use(rt_manager *m);
 
 /*
  * Starts a process in its own session (pgid = pid) with clean signal state

@@ -339,19 +339,6 @@ static long spawn_into_cgroup(rt_manager *m, child_ctx *c, int cg_fd, int *pidfd
 }
 #endif
 
-int rt__fds_in_use(rt_manager *m) {
-        /* Descriptors are given lowest first: the lowest free one says
-         * that all below are taken (a hole a closed one left is taken by
-         * the next open; it is one free more, that this does not count) */
-        int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
-
-        (void) m;
-        if (fd < 0)
-                return -errno;
-        safe_close(fd);
-        return fd;
-}
-
 int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, char **ret_error) {
         child_ctx c = { .s = s, .nofile = m->nofile_orig };
         bool tried3 = false;
@@ -362,7 +349,7 @@ int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, 
         /* The API, the store and probes need descriptors too: a pod may
          * not take the last ones (with none left, the API can accept no
          * connection, and nobody could even scale down). */
-        int probe = rt__fds_in_use(m);
+        int probe = fd_lowest_free();
         if (probe < 0 ||
             (m->nofile != UINT64_MAX && (uint64_t) probe + RT_FD_RESERVE >= m->nofile)) {
                 r = probe < 0 ? probe : -EMFILE;

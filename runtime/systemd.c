@@ -1400,4 +1400,6 @@ const rt_ops rt_systemd_ops = {
         .detach = systemd_detach,
         .find = systemd_find,
         .sweep_orphans = rt__sweep_orphan_units,
+        .limits_problem = rt__systemd_limits_problem,
+        .main_pid = rt__systemd_main_pid,
 };
