@@ -6,9 +6,9 @@
  * it has reaped), as a rate between two reads of it (the first read of a
  * pod: since the process started), and its resident set; from its cgroup
  * where it has one (docs/cgroups.md: every process of the pod, its
- * memory's working set). The host's, for NodeMetrics, from /proc/stat and
- * /proc/meminfo. A pod whose process is a systemd unit is left out for now
- * (its cgroup is systemd's to name).
+ * memory's working set; a systemd pod's unit's cgroup, found by the
+ * runtime from its main process). The host's, for NodeMetrics, from
+ * /proc/stat and /proc/meminfo.
  */
 
 #include <inttypes.h>

@@ -8,7 +8,8 @@
  * where v2 holds no controller). Under each hierarchy it keeps a directory
  * of its own, named by its state directory (two tendd on a host keep apart),
  * and each pod gets <that>/<pod uid>: made and limited before the program
- * runs (the child joins it between clone() and exec()), searched at the
+ * runs (v2: the child is made in it, clone3; else it joins it between
+ * clone() and exec()), searched at the
  * pod's end for what is left of it (a daemon that double-forked out of its
  * session), read for the OOM killer's count, removed when empty.
  *
@@ -35,9 +36,8 @@
 /* v1: the controllers tend uses, each in whichever hierarchy has it. A pod
  * joins memory's always (its limit, its OOM kills, its usage, and the list
  * of its processes), cpu's only for a limit: each hierarchy joined costs
- * the child ~160 µs between clone() and exec() (the kernel's migration
- * takes cgroup_threadgroup_rwsem for writing: an RCU grace period), and
- * a directory made and removed. No freezer (its tree is killed in rounds,
+ * the child a migration between clone() and exec() (30–60 µs here), and a
+ * directory made and removed. No freezer (its tree is killed in rounds,
  * docs/cgroups.md). */
 static const char *const v1_controllers[] = { "memory", "cpu" };
 
@@ -503,13 +503,14 @@ static int set_limits(rt_pod *p, char **ret_error) {
         return 0;
 }
 
-int rt__cgroup_prepare(rt_pod *p, char ***ret_procs, char **ret_error) {
+int rt__cgroup_prepare(rt_pod *p, char ***ret_procs, char **ret_v2_dir, char **ret_error) {
         rt_manager *m = p->manager;
         _cleanup_strv_free_ char **procs = NULL;
         bool existed = false;
         int r;
 
         *ret_procs = NULL;
+        *ret_v2_dir = NULL;
         if (m->cg_layout == RT_CG_NONE)
                 return 0;
         /* (a restart in place: the same uid, its cgroup kept, not removed
@@ -546,6 +547,10 @@ int rt__cgroup_prepare(rt_pod *p, char ***ret_procs, char **ret_error) {
                 goto fail;
         /* (a cgroup made now has killed nothing: no read on the way) */
         p->cg_oom = existed ? oom_count(p) : 0;
+        if (m->cg_layout == RT_CG_V2 && !(*ret_v2_dir = pod_dir(m, 0, p->uid))) {
+                r = -ENOMEM;
+                goto fail;
+        }
         *ret_procs = TAKE_PTR(procs);
         return 0;
 fail:
@@ -770,18 +775,6 @@ void rt__cgroup_adopt(rt_pod *p) {
         p->cg = p->cg && (p->cg_mask & (1u << primary(m)));
         if (p->cg)
                 p->cg_oom = oom_count(p); /* (earlier kills were before this tendd) */
-}
-
-int rt__cgroup_dir_fd(rt_pod *p) {
-        rt_manager *m = p->manager;
-        _cleanup_free_ char *dir = NULL;
-
-        if (m->cg_layout != RT_CG_V2 || !p->cg || m->clone3_state < 0)
-                return -EOPNOTSUPP;
-        dir = pod_dir(m, 0, p->uid);
-        if (!dir)
-                return -ENOMEM;
-        return RET_NERRNO(open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 }
 
 char *rt__cgroup_uid_of(rt_manager *m, pid_t pid) {

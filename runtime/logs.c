@@ -375,6 +375,20 @@ static void plan_next_check(rt_manager *m, rt_pod *p, uint64_t size, usec_t now)
         p->log_next_check = now + next;
 }
 
+/* A log held open (check_log()) for at most a quarter of tendd's
+ * descriptors, and never out of what is kept for the API and the pods'
+ * pidfds: twice RT_FD_RESERVE. */
+static bool room_for_log_fd(rt_manager *m) {
+        int in_use;
+
+        if (m->nofile == UINT64_MAX)
+                return true;
+        if (m->log_fds >= m->nofile / 4)
+                return false;
+        in_use = fd_lowest_free();
+        return in_use >= 0 && (uint64_t) in_use + 2 * RT_FD_RESERVE < m->nofile;
+}
+
 static void check_log(rt_manager *m, rt_pod *p, usec_t now) {
         struct stat st;
         rotation *rot;
@@ -391,12 +405,7 @@ static void check_log(rt_manager *m, rt_pod *p, usec_t now) {
         /* A descriptor of the file, kept: with a thousand pods, a stat() of
          * each path every few seconds was most of an idle agent's work.
          * Copy-then-truncate keeps the inode, so the descriptor stays right. */
-        /* ... for at most a quarter of tendd's limit, and never out of
-         * what is kept for the API and the pods' pidfds */
-        int in_use = p->log_fd < 0 && m->nofile != UINT64_MAX ? fd_lowest_free() : 0;
-        if (p->log_fd < 0 &&
-            (m->nofile == UINT64_MAX || (m->log_fds < m->nofile / 4 && in_use >= 0 &&
-                                         (uint64_t) in_use + 2 * RT_FD_RESERVE < m->nofile)) &&
+        if (p->log_fd < 0 && room_for_log_fd(m) &&
             (p->log_fd = open(p->record.log_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) >=
                     0)
                 m->log_fds++;

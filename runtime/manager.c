@@ -223,14 +223,15 @@ int rt_manager_new(const rt_config *c, rt_manager **ret) {
 
         /* 1000 pods need more than the usual 1024 descriptors (a pidfd each,
          * plus probes); children get the original limit back. */
+        m->nofile = UINT64_MAX;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
                 m->nofile_orig = rl;
                 rl.rlim_cur = rl.rlim_max;
-                (void) setrlimit(RLIMIT_NOFILE, &rl);
+                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        rl = m->nofile_orig;
+                if (rl.rlim_cur != RLIM_INFINITY)
+                        m->nofile = (uint64_t) rl.rlim_cur;
         }
-        m->nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
-                            ? (uint64_t) rl.rlim_cur
-                            : UINT64_MAX;
 
         r = net_curl_new(m->loop, &m->curl);
         if (r < 0)

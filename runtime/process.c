@@ -8,6 +8,8 @@
  */
 
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/syscall.h>
@@ -179,17 +181,31 @@ static int process_start(rt_pod *p, char **ret_error) {
         rt_manager *m = p->manager;
         int fds[SPEC_LISTEN_MAX];
         _cleanup_strv_free_ char **cg_procs = NULL;
-        _cleanup_close_ int cg_fd = -EBADF;
+        _cleanup_free_ char *cg_dir = NULL;
         rt_spawn s;
         int r;
 
+        /* The API, the store and probes need descriptors too: a pod may
+         * not take the last ones (with none left, the API can accept no
+         * connection, and nobody could even scale down). */
+        int in_use = fd_lowest_free();
+        if (in_use < 0 ||
+            (m->nofile != UINT64_MAX && (uint64_t) in_use + RT_FD_RESERVE >= m->nofile)) {
+                r = in_use < 0 ? in_use : -EMFILE;
+                *ret_error = strprintf(
+                        "tendd is out of file descriptors (%d in use, its limit %" PRIu64
+                        "; each pod holds one or more, and %d are kept for its API): raise "
+                        "its limit (LimitNOFILE= of its unit, ulimit -n)",
+                        in_use < 0 ? (int) MIN(m->nofile, (uint64_t) INT_MAX) : in_use, m->nofile,
+                        RT_FD_RESERVE);
+                return r;
+        }
+
         for (size_t i = 0; i < p->n_held; i++)
                 fds[i] = rt__held_fd(p, i);
-        r = rt__cgroup_prepare(p, &cg_procs, ret_error);
+        r = rt__cgroup_prepare(p, &cg_procs, &cg_dir, ret_error);
         if (r < 0)
                 return r;
-        if (cg_procs)
-                cg_fd = rt__cgroup_dir_fd(p); /* (v2) */
         s = (rt_spawn){
                 .path = p->path,
                 .argv = p->argv,
@@ -206,7 +222,7 @@ static int process_start(rt_pod *p, char **ret_error) {
                 .n_mounts = p->n_mounts,
                 .cg_procs = cg_procs,
                 .n_cg_procs = strv_length(cg_procs),
-                .cg_fd = cg_fd,
+                .cg_dir = cg_dir,
         };
         r = rt__spawn(m, &s, &p->record.pid, &proc_of(p)->pidfd, ret_error);
         if (r < 0) {

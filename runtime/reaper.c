@@ -135,8 +135,9 @@ static bool pod_lives(rt_manager *m, const char *uid) {
  * everything in a container goes with it. A pod in a cgroup has it killed
  * with the cgroup at its end (rt__cgroup_kill(), whatever its session or
  * environment): this is then only the check that nothing of it is left;
- * a pod without one is known by the POD_UID it passed on. It is our child and not reaped,
- * so its pid (and the group it may lead) cannot be anyone else's. */
+ * a pod without one is known by the POD_UID it passed on. It is our child
+ * and not reaped, so its pid (and the group it may lead) cannot be anyone
+ * else's. */
 static void kill_escapee(rt_manager *m, pid_t pid, bool pods_ended) {
         char key[24], path[64];
         const char *uid;

@@ -269,12 +269,6 @@ void rt__cgroup_close(rt_manager *m);
 /* Why limits of these kinds cannot be enforced here (*ret, new string),
  * NULL if they can. */
 const char *rt__cgroup_limits_problem(rt_manager *m, bool memory, bool cpu, char **ret);
-const char *rt__systemd_limits_problem(rt_manager *m, bool memory, bool cpu, char **ret);
-/* A systemd pod's unit's main process, as systemd said it (0: none). */
-pid_t rt__systemd_main_pid(const rt_pod *p);
-/* v2: the pod's cgroup directory, open (O_DIRECTORY), for clone3's
- * CLONE_INTO_CGROUP; -errno where there is none. */
-int rt__cgroup_dir_fd(rt_pod *p);
 /* rt_manager_pod_usage(), once a systemd pod's pid is known. */
 int rt__cgroup_usage(rt_manager *m, const char *uid, pid_t pid, uint64_t *ret_cpu_ns,
                      uint64_t *ret_memory);
@@ -295,8 +289,9 @@ static inline bool rt__has_word(const char *list, const char *word, char sep) {
 }
 
 /* The pod's cgroups made and limited; *ret_procs: their cgroup.procs, for
- * the child to join (NULL: none). */
-int rt__cgroup_prepare(rt_pod *p, char ***ret_procs, char **ret_error);
+ * the child to join (NULL: none); *ret_v2_dir: on v2, the one cgroup's
+ * directory, to make the child in (NULL: none). */
+int rt__cgroup_prepare(rt_pod *p, char ***ret_procs, char **ret_v2_dir, char **ret_error);
 /* An adopted pod's: found by its process's /proc/PID/cgroup. */
 void rt__cgroup_adopt(rt_pod *p);
 bool rt__cgroup_oom_killed(rt_pod *p);
@@ -457,18 +452,17 @@ typedef struct rt_spawn {
         /* cgroup.procs of the cgroups to join before exec */
         char *const *cg_procs;
         size_t n_cg_procs;
-        /* v2: the cgroup (a directory's descriptor; 0 or less: none, as
-         * a zeroed rt_spawn has) to make the child in (clone3's
-         * CLONE_INTO_CGROUP), cg_procs' one; where the kernel cannot, the
-         * child joins it as on v1 */
-        int cg_fd;
+        /* v2: the directory of cg_procs' one cgroup, to make the child in
+         * (clone3's CLONE_INTO_CGROUP); where the kernel cannot, the child
+         * joins it as on v1. NULL: none. */
+        const char *cg_dir;
 } rt_spawn;
 
 #define RT_PID_SLOT 16
 
 /* Descriptors no pod may take: the API's connections, the store's, a
- * probe's (rt__spawn() refuses a start within them of tendd's limit; a
- * log is kept open only outside twice as many). */
+ * probe's (a pod's start within them of tendd's limit is refused; a log
+ * is kept open only outside twice as many). */
 #define RT_FD_RESERVE 64
 
 /*

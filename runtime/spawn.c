@@ -29,8 +29,6 @@
  */
 
 #include <fcntl.h>
-#include <inttypes.h>
-#include <limits.h>
 #include <linux/close_range.h>
 #include <sched.h>
 #include <signal.h>
@@ -341,26 +339,15 @@ static long spawn_into_cgroup(rt_manager *m, child_ctx *c, int cg_fd, int *pidfd
 
 int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, char **ret_error) {
         child_ctx c = { .s = s, .nofile = m->nofile_orig };
+        /* (where it cannot be opened, the child's join says why) */
+        _cleanup_close_ int cg_fd = s->cg_dir && m->clone3_state >= 0
+                                            ? open(s->cg_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                                            : -EBADF;
         bool tried3 = false;
         sigset_t all, old;
         int pidfd = -1, r;
         pid_t pid;
 
-        /* The API, the store and probes need descriptors too: a pod may
-         * not take the last ones (with none left, the API can accept no
-         * connection, and nobody could even scale down). */
-        int probe = fd_lowest_free();
-        if (probe < 0 ||
-            (m->nofile != UINT64_MAX && (uint64_t) probe + RT_FD_RESERVE >= m->nofile)) {
-                r = probe < 0 ? probe : -EMFILE;
-                *ret_error = strprintf(
-                        "tendd is out of file descriptors (%d in use, its limit %" PRIu64
-                        "; each pod holds one or more, and %d are kept for its API): raise "
-                        "its limit (LimitNOFILE= of its unit, ulimit -n)",
-                        probe < 0 ? (int) MIN(m->nofile, (uint64_t) INT_MAX) : probe, m->nofile,
-                        RT_FD_RESERVE);
-                return r;
-        }
         if (!m->spawn_stack) {
                 void *st = mmap(NULL, SPAWN_STACK_SIZE, PROT_READ | PROT_WRITE,
                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
@@ -372,8 +359,8 @@ int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, 
         sigfillset(&all);
         pthread_sigmask(SIG_BLOCK, &all, &old);
         r = -ENOSYS;
-        if (s->cg_fd > 0 && m->clone3_state >= 0) {
-                long v = spawn_into_cgroup(m, &c, s->cg_fd, &pidfd);
+        if (cg_fd >= 0) {
+                long v = spawn_into_cgroup(m, &c, cg_fd, &pidfd);
                 pid = v >= 0 ? (pid_t) v : -1;
                 r = v >= 0 ? 0 : (int) v;
                 tried3 = r != -ENOSYS;
@@ -385,14 +372,15 @@ int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, 
                 r = pid < 0 ? -errno : 0;
         }
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (s->cg_fd > 0 && m->clone3_state == 0 && (c.in_cgroup || !tried3)) {
+        if (cg_fd >= 0 && m->clone3_state == 0 && (c.in_cgroup || !tried3)) {
                 m->clone3_state = c.in_cgroup ? 1 : -1;
                 if (c.in_cgroup)
                         log_info("cgroups: pods are made in their cgroups (clone3 "
                                  "CLONE_INTO_CGROUP)");
                 else
-                        log_info("cgroups: this kernel cannot make a process in a cgroup (clone3 "
-                                 "CLONE_INTO_CGROUP, Linux 5.7); pods join theirs before exec");
+                        log_info("cgroups: a process cannot be made in its cgroup here (clone3 "
+                                 "CLONE_INTO_CGROUP: Linux 5.7, and allowed by any seccomp "
+                                 "filter); pods join theirs before exec");
         }
         if (r < 0) {
                 *ret_error = tried3 ? strprintf("clone3 into the pod's cgroup: %s", strerror(-r))

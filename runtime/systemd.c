@@ -955,7 +955,7 @@ static int on_start_reply(sd_bus_message *reply, void *userdata, sd_bus_error *e
         return 0;
 }
 
-pid_t rt__systemd_main_pid(const rt_pod *p) {
+static pid_t systemd_main_pid(const rt_pod *p) {
         return p->backend ? (pid_t) sd_of(p)->main_pid : 0;
 }
 
@@ -965,7 +965,7 @@ pid_t rt__systemd_main_pid(const rt_pod *p) {
  * does on cgroup v1 (it is given no v1 controller). Decided from the
  * layout and the manager's kind, without the bus: a pod is refused when
  * applied, not started unlimited. */
-const char *rt__systemd_limits_problem(rt_manager *m, bool memory, bool cpu, char **ret) {
+static const char *systemd_limits_problem(rt_manager *m, bool memory, bool cpu, char **ret) {
         const char *what = memory ? "memory" : "cpu";
         bool user = m->bus_kind != RT_BUS_SYSTEM;
         struct statfs sf;
@@ -1400,6 +1400,6 @@ const rt_ops rt_systemd_ops = {
         .detach = systemd_detach,
         .find = systemd_find,
         .sweep_orphans = rt__sweep_orphan_units,
-        .limits_problem = rt__systemd_limits_problem,
-        .main_pid = rt__systemd_main_pid,
+        .limits_problem = systemd_limits_problem,
+        .main_pid = systemd_main_pid,
 };
