@@ -73,6 +73,35 @@ static uint64_t read_key(const char *dir, const char *file, const char *key) {
         return 0;
 }
 
+/* In a /proc/PID/cgroup text ("ID:controllers:/path" a line), the path of
+ * the hierarchy that has controller ("name=systemd" for systemd's own;
+ * "" for v2's, whose list is empty): new, NULL if none. */
+static char *cgroup_path(const char *text, const char *controller) {
+        for (const char *l = text; l && *l;) {
+                const char *nl = strchr(l, '\n');
+                size_t len = nl ? (size_t) (nl - l) : strlen(l);
+                _cleanup_free_ char *line = strndup(l, len);
+                char *ctl, *path;
+                if (!line)
+                        return NULL;
+                l = nl ? nl + 1 : NULL;
+                if (!(ctl = strchr(line, ':')) || !(path = strchr(ctl + 1, ':')))
+                        continue;
+                *path++ = 0;
+                ctl++;
+                if (*controller ? rt__has_word(ctl, controller, ',') : !*ctl)
+                        return strdup(path);
+        }
+        return NULL;
+}
+
+/* Whether the host's cgroups are v2 (one hierarchy at /sys/fs/cgroup). */
+bool rt__cgroup_v2_host(void) {
+        struct statfs sf;
+
+        return statfs(CG_ROOT, &sf) >= 0 && sf.f_type == CGROUP2_SUPER_MAGIC;
+}
+
 /* The name of tendd's own directory in each hierarchy: "tend" and a hash
  * of the state directory's path, so that each tendd sweeps only its own. */
 static char *base_name(const char *state_dir) {
@@ -121,22 +150,7 @@ static int init_v1(rt_manager *m, const char *name) {
                 const char *ctl = v1_controllers[c];
                 _cleanup_free_ char *own = NULL, *point = NULL, *root = NULL;
 
-                /* "ID:ctl,ctl:/path" */
-                for (char *l = cgroups; l && *l && !own;) {
-                        char *nl = strchr(l, '\n'), *c1 = strchr(l, ':'), *c2;
-                        size_t len = nl ? (size_t) (nl - l) : strlen(l);
-                        _cleanup_free_ char *line = strndup(l, len);
-                        if (!line)
-                                return -ENOMEM;
-                        c1 = strchr(line, ':');
-                        c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-                        if (c2) {
-                                *c2 = 0;
-                                if (rt__has_word(c1 + 1, ctl, ',') && !(own = strdup(c2 + 1)))
-                                        return -ENOMEM;
-                        }
-                        l = nl ? nl + 1 : NULL;
-                }
+                own = cgroup_path(cgroups, ctl);
                 /* "ID PARENT MAJ:MIN ROOT POINT OPTS ... - cgroup SRC SUPEROPTS" */
                 for (char *l = mounts; l && *l && own && !point;) {
                         char *nl = strchr(l, '\n');
@@ -216,11 +230,10 @@ static int init_v2(rt_manager *m, const char *name) {
         r = read_full_file("/proc/self/cgroup", 64 * 1024, &cgroups, NULL);
         if (r < 0)
                 return r;
-        const char *line = strstr(cgroups, "0::");
-        if (!line || (line != cgroups && line[-1] != '\n'))
+        _cleanup_free_ char *rel = cgroup_path(cgroups, "");
+        if (!rel)
                 return -ENOENT;
-        line += 3;
-        own = strprintf(CG_ROOT "%.*s", (int) strcspn(line, "\n"), line);
+        own = strprintf(CG_ROOT "%s", rel);
         if (!own)
                 return -ENOMEM;
         if (!(parent = strdup(own)))
@@ -634,70 +647,17 @@ static int procs_usage(const char *procs, uint64_t *ret_cpu_ns, uint64_t *ret_rs
         return 0;
 }
 
-/* A systemd pod's: its unit's cgroup, where systemd made one (the unit's
- * path below tend.slice, from its main process's /proc/PID/cgroup), read
- * as a process pod's; a controller systemd does not run for the unit (a
- * user manager on cgroup v1 has none) is summed over its processes. */
-static int unit_usage(pid_t pid, uint64_t *ret_cpu_ns, uint64_t *ret_memory) {
-        _cleanup_free_ char *path = strprintf("/proc/%d/cgroup", (int) pid), *text = NULL,
-                            *unit = NULL, *mem = NULL, *acct = NULL, *procs = NULL;
-        bool v2 = false, in_v2 = false, have_cpu = false, have_mem = false;
-        struct statfs sf;
-        uint64_t rss;
+/* What no controller counted (have_cpu, have_mem false), from the
+ * processes a cgroup.procs lists. */
+static int fill_from_procs(const char *procs, bool have_cpu, bool have_mem, uint64_t *ret_cpu_ns,
+                           uint64_t *ret_memory) {
+        uint64_t cpu_ns, rss;
         int r;
 
-        if (pid <= 0)
-                return -ENOENT;
-        if (!path)
-                return -ENOMEM;
-        r = read_full_file(path, 64 * 1024, &text, NULL);
-        if (r < 0)
-                return r;
-        v2 = statfs(CG_ROOT, &sf) >= 0 && sf.f_type == CGROUP2_SUPER_MAGIC;
-        /* "ID:controllers:/path": the unit's path first (systemd's
-         * hierarchy, or v2's), then the controllers that have it too */
-        for (int pass = 0; pass < 2; pass++)
-                for (char *l = text, *nl; l && *l; l = nl ? nl + 1 : NULL) {
-                        nl = strchr(l, '\n');
-                        _cleanup_free_ char *line = strndup(l, nl ? (size_t) (nl - l) : strlen(l));
-                        char *c1 = line ? strchr(line, ':') : NULL,
-                             *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-                        if (!c2)
-                                continue;
-                        *c2++ = 0;
-                        const char *ctl = c1 + 1;
-                        if (pass == 0 && !unit && (streq(ctl, "") || streq(ctl, "name=systemd")) &&
-                            strstr(c2, "/tend.slice/") && endswith(c2, ".service")) {
-                                unit = strdup(c2);
-                                in_v2 = streq(ctl, "");
-                        } else if (pass == 1 && unit && streq(c2, unit)) {
-                                if (rt__has_word(ctl, "memory", ','))
-                                        mem = strprintf(CG_ROOT "/memory%s", unit);
-                                if (rt__has_word(ctl, "cpuacct", ','))
-                                        acct = strprintf(CG_ROOT "/cpuacct%s", unit);
-                        }
-                }
-        if (!unit)
-                return -ENOENT; /* (not a systemd pod's) */
-        if (v2) {
-                _cleanup_free_ char *dir = strprintf(CG_ROOT "%s", unit);
-                if (!dir)
-                        return -ENOMEM;
-                have_mem = working_set(dir, true, ret_memory) >= 0;
-                *ret_cpu_ns = read_key(dir, "cpu.stat", "usage_usec") * 1000;
-                have_cpu = true;
-                procs = strprintf("%s/cgroup.procs", dir);
-        } else {
-                have_mem = mem && working_set(mem, false, ret_memory) >= 0;
-                have_cpu = acct && read_number(acct, "cpuacct.usage", ret_cpu_ns) >= 0;
-                procs = strprintf(CG_ROOT "/%s%s/cgroup.procs", in_v2 ? "unified" : "systemd",
-                                  unit);
-        }
-        if (have_mem && have_cpu)
+        if (have_cpu && have_mem)
                 return 0;
         if (!procs)
                 return -ENOMEM;
-        uint64_t cpu_ns;
         r = procs_usage(procs, &cpu_ns, &rss);
         if (r < 0)
                 return r;
@@ -708,49 +668,79 @@ static int unit_usage(pid_t pid, uint64_t *ret_cpu_ns, uint64_t *ret_memory) {
         return 0;
 }
 
-int rt__cgroup_usage(rt_manager *m, const char *uid, pid_t pid, uint64_t *ret_cpu_ns,
-                     uint64_t *ret_memory) {
-        _cleanup_free_ char *mem = NULL, *cpu = NULL, *procs = NULL;
+/* A systemd pod's: its unit's cgroup, where systemd made one (the unit's
+ * path below tend.slice, from its main process's /proc/PID/cgroup), read
+ * as a process pod's; a controller systemd does not run for the unit (a
+ * user manager on cgroup v1 has none) is summed over its processes. */
+static int unit_usage(pid_t pid, uint64_t *ret_cpu_ns, uint64_t *ret_memory) {
+        _cleanup_free_ char *path = strprintf("/proc/%d/cgroup", (int) pid), *text = NULL,
+                            *unit = NULL, *mem = NULL, *acct = NULL, *dir = NULL, *procs = NULL;
+        bool in_v2 = false, have_cpu = false, have_mem = false;
         int r;
 
-        if (m->cg_layout == RT_CG_V2 && m->cg_memory < 0 && uid) {
-                /* v2 without the memory controller (tendd in its unit's
-                 * cgroup): cpu.stat is there all the same, memory is its
-                 * processes' */
-                _cleanup_free_ char *dir = pod_dir(m, 0, uid),
-                                    *list = dir ? strprintf("%s/cgroup.procs", dir) : NULL;
-                uint64_t ignored;
-                if (!list)
-                        return -ENOMEM;
-                if (procs_usage(list, &ignored, ret_memory) >= 0) {
-                        *ret_cpu_ns = read_key(dir, "cpu.stat", "usage_usec") * 1000;
-                        return 0;
-                }
-        }
-        if (m->cg_layout == RT_CG_NONE || m->cg_memory < 0 || !uid)
-                return unit_usage(pid, ret_cpu_ns, ret_memory);
-        mem = pod_dir(m, (size_t) m->cg_memory, uid);
-        if (!mem)
+        if (pid <= 0)
+                return -ENOENT;
+        if (!path)
                 return -ENOMEM;
-        r = working_set(mem, m->cg_layout == RT_CG_V2, ret_memory);
-        if (r == -ENOENT)
-                return unit_usage(pid, ret_cpu_ns, ret_memory); /* (not a process pod's) */
+        r = read_full_file(path, 64 * 1024, &text, NULL);
         if (r < 0)
                 return r;
-        /* CPU: v2's cpu.stat, v1's cpuacct.usage where cpuacct shares the
-         * cpu hierarchy; else the CPU time of every process in it now */
-        if (m->cg_layout == RT_CG_V2) {
-                *ret_cpu_ns = read_key(mem, "cpu.stat", "usage_usec") * 1000;
-                return 0;
+        /* the unit's path: systemd's hierarchy's, else v2's */
+        unit = cgroup_path(text, "name=systemd");
+        if (!unit) {
+                unit = cgroup_path(text, "");
+                in_v2 = true;
         }
-        cpu = m->cg_cpu >= 0 && m->cg_cpu != m->cg_memory ? pod_dir(m, (size_t) m->cg_cpu, uid)
-                                                          : NULL;
-        if (cpu && read_number(cpu, "cpuacct.usage", ret_cpu_ns) >= 0)
-                return 0; /* (a pod with a CPU limit, where cpuacct shares cpu's hierarchy) */
-        procs = strprintf("%s/cgroup.procs", mem);
+        if (!unit || !strstr(unit, "/tend.slice/") || !endswith(unit, ".service"))
+                return -ENOENT; /* (not a systemd pod's) */
+        if (rt__cgroup_v2_host()) {
+                if (!(dir = strprintf(CG_ROOT "%s", unit)))
+                        return -ENOMEM;
+                have_mem = working_set(dir, true, ret_memory) >= 0;
+                *ret_cpu_ns = read_key(dir, "cpu.stat", "usage_usec") * 1000;
+                have_cpu = true;
+                procs = strprintf("%s/cgroup.procs", dir);
+        } else {
+                /* the controllers that have the unit's own cgroup */
+                _cleanup_free_ char *in_mem = cgroup_path(text, "memory"),
+                                    *in_acct = cgroup_path(text, "cpuacct");
+                if (streq_ptr(in_mem, unit) && !(mem = strprintf(CG_ROOT "/memory%s", unit)))
+                        return -ENOMEM;
+                if (streq_ptr(in_acct, unit) && !(acct = strprintf(CG_ROOT "/cpuacct%s", unit)))
+                        return -ENOMEM;
+                have_mem = mem && working_set(mem, false, ret_memory) >= 0;
+                have_cpu = acct && read_number(acct, "cpuacct.usage", ret_cpu_ns) >= 0;
+                procs = strprintf(CG_ROOT "/%s%s/cgroup.procs", in_v2 ? "unified" : "systemd",
+                                  unit);
+        }
+        return fill_from_procs(procs, have_cpu, have_mem, ret_cpu_ns, ret_memory);
+}
+
+int rt__cgroup_usage(rt_manager *m, const char *uid, pid_t pid, uint64_t *ret_cpu_ns,
+                     uint64_t *ret_memory) {
+        _cleanup_free_ char *dir = NULL, *procs = NULL, *cpu = NULL;
+        bool v2 = m->cg_layout == RT_CG_V2, have_cpu = false, have_mem;
+
+        if (m->cg_layout == RT_CG_NONE || !uid)
+                return unit_usage(pid, ret_cpu_ns, ret_memory);
+        dir = pod_dir(m, primary(m), uid);
+        procs = dir ? strprintf("%s/cgroup.procs", dir) : NULL;
         if (!procs)
                 return -ENOMEM;
-        return procs_usage(procs, ret_cpu_ns, NULL);
+        if (access(procs, F_OK) < 0)
+                return unit_usage(pid, ret_cpu_ns, ret_memory); /* (not a process pod's) */
+        /* memory: the working set, where the controller counts it. CPU:
+         * v2's cpu.stat (there without the controller too); v1's
+         * cpuacct.usage where the pod is in cpu's hierarchy and cpuacct
+         * shares it. Else what its processes say now. */
+        have_mem = m->cg_memory >= 0 && working_set(dir, v2, ret_memory) >= 0;
+        if (v2) {
+                *ret_cpu_ns = read_key(dir, "cpu.stat", "usage_usec") * 1000;
+                have_cpu = true;
+        } else if (m->cg_cpu >= 0 && m->cg_cpu != m->cg_memory &&
+                   (cpu = pod_dir(m, (size_t) m->cg_cpu, uid)))
+                have_cpu = read_number(cpu, "cpuacct.usage", ret_cpu_ns) >= 0;
+        return fill_from_procs(procs, have_cpu, have_mem, ret_cpu_ns, ret_memory);
 }
 
 void rt__cgroup_adopt(rt_pod *p) {

@@ -269,6 +269,8 @@ void rt__cgroup_close(rt_manager *m);
 /* Why limits of these kinds cannot be enforced here (*ret, new string),
  * NULL if they can. */
 const char *rt__cgroup_limits_problem(rt_manager *m, bool memory, bool cpu, char **ret);
+/* Whether the host's cgroups are v2 (one hierarchy at /sys/fs/cgroup). */
+bool rt__cgroup_v2_host(void);
 /* rt_manager_pod_usage(), once a systemd pod's pid is known. */
 int rt__cgroup_usage(rt_manager *m, const char *uid, pid_t pid, uint64_t *ret_cpu_ns,
                      uint64_t *ret_memory);

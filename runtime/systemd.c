@@ -28,9 +28,7 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <linux/magic.h>
 #include <sys/mount.h>
-#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-daemon.h>
@@ -968,17 +966,11 @@ static pid_t systemd_main_pid(const rt_pod *p) {
 static const char *systemd_limits_problem(rt_manager *m, bool memory, bool cpu, char **ret) {
         const char *what = memory ? "memory" : "cpu";
         bool user = m->bus_kind != RT_BUS_SYSTEM;
-        struct statfs sf;
 
         *ret = NULL;
         if ((!memory && !cpu) || m->bus_kind == RT_BUS_NONE)
                 return NULL; /* (no systemd pod starts at all: said at start) */
-        if (statfs("/sys/fs/cgroup", &sf) < 0) {
-                *ret = strprintf("limits.%s cannot be enforced: /sys/fs/cgroup: %s", what,
-                                 strerror(errno));
-                return *ret;
-        }
-        if (sf.f_type != CGROUP2_SUPER_MAGIC) {
+        if (!rt__cgroup_v2_host()) {
                 const char *missing = NULL;
                 if (user) {
                         *ret = strprintf("limits.%s cannot be enforced by systemd's user manager "
