@@ -367,7 +367,11 @@ hog_up() { upod=$(tend get pods -l app=uhog -o json | jq -r '.items[] | select(.
     [ -n "$upod" ] && pgrep -f "bytearray\(48" >/dev/null; }
 wait_for 20 hog_up || fail "uhog not running"
 unit=$(tend get pods -l app=uhog -o wide | awk 'NR == 2 { print $6 }')
-sleep 1 # (the child's 48 MiB touched)
+touched() { # the child's 48 MiB are there, as /proc says
+    hp=$(pgrep -f "bytearray\(48" | head -1)
+    [ -n "$hp" ] && [ "$(awk '/^VmRSS/ { print $2 }' "/proc/$hp/status")" -ge $((48 * 1024)) ]
+}
+wait_for 10 touched || fail "uhog's child never held its 48 MiB"
 expect_api 200 "metrics of a systemd pod" GET "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/$upod"
 umem=$(jq -r '.containers[0].usage.memory' "$tmp/body" | sed 's/Ki$//')
 # what the unit's processes hold, as /proc says
