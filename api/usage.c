@@ -17,8 +17,8 @@
 #include "api-internal.h"
 
 typedef struct sample {
-        uint64_t ticks; /* CPU time, clock ticks */
-        usec_t at;      /* monotonic */
+        uint64_t cpu_ns; /* CPU time */
+        usec_t at;       /* monotonic */
 } sample;
 
 #define SAMPLES_MAX 4096 /* pods remembered; the rest are read as new */
@@ -70,19 +70,19 @@ static void forget_stale(tend_hashmap *h, usec_t now) {
 }
 
 /* CPU use of a pod, in nanocores, from the change since its last read. */
-static uint64_t cpu_rate(api_server *s, const char *uid, uint64_t ticks, uint64_t start,
+static uint64_t cpu_rate(api_server *s, const char *uid, uint64_t cpu_ns, uint64_t start,
                          usec_t *ret_window) {
         long hz = sysconf(_SC_CLK_TCK);
         usec_t now = now_monotonic();
         sample *prev = s->usage ? tend_hashmap_get(s->usage, uid) : NULL;
         double seconds, cpu;
 
-        if (prev && ticks >= prev->ticks && now > prev->at) {
+        if (prev && cpu_ns >= prev->cpu_ns && now > prev->at) {
                 seconds = (double) (now - prev->at) / USEC_PER_SEC;
-                cpu = (double) (ticks - prev->ticks) / (double) hz;
+                cpu = (double) (cpu_ns - prev->cpu_ns) / 1e9;
         } else {
                 seconds = host_uptime() - (double) start / (double) hz;
-                cpu = (double) ticks / (double) hz;
+                cpu = (double) cpu_ns / 1e9;
         }
         if (!s->usage)
                 s->usage = tend_hashmap_new();
@@ -94,7 +94,7 @@ static uint64_t cpu_rate(api_server *s, const char *uid, uint64_t ticks, uint64_
                 prev = NULL;
         }
         if (prev)
-                *prev = (sample){ .ticks = ticks, .at = now };
+                *prev = (sample){ .cpu_ns = cpu_ns, .at = now };
         if (seconds < 0.001)
                 seconds = 0.001;
         *ret_window = (usec_t) (seconds * USEC_PER_SEC);
@@ -139,7 +139,7 @@ int api__pod_usage(api_server *s, const spec_pod *p, uint64_t *ret_cpu_ns, uint6
         } else if (!own)
                 return -ENOENT; /* no process of its own to measure */
         else {
-                *ret_cpu_ns = ticks * (1000000000ULL / (uint64_t) (hz > 0 ? hz : 100));
+                *ret_cpu_ns = clock_ticks_ns(ticks);
                 *ret_memory = rss;
         }
         *ret_begun = begun;
@@ -147,15 +147,14 @@ int api__pod_usage(api_server *s, const spec_pod *p, uint64_t *ret_cpu_ns, uint6
 }
 
 static json_t *pod_metrics(api_server *s, const spec_pod *p, json_t *encoded) {
-        uint64_t ticks, begun, rss, nanocores, cpu_ns;
+        uint64_t begun, rss, nanocores, cpu_ns;
         char ts[TIMESTAMP_MAX], created[TIMESTAMP_MAX];
         _cleanup_free_ char *cpu = NULL, *mem = NULL, *window = NULL;
         usec_t w;
 
         if (api__pod_usage(s, p, &cpu_ns, &begun, &rss) < 0)
                 return NULL;
-        ticks = cpu_ns / (uint64_t) (1000000000 / sysconf(_SC_CLK_TCK));
-        nanocores = cpu_rate(s, p->metadata.uid, ticks, begun, &w);
+        nanocores = cpu_rate(s, p->metadata.uid, cpu_ns, begun, &w);
         cpu = strprintf("%" PRIu64 "n", nanocores);
         mem = quantity_mem(rss);
         window = strprintf("%.3fs", (double) w / USEC_PER_SEC);

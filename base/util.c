@@ -315,6 +315,12 @@ int read_full_file(const char *path, size_t max, char **ret, size_t *ret_size) {
         return *ret ? 0 : -ENOMEM;
 }
 
+uint64_t clock_ticks_ns(uint64_t ticks) {
+        long hz = sysconf(_SC_CLK_TCK);
+
+        return ticks * (1000000000ULL / (uint64_t) (hz > 0 ? hz : 100));
+}
+
 int fd_lowest_free(void) {
         int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
 

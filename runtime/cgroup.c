@@ -626,7 +626,7 @@ static int working_set(const char *dir, bool v2, uint64_t *ret) {
  * lists now: where no controller counts them. */
 static int procs_usage(const char *procs, uint64_t *ret_cpu_ns, uint64_t *ret_rss) {
         _cleanup_free_ pid_t *pids = NULL;
-        long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+        long page = sysconf(_SC_PAGESIZE);
         uint64_t ticks = 0, pages = 0;
         size_t n;
         int r;
@@ -641,7 +641,7 @@ static int procs_usage(const char *procs, uint64_t *ret_cpu_ns, uint64_t *ret_rs
                         pages += f[10];
                 }
         }
-        *ret_cpu_ns = ticks * (1000000000ULL / (uint64_t) (hz > 0 ? hz : 100));
+        *ret_cpu_ns = clock_ticks_ns(ticks);
         if (ret_rss)
                 *ret_rss = pages * (uint64_t) (page > 0 ? page : 4096);
         return 0;

@@ -317,6 +317,8 @@ double host_uptime(void);
 /* Fields first..last (proc(5) numbering, from 4 on) of /proc/PID/stat into
  * ret[0..last-first]. -ESRCH for a pid that is gone or a zombie. */
 int proc_stat_fields(pid_t pid, int first, int last, unsigned long long *ret);
+/* Clock ticks (/proc's CPU times) in nanoseconds. */
+uint64_t clock_ticks_ns(uint64_t ticks);
 /* The lowest descriptor number free now, -errno if none is: descriptors
  * are given lowest first, so all below it are open (a hole a closed one
  * left is taken by the next open). How many are open, about. */
