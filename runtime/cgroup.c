@@ -318,7 +318,6 @@ static void drop_bases(rt_manager *m) {
 }
 
 void rt__cgroup_init(rt_manager *m, const rt_config *c) {
-        _cleanup_free_ char *name = NULL;
         struct statfs sf;
         int r;
 
@@ -329,18 +328,18 @@ void rt__cgroup_init(rt_manager *m, const rt_config *c) {
                          "refused");
                 return;
         }
-        name = base_name(m->state_dir);
-        if (!name || !(m->cg_name = strdup(name)))
+        m->cg_name = base_name(m->state_dir);
+        if (!m->cg_name)
                 return;
         if (statfs(CG_ROOT, &sf) < 0) {
                 r = -errno;
                 m->cg_why = strprintf("%s: %s", CG_ROOT, strerror(-r));
         } else if (sf.f_type == CGROUP2_SUPER_MAGIC) {
                 m->cg_layout = RT_CG_V2;
-                r = init_v2(m, name);
+                r = init_v2(m, m->cg_name);
         } else {
                 m->cg_layout = RT_CG_V1;
-                r = init_v1(m, name);
+                r = init_v1(m, m->cg_name);
                 if (r >= 0 && m->cg_n == 0) {
                         m->cg_why = strdup("no cgroup v1 hierarchy of memory or cpu is mounted");
                         r = -ENOENT;
