@@ -358,7 +358,7 @@ spec:
       terminationGracePeriodSeconds: 1
       containers:
       - name: main
-        command: ["/bin/sh", "-c", "/usr/bin/python3 -c 'import time; b = bytearray(48 << 20); time.sleep(600)' & exec sleep 4251"]
+        command: ["/bin/sh", "-c", "/usr/bin/python3 -c 'import time; b = bytearray(48 << 20); open(\\"$tmp/uhog-held\\", \\"w\\").close(); time.sleep(600)' & exec sleep 4251"]
         env: [{name: TEST_MARKER, value: "$tmp"}]
 YAML
 tend apply -f "$tmp/uhog.yaml" >/dev/null || fail "apply uhog"
@@ -367,9 +367,12 @@ hog_up() { upod=$(tend get pods -l app=uhog -o json | jq -r '.items[] | select(.
     [ -n "$upod" ] && pgrep -f "bytearray\(48" >/dev/null; }
 wait_for 20 hog_up || fail "uhog not running"
 unit=$(tend get pods -l app=uhog -o wide | awk 'NR == 2 { print $6 }')
-touched() { # the child's 48 MiB are there, as /proc says
+# the child's 48 MiB are all there (it says so once bytearray() has filled
+# them), as /proc says: read before that, its RSS is still growing
+touched() {
     hp=$(pgrep -f "bytearray\(48" | head -1)
-    [ -n "$hp" ] && [ "$(awk '/^VmRSS/ { print $2 }' "/proc/$hp/status")" -ge $((48 * 1024)) ]
+    [ -e "$tmp/uhog-held" ] && [ -n "$hp" ] &&
+        [ "$(awk '/^VmRSS/ { print $2 }' "/proc/$hp/status")" -ge $((48 * 1024)) ]
 }
 wait_for 10 touched || fail "uhog's child never held its 48 MiB"
 expect_api 200 "metrics of a systemd pod" GET "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/$upod"
