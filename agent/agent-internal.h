@@ -89,6 +89,11 @@ struct agent {
         char **early; /* pod uids started before the commit */
         size_t n_early, alloc_early;
         bool yielded; /* after this pass's first process start */
+        /* The host refused a start for want of tendd's own resources
+         * (descriptors, processes): until short_until (monotonic) starts
+         * wait without trying, said in short_why (ctl-pod.c). */
+        usec_t short_until;
+        char *short_why;
         pending_event *events;
         size_t n_events, alloc_events;
         pass_clock clock_pass;
@@ -149,6 +154,11 @@ usec_t agent__promote_delayed(agent *a);
  * ("configmap \"x\" not found"); -ENOMEM. */
 /* The reason of a container that cannot be made (the kubelet's). */
 #define AGENT_CONFIG_ERROR "CreateContainerConfigError"
+/* A start the host refused for want of tendd's own resources: the pod
+ * waits with this reason (the kubelet's for a runtime that cannot make the
+ * container), retried every AGENT_SHORT_RETRY, not a death. */
+#define AGENT_CREATE_ERROR "CreateContainerError"
+#define AGENT_SHORT_RETRY (2 * USEC_PER_SEC)
 typedef struct agent_env {
         rt_env_var *vars;
         size_t n;

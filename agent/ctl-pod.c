@@ -162,6 +162,35 @@ static int config_error(agent *a, const spec_pod *p, const char *reason, const c
         return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
 }
 
+/* Whether a start failed for want of tendd's own resources, which the
+ * host lacks, not the pod: descriptors (the runtime keeps a reserve for the
+ * API, process.c), or processes (clone: pid_max, RLIMIT_NPROC). */
+static bool host_short(int r) {
+        return r == -EMFILE || r == -ENFILE || r == -EAGAIN;
+}
+
+/* p's start waits for the host (host_short()): said once, as the kubelet
+ * says a container it cannot make, and tried again AGENT_SHORT_RETRY from
+ * now. Not a death: its crash-loop streak and back-off stay as they are.
+ * Until then other starts wait too, without trying (ctl_pod_sync()): a
+ * host out of descriptors is not asked again for each of a thousand pods. */
+static int wait_for_host(agent *a, const spec_pod *p, const char *why) {
+        usec_t now = agent_now(a);
+
+        if (why && !streq_ptr(why, a->short_why)) {
+                char *w = strdup(why);
+                if (!w)
+                        return -ENOMEM;
+                free(a->short_why);
+                a->short_why = w;
+        }
+        if (a->short_until <= now)
+                a->short_until = now + AGENT_SHORT_RETRY;
+        agent__enqueue_at(a, STORE_POD, p->metadata.namespace, p->metadata.name, a->short_until);
+        return config_error(a, p, AGENT_CREATE_ERROR, "Failed",
+                            a->short_why ?: "tendd is short of resources");
+}
+
 /* Whether p's volumes and environment can be made now (else, said:
  * config_error()). 1: they can (made into *ret, if given); 0: it waits;
  * -ENOMEM. */
@@ -291,6 +320,10 @@ static int start_pod(agent *a, const spec_pod *p, pod_rt *pr, pod_inputs *made) 
         r = a->backend->start(a->backend_data, &params, pr, &handle, &err);
         if (r < 0) {
                 agent__pod_rt_drop(a, p->metadata.uid);
+                if (host_short(r)) {
+                        (void) store_delete_record(a->store, p->metadata.uid);
+                        return wait_for_host(a, p, err ?: strerror(-r));
+                }
                 return fail_start(a, p, err ?: strerror(-r));
         }
         pr->handle = handle;
@@ -706,6 +739,8 @@ int ctl_pod_sync(agent *a, const char *ns, const char *name) {
         case PLAN_POD_START:
                 if (a->fleet.in_etcd && !a->fleet.in_etcd(a->fleet.userdata, p))
                         return 0; /* agent_touch() once etcd has it */
+                if (a->short_until > agent_now(a))
+                        return wait_for_host(a, p, NULL);
                 return begin_start(a, p);
         case PLAN_POD_WAIT_UNTIL:
                 agent__enqueue_at_wall(a, STORE_POD, ns, name, step.at);

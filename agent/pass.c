@@ -412,6 +412,7 @@ agent *agent_free(agent *a) {
                                 free(v);
                 tend_hashmap_free(a->delayed[k]);
         }
+        free(a->short_why);
         free(a->node_name);
         free(a);
         return NULL;

@@ -192,12 +192,12 @@ static int process_start(rt_pod *p, char **ret_error) {
         if (in_use < 0 ||
             (m->nofile != UINT64_MAX && (uint64_t) in_use + RT_FD_RESERVE >= m->nofile)) {
                 r = in_use < 0 ? in_use : -EMFILE;
-                *ret_error = strprintf(
-                        "tendd is out of file descriptors (%d in use, its limit %" PRIu64
-                        "; each pod holds one or more, and %d are kept for its API): raise "
-                        "its limit (LimitNOFILE= of its unit, ulimit -n)",
-                        in_use < 0 ? (int) MIN(m->nofile, (uint64_t) INT_MAX) : in_use, m->nofile,
-                        RT_FD_RESERVE);
+                /* (the same words each time: the agent says them once) */
+                *ret_error = strprintf("tendd is out of file descriptors (its limit %" PRIu64
+                                       "; each pod holds one or more, and %d are kept for its "
+                                       "API): raise its limit (LimitNOFILE= of its unit, "
+                                       "ulimit -n)",
+                                       m->nofile, RT_FD_RESERVE);
                 return r;
         }
 
@@ -233,16 +233,27 @@ static int process_start(rt_pod *p, char **ret_error) {
         p->started_mono = now_monotonic();
         p->record.started_at = now_realtime();
         /* Identity for adoption later: (pid, start time). The process exists
-         * (it is our unreaped child), so this cannot fail but for /proc. */
-        (void) rt_process_start_time(p->record.pid, &p->record.start_time);
-
-        r = watch(p);
+         * (it is our unreaped child), so this fails only for /proc, or for
+         * want of a descriptor; a record without it would make the next
+         * tendd take the pod for another process and replace it. */
+        r = rt_process_start_time(p->record.pid, &p->record.start_time);
+        if (r < 0)
+                *ret_error = strprintf("reading pid %d's start time: %s", (int) p->record.pid,
+                                       strerror(-r));
+        else {
+                r = watch(p);
+                if (r < 0)
+                        *ret_error = strprintf("watching pid %d: %s", (int) p->record.pid,
+                                               strerror(-r));
+        }
         if (r < 0) {
-                *ret_error = strprintf("watching pid %d: %s", (int) p->record.pid, strerror(-r));
+                bool polled = proc_of(p)->watching; /* (then its close closes the pidfd) */
                 abandon_child(p);
                 rt__cgroup_kill(p);
                 rt__cgroup_remove(p);
                 stop_watching(p);
+                if (!polled)
+                        proc_of(p)->pidfd = safe_close(proc_of(p)->pidfd);
                 return r;
         }
         rt__pod_started(p);

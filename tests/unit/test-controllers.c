@@ -117,6 +117,10 @@ typedef struct world {
         size_t volume_updates;
         char **removed_volumes;
         const char *mount_problem;
+        /* tendd short of descriptors: starts refused with -EMFILE while
+         * set, counted in short_refused */
+        bool short_fds;
+        size_t short_refused;
 } world;
 
 static world *W;
@@ -183,6 +187,11 @@ static int fb_start_now(void *b, const rt_pod_params *p, void *ud, void **ret, c
         world *w = b;
 
         check_start(w, p->name);
+        if (w->short_fds) {
+                w->short_refused++;
+                *err = strdup("tendd is out of file descriptors (its limit 256; ...)");
+                return -EMFILE;
+        }
         proc *pr = calloc(1, sizeof *pr);
         const spec_container *c = &p->spec->containers[0];
 
@@ -1263,6 +1272,60 @@ static void test_start_error(void **state) {
         assert_non_null(strstr(t->message, "exec /nonexistent"));
         assert_int_equal(t->exit_code, 128);
         assert_non_null(find_event(w, "Failed", "Error: exec /nonexistent"));
+        world_free(w);
+}
+
+static size_t count_waiting(world *w, const char *reason) {
+        const void *const *items;
+        size_t n = store_list(w->store, STORE_POD, &items), k = 0;
+        for (size_t i = 0; i < n; i++) {
+                const spec_pod *p = items[i];
+                const spec_state_waiting *wt =
+                        p->status.n_container_statuses
+                                ? p->status.container_statuses[0].state.waiting
+                                : NULL;
+                k += p->status.phase == SPEC_POD_PENDING && wt && streq_ptr(wt->reason, reason);
+        }
+        return k;
+}
+
+/* A start that tendd cannot make for want of its own descriptors is not
+ * the pod's death: the pod waits (CreateContainerError), keeps no streak,
+ * is not replaced, and is tried again every 2 s; meanwhile the other pods
+ * wait without asking the host again. */
+static void test_start_short_of_fds(void **state) {
+        world *w = world_new();
+        const void *const *items;
+
+        w->short_fds = true;
+        apply(w, manifest("many", 3, "many-v1", NULL, NULL));
+        step(w, 100 * MS);
+        assert_int_equal(store_list(w->store, STORE_POD, &items), 3);
+        assert_int_equal(count_waiting(w, "CreateContainerError"), 3);
+        assert_int_equal(w->short_refused, 1); /* the others did not ask */
+        assert_false(has_failed_pod(w, NULL));
+        for (size_t i = 0; i < 3; i++)
+                assert_null(spec_map_get(&((const spec_pod *) items[i])->metadata.annotations,
+                                         SPEC_ANN_CRASH_STREAK));
+        assert_non_null(find_event(w, "Failed", "Error: tendd is out of file descriptors"));
+
+        /* paced: one try every 2 s, the same pods, said once each */
+        step(w, 10 * S);
+        assert_in_range(w->short_refused, 1 + 4, 1 + 6);
+        assert_int_equal(store_list(w->store, STORE_POD, &items), 3);
+        assert_int_equal(count_waiting(w, "CreateContainerError"), 3);
+        assert_int_equal(w->starts, 0);
+        size_t said = 0, n = store_list(w->store, STORE_EVENT, &items);
+        for (size_t i = 0; i < n; i++)
+                said += streq_ptr(((const spec_event *) items[i])->reason, "Failed");
+        assert_int_equal(said, 3);
+
+        /* room again: all three start at the next try */
+        w->short_fds = false;
+        step(w, 3 * S);
+        assert_int_equal(w->starts, 3);
+        assert_int_equal(count_waiting(w, "CreateContainerError"), 0);
+        assert_int_equal(store_list(w->store, STORE_POD, &items), 3);
         world_free(w);
 }
 
@@ -3001,6 +3064,7 @@ int main(void) {
                 cmocka_unit_test(test_streak_cleared_after_a_minute),
                 cmocka_unit_test(test_backoff_annotation),
                 cmocka_unit_test(test_start_error),
+                cmocka_unit_test(test_start_short_of_fds),
                 cmocka_unit_test(test_start_error_spin),
                 cmocka_unit_test(test_progress_deadline),
                 cmocka_unit_test(test_canary),
