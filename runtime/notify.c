@@ -153,9 +153,11 @@ char *rt__notify_ready_mark(const char *log_path) {
 static void on_watchdog(uv_timer_t *t);
 
 static void watchdog_arm(rt_pod *p) {
-        if (p->notify_watchdog && p->watchdog_timer)
+        if (p->notify_watchdog && p->watchdog_timer) {
+                p->watchdog_due = now_monotonic() + p->notify_watchdog;
                 uv_timer_start(p->watchdog_timer, on_watchdog,
                                (p->notify_watchdog + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
+        }
 }
 
 static void liveness_failed(rt_pod *p, const char *why) {
@@ -169,12 +171,38 @@ static void liveness_failed(rt_pod *p, const char *why) {
                 m->cb.probe(p, RT_PROBE_LIVENESS, false, why, m->userdata);
 }
 
+static bool heard_line(const char *line, size_t len, void *userdata);
+
+/* Whatever waits on p's notify socket, all of it (a WATCHDOG=1 among it
+ * arms the watchdog again). */
+static void drain(rt_pod *p) {
+        for (unsigned k = 0; k < 64 && !p->freed && p->notify_fd >= 0; k++)
+                if (rt__notify_receive(p->notify_fd, p->record.pid, heard_line, p,
+                                       &p->notify_refused) < NOTIFY_BATCH)
+                        break;
+}
+
 static void on_watchdog(uv_timer_t *t) {
         rt_pod *p = t->data;
         char d[DURATION_MAX];
+
+        /* A timer runs before the loop reads its sockets: what the pod
+         * sent while tendd was busy or stopped is heard first. */
+        drain(p);
+        usec_t now = now_monotonic();
+        if (p->freed || uv_is_active((uv_handle_t *) t))
+                return;
+        if (now < p->watchdog_due) { /* (the loop's clock lagged when it was armed) */
+                uv_timer_start(t, on_watchdog,
+                               (p->watchdog_due - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
+                return;
+        }
+        if (rt__late(p->manager, p->watchdog_due, now)) {
+                watchdog_arm(p); /* an interval of tendd's own time, from now */
+                return;
+        }
         _cleanup_free_ char *why = strprintf("watchdog: no WATCHDOG=1 within %s",
                                              format_duration(d, p->notify_watchdog));
-
         liveness_failed(p, why ?: "watchdog");
 }
 
@@ -301,7 +329,7 @@ unsigned rt__notify_receive(int fd, pid_t pid, rt__notify_line_fn on_line, void 
         return k;
 }
 
-static bool on_line(const char *line, size_t len, void *userdata) {
+static bool heard_line(const char *line, size_t len, void *userdata) {
         rt_pod *p = userdata;
 
         if (p->state != RT_POD_EXITED)
@@ -312,7 +340,7 @@ static bool on_line(const char *line, size_t len, void *userdata) {
 static void on_notify(uv_poll_t *h, int status, int events) {
         rt_pod *p = h->data;
 
-        (void) rt__notify_receive(p->notify_fd, p->record.pid, on_line, p, &p->notify_refused);
+        (void) rt__notify_receive(p->notify_fd, p->record.pid, heard_line, p, &p->notify_refused);
 }
 
 static void on_handle_closed(uv_handle_t *h) {

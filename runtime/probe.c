@@ -55,6 +55,7 @@ typedef struct attempt {
         size_t body;          /* http: bytes of the body read so far */
         unsigned redirects;   /* http: followed so far */
         usec_t http_deadline; /* http: monotonic, over all redirects */
+        usec_t deadline;      /* exec, tcp: monotonic, when it times out */
         bool closing;
         uv_timer_t timeout;
         /* exec */
@@ -240,9 +241,42 @@ static void finish_error(attempt *a, const char *message) {
         attempt_close(a);
 }
 
+static void on_exec_exit(uv_poll_t *h, int status, int events);
+
+/* An attempt that timed out while tendd was not running (rt__late()) says
+ * nothing of the pod: not counted, and made again shortly (once an exec
+ * probe's process is reaped), the period starting from there. */
+static void discard_late(attempt *a) {
+        rt_prober *p = a->prober;
+
+        if (a->kind == ATTEMPT_EXEC && !a->reaped)
+                (void) kill(-a->pid, SIGKILL);
+        a->done = true;
+        if (p->current == a)
+                p->current = NULL;
+        attempt_close(a);
+        if (!p->stopped)
+                uv_timer_start(&p->tick, on_tick, 100, (uint64_t) p->spec->period_seconds * 1000);
+}
+
 static void on_attempt_timeout(uv_timer_t *t) {
         attempt *a = t->data;
+        usec_t now = now_monotonic();
         char msg[64];
+
+        if (now < a->deadline) { /* (the loop's clock lagged when it was armed) */
+                uv_timer_start(t, on_attempt_timeout,
+                               (a->deadline - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
+                return;
+        }
+        if (rt__late(a->prober->pod->manager, a->deadline, now)) {
+                /* (a probe process that ended meanwhile gives its verdict) */
+                if (a->kind == ATTEMPT_EXEC && !a->reaped)
+                        on_exec_exit(&a->poll, 0, 0);
+                if (!a->done)
+                        discard_late(a);
+                return;
+        }
 
         snprintf(msg, sizeof msg, "timed out after %ds", a->prober->spec->timeout_seconds);
         if (a->kind == ATTEMPT_EXEC && !a->reaped)
@@ -496,7 +530,10 @@ static void on_http_done(void *userdata, CURLcode result, long status) {
                 result = CURLE_OK;
         if (result == CURLE_OK && !a->done && follow_redirect(a, status))
                 return;
-        if (result != CURLE_OK) {
+        if (result == CURLE_OPERATION_TIMEDOUT && !a->done &&
+            rt__late(a->prober->pod->manager, a->http_deadline, now_monotonic()))
+                discard_late(a);
+        else if (result != CURLE_OK) {
                 snprintf(msg, sizeof msg, "HTTP probe failed: %s", curl_easy_strerror(result));
                 finish(a, false, msg);
         } else if (status >= 200 && status < 400)
@@ -600,9 +637,11 @@ static void run_attempt(rt_prober *p) {
                 finish_error(a, uv_strerror(r));
                 return;
         }
-        if (!a->done && a->kind != ATTEMPT_HTTP)
+        if (!a->done && a->kind != ATTEMPT_HTTP) {
+                a->deadline = now_monotonic() + (usec_t) s->timeout_seconds * USEC_PER_SEC;
                 uv_timer_start(&a->timeout, on_attempt_timeout,
                                (uint64_t) s->timeout_seconds * 1000, 0);
+        }
 }
 
 /* ---- probers ------------------------------------------------------------------------------- */

@@ -163,6 +163,7 @@ struct rt_pod {
         int notify_fd;
         uv_poll_t *notify_poll;
         uv_timer_t *watchdog_timer;
+        usec_t watchdog_due;        /* monotonic: when it fires, unless WATCHDOG=1 comes */
         bool notify_declared_ready; /* ready only after READY=1 */
         bool notify_ready;          /* READY=1 came */
         usec_t notify_watchdog;     /* 0: none */
@@ -195,6 +196,16 @@ int rt__volume_write(const char *dir, const rt_file *files, size_t n, char **ret
 
 /* logdir.c: makes the directories that will hold path (not path) */
 int rt__mkdir_parents(const char *path, mode_t mode);
+
+/* A deadline met more than RT_STALL_MIN late: tendd was not running
+ * (stopped, suspended, starved of CPU, or busy), and the pod is not to
+ * blame for what it could not see meanwhile. A watchdog reads what waits
+ * on the pod's notify socket first, then starts its interval again from
+ * now; a probe attempt that timed out late is discarded and made again
+ * (issue 33: a SIGSTOP of tendd killed every watchdog pod). Returns
+ * whether deadline is that late, and logs the stall once (manager.c). */
+#define RT_STALL_MIN (250 * USEC_PER_MSEC)
+bool rt__late(rt_manager *m, usec_t deadline, usec_t now);
 
 /* notify.c */
 char *rt__notify_dir(const char *state_dir);
@@ -365,6 +376,7 @@ struct rt_manager {
         uint64_t nofile;           /* tendd's descriptor limit (soft, raised to the hard one) */
         size_t log_fds;            /* pods' log files held open (rt_pod.log_fd) */
         struct rlimit nofile_orig; /* restored in children */
+        usec_t stall_said;         /* monotonic: when a stall was last logged */
 
         /* notify sockets of the previous tendd, from the fd store: uid → fd + 1 */
         tend_hashmap *notify_stored;
