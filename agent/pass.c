@@ -496,6 +496,9 @@ int agent_start(agent *a) {
                 } else {
                         pr->handle = handle;
                         pr->started_wall = rec.started_at;
+                        /* (ready as it was, until its probe says otherwise:
+                         * the runtime's too, rt_pod_params.was_ready) */
+                        pr->ready = params.was_ready;
                         log_info("pod/%s: adopted %s", p->metadata.name,
                                  strna(a->backend->container_id(handle)));
                         /* Out of memory here keeps the record as it was:

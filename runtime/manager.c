@@ -66,7 +66,7 @@ static void report_started(rt_pod *p) {
         if (m->cb.started)
                 m->cb.started(p, m->userdata);
         rt__notify_started(p);
-        if (!p->freed && !p->probes[RT_PROBE_READINESS] && !p->ready &&
+        if (!p->freed && (!p->probes[RT_PROBE_READINESS] || p->probe_ready) && !p->ready &&
             (!p->notify_declared_ready || p->notify_ready)) {
                 p->ready = true;
                 if (m->cb.probe)
@@ -733,6 +733,7 @@ static int pod_begin(rt_manager *m, const rt_pod_params *p, const rt_record *rec
         if (ops->pod_init)
                 ops->pod_init(pod);
         if (rec) {
+                pod->adopted_ready = p->was_ready;
                 pod->record.pid = rec->pid;
                 pod->record.start_time = rec->start_time;
                 pod->record.started_at = rec->started_at;

@@ -708,6 +708,14 @@ static rt_prober *prober_new(rt_pod *pod, rt_probe_type type, const spec_probe *
         p->type = type;
         p->refs = 1;
         p->result = type == RT_PROBE_LIVENESS; /* kubelet's initial values */
+        if (type == RT_PROBE_READINESS && pod->adopted_ready) {
+                /* Ready before tendd's restart: still ready until the
+                 * probe fails failureThreshold times, as any ready pod,
+                 * and the Ready condition (its minReadySeconds window,
+                 * the deployment's Available) does not start over. */
+                p->result = p->ever_ready = true;
+                pod->probe_ready = true;
+        }
         uv_timer_init(m->loop, &p->tick);
         p->tick.data = p;
         p->refs++;

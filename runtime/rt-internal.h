@@ -147,6 +147,9 @@ struct rt_pod {
         rt_prober *probes[_RT_PROBE_TYPE_MAX];
         bool ready;       /* published readiness (false until a probe says so) */
         bool probe_ready; /* the readiness probe's own verdict */
+        /* Adopted after a restart of tendd's, ready before it: its
+         * readiness probe starts passing, as a ready pod's (issue 33). */
+        bool adopted_ready;
 
         /* tend.io/listen: the addresses it asks for (from its annotation,
          * which a pod keeps for life: an adopted one asks the same), and

@@ -183,8 +183,10 @@ typedef struct rt_pod_params {
         /* Who holds the pod's tend.io/listen sockets ("ns/deployment"):
          * pods of one owner share them, another owner cannot have them. */
         const char *socket_owner;
-        /* rt_pod_adopt() of a pod with tend.io/notify ready: it said
-         * READY=1 before (it will not again). */
+        /* rt_pod_adopt() of a pod that was ready: with tend.io/notify
+         * ready, it said READY=1 before (it will not again); with a
+         * readiness probe, the probe starts passing (it goes unready only
+         * after failureThreshold failures, as a ready pod does). */
         bool was_ready;
         /* The container's environment, in order (envFrom's, then env's;
          * a later one replaces an earlier of its name), its references to
