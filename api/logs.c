@@ -230,6 +230,10 @@ static void follow_free(void *cls) {
 /* Followers poll their files: a quarter second is the latency of `logs -f`. */
 void api__on_follow_timer(uv_timer_t *t) {
         api_server *s = t->data;
+        if (!s->followers) { /* stopped while none follows (issue 35) */
+                uv_timer_stop(t);
+                return;
+        }
         for (follower *f = s->followers; f; f = f->next)
                 if (f->suspended) {
                         f->gone = api__client_gone(f->conn);
@@ -401,6 +405,8 @@ enum MHD_Result api__handle_logs(req *r, const char *ns, const char *name) {
                         if (s->followers)
                                 s->followers->prev = f;
                         s->followers = f;
+                        if (!uv_is_active((uv_handle_t *) &s->follow_timer))
+                                uv_timer_start(&s->follow_timer, api__on_follow_timer, 250, 250);
                 }
         } else if (fd < 0)
                 return api__queue(r, 200, "text/plain", strdup(""));

@@ -342,8 +342,8 @@ int api_server_new(const api_config *c, api_server **ret, char **ret_error) {
         uv_timer_init(s->loop, &s->trim);
         s->trim.data = s;
         s->open_handles = 4;
-        uv_timer_start(&s->heartbeat, api__on_heartbeat, 1000, 1000);
-        uv_timer_start(&s->follow_timer, api__on_follow_timer, 250, 250);
+        /* (heartbeat and follow_timer run while a watch or a follower is
+         * open: watch.c, logs.c) */
 
         r = api__openapi_init(s);
         if (r < 0)

@@ -228,6 +228,8 @@ enum MHD_Result api__start_watch(req *r, const resource *res, filter *f) {
         if (s->watches)
                 s->watches->prev = w;
         s->watches = w;
+        if (!uv_is_active((uv_handle_t *) &s->heartbeat)) /* (stopped while none is open) */
+                uv_timer_start(&s->heartbeat, api__on_heartbeat, 1000, 1000);
         api__count_code(s, 200);
         ret = MHD_queue_response(r->conn, 200, resp);
         MHD_destroy_response(resp);
@@ -308,6 +310,10 @@ void api__on_heartbeat(uv_timer_t *t) {
         api_server *s = t->data;
         usec_t now = now_monotonic();
 
+        if (!s->watches) { /* an idle tendd wakes for nothing (issue 35) */
+                uv_timer_stop(t);
+                return;
+        }
         for (watch *w = s->watches; w; w = w->next) {
                 if ((w->ends_at != USEC_INFINITY && now >= w->ends_at) ||
                     (w->suspended && api__client_gone(w->conn)))

@@ -255,6 +255,13 @@ static void on_log_change(uv_fs_event_t *w, const char *file, int events, int st
 
         if (status < 0 || p->freed)
                 return;
+        if (p->log_parked) {
+                /* it grows again: its rate learnt from now */
+                p->log_parked = false;
+                p->log_checked = mono;
+                p->log_next_check = mono + LOG_CHECK_FIRST;
+                log_timer_within(p->manager, LOG_CHECK_FIRST);
+        }
         if (p->times_n == 0 || wall < p->times_at || wall - p->times_at >= TIMES_GATE) {
                 times_look(p, wall, false);
                 return;
@@ -413,7 +420,15 @@ static void check_log(rt_manager *m, rt_pod *p, usec_t now) {
                 p->log_next_check = now + m->log_check_interval;
                 return;
         }
+        bool same = p->log_checked && (uint64_t) st.st_size == p->log_size;
         plan_next_check(m, p, (uint64_t) st.st_size, now);
+        /* Not grown, and watched: looked at again when it changes
+         * (on_log_change()), not every interval — a thousand quiet pods
+         * cost an idle tendd nothing. */
+        if (same && p->watch && uv_is_active((uv_handle_t *) p->watch) && !p->times_due) {
+                p->log_next_check = USEC_INFINITY;
+                p->log_parked = true;
+        }
         if ((uint64_t) st.st_size <= m->log_max_bytes)
                 return;
         /* After the truncate it starts again from 0: no rate across it. */

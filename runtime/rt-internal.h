@@ -106,6 +106,7 @@ struct rt_pod {
         int log_fd;                         /* read-only, for fstat(): no path walk per check */
         uint64_t log_size;                  /* at the last check */
         usec_t log_checked, log_next_check; /* monotonic */
+        bool log_parked; /* not grown: checked again once its watch sees a change */
         /* The log's times (<log>.times: when each stretch of it was seen
          * written), for logs --timestamps and --since. */
         int times_fd;         /* -EBADF: not open (yet) */

@@ -611,6 +611,33 @@ static void test_log_rotation(void **state) {
         harness_free(h);
 }
 
+/* A quiet log is not looked at every interval: once two checks find it
+ * the same, it waits for its watch to see a change (an idle tendd of a
+ * thousand pods makes no stat() a second). It must still be rotated once
+ * the pod starts to write: quiet for 2.5 s (checks at 0.1 s and 1.1 s find
+ * it empty), then 600 KB against a 256 KiB limit. */
+static void test_log_quiet_then_grows(void **state) {
+        harness *h = harness_new(&(rt_config){ .log_max_bytes = 256 * 1024,
+                                               .log_check_interval = 1 * USEC_PER_SEC });
+        char *c = strdup("      containers:\n      - name: main\n        command: [\"/bin/sh\", "
+                         "\"-c\", \"sleep 2.5; yes x | head -c 600000; exec sleep 100\"]");
+        spec_pod_spec *s = pod_spec(c, NULL);
+        rt_pod *pod = start(h, "quiet", s);
+        const char *path = rt_pod_record(pod)->log_path;
+        struct stat st;
+
+        run_for(h, 2000);
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_size, 0);
+        assert_true(run_until(h, rotated, (void *) path, 8000));
+        rt_pod_stop(pod, 0);
+        assert_true(run_until(h, pod_exited, pod, 5000));
+        rt_pod_free(pod);
+        pod_spec_free(s);
+        free(c);
+        harness_free(h);
+}
+
 /* A pod that makes its log sparse (2 GiB of hole): the rotation copies what
  * was written, not gigabytes of zeros. */
 static void test_log_sparse(void **state) {
@@ -1488,6 +1515,7 @@ int main(void) {
                 cmocka_unit_test(test_close_right_after_start),
                 cmocka_unit_test(test_stop_shortens_grace),
                 cmocka_unit_test(test_log_rotation),
+                cmocka_unit_test(test_log_quiet_then_grows),
                 cmocka_unit_test(test_log_sparse),
                 cmocka_unit_test(test_log_times_gated),
                 cmocka_unit_test(test_log_times_bounded),
