@@ -83,12 +83,18 @@ for round in 1 2; do
             .status.containerStatuses[0].state.running.startedAt' |
         while read -r ts; do date -d "$ts" +%s%N; done | sort -n | tail -1)
     back=$(((${last:-0} - t0) / 1000000))
-    # A replica's third young death in a row would wait 1 s: well under a
-    # second means nobody waited for anybody else's death.
-    if [ "$back" -ge 0 ] && [ "$back" -lt 1000 ]; then
-        ok "round $round: all 20 back in $back ms"
+    # Nobody waited for anybody else's death: no replacement was given a
+    # back-off (tend.io/start-after; a replica's third young death in a row
+    # would wait 1 s). Asked of the pods, not of the clock: a loaded machine
+    # (two suites at once) took 1026 ms for round 2, 200-300 ms alone. How
+    # fast is bench-respawn's to say.
+    delayed=$(curl -s --unix-socket "$TEND_SOCKET" \
+        "http://localhost/api/v1/namespaces/default/pods?labelSelector=app%3Dmany" |
+        jq '[.items[] | select(.metadata.annotations["tend.io/start-after"] != null)] | length')
+    if [ "$back" -ge 0 ] && [ "$delayed" = 0 ]; then
+        ok "round $round: all 20 back in $back ms, none kept waiting"
     else
-        fail "round $round: not all 20 back within a second ($back ms)"
+        fail "round $round: $delayed of 20 kept waiting by a back-off ($back ms)"
     fi
     wait_for 10 all_running many 20 || fail "round $round: the API does not show 20 running"
     pods many >"$tmp/pods"
