@@ -28,6 +28,37 @@ static void log_timer_within(rt_manager *m, usec_t in) {
                 uv_timer_start(&m->log_timer, on_log_timer, ms, 0);
 }
 
+/* Into the timer's list: its log is looked at at its log_next_check. */
+static void log_active_add(rt_pod *p) {
+        rt_manager *m = p->manager;
+
+        if (p->log_slot || m->log_walk_all)
+                return;
+        if (m->n_log_active == m->alloc_log_active) {
+                size_t n = MAX(m->alloc_log_active * 2, (size_t) 64);
+                rt_pod **v = reallocarray(m->log_active, n, sizeof *v);
+                if (!v) {
+                        m->log_walk_all = true;
+                        return;
+                }
+                m->log_active = v;
+                m->alloc_log_active = n;
+        }
+        m->log_active[m->n_log_active++] = p;
+        p->log_slot = m->n_log_active;
+}
+
+void rt__log_forget(rt_pod *p) {
+        rt_manager *m = p->manager;
+        size_t i = p->log_slot;
+
+        if (!i)
+                return;
+        m->log_active[i - 1] = m->log_active[--m->n_log_active];
+        m->log_active[i - 1]->log_slot = i;
+        p->log_slot = 0;
+}
+
 typedef struct rotation {
         uv_work_t work;
         rt_manager *m;
@@ -260,6 +291,7 @@ static void on_log_change(uv_fs_event_t *w, const char *file, int events, int st
                 p->log_parked = false;
                 p->log_checked = mono;
                 p->log_next_check = mono + LOG_CHECK_FIRST;
+                log_active_add(p);
                 log_timer_within(p->manager, LOG_CHECK_FIRST);
         }
         if (p->times_n == 0 || wall < p->times_at || wall - p->times_at >= TIMES_GATE) {
@@ -459,9 +491,32 @@ static void on_log_timer(uv_timer_t *t) {
         rt__times_close_dead(m);
         rt__held_sweep(m, false);
         rt__cgroup_tidy(m);
-        for (rt_pod *p = m->pods; p; p = p->next) {
+        /* The pods of the list only: a parked log costs nothing here, so
+         * ten thousand quiet pods cost an idle tendd no walk (issue 35). */
+        for (size_t i = 0; m->log_walk_all ? false : i < m->n_log_active;) {
+                rt_pod *p = m->log_active[i];
+                if (!p->freed && p->state != RT_POD_EXITED) {
+                        if (p->log_next_check <= now)
+                                check_log(m, p, now);
+                        times_due(p, now);
+                        if (!p->log_parked &&
+                            (p->log_next_check != USEC_INFINITY || p->times_due)) {
+                                next = MIN(next, p->log_next_check);
+                                if (p->times_due)
+                                        next = MIN(next, p->times_due);
+                                i++;
+                                continue;
+                        }
+                }
+                rt__log_forget(p); /* (the last one comes to i) */
+        }
+        for (rt_pod *p = m->log_walk_all ? m->pods : NULL; p; p = p->next) {
                 if (p->freed || p->state == RT_POD_EXITED)
                         continue;
+                if (p->log_parked) {
+                        p->log_parked = false; /* (no list to wake it into) */
+                        p->log_next_check = now;
+                }
                 if (p->log_next_check <= now)
                         check_log(m, p, now);
                 times_due(p, now);
@@ -487,5 +542,6 @@ void rt__log_check_soon(rt_pod *pod) {
         rt_manager *m = pod->manager;
 
         pod->log_next_check = now_monotonic() + LOG_CHECK_FIRST;
+        log_active_add(pod);
         log_timer_within(m, LOG_CHECK_FIRST);
 }

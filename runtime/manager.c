@@ -35,6 +35,7 @@ static void manager_free(rt_manager *m) {
                 tend_hashmap_free(m->escapees);
         }
         rt__log_spares_free(m);
+        free(m->log_active);
         rt__held_unreserve(m);
         free(m->held_lost);
         if (m->notify_stored) {
@@ -358,6 +359,8 @@ static void pod_link(rt_pod *pod) {
 
 static void pod_unlink(rt_pod *pod) {
         rt_manager *m = pod->manager;
+
+        rt__log_forget(pod);
         if (pod->prev)
                 pod->prev->next = pod->next;
         else if (m->pods == pod)

@@ -107,6 +107,7 @@ struct rt_pod {
         uint64_t log_size;                  /* at the last check */
         usec_t log_checked, log_next_check; /* monotonic */
         bool log_parked; /* not grown: checked again once its watch sees a change */
+        size_t log_slot; /* its index + 1 in the manager's log_active; 0: not there */
         /* The log's times (<log>.times: when each stretch of it was seen
          * written), for logs --timestamps and --since. */
         int times_fd;         /* -EBADF: not open (yet) */
@@ -250,6 +251,8 @@ void rt__reap_orphans(rt_manager *m);
 /* logs.c: the log size checks; a new pod's first check soon. */
 void rt__logs_start(rt_manager *m);
 void rt__log_check_soon(rt_pod *pod);
+/* Out of the log timer's list (the pod is unlinked). */
+void rt__log_forget(rt_pod *pod);
 /* A pod's log times: its watch ends (rt_pod_free; closed at the next log
  * timer, or with the manager: rt__times_close_dead). */
 void rt__times_stop(rt_pod *pod);
@@ -358,6 +361,12 @@ struct rt_manager {
         usec_t log_check_interval;
         uint64_t log_times_slack;
         uv_timer_t log_timer;
+        /* The pods whose logs the timer looks at (not parked); the rest
+         * wait for their watch. walk_all: one could not be put in (out of
+         * memory): every pod is looked at, as before the list. */
+        rt_pod **log_active;
+        size_t n_log_active, alloc_log_active;
+        bool log_walk_all;
         /* watches of freed pods, closed at the next log timer: removing an
          * inotify watch is no work for the path that replaces a pod */
         uv_fs_event_t **dead_watches;

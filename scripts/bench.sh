@@ -39,6 +39,10 @@ echo "-- beside: the same program as a socket-activated systemd service, systemc
 # shellcheck disable=SC2086
 tests/systemd/harness.sh "$PWD/$build/bench/bench-rollout" --only systemd $quick 2>&1 | grep -v '^<'
 echo
+echo "== bench-idle: a real tendd with 10,000 (--quick 1,000) idle pods"
+# shellcheck disable=SC2086
+bench/bench-idle.sh "$build/bin" $quick || exit 1
+echo
 echo "== bench-stall: how long one hostile request holds the loop, at the manifest limits"
 bench/bench-stall.sh "$build/bin" || exit 1
 echo

@@ -29,6 +29,7 @@ struct agent_loop {
         usec_t wanted_at; /* when the pass that waits was first asked for */
         uv_timer_t deadline;
         uv_timer_t resync;
+        uv_timer_t trim; /* once passes stop: the heap given back */
         usec_t resync_interval;
         unsigned open_handles;
         bool closing;
@@ -147,8 +148,19 @@ static void arm(agent_loop *l, usec_t next) {
                        0);
 }
 
+/* After a burst (a thousand pods replaced), glibc keeps the freed heap:
+ * given back once the passes stop for TRIM_AFTER_MS, so that an idle
+ * agent is small again. */
+#define TRIM_AFTER_MS 10000
+
+static void on_trim(uv_timer_t *t) {
+        (void) malloc_trim(0);
+}
+
 static void run(agent_loop *l) {
         arm(l, agent_process(l->agent));
+        if (!l->closing)
+                uv_timer_start(&l->trim, on_trim, TRIM_AFTER_MS, 0);
 }
 
 static void on_work(uv_idle_t *h) {
@@ -166,9 +178,6 @@ static void on_resync(uv_timer_t *t) {
         agent_loop *l = t->data;
         agent_resync(l->agent);
         run(l);
-        /* After a burst (a thousand pods replaced), glibc keeps the freed
-         * heap; give it back, so that an idle agent is small again. */
-        (void) malloc_trim(0);
 }
 
 static void wakeup(void *userdata) {
@@ -188,7 +197,11 @@ int agent_loop_new(uv_loop_t *loop, const agent_loop_config *c, agent_loop **ret
                 return -ENOMEM;
         l->loop = loop;
         l->lock_fd = -EBADF;
-        l->resync_interval = c->resync_interval ?: 30 * USEC_PER_SEC;
+        /* A full pass over every object is a safety net (changes and
+         * deadlines queue their objects themselves): at ten thousand pods
+         * it costs ~60 ms, which every 30 s was most of an idle tendd's
+         * CPU (issue 35). */
+        l->resync_interval = c->resync_interval ?: 300 * USEC_PER_SEC;
 
         if (mkdir(c->state_dir, 0750) < 0 && errno != EEXIST) {
                 r = -errno;
@@ -245,7 +258,10 @@ int agent_loop_new(uv_loop_t *loop, const agent_loop_config *c, agent_loop **ret
         l->deadline.data = l;
         uv_timer_init(loop, &l->resync);
         l->resync.data = l;
-        l->open_handles = 3;
+        uv_timer_init(loop, &l->trim);
+        l->trim.data = l;
+        uv_unref((uv_handle_t *) &l->trim);
+        l->open_handles = 4;
         uv_timer_start(&l->resync, on_resync, l->resync_interval / USEC_PER_MSEC,
                        l->resync_interval / USEC_PER_MSEC);
 
@@ -289,6 +305,7 @@ void agent_loop_close(agent_loop *l) {
         uv_close((uv_handle_t *) &l->work, on_closed);
         uv_close((uv_handle_t *) &l->deadline, on_closed);
         uv_close((uv_handle_t *) &l->resync, on_closed);
+        uv_close((uv_handle_t *) &l->trim, on_closed);
 }
 
 agent *agent_loop_agent(agent_loop *l) {

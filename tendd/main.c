@@ -187,10 +187,11 @@ static void usage(FILE *f) {
                 "  --tls-cert FILE          the listener's certificate (PEM, chain allowed)\n"
                 "  --tls-key FILE           and its key (PEM)\n"
                 "  --manifests DIR          keep DIR's *.yaml, *.yml, *.json applied: on\n"
-                "                           start, on change, on SIGHUP and every resync;\n"
-                "                           the files are the declaration\n"
+                "                           start, on change, on SIGHUP and every resync\n"
+                "                           (30s unless --resync); the files are the\n"
+                "                           declaration\n"
                 "  --port-range LO-HI       leased pod ports (default %d-%d)\n"
-                "  --resync DURATION        full reconcile period (default 30s)\n"
+                "  --resync DURATION        full reconcile period (default 5min)\n"
                 "  --idle-timeout DURATION  close an API connection idle this long (default\n"
                 "                           30s; watches and logs -f are not idle)\n"
                 "  --systemd-bus BUS        user, system or none: where pods with\n"
@@ -827,8 +828,10 @@ int main(int argc, char **argv) {
         uv_unref((uv_handle_t *) &sighup);
         uv_timer_init(loop, &drain);
         uv_timer_init(loop, &tick);
-        {
-                /* Half the watchdog period, or a STATUS= every 5 s. */
+        if (getenv("NOTIFY_SOCKET")) {
+                /* Half the watchdog period, or a STATUS= every 5 s; not
+                 * without a manager to tell (an idle tendd wakes for
+                 * nothing, issue 35). */
                 uint64_t wd = 0;
                 uint64_t every = sd_watchdog_enabled(0, &wd) > 0 && wd > 0
                                          ? MAX(wd / 2 / USEC_PER_MSEC, (uint64_t) 1)
