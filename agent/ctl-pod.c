@@ -162,11 +162,11 @@ static int config_error(agent *a, const spec_pod *p, const char *reason, const c
         return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
 }
 
-/* Whether a start failed for want of tendd's own resources, which the
- * host lacks, not the pod: descriptors (the runtime keeps a reserve for the
- * API, process.c), or processes (clone: pid_max, RLIMIT_NPROC). */
+/* Whether a start failed for want of tendd's own resources, not the
+ * pod's fault: the runtime says so (RT_ESHORT: descriptors within the
+ * API's reserve, a clone refused for want of processes). */
 static bool host_short(int r) {
-        return r == -EMFILE || r == -ENFILE || r == -EAGAIN;
+        return r == -RT_ESHORT;
 }
 
 /* p's start waits for the host (host_short()): said once, as the kubelet
@@ -389,7 +389,14 @@ void ctl_pod_run_starts(agent *a) {
                          p->metadata.deletion_timestamp || a->draining)
                         /* Deleted in the same pass: never started. */
                         agent__pod_rt_drop(a, uids[i]);
-                else if ((r = start_pod(a, p, pr, NULL)) < 0) {
+                else if (a->short_until > agent_now(a)) {
+                        /* the host said it is short: not asked again */
+                        agent__pod_rt_drop(a, uids[i]);
+                        (void) store_delete_record(a->store, uids[i]);
+                        if (wait_for_host(a, p, NULL) < 0)
+                                agent__enqueue(a, STORE_POD, p->metadata.namespace,
+                                               p->metadata.name);
+                } else if ((r = start_pod(a, p, pr, NULL)) < 0) {
                         log_warning_errno(r, "pod/%s: failed to record its start: %m",
                                           p->metadata.name);
                         agent__enqueue(a, STORE_POD, p->metadata.namespace, p->metadata.name);

@@ -52,6 +52,8 @@ void rt__log_forget(rt_pod *p) {
         rt_manager *m = p->manager;
         size_t i = p->log_slot;
 
+        if (m->log_sweep == p)
+                m->log_sweep = p->next;
         if (!i)
                 return;
         m->log_active[i - 1] = m->log_active[--m->n_log_active];
@@ -90,6 +92,9 @@ typedef struct rotation {
  * seconds' worth.
  */
 #define LOG_CHECK_MIN (10 * USEC_PER_MSEC)
+/* Each parked log is looked at once in this many ticks of the log timer
+ * (5 s each: half an hour), whatever its watch says (on_log_timer()). */
+#define LOG_SWEEP_TICKS 360
 /* A new log (or one just rotated) is looked at again soon: learn its rate. */
 #define LOG_CHECK_FIRST (100 * USEC_PER_MSEC)
 /* The data of [from, to) of in, appended to out; holes are skipped. */
@@ -491,6 +496,21 @@ static void on_log_timer(uv_timer_t *t) {
         rt__times_close_dead(m);
         rt__held_sweep(m, false);
         rt__cgroup_tidy(m);
+        /* A slow sweep of the parked, a few each tick: inotify drops what
+         * overflows its queue (thousands of logs written while tendd was
+         * stopped), so each parked log is looked at once in LOG_SWEEP_TICKS
+         * ticks (half an hour) anyway. */
+        for (size_t k = m->n_pods / LOG_SWEEP_TICKS + 1; k > 0 && !m->log_walk_all; k--) {
+                rt_pod *p = m->log_sweep ?: m->pods;
+                if (!p)
+                        break;
+                m->log_sweep = p->next;
+                if (p->log_parked) {
+                        p->log_parked = false;
+                        p->log_next_check = now;
+                        log_active_add(p);
+                }
+        }
         /* The pods of the list only: a parked log costs nothing here, so
          * ten thousand quiet pods cost an idle tendd no walk (issue 35). */
         for (size_t i = 0; m->log_walk_all ? false : i < m->n_log_active;) {

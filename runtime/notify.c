@@ -165,6 +165,7 @@ static void liveness_failed(rt_pod *p, const char *why) {
 
         if (p->freed || p->state != RT_POD_RUNNING)
                 return;
+        p->notify_failed = true;
         if (p->watchdog_timer) /* none without watchdog=: WATCHDOG=trigger still counts */
                 uv_timer_stop(p->watchdog_timer);
         if (m->cb.probe)
@@ -190,15 +191,18 @@ static void on_watchdog(uv_timer_t *t) {
          * sent while tendd was busy or stopped is heard first. */
         drain(p);
         usec_t now = now_monotonic();
-        if (p->freed || uv_is_active((uv_handle_t *) t))
-                return;
+        if (p->freed || p->notify_failed || uv_is_active((uv_handle_t *) t))
+                return; /* (what came: WATCHDOG=1 armed it again, or =trigger failed it) */
         if (now < p->watchdog_due) { /* (the loop's clock lagged when it was armed) */
                 uv_timer_start(t, on_watchdog,
                                (p->watchdog_due - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
                 return;
         }
-        if (rt__late(p->manager, p->watchdog_due, now)) {
+        /* Let go once: a tendd late at every expiry (starved for good)
+         * must still fail a pod that sends nothing. */
+        if (!p->watchdog_excused && rt__late(p->manager, p->watchdog_due, now)) {
                 watchdog_arm(p); /* an interval of tendd's own time, from now */
+                p->watchdog_excused = true;
                 return;
         }
         _cleanup_free_ char *why = strprintf("watchdog: no WATCHDOG=1 within %s",
@@ -230,8 +234,10 @@ static void handle_line(rt_pod *p, const char *line, size_t len) {
                                 m->cb.status(p, p->notify_status, m->userdata);
                 }
         } else if (len == 10 && memcmp(line, "WATCHDOG=1", 10) == 0) {
-                if (p->state == RT_POD_RUNNING || p->state == RT_POD_STARTING)
+                if (p->state == RT_POD_RUNNING || p->state == RT_POD_STARTING) {
                         watchdog_arm(p);
+                        p->watchdog_excused = false;
+                }
         } else if (len == 16 && memcmp(line, "WATCHDOG=trigger", 16) == 0)
                 liveness_failed(p, "watchdog: the pod sent WATCHDOG=trigger");
         /* others (STOPPING=1, RELOADING=1, MAINPID=, ...) say nothing tend uses */

@@ -30,6 +30,7 @@ struct rt_prober {
         bool stopped;
         bool result;
         bool ever_ready; /* readiness: published success at least once */
+        bool excused;    /* its last attempt timed out late and was let go (rt__late) */
         uint64_t hurry_ms;
         int run_ok, run_fail;
         usec_t last_reminder; /* readiness: the last failure reported while not ready */
@@ -225,6 +226,7 @@ static void finish(attempt *a, bool ok, const char *message) {
         if (a->done)
                 return;
         a->done = true;
+        a->prober->excused = false;
         if (a->prober->current == a)
                 a->prober->current = NULL;
         record(a->prober, ok, message);
@@ -252,6 +254,7 @@ static void discard_late(attempt *a) {
         if (a->kind == ATTEMPT_EXEC && !a->reaped)
                 (void) kill(-a->pid, SIGKILL);
         a->done = true;
+        p->excused = true; /* once: the next late one counts (a tendd starved for good) */
         if (p->current == a)
                 p->current = NULL;
         attempt_close(a);
@@ -269,7 +272,7 @@ static void on_attempt_timeout(uv_timer_t *t) {
                                (a->deadline - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
                 return;
         }
-        if (rt__late(a->prober->pod->manager, a->deadline, now)) {
+        if (!a->prober->excused && rt__late(a->prober->pod->manager, a->deadline, now)) {
                 /* (a probe process that ended meanwhile gives its verdict) */
                 if (a->kind == ATTEMPT_EXEC && !a->reaped)
                         on_exec_exit(&a->poll, 0, 0);
@@ -530,7 +533,7 @@ static void on_http_done(void *userdata, CURLcode result, long status) {
                 result = CURLE_OK;
         if (result == CURLE_OK && !a->done && follow_redirect(a, status))
                 return;
-        if (result == CURLE_OPERATION_TIMEDOUT && !a->done &&
+        if (result == CURLE_OPERATION_TIMEDOUT && !a->done && !a->prober->excused &&
             rt__late(a->prober->pod->manager, a->http_deadline, now_monotonic()))
                 discard_late(a);
         else if (result != CURLE_OK) {

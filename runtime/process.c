@@ -191,7 +191,7 @@ static int process_start(rt_pod *p, char **ret_error) {
         int in_use = fd_lowest_free();
         if (in_use < 0 ||
             (m->nofile != UINT64_MAX && (uint64_t) in_use + RT_FD_RESERVE >= m->nofile)) {
-                r = in_use < 0 ? in_use : -EMFILE;
+                r = -RT_ESHORT;
                 /* (the same words each time: the agent says them once) */
                 *ret_error = strprintf("tendd is out of file descriptors (its limit %" PRIu64
                                        "; each pod holds one or more, and %d are kept for its "
@@ -248,6 +248,8 @@ static int process_start(rt_pod *p, char **ret_error) {
         }
         if (r < 0) {
                 bool polled = proc_of(p)->watching; /* (then its close closes the pidfd) */
+                if (r == -EMFILE || r == -ENFILE || r == UV_EMFILE || r == UV_ENFILE)
+                        r = -RT_ESHORT; /* (tendd's, not the pod's) */
                 abandon_child(p);
                 rt__cgroup_kill(p);
                 rt__cgroup_remove(p);

@@ -169,6 +169,8 @@ struct rt_pod {
         uv_poll_t *notify_poll;
         uv_timer_t *watchdog_timer;
         usec_t watchdog_due;        /* monotonic: when it fires, unless WATCHDOG=1 comes */
+        bool watchdog_excused;      /* its last expiry came late and was let go (rt__late) */
+        bool notify_failed;         /* liveness failed by the watchdog: said once */
         bool notify_declared_ready; /* ready only after READY=1 */
         bool notify_ready;          /* READY=1 came */
         usec_t notify_watchdog;     /* 0: none */
@@ -366,6 +368,7 @@ struct rt_manager {
          * memory): every pod is looked at, as before the list. */
         rt_pod **log_active;
         size_t n_log_active, alloc_log_active;
+        rt_pod *log_sweep; /* the next pod of the slow sweep of parked logs */
         bool log_walk_all;
         /* watches of freed pods, closed at the next log timer: removing an
          * inotify watch is no work for the path that replaces a pod */

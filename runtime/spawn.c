@@ -385,7 +385,8 @@ int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, 
         if (r < 0) {
                 *ret_error = tried3 ? strprintf("clone3 into the pod's cgroup: %s", strerror(-r))
                                     : strprintf("clone: %s", strerror(-r));
-                return r;
+                /* the kernel's processes or tendd's descriptors ran out */
+                return r == -EAGAIN || r == -EMFILE || r == -ENFILE ? -RT_ESHORT : r;
         }
 
         if (c.step != STEP_NONE) {
@@ -394,6 +395,11 @@ int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, 
                 (void) waitid(P_PIDFD, (id_t) pidfd, &si, WEXITED);
                 safe_close(pidfd);
                 *ret_error = step_message(s, c.step, c.mount, c.err);
+                /* Until it execs, the child shares tendd's descriptor table:
+                 * out of descriptors there is tendd's trouble. Anything else
+                 * is the pod's (an EAGAIN of its user's process limit too). */
+                if (c.err == EMFILE || c.err == ENFILE)
+                        return -RT_ESHORT;
                 return -(c.err ?: EIO);
         }
 

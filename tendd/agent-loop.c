@@ -149,8 +149,8 @@ static void arm(agent_loop *l, usec_t next) {
 }
 
 /* After a burst (a thousand pods replaced), glibc keeps the freed heap:
- * given back once the passes stop for TRIM_AFTER_MS, so that an idle
- * agent is small again. */
+ * given back TRIM_AFTER_MS after a pass (at most that often while passes
+ * go on), so that an idle agent is small again. */
 #define TRIM_AFTER_MS 10000
 
 static void on_trim(uv_timer_t *t) {
@@ -159,7 +159,7 @@ static void on_trim(uv_timer_t *t) {
 
 static void run(agent_loop *l) {
         arm(l, agent_process(l->agent));
-        if (!l->closing)
+        if (!l->closing && !uv_is_active((uv_handle_t *) &l->trim))
                 uv_timer_start(&l->trim, on_trim, TRIM_AFTER_MS, 0);
 }
 

@@ -117,8 +117,8 @@ typedef struct world {
         size_t volume_updates;
         char **removed_volumes;
         const char *mount_problem;
-        /* tendd short of descriptors: starts refused with -EMFILE while
-         * set, counted in short_refused */
+        /* tendd short of descriptors: starts refused with -RT_ESHORT
+         * while set, counted in short_refused */
         bool short_fds;
         size_t short_refused;
 } world;
@@ -190,13 +190,18 @@ static int fb_start_now(void *b, const rt_pod_params *p, void *ud, void **ret, c
         if (w->short_fds) {
                 w->short_refused++;
                 *err = strdup("tendd is out of file descriptors (its limit 256; ...)");
-                return -EMFILE;
+                return -RT_ESHORT;
         }
         proc *pr = calloc(1, sizeof *pr);
         const spec_container *c = &p->spec->containers[0];
 
         assert_non_null(pr);
         assert_true(w->n_procs < MAX_PROCS);
+        if (streq(c->command[0], "/eagain")) { /* the pod's own (its user's process limit) */
+                *err = strdup("runAsUser 1000: Resource temporarily unavailable");
+                free(pr);
+                return -EAGAIN;
+        }
         if (streq(c->command[0], "/nonexistent")) {
                 *err = strdup("exec /nonexistent: No such file or directory");
                 free(pr);
@@ -1326,6 +1331,15 @@ static void test_start_short_of_fds(void **state) {
         assert_int_equal(w->starts, 3);
         assert_int_equal(count_waiting(w, "CreateContainerError"), 0);
         assert_int_equal(store_list(w->store, STORE_POD, &items), 3);
+
+        /* Only what the runtime says is tendd's (RT_ESHORT) waits: an
+         * EAGAIN of the pod's own is its start error, as any other. */
+        apply(w, manifest("own", 1, "/eagain", NULL, NULL));
+        step(w, 100 * MS);
+        assert_int_equal(count_waiting(w, "CreateContainerError"), 0);
+        const spec_state_terminated *t = carried_death(w);
+        assert_non_null(t);
+        assert_string_equal(t->reason, "StartError");
         world_free(w);
 }
 

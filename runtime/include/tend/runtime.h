@@ -204,6 +204,13 @@ typedef struct rt_pod_params {
  * returns -errno and, in *ret_error, a message naming the path and the
  * error ("exec /usr/bin/nope: No such file or directory"); no callback is
  * made. On success, `started` follows from the loop. */
+/* A start that failed for want of tendd's own resources, not the pod's
+ * fault (its descriptors within the API's reserve, a clone the kernel
+ * refused for want of processes or descriptors, a descriptor it could not
+ * get to watch the process): -RT_ESHORT, the reason in *ret_error. The
+ * agent makes the pod wait and tries again (ctl-pod.c), without counting
+ * a death. */
+#define RT_ESHORT ENOBUFS
 int rt_pod_start(rt_manager *m, const rt_pod_params *p, void *pod_userdata, rt_pod **ret,
                  char **ret_error);
 
