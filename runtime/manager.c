@@ -178,21 +178,6 @@ bool rt__grace_not_yet(rt_pod *p, uv_timer_cb cb) {
         return true;
 }
 
-bool rt__late(rt_manager *m, usec_t deadline, usec_t now) {
-        char d[DURATION_MAX];
-
-        if (now < deadline || now - deadline <= RT_STALL_MIN)
-                return false;
-        if (!m->stall_said || now - m->stall_said >= 10 * USEC_PER_SEC) {
-                m->stall_said = now;
-                log_warning("tendd met a deadline %s late: it was stopped, suspended or short "
-                            "of CPU meanwhile; watchdogs and probes that fell due start again "
-                            "from now, and no pod is blamed for that time",
-                            format_duration(d, now - deadline));
-        }
-        return true;
-}
-
 void rt__pod_exited(rt_pod *p, const rt_exit *e) {
         pod_set_state(p, RT_POD_EXITED, e);
 }

@@ -210,7 +210,7 @@ int rt__mkdir_parents(const char *path, mode_t mode);
  * on the pod's notify socket first, then starts its interval again from
  * now; a probe attempt that timed out late is discarded and made again
  * (issue 33: a SIGSTOP of tendd killed every watchdog pod). Returns
- * whether deadline is that late, and logs the stall once (manager.c). */
+ * whether deadline is that late, and logs the stall once (late.c). */
 #define RT_STALL_MIN (250 * USEC_PER_MSEC)
 bool rt__late(rt_manager *m, usec_t deadline, usec_t now);
 
