@@ -94,6 +94,12 @@ struct agent {
          * wait without trying, said in short_why (ctl-pod.c). */
         usec_t short_until;
         char *short_why;
+        /* "Failed to commit" said at most once a minute while it lasts
+         * (a full disk fails every pass, a second apart): when, the error,
+         * and how many since */
+        usec_t commit_said;
+        int commit_said_error;
+        unsigned commit_unsaid;
         pending_event *events;
         size_t n_events, alloc_events;
         pass_clock clock_pass;

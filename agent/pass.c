@@ -248,7 +248,22 @@ static void forget_starts(agent *a) {
 /* A commit failed: the round is rolled back, and everything is looked at
  * again in a second (level-triggered, so redoing is safe). */
 static usec_t recover_from_commit(agent *a, int r) {
-        log_error_errno(r, "Failed to commit to the store: %m");
+        usec_t now = agent_now(a);
+
+        if (r != a->commit_said_error || !a->commit_said ||
+            now - a->commit_said >= 60 * USEC_PER_SEC) {
+                if (a->commit_unsaid)
+                        log_error_errno(r,
+                                        "Failed to commit to the store: %m (and %u times "
+                                        "more since it was last said)",
+                                        a->commit_unsaid);
+                else
+                        log_error_errno(r, "Failed to commit to the store: %m");
+                a->commit_said = now;
+                a->commit_said_error = r;
+                a->commit_unsaid = 0;
+        } else
+                a->commit_unsaid++;
         ctl_pod_undo_early(a);
         forget_starts(a);
         agent__drop_events(a);
@@ -308,11 +323,18 @@ usec_t agent_process(agent *a) {
                         if (a->n_starts == 0)
                                 continue;
                 }
+                bool wrote = store_dirty(a->store);
                 r = store_commit(a->store, false);
                 if (r < 0) {
                         usec_t retry = recover_from_commit(a, r);
                         next = MIN(next, retry);
                         break;
+                }
+                if (a->commit_said && wrote) {
+                        log_info("The store takes commits again%s.",
+                                 a->commit_unsaid ? " (the failures since were not all said)" : "");
+                        a->commit_said = 0;
+                        a->commit_unsaid = 0;
                 }
                 ctl_pod_forget_early(a);
                 if (a->n_starts == 0 && a->n_events == 0)

@@ -555,6 +555,10 @@ const char *store_note_json(const store *s) {
         return s->note_json;
 }
 
+bool store_dirty(const store *s) {
+        return s->n_undo > 0;
+}
+
 int store_commit(store *s, bool durable) {
         usec_t t0 = now_monotonic();
         int r;
