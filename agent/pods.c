@@ -379,7 +379,10 @@ int agent__mark_lost(agent *a, const spec_pod *p, const char *why) {
         if (r < 0)
                 return r;
         (void) store_delete_record(a->store, p->metadata.uid);
-        log_warning("pod/%s: %s", p->metadata.name, msg);
+        /* (while the store cannot commit, each pass is undone and made
+         * again a second later: said the first time, not every second) */
+        if (!a->commit_said)
+                log_warning("pod/%s: %s", p->metadata.name, msg);
         a->metrics.lost_unknown++;
         (void) agent__event(a, STORE_POD, &p->metadata, "Warning", "Lost", "%s", msg);
         return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
