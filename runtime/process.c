@@ -237,6 +237,10 @@ static int process_start(rt_pod *p, char **ret_error) {
          * want of a descriptor; a record without it would make the next
          * tendd take the pod for another process and replace it. */
         r = rt_process_start_time(p->record.pid, &p->record.start_time);
+        if (r == -ESRCH)
+                r = 0; /* exited already (a zombie, ours to reap): its exit is
+                        * watched for like any, and a record of no start time
+                        * adopts nothing */
         if (r < 0)
                 *ret_error = strprintf("reading pid %d's start time: %s", (int) p->record.pid,
                                        strerror(-r));
