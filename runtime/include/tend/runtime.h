@@ -200,10 +200,6 @@ typedef struct rt_pod_params {
         const rt_volume_files *volumes;
 } rt_pod_params;
 
-/* Starts a pod with the backend its runtimeClassName names. On failure
- * returns -errno and, in *ret_error, a message naming the path and the
- * error ("exec /usr/bin/nope: No such file or directory"); no callback is
- * made. On success, `started` follows from the loop. */
 /* A start that failed for want of tendd's own resources, not the pod's
  * fault (its descriptors within the API's reserve, a clone the kernel
  * refused for want of processes or descriptors, a descriptor it could not
@@ -211,6 +207,10 @@ typedef struct rt_pod_params {
  * agent makes the pod wait and tries again (ctl-pod.c), without counting
  * a death. */
 #define RT_ESHORT ENOBUFS
+/* Starts a pod with the backend its runtimeClassName names. On failure
+ * returns -errno and, in *ret_error, a message naming the path and the
+ * error ("exec /usr/bin/nope: No such file or directory"); no callback is
+ * made. On success, `started` follows from the loop. */
 int rt_pod_start(rt_manager *m, const rt_pod_params *p, void *pod_userdata, rt_pod **ret,
                  char **ret_error);
 

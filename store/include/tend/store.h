@@ -104,12 +104,12 @@ int store_put(store *s, store_kind kind, void *obj, const void **ret_stored);
 /* Removes an object; -ENOENT if there is none. */
 int store_delete(store *s, store_kind kind, const char *namespace, const char *name);
 
+/* Whether there are changes not yet committed. */
+bool store_dirty(const store *s);
 /* Writes the batch (every write since the last commit) in one transaction.
  * durable: fsync before returning (for writes acknowledged to a user).
  * No-op when nothing was written. On failure the batch is rolled back, in
  * memory too (store_rollback()). */
-/* Whether there are changes not yet committed. */
-bool store_dirty(const store *s);
 int store_commit(store *s, bool durable);
 /* Drops every write since the last commit, in memory and on disk, and
  * tells subscribers nothing (all-or-nothing applies). */
