@@ -162,14 +162,8 @@ static int config_error(agent *a, const spec_pod *p, const char *reason, const c
         return store_put(a->store, STORE_POD, TAKE_PTR(n), NULL);
 }
 
-/* Whether a start failed for want of tendd's own resources, not the
- * pod's fault: the runtime says so (RT_ESHORT: descriptors within the
- * API's reserve, a clone refused for want of processes). */
-static bool host_short(int r) {
-        return r == -RT_ESHORT;
-}
-
-/* p's start waits for the host (host_short()): said once, as the kubelet
+/* p's start waits for the host (the runtime's -RT_ESHORT: tendd's own
+ * descriptors or processes ran short, not the pod's fault): said once, as the kubelet
  * says a container it cannot make, and tried again AGENT_SHORT_RETRY from
  * now. Not a death: its crash-loop streak and back-off stay as they are.
  * Until then other starts wait too, without trying (ctl_pod_sync()): a
@@ -320,7 +314,7 @@ static int start_pod(agent *a, const spec_pod *p, pod_rt *pr, pod_inputs *made) 
         r = a->backend->start(a->backend_data, &params, pr, &handle, &err);
         if (r < 0) {
                 agent__pod_rt_drop(a, p->metadata.uid);
-                if (host_short(r)) {
+                if (r == -RT_ESHORT) {
                         (void) store_delete_record(a->store, p->metadata.uid);
                         return wait_for_host(a, p, err ?: strerror(-r));
                 }

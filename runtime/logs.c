@@ -488,6 +488,23 @@ static void check_log(rt_manager *m, rt_pod *p, usec_t now) {
         }
 }
 
+/* A tick's look at p's log: its check and its times, if due; *next
+ * brought down to when p wants the timer again. Returns whether it does
+ * (false: exited, parked, or nothing to look at). */
+static bool look(rt_manager *m, rt_pod *p, usec_t now, usec_t *next) {
+        if (p->freed || p->state == RT_POD_EXITED)
+                return false;
+        if (p->log_next_check <= now)
+                check_log(m, p, now);
+        times_due(p, now);
+        if (p->log_parked || (p->log_next_check == USEC_INFINITY && !p->times_due))
+                return false;
+        *next = MIN(*next, p->log_next_check);
+        if (p->times_due)
+                *next = MIN(*next, p->times_due);
+        return true;
+}
+
 /* One timer for every log, set for the earliest next check. */
 static void on_log_timer(uv_timer_t *t) {
         rt_manager *m = t->data;
@@ -513,36 +530,17 @@ static void on_log_timer(uv_timer_t *t) {
         }
         /* The pods of the list only: a parked log costs nothing here, so
          * ten thousand quiet pods cost an idle tendd no walk (issue 35). */
-        for (size_t i = 0; m->log_walk_all ? false : i < m->n_log_active;) {
-                rt_pod *p = m->log_active[i];
-                if (!p->freed && p->state != RT_POD_EXITED) {
-                        if (p->log_next_check <= now)
-                                check_log(m, p, now);
-                        times_due(p, now);
-                        if (!p->log_parked &&
-                            (p->log_next_check != USEC_INFINITY || p->times_due)) {
-                                next = MIN(next, p->log_next_check);
-                                if (p->times_due)
-                                        next = MIN(next, p->times_due);
-                                i++;
-                                continue;
-                        }
-                }
-                rt__log_forget(p); /* (the last one comes to i) */
-        }
+        for (size_t i = 0; !m->log_walk_all && i < m->n_log_active;)
+                if (look(m, m->log_active[i], now, &next))
+                        i++;
+                else
+                        rt__log_forget(m->log_active[i]); /* (the last one comes to i) */
         for (rt_pod *p = m->log_walk_all ? m->pods : NULL; p; p = p->next) {
-                if (p->freed || p->state == RT_POD_EXITED)
-                        continue;
                 if (p->log_parked) {
                         p->log_parked = false; /* (no list to wake it into) */
                         p->log_next_check = now;
                 }
-                if (p->log_next_check <= now)
-                        check_log(m, p, now);
-                times_due(p, now);
-                next = MIN(next, p->log_next_check);
-                if (p->times_due)
-                        next = MIN(next, p->times_due);
+                (void) look(m, p, now, &next);
         }
         uv_timer_start(&m->log_timer, on_log_timer,
                        (MAX(next, now + LOG_CHECK_MIN) - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC,

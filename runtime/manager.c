@@ -169,13 +169,7 @@ void rt__grace_arm(rt_pod *p, usec_t grace, uv_timer_cb cb) {
 }
 
 bool rt__grace_not_yet(rt_pod *p, uv_timer_cb cb) {
-        usec_t now = now_monotonic();
-
-        if (now >= p->kill_at)
-                return false;
-        uv_timer_start(&p->grace_timer, cb,
-                       (p->kill_at - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC + 1, 0);
-        return true;
+        return rt__not_yet(&p->grace_timer, cb, p->kill_at);
 }
 
 void rt__pod_exited(rt_pod *p, const rt_exit *e) {

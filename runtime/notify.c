@@ -190,17 +190,12 @@ static void on_watchdog(uv_timer_t *t) {
         /* A timer runs before the loop reads its sockets: what the pod
          * sent while tendd was busy or stopped is heard first. */
         drain(p);
-        usec_t now = now_monotonic();
-        if (p->freed || p->notify_failed || uv_is_active((uv_handle_t *) t))
+        if (p->freed || p->notify_failed || uv_is_active((uv_handle_t *) t) ||
+            rt__not_yet(t, on_watchdog, p->watchdog_due))
                 return; /* (what came: WATCHDOG=1 armed it again, or =trigger failed it) */
-        if (now < p->watchdog_due) { /* (the loop's clock lagged when it was armed) */
-                uv_timer_start(t, on_watchdog,
-                               (p->watchdog_due - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
-                return;
-        }
         /* Let go once: a tendd late at every expiry (starved for good)
          * must still fail a pod that sends nothing. */
-        if (!p->watchdog_excused && rt__late(p->manager, p->watchdog_due, now)) {
+        if (!p->watchdog_excused && rt__late(p->manager, p->watchdog_due, now_monotonic())) {
                 watchdog_arm(p); /* an interval of tendd's own time, from now */
                 p->watchdog_excused = true;
                 return;

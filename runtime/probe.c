@@ -264,15 +264,12 @@ static void discard_late(attempt *a) {
 
 static void on_attempt_timeout(uv_timer_t *t) {
         attempt *a = t->data;
-        usec_t now = now_monotonic();
         char msg[64];
 
-        if (now < a->deadline) { /* (the loop's clock lagged when it was armed) */
-                uv_timer_start(t, on_attempt_timeout,
-                               (a->deadline - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC, 0);
+        if (rt__not_yet(t, on_attempt_timeout, a->deadline))
                 return;
-        }
-        if (!a->prober->excused && rt__late(a->prober->pod->manager, a->deadline, now)) {
+        if (!a->prober->excused &&
+            rt__late(a->prober->pod->manager, a->deadline, now_monotonic())) {
                 /* (a probe process that ended meanwhile gives its verdict) */
                 if (a->kind == ATTEMPT_EXEC && !a->reaped)
                         on_exec_exit(&a->poll, 0, 0);

@@ -252,8 +252,7 @@ static int process_start(rt_pod *p, char **ret_error) {
         }
         if (r < 0) {
                 bool polled = proc_of(p)->watching; /* (then its close closes the pidfd) */
-                if (r == -EMFILE || r == -ENFILE || r == UV_EMFILE || r == UV_ENFILE)
-                        r = -RT_ESHORT; /* (tendd's, not the pod's) */
+                r = rt__fd_short(r);                /* (UV_EMFILE is -EMFILE here) */
                 abandon_child(p);
                 rt__cgroup_kill(p);
                 rt__cgroup_remove(p);

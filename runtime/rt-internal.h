@@ -213,6 +213,11 @@ int rt__mkdir_parents(const char *path, mode_t mode);
  * whether deadline is that late, and logs the stall once (late.c). */
 #define RT_STALL_MIN (250 * USEC_PER_MSEC)
 bool rt__late(rt_manager *m, usec_t deadline, usec_t now);
+/* r, or -RT_ESHORT where r says tendd ran out of descriptors (its own
+ * trouble, not the pod's). */
+static inline int rt__fd_short(int r) {
+        return r == -EMFILE || r == -ENFILE ? -RT_ESHORT : r;
+}
 
 /* notify.c */
 char *rt__notify_dir(const char *state_dir);
@@ -277,6 +282,10 @@ void rt__grace_arm(rt_pod *p, usec_t grace, uv_timer_cb cb);
 /* For a grace timer's callback: libuv's clock is coarse (a jiffy) and may
  * fire a few ms before p->kill_at; then re-arm for the rest and say so. */
 bool rt__grace_not_yet(rt_pod *p, uv_timer_cb cb);
+/* The same for any timer t of callback cb due at `due` (monotonic): it
+ * fired early (libuv's clock lagged when it was armed), so it is armed
+ * again for the rest, and true says so (late.c). */
+bool rt__not_yet(uv_timer_t *t, uv_timer_cb cb, usec_t due);
 
 /* ---- cgroups -------------------------------------------------------------------------------- */
 

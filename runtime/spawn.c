@@ -386,7 +386,7 @@ int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, 
                 *ret_error = tried3 ? strprintf("clone3 into the pod's cgroup: %s", strerror(-r))
                                     : strprintf("clone: %s", strerror(-r));
                 /* the kernel's processes or tendd's descriptors ran out */
-                return r == -EAGAIN || r == -EMFILE || r == -ENFILE ? -RT_ESHORT : r;
+                return r == -EAGAIN ? -RT_ESHORT : rt__fd_short(r);
         }
 
         if (c.step != STEP_NONE) {
@@ -398,9 +398,7 @@ int rt__spawn(rt_manager *m, const rt_spawn *s, pid_t *ret_pid, int *ret_pidfd, 
                 /* Until it execs, the child shares tendd's descriptor table:
                  * out of descriptors there is tendd's trouble. Anything else
                  * is the pod's (an EAGAIN of its user's process limit too). */
-                if (c.err == EMFILE || c.err == ENFILE)
-                        return -RT_ESHORT;
-                return -(c.err ?: EIO);
+                return rt__fd_short(-(c.err ?: EIO));
         }
 
         r = rt__pid_add(m, pid);
