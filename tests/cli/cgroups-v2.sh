@@ -6,14 +6,8 @@
 # /sys/fs/cgroup/tend-…/<uid>; a daemon that left the pod's session is
 # stopped with it (cgroup.kill); a limit is enforced where v2 has the
 # controller, and refused at apply with the reason where it has not.
-if [ "$(id -u)" -ne 0 ]; then
-    echo "cgroups need root here (tendd makes them); skipped"
-    exit 77
-fi
-if [ -z "${TEND_CGROUP2_NS:-}" ]; then
-    command -v unshare >/dev/null || { echo "unshare missing (util-linux)"; exit 77; }
-    TEND_CGROUP2_NS=1 exec unshare --mount --propagation private "$0" "$@"
-fi
+ns_why="cgroups need root here (tendd makes them)"
+. "$(dirname "$0")/mount-ns.sh"
 if ! mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null; then
     echo "the kernel does not let a cgroup2 hierarchy be mounted here; skipped"
     exit 77

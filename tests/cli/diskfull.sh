@@ -7,14 +7,8 @@
 #
 # The state directory is a small tmpfs in a mount namespace of the test's
 # own (unshare, as root), so that nothing it mounts outlives it.
-if [ "$(id -u)" -ne 0 ]; then
-    echo "a tmpfs of the test's own needs root; skipped"
-    exit 77
-fi
-if [ -z "${TEND_DISKFULL_NS:-}" ]; then
-    command -v unshare >/dev/null || { echo "unshare missing (util-linux)"; exit 77; }
-    TEND_DISKFULL_NS=1 exec unshare --mount --propagation private "$0" "$@"
-fi
+ns_why="a tmpfs of the test's own needs root"
+. "$(dirname "$0")/mount-ns.sh"
 . "$(dirname "$0")/lib.sh"
 command -v jq >/dev/null || { echo "jq missing (make deps)"; exit 77; }
 

@@ -11,14 +11,8 @@
 #
 # Mounts need root; the test runs in a mount namespace of its own (unshare),
 # so that nothing it mounts can outlive it on the machine.
-if [ "$(id -u)" -ne 0 ]; then
-    echo "volumes need root (tendd mounts them); skipped"
-    exit 77
-fi
-if [ -z "${TEND_VOLUMES_NS:-}" ]; then
-    command -v unshare >/dev/null || { echo "unshare missing (util-linux)"; exit 77; }
-    TEND_VOLUMES_NS=1 exec unshare --mount --propagation private "$0" "$@"
-fi
+ns_why="volumes need root (tendd mounts them)"
+. "$(dirname "$0")/mount-ns.sh"
 . "$(dirname "$0")/lib.sh"
 
 command -v kubectl >/dev/null || {
